@@ -1,0 +1,16 @@
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace tb::cli {
+
+// Each subcommand adds itself to the app and returns the action to run when chosen.
+using Action = std::function<int()>;
+struct Command {
+  CLI::App* sub;
+  Action action;
+};
+Command add_run(CLI::App& app);
+Command add_cost(CLI::App& app);
+Command add_families(CLI::App& app);
+
+}  // namespace tb::cli

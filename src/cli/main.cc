@@ -1,0 +1,50 @@
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "cli/commands.h"
+#include "platform/blas.h"
+#include "record/context.h"
+#include "runner/threads.h"
+#include "spec/errors.h"
+
+int main(int argc, char** argv) {
+  tb::ensure_runtime_environment(argc, argv);
+  CLI::App app{"trainbench: how fast deep-learning training runs on this platform, and why"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", tb::trainbench_version_string());
+  app.footer(
+      "Examples:\n"
+      "  trainbench run fc:layers=4,nodes=1024,input=2000,output=200,batch=512,dtype=fp32\n"
+      "  trainbench run --family cnn --block residual --filters 16 --image 64 --batch 8 --json\n"
+      "  trainbench cost rnn:cell=lstm,embed=500,length=50,vocab=1024,batch=64\n"
+      "  trainbench families");
+  const std::vector<tb::cli::Command> commands = {
+      tb::cli::add_run(app), tb::cli::add_cost(app), tb::cli::add_families(app)};
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "trainbench: " << e.what() << "\n";
+    return 2;
+  }
+  tb::prepare_runtime();
+  const std::string warning = tb::slow_blas_warning(tb::detect_blas());
+  if (!warning.empty()) std::cerr << warning << "\n";
+  try {
+    for (const auto& c : commands)
+      if (c.sub->parsed()) return c.action();
+  } catch (const tb::UsageError& e) {
+    std::cerr << "trainbench: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "trainbench: internal error: " << e.what() << "\n";
+    return 3;
+  }
+  return 2;
+}

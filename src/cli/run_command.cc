@@ -1,0 +1,111 @@
+#include <unistd.h>
+
+#include <iostream>
+#include <set>
+
+#include "cli/commands.h"
+#include "record/json.h"
+#include "report/run_table.h"
+#include "runner/runner.h"
+#include "spec/config.h"
+#include "spec/errors.h"
+
+namespace tb::cli {
+namespace {
+
+struct RunArgs {
+  std::vector<std::string> configs;
+  std::string family;
+  std::map<std::string, std::string> params;  // --<param> VALUE, for --family
+  bool json = false, per_layer = false;
+  RunOptions options;
+  double peak_gflops = 0, memory_limit_gib = 0;
+};
+
+// One option per parameter name of any family, so `--family fc --layers 4` works;
+// make_config() rejects the ones the chosen family does not have.
+void add_param_options(CLI::App* sub, RunArgs& a) {
+  std::set<std::string> names;
+  for (const auto* s : family_schemas())
+    for (const auto& p : s->params) names.insert(p.name);
+  for (const auto& n : names)
+    sub->add_option_function<std::string>(
+           "--" + n, [&a, n](const std::string& v) { a.params[n] = v; },
+           "with --family: the family's '" + n + "' parameter")
+        ->group("Workload parameters (with --family)");
+}
+
+}  // namespace
+
+Command add_run(CLI::App& app) {
+  auto a = std::make_shared<RunArgs>();
+  auto* sub = app.add_subcommand("run", "Train configs and measure their steady-state step time");
+  sub->add_option("config", a->configs, "config strings, e.g. fc:layers=4,nodes=1024,batch=512");
+  sub->add_option("--family", a->family, "build the config from --<param> options instead");
+  sub->add_flag("--json", a->json, "print a versioned JSON document instead of a table");
+  sub->add_flag("--per-layer", a->per_layer, "include the per-layer cost in the output");
+  auto& t = a->options.timing;
+  sub->add_option("--target-ci", t.target_rel_ci,
+                  "stop when the 95% CI half-width of the mean step time is within this fraction")
+      ->check(CLI::Range(1e-4, 0.5))
+      ->capture_default_str();
+  sub->add_option("--budget", t.budget_s, "seconds of timed steps at most, per config")
+      ->check(CLI::Range(0.01, 1e6))
+      ->capture_default_str();
+  sub->add_option("--min-samples", t.min_samples, "stationary steps needed before stopping")
+      ->check(CLI::Range(2, 1000000))
+      ->capture_default_str();
+  sub->add_option("--steps", t.fixed_steps, "run exactly this many steps (no early stop)")
+      ->check(CLI::Range(2, 100000000));
+  sub->add_option("--max-steps", t.max_steps, "stop after this many steps")
+      ->check(CLI::Range(2, 100000000));
+  sub->add_option("--seed", a->options.seed, "seed for weights and synthetic data")
+      ->capture_default_str();
+  sub->add_option("--peak-gflops", a->peak_gflops,
+                  "platform peak for FLOPS utilization, GFLOP/s")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--memory-limit", a->memory_limit_gib,
+                  "GiB the run may use; larger estimates are oom-predicted (default: available)")
+      ->check(CLI::PositiveNumber);
+  add_param_options(sub, *a);
+  sub->footer(
+      "Examples:\n"
+      "  trainbench run fc:layers=4,nodes=1024,input=2000,output=200,batch=512,dtype=fp32\n"
+      "  trainbench run --family fc --layers 8 --nodes 2048 --batch 1024\n"
+      "  trainbench run cnn:block=residual,blocks=1,filters=16,image=64,batch=8 --json\n"
+      "  trainbench run rnn:cell=gru,layers=2,embed=256,length=20,vocab=1024,batch=32 --budget 10\n"
+      "  trainbench run fc:batch=64,nodes=32 --steps 500        # fixed count, no early stop\n"
+      "Every result prints its config with threads resolved: paste it to re-run.\n"
+      "Exit status: 0 all ok, 1 some config not ok (see its status), 2 bad input.");
+  return {sub, [a]() {
+    std::vector<Config> configs;
+    if (!a->family.empty()) {
+      std::vector<std::pair<std::string, std::string>> given(a->params.begin(), a->params.end());
+      configs.push_back(make_config(a->family, given));
+    } else if (!a->params.empty()) {
+      throw UsageError("--" + a->params.begin()->first + " needs --family");
+    }
+    for (const auto& text : a->configs) configs.push_back(parse_config(text));
+    if (configs.empty()) throw UsageError("run: give a config string or --family");
+    if (a->peak_gflops > 0) a->options.peak_flops = a->peak_gflops * 1e9;
+    a->options.memory_limit = a->memory_limit_gib * double(1LL << 30);
+
+    const bool tty = isatty(STDOUT_FILENO);
+    std::vector<RunResult> results;
+    for (const auto& c : configs) {
+      if (!a->json && tty) std::cerr << "running " << c.str() << " ...\n";
+      results.push_back(run_config(c, a->options));
+      if (!a->json) std::cout << format_result(results.back()) << "\n";
+    }
+    const Context ctx = current_context();
+    if (a->json)
+      std::cout << run_document(ctx, results, a->per_layer).dump(2) << "\n";
+    else
+      std::cout << format_context(ctx);
+    for (const auto& r : results)
+      if (r.status != Status::kOk) return 1;
+    return 0;
+  }};
+}
+
+}  // namespace tb::cli

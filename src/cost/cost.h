@@ -1,0 +1,61 @@
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "spec/config.h"
+
+namespace tb {
+
+// What one layer of a training step asks of the hardware. Computed from the config,
+// never measured. Conventions (FLOP = 2 x MAC, what counts for BN, pooling, the RNN
+// gates, ...) are written down once, in docs/cost-model.md.
+struct LayerCost {
+  std::string name;  // position in the model, e.g. "group2.block0.conv2"
+  std::string op;    // linear, conv2d, batchnorm, relu, maxpool, avgpool, add, embedding,
+                     // rnn, lstm, gru, softmax_xent
+  int64_t params = 0;
+  double fwd_flops = 0;         // all forward FLOPs of the layer
+  double fwd_matmul_flops = 0;  // the GEMM / convolution part of fwd_flops
+  double bwd_input_flops = 0;   // gradient with respect to the layer's input
+  double bwd_weight_flops = 0;  // gradient with respect to its parameters
+  double bytes_read = 0;        // forward + backward, at the config's dtype
+  double bytes_written = 0;
+  double saved_bytes = 0;   // tensors this layer creates that stay alive until backward
+  double output_bytes = 0;  // its forward output
+};
+
+// Memory a training step needs, by TBD's categories (bytes).
+struct MemoryEstimate {
+  double weights = 0, gradients = 0, optimizer_state = 0, feature_maps = 0, inputs = 0,
+         workspace = 0;
+  double total() const {
+    return weights + gradients + optimizer_state + feature_maps + inputs + workspace;
+  }
+};
+
+struct StepCost {
+  std::vector<LayerCost> layers;
+  int64_t params = 0;
+  double fwd_flops = 0, fwd_matmul_flops = 0, bwd_flops = 0, opt_flops = 0;
+  double opt_bytes = 0;
+  double bytes = 0;  // all bytes read + written in the step, optimizer included
+  MemoryEstimate memory;
+  double flops() const { return fwd_flops + bwd_flops + opt_flops; }
+  double intensity() const { return bytes > 0 ? flops() / bytes : 0; }
+};
+
+// What a family's cost description returns for one config: its layers in forward
+// order and the bytes of one mini-batch of inputs and labels. The optimizer,
+// totals and the memory estimate are added by step_cost().
+struct ModelCost {
+  std::vector<LayerCost> layers;
+  double input_bytes = 0;
+};
+using CostDescription = std::function<ModelCost(const Config&, int64_t elem_bytes)>;
+
+void register_cost(const std::string& family, CostDescription cost);
+bool has_cost(const std::string& family);
+StepCost step_cost(const Config& config);
+
+}  // namespace tb

@@ -1,0 +1,59 @@
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "cost/cost.h"
+#include "cost/layers.h"
+#include "spec/errors.h"
+
+namespace tb {
+namespace {
+std::map<std::string, CostDescription>& descriptions() {
+  static std::map<std::string, CostDescription> d;
+  return d;
+}
+int64_t elem_bytes(const std::string& dtype) { return dtype == "fp32" ? 4 : 2; }
+}  // namespace
+
+void register_cost(const std::string& family, CostDescription cost) {
+  descriptions()[family] = std::move(cost);
+}
+
+bool has_cost(const std::string& family) { return descriptions().count(family) > 0; }
+
+StepCost step_cost(const Config& config) {
+  auto it = descriptions().find(config.family());
+  if (it == descriptions().end())
+    throw UsageError(fmt::format("no cost description for family '{}'", config.family()));
+  const int64_t eb = elem_bytes(config.get("dtype"));
+  ModelCost model = it->second(config, eb);
+
+  StepCost s;
+  s.layers = std::move(model.layers);
+  double largest_output = 0;
+  for (const auto& l : s.layers) {
+    s.params += l.params;
+    s.fwd_flops += l.fwd_flops;
+    s.fwd_matmul_flops += l.fwd_matmul_flops;
+    s.bwd_flops += l.bwd_input_flops + l.bwd_weight_flops;
+    s.bytes += l.bytes_read + l.bytes_written;
+    s.memory.feature_maps += l.saved_bytes;
+    largest_output = std::max(largest_output, l.output_bytes);
+  }
+  const auto opt = cost::optimizer(config.get("optimizer"));
+  const double p = double(s.params);
+  s.opt_flops = opt.flops_per_param * p;
+  s.opt_bytes = eb * (opt.reads_per_param + opt.writes_per_param) * p;
+  s.bytes += s.opt_bytes;
+  s.memory.weights = eb * p;
+  s.memory.gradients = eb * p;
+  s.memory.optimizer_state = eb * opt.state_per_param * p;
+  s.memory.inputs = model.input_bytes;
+  // During backward the gradient of the largest activation and the gradient of its
+  // input are alive together with everything saved.
+  s.memory.workspace = 2 * largest_output;
+  return s;
+}
+
+}  // namespace tb

@@ -1,0 +1,29 @@
+// Cost description of the rnn family (model/rnn.cc).
+#include <fmt/format.h>
+
+#include "cost/layers.h"
+
+namespace tb {
+namespace {
+
+ModelCost rnn_cost(const Config& c, int64_t eb) {
+  const int64_t B = c.get_int("batch"), layers = c.get_int("layers"), E = c.get_int("embed"),
+                L = c.get_int("length"), V = c.get_int("vocab");
+  const std::string cell = c.get("cell");
+  ModelCost m;
+  const double tokens = double(L) * B;
+  auto emb = cost::embedding("embedding", tokens, V, E, eb);
+  emb.saved_bytes = emb.output_bytes;  // the first layer's input projection keeps it
+  m.layers.push_back(emb);
+  for (int64_t i = 0; i < layers; ++i)
+    m.layers.push_back(cost::recurrent(fmt::format("cells.{}", i), cell, B, L, E, E, eb));
+  m.layers.push_back(cost::linear("head", tokens, E, V, eb, true));
+  m.layers.push_back(cost::softmax_xent("loss", tokens, V, eb));
+  m.input_bytes = 8.0 * (L + 1) * B + 8.0 * tokens;  // token ids and shifted labels
+  return m;
+}
+
+const bool registered = (register_cost("rnn", rnn_cost), true);
+
+}  // namespace
+}  // namespace tb

@@ -1,0 +1,37 @@
+#include <fmt/format.h>
+
+#include <map>
+
+#include "model/workload.h"
+#include "spec/errors.h"
+
+namespace tb {
+namespace {
+std::map<std::string, WorkloadBuilder>& builders() {
+  static std::map<std::string, WorkloadBuilder> b;
+  return b;
+}
+}  // namespace
+
+void register_family(FamilySchema schema, WorkloadBuilder builder) {
+  builders()[schema.name] = std::move(builder);
+  register_family_schema(std::move(schema));
+}
+
+std::unique_ptr<Workload> build_workload(const Config& config) {
+  auto it = builders().find(config.family());
+  if (it == builders().end())
+    throw UsageError(fmt::format("no model builder for family '{}'", config.family()));
+  return it->second(config);
+}
+
+torch::Dtype dtype_of(const Config& config) {
+  const std::string& d = config.get("dtype");
+  if (d == "fp32") return torch::kFloat32;
+  if (d == "bf16") return torch::kBFloat16;
+  throw UsageError(fmt::format("{}: dtype={} has no torch type", config.family(), d));
+}
+
+int64_t dtype_bytes(const std::string& dtype) { return dtype == "fp32" ? 4 : 2; }
+
+}  // namespace tb

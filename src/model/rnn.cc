@@ -1,0 +1,93 @@
+// ParaDnn recurrent family: embedding(vocab, embed) -> `layers` stacked cells of
+// width `embed` over `length` steps -> Linear to vocab; next-token labels.
+// The cell type is a real parameter (the original code always built a basic RNN).
+#include "model/workload.h"
+
+namespace tb {
+namespace {
+
+namespace nn = torch::nn;
+
+struct RnnNetImpl : nn::Module {
+  RnnNetImpl(const std::string& cell, int64_t layers, int64_t embed, int64_t vocab)
+      : cell_type(cell) {
+    embedding = register_module("embedding", nn::Embedding(vocab, embed));
+    if (cell == "lstm") {
+      lstm = register_module("cells", nn::LSTM(nn::LSTMOptions(embed, embed).num_layers(layers)));
+    } else if (cell == "gru") {
+      gru = register_module("cells", nn::GRU(nn::GRUOptions(embed, embed).num_layers(layers)));
+    } else {
+      rnn = register_module("cells", nn::RNN(nn::RNNOptions(embed, embed).num_layers(layers)));
+    }
+    head = register_module("head", nn::Linear(embed, vocab));
+  }
+  // tokens: [length, batch] -> logits [length * batch, vocab]
+  torch::Tensor forward(const torch::Tensor& tokens, torch::Dtype dtype) {
+    auto x = embedding->forward(tokens).to(dtype);
+    torch::Tensor h;
+    if (lstm) {
+      h = std::get<0>(lstm->forward(x));
+    } else if (gru) {
+      h = std::get<0>(gru->forward(x));
+    } else {
+      h = std::get<0>(rnn->forward(x));
+    }
+    return head->forward(h.reshape({-1, h.size(2)}));
+  }
+  std::string cell_type;
+  nn::Embedding embedding{nullptr};
+  nn::LSTM lstm{nullptr};
+  nn::GRU gru{nullptr};
+  nn::RNN rnn{nullptr};
+  nn::Linear head{nullptr};
+};
+TORCH_MODULE(RnnNet);
+
+class RnnWorkload : public Workload {
+ public:
+  explicit RnnWorkload(const Config& c)
+      : net_(c.get("cell"), c.get_int("layers"), c.get_int("embed"), c.get_int("vocab")),
+        batch_(c.get_int("batch")),
+        length_(c.get_int("length")),
+        vocab_(c.get_int("vocab")) {}
+  torch::nn::Module& module() override { return *net_; }
+  Batch make_batch(torch::Device device, torch::Dtype dtype, uint64_t seed) override {
+    torch::manual_seed(seed);
+    dtype_ = dtype;
+    auto seq = torch::randint(0, vocab_, {length_ + 1, batch_},
+                              torch::TensorOptions().device(device).dtype(torch::kLong));
+    // Labels are the input shifted by one token.
+    return {{seq.slice(0, 0, length_).contiguous()}, seq.slice(0, 1).reshape({-1})};
+  }
+  torch::Tensor loss(const Batch& b) override {
+    return torch::nn::functional::cross_entropy(net_->forward(b.inputs[0], dtype_), b.target);
+  }
+  int64_t examples_per_step() const override { return batch_; }
+
+ private:
+  RnnNet net_;
+  int64_t batch_, length_, vocab_;
+  torch::Dtype dtype_ = torch::kFloat32;
+};
+
+FamilySchema rnn_schema() {
+  FamilySchema s{"rnn",
+                 "ParaDnn recurrent model: embedding -> stacked RNN/LSTM/GRU cells -> Linear(vocab)",
+                 {{"cell", "recurrent cell type", "rnn", 0, 0, {"rnn", "lstm", "gru"}},
+                  {"layers", "stacked recurrent layers", "1", 1, 1024, {}},
+                  {"embed", "embedding size = hidden width", "100", 1, 1 << 16, {}},
+                  {"length", "tokens per sequence", "10", 1, 1 << 16, {}},
+                  {"vocab", "vocabulary size", "1024", 2, 1 << 24, {}}},
+                 "rnn:cell=lstm,layers=1,embed=100,length=10,vocab=1024,batch=16,dtype=fp32"};
+  for (auto& p : common_params(16)) s.params.push_back(p);
+  return s;
+}
+
+const bool registered = (register_family(rnn_schema(),
+                                         [](const Config& c) {
+                                           return std::make_unique<RnnWorkload>(c);
+                                         }),
+                         true);
+
+}  // namespace
+}  // namespace tb

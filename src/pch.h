@@ -1,0 +1,16 @@
+// Precompiled header: LibTorch's headers cost ~15 s per translation unit without it.
+#pragma once
+#include <torch/torch.h>
+
+#include <nlohmann/json.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>

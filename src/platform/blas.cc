@@ -1,0 +1,90 @@
+#include "platform/blas.h"
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <climits>
+#include <cstdlib>
+
+namespace tb {
+namespace {
+
+std::string real_path(const char* path) {
+  char buf[PATH_MAX];
+  return realpath(path, buf) ? std::string(buf) : std::string(path);
+}
+
+template <typename Fn>
+Fn find(const char* symbol) {
+  return reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, symbol));
+}
+
+std::string variant_from(const std::string& path, const std::string& lib) {
+  for (const char* v : {"pthread", "openmp", "serial"})
+    if (path.find(lib + "-" + v) != std::string::npos) return v;
+  return "";
+}
+
+}  // namespace
+
+BlasInfo detect_blas() {
+  BlasInfo info;
+  info.name = "unknown";
+  void* sgemm = dlsym(RTLD_DEFAULT, "sgemm_");
+  Dl_info where{};
+  if (!sgemm || !dladdr(sgemm, &where) || !where.dli_fname) return info;
+  info.library = real_path(where.dli_fname);
+  const std::string& p = info.library;
+  if (p.find("openblas") != std::string::npos) {
+    info.name = "openblas";
+    info.variant = variant_from(p, "openblas");
+    if (auto cfg = find<char* (*)()>("openblas_get_config")) info.version = cfg();
+    if (auto n = find<int (*)()>("openblas_get_num_threads")) info.threads = n();
+    if (info.variant.empty()) {
+      if (auto par = find<int (*)()>("openblas_get_parallel"))
+        info.variant = par() == 0 ? "serial" : par() == 1 ? "pthread" : "openmp";
+    }
+  } else if (p.find("blis") != std::string::npos) {
+    info.name = "blis";
+    info.variant = variant_from(p, "blis");
+    if (auto v = find<const char* (*)()>("bli_info_get_version_str")) info.version = v();
+    if (auto n = find<long (*)()>("bli_thread_get_num_threads")) info.threads = int(n());
+  } else if (p.find("mkl") != std::string::npos) {
+    info.name = "mkl";
+    if (auto n = find<int (*)()>("MKL_Get_Max_Threads")) info.threads = n();
+  } else if (p.find("atlas") != std::string::npos) {
+    info.name = "atlas";
+  } else if (p.find("/blas/") != std::string::npos || p.find("libblas.so") != std::string::npos) {
+    // Debian's netlib reference BLAS lives in .../blas/libblas.so.3
+    info.name = "reference";
+    info.threads = 1;
+  }
+  return info;
+}
+
+bool set_blas_threads(int threads) {
+  if (auto f = find<void (*)(int)>("openblas_set_num_threads")) {
+    f(threads);
+    return true;
+  }
+  if (auto f = find<void (*)(long)>("bli_thread_set_num_threads")) {
+    f(threads);
+    return true;
+  }
+  if (auto f = find<void (*)(int)>("MKL_Set_Num_Threads")) {
+    f(threads);
+    return true;
+  }
+  return false;
+}
+
+std::string slow_blas_warning(const BlasInfo& info) {
+  if (!info.slow()) return "";
+  return fmt::format(
+      "WARNING: LibTorch is using the reference BLAS ({}), ~60x slower for GEMM than OpenBLAS: "
+      "apt-get install libopenblas0-pthread (or: update-alternatives --config "
+      "libblas.so.3-x86_64-linux-gnu)",
+      info.library);
+}
+
+}  // namespace tb

@@ -1,0 +1,31 @@
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "platform/blas.h"
+#include "platform/host.h"
+
+namespace tb {
+
+inline constexpr int kSchemaVersion = 1;
+
+// Where a result was produced: host, CPU, memory, library versions, trainbench itself.
+struct Context {
+  HostInfo host;
+  BlasInfo blas;
+  std::string libtorch_version;
+  std::string compiler;
+  std::string trainbench_version;
+  std::string git_revision;
+  bool onednn = false;       // LibTorch built with oneDNN (MKL-DNN)
+  int openmp_threads = 0;    // LibTorch's intra-op threads at the time of the snapshot
+  bool flush_denormal = false;
+  std::vector<std::pair<std::string, std::string>> runtime_env;
+};
+
+Context current_context();
+std::string trainbench_version_string();  // "0.1.0 (git abc123)"
+
+}  // namespace tb

@@ -1,0 +1,121 @@
+#include "record/json.h"
+
+namespace tb {
+
+using nlohmann::json;
+
+json to_json(const Context& c) {
+  return {{"host",
+           {{"hostname", c.host.hostname},
+            {"os", c.host.os},
+            {"cpu_model", c.host.cpu_model},
+            {"logical_cpus", c.host.logical_cpus},
+            {"memory_total_bytes", c.host.mem_total},
+            {"memory_available_bytes", c.host.mem_available},
+            {"simd", c.host.simd}}},
+          {"libraries",
+           {{"libtorch", c.libtorch_version},
+            {"blas",
+             {{"name", c.blas.name},
+              {"variant", c.blas.variant},
+              {"library", c.blas.library},
+              {"version", c.blas.version},
+              {"threads", c.blas.threads}}},
+            {"onednn", c.onednn},
+            {"compiler", c.compiler}}},
+          {"runtime",
+           {{"intra_op_threads", c.openmp_threads},
+            {"flush_denormal", c.flush_denormal},
+            {"environment", json(std::map<std::string, std::string>(c.runtime_env.begin(),
+                                                                     c.runtime_env.end()))}}},
+          {"trainbench", {{"version", c.trainbench_version}, {"git_revision", c.git_revision}}}};
+}
+
+json to_json(const StepCost& c, bool with_layers) {
+  json j = {{"params", c.params},
+            {"flops_per_step", c.flops()},
+            {"forward_flops", c.fwd_flops},
+            {"forward_matmul_flops", c.fwd_matmul_flops},
+            {"backward_flops", c.bwd_flops},
+            {"optimizer_flops", c.opt_flops},
+            {"bytes_per_step", c.bytes},
+            {"arithmetic_intensity", c.intensity()},
+            {"memory_estimate_bytes",
+             {{"weights", c.memory.weights},
+              {"gradients", c.memory.gradients},
+              {"optimizer_state", c.memory.optimizer_state},
+              {"feature_maps", c.memory.feature_maps},
+              {"inputs", c.memory.inputs},
+              {"workspace", c.memory.workspace},
+              {"total", c.memory.total()}}}};
+  if (with_layers) {
+    json layers = json::array();
+    for (const auto& l : c.layers)
+      layers.push_back({{"name", l.name},
+                        {"op", l.op},
+                        {"params", l.params},
+                        {"forward_flops", l.fwd_flops},
+                        {"forward_matmul_flops", l.fwd_matmul_flops},
+                        {"backward_input_flops", l.bwd_input_flops},
+                        {"backward_weight_flops", l.bwd_weight_flops},
+                        {"bytes_read", l.bytes_read},
+                        {"bytes_written", l.bytes_written},
+                        {"saved_bytes", l.saved_bytes}});
+    j["layers"] = layers;
+  }
+  return j;
+}
+
+json to_json(const RunResult& r, bool with_layers) {
+  auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+  json j = {{"config", r.config},
+            {"family", r.family},
+            {"status", to_string(r.status)},
+            {"error", r.error},
+            {"device", r.device},
+            {"threads", r.threads},
+            {"blas_threads", r.blas_threads},
+            {"started_at", r.started_at},
+            {"finished_at", r.finished_at},
+            {"cost", to_json(r.cost, with_layers)}};
+  if (r.status != Status::kOk) return j;
+  const StepStats& s = r.steps;
+  j["timing"] = {{"mean_s", s.mean},
+                 {"median_s", s.median},
+                 {"p5_s", s.p5},
+                 {"p95_s", s.p95},
+                 {"min_s", s.min},
+                 {"max_s", s.max},
+                 {"stddev_s", s.stddev},
+                 {"cv", s.cv},
+                 {"ci95_half_width_s", s.ci.half_width},
+                 {"ci95_relative", s.ci.relative()},
+                 {"ci_batch_means", s.ci.batches},
+                 {"samples", s.samples},
+                 {"warmup_steps", s.warmup},
+                 {"steps", s.steps},
+                 {"stationary", s.stationary},
+                 {"end_reason", s.end_reason},
+                 {"timed_wall_s", s.wall_s}};
+  j["step_times_s"] = r.step_times;
+  j["metrics"] = {{"examples_per_step", r.examples_per_step},
+                  {"examples_per_s", r.examples_per_s},
+                  {"achieved_flops", r.achieved_flops},
+                  {"peak_flops", opt(r.peak_flops)},
+                  {"flops_utilization", opt(r.flops_utilization)},
+                  {"cpu_utilization_process", r.cpu.process},
+                  {"cpu_utilization_system", r.cpu.system},
+                  {"cpu_utilization_per_core", r.cpu.per_core}};
+  return j;
+}
+
+json run_document(const Context& c, const std::vector<RunResult>& results, bool with_layers) {
+  json rs = json::array();
+  for (const auto& r : results) rs.push_back(to_json(r, with_layers));
+  return {{"schema_version", kSchemaVersion},
+          {"kind", "trainbench.run"},
+          {"context", to_json(c)},
+          {"results", rs}};
+}
+
+}  // namespace tb

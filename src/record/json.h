@@ -1,0 +1,18 @@
+#pragma once
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "record/context.h"
+#include "record/result.h"
+
+namespace tb {
+
+nlohmann::json to_json(const Context& c);
+nlohmann::json to_json(const StepCost& c, bool with_layers);
+nlohmann::json to_json(const RunResult& r, bool with_layers);
+
+// The document `trainbench run --json` prints: schema_version, context, results.
+nlohmann::json run_document(const Context& c, const std::vector<RunResult>& results,
+                            bool with_layers);
+
+}  // namespace tb

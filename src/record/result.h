@@ -1,0 +1,39 @@
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cost/cost.h"
+#include "runner/cpu_usage.h"
+#include "runner/steady_state.h"
+
+namespace tb {
+
+// Every result states its outcome in this one field, with these words everywhere.
+enum class Status { kOk, kOomPredicted, kOom, kTimeout, kCrashed, kUnsupported, kInvalid };
+std::string to_string(Status s);
+Status status_from_string(const std::string& s);  // throws std::invalid_argument
+
+// One measured (or refused) config: what `trainbench run` prints and stores.
+struct RunResult {
+  std::string config;  // canonical, with threads resolved: paste it to re-run
+  std::string family;
+  Status status = Status::kOk;
+  std::string error;  // why, for any status but ok
+  int threads = 0;       // LibTorch intra-op threads
+  int blas_threads = 0;  // the BLAS's own, where it can be asked
+  std::string device;
+  std::string started_at, finished_at;  // ISO 8601 UTC
+
+  StepCost cost;  // analytic, from the cost description
+  StepStats steps;
+  std::vector<double> step_times;  // raw seconds, warm-up included
+  int64_t examples_per_step = 0;
+  double examples_per_s = 0;
+  double achieved_flops = 0;  // analytic FLOPs per step / mean step time
+  std::optional<double> peak_flops;  // of the platform, when a description is available
+  std::optional<double> flops_utilization;
+  CpuUsage cpu;
+};
+
+}  // namespace tb

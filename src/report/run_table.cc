@@ -1,0 +1,86 @@
+#include "report/run_table.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace tb {
+
+std::string si(double v, const std::string& unit) {
+  const char* prefixes[] = {"", "k", "M", "G", "T", "P", "E"};
+  int i = 0;
+  while (std::fabs(v) >= 1000 && i < 6) v /= 1000, ++i;
+  return fmt::format("{:.3g} {}{}", v, prefixes[i], unit);
+}
+
+std::string bytes_iec(double b) {
+  const char* prefixes[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int i = 0;
+  while (std::fabs(b) >= 1024 && i < 5) b /= 1024, ++i;
+  return fmt::format("{:.3g} {}", b, prefixes[i]);
+}
+
+std::string seconds(double s) {
+  if (s >= 1) return fmt::format("{:.3g} s", s);
+  if (s >= 1e-3) return fmt::format("{:.3g} ms", s * 1e3);
+  return fmt::format("{:.3g} us", s * 1e6);
+}
+
+std::string format_context(const Context& c) {
+  return fmt::format(
+      "host      {} ({}, {} CPUs, {} memory, {} available)\n"
+      "software  trainbench {} (git {}), LibTorch {}, BLAS {} [{}], oneDNN {}\n",
+      c.host.hostname, c.host.cpu_model, c.host.logical_cpus, bytes_iec(double(c.host.mem_total)),
+      bytes_iec(double(c.host.mem_available)), c.trainbench_version, c.git_revision,
+      c.libtorch_version, c.blas.label(), c.blas.library, c.onednn ? "on" : "off");
+}
+
+std::string format_result(const RunResult& r) {
+  std::string out = fmt::format("config    {}\nstatus    {}\n", r.config, to_string(r.status));
+  if (r.status != Status::kOk) out += fmt::format("reason    {}\n", r.error);
+  const auto& c = r.cost;
+  out += fmt::format("cost      {} params, {} per step (fwd {}, bwd {}, opt {}), {} moved, "
+                     "intensity {:.1f} FLOP/B\n",
+                     si(double(c.params), ""), si(c.flops(), "FLOP"), si(c.fwd_flops, ""),
+                     si(c.bwd_flops, ""), si(c.opt_flops, ""), bytes_iec(c.bytes), c.intensity());
+  out += fmt::format("memory    estimated {} (weights {}, gradients {}, optimizer {}, feature maps "
+                     "{}, inputs {}, workspace {})\n",
+                     bytes_iec(c.memory.total()), bytes_iec(c.memory.weights),
+                     bytes_iec(c.memory.gradients), bytes_iec(c.memory.optimizer_state),
+                     bytes_iec(c.memory.feature_maps), bytes_iec(c.memory.inputs),
+                     bytes_iec(c.memory.workspace));
+  if (r.status != Status::kOk) return out;
+  const auto& s = r.steps;
+  out += fmt::format(
+      "step      mean {} +-{:.2f}% (95% CI), median {}, p5 {}, p95 {}, CV {:.2f}%\n"
+      "sampling  {} samples after {} warm-up steps ({}, {}), {} of timed loop\n",
+      seconds(s.mean), 100 * s.ci.relative(), seconds(s.median), seconds(s.p5), seconds(s.p95),
+      100 * s.cv, s.samples, s.warmup, s.end_reason, s.stationary ? "stationary" : "NOT stationary",
+      seconds(s.wall_s));
+  out += fmt::format("speed     {:.1f} examples/s, {}", r.examples_per_s,
+                     si(r.achieved_flops, "FLOP/s"));
+  if (r.flops_utilization)
+    out += fmt::format(", {:.1f}% of the {} peak", 100 * *r.flops_utilization,
+                       si(*r.peak_flops, "FLOP/s"));
+  out += fmt::format("\ncpu       {:.0f}% utilization by this process (TBD eq. 3), {:.0f}% system; "
+                     "{} threads, BLAS threads {}\n",
+                     100 * r.cpu.process, 100 * r.cpu.system, r.threads, r.blas_threads);
+  return out;
+}
+
+std::string format_cost_table(const StepCost& c) {
+  std::string out = fmt::format("{:<28} {:<12} {:>10} {:>11} {:>11} {:>11} {:>11} {:>11}\n",
+                                "layer", "op", "params", "fwd FLOP", "bwd-in FLOP", "bwd-w FLOP",
+                                "bytes", "saved");
+  for (const auto& l : c.layers)
+    out += fmt::format("{:<28} {:<12} {:>10} {:>11} {:>11} {:>11} {:>11} {:>11}\n", l.name, l.op,
+                       l.params, si(l.fwd_flops, ""), si(l.bwd_input_flops, ""),
+                       si(l.bwd_weight_flops, ""), bytes_iec(l.bytes_read + l.bytes_written),
+                       bytes_iec(l.saved_bytes));
+  out += fmt::format("{:<28} {:<12} {:>10} {:>11}\n", "optimizer", "", "", si(c.opt_flops, ""));
+  out += fmt::format("total: {} params, {} per step, {} moved, intensity {:.2f} FLOP/B\n",
+                     c.params, si(c.flops(), "FLOP"), bytes_iec(c.bytes), c.intensity());
+  return out;
+}
+
+}  // namespace tb

@@ -1,0 +1,20 @@
+#pragma once
+#include <string>
+#include <vector>
+
+#include "record/context.h"
+#include "record/result.h"
+
+namespace tb {
+
+// Human-readable views for a terminal.
+std::string format_context(const Context& c);
+std::string format_result(const RunResult& r);
+std::string format_cost_table(const StepCost& c);
+
+// "1.23 GFLOP/s", "512 MiB", "3.2 ms": one place for units.
+std::string si(double value, const std::string& unit);
+std::string bytes_iec(double bytes);
+std::string seconds(double s);
+
+}  // namespace tb

@@ -1,0 +1,144 @@
+#include "runner/runner.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <ctime>
+
+#include "model/workload.h"
+#include "platform/blas.h"
+#include "platform/host.h"
+#include "runner/threads.h"
+#include "spec/errors.h"
+
+namespace tb {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string now_iso() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+void synchronize(torch::Device device) {
+  // CPU work is synchronous; an accelerator must be drained before the clock is read.
+  if (device.is_cuda()) torch::cuda::synchronize(device.index() < 0 ? -1 : device.index());
+}
+
+Status classify(const std::string& message) {
+  if (message.find("not implemented for") != std::string::npos ||
+      message.find("not supported") != std::string::npos ||
+      message.find("Unsupported") != std::string::npos)
+    return Status::kUnsupported;
+  if (message.find("can't allocate memory") != std::string::npos ||
+      message.find("out of memory") != std::string::npos ||
+      message.find("std::bad_alloc") != std::string::npos)
+    return Status::kOom;
+  return Status::kCrashed;
+}
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+}  // namespace
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const Config& config,
+                                                        torch::nn::Module& module) {
+  const std::string& kind = config.get("optimizer");
+  auto params = module.parameters();
+  if (kind == "rmsprop")
+    return std::make_unique<torch::optim::RMSprop>(
+        params, torch::optim::RMSpropOptions(1e-3).alpha(0.9).momentum(0.9).eps(1.0));
+  if (kind == "momentum")
+    return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(1e-3).momentum(0.9));
+  return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(1e-3));
+}
+
+void train_step(Workload& w, torch::optim::Optimizer& opt, const Batch& batch,
+                torch::Device device) {
+  // Gradients are released rather than zeroed, as PyTorch 2.x does by default, so the
+  // step is the same on every LibTorch release.
+  for (auto& group : opt.param_groups())
+    for (auto& p : group.params()) p.mutable_grad().reset();
+  auto loss = w.loss(batch);
+  loss.backward();
+  opt.step();
+  synchronize(device);
+}
+
+RunResult run_config(const Config& input, const RunOptions& options) {
+  Config config = input;
+  RunResult r;
+  r.family = config.family();
+  r.started_at = now_iso();
+  r.threads = apply_threads(int(config.get_int("threads")));
+  r.blas_threads = detect_blas().threads;
+  config.set("threads", std::to_string(r.threads));
+  r.config = config.str();
+  r.device = config.get("device");
+  r.cost = step_cost(config);
+  r.peak_flops = options.peak_flops;
+  auto done = [&](Status s, const std::string& why) {
+    r.status = s;
+    r.error = why;
+    r.finished_at = now_iso();
+    return r;
+  };
+
+  const double limit =
+      options.memory_limit > 0 ? options.memory_limit : double(available_memory_bytes());
+  if (r.cost.memory.total() > limit)
+    return done(Status::kOomPredicted,
+                fmt::format("estimated training memory {:.2f} GiB exceeds the {:.2f} GiB available",
+                            r.cost.memory.total() / (1 << 30), limit / (1 << 30)));
+
+  const torch::Device device(r.device);
+  if (device.is_cuda() && !torch::cuda::is_available())
+    return done(Status::kUnsupported, "device " + r.device + ": this LibTorch has no CUDA device");
+
+  try {
+    torch::manual_seed(options.seed);
+    auto workload = build_workload(config);
+    const torch::Dtype dtype = dtype_of(config);
+    workload->module().to(device, dtype);
+    workload->module().train();
+    const Batch batch = workload->make_batch(device, dtype, options.seed);
+    auto opt = make_optimizer(config, workload->module());
+    r.examples_per_step = workload->examples_per_step();
+
+    SteadyStateMonitor monitor(options.timing);
+    const CpuSnapshot cpu_begin = cpu_snapshot();
+    const auto loop_start = Clock::now();
+    for (;;) {
+      const auto t0 = Clock::now();
+      train_step(*workload, *opt, batch, device);
+      const auto t1 = Clock::now();
+      if (monitor.add(std::chrono::duration<double>(t1 - t0).count(),
+                      std::chrono::duration<double>(t1 - loop_start).count()))
+        break;
+    }
+    r.cpu = cpu_usage(cpu_begin, cpu_snapshot());
+    r.steps = monitor.result();
+    r.step_times = monitor.times();
+  } catch (const c10::Error& e) {
+    const std::string msg = first_line(e.what_without_backtrace());
+    return done(classify(msg), msg);
+  } catch (const std::bad_alloc&) {
+    return done(Status::kOom, "std::bad_alloc during the run");
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::exception& e) {
+    return done(classify(e.what()), first_line(e.what()));
+  }
+
+  if (r.steps.mean > 0) {
+    r.examples_per_s = r.examples_per_step / r.steps.mean;
+    r.achieved_flops = r.cost.flops() / r.steps.mean;
+    if (r.peak_flops && *r.peak_flops > 0) r.flops_utilization = r.achieved_flops / *r.peak_flops;
+  }
+  return done(Status::kOk, "");
+}
+
+}  // namespace tb

@@ -1,0 +1,31 @@
+#pragma once
+#include <optional>
+
+#include "model/workload.h"
+#include "record/result.h"
+#include "runner/steady_state.h"
+#include "spec/config.h"
+
+namespace tb {
+
+struct RunOptions {
+  SteadyStateOptions timing;
+  uint64_t seed = 1;
+  std::optional<double> peak_flops;  // platform peak for the config's dtype, FLOP/s
+  // Refuse configs whose estimated training memory exceeds this (bytes); 0: MemAvailable.
+  double memory_limit = 0;
+};
+
+// Builds the config's model and data, trains it until the step time is known to the
+// requested precision, and returns what was measured. Never throws for problems of
+// the run itself: they come back as a status (oom, unsupported, crashed, ...).
+RunResult run_config(const Config& config, const RunOptions& options);
+
+// Times one training step of an already built workload, for callers that drive
+// their own loop (benchmarks): zero grads, forward, loss, backward, optimizer step.
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const Config& config,
+                                                        torch::nn::Module& module);
+void train_step(Workload& w, torch::optim::Optimizer& opt, const Batch& batch,
+                torch::Device device);
+
+}  // namespace tb

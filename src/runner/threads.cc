@@ -1,0 +1,61 @@
+#include "runner/threads.h"
+
+#include <ATen/Parallel.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "platform/blas.h"
+#include "platform/host.h"
+
+namespace tb {
+
+int apply_threads(int threads) {
+  const int n = threads > 0 ? threads : online_cpus();
+  at::set_num_threads(n);
+  set_blas_threads(n);
+  return n;
+}
+
+}  // namespace tb
+
+namespace tb {
+
+namespace {
+bool denormals_flushed = false;
+}
+void prepare_runtime() { denormals_flushed = at::globalContext().setFlushDenormal(true); }
+bool prepared_runtime() { return denormals_flushed; }
+
+}  // namespace tb
+
+namespace tb {
+namespace {
+const std::pair<const char*, const char*> kRuntimeEnv[] = {
+    {"OMP_WAIT_POLICY", "PASSIVE"},
+    {"MALLOC_MMAP_THRESHOLD_", "33554432"},  // glibc's largest accepted value, 32 MiB
+    {"MALLOC_TRIM_THRESHOLD_", "68719476736"},
+};
+}  // namespace
+
+void ensure_runtime_environment(int argc, char** argv) {
+  if (std::getenv("TB_RUNTIME_ENV")) return;
+  bool changed = false;
+  for (const auto& [key, value] : kRuntimeEnv)
+    if (!std::getenv(key)) changed |= setenv(key, value, 0) == 0;
+  setenv("TB_RUNTIME_ENV", "1", 1);
+  if (!changed) return;
+  (void)argc;
+  execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
+}
+
+std::vector<std::pair<std::string, std::string>> runtime_environment() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [key, value] : kRuntimeEnv) {
+    const char* v = std::getenv(key);
+    out.emplace_back(key, v ? v : "");
+  }
+  return out;
+}
+
+}  // namespace tb

@@ -1,0 +1,49 @@
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "spec/family.h"
+
+namespace tb {
+
+// A workload: a family plus a value for every one of its parameters, in the
+// schema's order. Its text form `family:key=value,...` round-trips exactly:
+// parse_config(c.str()) == c, so any result can be re-run by pasting its config.
+class Config {
+ public:
+  Config() = default;
+
+  const std::string& family() const { return family_; }
+  const FamilySchema& schema() const;
+
+  const std::string& get(const std::string& key) const;  // throws UsageError if absent
+  int64_t get_int(const std::string& key) const;
+  bool has(const std::string& key) const;
+  // Replaces one value after validating it; the canonical order is kept.
+  void set(const std::string& key, const std::string& value);
+
+  const std::vector<std::pair<std::string, std::string>>& values() const { return values_; }
+  std::string str() const;
+
+  bool operator==(const Config& o) const { return family_ == o.family_ && values_ == o.values_; }
+  bool operator!=(const Config& o) const { return !(*this == o); }
+
+  friend Config make_config(const std::string& family,
+                            const std::vector<std::pair<std::string, std::string>>& given);
+
+ private:
+  std::string family_;
+  std::vector<std::pair<std::string, std::string>> values_;
+};
+
+// Builds a config from explicit key/value pairs; missing keys take defaults.
+// Throws UsageError naming the field and value for anything invalid.
+Config make_config(const std::string& family,
+                   const std::vector<std::pair<std::string, std::string>>& given);
+
+// Parses `family:key=value,...`. Throws UsageError.
+Config parse_config(const std::string& text);
+
+}  // namespace tb

@@ -1,0 +1,50 @@
+#include "spec/family.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+
+namespace tb {
+
+const ParamSpec* FamilySchema::find(const std::string& param) const {
+  for (const auto& p : params)
+    if (p.name == param) return &p;
+  return nullptr;
+}
+
+std::vector<ParamSpec> common_params(int64_t default_batch) {
+  return {
+      {"batch", "examples per training step", std::to_string(default_batch), 1, 1 << 20, {}},
+      {"dtype", "number format of weights and activations", "fp32", 0, 0, {"fp32", "bf16"}},
+      {"optimizer", "rmsprop (decay 0.9, momentum 0.9, eps 1.0, as ParaDnn), sgd or momentum (0.9)",
+       "rmsprop", 0, 0, {"rmsprop", "sgd", "momentum"}},
+      // 0 means "all cores"; a result always records the number actually used.
+      {"threads", "intra-op and BLAS threads (0 = all cores)", "0", 0, 4096, {}},
+      {"device", "torch device: cpu, cuda, cuda:N", "cpu", 0, 0, {}},
+  };
+}
+
+namespace {
+std::map<std::string, FamilySchema>& registry() {
+  static std::map<std::string, FamilySchema> r;
+  return r;
+}
+}  // namespace
+
+void register_family_schema(FamilySchema schema) {
+  std::string name = schema.name;
+  registry()[name] = std::move(schema);
+}
+
+const FamilySchema* find_family_schema(const std::string& name) {
+  auto it = registry().find(name);
+  return it == registry().end() ? nullptr : &it->second;
+}
+
+std::vector<const FamilySchema*> family_schemas() {
+  std::vector<const FamilySchema*> out;
+  for (const auto& [name, schema] : registry()) out.push_back(&schema);
+  return out;
+}
+
+}  // namespace tb

@@ -30,7 +30,14 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "trainbench: " << e.what() << "\n";
+    // CLI11 says only "A subcommand is required" for a mistyped command: name it.
+    if (app.get_subcommands().empty() && argc > 1 && argv[1][0] != '-') {
+      std::string names;
+      for (const auto& c : commands) names += (names.empty() ? "" : ", ") + c.sub->get_name();
+      std::cerr << "trainbench: unknown command '" << argv[1] << "' (commands: " << names << ")\n";
+    } else {
+      std::cerr << "trainbench: " << e.what() << "\n";
+    }
     return 2;
   }
   tb::prepare_runtime();

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "cli/commands.h"
+#include "record/files.h"
 #include "record/json.h"
 #include "report/run_table.h"
 #include "runner/runner.h"
@@ -18,6 +19,7 @@ struct RunArgs {
   std::string family;
   std::map<std::string, std::string> params;  // --<param> VALUE, for --family
   bool json = false, per_layer = false;
+  std::string output;  // also write the JSON document here
   RunOptions options;
   double peak_gflops = 0, memory_limit_gib = 0;
 };
@@ -44,6 +46,7 @@ Command add_run(CLI::App& app) {
   sub->add_option("--family", a->family, "build the config from --<param> options instead");
   sub->add_flag("--json", a->json, "print a versioned JSON document instead of a table");
   sub->add_flag("--per-layer", a->per_layer, "include the per-layer cost in the output");
+  sub->add_option("-o,--out", a->output, "also write the JSON document to this file");
   auto& t = a->options.timing;
   sub->add_option("--target-ci", t.target_rel_ci,
                   "stop when the 95% CI half-width of the mean step time is within this fraction")
@@ -75,6 +78,7 @@ Command add_run(CLI::App& app) {
       "  trainbench run cnn:block=residual,blocks=1,filters=16,image=64,batch=8 --json\n"
       "  trainbench run rnn:cell=gru,layers=2,embed=256,length=20,vocab=1024,batch=32 --budget 10\n"
       "  trainbench run fc:batch=64,nodes=32 --steps 500        # fixed count, no early stop\n"
+      "  trainbench run fc:nodes=512,batch=256 -o result.json   # table on screen, JSON in a file\n"
       "Every result prints its config with threads resolved: paste it to re-run.\n"
       "Exit status: 0 all ok, 1 some config not ok (see its status), 2 bad input.");
   return {sub, [a]() {
@@ -87,6 +91,11 @@ Command add_run(CLI::App& app) {
     }
     for (const auto& text : a->configs) configs.push_back(parse_config(text));
     if (configs.empty()) throw UsageError("run: give a config string or --family");
+    if (!a->output.empty()) {  // refuse before running, not after
+      std::string dir = a->output.substr(0, a->output.find_last_of('/') + 1);
+      if (access(dir.empty() ? "." : dir.c_str(), W_OK) != 0)
+        throw UsageError("--out " + a->output + ": directory is not writable or does not exist");
+    }
     if (a->peak_gflops > 0) a->options.peak_flops = a->peak_gflops * 1e9;
     a->options.memory_limit = a->memory_limit_gib * double(1LL << 30);
 
@@ -98,10 +107,12 @@ Command add_run(CLI::App& app) {
       if (!a->json) std::cout << format_result(results.back()) << "\n";
     }
     const Context ctx = current_context();
+    const auto doc = run_document(ctx, results, a->per_layer);
     if (a->json)
-      std::cout << run_document(ctx, results, a->per_layer).dump(2) << "\n";
+      std::cout << doc.dump(2) << "\n";
     else
       std::cout << format_context(ctx);
+    if (!a->output.empty()) write_file_atomically(a->output, doc.dump(2) + "\n");
     for (const auto& r : results)
       if (r.status != Status::kOk) return 1;
     return 0;

@@ -113,7 +113,13 @@ bool SteadyStateMonitor::add(double step_seconds, double elapsed_s) {
     const int64_t warmup = std::max<int64_t>(1, mser5_truncation(times_));
     if (warmup <= n / 2 && n - warmup >= opt_.min_samples) {
       std::vector<double> tail(times_.begin() + warmup, times_.end());
-      if (mean_interval(tail, opt_.confidence).relative() <= opt_.target_rel_ci)
+      const Interval ci = mean_interval(tail, opt_.confidence);
+      // A drift the interval would hide: the two halves of the sample must agree about
+      // as well as the interval says (|m1 - m2| has twice the standard error of the mean).
+      const size_t h = tail.size() / 2;
+      const double m1 = std::accumulate(tail.begin(), tail.begin() + h, 0.0) / h;
+      const double m2 = std::accumulate(tail.begin() + h, tail.end(), 0.0) / (tail.size() - h);
+      if (ci.relative() <= opt_.target_rel_ci && std::fabs(m1 - m2) <= 2 * ci.half_width)
         return finish("converged");
     }
   }

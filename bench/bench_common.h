@@ -1,0 +1,112 @@
+// Small helpers shared by the benchmark programs under bench/ (not part of the library).
+// The machine these run on is shared and noisy: every benchmark compares two things
+// measured in the same process, interleaved (A B A B ...), and reports medians.
+#pragma once
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "record/context.h"
+#include "record/json.h"
+#include "runner/runner.h"
+#include "runner/threads.h"
+
+#ifndef TB_BENCH_RESULTS_DIR
+#define TB_BENCH_RESULTS_DIR "bench/results"
+#endif
+
+namespace tb::bench {
+
+using Clock = std::chrono::steady_clock;
+
+inline double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Command line shared by the C++ benchmarks: --out PATH, --reps N, --config C (repeatable,
+// replaces the defaults), --help.
+struct Args {
+  std::string out;
+  int reps = 0;  // 0: the benchmark's default
+  std::vector<std::string> configs;
+  std::vector<std::pair<std::string, std::string>> extra;  // --key value pairs not known here
+};
+
+inline Args parse_args(int argc, char** argv, const std::string& name, const std::string& usage) {
+  Args a;
+  a.out = std::string(TB_BENCH_RESULTS_DIR) + "/" + name + ".json";
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::cerr << name << ": " << k << " needs a value\n";
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (k == "--help" || k == "-h") {
+      std::cout << usage << "\n";
+      std::exit(0);
+    } else if (k == "--out") {
+      a.out = value();
+    } else if (k == "--reps") {
+      a.reps = std::atoi(value().c_str());
+    } else if (k == "--config") {
+      a.configs.push_back(value());
+    } else if (k.rfind("--", 0) == 0) {
+      a.extra.emplace_back(k.substr(2), value());
+    } else {
+      std::cerr << name << ": unexpected argument '" << k << "'\n" << usage << "\n";
+      std::exit(2);
+    }
+  }
+  return a;
+}
+
+inline double extra_number(const Args& a, const std::string& key, double fallback) {
+  for (const auto& [k, v] : a.extra)
+    if (k == key) return std::atof(v.c_str());
+  return fallback;
+}
+
+inline void write_json(const std::string& path, const nlohmann::json& doc) {
+  const std::filesystem::path p(path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  std::ofstream f(p);
+  f << doc.dump(2) << "\n";
+  if (!f) {
+    std::cerr << "could not write " << path << "\n";
+    std::exit(1);
+  }
+  std::cout << "wrote " << path << "\n";
+}
+
+// What every result document carries: the same context block `trainbench run --json` has.
+inline nlohmann::json document(const std::string& name) {
+  return {{"benchmark", name},
+          {"context", tb::to_json(tb::current_context())},
+          {"trainbench_version", tb::trainbench_version_string()}};
+}
+
+inline std::string fmt_time(double s) {
+  if (s >= 1) return fmt::format("{:.3f} s", s);
+  if (s >= 1e-3) return fmt::format("{:.3f} ms", s * 1e3);
+  return fmt::format("{:.1f} us", s * 1e6);
+}
+
+}  // namespace tb::bench

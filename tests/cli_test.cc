@@ -1,0 +1,122 @@
+// The trainbench program as a user meets it: exit codes, one-line errors, --help, JSON.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace {
+
+struct Output {
+  int status;
+  std::string out, err;
+};
+
+Output run(const std::string& args, const std::string& env = "") {
+  const std::string err_file = ::testing::TempDir() + "/tb_cli_stderr.txt";
+  const std::string cmd = env + " " TB_BINARY " " + args + " 2>" + err_file;
+  Output o;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
+  const int raw = pclose(p);
+  o.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  std::ifstream e(err_file);
+  std::stringstream ss;
+  ss << e.rdbuf();
+  o.err = ss.str();
+  return o;
+}
+
+int lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
+
+TEST(Cli, BadInputIsOneLineAndExitTwo) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"run mlp:layers=4", "unknown family 'mlp'"},
+      {"run fc:layer=4", "unknown parameter 'layer'"},
+      {"run fc:nodes=0", "nodes=0"},
+      {"run fc:nodes=-3", "nodes=-3"},
+      {"run fc:batch=ten", "batch=ten"},
+      {"run fc:nodes=100000000", "nodes=100000000"},
+      {"run --family fc --filters 3", "unknown parameter 'filters'"},
+      {"run --family nope", "unknown family 'nope'"},
+      {"run --layers 4", "needs --family"},
+      {"run", "give a config"},
+      {"run fc: --budget -1", "budget"},
+      {"frobnicate", "frobnicate"},
+      {"cost cnn:image=2", "image=2"},
+  };
+  for (const auto& [args, needle] : cases) {
+    const Output o = run(args);
+    EXPECT_EQ(o.status, 2) << args << "\n" << o.err;
+    EXPECT_EQ(lines(o.err), 1) << args << "\n" << o.err;
+    EXPECT_NE(o.err.find(needle), std::string::npos) << args << "\n" << o.err;
+    EXPECT_EQ(o.out, "") << args;
+  }
+}
+
+TEST(Cli, HelpOfEverySubcommandEndsWithExamples) {
+  for (const char* sub : {"", "run", "cost", "families"}) {
+    const Output o = run(std::string(sub) + " --help");
+    EXPECT_EQ(o.status, 0) << sub;
+    const auto at = o.out.rfind("Examples:");
+    ASSERT_NE(at, std::string::npos) << sub;
+    EXPECT_NE(o.out.find("trainbench", at), std::string::npos) << sub;
+  }
+}
+
+TEST(Cli, JsonCarriesSchemaContextAndAReRunnableConfig) {
+  const Output o = run("run fc:layers=1,nodes=16,input=16,output=4,batch=4 --budget 1 --json");
+  ASSERT_EQ(o.status, 0) << o.err;
+  const auto j = nlohmann::json::parse(o.out);
+  EXPECT_EQ(j["schema_version"], 1);
+  for (const char* k : {"host", "libraries", "runtime", "trainbench"})
+    EXPECT_TRUE(j["context"].contains(k)) << k;
+  EXPECT_FALSE(j["context"]["libraries"]["blas"]["name"].get<std::string>().empty());
+  const auto& r = j["results"][0];
+  EXPECT_EQ(r["status"], "ok");
+  EXPECT_GT(r["timing"]["mean_s"].get<double>(), 0);
+  EXPECT_FALSE(r["step_times_s"].empty());
+  // Pasting the config back gives the same canonical config.
+  const Output again = run("run " + r["config"].get<std::string>() + " --budget 1 --json");
+  ASSERT_EQ(again.status, 0) << again.err;
+  EXPECT_EQ(nlohmann::json::parse(again.out)["results"][0]["config"], r["config"]);
+}
+
+TEST(Cli, FamilyFlagsBuildTheSameConfigAsTheString) {
+  const Output a = run("cost --json fc:layers=2,nodes=8,batch=4");
+  const Output b = run("run --family fc --layers 2 --nodes 8 --batch 4 --budget 0.5 --json");
+  ASSERT_EQ(a.status, 0);
+  ASSERT_EQ(b.status, 0) << b.err;
+  auto config = nlohmann::json::parse(a.out)["results"][0]["config"].get<std::string>();
+  auto ran = nlohmann::json::parse(b.out)["results"][0]["config"].get<std::string>();
+  EXPECT_EQ(ran, config.replace(config.find("threads=0"), 9,
+                                "threads=" + std::to_string(
+                                                 nlohmann::json::parse(b.out)["results"][0]["threads"]
+                                                     .get<int>())));
+}
+
+TEST(Cli, OomPredictedIsAStatusNotACrash) {
+  const Output o = run("run fc:layers=64,nodes=65536,batch=65536 --json");
+  EXPECT_EQ(o.status, 1);
+  EXPECT_EQ(nlohmann::json::parse(o.out)["results"][0]["status"], "oom-predicted");
+}
+
+// The reference BLAS is installed beside OpenBLAS (libblas3); pointing the loader at it
+// must be detected and warned about in one line.
+TEST(Cli, WarnsWhenTheReferenceBlasIsActive) {
+  const char* ref = "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3";
+  if (!std::ifstream(ref)) GTEST_SKIP() << "reference BLAS not installed";
+  const Output o = run("run fc:layers=1,nodes=64,input=64,output=4,batch=8 --budget 0.5 --json",
+                       "LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/blas");
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.err.find("WARNING: LibTorch is using the reference BLAS"), std::string::npos) << o.err;
+  EXPECT_EQ(lines(o.err), 1) << o.err;
+  EXPECT_EQ(nlohmann::json::parse(o.out)["context"]["libraries"]["blas"]["name"], "reference");
+  const Output normal = run("run fc:layers=1,nodes=64,input=64,output=4,batch=8 --budget 0.5 --json");
+  EXPECT_EQ(normal.err.find("WARNING"), std::string::npos) << normal.err;
+}
+
+}  // namespace

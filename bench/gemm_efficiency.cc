@@ -17,8 +17,9 @@ const char* kUsage =
     "Achieved FC training FLOP/s vs torch::mm FLOP/s measured in the same run.";
 
 struct Gemm {
-  int64_t m = 0, k = 0, n = 0;
-  bool transposed_b = false;
+  Gemm(int64_t m_, int64_t k_, int64_t n_, bool t = false) : m(m_), k(k_), n(n_), transposed_b(t) {}
+  int64_t m, k, n;
+  bool transposed_b;
   std::vector<double> times;  // seconds per call, warm-up excluded
   double best_s() const { return *std::min_element(times.begin(), times.end()); }
   double flops() const { return 2.0 * double(m) * double(k) * double(n); }

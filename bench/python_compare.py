@@ -44,15 +44,22 @@ def parse_config(text):
 
 
 def openblas_threads():
-    """The BLAS's own thread count, asked of the library that provides sgemm_ (or None)."""
+    """The BLAS's own thread count, asked of the loaded OpenBLAS (None where there is none).
+    torch's libraries are loaded RTLD_LOCAL, so the library is found in /proc/self/maps."""
     import ctypes
     try:
-        lib = ctypes.CDLL(None)
-        fn = lib.openblas_get_num_threads
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "blas" in line and "/" in line}
+    except OSError:
+        return None
+    for path in sorted(paths):
+        try:
+            fn = ctypes.CDLL(path).openblas_get_num_threads
+        except (AttributeError, OSError):
+            continue
         fn.restype = ctypes.c_int
         return fn()
-    except (AttributeError, OSError):
-        return None
+    return None
 
 
 def measure(args):
@@ -108,6 +115,7 @@ def measure(args):
         "python": sys.version.split()[0],
         "threads": torch.get_num_threads(),
         "blas_threads": openblas_threads(),
+        "flush_denormal": True,
         "environment": {k: os.environ.get(k, "") for k in RUNTIME_ENV},
         "warmup_steps": warm,
         "warmup_s": warm_s,

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -47,6 +49,10 @@ TEST(Cli, BadInputIsOneLineAndExitTwo) {
       {"run fc: --budget -1", "budget"},
       {"frobnicate", "frobnicate"},
       {"cost cnn:image=2", "image=2"},
+      {"platform --spec no-such-platform", "unknown platform 'no-such-platform'"},
+      {"platform --spec /nonexistent/x.json", "cannot open"},
+      {"run fc:nodes=8 --platform no-such-platform", "unknown platform"},
+      {"platform --at -3", "-3"},
   };
   for (const auto& [args, needle] : cases) {
     const Output o = run(args);
@@ -58,7 +64,7 @@ TEST(Cli, BadInputIsOneLineAndExitTwo) {
 }
 
 TEST(Cli, HelpOfEverySubcommandEndsWithExamples) {
-  for (const char* sub : {"", "run", "cost", "families"}) {
+  for (const char* sub : {"", "run", "cost", "families", "platform"}) {
     const Output o = run(std::string(sub) + " --help");
     EXPECT_EQ(o.status, 0) << sub;
     const auto at = o.out.rfind("Examples:");
@@ -112,11 +118,43 @@ TEST(Cli, WarnsWhenTheReferenceBlasIsActive) {
   const Output o = run("run fc:layers=1,nodes=64,input=64,output=4,batch=8 --budget 0.5 --json",
                        "LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/blas");
   ASSERT_EQ(o.status, 0) << o.err;
-  EXPECT_NE(o.err.find("WARNING: LibTorch is using the reference BLAS"), std::string::npos) << o.err;
-  EXPECT_EQ(lines(o.err), 1) << o.err;
+  const auto at = o.err.find("WARNING: LibTorch is using the reference BLAS");
+  ASSERT_NE(at, std::string::npos) << o.err;
+  EXPECT_EQ(o.err.find("WARNING", at + 1), std::string::npos) << o.err;  // said once
+  EXPECT_NE(o.err.find("apt-get install libopenblas0-pthread", at), std::string::npos) << o.err;
   EXPECT_EQ(nlohmann::json::parse(o.out)["context"]["libraries"]["blas"]["name"], "reference");
   const Output normal = run("run fc:layers=1,nodes=64,input=64,output=4,batch=8 --budget 0.5 --json");
   EXPECT_EQ(normal.err.find("WARNING"), std::string::npos) << normal.err;
+}
+
+TEST(Cli, PlatformFileErrorsNameTheField) {
+  const std::string path = ::testing::TempDir() + "/bad-platform.json";
+  std::ofstream(path) << R"({"schema_version":1,"name":"mine","kind":"accelerator","source":"me",)"
+                      << R"("memory_gb":16,"memory_bandwidth_gbps":-5,"peak_tflops":{"bf16":100}})";
+  const Output o = run("platform --spec " + path);
+  EXPECT_EQ(o.status, 2);
+  EXPECT_EQ(lines(o.err), 1) << o.err;
+  EXPECT_NE(o.err.find("field 'memory_bandwidth_gbps'"), std::string::npos) << o.err;
+}
+
+TEST(Cli, PlatformMeasuresCachesAndFeedsRun) {
+  const std::string cache = ::testing::TempDir() + "/tb-cache-" + std::to_string(getpid());
+  const std::string env = "TRAINBENCH_CACHE_DIR=" + cache;
+  const Output quick = run("platform --quick --json", env);
+  ASSERT_EQ(quick.status, 0) << quick.err;
+  const auto p = nlohmann::json::parse(quick.out);
+  EXPECT_GT(p["peak_tflops"]["fp32"].get<double>(), 0);
+  EXPECT_TRUE(p["measurements"]["stream"]["validated"].get<bool>());
+  // A registry platform gives the run its roofline placement.
+  const Output r = run("run fc:layers=1,nodes=64,input=64,output=4,batch=8,dtype=bf16 --budget 0.5 --json "
+                       "--platform tpu-v2-board", env);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  const auto& res = doc["results"][0];
+  EXPECT_EQ(res["roofline"]["platform"], "tpu-v2-board");
+  EXPECT_EQ(res["roofline"]["bound"], "memory");
+  EXPECT_DOUBLE_EQ(res["roofline"]["ridge"].get<double>(), 75.0);
+  EXPECT_GT(res["metrics"]["flops_utilization"].get<double>(), 0);
 }
 
 }  // namespace

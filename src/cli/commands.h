@@ -12,5 +12,6 @@ struct Command {
 Command add_run(CLI::App& app);
 Command add_cost(CLI::App& app);
 Command add_families(CLI::App& app);
+Command add_platform(CLI::App& app);
 
 }  // namespace tb::cli

@@ -18,9 +18,11 @@ int main(int argc, char** argv) {
       "  trainbench run fc:layers=4,nodes=1024,input=2000,output=200,batch=512,dtype=fp32\n"
       "  trainbench run --family cnn --block residual --filters 16 --image 64 --batch 8 --json\n"
       "  trainbench cost rnn:cell=lstm,embed=500,length=50,vocab=1024,batch=64\n"
-      "  trainbench families");
+      "  trainbench families\n"
+      "  trainbench platform --list");
   const std::vector<tb::cli::Command> commands = {
-      tb::cli::add_run(app), tb::cli::add_cost(app), tb::cli::add_families(app)};
+      tb::cli::add_run(app), tb::cli::add_cost(app), tb::cli::add_families(app),
+      tb::cli::add_platform(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -4,6 +4,8 @@
 #include <set>
 
 #include "cli/commands.h"
+#include "platform/characterize.h"
+#include "platform/registry.h"
 #include "record/files.h"
 #include "record/json.h"
 #include "report/run_table.h"
@@ -22,6 +24,7 @@ struct RunArgs {
   std::string output;  // also write the JSON document here
   RunOptions options;
   double peak_gflops = 0, memory_limit_gib = 0;
+  std::string platform;  // registry name, file, or empty: this host's cached description
 };
 
 // One option per parameter name of any family, so `--family fc --layers 4` works;
@@ -64,6 +67,9 @@ Command add_run(CLI::App& app) {
       ->check(CLI::Range(2, 100000000));
   sub->add_option("--seed", a->options.seed, "seed for weights and synthetic data")
       ->capture_default_str();
+  sub->add_option("--platform", a->platform,
+                  "platform for utilization and roofline: a registry name or file "
+                  "(default: this host's cached `trainbench platform` description)");
   sub->add_option("--peak-gflops", a->peak_gflops,
                   "platform peak for FLOPS utilization, GFLOP/s")
       ->check(CLI::PositiveNumber);
@@ -79,6 +85,7 @@ Command add_run(CLI::App& app) {
       "  trainbench run rnn:cell=gru,layers=2,embed=256,length=20,vocab=1024,batch=32 --budget 10\n"
       "  trainbench run fc:batch=64,nodes=32 --steps 500        # fixed count, no early stop\n"
       "  trainbench run fc:nodes=512,batch=256 -o result.json   # table on screen, JSON in a file\n"
+      "  trainbench run fc:nodes=4096,batch=8192 --platform tpu-v2-board --steps 3  # roofline\n"
       "Every result prints its config with threads resolved: paste it to re-run.\n"
       "Exit status: 0 all ok, 1 some config not ok (see its status), 2 bad input.");
   return {sub, [a]() {
@@ -97,6 +104,15 @@ Command add_run(CLI::App& app) {
         throw UsageError("--out " + a->output + ": directory is not writable or does not exist");
     }
     if (a->peak_gflops > 0) a->options.peak_flops = a->peak_gflops * 1e9;
+    if (!a->platform.empty()) {
+      a->options.platform = find_platform(a->platform);
+    } else {
+      std::string why;
+      a->options.platform = load_cached_platform(platform_cache_path(), host_fingerprint(), &why);
+      if (!a->options.platform && !a->options.peak_flops)
+        std::cerr << "note: no platform description (" << why
+                  << "): run `trainbench platform` for FLOPS utilization and roofline\n";
+    }
     a->options.memory_limit = a->memory_limit_gib * double(1LL << 30);
 
     const bool tty = isatty(STDOUT_FILENO);

@@ -1,9 +1,12 @@
 #include "platform/host.h"
 
 #include <sys/utsname.h>
+#include <algorithm>
+#include <cstdlib>
 #include <unistd.h>
 
 #include <fstream>
+#include <set>
 #include <sstream>
 
 namespace tb {
@@ -19,7 +22,55 @@ int64_t meminfo_kb(const std::string& key) {
   return 0;
 }
 
+int64_t parse_size(const std::string& s) {  // "48K", "2048K", "480M"
+  if (s.empty()) return 0;
+  int64_t v = std::stoll(s);
+  switch (s.back()) {
+    case 'K': return v << 10;
+    case 'M': return v << 20;
+    case 'G': return v << 30;
+    default: return v;
+  }
+}
+
+std::string read_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// Caches from sysfs: one entry per (level, type), counting distinct sharing groups.
+std::vector<CacheLevel> read_caches(int cpus) {
+  std::vector<CacheLevel> out;
+  for (int index = 0;; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index);
+    const std::string level = read_line(dir + "/level");
+    if (level.empty()) break;
+    CacheLevel c;
+    c.level = std::stoi(level);
+    c.type = read_line(dir + "/type");
+    c.size_bytes = parse_size(read_line(dir + "/size"));
+    std::set<std::string> groups;
+    for (int cpu = 0; cpu < cpus; ++cpu)
+      groups.insert(read_line("/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/cache/index" +
+                              std::to_string(index) + "/shared_cpu_list"));
+    c.instances = int(groups.size());
+    out.push_back(c);
+  }
+  return out;
+}
+
 }  // namespace
+
+int64_t last_level_cache_bytes(const HostInfo& h) {
+  int64_t best = 0;
+  int level = 0;
+  for (const auto& c : h.caches)
+    if (c.type != "Instruction" && c.level >= level)
+      level = c.level, best = c.size_bytes * std::max(1, c.instances);
+  return best;
+}
 
 int online_cpus() {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -38,6 +89,9 @@ HostInfo host_info() {
   h.logical_cpus = online_cpus();
   h.mem_total = meminfo_kb("MemTotal") * 1024;
   h.mem_available = meminfo_kb("MemAvailable") * 1024;
+  h.caches = read_caches(h.logical_cpus);
+  std::set<std::string> packages, cores;
+  std::string package;
   std::ifstream in("/proc/cpuinfo");
   std::string line;
   while (std::getline(in, line)) {
@@ -46,6 +100,9 @@ HostInfo host_info() {
     std::string key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
     std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
     if (key == "model name" && h.cpu_model.empty()) h.cpu_model = value;
+    if (key == "cpu MHz" && h.mhz == 0) h.mhz = std::atof(value.c_str());
+    if (key == "physical id") package = value, packages.insert(value);
+    if (key == "core id") cores.insert(package + "/" + value);
     if (key == "flags" && h.simd.empty()) {
       std::istringstream flags(value);
       std::string f;
@@ -57,6 +114,8 @@ HostInfo host_info() {
       }
     }
   }
+  h.sockets = std::max<int>(1, int(packages.size()));
+  h.physical_cores = cores.empty() ? h.logical_cpus : int(cores.size());
   return h;
 }
 

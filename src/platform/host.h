@@ -6,17 +6,30 @@
 namespace tb {
 
 // What this machine is, read from the OS; cheap enough to call for every result.
+struct CacheLevel {
+  int level = 0;
+  std::string type;        // Data, Instruction, Unified
+  int64_t size_bytes = 0;  // of one instance
+  int instances = 0;       // how many of them the online CPUs share out
+};
+
 struct HostInfo {
   std::string hostname;
   std::string os;         // kernel name and release
   std::string cpu_model;
   int logical_cpus = 0;   // online logical CPUs
+  int physical_cores = 0;
+  int sockets = 0;
+  double mhz = 0;         // as /proc/cpuinfo reports it (nominal on VMs without cpufreq)
+  std::vector<CacheLevel> caches;
   int64_t mem_total = 0;  // bytes
   int64_t mem_available = 0;
   std::vector<std::string> simd;  // the SIMD/matrix extensions among the CPU flags
 };
 
 HostInfo host_info();
+// Total bytes of the largest cache level (all instances), 0 if unknown.
+int64_t last_level_cache_bytes(const HostInfo& h);
 int64_t available_memory_bytes();
 int online_cpus();
 

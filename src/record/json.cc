@@ -98,6 +98,19 @@ json to_json(const RunResult& r, bool with_layers) {
                  {"end_reason", s.end_reason},
                  {"timed_wall_s", s.wall_s}};
   j["step_times_s"] = r.step_times;
+  if (r.roofline) {
+    const auto& p = *r.roofline;
+    j["roofline"] = {{"platform", p.platform},
+                     {"dtype", p.dtype},
+                     {"peak_flops", p.peak_flops},
+                     {"bandwidth_bytes_per_s", p.bandwidth},
+                     {"ridge", p.ridge},
+                     {"intensity", p.intensity},
+                     {"attainable_flops", p.attainable},
+                     {"achieved_flops", p.achieved},
+                     {"bound", p.memory_bound ? "memory" : "compute"},
+                     {"fraction_of_roof", p.fraction_of_roof()}};
+  }
   j["metrics"] = {{"examples_per_step", r.examples_per_step},
                   {"examples_per_s", r.examples_per_s},
                   {"achieved_flops", r.achieved_flops},

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "cost/cost.h"
+#include "platform/description.h"
 #include "runner/cpu_usage.h"
 #include "runner/steady_state.h"
 
@@ -33,6 +34,7 @@ struct RunResult {
   double achieved_flops = 0;  // analytic FLOPs per step / mean step time
   std::optional<double> peak_flops;  // of the platform, when a description is available
   std::optional<double> flops_utilization;
+  std::optional<RooflinePlacement> roofline;
   CpuUsage cpu;
 };
 

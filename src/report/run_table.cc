@@ -62,6 +62,13 @@ std::string format_result(const RunResult& r) {
   if (r.flops_utilization)
     out += fmt::format(", {:.1f}% of the {} peak", 100 * *r.flops_utilization,
                        si(*r.peak_flops, "FLOP/s"));
+  if (r.roofline)
+    out += fmt::format("\nroofline  {}-bound on {} (intensity {:.3g} {} ridge {:.3g} FLOP/B); "
+                       "{:.0f}% of the attainable {}",
+                       r.roofline->memory_bound ? "memory" : "compute", r.roofline->platform,
+                       r.roofline->intensity, r.roofline->memory_bound ? "<" : ">=",
+                       r.roofline->ridge, 100 * r.roofline->fraction_of_roof(),
+                       si(r.roofline->attainable, "FLOP/s"));
   out += fmt::format("\ncpu       {:.0f}% utilization by this process (TBD eq. 3), {:.0f}% system; "
                      "{} threads, BLAS threads {}\n",
                      100 * r.cpu.process, 100 * r.cpu.system, r.threads, r.blas_threads);

@@ -79,7 +79,9 @@ RunResult run_config(const Config& input, const RunOptions& options) {
   r.config = config.str();
   r.device = config.get("device");
   r.cost = step_cost(config);
+  const std::string dtype = config.get("dtype");
   r.peak_flops = options.peak_flops;
+  if (!r.peak_flops && options.platform) r.peak_flops = options.platform->peak_flops(dtype);
   auto done = [&](Status s, const std::string& why) {
     r.status = s;
     r.error = why;
@@ -137,6 +139,8 @@ RunResult run_config(const Config& input, const RunOptions& options) {
     r.examples_per_s = r.examples_per_step / r.steps.mean;
     r.achieved_flops = r.cost.flops() / r.steps.mean;
     if (r.peak_flops && *r.peak_flops > 0) r.flops_utilization = r.achieved_flops / *r.peak_flops;
+    if (options.platform)
+      r.roofline = place_on_roofline(*options.platform, dtype, r.cost.intensity(), r.achieved_flops);
   }
   return done(Status::kOk, "");
 }

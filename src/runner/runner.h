@@ -2,6 +2,7 @@
 #include <optional>
 
 #include "model/workload.h"
+#include "platform/description.h"
 #include "record/result.h"
 #include "runner/steady_state.h"
 #include "spec/config.h"
@@ -11,7 +12,9 @@ namespace tb {
 struct RunOptions {
   SteadyStateOptions timing;
   uint64_t seed = 1;
-  std::optional<double> peak_flops;  // platform peak for the config's dtype, FLOP/s
+  // What the hardware can do: gives FLOPS utilization and the roofline placement.
+  std::optional<PlatformDescription> platform;
+  std::optional<double> peak_flops;  // overrides the platform's peak for the config's dtype
   // Refuse configs whose estimated training memory exceeds this (bytes); 0: MemAvailable.
   double memory_limit = 0;
 };

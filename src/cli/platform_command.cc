@@ -1,0 +1,97 @@
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "cli/commands.h"
+#include "platform/characterize.h"
+#include "platform/registry.h"
+#include "report/platform_table.h"
+#include "runner/threads.h"
+#include "spec/errors.h"
+
+namespace tb::cli {
+
+Command add_platform(CLI::App& app) {
+  struct Args {
+    bool refresh = false, json = false, list = false, quick = false;
+    std::string spec;
+    std::vector<double> at;
+    int threads = 0;
+    CharacterizeOptions options;
+  };
+  auto a = std::make_shared<Args>();
+  auto* sub = app.add_subcommand("platform", "Describe and measure this machine, or show a known platform");
+  sub->add_flag("--refresh", a->refresh, "measure again even if a fresh cached description exists");
+  sub->add_flag("--json", a->json, "print the description as JSON");
+  sub->add_flag("--list", a->list, "list the registry of known platforms");
+  sub->add_option("--spec", a->spec, "show a known platform by name, or a description file");
+  sub->add_option("--at", a->at, "attainable FLOP/s at these arithmetic intensities (FLOP/byte)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--threads", a->threads, "threads for the measurement (default: all cores)")
+      ->check(CLI::Range(0, 4096));
+  sub->add_option("--fma-units", a->options.fma_units,
+                  "FMA units per core for the theoretical peak (the CPU does not report it)")
+      ->check(CLI::Range(1, 4))
+      ->capture_default_str();
+  sub->add_flag("--quick", a->quick, "fewer sizes and trials, no working-set sweep (for tests)");
+  sub->footer(
+      "Examples:\n"
+      "  trainbench platform                       # this host: cached, or measured (< 1 min)\n"
+      "  trainbench platform --refresh --json      # measure again, print JSON\n"
+      "  trainbench platform --list\n"
+      "  trainbench platform --spec tpu-v2-board --at 10,75,200\n"
+      "  trainbench platform --spec ./my-accelerator.json\n"
+      "The cache lives in ~/.cache/trainbench (TRAINBENCH_CACHE_DIR overrides) and is re-measured\n"
+      "when the CPU, memory, LibTorch or BLAS change. Your own platforms: put description files\n"
+      "in ~/.config/trainbench/platforms or TRAINBENCH_PLATFORMS; format in docs/platforms.md.");
+  return {sub, [a]() {
+            if (a->list) {
+              const auto ps = list_platforms();
+              if (a->json) {
+                nlohmann::json j = nlohmann::json::array();
+                for (const auto& p : ps) j.push_back(to_json(p));
+                std::cout << j.dump(2) << "\n";
+              } else {
+                std::cout << format_platform_list(ps);
+              }
+              return 0;
+            }
+            PlatformDescription p;
+            if (!a->spec.empty()) {
+              p = find_platform(a->spec);
+            } else {
+              const std::string path = platform_cache_path();
+              std::string why;
+              auto cached = a->refresh ? std::nullopt
+                                       : load_cached_platform(path, host_fingerprint(), &why);
+              if (cached) {
+                p = *cached;
+                std::cerr << "platform: cached description " << path << " (--refresh to measure again)\n";
+              } else {
+                if (!a->refresh) std::cerr << "platform: measuring (" << why << ")\n";
+                apply_threads(a->threads);
+                if (a->quick) {
+                  a->options.gemm_sizes = {256, 512};
+                  a->options.trials = 3;
+                  a->options.trial_s = 0.05;
+                  a->options.sweep = false;
+                  a->options.stream_elements = 1 << 22;  // 32 MiB arrays: not a DRAM figure
+                }
+                a->options.progress = [](const std::string& s) {
+                  std::cerr << "platform: " << s << "\n";
+                };
+                p = characterize_host(a->options);
+                if (!a->quick) save_cached_platform(path, p);
+              }
+            }
+            if (a->json)
+              std::cout << to_json(p).dump(2) << "\n";
+            else
+              std::cout << format_platform(p);
+            if (!a->at.empty() && !a->json) std::cout << "\n" << format_roofline(p, a->at);
+            return 0;
+          }};
+}
+
+}  // namespace tb::cli

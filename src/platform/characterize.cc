@@ -1,0 +1,207 @@
+#include "platform/characterize.h"
+
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <torch/version.h>
+
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+
+#include "platform/blas.h"
+#include "platform/measure.h"
+#include "record/files.h"
+
+namespace tb {
+namespace {
+
+// Bump when the measurement method changes, so old caches are re-measured.
+constexpr int kMethodVersion = 1;
+
+nlohmann::json trials_json(const Trials& t) {
+  return {{"trials", t.values}, {"best", t.best()}, {"median", t.median()}};
+}
+
+std::string today() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+void mkdirs(const std::string& path) {
+  for (size_t i = 1; i <= path.size(); ++i)
+    if (i == path.size() || path[i] == '/') mkdir(path.substr(0, i).c_str(), 0755);
+}
+
+}  // namespace
+
+nlohmann::json host_fingerprint() {
+  const HostInfo h = host_info();
+  const BlasInfo b = detect_blas();
+  nlohmann::json caches = nlohmann::json::array();
+  for (const auto& c : h.caches)
+    caches.push_back(fmt::format("L{} {} {}x{}", c.level, c.type, c.instances, c.size_bytes));
+  return {{"cpu_model", h.cpu_model},
+          {"logical_cpus", h.logical_cpus},
+          {"physical_cores", h.physical_cores},
+          {"sockets", h.sockets},
+          {"memory_gib", std::llround(double(h.mem_total) / (1 << 30))},
+          {"simd", h.simd},
+          {"caches", caches},
+          {"libtorch", TORCH_VERSION},
+          {"blas", b.label() + " " + b.version},
+          {"method_version", kMethodVersion}};
+}
+
+PlatformDescription characterize_host(const CharacterizeOptions& o) {
+  auto say = [&](const std::string& s) {
+    if (o.progress) o.progress(s);
+  };
+  const HostInfo h = host_info();
+  const BlasInfo blas = detect_blas();
+  PlatformDescription p;
+  p.name = "host-" + h.hostname;
+  for (auto& ch : p.name) ch = std::tolower(static_cast<unsigned char>(ch));
+  p.description = fmt::format("{}: {} ({} cores, {} threads)", h.hostname, h.cpu_model,
+                              h.physical_cores, h.logical_cpus);
+  p.kind = "cpu";
+  p.cores = h.physical_cores;
+  p.memory_gb = double(h.mem_total) / 1e9;
+  p.source = fmt::format("measured by trainbench {} on {}: GEMM via LibTorch {}, STREAM triad",
+                         TB_VERSION, today(), TORCH_VERSION);
+  nlohmann::json measurements;
+
+  for (const auto& dtype : o.dtypes) {
+    say("GEMM " + dtype);
+    const GemmMeasurement g = measure_gemm(dtype, o.gemm_sizes, o.trials, o.trial_s);
+    nlohmann::json sizes = nlohmann::json::array();
+    for (const auto& s : g.sizes) {
+      auto j = trials_json(s.gflops);
+      j["n"] = s.n;
+      sizes.push_back(j);
+    }
+    measurements["gemm"][dtype] = {
+        {"unit", "GFLOP/s"}, {"sizes", sizes}, {"best_n", g.best_n}, {"best", g.best_gflops}};
+    p.peak_tflops[dtype] = g.best_gflops / 1000;
+  }
+
+  // STREAM wants each array at least 4x the last-level cache; stay within a third of
+  // the available memory for the three arrays together.
+  const int64_t llc = last_level_cache_bytes(h);
+  int64_t elements = std::max<int64_t>(4 * llc, 64 << 20) / 8;
+  const int64_t cap = available_memory_bytes() / 3 / 3 / 8;
+  bool capped = elements > cap;
+  elements = std::min(elements, cap);
+  if (o.stream_elements > 0) elements = o.stream_elements, capped = elements * 8 < 4 * llc;
+  say(fmt::format("STREAM, 3 arrays of {} MiB", elements * 8 >> 20));
+  const StreamMeasurement s = measure_stream(elements, o.trials);
+  measurements["stream"] = {{"unit", "GB/s"},
+                            {"array_bytes", elements * 8},
+                            {"last_level_cache_bytes", llc},
+                            {"arrays_at_least_4x_llc", !capped},
+                            {"threads", at::get_num_threads()},
+                            {"copy", trials_json(s.copy)},
+                            {"scale", trials_json(s.scale)},
+                            {"add", trials_json(s.add)},
+                            {"triad", trials_json(s.triad)},
+                            {"validated", s.validated},
+                            {"validation", s.validation}};
+  p.memory_bandwidth_gbps = s.triad.best();
+
+  if (o.sweep) {
+    say("working-set sweep");
+    const int64_t top = std::max<int64_t>(2 * llc, 64 << 20);
+    const auto points = measure_working_sets(16 << 10, std::min(top, cap * 8), 3, 0.04);
+    nlohmann::json sweep = nlohmann::json::array();
+    for (const auto& pt : points) {
+      auto j = trials_json(pt.gbps);
+      j["bytes"] = pt.bytes;
+      sweep.push_back(j);
+    }
+    measurements["working_set"] = {{"unit", "GB/s"}, {"kernel", "x = 0.5 x + 0.5, 16 B/element"},
+                                   {"points", sweep}};
+    for (const auto& [level, gbps] : cache_bandwidths(h, points)) p.cache_bandwidth_gbps[level] = gbps;
+  }
+
+  nlohmann::json spec_peaks = nlohmann::json::object(), formulas = nlohmann::json::object();
+  for (const auto& t : theoretical_peaks(h, o.fma_units)) {
+    spec_peaks[t.dtype] = t.flops / 1e12;
+    formulas[t.dtype] = t.formula;
+  }
+  nlohmann::json caches = nlohmann::json::array();
+  for (const auto& c : h.caches)
+    caches.push_back({{"level", c.level},
+                      {"type", c.type},
+                      {"size_bytes", c.size_bytes},
+                      {"instances", c.instances}});
+  p.extra = {{"kind_of_document", "trainbench.platform"},
+             {"measured_at", today()},
+             {"spec_peak_tflops", spec_peaks},
+             {"spec_peak_formula", formulas},
+             {"machine",
+              {{"hostname", h.hostname},
+               {"cpu_model", h.cpu_model},
+               {"sockets", h.sockets},
+               {"physical_cores", h.physical_cores},
+               {"logical_cpus", h.logical_cpus},
+               {"mhz", h.mhz},
+               {"caches", caches},
+               {"memory_total_bytes", h.mem_total},
+               {"memory_available_bytes", h.mem_available},
+               {"simd", h.simd},
+               {"libtorch", TORCH_VERSION},
+               {"blas", blas.label()},
+               {"blas_library", blas.library},
+               {"threads", at::get_num_threads()}}},
+             {"measurements", measurements},
+             {"fingerprint", host_fingerprint()}};
+  return p;
+}
+
+std::string platform_cache_path() {
+  std::string dir;
+  if (const char* d = std::getenv("TRAINBENCH_CACHE_DIR"))
+    dir = d;
+  else if (const char* x = std::getenv("XDG_CACHE_HOME"))
+    dir = std::string(x) + "/trainbench";
+  else if (const char* home = std::getenv("HOME"))
+    dir = std::string(home) + "/.cache/trainbench";
+  else
+    dir = "/tmp/trainbench";
+  return dir + "/platform-" + host_info().hostname + ".json";
+}
+
+std::optional<PlatformDescription> load_cached_platform(const std::string& path,
+                                                        const nlohmann::json& fingerprint,
+                                                        std::string* why) {
+  std::ifstream in(path);
+  if (!in) {
+    if (why) *why = "no cached description at " + path;
+    return std::nullopt;
+  }
+  try {
+    PlatformDescription p = parse_platform(nlohmann::json::parse(in), path);
+    const auto& old = p.extra.value("fingerprint", nlohmann::json::object());
+    for (const auto& [key, value] : fingerprint.items()) {
+      if (!old.contains(key) || old[key] != value) {
+        if (why)
+          *why = fmt::format("{} changed: {} -> {}", key,
+                             old.contains(key) ? old[key].dump() : "(none)", value.dump());
+        return std::nullopt;
+      }
+    }
+    return p;
+  } catch (const std::exception& e) {
+    if (why) *why = std::string("unreadable cache: ") + e.what();
+    return std::nullopt;
+  }
+}
+
+void save_cached_platform(const std::string& path, const PlatformDescription& p) {
+  mkdirs(path.substr(0, path.find_last_of('/')));
+  write_file_atomically(path, to_json(p).dump(2) + "\n");
+}
+
+}  // namespace tb

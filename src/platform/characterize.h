@@ -1,0 +1,42 @@
+#pragma once
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "platform/description.h"
+#include "platform/host.h"
+
+namespace tb {
+
+struct CharacterizeOptions {
+  std::vector<int64_t> gemm_sizes = {256, 512, 1024, 2048, 3072};
+  std::vector<std::string> dtypes = {"fp32", "bf16"};
+  int trials = 5;
+  double trial_s = 0.15;
+  int fma_units = 2;      // per core; the CPU does not say, see docs/platforms.md
+  bool sweep = true;      // the working-set sweep for cache roofs
+  int64_t stream_elements = 0;  // per array; 0: 4x the last-level cache, as STREAM asks
+  std::function<void(const std::string&)> progress;  // one line per phase, optional
+};
+
+// Measures this machine and returns its description: empirical roofs (peak GEMM per
+// dtype, STREAM triad, cache bandwidths), spec roofs (theoretical peaks), the machine's
+// facts and every trial, in the registry's format.
+PlatformDescription characterize_host(const CharacterizeOptions& options);
+
+// What the cached description of this host depends on: a change in any of these
+// (CPU, cores, memory, LibTorch, BLAS, trainbench's measurement method) invalidates it.
+nlohmann::json host_fingerprint();
+
+// The cache file of this host: $TRAINBENCH_CACHE_DIR, else $XDG_CACHE_HOME/trainbench,
+// else ~/.cache/trainbench; named after the host name.
+std::string platform_cache_path();
+
+// The cached description if it exists, parses and matches `fingerprint`; otherwise
+// nullopt with the reason in `why` ("no cache", "libtorch changed: 1.13.0 -> 2.1.0", ...).
+std::optional<PlatformDescription> load_cached_platform(const std::string& path,
+                                                        const nlohmann::json& fingerprint,
+                                                        std::string* why);
+void save_cached_platform(const std::string& path, const PlatformDescription& p);
+
+}  // namespace tb

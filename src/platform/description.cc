@@ -1,0 +1,191 @@
+#include "platform/description.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+
+#include "spec/errors.h"
+
+namespace tb {
+namespace {
+
+using nlohmann::json;
+
+const std::set<std::string> kDtypes = {"fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8"};
+const std::set<std::string> kKinds = {"cpu", "gpu", "tpu", "accelerator"};
+const std::set<std::string> kCacheLevels = {"l1", "l2", "l3"};
+const std::set<std::string> kKnownKeys = {
+    "schema_version", "name", "description", "kind", "source", "cores",
+    "memory_gb", "memory_bandwidth_gbps", "peak_tflops", "cache_bandwidth_gbps",
+    "systolic_array"};
+
+struct Reader {
+  const json& j;
+  std::string origin;
+  [[noreturn]] void fail(const std::string& field, const std::string& why) const {
+    throw UsageError(fmt::format("{}: field '{}': {}", origin, field, why));
+  }
+  const json* get(const std::string& key, bool required) const {
+    if (!j.contains(key)) {
+      if (required) fail(key, "missing");
+      return nullptr;
+    }
+    return &j.at(key);
+  }
+  std::string str(const std::string& key, bool required) const {
+    const json* v = get(key, required);
+    if (!v) return "";
+    if (!v->is_string()) fail(key, "expected a string, got " + v->dump());
+    return v->get<std::string>();
+  }
+  double positive(const json& v, const std::string& field) const {
+    if (!v.is_number()) fail(field, "expected a number, got " + v.dump());
+    const double d = v.get<double>();
+    if (!(d > 0) || d > 1e12) fail(field, fmt::format("must be positive and finite, got {}", d));
+    return d;
+  }
+  std::map<std::string, double> table(const std::string& key, const std::set<std::string>& keys,
+                                      bool required) const {
+    std::map<std::string, double> out;
+    const json* v = get(key, required);
+    if (!v) return out;
+    if (!v->is_object() || (required && v->empty()))
+      fail(key, "expected a non-empty object, got " + v->dump());
+    for (const auto& [k, value] : v->items()) {
+      if (!keys.count(k)) {
+        std::string names;
+        for (const auto& n : keys) names += (names.empty() ? "" : ", ") + n;
+        fail(key + "." + k, "unknown key (expected one of " + names + ")");
+      }
+      out[k] = positive(value, key + "." + k);
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+std::optional<double> PlatformDescription::peak_flops(const std::string& dtype) const {
+  auto it = peak_tflops.find(dtype);
+  if (it == peak_tflops.end()) return std::nullopt;
+  return it->second * 1e12;
+}
+
+std::optional<double> PlatformDescription::ridge(const std::string& dtype) const {
+  auto peak = peak_flops(dtype);
+  if (!peak || bandwidth() <= 0) return std::nullopt;
+  return *peak / bandwidth();
+}
+
+std::optional<double> PlatformDescription::attainable(const std::string& dtype,
+                                                      double intensity) const {
+  auto peak = peak_flops(dtype);
+  if (!peak) return std::nullopt;
+  return std::min(*peak, bandwidth() * intensity);
+}
+
+PlatformDescription parse_platform(const json& j, const std::string& origin) {
+  if (!j.is_object()) throw UsageError(origin + ": expected a JSON object");
+  Reader r{j, origin};
+  const json* version = r.get("schema_version", true);
+  if (!version->is_number_integer() || version->get<int>() != kPlatformSchemaVersion)
+    r.fail("schema_version", fmt::format("expected {}, got {}", kPlatformSchemaVersion,
+                                         version->dump()));
+  PlatformDescription p;
+  p.extra = json::object();
+  p.name = r.str("name", true);
+  if (p.name.empty() ||
+      p.name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789._-") != std::string::npos)
+    r.fail("name", "use lower-case letters, digits, '.', '_' and '-', got '" + p.name + "'");
+  p.description = r.str("description", false);
+  p.kind = r.str("kind", true);
+  if (!kKinds.count(p.kind)) r.fail("kind", "expected cpu, gpu, tpu or accelerator, got '" + p.kind + "'");
+  p.source = r.str("source", true);
+  if (p.source.empty()) r.fail("source", "say where the numbers come from");
+  if (const json* c = r.get("cores", false)) {
+    if (!c->is_number_integer() || c->get<int64_t>() <= 0 || c->get<int64_t>() > 100000000)
+      r.fail("cores", "expected a positive integer, got " + c->dump());
+    p.cores = c->get<int>();
+  }
+  p.memory_gb = r.positive(*r.get("memory_gb", true), "memory_gb");
+  p.memory_bandwidth_gbps =
+      r.positive(*r.get("memory_bandwidth_gbps", true), "memory_bandwidth_gbps");
+  p.peak_tflops = r.table("peak_tflops", kDtypes, true);
+  p.cache_bandwidth_gbps = r.table("cache_bandwidth_gbps", kCacheLevels, false);
+  if (const json* s = r.get("systolic_array", false)) {
+    if (!s->is_object()) r.fail("systolic_array", "expected an object");
+    Reader sr{*s, origin};
+    PlatformDescription::Systolic sa;
+    for (const char* k : {"rows", "cols"}) {
+      const json* v = sr.get(k, false);
+      if (!v || !v->is_number_integer() || v->get<int64_t>() <= 0 || v->get<int64_t>() > 65536)
+        r.fail(std::string("systolic_array.") + k, "expected a positive integer");
+      (std::string(k) == "rows" ? sa.rows : sa.cols) = v->get<int>();
+    }
+    sa.dataflow = sr.str("dataflow", false);
+    if (sa.dataflow.empty()) sa.dataflow = "weight-stationary";
+    if (sa.dataflow != "weight-stationary" && sa.dataflow != "output-stationary")
+      r.fail("systolic_array.dataflow", "expected weight-stationary or output-stationary, got '" +
+                                            sa.dataflow + "'");
+    p.systolic_array = sa;
+  }
+  for (const auto& [k, v] : j.items())
+    if (!kKnownKeys.count(k)) p.extra[k] = v;
+  return p;
+}
+
+PlatformDescription load_platform_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UsageError(path + ": cannot open platform description");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::parse_error& e) {
+    // nlohmann's message carries the byte position; keep it to one line.
+    std::string what = e.what();
+    throw UsageError(path + ": not valid JSON: " + what.substr(0, what.find('\n')));
+  }
+  return parse_platform(j, path);
+}
+
+json to_json(const PlatformDescription& p) {
+  json j = p.extra.is_object() ? p.extra : json::object();
+  j["schema_version"] = kPlatformSchemaVersion;
+  j["name"] = p.name;
+  if (!p.description.empty()) j["description"] = p.description;
+  j["kind"] = p.kind;
+  j["source"] = p.source;
+  if (p.cores > 0) j["cores"] = p.cores;
+  j["memory_gb"] = p.memory_gb;
+  j["memory_bandwidth_gbps"] = p.memory_bandwidth_gbps;
+  j["peak_tflops"] = p.peak_tflops;
+  if (!p.cache_bandwidth_gbps.empty()) j["cache_bandwidth_gbps"] = p.cache_bandwidth_gbps;
+  if (p.systolic_array)
+    j["systolic_array"] = {{"rows", p.systolic_array->rows},
+                           {"cols", p.systolic_array->cols},
+                           {"dataflow", p.systolic_array->dataflow}};
+  return j;
+}
+
+std::optional<RooflinePlacement> place_on_roofline(const PlatformDescription& p,
+                                                   const std::string& dtype, double intensity,
+                                                   double achieved_flops) {
+  auto peak = p.peak_flops(dtype);
+  auto ridge = p.ridge(dtype);
+  if (!peak || !ridge) return std::nullopt;
+  RooflinePlacement r;
+  r.platform = p.name;
+  r.dtype = dtype;
+  r.peak_flops = *peak;
+  r.bandwidth = p.bandwidth();
+  r.ridge = *ridge;
+  r.intensity = intensity;
+  r.attainable = *p.attainable(dtype, intensity);
+  r.achieved = achieved_flops;
+  r.memory_bound = intensity < *ridge;
+  return r;
+}
+
+}  // namespace tb

@@ -1,0 +1,58 @@
+#pragma once
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+namespace tb {
+
+inline constexpr int kPlatformSchemaVersion = 1;
+
+// What a platform can do, in the one format shared by the registry of known platforms
+// (platforms/*.json), a user's hypothetical accelerator, and this host's measured
+// characterization. Documented field by field in docs/platforms.md.
+struct PlatformDescription {
+  std::string name;         // [a-z0-9._-]+
+  std::string description;
+  std::string kind;         // cpu, gpu, tpu, accelerator
+  std::string source;       // where the numbers come from
+  int cores = 0;            // compute units sharing the memory (0: not stated)
+  double memory_gb = 0;     // capacity, 1e9 bytes
+  double memory_bandwidth_gbps = 0;               // main memory (DRAM/HBM), 1e9 bytes/s
+  std::map<std::string, double> peak_tflops;      // per dtype: fp64 fp32 tf32 fp16 bf16 fp8 int8
+  std::map<std::string, double> cache_bandwidth_gbps;  // optional: l1, l2, l3
+  struct Systolic {
+    int rows = 0, cols = 0;
+    std::string dataflow;  // weight-stationary, output-stationary
+  };
+  std::optional<Systolic> systolic_array;
+  nlohmann::json extra = nlohmann::json::object();  // everything else in the file (measurements, machine, ...), kept
+
+  // Peak FLOP/s for a dtype, if the description states one.
+  std::optional<double> peak_flops(const std::string& dtype) const;
+  double bandwidth() const { return memory_bandwidth_gbps * 1e9; }  // bytes/s
+  // FLOPs per byte at which the dtype's compute roof meets the memory roof.
+  std::optional<double> ridge(const std::string& dtype) const;
+  // The roofline: attainable FLOP/s at an arithmetic intensity (FLOPs/byte).
+  std::optional<double> attainable(const std::string& dtype, double intensity) const;
+};
+
+// Validates and reads a description. `origin` (a file name) starts every error
+// message, which names the offending field: "tpu.json: field 'peak_tflops.bf16': ...".
+PlatformDescription parse_platform(const nlohmann::json& j, const std::string& origin);
+PlatformDescription load_platform_file(const std::string& path);
+nlohmann::json to_json(const PlatformDescription& p);
+
+// Where a config lands on a platform's roofline.
+struct RooflinePlacement {
+  std::string platform, dtype;
+  double peak_flops = 0, bandwidth = 0, ridge = 0;
+  double intensity = 0, attainable = 0, achieved = 0;
+  bool memory_bound = false;
+  double fraction_of_roof() const { return attainable > 0 ? achieved / attainable : 0; }
+};
+std::optional<RooflinePlacement> place_on_roofline(const PlatformDescription& p,
+                                                   const std::string& dtype, double intensity,
+                                                   double achieved_flops);
+
+}  // namespace tb

@@ -1,0 +1,99 @@
+#include "report/platform_table.h"
+
+#include <fmt/format.h>
+
+#include "report/run_table.h"
+
+namespace tb {
+
+std::string format_platform(const PlatformDescription& p) {
+  std::string out = fmt::format("platform  {} ({})\n", p.name, p.kind);
+  if (!p.description.empty()) out += fmt::format("          {}\n", p.description);
+  out += fmt::format("memory    {:.4g} GB{}, {:.4g} GB/s", p.memory_gb,
+                     p.cores > 0 ? fmt::format(" ({:.3g} GB per core)", p.memory_gb / p.cores) : "",
+                     p.memory_bandwidth_gbps);
+  for (const auto& [level, gbps] : p.cache_bandwidth_gbps) out += fmt::format(", {} {:.4g} GB/s", level, gbps);
+  out += "\n";
+  const auto spec = p.extra.value("spec_peak_tflops", nlohmann::json::object());
+  for (const auto& [dtype, tflops] : p.peak_tflops) {
+    out += fmt::format("peak      {:<5} {:>9.4g} TFLOP/s   ridge {:.4g} FLOP/byte", dtype, tflops,
+                       *p.ridge(dtype));
+    if (spec.contains(dtype))
+      out += fmt::format("   theoretical {:.4g} TFLOP/s (measured {:.0f}%)",
+                         spec[dtype].get<double>(), 100 * tflops / spec[dtype].get<double>());
+    out += "\n";
+  }
+  if (p.systolic_array)
+    out += fmt::format("array     {} x {} systolic, {}\n", p.systolic_array->rows,
+                       p.systolic_array->cols, p.systolic_array->dataflow);
+  const auto formulas = p.extra.value("spec_peak_formula", nlohmann::json::object());
+  for (const auto& [dtype, f] : formulas.items())
+    out += fmt::format("spec      {}: {}\n", dtype, f.get<std::string>());
+  if (p.extra.contains("measurements")) {
+    const auto& m = p.extra["measurements"];
+    const auto gemm = m.value("gemm", nlohmann::json::object());
+    for (const auto& [dtype, g] : gemm.items()) {
+      out += fmt::format("gemm      {:<5}", dtype);
+      for (const auto& s : g["sizes"])
+        out += fmt::format(" n={}: {:.0f} (median {:.0f})", s["n"].get<int64_t>(),
+                           s["best"].get<double>(), s["median"].get<double>());
+      out += " GFLOP/s\n";
+    }
+    if (m.contains("stream")) {
+      const auto& s = m["stream"];
+      out += fmt::format(
+          "stream    copy {:.1f}, scale {:.1f}, add {:.1f}, triad {:.1f} GB/s (best of {}; "
+          "triad median {:.1f}); arrays {}{}; {}\n",
+          s["copy"]["best"].get<double>(), s["scale"]["best"].get<double>(),
+          s["add"]["best"].get<double>(), s["triad"]["best"].get<double>(),
+          s["triad"]["trials"].size(), s["triad"]["median"].get<double>(),
+          bytes_iec(s["array_bytes"].get<double>()),
+          s["arrays_at_least_4x_llc"].get<bool>() ? "" : " (capped by memory: < 4x LLC)",
+          s["validation"].get<std::string>());
+    }
+    if (m.contains("working_set")) {
+      out += "sweep    ";
+      for (const auto& pt : m["working_set"]["points"])
+        out += fmt::format(" {}:{:.0f}", bytes_iec(pt["bytes"].get<double>()),
+                           pt["best"].get<double>());
+      out += " GB/s\n";
+    }
+  }
+  out += fmt::format("source    {}\n", p.source);
+  return out;
+}
+
+std::string format_platform_list(const std::vector<PlatformDescription>& ps) {
+  std::string out = fmt::format("{:<30} {:<12} {:>9} {:>11} {:>8}  {}\n", "name", "kind",
+                                "memory GB", "bandwidth", "ridge", "peak TFLOP/s");
+  for (const auto& p : ps) {
+    std::string peaks, ridge;
+    double best = 0;
+    for (const auto& [d, t] : p.peak_tflops) {
+      peaks += fmt::format("{}{} {:.4g}", peaks.empty() ? "" : ", ", d, t);
+      if (t > best) best = t, ridge = fmt::format("{:.4g}", *p.ridge(d));
+    }
+    out += fmt::format("{:<30} {:<12} {:>9.4g} {:>7.4g} GB/s {:>8}  {}\n", p.name, p.kind,
+                       p.memory_gb, p.memory_bandwidth_gbps, ridge, peaks);
+  }
+  out += "ridge: FLOPs per byte at the highest peak. Details: trainbench platform --spec NAME\n";
+  return out;
+}
+
+std::string format_roofline(const PlatformDescription& p, const std::vector<double>& intensities) {
+  std::string out = fmt::format("{:>12}", "FLOP/byte");
+  for (const auto& [d, t] : p.peak_tflops) out += fmt::format(" {:>16}", d);
+  out += "\n";
+  for (double x : intensities) {
+    out += fmt::format("{:>12.4g}", x);
+    for (const auto& [d, t] : p.peak_tflops) {
+      const double a = *p.attainable(d, x);
+      out += fmt::format(" {:>16}", si(a, "FLOP/s") + (a < *p.peak_flops(d) ? " m" : " c"));
+    }
+    out += "\n";
+  }
+  out += "m: memory-bound (below the ridge), c: compute-bound\n";
+  return out;
+}
+
+}  // namespace tb

@@ -1,0 +1,176 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "platform/characterize.h"
+#include "platform/measure.h"
+#include "platform/registry.h"
+#include "spec/errors.h"
+
+namespace tb {
+namespace {
+
+const std::string kRegistry = std::string(TB_SOURCE_DIR) + "/platforms";
+
+TEST(PlatformRegistry, RidgePointsMatchTheParaDnnPaper) {
+  // ParaDnn section 4.5: TPU v2's ridge is 75 FLOPs/byte (180 TFLOPS / 2.4 TB/s); v3's ~117.
+  EXPECT_DOUBLE_EQ(*find_platform("tpu-v2-board").ridge("bf16"), 75.0);
+  EXPECT_NEAR(*find_platform("tpu-v3-board").ridge("bf16"), 117, 0.5);
+}
+
+TEST(PlatformRegistry, EveryFileValidatesAndThePapersPlatformsArePresent) {
+  std::set<std::string> names;
+  for (const char* file :
+       {"n1-standard-32-skylake", "v100-sxm2-16gb", "tpu-v2-board", "tpu-v3-board", "quadro-p4000",
+        "titan-xp", "xeon-e5-2680", "a100-sxm4-80gb", "h100-sxm5-80gb", "h200-sxm-141gb",
+        "example-systolic-accelerator"}) {
+    const PlatformDescription p = load_platform_file(kRegistry + "/" + file + ".json");
+    EXPECT_EQ(p.name, file);
+    EXPECT_FALSE(p.source.empty());
+    EXPECT_FALSE(p.peak_tflops.empty());
+    EXPECT_GT(p.memory_gb, 0);
+    EXPECT_GT(p.bandwidth(), 0);
+    // The written form parses back to the same description.
+    const PlatformDescription again = parse_platform(to_json(p), file);
+    EXPECT_EQ(to_json(again), to_json(p));
+    names.insert(p.name);
+  }
+  for (const auto& p : list_platforms()) names.erase(p.name);
+  EXPECT_TRUE(names.empty()) << "listed platforms miss " << *names.begin();
+}
+
+TEST(PlatformRegistry, PaperCpuPeakFollowsItsFormula) {
+  // ParaDnn Table 3: 2 FMA x 32 single precision x 16 cores x 2 GHz = 2 SP TFLOPS; the
+  // theoretical-peak function must give the same for that machine's description.
+  HostInfo skylake;
+  skylake.physical_cores = 16;
+  skylake.mhz = 2000;
+  skylake.simd = {"avx2", "fma", "avx512f"};
+  const auto peaks = theoretical_peaks(skylake, 2);
+  ASSERT_FALSE(peaks.empty());
+  EXPECT_EQ(peaks[0].dtype, "fp32");
+  EXPECT_DOUBLE_EQ(peaks[0].flops / 1e12, find_platform("n1-standard-32-skylake").peak_tflops.at("fp32"));
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    parse_platform(nlohmann::json::parse(text), "bad.json");
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(PlatformDescription, MalformedFilesNameTheField) {
+  const std::string ok =
+      R"({"schema_version":1,"name":"x","kind":"gpu","source":"s","memory_gb":1,)"
+      R"("memory_bandwidth_gbps":1,"peak_tflops":{"fp32":1}})";
+  EXPECT_EQ(error_of(ok), "no error");
+  auto without = [&](const std::string& key) {
+    auto j = nlohmann::json::parse(ok);
+    j.erase(key);
+    return j.dump();
+  };
+  auto with = [&](const std::string& key, const nlohmann::json& v) {
+    auto j = nlohmann::json::parse(ok);
+    j[key] = v;
+    return j.dump();
+  };
+  EXPECT_EQ(error_of(without("memory_gb")), "bad.json: field 'memory_gb': missing");
+  EXPECT_EQ(error_of(without("source")), "bad.json: field 'source': missing");
+  EXPECT_NE(error_of(with("memory_gb", -1)).find("field 'memory_gb'"), std::string::npos);
+  EXPECT_NE(error_of(with("memory_gb", "lots")).find("expected a number"), std::string::npos);
+  EXPECT_NE(error_of(with("peak_tflops", {{"fp99", 1}})).find("'peak_tflops.fp99': unknown key"),
+            std::string::npos);
+  EXPECT_NE(error_of(with("peak_tflops", {{"bf16", 0}})).find("'peak_tflops.bf16'"),
+            std::string::npos);
+  EXPECT_NE(error_of(with("peak_tflops", nlohmann::json::object())).find("'peak_tflops'"),
+            std::string::npos);
+  EXPECT_NE(error_of(with("kind", "quantum")).find("field 'kind'"), std::string::npos);
+  EXPECT_NE(error_of(with("schema_version", 2)).find("field 'schema_version'"), std::string::npos);
+  EXPECT_NE(error_of(with("name", "My GPU")).find("field 'name'"), std::string::npos);
+  EXPECT_NE(error_of(with("systolic_array", {{"rows", 0}, {"cols", 4}})).find("systolic_array.rows"),
+            std::string::npos);
+  EXPECT_NE(error_of("[1,2]").find("expected a JSON object"), std::string::npos);
+  for (const std::string& bad : {without("memory_gb"), with("kind", "quantum")}) {
+    const std::string message = error_of(bad);
+    EXPECT_EQ(std::count(message.begin(), message.end(), '\n'), 0) << message;
+  }
+}
+
+TEST(PlatformDescription, NotJsonIsOneLine) {
+  const std::string path = ::testing::TempDir() + "/not_json.json";
+  std::ofstream(path) << "{ \"name\": oops }";
+  try {
+    load_platform_file(path);
+    FAIL() << "accepted";
+  } catch (const UsageError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("not valid JSON"), std::string::npos);
+    EXPECT_EQ(what.find('\n'), std::string::npos);
+  }
+}
+
+TEST(Roofline, AttainableIsTheMinimumOfTheTwoRoofs) {
+  const PlatformDescription p = find_platform("tpu-v2-board");
+  EXPECT_DOUBLE_EQ(*p.attainable("bf16", 10), 10 * 2400e9);
+  EXPECT_DOUBLE_EQ(*p.attainable("bf16", 75), 180e12);
+  EXPECT_DOUBLE_EQ(*p.attainable("bf16", 1000), 180e12);
+  EXPECT_FALSE(p.attainable("fp32", 10));
+  auto at = place_on_roofline(p, "bf16", 30, 36e12);
+  ASSERT_TRUE(at);
+  EXPECT_TRUE(at->memory_bound);
+  EXPECT_DOUBLE_EQ(at->fraction_of_roof(), 0.5);
+}
+
+TEST(PlatformCache, InvalidatedWhenHardwareOrLibraryChanges) {
+  const std::string path = ::testing::TempDir() + "/platform-cache-test.json";
+  PlatformDescription p = find_platform("xeon-e5-2680");
+  const nlohmann::json fp = host_fingerprint();
+  p.extra["fingerprint"] = fp;
+  save_cached_platform(path, p);
+  std::string why;
+  ASSERT_TRUE(load_cached_platform(path, fp, &why)) << why;
+  for (const char* key : {"libtorch", "cpu_model", "blas", "logical_cpus", "memory_gib"}) {
+    nlohmann::json changed = fp;
+    changed[key] = "something else";
+    EXPECT_FALSE(load_cached_platform(path, changed, &why)) << key;
+    EXPECT_NE(why.find(std::string(key) + " changed"), std::string::npos) << why;
+  }
+  EXPECT_FALSE(load_cached_platform(path + ".missing", fp, &why));
+  std::ofstream(path) << "garbage";
+  EXPECT_FALSE(load_cached_platform(path, fp, &why));
+  EXPECT_NE(why.find("unreadable"), std::string::npos);
+}
+
+TEST(PlatformMeasure, CacheBandsUseTheSweepPlateaus) {
+  HostInfo h;
+  h.caches = {{1, "Data", 32 << 10, 2}, {1, "Instruction", 32 << 10, 2}, {2, "Unified", 1 << 20, 2}};
+  std::vector<WorkingSetPoint> sweep;
+  for (int64_t b = 16 << 10; b <= 8 << 20; b *= 2)
+    sweep.push_back({b, {{b <= 32 << 10 ? 300.0 : b <= 1 << 20 ? 100.0 : 20.0}}});
+  const auto levels = cache_bandwidths(h, sweep);
+  ASSERT_EQ(levels.size(), 2u);
+  EXPECT_EQ(levels[0], (std::pair<std::string, double>("l1", 300)));
+  EXPECT_EQ(levels[1], (std::pair<std::string, double>("l2", 100)));
+}
+
+TEST(PlatformMeasure, QuickCharacterizationIsAValidDescription) {
+  CharacterizeOptions o;
+  o.gemm_sizes = {128, 256};
+  o.dtypes = {"fp32"};
+  o.trials = 2;
+  o.trial_s = 0.02;
+  o.sweep = false;
+  o.stream_elements = 1 << 20;
+  const PlatformDescription p = characterize_host(o);
+  EXPECT_GT(p.peak_tflops.at("fp32"), 0);
+  EXPECT_GT(p.memory_bandwidth_gbps, 0);
+  const auto& m = p.extra["measurements"];
+  EXPECT_TRUE(m["stream"]["validated"].get<bool>());
+  EXPECT_EQ(m["gemm"]["fp32"]["sizes"][0]["trials"].size(), 2u);  // every trial kept
+  EXPECT_EQ(to_json(parse_platform(to_json(p), "measured")), to_json(p));
+}
+
+}  // namespace
+}  // namespace tb

@@ -84,7 +84,16 @@ inline double extra_number(const Args& a, const std::string& key, double fallbac
   return fallback;
 }
 
-inline void write_json(const std::string& path, const nlohmann::json& doc) {
+// The 1/5/15-minute load averages: on a shared machine, a witness of how busy it was.
+inline std::vector<double> load_average() {
+  std::ifstream f("/proc/loadavg");
+  double a = 0, b = 0, c = 0;
+  f >> a >> b >> c;
+  return {a, b, c};
+}
+
+inline void write_json(const std::string& path, nlohmann::json doc) {
+  doc["load_average_at_end"] = load_average();
   const std::filesystem::path p(path);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
   std::ofstream f(p);
@@ -100,7 +109,8 @@ inline void write_json(const std::string& path, const nlohmann::json& doc) {
 inline nlohmann::json document(const std::string& name) {
   return {{"benchmark", name},
           {"context", tb::to_json(tb::current_context())},
-          {"trainbench_version", tb::trainbench_version_string()}};
+          {"trainbench_version", tb::trainbench_version_string()},
+          {"load_average_at_start", load_average()}};
 }
 
 inline std::string fmt_time(double s) {

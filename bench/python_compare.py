@@ -93,9 +93,11 @@ def measure(args):
         loss.backward()
         opt.step()
 
+    # Warm-up: --warmup steps, cut short after --warmup-time seconds (at least 3 steps),
+    # so that a 0.5 s step does not spend 10 s warming up.
     t0 = time.perf_counter()
     warm = 0
-    while warm < args.warmup:
+    while warm < args.warmup and (warm < 3 or time.perf_counter() - t0 < args.warmup_time):
         step()
         warm += 1
     warm_s = time.perf_counter() - t0
@@ -116,6 +118,7 @@ def measure(args):
         "threads": torch.get_num_threads(),
         "blas_threads": openblas_threads(),
         "flush_denormal": True,
+        "load_average": open("/proc/loadavg").read().split()[:3],
         "environment": {k: os.environ.get(k, "") for k in RUNTIME_ENV},
         "warmup_steps": warm,
         "warmup_s": warm_s,
@@ -217,8 +220,10 @@ def main():
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", help="fc config string, as trainbench takes it")
     p.add_argument("--warmup", type=int, default=20, help="untimed warm-up steps")
+    p.add_argument("--warmup-time", type=float, default=3.0,
+                   help="stop the warm-up after this many seconds (at least 3 steps)")
     p.add_argument("--min-time", type=float, default=3.0, help="seconds of timed steps, at least")
-    p.add_argument("--min-steps", type=int, default=10, help="timed steps, at least")
+    p.add_argument("--min-steps", type=int, default=5, help="timed steps, at least")
     p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (0: config)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--summarize", metavar="DIR", help="summarize a python_compare.sh run")

@@ -13,5 +13,8 @@ Command add_run(CLI::App& app);
 Command add_cost(CLI::App& app);
 Command add_families(CLI::App& app);
 Command add_platform(CLI::App& app);
+Command add_sweep(CLI::App& app);
+Command add_merge(CLI::App& app);
+Command add_export(CLI::App& app);
 
 }  // namespace tb::cli

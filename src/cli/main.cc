@@ -19,10 +19,13 @@ int main(int argc, char** argv) {
       "  trainbench run --family cnn --block residual --filters 16 --image 64 --batch 8 --json\n"
       "  trainbench cost rnn:cell=lstm,embed=500,length=50,vocab=1024,batch=64\n"
       "  trainbench families\n"
-      "  trainbench platform --list");
+      "  trainbench platform --list\n"
+      "  trainbench sweep demo --store demo.db\n"
+      "  trainbench export demo.db --format csv -o runs.csv");
   const std::vector<tb::cli::Command> commands = {
       tb::cli::add_run(app), tb::cli::add_cost(app), tb::cli::add_families(app),
-      tb::cli::add_platform(app)};
+      tb::cli::add_platform(app), tb::cli::add_sweep(app), tb::cli::add_merge(app),
+      tb::cli::add_export(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

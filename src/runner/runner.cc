@@ -68,6 +68,23 @@ void train_step(Workload& w, torch::optim::Optimizer& opt, const Batch& batch,
   synchronize(device);
 }
 
+std::optional<RunResult> refuse_before_running(const Config& config, const RunOptions& options) {
+  const StepCost cost = step_cost(config);
+  const double limit =
+      options.memory_limit > 0 ? options.memory_limit : double(available_memory_bytes());
+  if (cost.memory.total() <= limit) return std::nullopt;
+  RunResult r;
+  r.config = config.str();
+  r.family = config.family();
+  r.device = config.get("device");
+  r.cost = cost;
+  r.status = Status::kOomPredicted;
+  r.error = fmt::format("estimated training memory {:.2f} GiB exceeds the {:.2f} GiB available",
+                        cost.memory.total() / (1 << 30), limit / (1 << 30));
+  r.started_at = r.finished_at = now_iso();
+  return r;
+}
+
 RunResult run_config(const Config& input, const RunOptions& options) {
   Config config = input;
   RunResult r;
@@ -89,12 +106,13 @@ RunResult run_config(const Config& input, const RunOptions& options) {
     return r;
   };
 
-  const double limit =
-      options.memory_limit > 0 ? options.memory_limit : double(available_memory_bytes());
-  if (r.cost.memory.total() > limit)
-    return done(Status::kOomPredicted,
-                fmt::format("estimated training memory {:.2f} GiB exceeds the {:.2f} GiB available",
-                            r.cost.memory.total() / (1 << 30), limit / (1 << 30)));
+  if (auto refused = refuse_before_running(config, options)) {
+    refused->threads = r.threads;
+    refused->blas_threads = r.blas_threads;
+    refused->config = r.config;
+    refused->started_at = r.started_at;
+    return *refused;
+  }
 
   const torch::Device device(r.device);
   if (device.is_cuda() && !torch::cuda::is_available())

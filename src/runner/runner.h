@@ -24,6 +24,10 @@ struct RunOptions {
 // the run itself: they come back as a status (oom, unsupported, crashed, ...).
 RunResult run_config(const Config& config, const RunOptions& options);
 
+// The result of a config refused before anything is allocated (its estimated memory
+// exceeds the limit: oom-predicted), or nullopt when it may run.
+std::optional<RunResult> refuse_before_running(const Config& config, const RunOptions& options);
+
 // Times one training step of an already built workload, for callers that drive
 // their own loop (benchmarks): zero grads, forward, loss, backward, optimizer step.
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const Config& config,

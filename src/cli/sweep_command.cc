@@ -1,0 +1,134 @@
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cost/cost.h"
+#include "platform/host.h"
+#include "report/progress.h"
+#include "report/run_table.h"
+#include "runner/sweep_runner.h"
+#include "spec/errors.h"
+#include "spec/sweep.h"
+#include "store/store.h"
+
+namespace tb::cli {
+namespace {
+
+std::atomic<bool> g_stop{false};
+void on_sigint(int) { g_stop = true; }
+
+}  // namespace
+
+Command add_sweep(CLI::App& app) {
+  struct Args {
+    std::string sweep, store = "trainbench.db", filter, order = "grid", shard;
+    bool dry_run = false, list = false, rerun = false, lhs = false;
+    size_t sample = 0;
+    uint64_t seed = 1;
+    double budget = 0, timeout = 0, sweep_budget = 0, memory_limit_gib = 0;
+  };
+  auto a = std::make_shared<Args>();
+  auto* sub = app.add_subcommand("sweep", "Run a grid of configs, each in its own process, into a results store");
+  sub->add_option("sweep", a->sweep, "a built-in sweep name or a TOML sweep file");
+  sub->add_option("-s,--store", a->store, "SQLite results store (created if missing)")->capture_default_str();
+  sub->add_flag("--list", a->list, "list the built-in sweeps");
+  sub->add_flag("--dry-run", a->dry_run, "list the configs and their predicted cost; run nothing");
+  sub->add_option("--filter", a->filter, "keep configs matching all of key=value, key>=value, ...");
+  sub->add_option("--sample", a->sample, "run a sample of N configs")->check(CLI::PositiveNumber);
+  sub->add_option("--seed", a->seed, "seed of --sample")->capture_default_str();
+  sub->add_flag("--lhs", a->lhs, "sample by Latin hypercube over the axes (default: uniform random)");
+  sub->add_option("--order", a->order, "grid (as written) or cost (cheapest first)")
+      ->check(CLI::IsMember({"grid", "cost"}))->capture_default_str();
+  sub->add_option("--shard", a->shard, "run shard I of N (1-based): every N-th config");
+  sub->add_option("--budget", a->budget, "seconds of timed steps per config (default: the sweep's)")
+      ->check(CLI::Range(0.01, 1e6));
+  sub->add_option("--timeout", a->timeout, "seconds per config, start-up included (default 3 x budget + 60)")
+      ->check(CLI::Range(0.1, 1e7));
+  sub->add_option("--sweep-budget", a->sweep_budget, "seconds for the whole sweep; re-run to resume")
+      ->check(CLI::Range(0.1, 1e9));
+  sub->add_option("--memory-limit", a->memory_limit_gib, "GiB per config (default: 90% of available)")
+      ->check(CLI::PositiveNumber);
+  sub->add_flag("--rerun", a->rerun, "run configs the store already has for this platform and stack");
+  sub->footer(
+      "Examples:\n"
+      "  trainbench sweep --list\n"
+      "  trainbench sweep demo --store demo.db\n"
+      "  trainbench sweep fc-cpu --dry-run --order cost\n"
+      "  trainbench sweep paradnn-fc --sample 200 --lhs --seed 7 --store fc.db\n"
+      "  trainbench sweep my-sweep.toml --filter 'nodes>=1024,batch=512' --budget 5\n"
+      "  trainbench sweep paradnn-lstm --shard 3/8 --store shard3.db   # one of 8 machines\n"
+      "Re-running the same command resumes: finished configs are skipped (--rerun to force).\n"
+      "Sweep file format: docs/sweeps.md");
+  return {sub, [a]() {
+            if (a->list) {
+              for (const auto& n : builtin_sweep_names()) {
+                const SweepSpec s = find_sweep(n);
+                std::cout << fmt::format("{:<24} {:>6} configs  {}\n", n, expand_sweep(s).size(),
+                                         s.description);
+              }
+              return 0;
+            }
+            if (a->sweep.empty()) throw UsageError("sweep: name a sweep or a file (--list shows the built-in ones)");
+            const SweepSpec spec = find_sweep(a->sweep);
+            std::vector<Config> configs = expand_sweep(spec);
+            if (!a->filter.empty()) {
+              const Filter f = parse_filter(a->filter);
+              std::vector<Config> kept;
+              for (auto& c : configs)
+                if (f.matches(c)) kept.push_back(c);
+              configs.swap(kept);
+            }
+            if (a->sample > 0) configs = sample_configs(configs, spec, a->sample, a->seed, a->lhs);
+            if (a->order == "cost")
+              std::stable_sort(configs.begin(), configs.end(), [](const Config& x, const Config& y) {
+                return step_cost(x).flops() < step_cost(y).flops();
+              });
+            if (!a->shard.empty()) {
+              const auto [i, n] = parse_shard(a->shard);
+              configs = shard(configs, i, n);
+            }
+            const double limit = a->memory_limit_gib > 0 ? a->memory_limit_gib * double(1LL << 30)
+                                                         : 0.9 * double(available_memory_bytes());
+            if (a->dry_run) {
+              std::cout << fmt::format("{:>5}  {:>12} {:>10} {:<14} {}\n", "#", "FLOP/step", "memory",
+                                       "predicted", "config");
+              double flops = 0;
+              for (size_t i = 0; i < configs.size(); ++i) {
+                const StepCost c = step_cost(configs[i]);
+                flops += c.flops();
+                std::cout << fmt::format("{:>5}  {:>12} {:>10} {:<14} {}\n", i + 1, si(c.flops(), ""),
+                                         bytes_iec(c.memory.total()),
+                                         c.memory.total() > limit ? "oom-predicted" : "run",
+                                         configs[i].str());
+              }
+              std::cout << fmt::format("{} configs, {} per step in all; budget {} s per config\n",
+                                       configs.size(), si(flops, "FLOP"),
+                                       a->budget > 0 ? a->budget : spec.budget_s);
+              return 0;
+            }
+            auto store = Store::open(a->store);
+            SweepOptions o;
+            o.binary = "/proc/self/exe";
+            o.sweep_name = spec.name;
+            o.budget_s = a->budget > 0 ? a->budget : spec.budget_s;
+            o.timeout_s = a->timeout > 0 ? a->timeout : spec.timeout_s;
+            o.target_ci = spec.target_ci;
+            o.sweep_budget_s = a->sweep_budget;
+            o.memory_limit = int64_t(limit);
+            o.rerun = a->rerun;
+            o.stop = &g_stop;
+            std::signal(SIGINT, on_sigint);
+            std::signal(SIGTERM, on_sigint);
+            ProgressPrinter progress(stderr, isatty(STDERR_FILENO));
+            const SweepSummary s = run_sweep(configs, *store, o, std::ref(progress));
+            progress.finish(s);
+            std::cout << "store: " << store->path() << " (" << store->count_runs() << " runs)\n";
+            return s.interrupted ? 130 : 0;
+          }};
+}
+
+}  // namespace tb::cli

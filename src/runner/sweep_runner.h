@@ -1,0 +1,51 @@
+#pragma once
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "record/result.h"
+#include "spec/config.h"
+#include "store/store.h"
+
+namespace tb {
+
+struct SweepOptions {
+  std::string binary;           // the trainbench executable that runs each config
+  std::string sweep_name;
+  double budget_s = 10;         // per config: the timed loop
+  double timeout_s = 0;         // per config: the whole child; 0: 3 x budget + 60 s
+  double target_ci = 0.01;
+  double sweep_budget_s = 0;    // 0: none; past it no new config starts
+  int64_t memory_limit = 0;     // bytes per child; 0: 90% of the memory available at start
+  bool rerun = false;           // run configs the store already has for this platform/stack
+  const std::atomic<bool>* stop = nullptr;  // set by Ctrl-C: stop, record nothing unfinished
+};
+
+// What happened to one config, for progress displays.
+struct SweepEvent {
+  size_t index = 0, total = 0;
+  std::string config;
+  std::string outcome;  // a status word, or "skipped" (already in the store), or "running"
+  std::string detail;   // error or a short metric
+  double wall_s = 0;
+};
+
+struct SweepSummary {
+  size_t total = 0, ran = 0, ok = 0, failed = 0, skipped = 0, predicted_oom = 0;
+  bool interrupted = false, out_of_budget = false;
+  double wall_s = 0;
+};
+
+// The identities that make results comparable: this host (hardware and its cached
+// measured description) and the software stack. Stored once per store.
+nlohmann::json platform_identity();
+nlohmann::json stack_identity();
+
+// Runs each config in its own child process and records every finished one in the store
+// in its own transaction; configs predicted not to fit are recorded as oom-predicted
+// without running.
+SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const SweepOptions& o,
+                       const std::function<void(const SweepEvent&)>& on_event);
+
+}  // namespace tb

@@ -1,0 +1,349 @@
+#include "spec/sweep.h"
+
+#include <dirent.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <set>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "spec/errors.h"
+
+#ifndef TB_SWEEP_DIR
+#define TB_SWEEP_DIR "sweeps"
+#endif
+
+namespace tb {
+namespace {
+
+[[noreturn]] void fail(const std::string& origin, const toml::source_region& where,
+                       const std::string& key, const std::string& why) {
+  throw UsageError(fmt::format("{}:{}: key '{}': {}", origin, where.begin.line, key, why));
+}
+
+std::vector<std::string> range_values(const std::string& origin, const toml::node& node,
+                                      const std::string& key, const std::string& text) {
+  // "A..B xK" (geometric) or "A..B +K" (arithmetic), inclusive of B when reached.
+  long long a, b, k;
+  char op;
+  char rest;
+  if (std::sscanf(text.c_str(), "%lld..%lld %c%lld %c", &a, &b, &op, &k, &rest) != 4 ||
+      (op != 'x' && op != '+'))
+    return {};
+  if (k <= (op == 'x' ? 1 : 0)) fail(origin, node.source(), key, "step must be > " + std::string(op == 'x' ? "1" : "0") + " in '" + text + "'");
+  if (b < a) fail(origin, node.source(), key, "empty range '" + text + "'");
+  std::vector<std::string> out;
+  for (long long v = a; v <= b; v = op == 'x' ? v * k : v + k) {
+    out.push_back(std::to_string(v));
+    if (out.size() > 100000) fail(origin, node.source(), key, "range '" + text + "' is too long");
+    if (op == 'x' && v == 0) fail(origin, node.source(), key, "geometric range from 0");
+  }
+  return out;
+}
+
+std::vector<std::string> axis_values(const std::string& origin, const toml::node& node,
+                                     const std::string& key) {
+  auto scalar = [&](const toml::node& n) -> std::string {
+    if (auto i = n.as_integer()) return std::to_string(i->get());
+    if (auto s = n.as_string()) return s->get();
+    fail(origin, n.source(), key, "expected an integer, a string or a list of them");
+  };
+  if (auto arr = node.as_array()) {
+    if (arr->empty()) fail(origin, node.source(), key, "empty list");
+    std::vector<std::string> out;
+    for (const auto& n : *arr) out.push_back(scalar(n));
+    return out;
+  }
+  if (auto s = node.as_string()) {
+    if (s->get().find("..") != std::string::npos) {
+      auto r = range_values(origin, node, key, s->get());
+      if (r.empty())
+        fail(origin, node.source(), key,
+             "range '" + s->get() + "' should look like '32..8192 x2' or '2000..8000 +2000'");
+      return r;
+    }
+  }
+  return {scalar(node)};
+}
+
+double positive_number(const std::string& origin, const toml::node& n, const std::string& key) {
+  double v;
+  if (auto i = n.as_integer())
+    v = double(i->get());
+  else if (auto f = n.as_floating_point())
+    v = f->get();
+  else
+    fail(origin, n.source(), key, "expected a number");
+  if (!(v > 0)) fail(origin, n.source(), key, "must be positive");
+  return v;
+}
+
+}  // namespace
+
+uint64_t SweepGrid::size() const {
+  uint64_t n = 1;
+  for (const auto& a : axes) {
+    if (n > UINT64_MAX / std::max<uint64_t>(a.values.size(), 1)) return UINT64_MAX;
+    n *= a.values.size();
+  }
+  return n;
+}
+
+SweepSpec parse_sweep(const std::string& text, const std::string& origin) {
+  toml::table root;
+  try {
+    root = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    throw UsageError(fmt::format("{}:{}: {}", origin, e.source().begin.line, e.description()));
+  }
+  SweepSpec s;
+  s.origin = origin;
+  for (const auto& [k, node] : root) {
+    const std::string key(k.str());
+    if (key == "name" || key == "description") {
+      auto v = node.as_string();
+      if (!v) fail(origin, node.source(), key, "expected a string");
+      (key == "name" ? s.name : s.description) = v->get();
+    } else if (key == "budget") {
+      s.budget_s = positive_number(origin, node, key);
+    } else if (key == "timeout") {
+      s.timeout_s = positive_number(origin, node, key);
+    } else if (key == "target_ci") {
+      s.target_ci = positive_number(origin, node, key);
+    } else if (key == "grid" || key == "exclude") {
+      auto arr = node.as_array();
+      if (!arr || !arr->is_array_of_tables())
+        fail(origin, node.source(), key, "expected [[" + key + "]] tables");
+    } else {
+      fail(origin, node.source(), key,
+           "unknown key (expected name, description, budget, timeout, target_ci, [[grid]], "
+           "[[exclude]])");
+    }
+  }
+  const toml::array* grids = root["grid"].as_array();
+  if (!grids || grids->empty())
+    throw UsageError(origin + ": no [[grid]] table: nothing to sweep");
+  for (const auto& g : *grids) {
+    const toml::table& t = *g.as_table();
+    auto fam = t["family"].as_string();
+    if (!fam) fail(origin, t.source(), "family", "missing or not a string");
+    const FamilySchema* schema = find_family_schema(fam->get());
+    if (!schema) {
+      std::string names;
+      for (const auto* f : family_schemas()) names += (names.empty() ? "" : ", ") + f->name;
+      fail(origin, fam->source(), "family", "unknown family '" + fam->get() + "' (known: " + names + ")");
+    }
+    SweepGrid grid{schema->name, {}};
+    for (const auto& p : schema->params) {
+      const toml::node* n = t.get(p.name);
+      if (!n) continue;
+      SweepAxis axis{p.name, axis_values(origin, *n, p.name)};
+      for (const auto& v : axis.values) {  // validate every value now, with its line
+        try {
+          Config probe = make_config(schema->name, {});
+          probe.set(p.name, v);
+        } catch (const UsageError& e) {
+          fail(origin, n->source(), p.name, e.what());
+        }
+      }
+      grid.axes.push_back(std::move(axis));
+    }
+    for (const auto& [k, n] : t) {
+      const std::string key(k.str());
+      if (key != "family" && !schema->find(key))
+        fail(origin, n.source(), key, "not a parameter of family '" + schema->name + "'");
+    }
+    s.grids.push_back(std::move(grid));
+  }
+  if (const toml::array* ex = root["exclude"].as_array()) {
+    for (const auto& e : *ex) {
+      std::map<std::string, std::vector<std::string>> rule;
+      for (const auto& [k, n] : *e.as_table()) rule[std::string(k.str())] = axis_values(origin, n, std::string(k.str()));
+      if (rule.empty()) fail(origin, e.source(), "exclude", "empty exclusion matches everything");
+      s.excludes.push_back(std::move(rule));
+    }
+  }
+  if (s.name.empty()) s.name = origin.substr(origin.find_last_of('/') + 1);
+  return s;
+}
+
+SweepSpec load_sweep_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UsageError("cannot open sweep file '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_sweep(ss.str(), path);
+}
+
+std::vector<std::string> builtin_sweep_names() {
+  std::vector<std::string> out;
+  if (DIR* d = opendir(TB_SWEEP_DIR)) {
+    while (dirent* e = readdir(d)) {
+      std::string n = e->d_name;
+      if (n.size() > 5 && n.compare(n.size() - 5, 5, ".toml") == 0) out.push_back(n.substr(0, n.size() - 5));
+    }
+    closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+SweepSpec find_sweep(const std::string& name_or_path) {
+  struct stat st {};
+  if (name_or_path.find('/') != std::string::npos || stat(name_or_path.c_str(), &st) == 0)
+    return load_sweep_file(name_or_path);
+  const std::string file = std::string(TB_SWEEP_DIR) + "/" + name_or_path + ".toml";
+  if (stat(file.c_str(), &st) == 0) {
+    SweepSpec s = load_sweep_file(file);
+    s.origin = "built-in " + name_or_path;
+    return s;
+  }
+  std::string names;
+  for (const auto& n : builtin_sweep_names()) names += (names.empty() ? "" : ", ") + n;
+  throw UsageError("unknown sweep '" + name_or_path + "' (built-in: " + names + ", or a .toml file)");
+}
+
+std::vector<Config> expand_sweep(const SweepSpec& s, uint64_t limit) {
+  uint64_t total = 0;
+  for (const auto& g : s.grids) {
+    const uint64_t n = g.size();
+    total = (n == UINT64_MAX || total + n < total) ? UINT64_MAX : total + n;
+  }
+  if (total > limit)
+    throw UsageError(fmt::format("{}: the grid has {} configs, more than {}; narrow it or use --sample",
+                                 s.origin, total == UINT64_MAX ? std::string("too many") : std::to_string(total), limit));
+  std::vector<Config> out;
+  for (const auto& g : s.grids) {
+    std::vector<size_t> index(g.axes.size(), 0);
+    for (;;) {
+      std::vector<std::pair<std::string, std::string>> kv;
+      for (size_t a = 0; a < g.axes.size(); ++a) kv.emplace_back(g.axes[a].name, g.axes[a].values[index[a]]);
+      Config c = make_config(g.family, kv);
+      bool excluded = false;
+      for (const auto& rule : s.excludes) {
+        bool all = true;
+        for (const auto& [key, values] : rule) {
+          if (key == "family") {
+            all &= std::find(values.begin(), values.end(), c.family()) != values.end();
+          } else {
+            all &= c.has(key) && std::find(values.begin(), values.end(), c.get(key)) != values.end();
+          }
+        }
+        excluded |= all;
+      }
+      if (!excluded) out.push_back(std::move(c));
+      size_t a = g.axes.size();
+      while (a > 0 && ++index[a - 1] == g.axes[a - 1].values.size()) index[--a] = 0;
+      if (a == 0) break;
+    }
+  }
+  return out;
+}
+
+Filter parse_filter(const std::string& text) {
+  Filter f;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    size_t at = item.find_first_of("<>=!");
+    if (at == std::string::npos || at == 0)
+      throw UsageError("--filter: expected key<op>value with op one of = != < <= > >=, got '" + item + "'");
+    size_t end = item.find_first_not_of("<>=!", at);
+    std::string op = item.substr(at, end - at), value = end == std::string::npos ? "" : item.substr(end);
+    if (op != "=" && op != "!=" && op != "<" && op != "<=" && op != ">" && op != ">=")
+      throw UsageError("--filter: unknown operator '" + op + "' in '" + item + "'");
+    if (value.empty()) throw UsageError("--filter: no value in '" + item + "'");
+    f.conditions.push_back({item.substr(0, at), op, value});
+  }
+  return f;
+}
+
+bool Filter::matches(const Config& c) const {
+  for (const auto& cond : conditions) {
+    std::string v;
+    if (cond.key == "family")
+      v = c.family();
+    else if (c.has(cond.key))
+      v = c.get(cond.key);
+    else
+      return false;  // a condition on a parameter the family does not have
+    char* e1 = nullptr;
+    char* e2 = nullptr;
+    const double a = std::strtod(v.c_str(), &e1), b = std::strtod(cond.value.c_str(), &e2);
+    const bool numeric = *e1 == '\0' && *e2 == '\0';
+    const int cmp = numeric ? (a < b ? -1 : a > b ? 1 : 0) : v.compare(cond.value);
+    const std::string& op = cond.op;
+    const bool ok = op == "=" ? cmp == 0 : op == "!=" ? cmp != 0 : op == "<" ? cmp < 0
+                  : op == "<=" ? cmp <= 0 : op == ">" ? cmp > 0 : cmp >= 0;
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::vector<Config> sample_configs(const std::vector<Config>& configs, const SweepSpec& s, size_t n,
+                                   uint64_t seed, bool lhs) {
+  if (n >= configs.size()) return configs;
+  std::mt19937_64 rng(seed);
+  std::vector<size_t> chosen;
+  std::set<size_t> used;
+  if (lhs) {
+    // Latin hypercube over the axes' value indices: each axis is cut into n strata and
+    // every stratum is used once; the config with those values is taken (if it was
+    // excluded or already taken, a random unused one stands in).
+    std::map<std::string, size_t> by_string;
+    for (size_t i = 0; i < configs.size(); ++i) by_string[configs[i].str()] = i;
+    std::uniform_real_distribution<double> u(0, 1);
+    std::vector<std::vector<size_t>> perms;
+    for (const auto& g : s.grids)
+      for (size_t a = 0; a < g.axes.size(); ++a) {
+        std::vector<size_t> p(n);
+        std::iota(p.begin(), p.end(), 0);
+        std::shuffle(p.begin(), p.end(), rng);
+        perms.push_back(p);
+      }
+    for (size_t i = 0; i < n; ++i) {
+      const SweepGrid& g = s.grids[i % s.grids.size()];
+      size_t offset = 0;
+      for (size_t k = 0; k < i % s.grids.size(); ++k) offset += s.grids[k].axes.size();
+      std::vector<std::pair<std::string, std::string>> kv;
+      for (size_t a = 0; a < g.axes.size(); ++a) {
+        const size_t k = g.axes[a].values.size();
+        const size_t idx = std::min(k - 1, size_t((perms[offset + a][i] + u(rng)) / n * k));
+        kv.emplace_back(g.axes[a].name, g.axes[a].values[idx]);
+      }
+      auto it = by_string.find(make_config(g.family, kv).str());
+      if (it != by_string.end() && used.insert(it->second).second) chosen.push_back(it->second);
+    }
+  }
+  std::vector<size_t> rest;
+  for (size_t i = 0; i < configs.size(); ++i)
+    if (!used.count(i)) rest.push_back(i);
+  std::shuffle(rest.begin(), rest.end(), rng);
+  for (size_t i = 0; chosen.size() < n && i < rest.size(); ++i) chosen.push_back(rest[i]);
+  std::sort(chosen.begin(), chosen.end());
+  std::vector<Config> out;
+  for (size_t i : chosen) out.push_back(configs[i]);
+  return out;
+}
+
+std::pair<int, int> parse_shard(const std::string& text) {
+  int i = 0, n = 0;
+  char rest;
+  if (std::sscanf(text.c_str(), "%d/%d%c", &i, &n, &rest) != 2 || n < 1 || i < 1 || i > n)
+    throw UsageError("--shard: expected I/N with 1 <= I <= N, got '" + text + "'");
+  return {i, n};
+}
+
+std::vector<Config> shard(const std::vector<Config>& configs, int i, int n) {
+  std::vector<Config> out;
+  for (size_t k = size_t(i - 1); k < configs.size(); k += size_t(n)) out.push_back(configs[k]);
+  return out;
+}
+
+}  // namespace tb

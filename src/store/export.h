@@ -1,0 +1,13 @@
+#pragma once
+#include <string>
+
+#include "store/store.h"
+
+namespace tb {
+
+// Flat tables a pandas user loads in one line (pd.read_csv / pd.read_json): one row per
+// run, hyperparameters as p_<name> columns, platform and stack fields inline.
+std::string export_csv(Store& store);
+std::string export_json(Store& store);
+
+}  // namespace tb

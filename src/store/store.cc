@@ -1,0 +1,309 @@
+#include "store/store.h"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <fstream>
+
+#include "spec/config.h"
+#include "spec/errors.h"
+#include "spec/family.h"
+#include "store/sqlite.h"
+
+namespace tb {
+namespace {
+
+using nlohmann::json;
+
+// Metric columns of the run table and where they come from in a result object.
+struct MetricColumn {
+  const char* column;
+  const char* type;
+  std::vector<const char*> path;
+};
+const std::vector<MetricColumn>& metric_columns() {
+  static const std::vector<MetricColumn> m = {
+      {"examples_per_s", "REAL", {"metrics", "examples_per_s"}},
+      {"achieved_flops", "REAL", {"metrics", "achieved_flops"}},
+      {"flops_utilization", "REAL", {"metrics", "flops_utilization"}},
+      {"peak_flops", "REAL", {"metrics", "peak_flops"}},
+      {"cpu_utilization", "REAL", {"metrics", "cpu_utilization_process"}},
+      {"step_mean_s", "REAL", {"timing", "mean_s"}},
+      {"step_median_s", "REAL", {"timing", "median_s"}},
+      {"step_p5_s", "REAL", {"timing", "p5_s"}},
+      {"step_p95_s", "REAL", {"timing", "p95_s"}},
+      {"step_cv", "REAL", {"timing", "cv"}},
+      {"ci95_relative", "REAL", {"timing", "ci95_relative"}},
+      {"samples", "INTEGER", {"timing", "samples"}},
+      {"warmup_steps", "INTEGER", {"timing", "warmup_steps"}},
+      {"end_reason", "TEXT", {"timing", "end_reason"}},
+      {"params", "INTEGER", {"cost", "params"}},
+      {"flops_per_step", "REAL", {"cost", "flops_per_step"}},
+      {"bytes_per_step", "REAL", {"cost", "bytes_per_step"}},
+      {"arithmetic_intensity", "REAL", {"cost", "arithmetic_intensity"}},
+      {"memory_estimate_bytes", "REAL", {"cost", "memory_estimate_bytes", "total"}},
+      {"roofline_bound", "TEXT", {"roofline", "bound"}},
+  };
+  return m;
+}
+
+const json* at_path(const json& j, const std::vector<const char*>& path) {
+  const json* cur = &j;
+  for (const char* k : path) {
+    if (!cur->is_object() || !cur->contains(k)) return nullptr;
+    cur = &(*cur)[k];
+  }
+  return cur->is_null() ? nullptr : cur;
+}
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0;
+}
+
+const char* kSchema = R"(
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS platform (
+  id INTEGER PRIMARY KEY, identity TEXT NOT NULL UNIQUE, name TEXT NOT NULL, detail TEXT);
+CREATE TABLE IF NOT EXISTS stack (
+  id INTEGER PRIMARY KEY, identity TEXT NOT NULL UNIQUE, trainbench_version TEXT,
+  git_revision TEXT, libtorch TEXT, blas TEXT, compiler TEXT, detail TEXT);
+CREATE TABLE IF NOT EXISTS run (
+  id INTEGER PRIMARY KEY,
+  config TEXT NOT NULL,
+  platform_id INTEGER NOT NULL REFERENCES platform(id),
+  stack_id INTEGER NOT NULL REFERENCES stack(id),
+  family TEXT NOT NULL,
+  status TEXT NOT NULL,
+  error TEXT,
+  sweep TEXT,
+  started_at TEXT, finished_at TEXT,
+  step_times TEXT,
+  result TEXT NOT NULL,
+  UNIQUE (config, platform_id, stack_id));
+CREATE INDEX IF NOT EXISTS run_family ON run(family, status);
+)";
+
+}  // namespace
+
+Store::Store(std::string path, std::unique_ptr<sql::Database> db)
+    : path_(std::move(path)), db_(std::move(db)) {}
+Store::~Store() = default;
+
+std::unique_ptr<Store> Store::open(const std::string& path, bool create) {
+  const bool existed = exists(path);
+  if (!existed && !create) throw UsageError("store '" + path + "' does not exist");
+  if (existed) {
+    // Look before touching: read-only checks, so a foreign or damaged file is left as it is.
+    try {
+      sql::Database ro(path, SQLITE_OPEN_READONLY);
+      auto st = ro.prepare("SELECT value FROM meta WHERE key = 'format'");
+      if (!st.step() || st.text(0) != "trainbench-results")
+        throw UsageError("store '" + path + "': not a trainbench results store");
+      auto check = ro.prepare("PRAGMA quick_check");
+      if (!check.step() || check.text(0) != "ok")
+        throw UsageError("store '" + path + "': corrupt (" + check.text(0) + "), refusing to use it");
+    } catch (const UsageError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw UsageError("store '" + path + "': not a trainbench results store (" + e.what() + ")");
+    }
+  }
+  std::unique_ptr<sql::Database> db;
+  try {
+    db = std::make_unique<sql::Database>(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    db->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;");
+  } catch (const std::exception& e) {
+    throw UsageError("store '" + path + "': " + e.what());
+  }
+  std::unique_ptr<Store> s(new Store(path, std::move(db)));
+  s->migrate();
+  return s;
+}
+
+void Store::migrate() {
+  sql::Transaction t(*db_);
+  db_->exec(kSchema);
+  int version = 0;
+  {
+    auto st = db_->prepare("SELECT value FROM meta WHERE key = 'schema_version'");
+    if (st.step()) version = std::stoi(st.text(0));
+  }
+  if (version > kStoreSchemaVersion)
+    throw UsageError(fmt::format("store '{}': schema version {} is newer than this trainbench's {}",
+                                 path_, version, kStoreSchemaVersion));
+  // Migrations from older schema versions go here, one step per version, in order.
+  if (version == 0) {
+    db_->exec("INSERT OR REPLACE INTO meta VALUES ('format', 'trainbench-results')");
+    for (const auto& m : metric_columns())
+      db_->exec(fmt::format("ALTER TABLE run ADD COLUMN {} {}", m.column, m.type));
+  }
+  db_->exec(fmt::format("INSERT OR REPLACE INTO meta VALUES ('schema_version', '{}')",
+                        kStoreSchemaVersion));
+  t.commit();
+  ensure_param_columns();
+}
+
+// Every hyperparameter of every family is a column of its own; a family added later
+// adds its columns the first time a store is opened by a trainbench that knows it.
+void Store::ensure_param_columns() {
+  std::set<std::string> existing;
+  {
+    auto st = db_->prepare("PRAGMA table_info(run)");
+    while (st.step()) existing.insert(st.text(1));
+  }
+  std::set<std::string> wanted;
+  for (const auto* f : family_schemas())
+    for (const auto& p : f->params) wanted.insert(p.name);
+  sql::Transaction t(*db_);
+  for (const auto& name : wanted) {
+    const std::string col = "p_" + name;
+    if (!existing.count(col))
+      db_->exec(fmt::format("ALTER TABLE run ADD COLUMN {} {}", col, "TEXT"));
+    param_columns_.insert(name);
+  }
+  t.commit();
+}
+
+int64_t Store::platform_id(const json& identity, const std::string& name, const json& detail) {
+  const std::string id = identity.dump();
+  sql::Transaction t(*db_);
+  db_->prepare("INSERT OR IGNORE INTO platform (identity, name, detail) VALUES (?, ?, ?)")
+      .bind(1, id).bind(2, name).bind(3, detail.dump()).run();
+  auto st = db_->prepare("SELECT id FROM platform WHERE identity = ?");
+  st.bind(1, id);
+  st.step();
+  const int64_t out = st.integer(0);
+  t.commit();
+  return out;
+}
+
+int64_t Store::stack_id(const json& identity) {
+  const std::string id = identity.dump();
+  auto field = [&](const char* k) { return identity.value(k, std::string()); };
+  sql::Transaction t(*db_);
+  db_->prepare(
+         "INSERT OR IGNORE INTO stack (identity, trainbench_version, git_revision, libtorch, blas, "
+         "compiler, detail) VALUES (?, ?, ?, ?, ?, ?, ?)")
+      .bind(1, id).bind(2, field("trainbench_version")).bind(3, field("git_revision"))
+      .bind(4, field("libtorch")).bind(5, field("blas")).bind(6, field("compiler"))
+      .bind(7, identity.dump()).run();
+  auto st = db_->prepare("SELECT id FROM stack WHERE identity = ?");
+  st.bind(1, id);
+  st.step();
+  const int64_t out = st.integer(0);
+  t.commit();
+  return out;
+}
+
+bool Store::has_run(const std::string& config, int64_t platform, int64_t stack) {
+  auto st = db_->prepare("SELECT 1 FROM run WHERE config = ? AND platform_id = ? AND stack_id = ?");
+  st.bind(1, config).bind(2, platform).bind(3, stack);
+  return st.step();
+}
+
+void Store::add_run(const json& r, int64_t platform, int64_t stack, const std::string& sweep,
+                    bool replace) {
+  const std::string config = r.at("config").get<std::string>();
+  const Config c = parse_config(config);
+  std::vector<std::string> cols = {"config", "platform_id", "stack_id", "family", "status",
+                                   "error", "sweep", "started_at", "finished_at", "step_times",
+                                   "result"};
+  for (const auto& m : metric_columns()) cols.push_back(m.column);
+  for (const auto& [k, v] : c.values()) cols.push_back("p_" + k);
+  std::string names, marks;
+  for (const auto& col : cols) {
+    names += (names.empty() ? "" : ", ") + col;
+    marks += marks.empty() ? "?" : ", ?";
+  }
+  sql::Transaction t(*db_);
+  auto st = db_->prepare(fmt::format("INSERT OR {} INTO run ({}) VALUES ({})",
+                                     replace ? "REPLACE" : "IGNORE", names, marks));
+  int i = 1;
+  st.bind(i++, config).bind(i++, platform).bind(i++, stack).bind(i++, c.family());
+  st.bind(i++, r.value("status", std::string("invalid")));
+  st.bind(i++, r.value("error", std::string()));
+  st.bind(i++, sweep);
+  st.bind(i++, r.value("started_at", std::string()));
+  st.bind(i++, r.value("finished_at", std::string()));
+  st.bind(i++, r.contains("step_times_s") ? r["step_times_s"].dump() : std::string("[]"));
+  json stored = r;
+  stored.erase("step_times_s");  // kept once, in its own column
+  st.bind(i++, stored.dump());
+  for (const auto& m : metric_columns()) {
+    const json* v = at_path(r, m.path);
+    if (!v)
+      st.bind_null(i++);
+    else if (v->is_string())
+      st.bind(i++, v->get<std::string>());
+    else if (std::string(m.type) == "INTEGER")
+      st.bind(i++, v->get<int64_t>());
+    else
+      st.bind(i++, v->get<double>());
+  }
+  for (const auto& [k, v] : c.values()) st.bind(i++, v);
+  st.run();
+  t.commit();
+}
+
+int64_t Store::count_runs() {
+  auto st = db_->prepare("SELECT COUNT(*) FROM run");
+  st.step();
+  return st.integer(0);
+}
+
+std::vector<json> Store::runs() {
+  std::vector<json> out;
+  auto st = db_->prepare(
+      "SELECT run.*, platform.name AS platform, stack.trainbench_version, stack.git_revision, "
+      "stack.libtorch, stack.blas, stack.compiler FROM run JOIN platform ON platform.id = "
+      "run.platform_id JOIN stack ON stack.id = run.stack_id ORDER BY run.id");
+  while (st.step()) {
+    json row;
+    for (int c = 0; c < st.columns(); ++c) {
+      const std::string name = st.column_name(c);
+      if (name == "result") continue;
+      if (st.is_null(c)) {
+        row[name] = nullptr;
+        continue;
+      }
+      const int type = st.type(c);
+      if (type == SQLITE_INTEGER)
+        row[name] = st.integer(c);
+      else if (type == SQLITE_FLOAT)
+        row[name] = st.real(c);
+      else
+        row[name] = st.text(c);
+    }
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+int64_t Store::merge_from(Store& other) {
+  int64_t added = 0;
+  auto src = other.db_->prepare(
+      "SELECT platform.identity, platform.name, platform.detail, stack.identity, run.sweep, "
+      "run.result, run.step_times FROM run JOIN platform ON platform.id = run.platform_id JOIN "
+      "stack ON stack.id = run.stack_id ORDER BY run.id");
+  while (src.step()) {
+    const int64_t p = platform_id(json::parse(src.text(0)), src.text(1),
+                                  src.text(2).empty() ? json() : json::parse(src.text(2)));
+    const int64_t s = stack_id(json::parse(src.text(3)));
+    json r = json::parse(src.text(5));
+    if (has_run(r.at("config").get<std::string>(), p, s)) continue;
+    r["step_times_s"] = json::parse(src.text(6).empty() ? "[]" : src.text(6));
+    add_run(r, p, s, src.text(4), false);
+    ++added;
+  }
+  return added;
+}
+
+std::string Store::integrity_check() {
+  auto st = db_->prepare("PRAGMA integrity_check");
+  std::string out;
+  while (st.step()) out += (out.empty() ? "" : "; ") + st.text(0);
+  return out;
+}
+
+}  // namespace tb

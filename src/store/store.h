@@ -1,0 +1,56 @@
+#pragma once
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace tb {
+namespace sql {
+class Database;
+}
+
+inline constexpr int kStoreSchemaVersion = 1;
+
+// The results store: one SQLite file (WAL mode), each result committed in its own
+// transaction. Tables: meta (schema version), platform, stack (the software that ran),
+// run (one row per config per platform per stack, every hyperparameter its own column,
+// the metrics of `trainbench run`, raw step times, the full result JSON). See docs/store.md.
+class Store {
+ public:
+  // Opens or creates a store. A file that is not a trainbench store, or is corrupt, is
+  // refused with a UsageError and never modified.
+  static std::unique_ptr<Store> open(const std::string& path, bool create = true);
+  ~Store();
+
+  // Ids of the platform / stack rows, inserted on first use. `identity` is what makes two
+  // of them the same; `detail` is stored beside it.
+  int64_t platform_id(const nlohmann::json& identity, const std::string& name,
+                      const nlohmann::json& detail);
+  int64_t stack_id(const nlohmann::json& identity);
+
+  bool has_run(const std::string& config, int64_t platform, int64_t stack);
+  // Records one result (the object `trainbench run --json` prints per config). With
+  // `replace`, an earlier row of the same config/platform/stack is replaced.
+  void add_run(const nlohmann::json& result, int64_t platform, int64_t stack,
+               const std::string& sweep, bool replace);
+
+  // Every run joined with its platform and stack, flat: what export and analysis read.
+  std::vector<nlohmann::json> runs();
+  int64_t count_runs();
+  // Copies the other store's platforms, stacks and runs, skipping runs already present.
+  // Returns the number of runs added.
+  int64_t merge_from(Store& other);
+  std::string integrity_check();  // "ok" or SQLite's report
+  const std::string& path() const { return path_; }
+
+ private:
+  Store(std::string path, std::unique_ptr<sql::Database> db);
+  void migrate();
+  void ensure_param_columns();
+  std::string path_;
+  std::unique_ptr<sql::Database> db_;
+  std::set<std::string> param_columns_;
+};
+
+}  // namespace tb

@@ -40,11 +40,10 @@ if [ "$mode" = test ]; then
   exec ctest --test-dir "$build" --output-on-failure -j1
 fi
 
-# The main job: one small config of each family, each measured to +-1%.
+# The main job: characterize this machine (cached after the first time), run the demo
+# sweep into a results store (resumable: a second run skips what is done), export it.
 mkdir -p out
-"$build"/trainbench run \
-  fc:layers=4,nodes=512,input=2000,output=200,batch=256 \
-  cnn:block=residual,blocks=1,filters=16,image=64,output=100,batch=16 \
-  rnn:cell=lstm,layers=2,embed=256,length=20,vocab=1024,batch=32 \
-  --budget 20 -o out/demo.json || true
-echo "results: $(pwd)/out/demo.json"
+"$build"/trainbench platform
+"$build"/trainbench sweep demo --store out/demo.db
+"$build"/trainbench export out/demo.db --format csv -o out/demo.csv
+echo "results: $(pwd)/out/demo.db (SQLite), $(pwd)/out/demo.csv"

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -45,6 +46,7 @@ ChildOutcome run_child(const std::vector<std::string>& args, const ChildOptions&
     // Own process group: a Ctrl-C at the terminal reaches the sweep, which decides, and
     // a timeout kills the child's whole group.
     setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // a sweep killed with -9 takes its child along
     if (o.memory_limit > 0) {
       rlimit lim{rlim_t(o.memory_limit), rlim_t(o.memory_limit)};
       setrlimit(RLIMIT_AS, &lim);

@@ -1,0 +1,209 @@
+// Sweeps as a long job meets the world: killed at random moments, configs that crash,
+// hang or eat memory, Ctrl-C, bad files, foreign stores.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "store/sqlite.h"
+#include "store/store.h"
+
+namespace {
+
+std::string tmp(const std::string& name) {
+  return ::testing::TempDir() + "/tb-" + std::to_string(getpid()) + "-" + name;
+}
+
+void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+std::string read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> argv{const_cast<char*>(TB_BINARY)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(TB_BINARY, argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int run(const std::vector<std::string>& args, const std::string& log) {
+  return wait_exit(spawn(args, log));
+}
+
+// config -> how many rows
+std::map<std::string, int> rows(const std::string& db) {
+  tb::sql::Database d(db, SQLITE_OPEN_READONLY);
+  auto st = d.prepare("SELECT config, COUNT(*) FROM run GROUP BY config");
+  std::map<std::string, int> out;
+  while (st.step()) out[st.text(0)] = int(st.integer(1));
+  return out;
+}
+
+const char* kSmall = R"(
+name = "small"
+budget = 0.2
+target_ci = 0.05
+[[grid]]
+family = "fc"
+layers = [1, 2]
+nodes = [16, 32, 64]
+input = 32
+output = 4
+batch = [4, 8]
+)";
+
+TEST(SweepReliability, KillNineAtRandomMomentsThenResume) {
+  const std::string file = tmp("small.toml"), db = tmp("kill.db"), log = tmp("kill.log");
+  write(file, kSmall);
+  std::mt19937 rng(12345);
+  std::uniform_int_distribution<int> ms(300, 2500);
+  int kills = 0;
+  for (int i = 0; i < 12; ++i) {
+    const pid_t pid = spawn({"sweep", file, "--store", db}, log);
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms(rng)));
+    if (kill(pid, SIGKILL) == 0) ++kills;
+    wait_exit(pid);
+  }
+  EXPECT_GE(kills, 10);
+  ASSERT_EQ(run({"sweep", file, "--store", db}, log), 0) << read(log);
+  const auto r = rows(db);
+  EXPECT_EQ(r.size(), 12u);  // every config, none lost
+  for (const auto& [config, n] : r) EXPECT_EQ(n, 1) << config;  // none duplicated
+  auto store = tb::Store::open(db, false);
+  EXPECT_EQ(store->integrity_check(), "ok");
+  for (const auto& row : store->runs()) {  // nothing unfinished recorded as finished
+    EXPECT_EQ(row["status"], "ok") << row.dump();
+    EXPECT_GT(row["step_mean_s"].get<double>(), 0);
+  }
+}
+
+TEST(SweepReliability, CrashAbortOomAndHangAreRecordedAndTheSweepFinishes) {
+  const std::string file = tmp("faults.toml"), db = tmp("faults.db"), log = tmp("faults.log");
+  write(file, R"(
+budget = 0.3
+timeout = 6
+[[grid]]
+family = "fault"
+mode = ["segfault", "abort", "alloc", "hang", "ok"]
+)");
+  ASSERT_EQ(run({"sweep", file, "--store", db, "--memory-limit", "3"}, log), 0) << read(log);
+  auto store = tb::Store::open(db, false);
+  std::map<std::string, std::string> status;
+  for (const auto& row : store->runs()) status[row["p_mode"]] = row["status"];
+  EXPECT_EQ(status["segfault"], "crashed");
+  EXPECT_EQ(status["abort"], "crashed");
+  EXPECT_EQ(status["alloc"], "oom");
+  EXPECT_EQ(status["hang"], "timeout");
+  EXPECT_EQ(status["ok"], "ok");
+  for (const auto& row : store->runs())
+    if (row["status"] != "ok") EXPECT_FALSE(row["error"].get<std::string>().empty()) << row.dump();
+}
+
+TEST(SweepReliability, CtrlCStopsCleanlyAndKeepsWhatFinished) {
+  const std::string file = tmp("int.toml"), db = tmp("int.db"), log = tmp("int.log");
+  write(file, kSmall);
+  const pid_t pid = spawn({"sweep", file, "--store", db}, log);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  kill(pid, SIGINT);
+  EXPECT_EQ(wait_exit(pid), 130) << read(log);
+  EXPECT_NE(read(log).find("interrupted"), std::string::npos);
+  auto store = tb::Store::open(db, false);
+  EXPECT_EQ(store->integrity_check(), "ok");
+  EXPECT_LT(store->count_runs(), 12);
+  for (const auto& row : store->runs()) EXPECT_EQ(row["status"], "ok");
+}
+
+TEST(SweepReliability, MalformedSweepFileWritesNothing) {
+  const std::string file = tmp("bad.toml"), db = tmp("never.db"), log = tmp("bad.log");
+  write(file, "[[grid]]\nfamily = \"fc\"\nnodes = \"64..32 x2\"\n");
+  EXPECT_EQ(run({"sweep", file, "--store", db}, log), 2);
+  const std::string out = read(log);
+  EXPECT_NE(out.find(file + ":3: key 'nodes': empty range"), std::string::npos) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  EXPECT_FALSE(std::ifstream(db).good());
+}
+
+TEST(SweepReliability, ForeignOrCorruptStoresAreRefusedAndUntouched) {
+  const std::string file = tmp("one.toml"), log = tmp("foreign.log");
+  write(file, "budget = 0.2\n[[grid]]\nfamily = \"fc\"\nnodes = 8\ninput = 8\nbatch = 2\n");
+  // Not a database at all.
+  const std::string junk = tmp("junk.db");
+  write(junk, std::string(5000, 'x'));
+  // A database, but not trainbench's.
+  const std::string other = tmp("other.db");
+  {
+    tb::sql::Database d(other, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    d.exec("CREATE TABLE customers (name TEXT); INSERT INTO customers VALUES ('x');");
+  }
+  // A trainbench store with damaged pages.
+  const std::string broken = tmp("broken.db");
+  ASSERT_EQ(run({"sweep", file, "--store", broken}, log), 0) << read(log);
+  {
+    std::string bytes = read(broken);
+    ASSERT_GT(bytes.size(), 8192u);
+    // Break the b-tree page headers (page type byte and cell counts) of every page but
+    // the first: the kind of damage SQLite's own checks detect.
+    for (size_t page = 4096; page + 8 < bytes.size(); page += 4096)
+      for (size_t i = 0; i < 8; ++i) bytes[page + i] = char(0xA5);
+    std::ofstream(broken, std::ios::binary | std::ios::trunc) << bytes;
+  }
+  for (const std::string& db : {junk, other, broken}) {
+    const std::string before = read(db);
+    std::remove(log.c_str());
+    EXPECT_EQ(run({"sweep", file, "--store", db}, log), 2) << db << read(log);
+    const std::string out = read(log);
+    EXPECT_NE(out.find("store '" + db + "'"), std::string::npos) << out;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+    EXPECT_TRUE(read(db) == before) << db << " was modified";
+  }
+}
+
+TEST(SweepReliability, ShardsMergeToTheUnsplitSweep) {
+  const std::string file = tmp("shard.toml"), log = tmp("shard.log");
+  write(file, kSmall);
+  const std::string whole = tmp("whole.db"), merged = tmp("merged.db");
+  ASSERT_EQ(run({"sweep", file, "--store", whole}, log), 0) << read(log);
+  std::vector<std::string> parts;
+  for (int i = 1; i <= 3; ++i) {
+    parts.push_back(tmp("part" + std::to_string(i) + ".db"));
+    ASSERT_EQ(run({"sweep", file, "--store", parts.back(), "--shard", std::to_string(i) + "/3"}, log), 0);
+  }
+  ASSERT_EQ(run({"merge", parts[0], parts[1], parts[2], "-o", merged}, log), 0) << read(log);
+  ASSERT_EQ(run({"merge", parts[0], parts[1], "-o", merged}, log), 0);  // again: no duplicates
+  const auto a = rows(whole), b = rows(merged);
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [config, n] : b) {
+    EXPECT_EQ(n, 1) << config;
+    EXPECT_TRUE(a.count(config)) << config;
+  }
+  EXPECT_EQ(run({"export", merged, "--format", "csv", "-o", tmp("runs.csv")}, log), 0);
+  const std::string csv = read(tmp("runs.csv"));
+  EXPECT_NE(csv.substr(0, csv.find('\n')).find("p_nodes"), std::string::npos);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 13);  // header + 12 runs
+}
+
+}  // namespace

@@ -1,0 +1,138 @@
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "spec/errors.h"
+#include "spec/sweep.h"
+
+namespace tb {
+namespace {
+
+std::string error_of(const std::string& toml) {
+  try {
+    expand_sweep(parse_sweep(toml, "s.toml"), 1000000);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(SweepSpec, RangesListsFixedValuesAndExclusions) {
+  const SweepSpec s = parse_sweep(R"(
+name = "t"
+budget = 3
+[[grid]]
+family = "fc"
+layers = [4, 8]
+nodes = "32..256 x2"
+input = "2000..8000 +2000"
+output = 200
+[[exclude]]
+layers = 8
+nodes = [128, 256]
+)", "t.toml");
+  EXPECT_EQ(s.budget_s, 3);
+  ASSERT_EQ(s.grids.size(), 1u);
+  EXPECT_EQ(s.grids[0].axes[1].values, (std::vector<std::string>{"32", "64", "128", "256"}));
+  EXPECT_EQ(s.grids[0].axes[2].values, (std::vector<std::string>{"2000", "4000", "6000", "8000"}));
+  const auto configs = expand_sweep(s);
+  EXPECT_EQ(configs.size(), 2u * 4 * 4 - 1 * 2 * 4);
+  std::set<std::string> unique;
+  for (const auto& c : configs) {
+    unique.insert(c.str());
+    EXPECT_FALSE(c.get("layers") == "8" && (c.get("nodes") == "128" || c.get("nodes") == "256"));
+    EXPECT_EQ(c.get("output"), "200");
+  }
+  EXPECT_EQ(unique.size(), configs.size());
+}
+
+TEST(SweepSpec, BuiltInParaDnnGridsAreTable2) {
+  EXPECT_EQ(expand_sweep(find_sweep("paradnn-fc")).size(), 6u * 9 * 4 * 5 * 9);
+  EXPECT_EQ(expand_sweep(find_sweep("paradnn-cnn-bottleneck")).size(), 8u * 3 * 3 * 3 * 5);
+  EXPECT_EQ(expand_sweep(find_sweep("paradnn-lstm")).size(), 4u * 3 * 3 * 5 * 4);
+  const SweepSpec fc = find_sweep("paradnn-fc");
+  EXPECT_EQ(fc.grids[0].axes[4].values.front(), "64");
+  EXPECT_EQ(fc.grids[0].axes[4].values.back(), "16384");
+  for (const auto& name : builtin_sweep_names()) EXPECT_NO_THROW(expand_sweep(find_sweep(name))) << name;
+}
+
+TEST(SweepSpec, MalformedFilesNameFileLineAndKey) {
+  EXPECT_EQ(error_of("[[grid]]\nfamily = \"fc\"\nnodes = \"64..32 x2\"\n"),
+            "s.toml:3: key 'nodes': empty range '64..32 x2'");
+  EXPECT_EQ(error_of("[[grid]]\nfamily = \"fc\"\nnodez = 4\n"),
+            "s.toml:3: key 'nodez': not a parameter of family 'fc'");
+  EXPECT_EQ(error_of("[[grid]]\nfamily = \"fc\"\nnodes = []\n"), "s.toml:3: key 'nodes': empty list");
+  EXPECT_NE(error_of("[[grid]]\nfamily = \"fc\"\nnodes = 1.5\n").find("s.toml:3: key 'nodes': expected"),
+            std::string::npos);
+  EXPECT_NE(error_of("[[grid]]\nfamily = \"fc\"\nnodes = [32, 0]\n").find("s.toml:3: key 'nodes'"),
+            std::string::npos);
+  EXPECT_NE(error_of("[[grid]]\nfamily = \"fc\"\ndtype = \"fp64\"\n").find("s.toml:3: key 'dtype'"),
+            std::string::npos);
+  EXPECT_NE(error_of("[[grid]]\nfamily = \"mlp\"\n").find("s.toml:2: key 'family': unknown family"),
+            std::string::npos);
+  EXPECT_NE(error_of("[[grid]]\nfamily = \"fc\"\nnodes = \"32..64 x1\"\n").find("step must be"),
+            std::string::npos);
+  EXPECT_NE(error_of("[[grid]]\nfamily = \"fc\"\nnodes = \"32 to 64\"\n").find("s.toml:3"),
+            std::string::npos);
+  EXPECT_NE(error_of("budget = -1\n[[grid]]\nfamily = \"fc\"\n").find("s.toml:1: key 'budget'"),
+            std::string::npos);
+  EXPECT_NE(error_of("colour = 1\n[[grid]]\nfamily = \"fc\"\n").find("s.toml:1: key 'colour': unknown key"),
+            std::string::npos);
+  EXPECT_NE(error_of("name = \"x\"\n").find("no [[grid]]"), std::string::npos);
+  EXPECT_NE(error_of("[[grid]\nfamily=1").find("s.toml:1:"), std::string::npos);  // TOML syntax
+  // A huge grid is refused before it is expanded.
+  EXPECT_NE(error_of("[[grid]]\nfamily = \"fc\"\nlayers = \"1..4000 +1\"\nnodes = \"1..4000 +1\"\n")
+                .find("more than"),
+            std::string::npos);
+  for (const std::string& bad : {"[[grid]]\nfamily = \"fc\"\nnodes = []\n", "[[grid]\n"}) {
+    const std::string m = error_of(bad);
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+}
+
+TEST(SweepSpec, FilterComparesNumbersAndWords) {
+  const auto configs = expand_sweep(find_sweep("fc-cpu"));
+  const Filter f = parse_filter("nodes>=256,batch=1024,layers!=8");
+  size_t n = 0;
+  for (const auto& c : configs)
+    if (f.matches(c)) {
+      ++n;
+      EXPECT_GE(c.get_int("nodes"), 256);
+      EXPECT_EQ(c.get_int("batch"), 1024);
+      EXPECT_NE(c.get_int("layers"), 8);
+    }
+  EXPECT_EQ(n, 2u);
+  EXPECT_FALSE(parse_filter("cell=lstm").matches(configs[0]));  // fc has no cell
+  EXPECT_THROW(parse_filter("nodes~3"), UsageError);
+  EXPECT_THROW(parse_filter("nodes>="), UsageError);
+}
+
+TEST(SweepSpec, SamplingIsDeterministicAndCoversAxes) {
+  const SweepSpec s = find_sweep("paradnn-fc");
+  const auto all = expand_sweep(s);
+  const auto a = sample_configs(all, s, 50, 7, true), b = sample_configs(all, s, 50, 7, true);
+  ASSERT_EQ(a.size(), 50u);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]);
+  std::set<std::string> unique, batches;
+  for (const auto& c : a) unique.insert(c.str()), batches.insert(c.get("batch"));
+  EXPECT_EQ(unique.size(), 50u);
+  EXPECT_EQ(batches.size(), 9u);  // a Latin hypercube of 50 points hits all 9 batch sizes
+  EXPECT_NE(sample_configs(all, s, 50, 8, false)[0].str() + sample_configs(all, s, 50, 8, false)[1].str(),
+            sample_configs(all, s, 50, 9, false)[0].str() + sample_configs(all, s, 50, 9, false)[1].str());
+}
+
+TEST(SweepSpec, ShardsPartitionTheGrid) {
+  const auto all = expand_sweep(find_sweep("rnn-cpu"));
+  std::multiset<std::string> seen;
+  for (int i = 1; i <= 3; ++i)
+    for (const auto& c : shard(all, i, 3)) seen.insert(c.str());
+  EXPECT_EQ(seen.size(), all.size());
+  for (const auto& c : all) EXPECT_EQ(seen.count(c.str()), 1u);
+  EXPECT_EQ(parse_shard("2/8"), (std::pair<int, int>(2, 8)));
+  EXPECT_THROW(parse_shard("0/8"), UsageError);
+  EXPECT_THROW(parse_shard("9/8"), UsageError);
+  EXPECT_THROW(parse_shard("2"), UsageError);
+}
+
+}  // namespace
+}  // namespace tb

@@ -182,6 +182,23 @@ TEST(SweepReliability, ForeignOrCorruptStoresAreRefusedAndUntouched) {
   }
 }
 
+TEST(SweepReliability, ConcurrentWritersToOneStoreWait) {
+  const std::string file = tmp("conc.toml"), db = tmp("conc.db"), log = tmp("conc.log");
+  write(file, kSmall);
+  std::vector<pid_t> pids;
+  for (int i = 1; i <= 3; ++i)
+    pids.push_back(spawn({"sweep", file, "--store", db, "--shard", std::to_string(i) + "/3"}, log));
+  for (pid_t p : pids) EXPECT_EQ(wait_exit(p), 0) << read(log);
+  const auto r = rows(db);
+  EXPECT_EQ(r.size(), 12u);
+  for (const auto& [config, n] : r) EXPECT_EQ(n, 1) << config;
+  // Hyperparameter columns hold numbers as numbers.
+  tb::sql::Database d(db, SQLITE_OPEN_READONLY);
+  auto st = d.prepare("SELECT COUNT(*) FROM run WHERE p_nodes >= 32 AND typeof(p_nodes) = 'integer'");
+  ASSERT_TRUE(st.step());
+  EXPECT_EQ(st.integer(0), 8);
+}
+
 TEST(SweepReliability, ShardsMergeToTheUnsplitSweep) {
   const std::string file = tmp("shard.toml"), log = tmp("shard.log");
   write(file, kSmall);

@@ -23,6 +23,24 @@ std::string format_platform(const PlatformDescription& p) {
                          spec[dtype].get<double>(), 100 * tflops / spec[dtype].get<double>());
     out += "\n";
   }
+  if (p.extra.contains("machine")) {
+    const auto& m = p.extra["machine"];
+    std::string caches;
+    for (const auto& c : m["caches"])
+      caches += fmt::format("{}L{} {} {}x{}", caches.empty() ? "" : ", ", c["level"].get<int>(),
+                            c["type"].get<std::string>(), c["instances"].get<int>(),
+                            bytes_iec(c["size_bytes"].get<double>()));
+    std::string simd;
+    for (const auto& f : m["simd"]) simd += (simd.empty() ? "" : " ") + f.get<std::string>();
+    out += fmt::format(
+        "machine   {}, {} socket(s), {} cores, {} threads, {:.0f} MHz; {} total, {} available\n"
+        "caches    {}\nsimd      {}\nsoftware  LibTorch {}, BLAS {}; measured with {} threads\n",
+        m["cpu_model"].get<std::string>(), m["sockets"].get<int>(), m["physical_cores"].get<int>(),
+        m["logical_cpus"].get<int>(), m["mhz"].get<double>(),
+        bytes_iec(m["memory_total_bytes"].get<double>()),
+        bytes_iec(m["memory_available_bytes"].get<double>()), caches, simd,
+        m["libtorch"].get<std::string>(), m["blas"].get<std::string>(), m["threads"].get<int>());
+  }
   if (p.systolic_array)
     out += fmt::format("array     {} x {} systolic, {}\n", p.systolic_array->rows,
                        p.systolic_array->cols, p.systolic_array->dataflow);

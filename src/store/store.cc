@@ -97,9 +97,19 @@ std::unique_ptr<Store> Store::open(const std::string& path, bool create) {
     // Look before touching: read-only checks, so a foreign or damaged file is left as it is.
     try {
       sql::Database ro(path, SQLITE_OPEN_READONLY);
-      auto st = ro.prepare("SELECT value FROM meta WHERE key = 'format'");
-      if (!st.step() || st.text(0) != "trainbench-results")
+      // A database without any table is one another trainbench is creating right now
+      // (concurrent sweeps on one new store): it is joined, not refused.
+      auto tables = ro.prepare("SELECT COUNT(*) FROM sqlite_master WHERE name = 'meta'");
+      tables.step();
+      auto any = ro.prepare("SELECT COUNT(*) FROM sqlite_master");
+      any.step();
+      if (tables.integer(0) == 0 && any.integer(0) > 0)
         throw UsageError("store '" + path + "': not a trainbench results store");
+      if (tables.integer(0) > 0) {
+        auto st = ro.prepare("SELECT value FROM meta WHERE key = 'format'");
+        if (!st.step() || st.text(0) != "trainbench-results")
+          throw UsageError("store '" + path + "': not a trainbench results store");
+      }
       auto check = ro.prepare("PRAGMA quick_check");
       if (!check.step() || check.text(0) != "ok")
         throw UsageError("store '" + path + "': corrupt (" + check.text(0) + "), refusing to use it");
@@ -147,19 +157,19 @@ void Store::migrate() {
 // Every hyperparameter of every family is a column of its own; a family added later
 // adds its columns the first time a store is opened by a trainbench that knows it.
 void Store::ensure_param_columns() {
+  std::set<std::string> wanted;
+  for (const auto* f : family_schemas())
+    for (const auto& p : f->params) wanted.insert(p.name);
+  sql::Transaction t(*db_);  // read and extend under one lock: other writers may be here too
   std::set<std::string> existing;
   {
     auto st = db_->prepare("PRAGMA table_info(run)");
     while (st.step()) existing.insert(st.text(1));
   }
-  std::set<std::string> wanted;
-  for (const auto* f : family_schemas())
-    for (const auto& p : f->params) wanted.insert(p.name);
-  sql::Transaction t(*db_);
   for (const auto& name : wanted) {
     const std::string col = "p_" + name;
     if (!existing.count(col))
-      db_->exec(fmt::format("ALTER TABLE run ADD COLUMN {} {}", col, "TEXT"));
+      db_->exec(fmt::format("ALTER TABLE run ADD COLUMN {}", col));  // integers and words
     param_columns_.insert(name);
   }
   t.commit();
@@ -241,7 +251,13 @@ void Store::add_run(const json& r, int64_t platform, int64_t stack, const std::s
     else
       st.bind(i++, v->get<double>());
   }
-  for (const auto& [k, v] : c.values()) st.bind(i++, v);
+  for (const auto& [k, v] : c.values()) {
+    const ParamSpec* p = c.schema().find(k);
+    if (p && !p->is_choice() && k != "device")
+      st.bind(i++, int64_t(std::stoll(v)));  // numbers compare as numbers in SQL
+    else
+      st.bind(i++, v);
+  }
   st.run();
   t.commit();
 }

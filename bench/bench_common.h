@@ -94,6 +94,8 @@ inline std::vector<double> load_average() {
 
 inline void write_json(const std::string& path, nlohmann::json doc) {
   doc["load_average_at_end"] = load_average();
+  // The context as the runs left it (threads are applied by run_config, not at start).
+  doc["context"] = tb::to_json(tb::current_context());
   const std::filesystem::path p(path);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
   std::ofstream f(p);

@@ -16,7 +16,7 @@ packages=(
   g++ cmake make git
   libtorch-dev libopenblas0-pthread
   nlohmann-json3-dev libcli11-dev libfmt-dev libboost-dev libsqlite3-dev libgtest-dev
-  libtomlplusplus-dev sqlite3
+  libtomlplusplus-dev libeigen3-dev sqlite3
   libblas3  # the reference BLAS: only so the test that detects a slow BLAS can load it
 )
 missing=()

@@ -105,12 +105,12 @@ TEST(SweepReliability, CrashAbortOomAndHangAreRecordedAndTheSweepFinishes) {
   const std::string file = tmp("faults.toml"), db = tmp("faults.db"), log = tmp("faults.log");
   write(file, R"(
 budget = 0.3
-timeout = 6
+timeout = 25
 [[grid]]
 family = "fault"
 mode = ["segfault", "abort", "alloc", "hang", "ok"]
 )");
-  ASSERT_EQ(run({"sweep", file, "--store", db, "--memory-limit", "3"}, log), 0) << read(log);
+  ASSERT_EQ(run({"sweep", file, "--store", db, "--memory-limit", "1.5"}, log), 0) << read(log);
   auto store = tb::Store::open(db, false);
   std::map<std::string, std::string> status;
   for (const auto& row : store->runs()) status[row["p_mode"]] = row["status"];
@@ -217,7 +217,9 @@ TEST(SweepReliability, ShardsMergeToTheUnsplitSweep) {
     EXPECT_EQ(n, 1) << config;
     EXPECT_TRUE(a.count(config)) << config;
   }
+  const std::string before = read(merged);
   EXPECT_EQ(run({"export", merged, "--format", "csv", "-o", tmp("runs.csv")}, log), 0);
+  EXPECT_TRUE(read(merged) == before) << "export modified its input";
   const std::string csv = read(tmp("runs.csv"));
   EXPECT_NE(csv.substr(0, csv.find('\n')).find("p_nodes"), std::string::npos);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 13);  // header + 12 runs

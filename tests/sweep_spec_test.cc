@@ -79,6 +79,13 @@ TEST(SweepSpec, MalformedFilesNameFileLineAndKey) {
   EXPECT_NE(error_of("colour = 1\n[[grid]]\nfamily = \"fc\"\n").find("s.toml:1: key 'colour': unknown key"),
             std::string::npos);
   EXPECT_NE(error_of("name = \"x\"\n").find("no [[grid]]"), std::string::npos);
+  // Settings the child would refuse are refused here, with their line.
+  EXPECT_NE(error_of("target_ci = 1\n[[grid]]\nfamily = \"fc\"\n").find("s.toml:1: key 'target_ci': must be in"),
+            std::string::npos);
+  EXPECT_NE(error_of("[[grid]]\nfamily = \"fc\"\n[[exclude]]\nnodez = 8\n").find("s.toml:4: key 'nodez'"),
+            std::string::npos);
+  EXPECT_NE(error_of("[[grid]]\nfamily = \"fc\"\nnodes = \"1..9223372036854775807 x3\"\n").find("s.toml:3: key 'nodes'"),
+            std::string::npos);
   EXPECT_NE(error_of("[[grid]\nfamily=1").find("s.toml:1:"), std::string::npos);  // TOML syntax
   // A huge grid is refused before it is expanded.
   EXPECT_NE(error_of("[[grid]]\nfamily = \"fc\"\nlayers = \"1..4000 +1\"\nnodes = \"1..4000 +1\"\n")
@@ -104,6 +111,8 @@ TEST(SweepSpec, FilterComparesNumbersAndWords) {
   EXPECT_EQ(n, 2u);
   EXPECT_FALSE(parse_filter("cell=lstm").matches(configs[0]));  // fc has no cell
   EXPECT_THROW(parse_filter("nodes~3"), UsageError);
+  EXPECT_THROW(check_filter(parse_filter("nodez=8"), find_sweep("fc-cpu")), UsageError);
+  EXPECT_NO_THROW(check_filter(parse_filter("nodes=8,family=fc"), find_sweep("fc-cpu")));
   EXPECT_THROW(parse_filter("nodes>="), UsageError);
 }
 

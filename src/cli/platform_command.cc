@@ -6,6 +6,7 @@
 #include "platform/characterize.h"
 #include "platform/registry.h"
 #include "report/platform_table.h"
+#include "platform/host.h"
 #include "runner/threads.h"
 #include "spec/errors.h"
 
@@ -47,7 +48,9 @@ Command add_platform(CLI::App& app) {
       "in ~/.config/trainbench/platforms or TRAINBENCH_PLATFORMS; format in docs/platforms.md.");
   return {sub, [a]() {
             if (a->list) {
-              const auto ps = list_platforms();
+              std::vector<std::string> problems;
+              const auto ps = list_platforms(&problems);
+              for (const auto& p : problems) std::cerr << "platform: skipped " << p << "\n";
               if (a->json) {
                 nlohmann::json j = nlohmann::json::array();
                 for (const auto& p : ps) j.push_back(to_json(p));
@@ -82,7 +85,12 @@ Command add_platform(CLI::App& app) {
                   std::cerr << "platform: " << s << "\n";
                 };
                 p = characterize_host(a->options);
-                if (!a->quick) save_cached_platform(path, p);
+                // Only the all-core characterization stands for the host; a --threads or
+                // --quick measurement is printed, never cached.
+                if (!a->quick && (a->threads == 0 || a->threads == online_cpus()))
+                  save_cached_platform(path, p);
+                else
+                  std::cerr << "platform: not cached (--quick or --threads measure part of the host)\n";
               }
             }
             if (a->json)

@@ -25,7 +25,7 @@ Command add_merge(CLI::App& app) {
       "A run present in several stores (same config, platform and software stack) is kept once.");
   return {sub, [a]() {
             std::vector<std::unique_ptr<Store>> inputs;  // all checked before anything is written
-            for (const auto& p : a->inputs) inputs.push_back(Store::open(p, false));
+            for (const auto& p : a->inputs) inputs.push_back(Store::open_read_only(p));
             auto out = Store::open(a->output);
             int64_t added = 0;
             for (auto& in : inputs) added += out->merge_from(*in);
@@ -54,7 +54,7 @@ Command add_export(CLI::App& app) {
             if (a->format == "parquet")
               throw UsageError("export: parquet is not available in this build (no Apache Arrow "
                                "in Debian's packages); use --format csv or json");
-            auto store = Store::open(a->store, false);
+            auto store = Store::open_read_only(a->store);
             const std::string text = a->format == "csv" ? export_csv(*store) : export_json(*store);
             if (a->output.empty())
               std::cout << text;

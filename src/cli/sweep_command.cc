@@ -26,7 +26,7 @@ void on_sigint(int) { g_stop = true; }
 Command add_sweep(CLI::App& app) {
   struct Args {
     std::string sweep, store = "trainbench.db", filter, order = "grid", shard;
-    bool dry_run = false, list = false, rerun = false, lhs = false;
+    bool dry_run = false, list = false, rerun = false, lhs = false, retry_failed = false;
     size_t sample = 0;
     uint64_t seed = 1;
     double budget = 0, timeout = 0, sweep_budget = 0, memory_limit_gib = 0;
@@ -53,6 +53,7 @@ Command add_sweep(CLI::App& app) {
   sub->add_option("--memory-limit", a->memory_limit_gib, "GiB per config (default: 90% of available)")
       ->check(CLI::PositiveNumber);
   sub->add_flag("--rerun", a->rerun, "run configs the store already has for this platform and stack");
+  sub->add_flag("--retry-failed", a->retry_failed, "run again the configs recorded crashed, oom or timeout");
   sub->footer(
       "Examples:\n"
       "  trainbench sweep --list\n"
@@ -77,6 +78,7 @@ Command add_sweep(CLI::App& app) {
             std::vector<Config> configs = expand_sweep(spec);
             if (!a->filter.empty()) {
               const Filter f = parse_filter(a->filter);
+              check_filter(f, spec);
               std::vector<Config> kept;
               for (auto& c : configs)
                 if (f.matches(c)) kept.push_back(c);
@@ -120,12 +122,17 @@ Command add_sweep(CLI::App& app) {
             o.sweep_budget_s = a->sweep_budget;
             o.memory_limit = int64_t(limit);
             o.rerun = a->rerun;
+            o.retry_failed = a->retry_failed;
             o.stop = &g_stop;
             std::signal(SIGINT, on_sigint);
             std::signal(SIGTERM, on_sigint);
             ProgressPrinter progress(stderr, isatty(STDERR_FILENO));
             const SweepSummary s = run_sweep(configs, *store, o, std::ref(progress));
             progress.finish(s);
+            if (!s.harness_error.empty()) {
+              std::cerr << "trainbench: sweep stopped: " << s.harness_error << "\n";
+              return 1;
+            }
             std::cout << "store: " << store->path() << " (" << store->count_runs() << " runs)\n";
             return s.interrupted ? 130 : 0;
           }};

@@ -1,5 +1,6 @@
 #include "platform/blas.h"
 
+#include <ATen/Version.h>
 #include <dlfcn.h>
 #include <fmt/format.h>
 
@@ -32,7 +33,18 @@ BlasInfo detect_blas() {
   info.name = "unknown";
   void* sgemm = dlsym(RTLD_DEFAULT, "sgemm_");
   Dl_info where{};
-  if (!sgemm || !dladdr(sgemm, &where) || !where.dli_fname) return info;
+  if (!sgemm || !dladdr(sgemm, &where) || !where.dli_fname) {
+    // LibTorch builds with a statically linked, hidden BLAS (MKL in the official 2.x
+    // packages) export no sgemm_: ask LibTorch what it was built with instead.
+    const std::string cfg = at::show_config();
+    const auto at = cfg.find("BLAS_INFO=");
+    if (at != std::string::npos) {
+      const std::string v = cfg.substr(at + 10, cfg.find_first_of(", \n", at + 10) - at - 10);
+      info.name = v == "mkl" ? "mkl" : v == "open" ? "openblas" : v;
+      info.library = "built into LibTorch";
+    }
+    return info;
+  }
   info.library = real_path(where.dli_fname);
   const std::string& p = info.library;
   if (p.find("openblas") != std::string::npos) {

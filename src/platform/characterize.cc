@@ -147,6 +147,7 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
                {"physical_cores", h.physical_cores},
                {"logical_cpus", h.logical_cpus},
                {"mhz", h.mhz},
+               {"mhz_source", h.mhz_source},
                {"caches", caches},
                {"memory_total_bytes", h.mem_total},
                {"memory_available_bytes", h.mem_available},

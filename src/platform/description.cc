@@ -16,6 +16,10 @@ using nlohmann::json;
 const std::set<std::string> kDtypes = {"fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8"};
 const std::set<std::string> kKinds = {"cpu", "gpu", "tpu", "accelerator"};
 const std::set<std::string> kCacheLevels = {"l1", "l2", "l3"};
+// Keys trainbench itself writes into measured descriptions, kept as they are.
+const std::set<std::string> kMeasuredKeys = {"kind_of_document", "measured_at", "spec_peak_tflops",
+                                             "spec_peak_formula", "machine", "measurements",
+                                             "fingerprint", "notes"};
 const std::set<std::string> kKnownKeys = {
     "schema_version", "name", "description", "kind", "source", "cores",
     "memory_gb", "memory_bandwidth_gbps", "peak_tflops", "cache_bandwidth_gbps",
@@ -131,8 +135,13 @@ PlatformDescription parse_platform(const json& j, const std::string& origin) {
                                             sa.dataflow + "'");
     p.systolic_array = sa;
   }
-  for (const auto& [k, v] : j.items())
-    if (!kKnownKeys.count(k)) p.extra[k] = v;
+  for (const auto& [k, v] : j.items()) {
+    if (kKnownKeys.count(k)) continue;
+    if (!kMeasuredKeys.count(k))
+      r.fail(k, "unknown key (a typo? known: name, description, kind, source, cores, memory_gb, "
+                "memory_bandwidth_gbps, peak_tflops, cache_bandwidth_gbps, systolic_array, notes)");
+    p.extra[k] = v;
+  }
   return p;
 }
 

@@ -100,7 +100,7 @@ HostInfo host_info() {
     std::string key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
     std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
     if (key == "model name" && h.cpu_model.empty()) h.cpu_model = value;
-    if (key == "cpu MHz" && h.mhz == 0) h.mhz = std::atof(value.c_str());
+    if (key == "cpu MHz" && h.mhz == 0) h.mhz = std::atof(value.c_str()), h.mhz_source = "cpuinfo";
     if (key == "physical id") package = value, packages.insert(value);
     if (key == "core id") cores.insert(package + "/" + value);
     if (key == "flags" && h.simd.empty()) {
@@ -112,6 +112,14 @@ HostInfo host_info() {
                                  "amx_bf16", "amx_int8", "asimd", "sve"})
           if (f == want) h.simd.push_back(f);
       }
+    }
+  }
+  // The current clock varies with load; the base (or maximum) frequency does not.
+  for (const char* f : {"base_frequency", "cpuinfo_max_freq"}) {
+    const std::string khz = read_line(std::string("/sys/devices/system/cpu/cpu0/cpufreq/") + f);
+    if (!khz.empty() && std::atof(khz.c_str()) > 0) {
+      h.mhz = std::atof(khz.c_str()) / 1000, h.mhz_source = f;
+      break;
     }
   }
   h.sockets = std::max<int>(1, int(packages.size()));

@@ -20,7 +20,8 @@ struct HostInfo {
   int logical_cpus = 0;   // online logical CPUs
   int physical_cores = 0;
   int sockets = 0;
-  double mhz = 0;         // as /proc/cpuinfo reports it (nominal on VMs without cpufreq)
+  double mhz = 0;         // cpufreq's base (or max) frequency; else what /proc/cpuinfo says
+  std::string mhz_source;
   std::vector<CacheLevel> caches;
   int64_t mem_total = 0;  // bytes
   int64_t mem_available = 0;

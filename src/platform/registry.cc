@@ -57,13 +57,18 @@ std::vector<std::string> platform_dirs() {
   return dirs;
 }
 
-std::vector<PlatformDescription> list_platforms() {
+std::vector<PlatformDescription> list_platforms(std::vector<std::string>* problems) {
   std::vector<PlatformDescription> out;
   std::set<std::string> seen;
   for (const auto& dir : platform_dirs())
     for (const auto& file : json_files(dir)) {
-      PlatformDescription p = load_platform_file(file);
-      if (seen.insert(p.name).second) out.push_back(std::move(p));
+      try {
+        PlatformDescription p = load_platform_file(file);
+        if (seen.insert(p.name).second) out.push_back(std::move(p));
+      } catch (const UsageError& e) {
+        if (!problems) throw;
+        problems->push_back(e.what());
+      }
     }
   return out;
 }
@@ -76,7 +81,8 @@ PlatformDescription find_platform(const std::string& name_or_path) {
     if (is_file(file)) return load_platform_file(file);
   }
   std::string names;
-  for (const auto& p : list_platforms()) names += (names.empty() ? "" : ", ") + p.name;
+  std::vector<std::string> problems;
+  for (const auto& p : list_platforms(&problems)) names += (names.empty() ? "" : ", ") + p.name;
   throw UsageError("unknown platform '" + name_or_path + "' (known: " + names + ")");
 }
 

@@ -26,9 +26,15 @@ std::string tail_lines(const std::string& s, size_t max_bytes) {
 
 ChildOutcome run_child(const std::vector<std::string>& args, const ChildOptions& o) {
   ChildOutcome out;
-  int out_pipe[2], err_pipe[2];
+  int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
+  auto close_all = [&] {
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]})
+      if (fd >= 0) close(fd);
+  };
   if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
     out.error = std::string("pipe: ") + strerror(errno);
+    out.harness_error = true;
+    close_all();
     return out;
   }
   std::vector<char*> argv;
@@ -40,6 +46,8 @@ ChildOutcome run_child(const std::vector<std::string>& args, const ChildOptions&
   const pid_t pid = fork();
   if (pid < 0) {
     out.error = std::string("fork: ") + strerror(errno);
+    out.harness_error = true;
+    close_all();
     return out;
   }
   if (pid == 0) {
@@ -49,7 +57,7 @@ ChildOutcome run_child(const std::vector<std::string>& args, const ChildOptions&
     prctl(PR_SET_PDEATHSIG, SIGKILL);  // a sweep killed with -9 takes its child along
     if (o.memory_limit > 0) {
       rlimit lim{rlim_t(o.memory_limit), rlim_t(o.memory_limit)};
-      setrlimit(RLIMIT_AS, &lim);
+      setrlimit(RLIMIT_DATA, &lim);
     }
     dup2(out_pipe[1], STDOUT_FILENO);
     dup2(err_pipe[1], STDERR_FILENO);
@@ -76,7 +84,14 @@ ChildOutcome run_child(const std::vector<std::string>& args, const ChildOptions&
         kill(-pid, SIGKILL);
       }
     }
-    if (poll(fds, 2, 100) < 0 && errno != EINTR) break;
+    if (poll(fds, 2, 100) < 0 && errno != EINTR) {
+      kill(-pid, SIGKILL);  // cannot watch it any more: do not leave it running
+      for (auto& f : fds)
+        if (f.fd >= 0) close(f.fd), f.fd = -1;
+      out.harness_error = true;
+      out.error = std::string("poll: ") + strerror(errno);
+      break;
+    }
     for (auto& f : fds) {
       if (f.fd < 0 || !(f.revents & (POLLIN | POLLHUP | POLLERR))) continue;
       const ssize_t n = read(f.fd, buf, sizeof buf);
@@ -95,7 +110,7 @@ ChildOutcome run_child(const std::vector<std::string>& args, const ChildOptions&
   }
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   out.stderr_tail = tail_lines(stderr_text, 2000);
-  if (out.interrupted) return out;
+  if (out.interrupted || out.harness_error) return out;
   if (timed_out) {
     out.status = Status::kTimeout;
     out.error = fmt::format("killed after the {:.0f} s timeout", o.timeout_s);
@@ -103,9 +118,11 @@ ChildOutcome run_child(const std::vector<std::string>& args, const ChildOptions&
   }
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
+    // Allocations beyond the limit fail inside the child and come back as `oom` with a
+    // result; a SIGKILL from outside cannot be told apart from the kernel's OOM killer here.
+    out.status = Status::kCrashed;
     if (sig == SIGKILL) {
-      out.status = Status::kOom;
-      out.error = "killed by SIGKILL, most likely the kernel's OOM killer";
+      out.error = "killed by SIGKILL (the kernel's OOM killer or an outside kill)";
     } else {
       out.status = Status::kCrashed;
       out.error = fmt::format("killed by signal {} ({})", sig, strsignal(sig));
@@ -120,10 +137,14 @@ ChildOutcome run_child(const std::vector<std::string>& args, const ChildOptions&
     return out;
   } catch (const std::exception&) {
   }
-  out.status = code == 2 ? Status::kInvalid : Status::kCrashed;
-  const std::string last = tail_lines(stderr_text, 300);
+  // Exit status 2 is a usage error: the harness asked for something the child refused.
+  out.harness_error = code == 2 || code == 127;
+  out.status = Status::kCrashed;
+  std::string last = stderr_text.substr(0, stderr_text.find_last_not_of("\n") + 1);
+  last = last.substr(last.find_last_of('\n') + 1);  // the last line only: errors stay one line
+  if (last.size() > 300) last = last.substr(0, 300) + "...";
   out.error = fmt::format("exited with status {} without a result{}{}", code,
-                          last.empty() ? "" : ": ", last.substr(0, last.find_last_not_of("\n") + 1));
+                          last.empty() ? "" : ": ", last);
   return out;
 }
 

@@ -17,12 +17,15 @@ struct ChildOutcome {
   std::string stderr_tail;   // the last lines the child wrote to stderr
   double wall_s = 0;
   bool interrupted = false;  // stopped because `stop` was set: record nothing
+  bool harness_error = false;  // the child could not be started: record nothing
 };
 
 struct ChildOptions {
   std::string binary;           // path of the trainbench executable
   double timeout_s = 60;        // whole child, start-up included
-  int64_t memory_limit = 0;     // bytes of address space (RLIMIT_AS); 0: none
+  // Bytes of private writable memory (RLIMIT_DATA: heap and anonymous mappings, not the
+  // address space libraries and thread reservations take); 0: none.
+  int64_t memory_limit = 0;
   const std::atomic<bool>* stop = nullptr;
 };
 

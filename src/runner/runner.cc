@@ -114,11 +114,10 @@ RunResult run_config(const Config& input, const RunOptions& options) {
     return *refused;
   }
 
-  const torch::Device device(r.device);
-  if (device.is_cuda() && !torch::cuda::is_available())
-    return done(Status::kUnsupported, "device " + r.device + ": this LibTorch has no CUDA device");
-
   try {
+    const torch::Device device(r.device);
+    if (device.is_cuda() && !torch::cuda::is_available())
+      return done(Status::kUnsupported, "device " + r.device + ": this LibTorch has no CUDA device");
     torch::manual_seed(options.seed);
     auto workload = build_workload(config);
     const torch::Dtype dtype = dtype_of(config);

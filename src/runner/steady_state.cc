@@ -31,9 +31,11 @@ int64_t mser5_truncation(const std::vector<double>& x) {
   // Suffix sums give every candidate's mean and variance in O(k).
   std::vector<double> s1(k + 1, 0), s2(k + 1, 0);
   for (int64_t j = k - 1; j >= 0; --j) s1[j] = s1[j + 1] + z[j], s2[j] = s2[j + 1] + z[j] * z[j];
+  // Standard MSER practice: only the first half is searched, so a short, by chance quiet
+  // tail cannot win; a minimum at the half-way limit means "not stationary yet".
   int64_t best = 0;
   double best_value = INFINITY;
-  for (int64_t d = 0; d <= k - 2; ++d) {
+  for (int64_t d = 0; d <= k / 2; ++d) {
     const double n = double(k - d), mean = s1[d] / n;
     const double value = std::max(0.0, s2[d] - n * mean * mean) / (n * n);
     if (value < best_value) best_value = value, best = d;
@@ -93,7 +95,8 @@ bool SteadyStateMonitor::finish(const std::string& reason) {
   // The first step always pays for lazy allocation and one-time set-up.
   int64_t warmup = std::max<int64_t>(1, mser5_truncation(times_));
   const int64_t n = int64_t(times_.size());
-  const bool stationary = warmup <= n / 2;
+  // Too few steps to tell: MSER needs batches to compare, and a CI needs samples.
+  const bool stationary = warmup < 5 * ((n / 5) / 2) && n >= 10 && n - warmup >= opt_.min_samples;
   if (!stationary || n - warmup < 1) warmup = std::min<int64_t>(std::max<int64_t>(1, n / 2), n - 1);
   stats_ = summarize(times_, std::max<int64_t>(warmup, 0), opt_.confidence);
   stats_.stationary = stationary;
@@ -111,7 +114,7 @@ bool SteadyStateMonitor::add(double step_seconds, double elapsed_s) {
     // Checks at geometrically spaced counts keep the analysis O(n) overall.
     next_check_ = std::max<int64_t>(n + 1, int64_t(n * 1.1));
     const int64_t warmup = std::max<int64_t>(1, mser5_truncation(times_));
-    if (warmup <= n / 2 && n - warmup >= opt_.min_samples) {
+    if (warmup < 5 * ((n / 5) / 2) && n - warmup >= opt_.min_samples) {
       std::vector<double> tail(times_.begin() + warmup, times_.end());
       const Interval ci = mean_interval(tail, opt_.confidence);
       // A drift the interval would hide: the two halves of the sample must agree about

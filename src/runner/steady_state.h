@@ -23,8 +23,9 @@ struct Interval {
   double relative() const { return mean > 0 ? half_width / mean : 0; }
 };
 
-// MSER-5 truncation point (in samples, a multiple of 5) for a series; searched over
-// the whole series, so a result in the second half means "not stationary yet".
+// MSER-5 truncation point (in samples, a multiple of 5) for a series, searched over the
+// first half of the batch means; a result at the half-way limit means "not stationary yet".
+// The callers treat a truncation point at or beyond half the samples as not stationary.
 int64_t mser5_truncation(const std::vector<double>& x);
 
 // Confidence interval of the mean of x: non-overlapping batch means (sqrt(n) batches)

@@ -62,17 +62,24 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
     if (c.get_int("threads") == 0) c.set("threads", std::to_string(online_cpus()));
     const std::string text = c.str();
     SweepEvent ev{i, configs.size(), text, "", "", 0};
-    if (!o.rerun && store.has_run(text, platform, stack)) {
+    RunOptions ro;
+    ro.memory_limit = double(memory_limit);
+    const std::string recorded = o.rerun ? "" : store.run_status(text, platform, stack);
+    // A config counts as done unless it failed for reasons that may not recur (with
+    // --retry-failed) or was predicted not to fit and now would.
+    const bool retry =
+        (o.retry_failed && (recorded == "crashed" || recorded == "oom" || recorded == "timeout")) ||
+        (recorded == "oom-predicted" && !refuse_before_running(c, ro));
+    if (!recorded.empty() && !retry) {
       ++sum.skipped;
       ev.outcome = "skipped";
       ev.detail = "already in the store";
       on_event(ev);
       continue;
     }
-    RunOptions ro;
-    ro.memory_limit = double(memory_limit);
+    const bool replace = o.rerun || retry;
     if (auto refused = refuse_before_running(c, ro)) {
-      store.add_run(to_json(*refused, false), platform, stack, o.sweep_name, o.rerun);
+      store.add_run(to_json(*refused, false), platform, stack, o.sweep_name, replace);
       ++sum.predicted_oom;
       ev.outcome = to_string(refused->status);
       ev.detail = refused->error;
@@ -90,6 +97,10 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
       sum.interrupted = true;
       break;
     }
+    if (r.harness_error) {  // not the config's fault: stop rather than record it as failed
+      sum.harness_error = "could not run " + text + ": " + r.error;
+      break;
+    }
     nlohmann::json result = r.result;
     if (result.is_null()) {  // the child died before reporting: record what we know
       RunResult dead;
@@ -102,7 +113,7 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
       result = to_json(dead, false);
     }
     if (!r.stderr_tail.empty() && r.status != Status::kOk) result["stderr_tail"] = r.stderr_tail;
-    store.add_run(result, platform, stack, o.sweep_name, o.rerun);
+    store.add_run(result, platform, stack, o.sweep_name, replace);
     ++sum.ran;
     ev.wall_s = r.wall_s;
     ev.outcome = result.value("status", std::string("crashed"));

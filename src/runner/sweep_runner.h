@@ -19,6 +19,7 @@ struct SweepOptions {
   double sweep_budget_s = 0;    // 0: none; past it no new config starts
   int64_t memory_limit = 0;     // bytes per child; 0: 90% of the memory available at start
   bool rerun = false;           // run configs the store already has for this platform/stack
+  bool retry_failed = false;    // run again those recorded crashed, oom or timeout
   const std::atomic<bool>* stop = nullptr;  // set by Ctrl-C: stop, record nothing unfinished
 };
 
@@ -34,6 +35,7 @@ struct SweepEvent {
 struct SweepSummary {
   size_t total = 0, ran = 0, ok = 0, failed = 0, skipped = 0, predicted_oom = 0;
   bool interrupted = false, out_of_budget = false;
+  std::string harness_error;  // why the sweep stopped early without the config's fault
   double wall_s = 0;
 };
 

@@ -23,10 +23,14 @@ std::string join(const std::vector<std::string>& v) {
   return out;
 }
 
-bool valid_device(const std::string& v) {
-  if (v == "cpu" || v == "cuda") return true;
-  if (v.rfind("cuda:", 0) != 0 || v.size() == 5) return false;
-  return v.find_first_not_of("0123456789", 5) == std::string::npos;
+// Canonical device text ("cuda:00" -> "cuda:0"), or empty when invalid.
+std::string canonical_device(const std::string& v) {
+  if (v == "cpu" || v == "cuda") return v;
+  if (v.rfind("cuda:", 0) != 0 || v.size() == 5 || v.size() > 8 ||
+      v.find_first_not_of("0123456789", 5) != std::string::npos)
+    return "";
+  const int index = std::stoi(v.substr(5));
+  return index < 64 ? "cuda:" + std::to_string(index) : "";
 }
 
 // Canonical text of one value, or a UsageError naming family, field and value.
@@ -39,8 +43,9 @@ std::string check_value(const FamilySchema& schema, const ParamSpec& p, const st
     throw UsageError(fmt::format("{}: expected one of {}", where, join(p.choices)));
   }
   if (p.name == "device") {
-    if (!valid_device(raw)) throw UsageError(fmt::format("{}: expected cpu, cuda or cuda:N", where));
-    return raw;
+    const std::string device = canonical_device(raw);
+    if (device.empty()) throw UsageError(fmt::format("{}: expected cpu, cuda or cuda:N (N < 64)", where));
+    return device;
   }
   errno = 0;
   char* end = nullptr;

@@ -38,10 +38,12 @@ std::vector<std::string> range_values(const std::string& origin, const toml::nod
   if (k <= (op == 'x' ? 1 : 0)) fail(origin, node.source(), key, "step must be > " + std::string(op == 'x' ? "1" : "0") + " in '" + text + "'");
   if (b < a) fail(origin, node.source(), key, "empty range '" + text + "'");
   std::vector<std::string> out;
-  for (long long v = a; v <= b; v = op == 'x' ? v * k : v + k) {
+  if (op == 'x' && a <= 0) fail(origin, node.source(), key, "geometric range must start above 0");
+  for (long long v = a; v <= b;) {
     out.push_back(std::to_string(v));
     if (out.size() > 100000) fail(origin, node.source(), key, "range '" + text + "' is too long");
-    if (op == 'x' && v == 0) fail(origin, node.source(), key, "geometric range from 0");
+    if (op == 'x' ? v > b / k : v > b - k) break;  // the next value would pass b (or overflow)
+    v = op == 'x' ? v * k : v + k;
   }
   return out;
 }
@@ -71,7 +73,8 @@ std::vector<std::string> axis_values(const std::string& origin, const toml::node
   return {scalar(node)};
 }
 
-double positive_number(const std::string& origin, const toml::node& n, const std::string& key) {
+double number_in(const std::string& origin, const toml::node& n, const std::string& key, double lo,
+                 double hi) {
   double v;
   if (auto i = n.as_integer())
     v = double(i->get());
@@ -79,7 +82,7 @@ double positive_number(const std::string& origin, const toml::node& n, const std
     v = f->get();
   else
     fail(origin, n.source(), key, "expected a number");
-  if (!(v > 0)) fail(origin, n.source(), key, "must be positive");
+  if (!(v >= lo && v <= hi)) fail(origin, n.source(), key, fmt::format("must be in [{}, {}], got {}", lo, hi, v));
   return v;
 }
 
@@ -110,11 +113,11 @@ SweepSpec parse_sweep(const std::string& text, const std::string& origin) {
       if (!v) fail(origin, node.source(), key, "expected a string");
       (key == "name" ? s.name : s.description) = v->get();
     } else if (key == "budget") {
-      s.budget_s = positive_number(origin, node, key);
+      s.budget_s = number_in(origin, node, key, 0.01, 1e6);  // the ranges `run` accepts
     } else if (key == "timeout") {
-      s.timeout_s = positive_number(origin, node, key);
+      s.timeout_s = number_in(origin, node, key, 0.1, 1e7);
     } else if (key == "target_ci") {
-      s.target_ci = positive_number(origin, node, key);
+      s.target_ci = number_in(origin, node, key, 1e-4, 0.5);
     } else if (key == "grid" || key == "exclude") {
       auto arr = node.as_array();
       if (!arr || !arr->is_array_of_tables())
@@ -163,7 +166,13 @@ SweepSpec parse_sweep(const std::string& text, const std::string& origin) {
   if (const toml::array* ex = root["exclude"].as_array()) {
     for (const auto& e : *ex) {
       std::map<std::string, std::vector<std::string>> rule;
-      for (const auto& [k, n] : *e.as_table()) rule[std::string(k.str())] = axis_values(origin, n, std::string(k.str()));
+      for (const auto& [k, n] : *e.as_table()) {
+        const std::string key(k.str());
+        bool known = key == "family";
+        for (const auto& g : s.grids) known |= find_family_schema(g.family)->find(key) != nullptr;
+        if (!known) fail(origin, n.source(), key, "not a parameter of any grid's family");
+        rule[key] = axis_values(origin, n, key);
+      }
       if (rule.empty()) fail(origin, e.source(), "exclude", "empty exclusion matches everything");
       s.excludes.push_back(std::move(rule));
     }
@@ -262,6 +271,15 @@ Filter parse_filter(const std::string& text) {
     f.conditions.push_back({item.substr(0, at), op, value});
   }
   return f;
+}
+
+void check_filter(const Filter& f, const SweepSpec& s) {
+  for (const auto& cond : f.conditions) {
+    bool known = cond.key == "family";
+    for (const auto& g : s.grids) known |= find_family_schema(g.family)->find(cond.key) != nullptr;
+    if (!known)
+      throw UsageError("--filter: '" + cond.key + "' is not a parameter of any family in " + s.origin);
+  }
 }
 
 bool Filter::matches(const Config& c) const {

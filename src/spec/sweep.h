@@ -60,6 +60,8 @@ struct Filter {
   bool matches(const Config& c) const;
 };
 Filter parse_filter(const std::string& text);
+// UsageError naming a filter key that no grid of the sweep has (a typo would keep nothing).
+void check_filter(const Filter& f, const SweepSpec& s);
 
 // Random or Latin-hypercube sample of n configs (without repetition), deterministic in seed.
 std::vector<Config> sample_configs(const std::vector<Config>& configs, const SweepSpec& s,

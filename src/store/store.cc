@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 
 #include <fstream>
 
@@ -54,6 +55,23 @@ const json* at_path(const json& j, const std::vector<const char*>& path) {
     cur = &(*cur)[k];
   }
   return cur->is_null() ? nullptr : cur;
+}
+
+bool on_network_filesystem(const std::string& path) {
+  const std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.find_last_of('/') + 1);
+  struct statfs fs {};
+  if (statfs(dir.c_str(), &fs) != 0) return false;
+  switch (static_cast<unsigned long>(fs.f_type)) {
+    case 0x6969:      // NFS
+    case 0xFF534D42:  // CIFS
+    case 0xFE534D42:  // SMB2
+    case 0x65735546:  // FUSE (sshfs, ...)
+    case 0x47504653:  // GPFS
+    case 0x0BD00BD0:  // Lustre
+      return true;
+    default:
+      return false;
+  }
 }
 
 bool exists(const std::string& path) {
@@ -122,13 +140,40 @@ std::unique_ptr<Store> Store::open(const std::string& path, bool create) {
   std::unique_ptr<sql::Database> db;
   try {
     db = std::make_unique<sql::Database>(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-    db->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;");
+    // WAL needs shared memory between the writers, so it is only safe on one host; on a
+    // network filesystem the rollback journal with file locks is used instead.
+    db->exec(on_network_filesystem(path) ? "PRAGMA journal_mode=DELETE;"
+                                         : "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+    db->exec("PRAGMA foreign_keys=ON;");
   } catch (const std::exception& e) {
     throw UsageError("store '" + path + "': " + e.what());
   }
   std::unique_ptr<Store> s(new Store(path, std::move(db)));
   s->migrate();
   return s;
+}
+
+std::unique_ptr<Store> Store::open_read_only(const std::string& path) {
+  if (!exists(path)) throw UsageError("store '" + path + "' does not exist");
+  std::unique_ptr<sql::Database> db;
+  try {
+    db = std::make_unique<sql::Database>(path, SQLITE_OPEN_READONLY);
+    auto st = db->prepare("SELECT value FROM meta WHERE key = 'format'");
+    if (!st.step() || st.text(0) != "trainbench-results")
+      throw UsageError("store '" + path + "': not a trainbench results store");
+    auto v = db->prepare("SELECT value FROM meta WHERE key = 'schema_version'");
+    if (!v.step() || std::stoi(v.text(0)) != kStoreSchemaVersion)
+      throw UsageError("store '" + path + "': schema version " + v.text(0) +
+                       " differs from this trainbench's; open it with `trainbench sweep` to migrate");
+    auto check = db->prepare("PRAGMA quick_check");
+    if (!check.step() || check.text(0) != "ok")
+      throw UsageError("store '" + path + "': corrupt (" + check.text(0) + ")");
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw UsageError("store '" + path + "': cannot read it (" + e.what() + ")");
+  }
+  return std::unique_ptr<Store>(new Store(path, std::move(db)));
 }
 
 void Store::migrate() {
@@ -212,6 +257,12 @@ bool Store::has_run(const std::string& config, int64_t platform, int64_t stack) 
   return st.step();
 }
 
+std::string Store::run_status(const std::string& config, int64_t platform, int64_t stack) {
+  auto st = db_->prepare("SELECT status FROM run WHERE config = ? AND platform_id = ? AND stack_id = ?");
+  st.bind(1, config).bind(2, platform).bind(3, stack);
+  return st.step() ? st.text(0) : std::string();
+}
+
 void Store::add_run(const json& r, int64_t platform, int64_t stack, const std::string& sweep,
                     bool replace) {
   const std::string config = r.at("config").get<std::string>();
@@ -230,7 +281,10 @@ void Store::add_run(const json& r, int64_t platform, int64_t stack, const std::s
   auto st = db_->prepare(fmt::format("INSERT OR {} INTO run ({}) VALUES ({})",
                                      replace ? "REPLACE" : "IGNORE", names, marks));
   int i = 1;
-  st.bind(i++, config).bind(i++, platform).bind(i++, stack).bind(i++, c.family());
+  st.bind(i++, config);
+  st.bind(i++, platform);
+  st.bind(i++, stack);
+  st.bind(i++, c.family());
   st.bind(i++, r.value("status", std::string("invalid")));
   st.bind(i++, r.value("error", std::string()));
   st.bind(i++, sweep);
@@ -307,9 +361,11 @@ int64_t Store::merge_from(Store& other) {
                                   src.text(2).empty() ? json() : json::parse(src.text(2)));
     const int64_t s = stack_id(json::parse(src.text(3)));
     json r = json::parse(src.text(5));
-    if (has_run(r.at("config").get<std::string>(), p, s)) continue;
+    const std::string have = run_status(r.at("config").get<std::string>(), p, s);
+    // Keep one row per run; a success replaces a failure recorded for the same run.
+    if (!have.empty() && (have == "ok" || r.value("status", std::string()) != "ok")) continue;
     r["step_times_s"] = json::parse(src.text(6).empty() ? "[]" : src.text(6));
-    add_run(r, p, s, src.text(4), false);
+    add_run(r, p, s, src.text(4), !have.empty());
     ++added;
   }
   return added;

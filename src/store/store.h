@@ -21,6 +21,9 @@ class Store {
   // Opens or creates a store. A file that is not a trainbench store, or is corrupt, is
   // refused with a UsageError and never modified.
   static std::unique_ptr<Store> open(const std::string& path, bool create = true);
+  // Opens an existing store for reading only (export, merge inputs): nothing is written,
+  // not even a migration, and a read-only file is fine.
+  static std::unique_ptr<Store> open_read_only(const std::string& path);
   ~Store();
 
   // Ids of the platform / stack rows, inserted on first use. `identity` is what makes two
@@ -30,6 +33,8 @@ class Store {
   int64_t stack_id(const nlohmann::json& identity);
 
   bool has_run(const std::string& config, int64_t platform, int64_t stack);
+  // The recorded status of a config on a platform and stack, empty if none.
+  std::string run_status(const std::string& config, int64_t platform, int64_t stack);
   // Records one result (the object `trainbench run --json` prints per config). With
   // `replace`, an earlier row of the same config/platform/stack is replaced.
   void add_run(const nlohmann::json& result, int64_t platform, int64_t stack,

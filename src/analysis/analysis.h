@@ -1,0 +1,60 @@
+#pragma once
+// Analyses of a set of runs (ParaDnn sections 2.3, 4, 5, 6), as library functions over
+// plain rows so they serve the CLI, the report and tests alike.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tb {
+
+// One run as the analyses see it: its hyperparameters (numbers) and a metric value.
+struct Sample {
+  std::string config;
+  std::map<std::string, double> params;
+  double value = 0;
+};
+
+// Sensitivity by linear regression: standardized inputs (log2 first for axes that span a
+// geometric range), least squares (Eigen), one signed weight per hyperparameter, R^2.
+struct Regression {
+  std::vector<std::string> terms;  // hyperparameters, then "a*b" second-order terms
+  std::vector<double> weights;     // standardized: change in metric per standard deviation
+  std::vector<bool> log2_scaled;   // per first-order term
+  double intercept = 0, r2 = 0;
+  size_t samples = 0;
+};
+// Throws std::invalid_argument when there are fewer samples than terms.
+Regression sensitivity(const std::vector<Sample>& samples, const std::vector<std::string>& params,
+                       bool second_order = false);
+// Whether an axis is treated as geometric: all values positive, max/min >= 8.
+bool geometric_axis(const std::vector<double>& values);
+
+// Box-plot statistics with ParaDnn's percentiles (2, 9, 50, 91, 98); values outside the
+// 2..98 whiskers are outliers. Percentiles interpolate linearly between order statistics.
+struct BoxStats {
+  double p2 = 0, p9 = 0, p50 = 0, p91 = 0, p98 = 0;
+  std::vector<double> outliers;
+  size_t n = 0;
+};
+BoxStats box_stats(std::vector<double> values);
+double percentile(std::vector<double> values, double p);  // p in [0, 100]
+
+// Speedups of B over A (metric_b / metric_a for rates) on configs present on both sides.
+struct Speedup {
+  std::string config;
+  double a = 0, b = 0, speedup = 0;
+};
+struct Comparison {
+  std::vector<Speedup> matched;
+  size_t only_a = 0, only_b = 0;
+  double geomean = 0;
+  double share_b_faster = 0;  // fraction of matched configs with speedup > 1
+};
+Comparison compare(const std::map<std::string, double>& a, const std::map<std::string, double>& b);
+
+// Amdahl's law fitted to throughput over worker counts: speedup(n) = 1 / (s + (1 - s) / n);
+// returns the non-parallel fraction s (least squares on 1/speedup = s + (1-s)/n).
+double amdahl_serial_fraction(const std::map<int, double>& throughput_by_workers);
+
+}  // namespace tb

@@ -1,0 +1,74 @@
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "analysis/analysis.h"
+
+namespace tb {
+namespace {
+
+TEST(Analysis, RegressionRecoversKnownCoefficients) {
+  // metric = 3 + 2*z(layers) - 1.5*z(log2 batch) + noise, on a grid like ParaDnn's.
+  std::mt19937 rng(1);
+  std::normal_distribution<double> noise(0, 0.01);
+  std::vector<Sample> s;
+  std::vector<double> layers, lb;
+  for (double l : {4, 8, 12, 16})
+    for (double b = 64; b <= 16384; b *= 2) layers.push_back(l), lb.push_back(std::log2(b));
+  auto z = [](const std::vector<double>& v, double x) {
+    double m = 0, ss = 0;
+    for (double e : v) m += e;
+    m /= v.size();
+    for (double e : v) ss += (e - m) * (e - m);
+    return (x - m) / std::sqrt(ss / v.size());
+  };
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const double y = 3 + 2 * z(layers, layers[i]) - 1.5 * z(lb, lb[i]) + noise(rng);
+    s.push_back({"c" + std::to_string(i), {{"layers", layers[i]}, {"batch", std::exp2(lb[i])}}, y});
+  }
+  const Regression r = sensitivity(s, {"layers", "batch"});
+  EXPECT_FALSE(r.log2_scaled[0]);  // 4..16 spans less than 8x
+  EXPECT_TRUE(r.log2_scaled[1]);
+  EXPECT_NEAR(r.weights[0], 2.0, 0.02);
+  EXPECT_NEAR(r.weights[1], -1.5, 0.02);
+  EXPECT_NEAR(r.intercept, 3.0, 0.01);
+  EXPECT_GT(r.r2, 0.999);
+  const Regression q = sensitivity(s, {"layers", "batch"}, true);
+  EXPECT_EQ(q.terms.size(), 5u);
+  EXPECT_NEAR(q.weights[0], 2.0, 0.05);
+  EXPECT_THROW(sensitivity({s[0], s[1]}, {"layers", "batch"}), std::invalid_argument);
+}
+
+TEST(Analysis, PercentilesMatchADirectComputation) {
+  std::vector<double> v;
+  for (int i = 0; i <= 100; ++i) v.push_back(100 - i);  // 100..0, unsorted input
+  const BoxStats b = box_stats(v);
+  EXPECT_DOUBLE_EQ(b.p2, 2);
+  EXPECT_DOUBLE_EQ(b.p9, 9);
+  EXPECT_DOUBLE_EQ(b.p50, 50);
+  EXPECT_DOUBLE_EQ(b.p91, 91);
+  EXPECT_DOUBLE_EQ(b.p98, 98);
+  EXPECT_EQ(b.outliers, (std::vector<double>{0, 1, 99, 100}));
+  EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4}, 50), 2.5);
+  EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4}, 2), 1.06);
+}
+
+TEST(Analysis, SpeedupsOnlyOnConfigsPresentOnBothSides) {
+  const Comparison c = compare({{"x", 10}, {"y", 10}, {"only-a", 5}},
+                               {{"x", 20}, {"y", 5}, {"only-b", 7}});
+  ASSERT_EQ(c.matched.size(), 2u);
+  EXPECT_EQ(c.only_a, 1u);
+  EXPECT_EQ(c.only_b, 1u);
+  EXPECT_DOUBLE_EQ(c.geomean, 1.0);  // sqrt(2 * 0.5)
+  EXPECT_DOUBLE_EQ(c.share_b_faster, 0.5);
+}
+
+TEST(Analysis, AmdahlFractionFromScaling) {
+  const double s = 0.1;
+  std::map<int, double> t;
+  for (int n : {1, 2, 4, 8}) t[n] = 100.0 / (s + (1 - s) / n);
+  EXPECT_NEAR(amdahl_serial_fraction(t), 0.1, 1e-12);
+}
+
+}  // namespace
+}  // namespace tb

@@ -74,6 +74,16 @@ bool on_network_filesystem(const std::string& path) {
   }
 }
 
+// A trainbench store that SQLite finds intact, or a UsageError naming the path.
+void check_is_store(sql::Database& db, const std::string& path) {
+  auto st = db.prepare("SELECT value FROM meta WHERE key = 'format'");
+  if (!st.step() || st.text(0) != "trainbench-results")
+    throw UsageError("store '" + path + "': not a trainbench results store");
+  auto check = db.prepare("PRAGMA quick_check");
+  if (!check.step() || check.text(0) != "ok")
+    throw UsageError("store '" + path + "': corrupt (" + check.text(0) + "), refusing to use it");
+}
+
 bool exists(const std::string& path) {
   struct stat st {};
   return stat(path.c_str(), &st) == 0;
@@ -123,14 +133,7 @@ std::unique_ptr<Store> Store::open(const std::string& path, bool create) {
       any.step();
       if (tables.integer(0) == 0 && any.integer(0) > 0)
         throw UsageError("store '" + path + "': not a trainbench results store");
-      if (tables.integer(0) > 0) {
-        auto st = ro.prepare("SELECT value FROM meta WHERE key = 'format'");
-        if (!st.step() || st.text(0) != "trainbench-results")
-          throw UsageError("store '" + path + "': not a trainbench results store");
-      }
-      auto check = ro.prepare("PRAGMA quick_check");
-      if (!check.step() || check.text(0) != "ok")
-        throw UsageError("store '" + path + "': corrupt (" + check.text(0) + "), refusing to use it");
+      if (tables.integer(0) > 0) check_is_store(ro, path);
     } catch (const UsageError&) {
       throw;
     } catch (const std::exception& e) {
@@ -158,16 +161,11 @@ std::unique_ptr<Store> Store::open_read_only(const std::string& path) {
   std::unique_ptr<sql::Database> db;
   try {
     db = std::make_unique<sql::Database>(path, SQLITE_OPEN_READONLY);
-    auto st = db->prepare("SELECT value FROM meta WHERE key = 'format'");
-    if (!st.step() || st.text(0) != "trainbench-results")
-      throw UsageError("store '" + path + "': not a trainbench results store");
+    check_is_store(*db, path);
     auto v = db->prepare("SELECT value FROM meta WHERE key = 'schema_version'");
     if (!v.step() || std::stoi(v.text(0)) != kStoreSchemaVersion)
       throw UsageError("store '" + path + "': schema version " + v.text(0) +
                        " differs from this trainbench's; open it with `trainbench sweep` to migrate");
-    auto check = db->prepare("PRAGMA quick_check");
-    if (!check.step() || check.text(0) != "ok")
-      throw UsageError("store '" + path + "': corrupt (" + check.text(0) + ")");
   } catch (const UsageError&) {
     throw;
   } catch (const std::exception& e) {

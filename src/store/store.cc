@@ -223,12 +223,16 @@ int64_t Store::platform_id(const json& identity, const std::string& name, const 
   sql::Transaction t(*db_);
   db_->prepare("INSERT OR IGNORE INTO platform (identity, name, detail) VALUES (?, ?, ?)")
       .bind(1, id).bind(2, name).bind(3, detail.dump()).run();
-  auto st = db_->prepare("SELECT id FROM platform WHERE identity = ?");
-  st.bind(1, id);
-  st.step();
-  const int64_t out = st.integer(0);
+  const int64_t out = id_of("platform", id);
   t.commit();
   return out;
+}
+
+int64_t Store::id_of(const char* table, const std::string& identity) {
+  auto st = db_->prepare(fmt::format("SELECT id FROM {} WHERE identity = ?", table));
+  st.bind(1, identity);
+  if (!st.step()) throw std::runtime_error(fmt::format("{} row vanished", table));
+  return st.integer(0);
 }
 
 int64_t Store::stack_id(const json& identity) {
@@ -241,10 +245,7 @@ int64_t Store::stack_id(const json& identity) {
       .bind(1, id).bind(2, field("trainbench_version")).bind(3, field("git_revision"))
       .bind(4, field("libtorch")).bind(5, field("blas")).bind(6, field("compiler"))
       .bind(7, identity.dump()).run();
-  auto st = db_->prepare("SELECT id FROM stack WHERE identity = ?");
-  st.bind(1, id);
-  st.step();
-  const int64_t out = st.integer(0);
+  const int64_t out = id_of("stack", id);
   t.commit();
   return out;
 }

@@ -53,6 +53,7 @@ class Store {
   Store(std::string path, std::unique_ptr<sql::Database> db);
   void migrate();
   void ensure_param_columns();
+  int64_t id_of(const char* table, const std::string& identity);  // of a platform/stack row
   std::string path_;
   std::unique_ptr<sql::Database> db_;
   std::set<std::string> param_columns_;

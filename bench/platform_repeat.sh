@@ -22,6 +22,9 @@ def row(name, values, unit):
 print(f"{n} characterizations, wall time each: " + ", ".join(f"{s:.1f} s" for s in secs))
 row("fp32 GEMM peak", [d["peak_tflops"]["fp32"] * 1000 for d in docs], "GFLOP/s")
 row("bf16 GEMM peak", [d["peak_tflops"]["bf16"] * 1000 for d in docs], "GFLOP/s")
+# The same trials summarized by the best per-size median instead of the best single window.
+for dt in ("fp32", "bf16"):
+    row(f"{dt} GEMM best median", [max(s["median"] for s in d["measurements"]["gemm"][dt]["sizes"]) for d in docs], "GFLOP/s")
 row("STREAM triad", [d["memory_bandwidth_gbps"] for d in docs], "GB/s")
 for level in ("l1", "l2", "l3"):
     if all(level in d.get("cache_bandwidth_gbps", {}) for d in docs):

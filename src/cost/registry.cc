@@ -13,7 +13,6 @@ std::map<std::string, CostDescription>& descriptions() {
   static std::map<std::string, CostDescription> d;
   return d;
 }
-int64_t elem_bytes(const std::string& dtype) { return dtype == "fp32" ? 4 : 2; }
 }  // namespace
 
 void register_cost(const std::string& family, CostDescription cost) {
@@ -26,7 +25,7 @@ StepCost step_cost(const Config& config) {
   auto it = descriptions().find(config.family());
   if (it == descriptions().end())
     throw UsageError(fmt::format("no cost description for family '{}'", config.family()));
-  const int64_t eb = elem_bytes(config.get("dtype"));
+  const int64_t eb = dtype_bytes(config.get("dtype"));
   ModelCost model = it->second(config, eb);
 
   StepCost s;

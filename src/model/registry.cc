@@ -32,6 +32,4 @@ torch::Dtype dtype_of(const Config& config) {
   throw UsageError(fmt::format("{}: dtype={} has no torch type", config.family(), d));
 }
 
-int64_t dtype_bytes(const std::string& dtype) { return dtype == "fp32" ? 4 : 2; }
-
 }  // namespace tb

@@ -38,6 +38,5 @@ void register_family(FamilySchema schema, WorkloadBuilder builder);
 std::unique_ptr<Workload> build_workload(const Config& config);
 
 torch::Dtype dtype_of(const Config& config);
-int64_t dtype_bytes(const std::string& dtype);
 
 }  // namespace tb

@@ -127,6 +127,8 @@ Config make_config(const std::string& family,
   return c;
 }
 
+int64_t dtype_bytes(const std::string& dtype) { return dtype == "fp32" ? 4 : 2; }
+
 Config parse_config(const std::string& text) {
   auto colon = text.find(':');
   std::string family = text.substr(0, colon);

@@ -46,4 +46,7 @@ Config make_config(const std::string& family,
 // Parses `family:key=value,...`. Throws UsageError.
 Config parse_config(const std::string& text);
 
+// Bytes per element of a config's dtype (fp32 4, bf16 2).
+int64_t dtype_bytes(const std::string& dtype);
+
 }  // namespace tb

@@ -250,12 +250,6 @@ int64_t Store::stack_id(const json& identity) {
   return out;
 }
 
-bool Store::has_run(const std::string& config, int64_t platform, int64_t stack) {
-  auto st = db_->prepare("SELECT 1 FROM run WHERE config = ? AND platform_id = ? AND stack_id = ?");
-  st.bind(1, config).bind(2, platform).bind(3, stack);
-  return st.step();
-}
-
 std::string Store::run_status(const std::string& config, int64_t platform, int64_t stack) {
   auto st = db_->prepare("SELECT status FROM run WHERE config = ? AND platform_id = ? AND stack_id = ?");
   st.bind(1, config).bind(2, platform).bind(3, stack);

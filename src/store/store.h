@@ -32,7 +32,6 @@ class Store {
                       const nlohmann::json& detail);
   int64_t stack_id(const nlohmann::json& identity);
 
-  bool has_run(const std::string& config, int64_t platform, int64_t stack);
   // The recorded status of a config on a platform and stack, empty if none.
   std::string run_status(const std::string& config, int64_t platform, int64_t stack);
   // Records one result (the object `trainbench run --json` prints per config). With

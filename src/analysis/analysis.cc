@@ -13,6 +13,39 @@ bool geometric_axis(const std::vector<double>& v) {
   return *lo > 0 && *hi / *lo >= 8;
 }
 
+std::vector<Sample> samples_of(const std::vector<Point>& points,
+                               const std::vector<std::string>& params) {
+  std::vector<Sample> out;
+  for (const auto& p : points) {
+    if (!p.value || !std::isfinite(*p.value)) continue;
+    Sample s{p.config, {}, *p.value};
+    bool complete = true;
+    for (const auto& k : params) {
+      auto it = p.params.find(k);
+      char* end = nullptr;
+      const double v = it == p.params.end() ? 0 : std::strtod(it->second.c_str(), &end);
+      if (it == p.params.end() || end == it->second.c_str() || *end) {
+        complete = false;
+        break;
+      }
+      s.params[k] = v;
+    }
+    if (complete) out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<std::string> ranked_params(const Regression& r) {
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < r.log2_scaled.size(); ++i) idx.push_back(i);
+  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
+    return std::abs(r.weights[a]) > std::abs(r.weights[b]);
+  });
+  std::vector<std::string> out;
+  for (size_t i : idx) out.push_back(r.terms[i]);
+  return out;
+}
+
 Regression sensitivity(const std::vector<Sample>& samples, const std::vector<std::string>& params,
                        bool second_order) {
   Regression r;

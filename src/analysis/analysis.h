@@ -8,7 +8,18 @@
 
 namespace tb {
 
-// One run as the analyses see it: its hyperparameters (numbers) and a metric value.
+struct Run;
+
+// A run (or a matched pair of runs) as a chart sees it: its hyperparameters as text, its
+// outcome, and the value shown (absent unless ok).
+struct Point {
+  std::string config, family, status, error;
+  std::map<std::string, std::string> params;
+  std::optional<double> value;
+  const Run* run = nullptr;  // the run behind it (side A of a comparison)
+};
+
+// One run as the regression sees it: its hyperparameters (numbers) and a metric value.
 struct Sample {
   std::string config;
   std::map<std::string, double> params;
@@ -29,6 +40,11 @@ Regression sensitivity(const std::vector<Sample>& samples, const std::vector<std
                        bool second_order = false);
 // Whether an axis is treated as geometric: all values positive, max/min >= 8.
 bool geometric_axis(const std::vector<double>& values);
+// The samples of the points that have a value and numbers for every one of `params`.
+std::vector<Sample> samples_of(const std::vector<Point>& points,
+                               const std::vector<std::string>& params);
+// Parameters ordered by absolute weight, largest first (first-order terms only).
+std::vector<std::string> ranked_params(const Regression& r);
 
 // Box-plot statistics with ParaDnn's percentiles (2, 9, 50, 91, 98); values outside the
 // 2..98 whiskers are outliers. Percentiles interpolate linearly between order statistics.

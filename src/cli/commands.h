@@ -16,5 +16,8 @@ Command add_platform(CLI::App& app);
 Command add_sweep(CLI::App& app);
 Command add_merge(CLI::App& app);
 Command add_export(CLI::App& app);
+Command add_analyze(CLI::App& app);
+Command add_compare(CLI::App& app);
+Command add_report(CLI::App& app);
 
 }  // namespace tb::cli

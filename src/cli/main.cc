@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
   const std::vector<tb::cli::Command> commands = {
       tb::cli::add_run(app), tb::cli::add_cost(app), tb::cli::add_families(app),
       tb::cli::add_platform(app), tb::cli::add_sweep(app), tb::cli::add_merge(app),
-      tb::cli::add_export(app)};
+      tb::cli::add_export(app), tb::cli::add_analyze(app), tb::cli::add_compare(app),
+      tb::cli::add_report(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

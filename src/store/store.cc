@@ -343,6 +343,18 @@ std::vector<json> Store::runs() {
   return out;
 }
 
+std::vector<json> Store::platforms() {
+  std::vector<json> out;
+  auto st = db_->prepare("SELECT id, name, identity, detail FROM platform ORDER BY id");
+  while (st.step()) {
+    out.push_back({{"id", st.integer(0)},
+                   {"name", st.text(1)},
+                   {"identity", json::parse(st.text(2))},
+                   {"detail", st.is_null(3) || st.text(3).empty() ? json() : json::parse(st.text(3))}});
+  }
+  return out;
+}
+
 int64_t Store::merge_from(Store& other) {
   int64_t added = 0;
   auto src = other.db_->prepare(

@@ -41,6 +41,8 @@ class Store {
 
   // Every run joined with its platform and stack, flat: what export and analysis read.
   std::vector<nlohmann::json> runs();
+  // Every platform row: id, name, identity and detail (a platform description, or null).
+  std::vector<nlohmann::json> platforms();
   int64_t count_runs();
   // Copies the other store's platforms, stacks and runs, skipping runs already present.
   // Returns the number of runs added.

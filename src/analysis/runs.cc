@@ -1,0 +1,203 @@
+#include "analysis/runs.h"
+
+#include <algorithm>
+#include <limits>
+#include <set>
+
+#include "spec/errors.h"
+#include "store/store.h"
+
+namespace tb {
+
+double Run::metric(const std::string& name) const {
+  auto it = metrics.find(name);
+  return it == metrics.end() ? std::numeric_limits<double>::quiet_NaN() : it->second;
+}
+
+std::optional<double> Run::number(const std::string& param) const {
+  auto it = params.find(param);
+  if (it == params.end() || it->second.empty()) return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(it->second.c_str(), &end);
+  if (end == it->second.c_str() || *end != '\0' || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+std::vector<std::string> RunSet::families() const {
+  std::set<std::string> f;
+  for (const auto& r : runs) f.insert(r.family);
+  return {f.begin(), f.end()};
+}
+
+std::vector<const Run*> RunSet::of_family(const std::string& family, bool ok_only) const {
+  std::vector<const Run*> out;
+  for (const auto& r : runs)
+    if ((family.empty() || r.family == family) && (!ok_only || r.ok())) out.push_back(&r);
+  return out;
+}
+
+std::map<std::string, std::string> config_params(const std::string& config, std::string* family) {
+  std::map<std::string, std::string> out;
+  const auto colon = config.find(':');
+  if (family) *family = config.substr(0, colon);
+  if (colon == std::string::npos) return out;
+  size_t pos = colon + 1;
+  while (pos <= config.size()) {
+    size_t comma = config.find(',', pos);
+    if (comma == std::string::npos) comma = config.size();
+    const std::string kv = config.substr(pos, comma - pos);
+    const auto eq = kv.find('=');
+    if (eq != std::string::npos) out[kv.substr(0, eq)] = kv.substr(eq + 1);
+    pos = comma + 1;
+  }
+  return out;
+}
+
+const std::vector<MetricInfo>& metric_infos() {
+  static const std::vector<MetricInfo> m = {
+      {"flops_utilization", "FLOPS utilization", "fraction of peak", true},
+      {"examples_per_s", "Throughput", "examples/s", true},
+      {"achieved_flops", "Achieved FLOP/s", "FLOP/s", true},
+      {"step_mean_s", "Step time (mean)", "s", false},
+      {"step_median_s", "Step time (median)", "s", false},
+      {"cpu_utilization", "CPU utilization", "fraction of cores", true},
+      {"arithmetic_intensity", "Arithmetic intensity", "FLOP/byte", true},
+      {"flops_per_step", "FLOPs per step", "FLOP", true},
+      {"params", "Parameters", "count", true},
+      {"memory_estimate_bytes", "Estimated memory", "bytes", false},
+      {"step_cv", "Step time CV", "fraction", false},
+  };
+  return m;
+}
+
+const MetricInfo& metric_info(const std::string& name) {
+  for (const auto& m : metric_infos())
+    if (m.name == name) return m;
+  std::string known;
+  for (const auto& m : metric_infos()) known += (known.empty() ? "" : ", ") + m.name;
+  throw UsageError("unknown metric '" + name + "' (known: " + known + ")");
+}
+
+std::vector<Point> points_of(const std::vector<const Run*>& runs, const std::string& metric) {
+  std::vector<Point> out;
+  for (const Run* r : runs) {
+    Point p{r->config, r->family, r->status, r->error, r->params, std::nullopt, r};
+    const double v = r->metric(metric);
+    if (r->ok() && std::isfinite(v)) p.value = v;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::vector<std::string> varying_numeric_params(const std::vector<const Run*>& runs) {
+  std::map<std::string, std::set<double>> values;
+  std::set<std::string> non_numeric;
+  for (const Run* r : runs)
+    for (const auto& [k, v] : r->params) {
+      const auto x = r->number(k);
+      if (x)
+        values[k].insert(*x);
+      else
+        non_numeric.insert(k);
+    }
+  std::vector<std::string> out;
+  // Parameter order of the first run's config is the family's canonical order.
+  if (runs.empty()) return out;
+  std::vector<std::string> order;
+  const std::string& cfg = runs.front()->config;
+  const auto colon = cfg.find(':');
+  for (size_t pos = colon + 1; colon != std::string::npos && pos < cfg.size();) {
+    size_t comma = cfg.find(',', pos);
+    if (comma == std::string::npos) comma = cfg.size();
+    const std::string kv = cfg.substr(pos, comma - pos);
+    order.push_back(kv.substr(0, kv.find('=')));
+    pos = comma + 1;
+  }
+  for (const auto& [k, v] : values)
+    if (std::find(order.begin(), order.end(), k) == order.end()) order.push_back(k);
+  for (const auto& k : order)
+    if (!non_numeric.count(k) && values.count(k) && values[k].size() > 1) out.push_back(k);
+  return out;
+}
+
+namespace {
+
+std::string stack_label(const nlohmann::json& row) {
+  auto text = [&](const char* k) {
+    return row.contains(k) && row[k].is_string() ? row[k].get<std::string>() : std::string();
+  };
+  std::string blas = text("blas");
+  blas = blas.substr(0, blas.find(' '));
+  std::string label = blas.empty() ? "unknown-blas" : blas;
+  if (!text("libtorch").empty()) label += " / libtorch " + text("libtorch");
+  return label;
+}
+
+const std::vector<std::string>& metric_columns() {
+  static const std::vector<std::string> c = [] {
+    std::vector<std::string> v;
+    for (const auto& m : metric_infos()) v.push_back(m.name);
+    for (const char* extra : {"peak_flops", "ci95_relative", "samples", "warmup_steps",
+                              "bytes_per_step", "step_p5_s", "step_p95_s"})
+      v.push_back(extra);
+    return v;
+  }();
+  return c;
+}
+
+}  // namespace
+
+RunSet load_runs(const std::vector<std::string>& paths) {
+  RunSet set;
+  // A config measured twice on one platform and stack label (e.g. by two trainbench
+  // revisions) counts once: the later row wins.
+  std::map<std::tuple<std::string, std::string, std::string>, size_t> seen;
+  for (const auto& path : paths) {
+    auto store = Store::open_read_only(path);
+    std::map<int64_t, std::string> platform_names;
+    for (const auto& p : store->platforms()) {
+      const std::string name = p.at("name").get<std::string>();
+      platform_names[p.at("id").get<int64_t>()] = name;
+      const bool known = std::any_of(set.platforms.begin(), set.platforms.end(),
+                                     [&](const PlatformInfo& i) { return i.name == name; });
+      if (known) continue;
+      PlatformInfo info{name, std::nullopt};
+      if (p.at("detail").is_object()) {
+        try {
+          info.description = parse_platform(p.at("detail"), path + ": platform " + name);
+        } catch (const std::exception& e) {
+          // An unreadable description only costs the roofs; the runs still load.
+          info.problem = e.what();
+        }
+      }
+      set.platforms.push_back(std::move(info));
+    }
+    set.stores.push_back(path);
+    for (const auto& row : store->runs()) {
+      Run r;
+      r.config = row.at("config").get<std::string>();
+      r.params = config_params(r.config, &r.family);
+      r.status = row.at("status").get<std::string>();
+      if (row.contains("error") && row["error"].is_string()) r.error = row["error"];
+      r.platform = row.at("platform").get<std::string>();
+      r.stack = stack_label(row);
+      if (row.contains("end_reason") && row["end_reason"].is_string()) r.end_reason = row["end_reason"];
+      r.store = path;
+      for (const auto& m : metric_columns())
+        if (row.contains(m) && row[m].is_number()) r.metrics[m] = row[m].get<double>();
+      const auto key = std::make_tuple(r.config, r.platform, r.stack);
+      auto it = seen.find(key);
+      if (it != seen.end()) {
+        // Keep a success over a failure; otherwise the later row.
+        if (set.runs[it->second].ok() && !r.ok()) continue;
+        set.runs[it->second] = std::move(r);
+      } else {
+        seen[key] = set.runs.size();
+        set.runs.push_back(std::move(r));
+      }
+    }
+  }
+  return set;
+}
+
+}  // namespace tb

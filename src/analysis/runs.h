@@ -1,0 +1,67 @@
+#pragma once
+// The runs of one or more results stores, loaded once into plain rows that every
+// analysis reads: hyperparameters as text and (where numeric) as numbers, metrics by name.
+#include <cmath>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/analysis.h"
+#include "platform/description.h"
+
+namespace tb {
+
+struct Run {
+  std::string config, family, status, error;
+  std::string platform;  // the platform row's name
+  std::string stack;     // a short label of the software stack (see stack_label)
+  std::string store;     // the file it came from
+  std::string end_reason;  // why sampling stopped: converged, budget, ...
+  std::map<std::string, std::string> params;  // from the config text
+  std::map<std::string, double> metrics;      // the store's numeric metric columns present
+  bool ok() const { return status == "ok"; }
+  // NaN when the run has no such metric.
+  double metric(const std::string& name) const;
+  // The parameter as a number, when it is one.
+  std::optional<double> number(const std::string& param) const;
+};
+
+struct PlatformInfo {
+  std::string name;
+  std::optional<PlatformDescription> description;  // when the store holds one
+  std::string problem;  // why a stored description could not be read
+};
+
+struct RunSet {
+  std::vector<Run> runs;
+  std::vector<PlatformInfo> platforms;  // in order of first appearance
+  std::vector<std::string> stores;
+  std::vector<std::string> families() const;  // sorted
+  std::vector<const Run*> of_family(const std::string& family, bool ok_only) const;
+};
+
+// Reads every store read-only. Throws UsageError for a missing or foreign file.
+RunSet load_runs(const std::vector<std::string>& store_paths);
+
+// Splits `family:k=v,...` without validating against the family schema, so stores
+// written by other trainbench versions still load.
+std::map<std::string, std::string> config_params(const std::string& config,
+                                                 std::string* family = nullptr);
+
+// The metrics an analysis may ask for, with whether larger is better.
+struct MetricInfo {
+  std::string name, label, unit;
+  bool higher_is_better = true;
+};
+const std::vector<MetricInfo>& metric_infos();
+const MetricInfo& metric_info(const std::string& name);  // UsageError naming the metric
+
+// The runs as chart points carrying `metric` (ok runs with the metric have a value).
+std::vector<Point> points_of(const std::vector<const Run*>& runs, const std::string& metric);
+
+// Hyperparameters of a family that are numeric and take more than one value among the
+// given runs: the regression's inputs and the heat map's candidate axes.
+std::vector<std::string> varying_numeric_params(const std::vector<const Run*>& runs);
+
+}  // namespace tb

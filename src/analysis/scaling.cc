@@ -1,0 +1,42 @@
+#include "analysis/scaling.h"
+
+#include <cmath>
+
+#include "analysis/analysis.h"
+
+namespace tb {
+
+std::vector<ScalingSeries> scaling(const RunSet& runs, const std::string& param) {
+  std::map<std::string, ScalingSeries> by_key;
+  for (const auto& r : runs.runs) {
+    if (!r.ok()) continue;
+    const auto n = r.number(param);
+    const double thr = r.metric("examples_per_s");
+    if (!n || *n < 1 || !std::isfinite(thr)) continue;
+    // The config as written, with the scaled parameter shown as '*'.
+    std::string key = r.config;
+    auto at = key.find("," + param + "=");
+    if (at == std::string::npos) at = key.find(":" + param + "=");
+    if (at != std::string::npos) {
+      ++at;
+      const auto end = key.find(',', at);
+      key.replace(at, (end == std::string::npos ? key.size() : end) - at, param + "=*");
+    }
+    key += " on " + r.platform + " / " + r.stack;
+    auto& s = by_key[key];
+    s.key = key, s.family = r.family, s.platform = r.platform, s.stack = r.stack;
+    s.throughput[int(*n)] = thr;
+    s.configs[int(*n)] = r.config;
+    const double u = r.metric("flops_utilization");
+    if (std::isfinite(u)) s.utilization[int(*n)] = u;
+  }
+  std::vector<ScalingSeries> out;
+  for (auto& [k, s] : by_key) {
+    if (s.throughput.size() < 2) continue;
+    if (s.throughput.count(1)) s.serial_fraction = amdahl_serial_fraction(s.throughput);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace tb

@@ -1,0 +1,234 @@
+#include "report/analysis_views.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "record/json.h"
+
+namespace tb {
+
+using json = nlohmann::ordered_json;
+
+namespace {
+
+std::string show(const std::string& metric, double v) {
+  const MetricInfo& m = metric_info(metric);
+  if (m.unit.rfind("fraction", 0) == 0) return fmt::format("{:.1f}%", 100 * v);
+  return fmt::format("{:.4g}", v);
+}
+
+json nullable(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+}  // namespace
+
+View sensitivity_view(const std::string& family, const Regression& r, const std::string& metric) {
+  View v;
+  v.text = fmt::format("{}: sensitivity of {} ({} runs, R^2 = {:.3f}, intercept {})\n", family,
+                       metric_info(metric).label, r.samples, r.r2, show(metric, r.intercept));
+  v.text += fmt::format("  {:<24} {:>12}  {}\n", "hyperparameter", "weight", "input");
+  v.rows = json::array();
+  for (const auto& term : ranked_params(r)) {
+    const size_t i = size_t(std::find(r.terms.begin(), r.terms.end(), term) - r.terms.begin());
+    v.text += fmt::format("  {:<24} {:>+12.4g}  {}\n", term, r.weights[i], r.log2_scaled[i] ? "log2, standardized" : "standardized");
+  }
+  for (size_t i = r.log2_scaled.size(); i < r.terms.size(); ++i)
+    v.text += fmt::format("  {:<24} {:>+12.4g}  product\n", r.terms[i], r.weights[i]);
+  for (size_t i = 0; i < r.terms.size(); ++i)
+    v.rows.push_back({{"family", family},
+                      {"term", r.terms[i]},
+                      {"weight", r.weights[i]},
+                      {"input", i < r.log2_scaled.size() ? (r.log2_scaled[i] ? "log2" : "linear") : "product"}});
+  v.json = {{"family", family}, {"metric", metric}, {"r2", r.r2}, {"intercept", r.intercept},
+            {"samples", r.samples}, {"terms", v.rows}};
+  return v;
+}
+
+View heat_view(const std::string& family, const HeatMap& h, const std::string& metric) {
+  View v;
+  std::string fixed;
+  for (const auto& [k, val] : h.fixed) fixed += (fixed.empty() ? "" : ",") + k + "=" + val;
+  v.text = fmt::format("{}: {} over {} (columns) and {} (rows); fixed: {}\n", family, metric_info(metric).label,
+                       h.x, h.y, fixed.empty() ? "-" : fixed);
+  v.text += fmt::format("{:>10} |", h.y + "\\" + h.x);
+  for (double x : h.xs) v.text += fmt::format(" {:>9g}", x);
+  v.text += "\n";
+  v.rows = json::array();
+  for (auto yi = h.ys.rbegin(); yi != h.ys.rend(); ++yi) {
+    v.text += fmt::format("{:>10g} |", *yi);
+    for (const auto& c : h.cells) {
+      if (c.y != *yi) continue;
+      std::string cell = c.value ? show(metric, *c.value) : c.status == "not-run" ? "." : c.status;
+      if (cell.size() > 9) cell = cell.substr(0, 9);
+      v.text += fmt::format(" {:>9}", cell);
+    }
+    v.text += "\n";
+  }
+  for (const auto& c : h.cells)
+    v.rows.push_back({{h.x, c.x}, {h.y, c.y}, {"value", c.value ? json(*c.value) : json(nullptr)},
+                      {"status", c.status}, {"error", c.error}, {"config", c.config}});
+  v.text += "  (. never run; other words: the run's status)\n";
+  v.json = {{"family", family}, {"metric", metric}, {"x", h.x}, {"y", h.y}, {"fixed", h.fixed},
+            {"xs", h.xs}, {"ys", h.ys}, {"cells", v.rows}};
+  return v;
+}
+
+View box_view(const std::vector<BoxGroup>& boxes, const std::string& metric) {
+  View v;
+  v.text = fmt::format("{} by group (percentiles 2, 9, 50, 91, 98)\n", metric_info(metric).label);
+  v.text += fmt::format("  {:<24} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8}\n", "group", "n", "p2", "p9", "p50",
+                        "p91", "p98", "outliers");
+  v.rows = json::array();
+  for (const auto& b : boxes) {
+    v.text += fmt::format("  {:<24} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8}\n", b.group, b.stats.n,
+                          show(metric, b.stats.p2), show(metric, b.stats.p9), show(metric, b.stats.p50),
+                          show(metric, b.stats.p91), show(metric, b.stats.p98), b.stats.outliers.size());
+    v.rows.push_back({{"group", b.group}, {"n", b.stats.n}, {"p2", b.stats.p2}, {"p9", b.stats.p9},
+                      {"p50", b.stats.p50}, {"p91", b.stats.p91}, {"p98", b.stats.p98},
+                      {"outliers", b.stats.outliers.size()}});
+  }
+  v.json = {{"metric", metric}, {"groups", v.rows}};
+  return v;
+}
+
+View roofline_view(const std::vector<RooflineView>& views) {
+  View v;
+  v.rows = json::array();
+  v.json = json::array();
+  for (const auto& rv : views) {
+    v.text += rv.platform + ": roofs\n";
+    json roofs = json::array(), ridges = json::array();
+    for (const auto& r : rv.roofs) {
+      v.text += fmt::format("  {:<24} {:>12.4g} {}\n", r.label, r.value, r.kind == "compute" ? "FLOP/s" : "B/s");
+      roofs.push_back({{"label", r.label}, {"kind", r.kind}, {"source", r.source}, {"dtype", r.dtype}, {"value", r.value}});
+    }
+    for (const auto& [d, x] : rv.ridges) {
+      v.text += fmt::format("  ridge {:<18} {:>12.4g} FLOP/B\n", d, x);
+      ridges.push_back({{"dtype", d}, {"intensity", x}});
+    }
+    v.text += fmt::format("  {} runs placed\n", rv.runs.size());
+    json points = json::array();
+    for (const Run* r : rv.runs) {
+      json p = {{"platform", rv.platform}, {"config", r->config},
+                {"intensity", r->metric("arithmetic_intensity")}, {"achieved_flops", r->metric("achieved_flops")},
+                {"flops_utilization", nullable(r->metric("flops_utilization"))}};
+      v.rows.push_back(p);
+      points.push_back(p);
+    }
+    v.json.push_back({{"platform", rv.platform}, {"roofs", roofs}, {"ridges", ridges}, {"runs", points}});
+  }
+  if (views.empty()) v.text = "no platform description in the store(s): run `trainbench platform` before sweeping\n";
+  v.json = {{"rooflines", v.json}};
+  return v;
+}
+
+View comparison_view(const ComparisonView& c) {
+  View v;
+  const auto& s = c.stats;
+  v.text = fmt::format("{} {} vs {} on {} ({} matched configs; {} only on {}, {} only on {})\n", c.axis, c.b, c.a,
+                       c.metric, s.matched.size(), s.only_a, c.a, s.only_b, c.b);
+  v.text += fmt::format("  geometric-mean speedup of {} over {}: {:.3f}; {} faster on {:.0f}% of configs\n", c.b, c.a,
+                        s.geomean, c.b, 100 * s.share_b_faster);
+  for (const auto& [fam, fc] : c.by_family)
+    if (!fc.matched.empty())
+      v.text += fmt::format("  {:<10} {:>5} configs  geomean {:.3f}  {} faster on {:.0f}%\n", fam, fc.matched.size(),
+                            fc.geomean, c.b, 100 * fc.share_b_faster);
+  json regs = json::object();
+  for (const auto& [fam, r] : c.regression_by_family) {
+    v.text += fmt::format("  {} speedup regression (R^2 {:.2f}):", fam, r.r2);
+    for (const auto& t : ranked_params(r)) {
+      const size_t i = size_t(std::find(r.terms.begin(), r.terms.end(), t) - r.terms.begin());
+      v.text += fmt::format(" {} {:+.3f}", t, r.weights[i]);
+      regs[fam][t] = r.weights[i];
+    }
+    v.text += "\n";
+  }
+  if (!c.flips.empty()) {
+    v.text += fmt::format("  winner flips on {} configs, clearest first:\n", c.flips.size());
+    for (size_t i = 0; i < c.flips.size() && i < 10; ++i)
+      v.text += fmt::format("    {:.3f}x  {}\n", c.flips[i].speedup, c.flips[i].config);
+  }
+  v.rows = json::array();
+  for (const auto& m : s.matched) v.rows.push_back({{"config", m.config}, {"a", m.a}, {"b", m.b}, {"speedup", m.speedup}});
+  json flips = json::array();
+  for (const auto& f : c.flips) flips.push_back({{"config", f.config}, {"speedup", f.speedup}});
+  json fams = json::object();
+  for (const auto& [fam, fc] : c.by_family)
+    fams[fam] = {{"matched", fc.matched.size()}, {"geomean", fc.matched.empty() ? json(nullptr) : json(fc.geomean)},
+                 {"share_b_faster", fc.share_b_faster}};
+  v.json = {{"axis", c.axis}, {"a", c.a}, {"b", c.b}, {"metric", c.metric},
+            {"geomean", s.matched.empty() ? json(nullptr) : json(s.geomean)}, {"share_b_faster", s.share_b_faster},
+            {"only_a", s.only_a}, {"only_b", s.only_b}, {"by_family", fams}, {"regression", regs},
+            {"flips", flips}, {"matched", v.rows}};
+  return v;
+}
+
+View scaling_view(const std::vector<ScalingSeries>& series) {
+  View v;
+  v.rows = json::array();
+  if (series.empty()) v.text = "no experiment was measured at two or more thread counts\n";
+  json all = json::array();
+  for (const auto& s : series) {
+    v.text += s.key + "\n";
+    for (const auto& [n, t] : s.throughput) {
+      const double u = s.utilization.count(n) ? s.utilization.at(n) : std::nan("");
+      v.text += fmt::format("  {:>3} threads  {:>12.4g} examples/s  {:>8}  speedup {}\n", n, t,
+                            std::isfinite(u) ? fmt::format("{:.1f}%", 100 * u) : "-",
+                            s.throughput.count(1) ? fmt::format("{:.2f}", t / s.throughput.at(1)) : "-");
+      v.rows.push_back({{"series", s.key}, {"config", s.configs.at(n)}, {"threads", n}, {"examples_per_s", t},
+                        {"flops_utilization", nullable(u)}});
+    }
+    v.text += std::isnan(s.serial_fraction) ? "  Amdahl fit needs a 1-thread run\n"
+                                            : fmt::format("  Amdahl non-parallel fraction {:.3f}\n", s.serial_fraction);
+    all.push_back({{"series", s.key}, {"family", s.family}, {"platform", s.platform}, {"stack", s.stack},
+                   {"serial_fraction", nullable(s.serial_fraction)}});
+  }
+  v.json = {{"series", all}, {"points", v.rows}};
+  return v;
+}
+
+View observations_view(const std::vector<Observation>& obs) {
+  View v;
+  v.rows = json::array();
+  for (size_t i = 0; i < obs.size(); ++i) {
+    v.text += fmt::format("{:>2}. {}\n", i + 1, obs[i].text);
+    v.rows.push_back({{"text", obs[i].text}, {"chart", obs[i].chart}});
+  }
+  if (obs.empty()) v.text = "no findings: too few measured runs\n";
+  v.json = {{"observations", v.rows}};
+  return v;
+}
+
+json view_document(const std::string& kind, const View& v) {
+  json doc = {{"schema_version", 1}, {"context", json(to_json(current_context()))}, {"kind", kind}};
+  if (v.json.is_object())
+    for (const auto& [k, val] : v.json.items()) doc[k] = val;
+  else
+    doc["data"] = v.json;
+  return doc;
+}
+
+std::string rows_csv(const json& rows) {
+  std::vector<std::string> cols;
+  for (const auto& r : rows)
+    for (const auto& [k, val] : r.items())
+      if (std::find(cols.begin(), cols.end(), k) == cols.end()) cols.push_back(k);
+  auto cell = [](const json& x) -> std::string {
+    if (x.is_null()) return "";
+    std::string s = x.is_string() ? x.get<std::string>() : x.dump();
+    if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+    std::string q = "\"";
+    for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+  };
+  std::string out;
+  for (size_t i = 0; i < cols.size(); ++i) out += (i ? "," : "") + cell(json(cols[i]));
+  out += "\n";
+  for (const auto& r : rows) {
+    for (size_t i = 0; i < cols.size(); ++i) out += (i ? "," : "") + (r.contains(cols[i]) ? cell(r[cols[i]]) : "");
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace tb

@@ -1,0 +1,328 @@
+#include "report/charts.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+
+namespace tb {
+namespace {
+
+using json = nlohmann::json;
+
+json tooltip(std::initializer_list<std::pair<const char*, const char*>> fields) {
+  json t = json::array();
+  for (const auto& [f, type] : fields) t.push_back({{"field", f}, {"type", type}});
+  return t;
+}
+
+json num_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+json base(const std::string& title) {
+  return {{"$schema", "https://vega.github.io/schema/vega-lite/v5.json"},
+          {"title", title},
+          {"config", {{"view", {{"stroke", nullptr}}}, {"font", "system-ui, sans-serif"}}}};
+}
+
+// The value in a cell as text: percentages for fractions, 3 significant digits otherwise.
+std::string value_format(const MetricInfo& m) { return m.unit.rfind("fraction", 0) == 0 ? ".0%" : ".3~s"; }
+
+void sensitivity_chart(ChartSet& cs, const FamilyView& f, const MetricInfo& m) {
+  const Regression& r = *f.regression;
+  const std::string table = "sens-" + f.family;
+  json rows = json::array();
+  for (size_t i = 0; i < r.terms.size(); ++i)
+    rows.push_back({{"term", r.terms[i]},
+                    {"weight", r.weights[i]},
+                    {"scale", i < r.log2_scaled.size() ? (r.log2_scaled[i] ? "log2" : "linear") : "product"},
+                    {"sign", r.weights[i] >= 0 ? "positive" : "negative"}});
+  cs.tables[table] = rows;
+  json spec = base(f.family + ": sensitivity of " + m.label);
+  spec["data"] = {{"name", table}};
+  spec["width"] = 360;
+  spec["mark"] = {{"type", "bar"}, {"tooltip", true}};
+  spec["encoding"] = {
+      {"y", {{"field", "term"}, {"type", "nominal"}, {"sort", "-x"}, {"title", "hyperparameter"}}},
+      {"x", {{"field", "weight"}, {"type", "quantitative"}, {"title", m.label + " per standard deviation"}}},
+      {"color",
+       {{"field", "sign"},
+        {"type", "nominal"},
+        {"scale", {{"domain", {"positive", "negative"}}, {"range", {"#3b7dd8", "#d8573b"}}}},
+        {"legend", nullptr}}},
+      {"tooltip", tooltip({{"term", "nominal"}, {"weight", "quantitative"}, {"scale", "nominal"}})}};
+  cs.charts.push_back({chart_id("sens", f.family), "families", spec["title"].get<std::string>(),
+                       fmt::format("Standardized least-squares weights (inputs in standard deviations, log2 "
+                                   "first for geometric axes); R\u00b2 = {:.3f} over {} runs.",
+                                   r.r2, r.samples),
+                       {table}, table, spec});
+}
+
+void heat_chart(ChartSet& cs, const FamilyView& f, const MetricInfo& m) {
+  const HeatMap& h = *f.heat;
+  const std::string table = "heat-" + f.family;
+  json rows = json::array();
+  for (const auto& c : h.cells)
+    rows.push_back({{h.x, c.x},
+                    {h.y, c.y},
+                    {"value", c.value ? json(*c.value) : json(nullptr)},
+                    {"status", c.status},
+                    {"error", c.error},
+                    {"config", c.config},
+                    {"label", c.value ? "" : c.status == "not-run" ? "\u2013" : c.status}});
+  cs.tables[table] = rows;
+  std::string fixed;
+  for (const auto& [k, v] : h.fixed) fixed += (fixed.empty() ? "" : ", ") + k + "=" + v;
+  json spec = base(f.family + ": " + m.label + " over " + h.x + " and " + h.y);
+  spec["data"] = {{"name", table}};
+  spec["width"] = std::max<size_t>(200, 44 * h.xs.size());
+  spec["height"] = std::max<size_t>(120, 26 * h.ys.size());
+  const json x = {{"field", h.x}, {"type", "ordinal"}, {"sort", "ascending"}, {"title", h.x}};
+  const json y = {{"field", h.y}, {"type", "ordinal"}, {"sort", "descending"}, {"title", h.y}};
+  const json tip = tooltip({{"config", "nominal"}, {"status", "nominal"}, {"value", "quantitative"}, {"error", "nominal"}});
+  spec["layer"] = json::array(
+      {{{"transform", {{{"filter", "datum.value != null"}}}},
+        {"mark", {{"type", "rect"}, {"tooltip", true}}},
+        {"encoding",
+         {{"x", x},
+          {"y", y},
+          {"color", {{"field", "value"}, {"type", "quantitative"}, {"scale", {{"scheme", "viridis"}}}, {"title", m.label}}},
+          {"tooltip", tip}}}},
+       // Runs that did not fit or failed stay visibly empty, with the reason on hover.
+       {{"transform", {{{"filter", "datum.value == null"}}}},
+        {"mark", {{"type", "rect"}, {"fill", "#f4f4f4"}, {"stroke", "#c8c8c8"}, {"strokeDash", {3, 2}}, {"tooltip", true}}},
+        {"encoding", {{"x", x}, {"y", y}, {"tooltip", tip}}}},
+       {{"mark", {{"type", "text"}, {"fontSize", 9}}},
+        {"encoding",
+         {{"x", x},
+          {"y", y},
+          {"text", {{"condition", {{"test", "datum.value != null"}, {"field", "value"}, {"format", value_format(m)}}},
+                    {"field", "label"}}},
+          {"color", {{"condition", {{"test", "datum.value == null"}, {"value", "#888"}}}, {"value", "white"}}},
+          {"tooltip", tip}}}}});
+  cs.charts.push_back({chart_id("heat", f.family), "families", spec["title"].get<std::string>(),
+                       "Other hyperparameters fixed at " + (fixed.empty() ? std::string("(none)") : fixed) +
+                           ". Axes are the two hyperparameters with the largest absolute regression weight. "
+                           "Grey dashed cells did not produce a measurement; hover for the reason.",
+                       {table}, table, spec});
+}
+
+void box_chart(ChartSet& cs, const std::string& id, const std::string& section, const std::string& title,
+               const std::string& caption, const std::vector<BoxGroup>& boxes, const std::string& axis_title,
+               bool log_scale, const std::string& table) {
+  json rows = json::array(), outliers = json::array();
+  for (const auto& b : boxes) {
+    rows.push_back({{"group", b.group}, {"p2", b.stats.p2}, {"p9", b.stats.p9}, {"p50", b.stats.p50},
+                    {"p91", b.stats.p91}, {"p98", b.stats.p98}, {"n", b.stats.n}});
+    for (size_t i = 0; i < b.stats.outliers.size(); ++i)
+      outliers.push_back({{"group", b.group},
+                          {"value", b.stats.outliers[i]},
+                          {"config", i < b.outlier_runs.size() && b.outlier_runs[i] ? b.outlier_runs[i]->config : ""}});
+  }
+  cs.tables[table] = rows;
+  cs.tables[table + "-outliers"] = outliers;
+  json spec = base(title);
+  spec["width"] = 420;
+  const json scale = log_scale ? json{{"type", "log"}} : json{{"zero", false}};
+  const json y = {{"field", "group"}, {"type", "nominal"}, {"title", nullptr}};
+  const json tip = tooltip({{"group", "nominal"}, {"n", "quantitative"}, {"p2", "quantitative"}, {"p9", "quantitative"},
+                            {"p50", "quantitative"}, {"p91", "quantitative"}, {"p98", "quantitative"}});
+  spec["layer"] = json::array(
+      {{{"data", {{"name", table}}},
+        {"mark", {{"type", "rule"}, {"tooltip", true}}},
+        {"encoding", {{"y", y}, {"x", {{"field", "p2"}, {"type", "quantitative"}, {"scale", scale}, {"title", axis_title}}},
+                      {"x2", {{"field", "p98"}}}, {"tooltip", tip}}}},
+       {{"data", {{"name", table}}},
+        {"mark", {{"type", "bar"}, {"size", 14}, {"color", "#8fb3e8"}, {"tooltip", true}}},
+        {"encoding", {{"y", y}, {"x", {{"field", "p9"}, {"type", "quantitative"}}}, {"x2", {{"field", "p91"}}}, {"tooltip", tip}}}},
+       {{"data", {{"name", table}}},
+        {"mark", {{"type", "tick"}, {"color", "#1f3f73"}, {"size", 14}, {"thickness", 2}}},
+        {"encoding", {{"y", y}, {"x", {{"field", "p50"}, {"type", "quantitative"}}}, {"tooltip", tip}}}},
+       {{"data", {{"name", table + "-outliers"}}},
+        {"mark", {{"type", "point"}, {"filled", true}, {"size", 18}, {"opacity", 0.6}, {"color", "#555"}}},
+        {"encoding", {{"y", y}, {"x", {{"field", "value"}, {"type", "quantitative"}}},
+                      {"tooltip", tooltip({{"config", "nominal"}, {"value", "quantitative"}})}}}}});
+  cs.charts.push_back({id, section, title, caption, {table, table + "-outliers"}, table, spec});
+}
+
+void roofline_chart(ChartSet& cs, const RooflineView& v, const std::string& color) {
+  const std::string table = "roof-" + v.platform, pts = "roof-" + v.platform + "-runs";
+  double lo = 1e30, hi = 0;
+  for (const Run* r : v.runs) {
+    lo = std::min(lo, r->metric("arithmetic_intensity"));
+    hi = std::max(hi, r->metric("arithmetic_intensity"));
+  }
+  for (const auto& [d, ridge] : v.ridges) lo = std::min(lo, ridge), hi = std::max(hi, ridge);
+  if (hi <= 0) lo = 0.1, hi = 100;
+  lo /= 4, hi *= 4;
+  // Roof lines: each memory roof rises until it meets the highest compute roof; each
+  // compute roof runs flat from where the main-memory roof meets it.
+  double top = 0, dram = 0;
+  for (const auto& r : v.roofs) {
+    if (r.kind == "compute" && r.source == "measured") top = std::max(top, r.value);
+    if (r.kind == "memory" && r.label.rfind("DRAM", 0) == 0) dram = r.value;
+  }
+  json lines = json::array();
+  for (const auto& r : v.roofs) {
+    if (r.kind == "memory") {
+      const double end = top > 0 ? std::min(hi, top / r.value) : hi;
+      lines.push_back({{"roof", r.label}, {"kind", r.kind}, {"source", r.source}, {"intensity", lo}, {"flops", r.value * lo}, {"order", 0}});
+      lines.push_back({{"roof", r.label}, {"kind", r.kind}, {"source", r.source}, {"intensity", end}, {"flops", r.value * end}, {"order", 1}});
+    } else {
+      const double start = dram > 0 ? std::max(lo, r.value / dram) : lo;
+      lines.push_back({{"roof", r.label}, {"kind", r.kind}, {"source", r.source}, {"intensity", start}, {"flops", r.value}, {"order", 0}});
+      lines.push_back({{"roof", r.label}, {"kind", r.kind}, {"source", r.source}, {"intensity", hi}, {"flops", r.value}, {"order", 1}});
+    }
+  }
+  cs.tables[table] = lines;
+  json points = json::array();
+  for (const Run* r : v.runs) {
+    auto it = r->params.find(color);
+    points.push_back({{"config", r->config},
+                      {"family", r->family},
+                      {"intensity", r->metric("arithmetic_intensity")},
+                      {"achieved", r->metric("achieved_flops")},
+                      {"utilization", num_or_null(r->metric("flops_utilization"))},
+                      {color, it == r->params.end() ? json(nullptr) : json(r->number(color) ? json(*r->number(color)) : json(it->second))}});
+  }
+  cs.tables[pts] = points;
+  json ridges = json::array();
+  for (const auto& [d, x] : v.ridges)
+    for (const auto& r : v.roofs)
+      if (r.kind == "compute" && r.dtype == d && r.source == "measured")
+        ridges.push_back({{"label", "ridge " + d + ": " + fmt::format("{:.3g}", x) + " FLOP/B"}, {"intensity", x}, {"flops", r.value}});
+  cs.tables[table + "-ridges"] = ridges;
+  const json xs = {{"field", "intensity"}, {"type", "quantitative"}, {"scale", {{"type", "log"}, {"domain", {lo, hi}}}}, {"title", "arithmetic intensity (FLOPs/byte)"}, {"axis", {{"format", "~s"}}}};
+  json spec = base(v.platform + ": roofline");
+  spec["width"] = 560, spec["height"] = 360;
+  spec["layer"] = json::array(
+      {{{"data", {{"name", table}}},
+        {"mark", {{"type", "line"}, {"clip", true}}},
+        {"encoding", {{"x", xs},
+                      {"y", {{"field", "flops"}, {"type", "quantitative"}, {"scale", {{"type", "log"}}}, {"title", "FLOP/s"}, {"axis", {{"format", "~s"}}}}},
+                      {"detail", {{"field", "roof"}}},
+                      {"order", {{"field", "order"}}},
+                      {"color", {{"field", "roof"}, {"type", "nominal"}, {"title", "roof"}, {"scale", {{"scheme", "tableau10"}}}}},
+                      {"strokeDash", {{"field", "source"}, {"type", "nominal"}, {"scale", {{"domain", {"measured", "spec"}}, {"range", {{1, 0}, {5, 3}}}}}, {"title", "roof source"}}},
+                      {"tooltip", tooltip({{"roof", "nominal"}, {"source", "nominal"}})}}}},
+       {{"data", {{"name", pts}}},
+        {"mark", {{"type", "point"}, {"filled", true}, {"size", 30}, {"opacity", 0.75}, {"tooltip", true}}},
+        {"encoding", {{"x", {{"field", "intensity"}, {"type", "quantitative"}}},
+                      {"y", {{"field", "achieved"}, {"type", "quantitative"}}},
+                      {"shape", {{"field", "family"}, {"type", "nominal"}}},
+                      {"fill", {{"field", color}, {"type", "quantitative"}, {"scale", {{"type", "log"}, {"scheme", "plasma"}}}, {"title", color}}},
+                      {"tooltip", tooltip({{"config", "nominal"}, {"intensity", "quantitative"}, {"achieved", "quantitative"}, {"utilization", "quantitative"}})}}}},
+       {{"data", {{"name", table + "-ridges"}}},
+        {"mark", {{"type", "point"}, {"shape", "diamond"}, {"size", 90}, {"color", "black"}, {"filled", true}}},
+        {"encoding", {{"x", {{"field", "intensity"}, {"type", "quantitative"}}}, {"y", {{"field", "flops"}, {"type", "quantitative"}}},
+                      {"tooltip", tooltip({{"label", "nominal"}})}}}},
+       {{"data", {{"name", table + "-ridges"}}},
+        {"mark", {{"type", "text"}, {"align", "left"}, {"dx", 6}, {"dy", 12}, {"fontSize", 10}}},
+        {"encoding", {{"x", {{"field", "intensity"}, {"type", "quantitative"}}}, {"y", {{"field", "flops"}, {"type", "quantitative"}}},
+                      {"text", {{"field", "label"}}}}}}});
+  spec["resolve"] = {{"scale", {{"color", "independent"}}}};
+  cs.charts.push_back({chart_id("roof", v.platform), "rooflines", spec["title"].get<std::string>(),
+                       "Solid lines are measured roofs, dashed ones the specification's; each point is a run "
+                       "(analytic FLOPs and bytes per step, measured time), filled by " + color +
+                           ", shaped by family. Diamonds mark the ridge points.",
+                       {table, pts, table + "-ridges"}, pts, spec});
+}
+
+void comparison_charts(ChartSet& cs, const ComparisonView& c, const std::string& color) {
+  const std::string table = "cmp-" + c.axis;
+  json rows = json::array();
+  for (const auto& p : c.points) {
+    auto it = p.params.find(color);
+    rows.push_back({{"config", p.config},
+                    {"family", p.family},
+                    {"speedup", *p.value},
+                    {"params", p.run ? num_or_null(p.run->metric("params")) : json(nullptr)},
+                    {color, it == p.params.end() ? json(nullptr) : json(p.run->number(color) ? json(*p.run->number(color)) : json(it->second))}});
+  }
+  cs.tables[table] = rows;
+  const std::string title = c.axis + ": " + c.b + " over " + c.a;
+  json spec = base(title + ", speedup vs model size");
+  spec["width"] = 520, spec["height"] = 300;
+  spec["layer"] = json::array(
+      {{{"data", {{"name", table}}},
+        {"mark", {{"type", "point"}, {"filled", true}, {"size", 30}, {"opacity", 0.75}, {"tooltip", true}}},
+        {"encoding", {{"x", {{"field", "params"}, {"type", "quantitative"}, {"scale", {{"type", "log"}}}, {"title", "trainable parameters"}, {"axis", {{"format", "~s"}}}}},
+                      {"y", {{"field", "speedup"}, {"type", "quantitative"}, {"scale", {{"type", "log"}}}, {"title", "speedup of " + c.b + " over " + c.a}}},
+                      {"shape", {{"field", "family"}, {"type", "nominal"}}},
+                      {"fill", {{"field", color}, {"type", "quantitative"}, {"scale", {{"type", "log"}, {"scheme", "plasma"}}}, {"title", color}}},
+                      {"tooltip", tooltip({{"config", "nominal"}, {"speedup", "quantitative"}, {"params", "quantitative"}})}}}},
+       {{"data", {{"values", json::array({{{"y", 1}}})}}},
+        {"mark", {{"type", "rule"}, {"strokeDash", {4, 3}}, {"color", "#555"}}},
+        {"encoding", {{"y", {{"field", "y"}, {"type", "quantitative"}}}}}}});
+  cs.charts.push_back({chart_id("cmp", c.axis), "comparisons", title,
+                       fmt::format("{} matched configs; geometric-mean speedup {:.3f}; {} faster on {:.0f}% of "
+                                   "them. Only configs measured on both sides count ({} only on {}, {} only on {}).",
+                                   c.stats.matched.size(), c.stats.geomean, c.b, 100 * c.stats.share_b_faster,
+                                   c.stats.only_a, c.a, c.stats.only_b, c.b),
+                       {table}, table, spec});
+  box_chart(cs, chart_id("cmpbox", c.axis), "comparisons", title + ", speedup by family",
+            "Speedup per family: whiskers at the 2nd and 98th percentiles, box 9th to 91st, tick at the median.",
+            box_groups(c.points), "speedup", true, table + "-box");
+  for (const auto& [fam, r] : c.regression_by_family) {
+    FamilyView f;
+    f.family = fam + " (" + c.axis + " speedup)";
+    f.regression = r;
+    MetricInfo m{"speedup", "speedup of " + c.b + " over " + c.a, "x", true};
+    sensitivity_chart(cs, f, m);
+    cs.charts.back().section = "comparisons";
+    cs.charts.back().id = chart_id("cmpsens", c.axis + "_" + fam);
+  }
+}
+
+void scaling_chart(ChartSet& cs, const std::vector<ScalingSeries>& series) {
+  json rows = json::array();
+  for (const auto& s : series)
+    for (const auto& [n, thr] : s.throughput)
+      rows.push_back({{"series", s.key},
+                      {"config", s.configs.at(n)},
+                      {"threads", n},
+                      {"examples_per_s", thr},
+                      {"speedup", s.throughput.count(1) ? json(thr / s.throughput.at(1)) : json(nullptr)},
+                      {"utilization", s.utilization.count(n) ? json(s.utilization.at(n)) : json(nullptr)},
+                      {"serial_fraction", num_or_null(s.serial_fraction)}});
+  cs.tables["scaling"] = rows;
+  json spec = base("Throughput vs threads");
+  spec["data"] = {{"name", "scaling"}};
+  spec["hconcat"] = json::array();
+  for (const auto& [field, title] : std::vector<std::pair<std::string, std::string>>{
+           {"examples_per_s", "examples/s"}, {"utilization", "FLOPS utilization"}})
+    spec["hconcat"].push_back(
+        {{"width", 300}, {"height", 220},
+         {"mark", {{"type", "line"}, {"point", true}, {"tooltip", true}}},
+         {"encoding", {{"x", {{"field", "threads"}, {"type", "ordinal"}}},
+                       {"y", {{"field", field}, {"type", "quantitative"}, {"title", title}}},
+                       {"color", {{"field", "series"}, {"type", "nominal"}, {"legend", nullptr}}},
+                       {"tooltip", tooltip({{"config", "nominal"}, {"examples_per_s", "quantitative"},
+                                            {"utilization", "quantitative"}, {"serial_fraction", "quantitative"}})}}}});
+  cs.charts.push_back({chart_id("scaling"), "scaling", "Throughput and FLOPS utilization vs threads",
+                       "Each line is one experiment measured at several thread counts; hover for Amdahl's fitted "
+                       "non-parallel fraction.",
+                       {"scaling"}, "scaling", spec});
+}
+
+}  // namespace
+
+ChartSet build_charts(const RunSet& runs, const Summary& s, const ChartOptions& o) {
+  ChartSet cs;
+  const MetricInfo& m = metric_info(s.metric);
+  for (const auto& f : s.families) {
+    if (f.regression) sensitivity_chart(cs, f, m);
+    if (f.heat) heat_chart(cs, f, m);
+  }
+  if (!s.boxes.empty())
+    box_chart(cs, chart_id("box"), "distributions", m.label + " by family",
+              "Whiskers at the 2nd and 98th percentiles, box from the 9th to the 91st, tick at the median "
+              "(ParaDnn's percentiles); dots are the runs outside the whiskers.",
+              s.boxes, m.label, false, "box");
+  for (const auto& v : s.rooflines)
+    if (!v.runs.empty()) roofline_chart(cs, v, o.color_param);
+  for (const auto& c : s.comparisons)
+    if (!c.points.empty()) comparison_charts(cs, c, o.color_param);
+  if (!s.scaling.empty()) scaling_chart(cs, s.scaling);
+  return cs;
+}
+
+}  // namespace tb

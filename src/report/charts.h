@@ -1,0 +1,31 @@
+#pragma once
+// The report's charts as Vega-Lite specifications plus the tables they draw, built from a
+// summary. Data lives once in `tables`; a chart names the tables it uses, so a store of
+// 10,000 runs is not copied into every chart.
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "analysis/summary.h"
+
+namespace tb {
+
+struct Chart {
+  std::string id, section, title, caption;
+  std::vector<std::string> tables;  // datasets the spec refers to by name
+  std::string csv_table;            // the table behind "Download data (CSV)"
+  nlohmann::json spec;              // Vega-Lite, without data values
+};
+
+struct ChartSet {
+  std::vector<Chart> charts;
+  nlohmann::json tables = nlohmann::json::object();  // name -> array of flat rows
+};
+
+struct ChartOptions {
+  std::string color_param = "batch";  // what colors roofline and comparison points
+};
+
+ChartSet build_charts(const RunSet& runs, const Summary& s, const ChartOptions& o = {});
+
+}  // namespace tb

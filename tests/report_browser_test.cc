@@ -1,0 +1,90 @@
+// The report in a real browser: headless Chromium (Debian's `chromium`) loads it offline,
+// every chart must render, nothing may be logged as an error, and a screenshot is kept.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "report/html_report.h"
+#include "support/synthetic_store.h"
+
+namespace tb {
+namespace {
+
+std::string chromium() {
+  for (const char* p : {"/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"})
+    if (access(p, X_OK) == 0) return p;
+  return "";
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int shell(const std::string& cmd) {
+  const int raw = std::system(cmd.c_str());
+  return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+}
+
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
+}
+
+TEST(ReportBrowser, EveryChartRendersWithoutConsoleErrors) {
+  const std::string browser = chromium();
+  if (browser.empty()) GTEST_SKIP() << "chromium is not installed (scripts/setup.sh test installs it)";
+  const std::string dir = ::testing::TempDir() + "/tb-browser-" + std::to_string(getpid());
+  ASSERT_EQ(shell("mkdir -p " + dir), 0);
+  const std::string store = dir + "/synthetic.db", html = dir + "/report.html";
+  {
+    auto s = Store::open(store);
+    testing::fill_synthetic_store(*s, {});
+  }
+  const ReportStats st = write_report({store}, html, {});
+  ASSERT_GE(st.charts, 8u);  // sensitivity, heat map, box, 2 rooflines, 3 comparison charts
+
+  // A fresh profile per run; --virtual-time-budget lets the asynchronous rendering finish.
+  const std::string flags = "--headless --no-sandbox --disable-gpu --no-first-run --hide-scrollbars "
+                            "--user-data-dir=" + dir + "/profile --virtual-time-budget=20000 ";
+  const std::string dom = dir + "/dom.html", log = dir + "/console.log";
+  ASSERT_EQ(shell("timeout 120 " + browser + " " + flags + "--enable-logging=stderr --v=0 --dump-dom file://" +
+                  html + " > " + dom + " 2> " + log),
+            0)
+      << slurp(log);
+  const std::string d = slurp(dom), console = slurp(log);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(d, m, std::regex("data-charts-rendered=\"([0-9]+)\""))) << "the page never finished";
+  EXPECT_EQ(std::stoul(m[1]), st.charts);
+  EXPECT_EQ(count(d, "data-rendered=\"1\""), st.charts);
+  EXPECT_GE(count(d, "class=\"marks\""), st.charts);
+  // The page copies console errors and warnings into #tb-errors; it must stay empty.
+  EXPECT_NE(d.find("<div id=\"tb-errors\"></div>"), std::string::npos) << d.substr(d.find("tb-errors"), 2000);
+  // Chromium logs every console message as INFO:CONSOLE; uncaught exceptions say so.
+  std::istringstream lines(console);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find(":CONSOLE") != std::string::npos)
+      EXPECT_EQ(line.find("Uncaught"), std::string::npos) << line;
+
+  const std::string shot = std::string(TB_BUILD_DIR) + "/report-screenshot.png";
+  std::remove(shot.c_str());
+  ASSERT_EQ(shell("timeout 120 " + browser + " " + flags + "--window-size=1400,3200 --screenshot=" + shot +
+                  " file://" + html + " > /dev/null 2>&1"),
+            0);
+  std::ifstream png(shot, std::ios::binary);
+  char sig[8] = {};
+  png.read(sig, 8);
+  EXPECT_EQ(std::string(sig + 1, 3), "PNG") << "no screenshot at " << shot;
+  shell("rm -rf " + dir);
+}
+
+}  // namespace
+}  // namespace tb

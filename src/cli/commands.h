@@ -16,5 +16,7 @@ Command add_platform(CLI::App& app);
 Command add_sweep(CLI::App& app);
 Command add_merge(CLI::App& app);
 Command add_export(CLI::App& app);
+Command add_profile(CLI::App& app);  // profile_command.cc
+Command add_memory(CLI::App& app);   // profile_command.cc
 
 }  // namespace tb::cli

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "store/store.h"
+
 namespace {
 
 struct Output {
@@ -75,6 +77,35 @@ TEST(MemoryCli, BatchesAndBudget) {
   ASSERT_EQ(table.status, 0) << table.err;
   EXPECT_NE(table.out.find("largest measured batch that fits none"), std::string::npos);
   EXPECT_NE(table.out.find("|WWW"), std::string::npos);
+}
+
+TEST(ProfileCli, SweepProfilesEveryConfigIntoTheStore) {
+  const std::string dir = ::testing::TempDir() + "/tb_sweep_profile_" + std::to_string(getpid());
+  const std::string file = dir + ".toml", db = dir + ".db";
+  std::ofstream(file) << "name = \"tiny\"\nbudget = 0.2\ntarget_ci = 0.1\n[[grid]]\n"
+                         "family = \"fc\"\nlayers = 1\nnodes = [16, 32]\ninput = 16\n"
+                         "output = 4\nbatch = 8\n";
+  const Output o = run("sweep " + file + " --store " + db + " --profile");
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find("2 profiled"), std::string::npos) << o.out;
+  auto store = tb::Store::open_read_only(db);
+  const auto profiles = store->profiles();
+  ASSERT_EQ(profiles.size(), 2u);
+  for (const auto& p : profiles) {
+    EXPECT_GT(p["ops"].size(), 10u);
+    EXPECT_GT(p["flops_per_step"].get<double>(), 0);
+  }
+  std::remove(file.c_str());
+  std::remove(db.c_str());
+}
+
+TEST(ProfileCli, RunWithMemory) {
+  const Output o = run("run " + kFc + " --steps 5 --memory --json");
+  ASSERT_EQ(o.status, 0) << o.err;
+  const auto m = nlohmann::json::parse(o.out)["results"][0]["memory"];
+  EXPECT_EQ(m["categories"]["weights"]["peak_bytes"].get<double>(),
+            m["reference"]["params_x_dtype_bytes"].get<double>());
+  EXPECT_GT(m["peak_bytes"].get<double>(), 0);
 }
 
 TEST(ProfileCli, BadInputIsOneLineAndExitTwo) {

@@ -1,11 +1,11 @@
 // `trainbench profile` and `trainbench memory` as a user meets them: JSON, the trace file,
 // the budget, one-line errors with exit status 2.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "store/store.h"
@@ -18,7 +18,9 @@ struct Output {
 };
 
 Output run(const std::string& args) {
-  const std::string err_file = ::testing::TempDir() + "/tb_profile_cli_stderr.txt";
+  // One file per process: ctest -j runs several of these tests at once.
+  const std::string err_file =
+      ::testing::TempDir() + "/tb_profile_cli_stderr_" + std::to_string(getpid()) + ".txt";
   const std::string cmd = TB_BINARY " " + args + " 2>" + err_file;
   Output o;
   FILE* p = popen(cmd.c_str(), "r");
@@ -37,7 +39,8 @@ Output run(const std::string& args) {
 const std::string kFc = "fc:layers=1,nodes=32,input=16,output=4,batch=8";
 
 TEST(ProfileCli, JsonAndChromeTrace) {
-  const std::string trace = ::testing::TempDir() + "/tb_cli_" + std::to_string(getpid()) + ".trace.json";
+  const std::string trace =
+      ::testing::TempDir() + "/tb_cli_" + std::to_string(getpid()) + ".trace.json";
   const Output o = run("profile " + kFc + " --warmup 2 --steps 2 --json --trace " + trace);
   ASSERT_EQ(o.status, 0) << o.err;
   const auto j = nlohmann::json::parse(o.out);

@@ -158,8 +158,8 @@ TEST(Profile, AggregationNestsPerThreadAndCountsFlopsOnce) {
 }
 
 TEST(Profile, TbdEquationsAreDefinedOnce) {
-  EXPECT_DOUBLE_EQ(compute_utilization(0.5, 2.0), 0.25);  // eq. 1
-  EXPECT_DOUBLE_EQ(fp_utilization(1e9, 1e10, 0.5), 0.2);   // eq. 2
+  EXPECT_DOUBLE_EQ(compute_utilization(0.5, 2.0), 0.25);     // eq. 1
+  EXPECT_DOUBLE_EQ(fp_utilization(1e9, 1e10, 0.5), 0.2);     // eq. 2
   EXPECT_DOUBLE_EQ(cpu_utilization({1.0, 0.5}, 1.0), 0.75);  // eq. 3
   EXPECT_DOUBLE_EQ(compute_utilization(1, 0), 0);
 }
@@ -179,7 +179,8 @@ TEST(Profile, OperatorCostTable) {
 }
 
 TEST(Profile, StoreKeepsProfilesAndOldStoresStillOpen) {
-  const std::string path = ::testing::TempDir() + "/tb_profile_store_" + std::to_string(getpid()) + ".db";
+  const std::string path =
+      ::testing::TempDir() + "/tb_profile_store_" + std::to_string(getpid()) + ".db";
   std::remove(path.c_str());
   const ProfileRun run = profile(kFc);
   ASSERT_EQ(run.status, Status::kOk) << run.error;
@@ -198,6 +199,17 @@ TEST(Profile, StoreKeepsProfilesAndOldStoresStillOpen) {
   EXPECT_EQ(back.ops.size(), run.profile.ops.size());
   EXPECT_NEAR(back.flops, run.profile.flops, 1e-6 * run.profile.flops);
   EXPECT_TRUE(ro->profiles("fc:no-such-config").empty());
+  // Merging carries profiles over once.
+  const std::string merged = path + ".merged.db";
+  std::remove(merged.c_str());
+  {
+    auto out = Store::open(merged);
+    out->merge_from(*ro);
+    out->merge_from(*ro);
+    ASSERT_EQ(out->profiles().size(), 1u);
+    EXPECT_EQ(out->profiles()[0]["ops"].size(), run.profile.ops.size());
+  }
+  std::remove(merged.c_str());
   std::remove(path.c_str());
 }
 

@@ -71,11 +71,20 @@ double parse_bytes(const std::string& flag, const std::string& text) {
   }
   std::string unit = text.substr(used);
   unit.erase(0, unit.find_first_not_of(' '));
-  static const std::map<std::string, double> units = {
-      {"", 1},          {"B", 1},           {"K", 1024},        {"KiB", 1024},
-      {"KB", 1e3},      {"M", 1 << 20},     {"MiB", 1 << 20},   {"MB", 1e6},
-      {"G", 1 << 30},   {"GiB", 1 << 30},   {"GB", 1e9},        {"T", 1099511627776.0},
-      {"TiB", 1099511627776.0}, {"TB", 1e12}};
+  static const std::map<std::string, double> units = {{"", 1},
+                                                      {"B", 1},
+                                                      {"K", 1024},
+                                                      {"KiB", 1024},
+                                                      {"KB", 1e3},
+                                                      {"M", 1 << 20},
+                                                      {"MiB", 1 << 20},
+                                                      {"MB", 1e6},
+                                                      {"G", 1 << 30},
+                                                      {"GiB", 1 << 30},
+                                                      {"GB", 1e9},
+                                                      {"T", 1099511627776.0},
+                                                      {"TiB", 1099511627776.0},
+                                                      {"TB", 1e12}};
   const auto it = units.find(unit);
   if (it == units.end() || !(v > 0) || !std::isfinite(v))
     throw UsageError(flag + " " + text + ": not a positive size (e.g. 8GiB, 512MiB, 2e9)");
@@ -119,11 +128,14 @@ Command add_profile(CLI::App& app) {
   sub->add_option("config", a->config, "config string, e.g. fc:layers=4,nodes=1024,batch=512")
       ->required();
   sub->add_option("--warmup", a->options.warmup_steps, "unprofiled steps first")
-      ->check(CLI::Range(1, 100000))->capture_default_str();
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
   sub->add_option("--steps", a->options.steps, "profiled steps")
-      ->check(CLI::Range(1, 10000))->capture_default_str();
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
   sub->add_option("--top", a->top, "operators to list by self time")
-      ->check(CLI::Range(1, 100000))->capture_default_str();
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
   sub->add_option("--trace", a->trace, "write a Chrome trace JSON (Perfetto, chrome://tracing)");
   sub->add_flag("--json", a->json, "print a versioned JSON document instead of tables");
   sub->add_option("-o,--out", a->output, "also write the JSON document to this file");
@@ -140,7 +152,8 @@ Command add_profile(CLI::App& app) {
       "  trainbench profile cnn:blocks=1,filters=16,image=64,batch=8 --trace cnn.trace.json\n"
       "  trainbench profile rnn:cell=lstm,embed=256,length=20,batch=32 --top 30 --steps 10\n"
       "  trainbench profile fc:nodes=2048,batch=1024 --json -o profile.json --store runs.db\n"
-      "Times and FLOPs are per step. Open the trace in https://ui.perfetto.dev or chrome://tracing.\n"
+      "Times and FLOPs are per step. Open the trace in https://ui.perfetto.dev or "
+      "chrome://tracing.\n"
       "Exit status: 0 ok, 1 the config did not run (see its status), 2 bad input.");
   return {sub, [a]() {
             const Config config = parse_config(a->config);
@@ -151,7 +164,8 @@ Command add_profile(CLI::App& app) {
             a->options.keep_trace = !a->trace.empty();
             std::unique_ptr<Store> store;
             if (!a->store.empty()) store = Store::open(a->store);
-            if (!a->json && isatty(STDOUT_FILENO)) std::cerr << "profiling " << config.str() << " ...\n";
+            if (!a->json && isatty(STDOUT_FILENO))
+              std::cerr << "profiling " << config.str() << " ...\n";
             const ProfileRun run = profile_config(config, a->options);
             json r = {{"config", run.profile.config.empty() ? config.str() : run.profile.config},
                       {"status", to_string(run.status)},
@@ -159,15 +173,21 @@ Command add_profile(CLI::App& app) {
                       {"threads", run.threads}};
             if (run.status == Status::kOk) r["profile"] = to_json(run.profile);
             const json doc = document("trainbench.profile", json::array({r}));
-            if (a->json) std::cout << doc.dump(2) << "\n";
-            else if (run.status == Status::kOk) std::cout << format_profile(run.profile, a->top);
-            else std::cout << "config    " << r["config"].get<std::string>() << "\nstatus    "
-                           << to_string(run.status) << "\nreason    " << run.error << "\n";
+            if (a->json)
+              std::cout << doc.dump(2) << "\n";
+            else if (run.status == Status::kOk)
+              std::cout << format_profile(run.profile, a->top);
+            else
+              std::cout << "config    " << r["config"].get<std::string>() << "\nstatus    "
+                        << to_string(run.status) << "\nreason    " << run.error << "\n";
             if (!a->output.empty()) write_file_atomically(a->output, doc.dump(2) + "\n");
             if (run.status != Status::kOk) return 1;
             if (!a->trace.empty()) {
-              write_file_atomically(a->trace, chrome_trace(run.trace, run.profile.config).dump() + "\n");
-              if (!a->json) std::cout << "trace        " << a->trace << " (" << run.trace.size() << " events)\n";
+              write_file_atomically(a->trace,
+                                    chrome_trace(run.trace, run.profile.config).dump() + "\n");
+              if (!a->json)
+                std::cout << "trace        " << a->trace << " (" << run.trace.size()
+                          << " events)\n";
             }
             if (store) {
               const auto [platform, stack] = store_keys(*store);
@@ -186,16 +206,19 @@ Command add_memory(CLI::App& app) {
   };
   auto a = std::make_shared<Args>();
   auto* sub = app.add_subcommand(
-      "memory", "Measured memory breakdown of a training step: weights, gradients, optimizer, "
-                "feature maps, workspace");
+      "memory",
+      "Measured memory breakdown of a training step: weights, gradients, optimizer, "
+      "feature maps, workspace");
   sub->add_option("config", a->config, "config string, e.g. fc:layers=4,nodes=1024,batch=512")
       ->required();
-  sub->add_option("--batch", a->batches,
-                  "measure at these batch sizes (comma-separated): the stacked breakdown per batch");
+  sub->add_option(
+      "--batch", a->batches,
+      "measure at these batch sizes (comma-separated): the stacked breakdown per batch");
   sub->add_option("--budget", a->budget,
                   "memory budget, e.g. 8GiB: the largest batch that fits (with --batch)");
   sub->add_flag("--json", a->json, "print a versioned JSON document instead of tables");
-  sub->add_flag("--timeline", a->timeline, "include the allocation timeline of the step in the JSON");
+  sub->add_flag("--timeline", a->timeline,
+                "include the allocation timeline of the step in the JSON");
   sub->add_option("-o,--out", a->output, "also write the JSON document to this file");
   sub->add_option("-s,--store", a->store, "also record the breakdowns in this results store");
   sub->add_option("--seed", a->options.seed, "seed for weights and synthetic data")
@@ -251,8 +274,8 @@ Command add_memory(CLI::App& app) {
               } else {
                 all_ok = false;
                 if (!a->json)
-                  std::cout << "config       " << c.str() << "\nstatus       " << to_string(run.status)
-                            << " (" << run.error << ")\n";
+                  std::cout << "config       " << c.str() << "\nstatus       "
+                            << to_string(run.status) << " (" << run.error << ")\n";
               }
               results.push_back(r);
             }

@@ -19,11 +19,35 @@ bool one_of(const std::string& name, const std::set<std::string>& names) {
 // Operators whose FLOPs are one or more per element of their largest input: the generated
 // families' activations and their gradients, the residual add, the optimizers' updates.
 double elementwise_flops_per_element(const std::string& op) {
-  static const std::set<std::string> one = {
-      "relu", "relu_", "threshold_backward", "add", "add_", "sub", "sub_", "mul", "mul_",
-      "div", "div_", "sqrt", "sqrt_", "rsqrt", "tanh", "tanh_", "sigmoid", "sigmoid_",
-      "tanh_backward", "sigmoid_backward", "neg", "exp", "exp_", "clamp", "clamp_",
-      "reciprocal", "lerp_", "maximum", "minimum"};
+  static const std::set<std::string> one = {"relu",
+                                            "relu_",
+                                            "threshold_backward",
+                                            "add",
+                                            "add_",
+                                            "sub",
+                                            "sub_",
+                                            "mul",
+                                            "mul_",
+                                            "div",
+                                            "div_",
+                                            "sqrt",
+                                            "sqrt_",
+                                            "rsqrt",
+                                            "tanh",
+                                            "tanh_",
+                                            "sigmoid",
+                                            "sigmoid_",
+                                            "tanh_backward",
+                                            "sigmoid_backward",
+                                            "neg",
+                                            "exp",
+                                            "exp_",
+                                            "clamp",
+                                            "clamp_",
+                                            "reciprocal",
+                                            "lerp_",
+                                            "maximum",
+                                            "minimum"};
   // value * t1 op t2 + self: the multiply or divide and the add (a scale by value = 1 is free)
   static const std::set<std::string> two = {"addcmul", "addcmul_", "addcdiv", "addcdiv_"};
   if (one.count(op)) return 1;
@@ -43,8 +67,7 @@ int64_t profiler_dtype_bytes(const std::string& d) {
 
 OpCost op_cost(const std::string& full_name, const std::vector<std::vector<int64_t>>& shapes,
                const std::vector<std::string>& dtypes) {
-  const std::string name =
-      full_name.rfind("aten::", 0) == 0 ? full_name.substr(6) : full_name;
+  const std::string name = full_name.rfind("aten::", 0) == 0 ? full_name.substr(6) : full_name;
   OpCost c;
   // Element size of the op: its first floating-point input.
   int64_t eb = 0;
@@ -108,22 +131,23 @@ std::string op_class(const std::string& full_name) {
   if (has("conv") || has("Convolution")) return "conv";
   if (has("batch_norm") || has("BatchNorm")) return "normalization";
   if (has("pool") || has("Pool")) return "pooling";
-  if (has("softmax") || has("Softmax") || has("nll_loss") || has("NllLoss") ||
-      has("cross_entropy"))
+  if (has("softmax") || has("Softmax") || has("nll_loss") || has("NllLoss") || has("cross_entropy"))
     return "softmax-loss";
   if (has("lstm") || has("gru") || has("rnn_") || has("LSTM") || has("GRU") || has("RNN"))
     return "rnn";
   if (has("embedding") || has("Embedding")) return "embedding";
-  if (elementwise_flops_per_element(n) > 0 || has("Relu") || has("Threshold") ||
-      has("Add") || has("Mul") || has("Tanh") || has("Sigmoid"))
+  if (elementwise_flops_per_element(n) > 0 || has("Relu") || has("Threshold") || has("Add") ||
+      has("Mul") || has("Tanh") || has("Sigmoid"))
     return "elementwise";
   if (one_of(n, {"sum", "mean", "max", "min", "norm"}) || has("Sum") || has("Mean"))
     return "reduction";
-  if (one_of(n, {"copy_", "empty", "empty_like", "empty_strided", "zeros", "zeros_like",
-                 "zero_", "fill_", "ones_like", "to", "_to_copy", "contiguous", "clone", "view",
-                 "reshape", "t", "transpose", "permute", "expand", "as_strided", "select",
-                 "slice", "unsqueeze", "squeeze", "flatten", "cat", "stack", "detach",
-                 "resize_", "narrow", "chunk", "split", "unbind", "index_select", "_unsafe_view",
+  if (one_of(n, {"copy_",       "empty",      "empty_like", "empty_strided", "zeros",
+                 "zeros_like",  "zero_",      "fill_",      "ones_like",     "to",
+                 "_to_copy",    "contiguous", "clone",      "view",          "reshape",
+                 "t",           "transpose",  "permute",    "expand",        "as_strided",
+                 "select",      "slice",      "unsqueeze",  "squeeze",       "flatten",
+                 "cat",         "stack",      "detach",     "resize_",       "narrow",
+                 "chunk",       "split",      "unbind",     "index_select",  "_unsafe_view",
                  "result_type", "lift_fresh", "set_"}) ||
       has("View") || has("Transpose") || has("TBackward") || has("Unsafe") || has("Expand"))
     return "memory";

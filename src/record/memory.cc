@@ -124,7 +124,8 @@ json to_json(const MemorySweep& s, bool with_timeline) {
   json batches = json::array();
   for (const auto& b : s.batches) batches.push_back(to_json(b, with_timeline));
   auto fit = [](const LinearFit& f) {
-    return json{{"slope_bytes_per_example", f.slope}, {"intercept_bytes", f.intercept}, {"r2", f.r2}};
+    return json{
+        {"slope_bytes_per_example", f.slope}, {"intercept_bytes", f.intercept}, {"r2", f.r2}};
   };
   auto opt = [](const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); };
   return {{"batches", batches},

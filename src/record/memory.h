@@ -46,8 +46,8 @@ struct MemoryBreakdown {
   int64_t allocations = 0;  // made during the step
   // What the owners hold, counted from the tensors themselves: the exactness references.
   double optimizer_held_bytes = 0;
-  MemoryEstimate estimate;  // the cost model's
-  std::vector<MemoryPoint> timeline;  // at most a few hundred points, the peak among them
+  MemoryEstimate estimate;                 // the cost model's
+  std::vector<MemoryPoint> timeline;       // at most a few hundred points, the peak among them
   double estimate_of(int category) const;  // the estimate matched to a category, or -1
 };
 
@@ -61,8 +61,8 @@ LinearFit fit_line(const std::vector<double>& x, const std::vector<double>& y);
 struct MemorySweep {
   std::vector<MemoryBreakdown> batches;
   std::optional<double> budget;
-  LinearFit feature_maps_fit, total_fit;  // bytes over batch size
-  std::optional<int64_t> largest_measured_fit;  // the largest measured batch within budget
+  LinearFit feature_maps_fit, total_fit;         // bytes over batch size
+  std::optional<int64_t> largest_measured_fit;   // the largest measured batch within budget
   std::optional<int64_t> largest_predicted_fit;  // from total_fit
 };
 MemorySweep summarize(std::vector<MemoryBreakdown> batches, std::optional<double> budget);

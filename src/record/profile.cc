@@ -1,7 +1,8 @@
 #include "record/profile.h"
 
-#include <algorithm>
 #include <unistd.h>
+
+#include <algorithm>
 
 namespace tb {
 
@@ -177,7 +178,10 @@ Profile profile_from_json(const json& j) {
 json chrome_trace(const std::vector<TraceEvent>& events, const std::string& title) {
   json list = json::array();
   const int pid = int(getpid());
-  list.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 0},
+  list.push_back({{"name", "process_name"},
+                  {"ph", "M"},
+                  {"pid", pid},
+                  {"tid", 0},
                   {"args", {{"name", "trainbench " + title}}}});
   for (const auto& e : events)
     list.push_back({{"name", e.name},

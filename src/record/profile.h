@@ -13,16 +13,16 @@
 namespace tb {
 
 struct OpStats {
-  std::string name;    // as the profiler names it: aten::addmm, AddmmBackward0, ...
-  std::string shapes;  // its input shapes, "64x256, 256x256"; "-" for a non-tensor argument
-  std::string phase;   // forward, backward, optimizer, other
+  std::string name;      // as the profiler names it: aten::addmm, AddmmBackward0, ...
+  std::string shapes;    // its input shapes, "64x256, 256x256"; "-" for a non-tensor argument
+  std::string phase;     // forward, backward, optimizer, other
   std::string op_class;  // matmul, conv, elementwise, ... (cost::op_class)
   double calls = 0;
   double total_us = 0, self_us = 0;  // total includes the operators it calls
   // Analytic FLOPs and bytes, counted once: at the outermost operator the cost table knows
   // (or the profiler counts), never again at the operators it calls.
   double flops = 0, bytes = 0;
-  std::string flops_source;  // "model" (cost::op_cost), "profiler" (LibTorch's count), ""
+  std::string flops_source;   // "model" (cost::op_cost), "profiler" (LibTorch's count), ""
   double profiler_flops = 0;  // LibTorch's own count where it has one
   // Over the operator's total time, which includes the work its FLOPs account for.
   double achieved_flops() const { return total_us > 0 ? flops / (total_us * 1e-6) : 0; }
@@ -33,11 +33,11 @@ struct Profile {
   std::string config;
   std::string dtype;
   int warmup_steps = 0, steps = 0;
-  double step_us = 0;  // mean wall time of a profiled step (profiler overhead included)
+  double step_us = 0;             // mean wall time of a profiled step (profiler overhead included)
   double unprofiled_step_us = 0;  // the same steps without the profiler: its overhead
-  std::map<std::string, double> phase_us;  // forward, backward, optimizer, other: per step
-  double flops = 0, bytes = 0;             // per step, the sum over operators
-  double model_flops = 0;                  // the cost model's FLOPs per step
+  std::map<std::string, double> phase_us;           // forward, backward, optimizer, other: per step
+  double flops = 0, bytes = 0;                      // per step, the sum over operators
+  double model_flops = 0;                           // the cost model's FLOPs per step
   std::map<std::string, double> model_phase_flops;  // forward, backward, optimizer
   Utilization utilization;
   std::vector<OpStats> ops;  // by self time, longest first

@@ -70,7 +70,8 @@ MemoryRun measure_memory(const Config& input, const MemoryOptions& o) {
     const torch::Device device(config.get("device"));
     if (!device.is_cpu()) {
       run.status = Status::kUnsupported;
-      run.error = "memory: only CPU allocations are tracked so far (device " + config.get("device") + ")";
+      run.error =
+          "memory: only CPU allocations are tracked so far (device " + config.get("device") + ")";
       return run;
     }
     MemoryTracker tracker;
@@ -90,7 +91,8 @@ MemoryRun measure_memory(const Config& input, const MemoryOptions& o) {
     train_step(*workload, *opt, batch, device);
     claim_owners(tracker, *workload, *opt, batch, owner);  // this step's
     tracker.stop();
-    for (const auto& t : optimizer_state(*opt)) m.optimizer_held_bytes += double(t.storage().nbytes());
+    for (const auto& t : optimizer_state(*opt))
+      m.optimizer_held_bytes += double(t.storage().nbytes());
 
     // Replay the step: every category's live bytes after each event.
     const auto& records = tracker.records();
@@ -98,8 +100,10 @@ MemoryRun measure_memory(const Config& input, const MemoryOptions& o) {
     std::array<double, kMemoryCategories> live{};
     for (const auto& r : records) {
       category[r.id] = classify(r, owner);
-      if (r.alloc_seq < 0) live[category[r.id]] += double(r.bytes);
-      else ++m.allocations;
+      if (r.alloc_seq < 0)
+        live[category[r.id]] += double(r.bytes);
+      else
+        ++m.allocations;
     }
     std::vector<MemoryPoint> points;
     points.push_back({0, "other", live});
@@ -109,7 +113,8 @@ MemoryRun measure_memory(const Config& input, const MemoryOptions& o) {
     }
     size_t peak_at = 0;
     for (size_t i = 0; i < points.size(); ++i) {
-      for (int c = 0; c < kMemoryCategories; ++c) m.peak[c] = std::max(m.peak[c], points[i].bytes[c]);
+      for (int c = 0; c < kMemoryCategories; ++c)
+        m.peak[c] = std::max(m.peak[c], points[i].bytes[c]);
       if (points[i].total() > points[peak_at].total()) peak_at = i;
     }
     m.peak_total = points[peak_at].total();
@@ -119,10 +124,12 @@ MemoryRun measure_memory(const Config& input, const MemoryOptions& o) {
     const size_t stride = std::max<size_t>(1, (points.size() + o.max_timeline_points - 1) /
                                                   std::max<size_t>(1, o.max_timeline_points));
     for (size_t i = 0; i < points.size(); ++i)
-      if (i % stride == 0 || i == peak_at || i + 1 == points.size()) m.timeline.push_back(points[i]);
+      if (i % stride == 0 || i == peak_at || i + 1 == points.size())
+        m.timeline.push_back(points[i]);
   } catch (const c10::Error& e) {
     const std::string msg = e.what_without_backtrace();
-    run.status = msg.find("can't allocate memory") != std::string::npos ? Status::kOom : Status::kCrashed;
+    run.status =
+        msg.find("can't allocate memory") != std::string::npos ? Status::kOom : Status::kCrashed;
     run.error = msg.substr(0, msg.find('\n'));
   } catch (const std::bad_alloc&) {
     run.status = Status::kOom;

@@ -41,8 +41,6 @@ PhaseScope::PhaseScope(Phase p)
 }
 
 // The profiler scope ends after this body, when scope_ is destroyed.
-PhaseScope::~PhaseScope() {
-  g_phase.store(int(previous_), std::memory_order_relaxed);
-}
+PhaseScope::~PhaseScope() { g_phase.store(int(previous_), std::memory_order_relaxed); }
 
 }  // namespace tb

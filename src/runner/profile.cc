@@ -37,7 +37,8 @@ struct Interval {
 
 // Total length of the union of intervals.
 double union_length(std::vector<Interval> v) {
-  std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  std::sort(v.begin(), v.end(),
+            [](const Interval& a, const Interval& b) { return a.start < b.start; });
   double total = 0, cur_s = 0, cur_e = -1;
   for (const auto& i : v) {
     if (i.start > cur_e) {
@@ -85,7 +86,8 @@ Profile aggregate(const std::vector<OpEvent>& events, int steps, std::vector<Tra
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     const auto& x = events[a];
     const auto& y = events[b];
-    return std::make_tuple(x.tid, x.start_us, -x.dur_us) < std::make_tuple(y.tid, y.start_us, -y.dur_us);
+    return std::make_tuple(x.tid, x.start_us, -x.dur_us) <
+           std::make_tuple(y.tid, y.start_us, -y.dur_us);
   });
   std::vector<Annotated> ann(events.size());
   std::vector<size_t> stack;
@@ -203,7 +205,8 @@ Profile aggregate(const std::vector<OpEvent>& events, int steps, std::vector<Tra
       TraceEvent t{e.name, e.user_scope ? "tb" : cost::op_class(e.name), e.start_us - t0, e.dur_us,
                    e.tid};
       if (!e.user_scope) {
-        t.args = {{"shapes", shape_text(e.shapes)}, {"phase", ann[i].phase}, {"self_us", ann[i].self_us}};
+        t.args = {
+            {"shapes", shape_text(e.shapes)}, {"phase", ann[i].phase}, {"self_us", ann[i].self_us}};
         if (ann[i].flops > 0) t.args["flops"] = ann[i].flops;
       }
       trace->push_back(std::move(t));

@@ -28,7 +28,7 @@ struct ThreadActivity {
   int threads = 0;       // threads of the process at the end of the window
   int threads_used = 0;  // those that ran for at least 1% of the window
   double elapsed_s = 0;
-  double computing_s = 0;     // on a CPU, all threads together
+  double computing_s = 0;      // on a CPU, all threads together
   double runnable_wait_s = 0;  // ready to run but waiting for a core (0 without schedstat)
   // The used threads' remaining time: blocked on a lock, a barrier or I/O, or sleeping.
   double blocked_s = 0;

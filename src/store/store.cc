@@ -401,7 +401,42 @@ int64_t Store::merge_from(Store& other) {
     add_run(r, p, s, src.text(4), !have.empty());
     ++added;
   }
+  merge_extras_from(other);
   return added;
+}
+
+// Profiles and memory breakdowns come along with the runs; one already here is kept.
+void Store::merge_extras_from(Store& other) {
+  auto ids = [&](int64_t platform, int64_t stack) {
+    auto p = other.db_->prepare("SELECT identity, name, detail FROM platform WHERE id = ?");
+    p.bind(1, platform);
+    auto s = other.db_->prepare("SELECT identity FROM stack WHERE id = ?");
+    s.bind(1, stack);
+    if (!p.step() || !s.step()) throw std::runtime_error("profile row without its platform or stack");
+    return std::make_pair(
+        platform_id(json::parse(p.text(0)), p.text(1), p.text(2).empty() ? json() : json::parse(p.text(2))),
+        stack_id(json::parse(s.text(0))));
+  };
+  auto present = [&](const char* table, const std::string& config, int64_t p, int64_t s) {
+    auto st = db_->prepare(fmt::format(
+        "SELECT COUNT(*) FROM {} WHERE config = ? AND platform_id = ? AND stack_id = ?", table));
+    st.bind(1, config).bind(2, p).bind(3, s);
+    return st.step() && st.integer(0) > 0;
+  };
+  for (json prof : other.profiles()) {
+    const auto [p, s] = ids(prof["platform_id"].get<int64_t>(), prof["stack_id"].get<int64_t>());
+    if (present("profile_run", prof["config"].get<std::string>(), p, s)) continue;
+    prof.erase("platform_id");
+    prof.erase("stack_id");
+    add_profile(prof, p, s);
+  }
+  if (!other.has_table("memory")) return;
+  auto src = other.db_->prepare("SELECT platform_id, stack_id, detail FROM memory ORDER BY id");
+  while (src.step()) {
+    const auto [p, s] = ids(src.integer(0), src.integer(1));
+    const json m = json::parse(src.text(2));
+    if (!present("memory", m["config"].get<std::string>(), p, s)) add_memory(m, p, s);
+  }
 }
 
 void Store::add_profile(const json& p, int64_t platform, int64_t stack) {

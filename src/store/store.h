@@ -44,7 +44,8 @@ class Store {
   // Every run joined with its platform and stack, flat: what export and analysis read.
   std::vector<nlohmann::json> runs();
   int64_t count_runs();
-  // Copies the other store's platforms, stacks and runs, skipping runs already present.
+  // Copies the other store's platforms, stacks and runs, skipping runs already present, and
+  // its profiles and memory breakdowns, skipping those already present.
   // Returns the number of runs added.
   int64_t merge_from(Store& other);
   // Per-operator profiles (`trainbench profile --store`, `sweep --profile`): one summary row
@@ -66,6 +67,7 @@ class Store {
   void migrate();
   void ensure_param_columns();
   bool has_table(const std::string& name);
+  void merge_extras_from(Store& other);
   int64_t id_of(const char* table, const std::string& identity);  // of a platform/stack row
   std::string path_;
   std::unique_ptr<sql::Database> db_;

@@ -16,7 +16,9 @@ struct Output {
 };
 
 Output run(const std::string& args, const std::string& env = "") {
-  const std::string err_file = ::testing::TempDir() + "/tb_cli_stderr.txt";
+  // One file per process: ctest -j runs several of these tests at once.
+  const std::string err_file =
+      ::testing::TempDir() + "/tb_cli_stderr_" + std::to_string(getpid()) + ".txt";
   const std::string cmd = env + " " TB_BINARY " " + args + " 2>" + err_file;
   Output o;
   FILE* p = popen(cmd.c_str(), "r");

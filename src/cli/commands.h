@@ -19,5 +19,7 @@ Command add_export(CLI::App& app);
 Command add_analyze(CLI::App& app);
 Command add_compare(CLI::App& app);
 Command add_report(CLI::App& app);
+Command add_profile(CLI::App& app);  // profile_command.cc
+Command add_memory(CLI::App& app);   // profile_command.cc
 
 }  // namespace tb::cli

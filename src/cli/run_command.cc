@@ -8,7 +8,9 @@
 #include "platform/registry.h"
 #include "record/files.h"
 #include "record/json.h"
+#include "report/profile_table.h"
 #include "report/run_table.h"
+#include "runner/memory.h"
 #include "runner/runner.h"
 #include "spec/config.h"
 #include "spec/errors.h"
@@ -21,6 +23,7 @@ struct RunArgs {
   std::string family;
   std::map<std::string, std::string> params;  // --<param> VALUE, for --family
   bool json = false, per_layer = false;
+  bool memory = false;  // also measure the memory breakdown of one step (runner/memory.h)
   std::string output;  // also write the JSON document here
   RunOptions options;
   double peak_gflops = 0, memory_limit_gib = 0;
@@ -49,6 +52,8 @@ Command add_run(CLI::App& app) {
   sub->add_option("--family", a->family, "build the config from --<param> options instead");
   sub->add_flag("--json", a->json, "print a versioned JSON document instead of a table");
   sub->add_flag("--per-layer", a->per_layer, "include the per-layer cost in the output");
+  sub->add_flag("--memory", a->memory,
+                "also measure the memory breakdown of one step (as `trainbench memory`)");
   sub->add_option("-o,--out", a->output, "also write the JSON document to this file");
   auto& t = a->options.timing;
   sub->add_option("--target-ci", t.target_rel_ci,
@@ -86,6 +91,7 @@ Command add_run(CLI::App& app) {
       "  trainbench run fc:batch=64,nodes=32 --steps 500        # fixed count, no early stop\n"
       "  trainbench run fc:nodes=512,batch=256 -o result.json   # table on screen, JSON in a file\n"
       "  trainbench run fc:nodes=4096,batch=8192 --platform tpu-v2-board --steps 3  # roofline\n"
+      "  trainbench run fc:nodes=1024,batch=512 --memory      # + measured memory breakdown\n"
       "Every result prints its config with threads resolved: paste it to re-run.\n"
       "Exit status: 0 all ok, 1 some config not ok (see its status), 2 bad input.");
   return {sub, [a]() {
@@ -117,13 +123,32 @@ Command add_run(CLI::App& app) {
 
     const bool tty = isatty(STDOUT_FILENO);
     std::vector<RunResult> results;
+    std::vector<std::optional<MemoryRun>> memory;
     for (const auto& c : configs) {
       if (!a->json && tty) std::cerr << "running " << c.str() << " ...\n";
       results.push_back(run_config(c, a->options));
-      if (!a->json) std::cout << format_result(results.back()) << "\n";
+      memory.emplace_back();
+      if (a->memory && results.back().status == Status::kOk)
+        memory.back() = measure_memory(parse_config(results.back().config), MemoryOptions{});
+      if (!a->json) {
+        std::cout << format_result(results.back());
+        if (memory.back() && memory.back()->status == Status::kOk)
+          std::cout << format_memory(memory.back()->breakdown);
+        else if (memory.back())
+          std::cout << "memory    not measured: " << memory.back()->error << "\n";
+        std::cout << "\n";
+      }
     }
     const Context ctx = current_context();
-    const auto doc = run_document(ctx, results, a->per_layer);
+    auto doc = run_document(ctx, results, a->per_layer);
+    for (size_t i = 0; i < memory.size(); ++i)
+      if (memory[i]) {
+        const MemoryRun& m = *memory[i];
+        doc["results"][i]["memory"] = m.status == Status::kOk
+                                          ? to_json(m.breakdown, false)
+                                          : nlohmann::json{{"status", to_string(m.status)},
+                                                           {"error", m.error}};
+      }
     if (a->json)
       std::cout << doc.dump(2) << "\n";
     else

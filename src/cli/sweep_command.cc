@@ -27,6 +27,7 @@ Command add_sweep(CLI::App& app) {
   struct Args {
     std::string sweep, store = "trainbench.db", filter, order = "grid", shard;
     bool dry_run = false, list = false, rerun = false, lhs = false, retry_failed = false;
+    bool profile = false;
     size_t sample = 0;
     uint64_t seed = 1;
     double budget = 0, timeout = 0, sweep_budget = 0, memory_limit_gib = 0;
@@ -54,6 +55,8 @@ Command add_sweep(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   sub->add_flag("--rerun", a->rerun, "run configs the store already has for this platform and stack");
   sub->add_flag("--retry-failed", a->retry_failed, "run again the configs recorded crashed, oom or timeout");
+  sub->add_flag("--profile", a->profile,
+                "also profile every config that ran ok and store its per-operator profile (costs time)");
   sub->footer(
       "Examples:\n"
       "  trainbench sweep --list\n"
@@ -62,6 +65,7 @@ Command add_sweep(CLI::App& app) {
       "  trainbench sweep paradnn-fc --sample 200 --lhs --seed 7 --store fc.db\n"
       "  trainbench sweep my-sweep.toml --filter 'nodes>=1024,batch=512' --budget 5\n"
       "  trainbench sweep paradnn-lstm --shard 3/8 --store shard3.db   # one of 8 machines\n"
+      "  trainbench sweep demo --store demo.db --profile   # + per-operator profiles in the store\n"
       "Re-running the same command resumes: finished configs are skipped (--rerun to force).\n"
       "Sweep file format: docs/sweeps.md");
   return {sub, [a]() {
@@ -123,6 +127,7 @@ Command add_sweep(CLI::App& app) {
             o.memory_limit = int64_t(limit);
             o.rerun = a->rerun;
             o.retry_failed = a->retry_failed;
+            o.profile = a->profile;
             o.stop = &g_stop;
             std::signal(SIGINT, on_sigint);
             std::signal(SIGTERM, on_sigint);
@@ -133,7 +138,9 @@ Command add_sweep(CLI::App& app) {
               std::cerr << "trainbench: sweep stopped: " << s.harness_error << "\n";
               return 1;
             }
-            std::cout << "store: " << store->path() << " (" << store->count_runs() << " runs)\n";
+            std::cout << "store: " << store->path() << " (" << store->count_runs() << " runs";
+            if (a->profile) std::cout << ", " << s.profiled << " profiled";
+            std::cout << ")\n";
             return s.interrupted ? 130 : 0;
           }};
 }

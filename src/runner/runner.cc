@@ -8,6 +8,7 @@
 #include "model/workload.h"
 #include "platform/blas.h"
 #include "platform/host.h"
+#include "runner/phase.h"
 #include "runner/threads.h"
 #include "spec/errors.h"
 
@@ -62,10 +63,20 @@ void train_step(Workload& w, torch::optim::Optimizer& opt, const Batch& batch,
   // step is the same on every LibTorch release.
   for (auto& group : opt.param_groups())
     for (auto& p : group.params()) p.mutable_grad().reset();
-  auto loss = w.loss(batch);
-  loss.backward();
-  opt.step();
-  synchronize(device);
+  torch::Tensor loss;
+  {
+    PhaseScope phase(Phase::kForward);
+    loss = w.loss(batch);
+  }
+  {
+    PhaseScope phase(Phase::kBackward);
+    loss.backward();
+  }
+  {
+    PhaseScope phase(Phase::kOptimizer);
+    opt.step();
+    synchronize(device);
+  }
 }
 
 std::optional<RunResult> refuse_before_running(const Config& config, const RunOptions& options) {

@@ -120,6 +120,17 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
     if (ev.outcome == "ok") {
       ++sum.ok;
       ev.detail = fmt::format("{:.1f} examples/s", result["metrics"].value("examples_per_s", 0.0));
+      if (o.profile) {
+        // A profile that fails costs the config nothing: its run is already recorded.
+        const ChildOutcome p = run_child(
+            {"profile", text, "--json", "--steps", std::to_string(o.profile_steps)}, co);
+        if (p.status == Status::kOk && p.result.contains("profile")) {
+          store.add_profile(p.result["profile"], platform, stack);
+          ++sum.profiled;
+        } else if (!p.interrupted) {
+          ev.detail += "; profile failed: " + (p.error.empty() ? p.result.value("error", std::string()) : p.error);
+        }
+      }
     } else {
       ++sum.failed;
       ev.detail = result.value("error", std::string());

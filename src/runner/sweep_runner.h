@@ -20,6 +20,10 @@ struct SweepOptions {
   int64_t memory_limit = 0;     // bytes per child; 0: 90% of the memory available at start
   bool rerun = false;           // run configs the store already has for this platform/stack
   bool retry_failed = false;    // run again those recorded crashed, oom or timeout
+  // Also profile every config that ran ok (`trainbench profile` in its own process) and
+  // record the per-operator profile in the store. Costs a few extra steps per config.
+  bool profile = false;
+  int profile_steps = 3;
   const std::atomic<bool>* stop = nullptr;  // set by Ctrl-C: stop, record nothing unfinished
 };
 
@@ -34,6 +38,7 @@ struct SweepEvent {
 
 struct SweepSummary {
   size_t total = 0, ran = 0, ok = 0, failed = 0, skipped = 0, predicted_oom = 0;
+  size_t profiled = 0;  // with SweepOptions::profile
   bool interrupted = false, out_of_budget = false;
   std::string harness_error;  // why the sweep stopped early without the config's fault
   double wall_s = 0;

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 
+#include <ctime>
 #include <fstream>
 
 #include "spec/config.h"
@@ -110,7 +111,46 @@ CREATE TABLE IF NOT EXISTS run (
   result TEXT NOT NULL,
   UNIQUE (config, platform_id, stack_id));
 CREATE INDEX IF NOT EXISTS run_family ON run(family, status);
+CREATE TABLE IF NOT EXISTS profile_run (
+  id INTEGER PRIMARY KEY,
+  config TEXT NOT NULL,
+  platform_id INTEGER NOT NULL REFERENCES platform(id),
+  stack_id INTEGER NOT NULL REFERENCES stack(id),
+  recorded_at TEXT,
+  steps INTEGER, step_us REAL, flops_per_step REAL, model_flops_per_step REAL,
+  summary TEXT NOT NULL,
+  UNIQUE (config, platform_id, stack_id));
+CREATE TABLE IF NOT EXISTS profile (
+  config TEXT NOT NULL,
+  platform_id INTEGER NOT NULL REFERENCES platform(id),
+  stack_id INTEGER NOT NULL REFERENCES stack(id),
+  name TEXT NOT NULL, shapes TEXT, phase TEXT, class TEXT,
+  calls REAL, total_us REAL, self_us REAL, flops REAL, flops_source TEXT, profiler_flops REAL,
+  bytes REAL);
+CREATE INDEX IF NOT EXISTS profile_key ON profile(config, platform_id, stack_id);
+CREATE TABLE IF NOT EXISTS memory (
+  id INTEGER PRIMARY KEY,
+  config TEXT NOT NULL,
+  platform_id INTEGER NOT NULL REFERENCES platform(id),
+  stack_id INTEGER NOT NULL REFERENCES stack(id),
+  recorded_at TEXT,
+  batch INTEGER, peak_bytes REAL, weights REAL, gradients REAL, optimizer_state REAL,
+  feature_maps REAL, workspace REAL, temporaries REAL, inputs REAL, other REAL,
+  estimate_total_bytes REAL,
+  detail TEXT NOT NULL,
+  UNIQUE (config, platform_id, stack_id));
 )";
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+const char* kMemoryCategoryColumns[] = {"weights",   "gradients",   "optimizer_state",
+                                        "feature_maps", "workspace", "temporaries",
+                                        "inputs",    "other"};
 
 }  // namespace
 
@@ -373,7 +413,138 @@ int64_t Store::merge_from(Store& other) {
     add_run(r, p, s, src.text(4), !have.empty());
     ++added;
   }
+  merge_extras_from(other);
   return added;
+}
+
+// Profiles and memory breakdowns come along with the runs; one already here is kept.
+void Store::merge_extras_from(Store& other) {
+  auto ids = [&](int64_t platform, int64_t stack) {
+    auto p = other.db_->prepare("SELECT identity, name, detail FROM platform WHERE id = ?");
+    p.bind(1, platform);
+    auto s = other.db_->prepare("SELECT identity FROM stack WHERE id = ?");
+    s.bind(1, stack);
+    if (!p.step() || !s.step()) throw std::runtime_error("profile row without its platform or stack");
+    return std::make_pair(
+        platform_id(json::parse(p.text(0)), p.text(1), p.text(2).empty() ? json() : json::parse(p.text(2))),
+        stack_id(json::parse(s.text(0))));
+  };
+  auto present = [&](const char* table, const std::string& config, int64_t p, int64_t s) {
+    auto st = db_->prepare(fmt::format(
+        "SELECT COUNT(*) FROM {} WHERE config = ? AND platform_id = ? AND stack_id = ?", table));
+    st.bind(1, config).bind(2, p).bind(3, s);
+    return st.step() && st.integer(0) > 0;
+  };
+  for (json prof : other.profiles()) {
+    const auto [p, s] = ids(prof["platform_id"].get<int64_t>(), prof["stack_id"].get<int64_t>());
+    if (present("profile_run", prof["config"].get<std::string>(), p, s)) continue;
+    prof.erase("platform_id");
+    prof.erase("stack_id");
+    add_profile(prof, p, s);
+  }
+  if (!other.has_table("memory")) return;
+  auto src = other.db_->prepare("SELECT platform_id, stack_id, detail FROM memory ORDER BY id");
+  while (src.step()) {
+    const auto [p, s] = ids(src.integer(0), src.integer(1));
+    const json m = json::parse(src.text(2));
+    if (!present("memory", m["config"].get<std::string>(), p, s)) add_memory(m, p, s);
+  }
+}
+
+void Store::add_profile(const json& p, int64_t platform, int64_t stack) {
+  const std::string config = p.at("config").get<std::string>();
+  json summary = p;
+  summary.erase("ops");  // one row each, in the profile table
+  sql::Transaction t(*db_);
+  for (const char* table : {"profile_run", "profile"})
+    db_->prepare(fmt::format("DELETE FROM {} WHERE config = ? AND platform_id = ? AND stack_id = ?",
+                             table))
+        .bind(1, config).bind(2, platform).bind(3, stack).run();
+  db_->prepare(
+         "INSERT INTO profile_run (config, platform_id, stack_id, recorded_at, steps, step_us, "
+         "flops_per_step, model_flops_per_step, summary) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+      .bind(1, config).bind(2, platform).bind(3, stack).bind(4, utc_now())
+      .bind(5, p.value("steps", int64_t(0))).bind(6, p.value("step_us", 0.0))
+      .bind(7, p.value("flops_per_step", 0.0)).bind(8, p.value("model_flops_per_step", 0.0))
+      .bind(9, summary.dump()).run();
+  auto op = db_->prepare(
+      "INSERT INTO profile (config, platform_id, stack_id, name, shapes, phase, class, calls, "
+      "total_us, self_us, flops, flops_source, profiler_flops, bytes) VALUES "
+      "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  for (const auto& o : p.value("ops", json::array())) {
+    op.bind(1, config).bind(2, platform).bind(3, stack);
+    op.bind(4, o.value("name", "")).bind(5, o.value("shapes", "")).bind(6, o.value("phase", ""));
+    op.bind(7, o.value("class", "")).bind(8, o.value("calls", 0.0)).bind(9, o.value("total_us", 0.0));
+    op.bind(10, o.value("self_us", 0.0)).bind(11, o.value("flops", 0.0));
+    op.bind(12, o.value("flops_source", "")).bind(13, o.value("profiler_flops", 0.0));
+    op.bind(14, o.value("bytes", 0.0));
+    op.run();
+  }
+  t.commit();
+}
+
+bool Store::has_table(const std::string& name) {
+  auto st = db_->prepare("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?");
+  st.bind(1, name);
+  return st.step() && st.integer(0) > 0;
+}
+
+std::vector<json> Store::profiles(const std::string& config) {
+  std::vector<json> out;
+  if (!has_table("profile_run")) return out;  // a store from before profiles, opened read-only
+  auto st = db_->prepare(
+      "SELECT config, platform_id, stack_id, summary FROM profile_run WHERE ? = '' OR config = ? "
+      "ORDER BY id");
+  st.bind(1, config).bind(2, config);
+  while (st.step()) {
+    json p = json::parse(st.text(3));
+    p["ops"] = json::array();
+    auto ops = db_->prepare(
+        "SELECT name, shapes, phase, class, calls, total_us, self_us, flops, flops_source, "
+        "profiler_flops, bytes FROM profile WHERE config = ? AND platform_id = ? AND stack_id = ? "
+        "ORDER BY self_us DESC");
+    ops.bind(1, st.text(0)).bind(2, st.integer(1)).bind(3, st.integer(2));
+    while (ops.step())
+      p["ops"].push_back({{"name", ops.text(0)}, {"shapes", ops.text(1)}, {"phase", ops.text(2)},
+                          {"class", ops.text(3)}, {"calls", ops.real(4)}, {"total_us", ops.real(5)},
+                          {"self_us", ops.real(6)}, {"flops", ops.real(7)},
+                          {"flops_source", ops.text(8)}, {"profiler_flops", ops.real(9)},
+                          {"bytes", ops.real(10)}});
+    p["platform_id"] = st.integer(1);
+    p["stack_id"] = st.integer(2);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+void Store::add_memory(const json& m, int64_t platform, int64_t stack) {
+  const std::string config = m.at("config").get<std::string>();
+  sql::Transaction t(*db_);
+  auto st = db_->prepare(
+      "INSERT OR REPLACE INTO memory (config, platform_id, stack_id, recorded_at, batch, "
+      "peak_bytes, weights, gradients, optimizer_state, feature_maps, workspace, temporaries, "
+      "inputs, other, estimate_total_bytes, detail) VALUES "
+      "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  st.bind(1, config).bind(2, platform).bind(3, stack).bind(4, utc_now());
+  st.bind(5, m.value("batch", int64_t(0))).bind(6, m.value("peak_bytes", 0.0));
+  int i = 7;
+  for (const char* c : kMemoryCategoryColumns) {
+    const json* v = at_path(m, {"categories", c, "peak_bytes"});
+    st.bind(i++, v ? v->get<double>() : 0.0);
+  }
+  st.bind(i++, m.value("estimate_total_bytes", 0.0));
+  st.bind(i++, m.dump());
+  st.run();
+  t.commit();
+}
+
+std::vector<json> Store::memory_breakdowns(const std::string& config) {
+  std::vector<json> out;
+  if (!has_table("memory")) return out;
+  auto st = db_->prepare("SELECT detail FROM memory WHERE ? = '' OR config = ? ORDER BY id");
+  st.bind(1, config).bind(2, config);
+  while (st.step()) out.push_back(json::parse(st.text(0)));
+  return out;
 }
 
 std::string Store::integrity_check() {

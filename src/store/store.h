@@ -15,7 +15,9 @@ inline constexpr int kStoreSchemaVersion = 1;
 // The results store: one SQLite file (WAL mode), each result committed in its own
 // transaction. Tables: meta (schema version), platform, stack (the software that ran),
 // run (one row per config per platform per stack, every hyperparameter its own column,
-// the metrics of `trainbench run`, raw step times, the full result JSON). See docs/store.md.
+// the metrics of `trainbench run`, raw step times, the full result JSON), and, added
+// without a version change, profile_run/profile (per-operator profiles) and memory
+// (measured memory breakdowns). See docs/sweeps.md and docs/profiling.md.
 class Store {
  public:
   // Opens or creates a store. A file that is not a trainbench store, or is corrupt, is
@@ -44,9 +46,21 @@ class Store {
   // Every platform row: id, name, identity and detail (a platform description, or null).
   std::vector<nlohmann::json> platforms();
   int64_t count_runs();
-  // Copies the other store's platforms, stacks and runs, skipping runs already present.
+  // Copies the other store's platforms, stacks and runs, skipping runs already present, and
+  // its profiles and memory breakdowns, skipping those already present.
   // Returns the number of runs added.
   int64_t merge_from(Store& other);
+  // Per-operator profiles (`trainbench profile --store`, `sweep --profile`): one summary row
+  // in profile_run and one row per operator in profile, replacing an earlier profile of the
+  // same config/platform/stack. `profile` is the object to_json(Profile) makes.
+  void add_profile(const nlohmann::json& profile, int64_t platform, int64_t stack);
+  // Profiles in the shape add_profile took them (all, or one config's), with their
+  // platform_id and stack_id.
+  std::vector<nlohmann::json> profiles(const std::string& config = "");
+  // Measured memory breakdowns (`trainbench memory --store`): the object
+  // to_json(MemoryBreakdown) makes, one row per config/platform/stack.
+  void add_memory(const nlohmann::json& breakdown, int64_t platform, int64_t stack);
+  std::vector<nlohmann::json> memory_breakdowns(const std::string& config = "");
   std::string integrity_check();  // "ok" or SQLite's report
   const std::string& path() const { return path_; }
 
@@ -54,6 +68,8 @@ class Store {
   Store(std::string path, std::unique_ptr<sql::Database> db);
   void migrate();
   void ensure_param_columns();
+  bool has_table(const std::string& name);
+  void merge_extras_from(Store& other);
   int64_t id_of(const char* table, const std::string& identity);  // of a platform/stack row
   std::string path_;
   std::unique_ptr<sql::Database> db_;

@@ -1,0 +1,158 @@
+#include "cost/op_cost.h"
+
+#include <algorithm>
+#include <set>
+
+namespace tb::cost {
+namespace {
+
+double numel(const std::vector<int64_t>& s) {
+  double n = 1;
+  for (auto d : s) n *= double(d);
+  return n;
+}
+
+bool one_of(const std::string& name, const std::set<std::string>& names) {
+  return names.count(name) > 0;
+}
+
+// Operators whose FLOPs are one or more per element of their largest input: the generated
+// families' activations and their gradients, the residual add, the optimizers' updates.
+double elementwise_flops_per_element(const std::string& op) {
+  static const std::set<std::string> one = {"relu",
+                                            "relu_",
+                                            "threshold_backward",
+                                            "add",
+                                            "add_",
+                                            "sub",
+                                            "sub_",
+                                            "mul",
+                                            "mul_",
+                                            "div",
+                                            "div_",
+                                            "sqrt",
+                                            "sqrt_",
+                                            "rsqrt",
+                                            "tanh",
+                                            "tanh_",
+                                            "sigmoid",
+                                            "sigmoid_",
+                                            "tanh_backward",
+                                            "sigmoid_backward",
+                                            "neg",
+                                            "exp",
+                                            "exp_",
+                                            "clamp",
+                                            "clamp_",
+                                            "reciprocal",
+                                            "lerp_",
+                                            "maximum",
+                                            "minimum"};
+  // value * t1 op t2 + self: the multiply or divide and the add (a scale by value = 1 is free)
+  static const std::set<std::string> two = {"addcmul", "addcmul_", "addcdiv", "addcdiv_"};
+  if (one.count(op)) return 1;
+  if (two.count(op)) return 2;
+  return -1;
+}
+
+}  // namespace
+
+int64_t profiler_dtype_bytes(const std::string& d) {
+  if (d == "float" || d == "int" || d == "unsigned int") return 4;
+  if (d == "double" || d == "long int" || d == "long" || d == "int64_t") return 8;
+  if (d == "c10::BFloat16" || d == "c10::Half" || d == "short int") return 2;
+  if (d == "bool" || d == "unsigned char" || d == "signed char") return 1;
+  return 0;
+}
+
+OpCost op_cost(const std::string& full_name, const std::vector<std::vector<int64_t>>& shapes,
+               const std::vector<std::string>& dtypes) {
+  const std::string name = full_name.rfind("aten::", 0) == 0 ? full_name.substr(6) : full_name;
+  OpCost c;
+  // Element size of the op: its first floating-point input.
+  int64_t eb = 0;
+  double in_bytes = 0, largest = 0;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const int64_t b = i < dtypes.size() ? profiler_dtype_bytes(dtypes[i]) : 0;
+    if (shapes[i].empty()) continue;  // a scalar or a non-tensor argument
+    in_bytes += numel(shapes[i]) * b;
+    largest = std::max(largest, numel(shapes[i]));
+    const std::string& d = i < dtypes.size() ? dtypes[i] : "";
+    if (eb == 0 && (d == "float" || d == "double" || d == "c10::BFloat16" || d == "c10::Half"))
+      eb = b;
+  }
+  if (eb == 0) eb = 4;
+  auto dims = [&](size_t i) -> const std::vector<int64_t>& {
+    static const std::vector<int64_t> none;
+    return i < shapes.size() ? shapes[i] : none;
+  };
+
+  if (name == "mm" && dims(0).size() == 2 && dims(1).size() == 2) {
+    const double m = dims(0)[0], k = dims(0)[1], n = dims(1)[1];
+    c = {2 * m * k * n, in_bytes + eb * m * n, true};
+  } else if (name == "addmm" && dims(1).size() == 2 && dims(2).size() == 2) {
+    const double m = dims(1)[0], k = dims(1)[1], n = dims(2)[1];
+    c = {2 * m * k * n + m * n, in_bytes + eb * m * n, true};  // + the bias add
+  } else if ((name == "bmm" || name == "baddbmm") && dims(name == "bmm" ? 0 : 1).size() == 3) {
+    const size_t a = name == "bmm" ? 0 : 1;
+    const double b = dims(a)[0], m = dims(a)[1], k = dims(a)[2], n = dims(a + 1)[2];
+    c = {2 * b * m * k * n + (name == "baddbmm" ? b * m * n : 0), in_bytes + eb * b * m * n, true};
+  } else if (name == "convolution_backward" && dims(0).size() == 4 && dims(2).size() == 4) {
+    // grad_output, input, weight: the input and the weight gradient, each a convolution
+    // of the forward's size (the first layer's unneeded input gradient is counted too).
+    const double macs = numel(dims(0)) * dims(2)[1] * dims(2)[2] * dims(2)[3];
+    c = {2 * 2 * macs, in_bytes + numel(dims(1)) * eb + numel(dims(2)) * eb, true};
+  } else if (name == "native_batch_norm" || name == "_batch_norm_impl_index") {
+    c = {7 * numel(dims(0)), in_bytes + eb * numel(dims(0)), true};
+  } else if (name == "native_batch_norm_backward") {
+    c = {12 * numel(dims(0)), in_bytes + eb * numel(dims(1)), true};  // 9 input + 3 weight
+  } else if (name == "_log_softmax") {
+    c = {5 * numel(dims(0)), in_bytes + eb * numel(dims(0)), true};
+  } else if (name == "_log_softmax_backward_data") {
+    c = {3 * numel(dims(0)), in_bytes + eb * numel(dims(0)), true};
+  } else if (name == "avg_pool2d" || name == "adaptive_avg_pool2d" || name == "mean") {
+    c = {numel(dims(0)), in_bytes, true};
+  } else if (name == "sum" && !dims(0).empty()) {
+    c = {numel(dims(0)), in_bytes, true};  // e.g. the bias gradient
+  } else if (const double per = elementwise_flops_per_element(name); per > 0) {
+    c = {per * largest, in_bytes + eb * largest, true};
+  } else {
+    c = {0, in_bytes, false};
+  }
+  return c;
+}
+
+std::string op_class(const std::string& full_name) {
+  std::string n = full_name.rfind("aten::", 0) == 0 ? full_name.substr(6) : full_name;
+  auto has = [&](const char* s) { return n.find(s) != std::string::npos; };
+  if (one_of(n, {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear"}) || has("Addmm") ||
+      has("MmBackward") || has("Bmm"))
+    return "matmul";
+  if (has("conv") || has("Convolution")) return "conv";
+  if (has("batch_norm") || has("BatchNorm")) return "normalization";
+  if (has("pool") || has("Pool")) return "pooling";
+  if (has("softmax") || has("Softmax") || has("nll_loss") || has("NllLoss") || has("cross_entropy"))
+    return "softmax-loss";
+  if (has("lstm") || has("gru") || has("rnn_") || has("LSTM") || has("GRU") || has("RNN"))
+    return "rnn";
+  if (has("embedding") || has("Embedding")) return "embedding";
+  if (elementwise_flops_per_element(n) > 0 || has("Relu") || has("Threshold") || has("Add") ||
+      has("Mul") || has("Tanh") || has("Sigmoid"))
+    return "elementwise";
+  if (one_of(n, {"sum", "mean", "max", "min", "norm"}) || has("Sum") || has("Mean"))
+    return "reduction";
+  if (one_of(n, {"copy_",       "empty",      "empty_like", "empty_strided", "zeros",
+                 "zeros_like",  "zero_",      "fill_",      "ones_like",     "to",
+                 "_to_copy",    "contiguous", "clone",      "view",          "reshape",
+                 "t",           "transpose",  "permute",    "expand",        "as_strided",
+                 "select",      "slice",      "unsqueeze",  "squeeze",       "flatten",
+                 "cat",         "stack",      "detach",     "resize_",       "narrow",
+                 "chunk",       "split",      "unbind",     "index_select",  "_unsafe_view",
+                 "result_type", "lift_fresh", "set_"}) ||
+      has("View") || has("Transpose") || has("TBackward") || has("Unsafe") || has("Expand"))
+    return "memory";
+  if (has("AccumulateGrad") || has("autograd::") || has("Backward")) return "autograd";
+  return "other";
+}
+
+}  // namespace tb::cost

@@ -1,0 +1,30 @@
+#pragma once
+// Analytic cost of one operator call as the profiler records it: a name and the shapes
+// and dtypes of its inputs (outputs are not recorded). The conventions are the cost
+// model's (docs/cost-model.md): FLOP = 2 x MAC, a bias or scaled add counts one FLOP per
+// element, comparisons count. Bytes are the inputs read plus the output written, each
+// once. Used to give every profiled operator FLOPs, bytes and a class.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tb::cost {
+
+struct OpCost {
+  double flops = 0;  // 0: no arithmetic of its own, or an op the table does not know
+  double bytes = 0;
+  bool known = false;  // the op is in the table (its FLOPs are meant, even when 0)
+};
+
+// Size in bytes of a dtype as the profiler names it ("float", "c10::BFloat16",
+// "long int", ...); 0 when unknown.
+int64_t profiler_dtype_bytes(const std::string& dtype);
+
+OpCost op_cost(const std::string& name, const std::vector<std::vector<int64_t>>& shapes,
+               const std::vector<std::string>& dtypes);
+
+// The class an operator belongs to, for time breakdowns: matmul, conv, normalization,
+// pooling, elementwise, reduction, softmax-loss, rnn, embedding, memory, autograd, other.
+std::string op_class(const std::string& name);
+
+}  // namespace tb::cost

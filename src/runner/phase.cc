@@ -1,0 +1,46 @@
+#include "runner/phase.h"
+
+namespace tb {
+namespace {
+std::atomic<int> g_phase{0};
+}  // namespace
+
+const char* phase_name(Phase p) {
+  switch (p) {
+    case Phase::kForward:
+      return "forward";
+    case Phase::kBackward:
+      return "backward";
+    case Phase::kOptimizer:
+      return "optimizer";
+    default:
+      return "other";
+  }
+}
+
+Phase current_phase() { return Phase(g_phase.load(std::memory_order_relaxed)); }
+
+PhaseScope::PhaseScope(Phase p)
+    : previous_(Phase(g_phase.exchange(int(p), std::memory_order_relaxed))),
+      scope_(at::RecordScope::USER_SCOPE) {
+  if (scope_.isActive()) {
+    switch (p) {
+      case Phase::kForward:
+        scope_.before("tb::forward");
+        break;
+      case Phase::kBackward:
+        scope_.before("tb::backward");
+        break;
+      case Phase::kOptimizer:
+        scope_.before("tb::optimizer");
+        break;
+      default:
+        scope_.before("tb::other");
+    }
+  }
+}
+
+// The profiler scope ends after this body, when scope_ is destroyed.
+PhaseScope::~PhaseScope() { g_phase.store(int(previous_), std::memory_order_relaxed); }
+
+}  // namespace tb

@@ -1,0 +1,34 @@
+#pragma once
+#include <ATen/record_function.h>
+
+#include <atomic>
+
+namespace tb {
+
+// The parts of a training step, as the profiler and the memory tracker attribute work
+// and allocations to them. kOther: outside forward, backward and optimizer (releasing
+// the gradients, building the model, making the batch).
+enum class Phase : int { kOther = 0, kForward, kBackward, kOptimizer };
+inline constexpr int kPhaseCount = 4;
+const char* phase_name(Phase p);  // "other", "forward", "backward", "optimizer"
+
+// The phase the training loop is in. Process-wide rather than per thread: allocations
+// made by intra-op worker threads belong to the phase their caller is in.
+Phase current_phase();
+
+// Marks a phase for its lifetime: sets current_phase() and opens a profiler user scope
+// named "tb::<phase>" (free when no profiler or callback is listening), so a profile
+// attributes every operator call by containment in time.
+class PhaseScope {
+ public:
+  explicit PhaseScope(Phase p);
+  ~PhaseScope();
+  PhaseScope(const PhaseScope&) = delete;
+  PhaseScope& operator=(const PhaseScope&) = delete;
+
+ private:
+  Phase previous_;
+  at::RecordFunction scope_;
+};
+
+}  // namespace tb

@@ -1,0 +1,338 @@
+#include "runner/profile.h"
+
+#include <fmt/format.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
+
+#include <chrono>
+#include <map>
+#include <tuple>
+
+#include "cost/cost.h"
+#include "cost/op_cost.h"
+#include "model/workload.h"
+#include "runner/cpu_usage.h"
+#include "runner/runner.h"
+#include "runner/threads.h"
+#include "spec/errors.h"
+
+namespace tb {
+namespace {
+
+std::string shape_text(const std::vector<std::vector<int64_t>>& shapes) {
+  std::string out;
+  for (const auto& s : shapes) {
+    if (!out.empty()) out += ", ";
+    if (s.empty()) {
+      out += "-";
+      continue;
+    }
+    for (size_t i = 0; i < s.size(); ++i) out += (i ? "x" : "") + std::to_string(s[i]);
+  }
+  return out;
+}
+
+struct Interval {
+  double start, end;
+};
+
+// Total length of the union of intervals.
+double union_length(std::vector<Interval> v) {
+  std::sort(v.begin(), v.end(),
+            [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  double total = 0, cur_s = 0, cur_e = -1;
+  for (const auto& i : v) {
+    if (i.start > cur_e) {
+      if (cur_e > cur_s) total += cur_e - cur_s;
+      cur_s = i.start, cur_e = i.end;
+    } else {
+      cur_e = std::max(cur_e, i.end);
+    }
+  }
+  if (cur_e > cur_s) total += cur_e - cur_s;
+  return total;
+}
+
+// What aggregation decides about each event; also what the trace shows.
+struct Annotated {
+  int parent = -1;
+  std::string phase = "other";
+  double self_us = 0, flops = 0, bytes = 0;
+  std::string flops_source;
+  bool owner = false;  // its FLOPs and bytes count (no ancestor's do)
+};
+
+Profile aggregate(const std::vector<OpEvent>& events, int steps, std::vector<TraceEvent>* trace) {
+  Profile p;
+  p.steps = steps;
+  std::vector<Interval> step_ranges;
+  std::vector<std::pair<Interval, std::string>> phase_ranges;
+  std::map<std::string, double> phase_total;
+  for (const auto& e : events) {
+    if (!e.user_scope) continue;
+    const Interval r{e.start_us, e.start_us + e.dur_us};
+    if (e.name == "tb::step") step_ranges.push_back(r);
+    for (const char* ph : {"forward", "backward", "optimizer"})
+      if (e.name == std::string("tb::") + ph) {
+        phase_ranges.push_back({r, ph});
+        phase_total[ph] += e.dur_us;
+      }
+  }
+
+  // Operators nest per thread: sort by start (longest first on ties, which puts a parent
+  // before a child that starts in the same microsecond), then walk with a stack.
+  std::vector<size_t> order;
+  for (size_t i = 0; i < events.size(); ++i)
+    if (!events[i].user_scope) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const auto& x = events[a];
+    const auto& y = events[b];
+    return std::make_tuple(x.tid, x.start_us, -x.dur_us) <
+           std::make_tuple(y.tid, y.start_us, -y.dur_us);
+  });
+  std::vector<Annotated> ann(events.size());
+  std::vector<size_t> stack;
+  uint64_t tid = ~0ull;
+  for (size_t i : order) {
+    const auto& e = events[i];
+    if (e.tid != tid) stack.clear(), tid = e.tid;
+    // The profiler's microsecond timestamps are truncated: a child may seem to end up
+    // to 1 us after its parent.
+    while (!stack.empty()) {
+      const auto& top = events[stack.back()];
+      const double top_end = top.start_us + top.dur_us;
+      if (e.start_us < top_end || (e.start_us == top_end && e.dur_us == 0)) break;
+      stack.pop_back();
+    }
+    if (!stack.empty()) ann[i].parent = int(stack.back());
+    stack.push_back(i);
+  }
+
+  // Phase of a root: the phase range containing its start; children inherit it.
+  std::vector<Interval> roots;
+  for (size_t i : order) {  // parents come before their children in `order`
+    auto& a = ann[i];
+    const auto& e = events[i];
+    if (a.parent >= 0) {
+      a.phase = ann[a.parent].phase;
+    } else {
+      roots.push_back({e.start_us, e.start_us + e.dur_us});
+      for (const auto& [r, ph] : phase_ranges)
+        if (e.start_us >= r.start && e.start_us <= r.end) a.phase = ph;
+    }
+    a.self_us = e.dur_us;
+  }
+  std::vector<bool> has_children(events.size(), false);
+  for (size_t i : order)
+    if (ann[i].parent >= 0) {
+      ann[ann[i].parent].self_us -= events[i].dur_us;
+      has_children[ann[i].parent] = true;
+    }
+
+  // FLOPs and bytes: counted at the outermost operator that the cost table knows, that the
+  // profiler counts, or that calls nothing; never again below it.
+  std::vector<bool> covered(events.size(), false);  // an ancestor owns the cost
+  for (size_t i : order) {
+    auto& a = ann[i];
+    const auto& e = events[i];
+    a.self_us = std::max(0.0, a.self_us);
+    if (a.parent >= 0) covered[i] = covered[a.parent] || ann[a.parent].owner;
+    if (covered[i]) continue;
+    const cost::OpCost c = cost::op_cost(e.name, e.shapes, e.dtypes);
+    if (c.known || e.profiler_flops > 0 || !has_children[i]) {
+      a.owner = true;
+      a.bytes = c.bytes;
+      if (c.known && c.flops > 0) {
+        a.flops = c.flops;
+        a.flops_source = "model";
+      } else if (e.profiler_flops > 0) {
+        a.flops = e.profiler_flops;
+        a.flops_source = "profiler";
+      }
+    }
+  }
+
+  std::map<std::tuple<std::string, std::string, std::string>, OpStats> rows;
+  double window_start = 1e300, window_end = -1e300;
+  for (size_t i : order) {
+    const auto& e = events[i];
+    const auto& a = ann[i];
+    const std::string shapes = shape_text(e.shapes);
+    OpStats& s = rows[{e.name, shapes, a.phase}];
+    if (s.calls == 0) {
+      s.name = e.name, s.shapes = shapes, s.phase = a.phase, s.op_class = cost::op_class(e.name);
+      if (a.phase == "optimizer" && s.op_class != "memory") s.op_class = "optimizer";
+    }
+    s.calls += 1;
+    s.total_us += e.dur_us;
+    s.self_us += a.self_us;
+    s.flops += a.flops;
+    s.bytes += a.bytes;
+    s.profiler_flops += e.profiler_flops;
+    if (!a.flops_source.empty()) s.flops_source = a.flops_source;
+    window_start = std::min(window_start, e.start_us);
+    window_end = std::max(window_end, e.start_us + e.dur_us);
+  }
+  const double n = std::max(1, steps);
+  for (auto& [k, s] : rows) {
+    s.calls /= n, s.total_us /= n, s.self_us /= n, s.flops /= n, s.bytes /= n;
+    s.profiler_flops /= n;
+    p.flops += s.flops;
+    p.bytes += s.bytes;
+    p.ops.push_back(s);
+  }
+  std::stable_sort(p.ops.begin(), p.ops.end(),
+                   [](const OpStats& a, const OpStats& b) { return a.self_us > b.self_us; });
+
+  double steps_us = 0;
+  for (const auto& r : step_ranges) steps_us += r.end - r.start;
+  if (step_ranges.empty() && window_end > window_start) steps_us = window_end - window_start;
+  p.step_us = steps_us / n;
+  double phased = 0;
+  for (const auto& [ph, us] : phase_total) {
+    p.phase_us[ph] = us / n;
+    phased += us / n;
+  }
+  p.phase_us["other"] = std::max(0.0, p.step_us - phased);
+  p.utilization.elapsed_s = steps_us * 1e-6;
+  p.utilization.active_s = union_length(roots) * 1e-6;
+  p.utilization.compute = compute_utilization(p.utilization.active_s, p.utilization.elapsed_s);
+
+  if (trace) {
+    double t0 = 1e300;
+    for (const auto& e : events) t0 = std::min(t0, e.start_us);
+    for (size_t i = 0; i < events.size(); ++i) {
+      const auto& e = events[i];
+      TraceEvent t{e.name, e.user_scope ? "tb" : cost::op_class(e.name), e.start_us - t0, e.dur_us,
+                   e.tid};
+      if (!e.user_scope) {
+        t.args = {
+            {"shapes", shape_text(e.shapes)}, {"phase", ann[i].phase}, {"self_us", ann[i].self_us}};
+        if (ann[i].flops > 0) t.args["flops"] = ann[i].flops;
+      }
+      trace->push_back(std::move(t));
+    }
+  }
+  return p;
+}
+
+Status classify(const std::string& message) {
+  if (message.find("not implemented for") != std::string::npos ||
+      message.find("not supported") != std::string::npos)
+    return Status::kUnsupported;
+  if (message.find("can't allocate memory") != std::string::npos ||
+      message.find("out of memory") != std::string::npos)
+    return Status::kOom;
+  return Status::kCrashed;
+}
+
+}  // namespace
+
+Profile aggregate_profile(const std::vector<OpEvent>& events, int steps) {
+  return aggregate(events, steps, nullptr);
+}
+
+ProfileRun profile_config(const Config& input, const ProfileOptions& o) {
+  using namespace torch::autograd::profiler;
+  using Clock = std::chrono::steady_clock;
+  ProfileRun run;
+  Config config = input;
+  run.threads = apply_threads(int(config.get_int("threads")));
+  config.set("threads", std::to_string(run.threads));
+  const StepCost cost = step_cost(config);
+  try {
+    const torch::Device device(config.get("device"));
+    if (!device.is_cpu()) {
+      run.status = Status::kUnsupported;
+      run.error = "profile: only the CPU is profiled so far (device " + config.get("device") + ")";
+      return run;
+    }
+    torch::manual_seed(o.seed);
+    auto workload = build_workload(config);
+    const torch::Dtype dtype = dtype_of(config);
+    workload->module().to(device, dtype);
+    workload->module().train();
+    const Batch batch = workload->make_batch(device, dtype, o.seed);
+    auto opt = make_optimizer(config, workload->module());
+
+    // The last half of the warm-up, timed, gives the step time without the profiler.
+    double unprofiled = 0;
+    int timed = 0;
+    for (int i = 0; i < o.warmup_steps; ++i) {
+      const auto t0 = Clock::now();
+      train_step(*workload, *opt, batch, device);
+      if (i >= o.warmup_steps / 2) {
+        unprofiled += std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+        ++timed;
+      }
+    }
+
+    const ProfilerConfig pc(ProfilerState::KINETO, /*report_input_shapes=*/true,
+                            /*profile_memory=*/false, /*with_stack=*/false, /*with_flops=*/true,
+                            /*with_modules=*/false);
+    const std::set<torch::profiler::impl::ActivityType> activities = {
+        torch::profiler::impl::ActivityType::CPU};
+    prepareProfiler(pc, activities);
+    const CpuSnapshot cpu0 = cpu_snapshot();
+    const ThreadSnapshot threads0 = thread_snapshot();
+    enableProfiler(pc, activities);
+    for (int i = 0; i < o.steps; ++i) {
+      RECORD_USER_SCOPE("tb::step");
+      train_step(*workload, *opt, batch, device);
+    }
+    auto result = disableProfiler();
+    const ThreadSnapshot threads1 = thread_snapshot();
+    const CpuSnapshot cpu1 = cpu_snapshot();
+
+    std::vector<OpEvent> events;
+    for (const auto& e : result->events()) {
+      if (e.deviceType() != c10::DeviceType::CPU) continue;
+      OpEvent x;
+      x.name = e.name();
+      x.start_us = double(e.startUs());
+      x.dur_us = double(e.durationUs());
+      x.tid = e.startThreadId();
+      x.user_scope = e.scope() == uint8_t(at::RecordScope::USER_SCOPE);
+      if (e.hasShapes())
+        for (const auto& s : e.shapes()) x.shapes.push_back(s);
+      if (e.hasTypes())
+        for (const auto& d : e.dtypes()) x.dtypes.push_back(d);
+      x.profiler_flops = double(e.flops());
+      events.push_back(std::move(x));
+    }
+    run.profile = aggregate(events, o.steps, o.keep_trace ? &run.trace : nullptr);
+    Profile& p = run.profile;
+    p.config = config.str();
+    p.dtype = config.get("dtype");
+    p.warmup_steps = o.warmup_steps;
+    p.unprofiled_step_us = timed > 0 ? unprofiled / timed : 0;
+    p.model_flops = cost.flops();
+    p.model_phase_flops = {
+        {"forward", cost.fwd_flops}, {"backward", cost.bwd_flops}, {"optimizer", cost.opt_flops}};
+    Utilization& u = p.utilization;
+    u.dtype = p.dtype;
+    u.peak_flops = o.peak_flops;
+    if (!u.peak_flops && o.platform) u.peak_flops = o.platform->peak_flops(p.dtype);
+    const double window_flops = p.flops * o.steps;
+    if (u.peak_flops) {
+      u.fp = fp_utilization(window_flops, *u.peak_flops, u.active_s);
+      u.fp_elapsed = fp_utilization(window_flops, *u.peak_flops, u.elapsed_s);
+    }
+    u.cpu = cpu_usage(cpu0, cpu1);
+    u.threads = thread_activity(threads0, threads1);
+  } catch (const c10::Error& e) {
+    const std::string msg = e.what_without_backtrace();
+    run.status = classify(msg);
+    run.error = msg.substr(0, msg.find('\n'));
+  } catch (const std::bad_alloc&) {
+    run.status = Status::kOom;
+    run.error = "std::bad_alloc during profiling";
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::exception& e) {
+    run.status = classify(e.what());
+    run.error = e.what();
+  }
+  return run;
+}
+
+}  // namespace tb

@@ -1,0 +1,50 @@
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "platform/description.h"
+#include "record/profile.h"
+#include "record/result.h"
+#include "spec/config.h"
+
+namespace tb {
+
+struct ProfileOptions {
+  int warmup_steps = 5;  // unprofiled steps first: allocations, optimizer state, caches settle
+  int steps = 5;         // the profiled window
+  uint64_t seed = 1;
+  std::optional<PlatformDescription> platform;  // the peak for utilization
+  std::optional<double> peak_flops;             // overrides the platform's
+  bool keep_trace = false;                      // fill ProfileRun::trace
+};
+
+struct ProfileRun {
+  Status status = Status::kOk;
+  std::string error;
+  int threads = 0;
+  Profile profile;
+  std::vector<TraceEvent> trace;  // every event of the window, for a Chrome trace
+};
+
+// One operator call as the profiler reports it, before aggregation.
+struct OpEvent {
+  std::string name;
+  double start_us = 0, dur_us = 0;
+  uint64_t tid = 0;
+  bool user_scope = false;  // a RECORD_USER_SCOPE range (tb::step, tb::forward, ...)
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<std::string> dtypes;
+  double profiler_flops = 0;
+};
+
+// Aggregates a window of events into a profile: nests them per thread, attributes each
+// to the phase whose tb::<phase> range contains it, computes self time and counts FLOPs
+// and bytes once per operator tree. `steps` divides everything to per-step figures.
+Profile aggregate_profile(const std::vector<OpEvent>& events, int steps);
+
+// Builds the config's workload, runs warm-up steps, then profiles `steps` training steps
+// with LibTorch's (Kineto) profiler. Problems of the run come back as a status.
+ProfileRun profile_config(const Config& config, const ProfileOptions& options);
+
+}  // namespace tb

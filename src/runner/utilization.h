@@ -1,0 +1,64 @@
+#pragma once
+// The utilization metrics of TBD (Zhu et al., section III-D), defined once. The CPU
+// fills them from its own measurements today; a GPU backend fills eq. 1 and 2 from its
+// kernel profiler with the same functions.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runner/cpu_usage.h"
+
+namespace tb {
+
+// TBD eq. 1: the fraction of the elapsed time the device is busy, i.e. at least one of its
+// units is executing an operator (a kernel on a GPU). In [0, 1].
+double compute_utilization(double active_s, double elapsed_s);
+
+// TBD eq. 2: the FLOPs executed while the device is active over what its peak could have
+// executed in that time. Named for FP32 in the paper; here for the config's dtype.
+double fp_utilization(double flops, double peak_flops, double active_s);
+
+// TBD eq. 3: the sum over cores of each core's active time over cores x elapsed time.
+double cpu_utilization(const std::vector<double>& core_active_s, double elapsed_s);
+
+// Where this process's threads spent a window of time, from the kernel's per-thread
+// accounting (/proc/self/task/*/schedstat, or stat where schedstat is missing).
+struct ThreadActivity {
+  int threads = 0;       // threads of the process at the end of the window
+  int threads_used = 0;  // those that ran for at least 1% of the window
+  double elapsed_s = 0;
+  double computing_s = 0;      // on a CPU, all threads together
+  double runnable_wait_s = 0;  // ready to run but waiting for a core (0 without schedstat)
+  // The used threads' remaining time: blocked on a lock, a barrier or I/O, or sleeping.
+  double blocked_s = 0;
+  bool has_schedstat = false;
+};
+
+struct ThreadSnapshot {
+  double wall_s = 0;
+  struct Thread {
+    int64_t tid;
+    double cpu_s, wait_s;
+  };
+  std::vector<Thread> threads;
+  bool has_schedstat = false;
+};
+ThreadSnapshot thread_snapshot();
+ThreadActivity thread_activity(const ThreadSnapshot& begin, const ThreadSnapshot& end);
+
+// The utilization of one measured window, as reported next to a profile or a run.
+struct Utilization {
+  std::string device = "cpu";
+  double elapsed_s = 0;
+  double active_s = 0;               // eq. 1's numerator: time some operator was running
+  std::optional<double> compute;     // eq. 1
+  std::optional<double> fp;          // eq. 2, needs a peak
+  std::optional<double> fp_elapsed;  // FLOPs over peak x elapsed (eq. 2 with idle time counted)
+  std::string dtype;
+  std::optional<double> peak_flops;
+  CpuUsage cpu;  // eq. 3: this process, the whole machine, per core
+  ThreadActivity threads;
+};
+
+}  // namespace tb

@@ -19,6 +19,8 @@ packages=(
   libtomlplusplus-dev libeigen3-dev sqlite3
   libblas3  # the reference BLAS: only so the test that detects a slow BLAS can load it
 )
+# The browser that checks the HTML report renders (tests/report_browser_test.cc).
+[ "$mode" = test ] && packages+=(chromium)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -41,9 +43,15 @@ if [ "$mode" = test ]; then
 fi
 
 # The main job: characterize this machine (cached after the first time), run the demo
-# sweep into a results store (resumable: a second run skips what is done), export it.
+# sweep into a results store (resumable: a second run skips what is done), profile two of
+# its configs and measure one's memory, export it, and write the report.
 mkdir -p out
 "$build"/trainbench platform
 "$build"/trainbench sweep demo --store out/demo.db
+"$build"/trainbench profile fc:layers=4,nodes=512,batch=256 --store out/demo.db --top 5
+"$build"/trainbench profile cnn:block=residual,filters=16,image=32,output=10,batch=32 --store out/demo.db --top 5
+"$build"/trainbench memory cnn:block=residual,filters=16,image=32,output=10 --batch 16,32 --store out/demo.db
 "$build"/trainbench export out/demo.db --format csv -o out/demo.csv
+"$build"/trainbench report out/demo.db -o out/report.html --title "trainbench demo"
 echo "results: $(pwd)/out/demo.db (SQLite), $(pwd)/out/demo.csv"
+echo "report:  $(pwd)/out/report.html"

@@ -94,8 +94,11 @@ ComparisonView compare_runs(const RunSet& runs, const std::string& axis, const s
     auto params = varying_numeric_params(rs);
     params.erase(std::remove(params.begin(), params.end(), axis), params.end());
     const auto samples = samples_of(pts, params);
-    if (!params.empty() && samples.size() >= params.size() + 2)
-      v.regression_by_family[fam] = sensitivity(samples, params);
+    if (!params.empty() && samples.size() >= params.size() + 2) {
+      const Regression& r = v.regression_by_family[fam] = sensitivity(samples, params);
+      const auto ranked = ranked_params(r);
+      if (ranked.size() >= 2) v.heat_by_family[fam] = heat_map(pts, ranked[0], ranked[1]);
+    }
   }
   const bool b_wins = v.stats.geomean >= 1;
   for (const auto& s : v.stats.matched)

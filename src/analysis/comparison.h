@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "analysis/analysis.h"
+#include "analysis/heatmap.h"
 #include "analysis/runs.h"
 
 namespace tb {
@@ -20,6 +21,7 @@ struct ComparisonView {
   std::vector<Point> points;
   std::map<std::string, Comparison> by_family;
   std::map<std::string, Regression> regression_by_family;  // of the speedup, where enough points
+  std::map<std::string, HeatMap> heat_by_family;  // speedup over its two highest-weight parameters
   // Matched configs where the side that wins differs from the overall winner, the
   // clearest first.
   std::vector<Speedup> flips;

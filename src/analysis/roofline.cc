@@ -35,6 +35,11 @@ std::vector<RooflineView> rooflines(const RunSet& set) {
       const double ai = r.metric("arithmetic_intensity"), f = r.metric("achieved_flops");
       if (std::isfinite(ai) && std::isfinite(f) && ai > 0 && f > 0) v.runs.push_back(&r);
     }
+    for (const auto& pr : set.profiles) {
+      if (pr.platform != info.name) continue;
+      for (const auto& op : pr.profile.ops)
+        if (op.flops > 0 && op.bytes > 0 && op.total_us > 0) v.ops.push_back({&pr.profile, &op});
+    }
     out.push_back(std::move(v));
   }
   return out;

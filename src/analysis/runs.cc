@@ -161,7 +161,7 @@ RunSet load_runs(const std::vector<std::string>& paths) {
       const bool known = std::any_of(set.platforms.begin(), set.platforms.end(),
                                      [&](const PlatformInfo& i) { return i.name == name; });
       if (known) continue;
-      PlatformInfo info{name, std::nullopt};
+      PlatformInfo info{name, std::nullopt, ""};
       if (p.at("detail").is_object()) {
         try {
           info.description = parse_platform(p.at("detail"), path + ": platform " + name);
@@ -173,6 +173,10 @@ RunSet load_runs(const std::vector<std::string>& paths) {
       set.platforms.push_back(std::move(info));
     }
     set.stores.push_back(path);
+    for (const auto& p : store->profiles())
+      set.profiles.push_back({platform_names[p.at("platform_id").get<int64_t>()], profile_from_json(p)});
+    for (const auto& m : store->memory_breakdowns())
+      set.memory.push_back({platform_names[m.at("platform_id").get<int64_t>()], m});
     for (const auto& row : store->runs()) {
       Run r;
       r.config = row.at("config").get<std::string>();

@@ -9,6 +9,7 @@
 
 #include "analysis/analysis.h"
 #include "platform/description.h"
+#include "record/profile.h"
 
 namespace tb {
 
@@ -33,8 +34,21 @@ struct PlatformInfo {
   std::string problem;  // why a stored description could not be read
 };
 
+// A per-operator profile (`trainbench profile --store`, `sweep --profile`) and where it ran.
+struct ProfileRow {
+  std::string platform;
+  Profile profile;
+};
+// A measured memory breakdown (`trainbench memory --store`): the stored JSON.
+struct MemoryRow {
+  std::string platform;
+  nlohmann::json breakdown;
+};
+
 struct RunSet {
   std::vector<Run> runs;
+  std::vector<ProfileRow> profiles;
+  std::vector<MemoryRow> memory;
   std::vector<PlatformInfo> platforms;  // in order of first appearance
   std::vector<std::string> stores;
   std::vector<std::string> families() const;  // sorted

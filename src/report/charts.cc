@@ -84,7 +84,11 @@ void heat_chart(ChartSet& cs, const FamilyView& f, const MetricInfo& m) {
         {"encoding",
          {{"x", x},
           {"y", y},
-          {"color", {{"field", "value"}, {"type", "quantitative"}, {"scale", {{"scheme", "viridis"}}}, {"title", m.label}}},
+          {"color", {{"field", "value"}, {"type", "quantitative"},
+                     // A speedup reads against 1: diverging colors centred there.
+                     {"scale", m.name == "speedup" ? json{{"type", "log"}, {"scheme", "redblue"}, {"domainMid", 1}}
+                                                   : json{{"scheme", "viridis"}}},
+                     {"title", m.label}}},
           {"tooltip", tip}}}},
        // Runs that did not fit or failed stay visibly empty, with the reason on hover.
        {{"transform", {{{"filter", "datum.value == null"}}}},
@@ -150,6 +154,7 @@ void roofline_chart(ChartSet& cs, const RooflineView& v, const std::string& colo
     lo = std::min(lo, r->metric("arithmetic_intensity"));
     hi = std::max(hi, r->metric("arithmetic_intensity"));
   }
+  for (const auto& [prof, op] : v.ops) lo = std::min(lo, op->intensity()), hi = std::max(hi, op->intensity());
   for (const auto& [d, ridge] : v.ridges) lo = std::min(lo, ridge), hi = std::max(hi, ridge);
   if (hi <= 0) lo = 0.1, hi = 100;
   lo /= 4, hi *= 4;
@@ -226,6 +231,104 @@ void roofline_chart(ChartSet& cs, const RooflineView& v, const std::string& colo
                        {table, pts, table + "-ridges"}, pts, spec});
 }
 
+// Operators of the stored profiles under the platform's roofs (ParaDnn section 4.2): each
+// point is one operator name and shape in one profiled config, per step.
+void op_roofline_chart(ChartSet& cs, const RooflineView& v) {
+  const std::string roofs = "roof-" + v.platform, pts = "oproof-" + v.platform;
+  json points = json::array();
+  for (const auto& [prof, op] : v.ops)
+    points.push_back({{"config", prof->config},
+                      {"operator", op->name},
+                      {"shapes", op->shapes},
+                      {"phase", op->phase},
+                      {"class", op->op_class},
+                      {"intensity", op->intensity()},
+                      {"achieved", op->achieved_flops()},
+                      {"time_share", prof->step_us > 0 ? op->total_us / prof->step_us : 0.0},
+                      {"flops_source", op->flops_source}});
+  cs.tables[pts] = points;
+  if (!cs.tables.contains(roofs)) cs.tables[roofs] = json::array();
+  json spec = base(v.platform + ": operator roofline");
+  spec["width"] = 560, spec["height"] = 360;
+  spec["layer"] = json::array(
+      {{{"data", {{"name", roofs}}},
+        {"mark", {{"type", "line"}, {"clip", true}}},
+        {"encoding", {{"x", {{"field", "intensity"}, {"type", "quantitative"}, {"scale", {{"type", "log"}}},
+                             {"title", "arithmetic intensity (FLOPs/byte)"}, {"axis", {{"format", "~s"}}}}},
+                      {"y", {{"field", "flops"}, {"type", "quantitative"}, {"scale", {{"type", "log"}}}, {"title", "FLOP/s"},
+                             {"axis", {{"format", "~s"}}}}},
+                      {"detail", {{"field", "roof"}}},
+                      {"order", {{"field", "order"}}},
+                      {"color", {{"value", "#777"}}},
+                      {"strokeDash", {{"field", "source"}, {"type", "nominal"}, {"scale", {{"domain", {"measured", "spec"}}, {"range", {{1, 0}, {5, 3}}}}}, {"title", "roof source"}}},
+                      {"tooltip", tooltip({{"roof", "nominal"}, {"source", "nominal"}})}}}},
+       {{"data", {{"name", pts}}},
+        {"mark", {{"type", "point"}, {"filled", true}, {"opacity", 0.75}, {"tooltip", true}}},
+        {"encoding", {{"x", {{"field", "intensity"}, {"type", "quantitative"}}},
+                      {"y", {{"field", "achieved"}, {"type", "quantitative"}}},
+                      {"color", {{"field", "class"}, {"type", "nominal"}, {"scale", {{"scheme", "category10"}}}, {"title", "operator class"}}},
+                      {"shape", {{"field", "phase"}, {"type", "nominal"}}},
+                      {"size", {{"field", "time_share"}, {"type", "quantitative"}, {"title", "share of step"}}},
+                      {"tooltip", tooltip({{"operator", "nominal"}, {"shapes", "nominal"}, {"phase", "nominal"}, {"config", "nominal"},
+                                           {"achieved", "quantitative"}, {"intensity", "quantitative"}, {"time_share", "quantitative"}})}}}}});
+  cs.charts.push_back({chart_id("oproof", v.platform), "profiles", v.platform + ": operator roofline",
+                       "Each point is an operator (name and input shapes) of a profiled config: analytic FLOPs and bytes "
+                       "over its measured time, sized by its share of the step, colored by class, shaped by phase.",
+                       {roofs, pts}, pts, spec});
+}
+
+void profile_breakdown_chart(ChartSet& cs, const std::vector<ProfileRow>& profiles) {
+  json rows = json::array();
+  for (const auto& pr : profiles) {
+    double total = 0;
+    const auto classes = pr.profile.class_self_us();
+    for (const auto& [c, us] : classes) total += us;
+    for (const auto& [c, us] : classes)
+      rows.push_back({{"config", pr.profile.config}, {"platform", pr.platform}, {"class", c}, {"self_us", us},
+                      {"share", total > 0 ? us / total : 0.0}});
+  }
+  cs.tables["profile-classes"] = rows;
+  json spec = base("Step time by operator class");
+  spec["data"] = {{"name", "profile-classes"}};
+  spec["width"] = 520;
+  spec["mark"] = {{"type", "bar"}, {"tooltip", true}};
+  spec["encoding"] = {{"y", {{"field", "config"}, {"type", "nominal"}, {"title", nullptr}, {"axis", {{"labelLimit", 420}}}}},
+                      {"x", {{"field", "self_us"}, {"type", "quantitative"}, {"stack", "normalize"}, {"title", "share of operator self time"}, {"axis", {{"format", "%"}}}}},
+                      {"color", {{"field", "class"}, {"type", "nominal"}, {"scale", {{"scheme", "category10"}}}, {"title", "operator class"}}},
+                      {"tooltip", tooltip({{"config", "nominal"}, {"class", "nominal"}, {"self_us", "quantitative"}, {"share", "quantitative"}})}};
+  cs.charts.push_back({chart_id("opclass"), "profiles", "Step time by operator class",
+                       "Self time of every operator per step, summed by class, as a share of the step (profiled steps; "
+                       "the profiler's own overhead is included).",
+                       {"profile-classes"}, "profile-classes", spec});
+}
+
+// TBD Fig. 8: measured memory by category at the moment the total peaked.
+void memory_chart(ChartSet& cs, const std::vector<MemoryRow>& memory) {
+  json rows = json::array();
+  for (const auto& m : memory) {
+    const auto& b = m.breakdown;
+    if (!b.contains("categories")) continue;
+    for (const auto& [cat, v] : b["categories"].items())
+      rows.push_back({{"config", b.value("config", "")}, {"platform", m.platform}, {"category", cat},
+                      {"bytes", v.value("at_peak_bytes", 0.0)}, {"peak_bytes", v.value("peak_bytes", 0.0)},
+                      {"estimate_bytes", v.contains("estimate_bytes") ? v["estimate_bytes"] : json(nullptr)}});
+  }
+  cs.tables["memory"] = rows;
+  json spec = base("Memory by category at the step's peak");
+  spec["data"] = {{"name", "memory"}};
+  spec["width"] = 520;
+  spec["mark"] = {{"type", "bar"}, {"tooltip", true}};
+  spec["encoding"] = {{"y", {{"field", "config"}, {"type", "nominal"}, {"title", nullptr}, {"axis", {{"labelLimit", 420}}}}},
+                      {"x", {{"field", "bytes"}, {"type", "quantitative"}, {"stack", "zero"}, {"title", "bytes"}, {"axis", {{"format", "~s"}}}}},
+                      {"color", {{"field", "category"}, {"type", "nominal"}, {"scale", {{"scheme", "tableau10"}}}}},
+                      {"tooltip", tooltip({{"config", "nominal"}, {"category", "nominal"}, {"bytes", "quantitative"},
+                                           {"peak_bytes", "quantitative"}, {"estimate_bytes", "quantitative"}})}};
+  cs.charts.push_back({chart_id("memory"), "profiles", "Memory by category at the step's peak",
+                       "Measured by trainbench's counting allocator over one steady-state step (trainbench memory "
+                       "--store); hover for each category's own peak and the cost model's estimate.",
+                       {"memory"}, "memory", spec});
+}
+
 void comparison_charts(ChartSet& cs, const ComparisonView& c, const std::string& color) {
   const std::string table = "cmp-" + c.axis;
   json rows = json::array();
@@ -269,6 +372,12 @@ void comparison_charts(ChartSet& cs, const ComparisonView& c, const std::string&
     sensitivity_chart(cs, f, m);
     cs.charts.back().section = "comparisons";
     cs.charts.back().id = chart_id("cmpsens", c.axis + "_" + fam);
+    if (c.heat_by_family.count(fam)) {
+      f.heat = c.heat_by_family.at(fam);
+      heat_chart(cs, f, m);
+      cs.charts.back().section = "comparisons";
+      cs.charts.back().id = chart_id("cmpheat", c.axis + "_" + fam);
+    }
   }
 }
 
@@ -319,6 +428,10 @@ ChartSet build_charts(const RunSet& runs, const Summary& s, const ChartOptions& 
               s.boxes, m.label, false, "box");
   for (const auto& v : s.rooflines)
     if (!v.runs.empty()) roofline_chart(cs, v, o.color_param);
+  for (const auto& v : s.rooflines)
+    if (!v.ops.empty()) op_roofline_chart(cs, v);
+  if (!runs.profiles.empty()) profile_breakdown_chart(cs, runs.profiles);
+  if (!runs.memory.empty()) memory_chart(cs, runs.memory);
   for (const auto& c : s.comparisons)
     if (!c.points.empty()) comparison_charts(cs, c, o.color_param);
   if (!s.scaling.empty()) scaling_chart(cs, s.scaling);

@@ -205,7 +205,7 @@ std::string render_report(const RunSet& runs, const Summary& s, const ChartSet& 
   h += "<nav><a href=\"#observations\">Observations</a><a href=\"#platforms\">Platforms</a>";
   for (const auto& [id, label] : std::vector<std::pair<std::string, std::string>>{
            {"families", "Families"}, {"distributions", "Distributions"}, {"rooflines", "Rooflines"},
-           {"comparisons", "Comparisons"}, {"scaling", "Scaling"}})
+           {"profiles", "Profiles"}, {"comparisons", "Comparisons"}, {"scaling", "Scaling"}})
     if (sections.count(id)) h += "<a href=\"#" + id + "\">" + label + "</a>";
   h += "</nav><div id=\"tb-errors\"></div><main>";
 
@@ -236,6 +236,10 @@ std::string render_report(const RunSet& runs, const Summary& s, const ChartSet& 
   if (sections.count("rooflines")) {
     h += "<h2 id=\"rooflines\">Rooflines</h2>";
     section(h, cs, "rooflines");
+  }
+  if (sections.count("profiles")) {
+    h += "<h2 id=\"profiles\">Operator profiles and memory</h2>";
+    section(h, cs, "profiles");
   }
   if (sections.count("comparisons")) {
     h += "<h2 id=\"comparisons\">Comparisons</h2>";

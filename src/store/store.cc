@@ -541,9 +541,15 @@ void Store::add_memory(const json& m, int64_t platform, int64_t stack) {
 std::vector<json> Store::memory_breakdowns(const std::string& config) {
   std::vector<json> out;
   if (!has_table("memory")) return out;
-  auto st = db_->prepare("SELECT detail FROM memory WHERE ? = '' OR config = ? ORDER BY id");
+  auto st = db_->prepare(
+      "SELECT detail, platform_id, stack_id FROM memory WHERE ? = '' OR config = ? ORDER BY id");
   st.bind(1, config).bind(2, config);
-  while (st.step()) out.push_back(json::parse(st.text(0)));
+  while (st.step()) {
+    json m = json::parse(st.text(0));
+    m["platform_id"] = st.integer(1);
+    m["stack_id"] = st.integer(2);
+    out.push_back(std::move(m));
+  }
   return out;
 }
 

@@ -58,7 +58,8 @@ class Store {
   // platform_id and stack_id.
   std::vector<nlohmann::json> profiles(const std::string& config = "");
   // Measured memory breakdowns (`trainbench memory --store`): the object
-  // to_json(MemoryBreakdown) makes, one row per config/platform/stack.
+  // to_json(MemoryBreakdown) makes, one row per config/platform/stack; read back with
+  // their platform_id and stack_id.
   void add_memory(const nlohmann::json& breakdown, int64_t platform, int64_t stack);
   std::vector<nlohmann::json> memory_breakdowns(const std::string& config = "");
   std::string integrity_check();  // "ok" or SQLite's report

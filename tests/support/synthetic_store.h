@@ -10,7 +10,7 @@
 namespace tb::testing {
 
 struct SyntheticOptions {
-  size_t runs = 200;  // approximate: whole grid points per platform
+  size_t runs = 200;  // written until this many, over a grid of layers x nodes x batch x 2 platforms
   uint64_t seed = 1;
   double noise = 0.005;
   // Text planted in a failed run's error and a platform's name, to check escaping.
@@ -32,7 +32,8 @@ inline void fill_synthetic_store(Store& store, const SyntheticOptions& o) {
   const int64_t fast = store.platform_id({{"host", "fast"}}, "fast " + o.hostile, desc_fast);
   const int64_t stack = store.stack_id({{"blas", "openblas"}});
   // Grid sized to the requested count: layers x nodes x batch x 2 platforms.
-  const int per_axis = std::max(2, int(std::cbrt(double(o.runs) / 2.0)));
+  const int per_axis = std::max(2, int(std::ceil(std::cbrt(double(o.runs) / 2.0) - 1e-9)));
+  size_t written = 0;
   std::vector<double> layers, lnodes, lbatch;
   for (int i = 0; i < per_axis; ++i) {
     layers.push_back(1 + i);
@@ -52,7 +53,8 @@ inline void fill_synthetic_store(Store& store, const SyntheticOptions& o) {
     for (double l : layers)
       for (double ln : lnodes)
         for (double lb : lbatch) {
-          const int64_t nodes = int64_t(std::llround(std::exp2(std::round(ln)))), batch = int64_t(std::llround(std::exp2(std::round(lb))));
+          if (written == o.runs) return;
+          const int64_t nodes = int64_t(std::llround(std::exp2(ln))), batch = int64_t(std::llround(std::exp2(lb)));
           const std::string config = "fc:layers=" + std::to_string(int(l)) + ",nodes=" + std::to_string(nodes) +
                                      ",input=2000,output=200,batch=" + std::to_string(batch) +
                                      ",dtype=fp32,optimizer=rmsprop,threads=2,device=cpu";
@@ -62,7 +64,7 @@ inline void fill_synthetic_store(Store& store, const SyntheticOptions& o) {
             r["status"] = "oom-predicted";
             r["error"] = "estimated 99 GiB exceeds the limit " + o.hostile;
           } else {
-            double util = 0.30 + 0.08 * z(lbatch, std::round(lb)) + 0.04 * z(lnodes, std::round(ln)) - 0.02 * z(layers, l) + noise(rng);
+            double util = 0.30 + 0.08 * z(lbatch, lb) + 0.04 * z(lnodes, ln) - 0.02 * z(layers, l) + noise(rng);
             if (platform == fast) util *= batch >= 1024 ? 1.5 * 0.4 / 0.6 : 0.8 * 0.4 / 0.6;
             const double peak = platform == fast ? 0.6e12 : 0.4e12;
             const double params = l * double(nodes) * double(nodes) + 2000.0 * double(nodes) + 200.0 * double(nodes);
@@ -77,6 +79,7 @@ inline void fill_synthetic_store(Store& store, const SyntheticOptions& o) {
                          {"arithmetic_intensity", flops / bytes}};
           }
           store.add_run(r, platform, stack, "synthetic", false);
+          ++written;
         }
 }
 

@@ -120,9 +120,9 @@ std::vector<Observation> observe(const RunSet& runs, const Summary& s) {
   for (const auto& sc : s.scaling) {
     if (std::isnan(sc.serial_fraction)) continue;
     const int top = sc.throughput.rbegin()->first;
-    out.push_back({fmt::format("{}: {:.2f}x throughput at {} threads over 1; Amdahl's non-parallel fraction "
+    out.push_back({fmt::format("{}: {:.2f}x throughput at {} {} over 1; Amdahl's non-parallel fraction "
                                "fitted from it is {:.2f}",
-                               sc.configs.at(top), sc.throughput.at(top) / sc.throughput.at(1), top,
+                               sc.key, sc.throughput.at(top) / sc.throughput.at(1), top, sc.param,
                                sc.serial_fraction),
                    chart_id("scaling")});
     if (out.size() > 40) break;

@@ -24,7 +24,7 @@ std::vector<ScalingSeries> scaling(const RunSet& runs, const std::string& param)
     }
     key += " on " + r.platform + " / " + r.stack;
     auto& s = by_key[key];
-    s.key = key, s.family = r.family, s.platform = r.platform, s.stack = r.stack;
+    s.param = param, s.key = key, s.family = r.family, s.platform = r.platform, s.stack = r.stack;
     s.throughput[int(*n)] = thr;
     s.configs[int(*n)] = r.config;
     const double u = r.metric("flops_utilization");

@@ -10,7 +10,8 @@
 namespace tb {
 
 struct ScalingSeries {
-  std::string key;  // the config with the scaled parameter removed, plus platform and stack
+  std::string param;  // threads or workers
+  std::string key;    // the config with the scaled parameter as '*', plus platform and stack
   std::string family, platform, stack;
   std::map<int, double> throughput;   // examples/s by count
   std::map<int, double> utilization;  // FLOPS utilization by count, where known

@@ -43,6 +43,7 @@ Summary summarize(const RunSet& runs, const SummaryOptions& o) {
     if (!view.points.empty() || !o.comparisons.empty()) s.comparisons.push_back(std::move(view));
   }
   s.scaling = scaling(runs, "threads");
+  for (auto& series : scaling(runs, "workers")) s.scaling.push_back(std::move(series));
   s.observations = observe(runs, s);
   return s;
 }

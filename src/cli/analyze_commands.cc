@@ -95,7 +95,11 @@ Command add_analyze(CLI::App& app) {
             metric_info(a->metric);
             if (a->view == "box") return emit("box", box_view(box_groups(runs, a->metric), a->metric), a->format, a->out);
             if (a->view == "roofline") return emit("roofline", roofline_view(rooflines(runs)), a->format, a->out);
-            if (a->view == "scaling") return emit("scaling", scaling_view(scaling(runs, "threads")), a->format, a->out);
+            if (a->view == "scaling") {
+              auto series = scaling(runs, "threads");
+              for (auto& w : scaling(runs, "workers")) series.push_back(std::move(w));
+              return emit("scaling", scaling_view(series), a->format, a->out);
+            }
             const Summary s = summarize(runs, so);
             if (a->view == "observations") return emit("observations", observations_view(s.observations), a->format, a->out);
             const FamilyView& f = family_view(s, a->family);

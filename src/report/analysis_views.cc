@@ -166,19 +166,19 @@ View comparison_view(const ComparisonView& c) {
 View scaling_view(const std::vector<ScalingSeries>& series) {
   View v;
   v.rows = json::array();
-  if (series.empty()) v.text = "no experiment was measured at two or more thread counts\n";
+  if (series.empty()) v.text = "no experiment was measured at two or more thread (or worker) counts\n";
   json all = json::array();
   for (const auto& s : series) {
     v.text += s.key + "\n";
     for (const auto& [n, t] : s.throughput) {
       const double u = s.utilization.count(n) ? s.utilization.at(n) : std::nan("");
-      v.text += fmt::format("  {:>3} threads  {:>12.4g} examples/s  {:>8}  speedup {}\n", n, t,
+      v.text += fmt::format("  {:>3} {:<7}  {:>12.4g} examples/s  {:>8}  speedup {}\n", n, s.param, t,
                             std::isfinite(u) ? fmt::format("{:.1f}%", 100 * u) : "-",
                             s.throughput.count(1) ? fmt::format("{:.2f}", t / s.throughput.at(1)) : "-");
-      v.rows.push_back({{"series", s.key}, {"config", s.configs.at(n)}, {"threads", n}, {"examples_per_s", t},
+      v.rows.push_back({{"series", s.key}, {"config", s.configs.at(n)}, {s.param, n}, {"examples_per_s", t},
                         {"flops_utilization", nullable(u)}});
     }
-    v.text += std::isnan(s.serial_fraction) ? "  Amdahl fit needs a 1-thread run\n"
+    v.text += std::isnan(s.serial_fraction) ? "  Amdahl fit needs a run at 1\n"
                                             : fmt::format("  Amdahl non-parallel fraction {:.3f}\n", s.serial_fraction);
     all.push_back({{"series", s.key}, {"family", s.family}, {"platform", s.platform}, {"stack", s.stack},
                    {"serial_fraction", nullable(s.serial_fraction)}});

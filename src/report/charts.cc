@@ -387,13 +387,14 @@ void scaling_chart(ChartSet& cs, const std::vector<ScalingSeries>& series) {
     for (const auto& [n, thr] : s.throughput)
       rows.push_back({{"series", s.key},
                       {"config", s.configs.at(n)},
-                      {"threads", n},
+                      {"count", n},
+                      {"scaled", s.param},
                       {"examples_per_s", thr},
                       {"speedup", s.throughput.count(1) ? json(thr / s.throughput.at(1)) : json(nullptr)},
                       {"utilization", s.utilization.count(n) ? json(s.utilization.at(n)) : json(nullptr)},
                       {"serial_fraction", num_or_null(s.serial_fraction)}});
   cs.tables["scaling"] = rows;
-  json spec = base("Throughput vs threads");
+  json spec = base("Throughput vs threads and workers");
   spec["data"] = {{"name", "scaling"}};
   spec["hconcat"] = json::array();
   for (const auto& [field, title] : std::vector<std::pair<std::string, std::string>>{
@@ -401,12 +402,12 @@ void scaling_chart(ChartSet& cs, const std::vector<ScalingSeries>& series) {
     spec["hconcat"].push_back(
         {{"width", 300}, {"height", 220},
          {"mark", {{"type", "line"}, {"point", true}, {"tooltip", true}}},
-         {"encoding", {{"x", {{"field", "threads"}, {"type", "ordinal"}}},
+         {"encoding", {{"x", {{"field", "count"}, {"type", "ordinal"}, {"title", "threads or workers"}}},
                        {"y", {{"field", field}, {"type", "quantitative"}, {"title", title}}},
                        {"color", {{"field", "series"}, {"type", "nominal"}, {"legend", nullptr}}},
                        {"tooltip", tooltip({{"config", "nominal"}, {"examples_per_s", "quantitative"},
                                             {"utilization", "quantitative"}, {"serial_fraction", "quantitative"}})}}}});
-  cs.charts.push_back({chart_id("scaling"), "scaling", "Throughput and FLOPS utilization vs threads",
+  cs.charts.push_back({chart_id("scaling"), "scaling", "Throughput and FLOPS utilization vs threads and workers",
                        "Each line is one experiment measured at several thread counts; hover for Amdahl's fitted "
                        "non-parallel fraction.",
                        {"scaling"}, "scaling", spec});

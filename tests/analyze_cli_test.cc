@@ -1,0 +1,129 @@
+// `trainbench analyze`, `compare` and `report` as a user meets them: outputs in every
+// format, and one-line errors with exit status 2 for bad input.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "support/synthetic_store.h"
+
+namespace tb {
+namespace {
+
+struct Output {
+  int status;
+  std::string out, err;
+};
+
+Output run(const std::string& args) {
+  const std::string err_file = ::testing::TempDir() + "/tb_analyze_cli_stderr_" + std::to_string(getpid()) + ".txt";
+  const std::string cmd = TB_BINARY " " + args + " 2>" + err_file;
+  Output o;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
+  const int raw = pclose(p);
+  o.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  std::ifstream e(err_file);
+  std::stringstream ss;
+  ss << e.rdbuf();
+  o.err = ss.str();
+  return o;
+}
+
+class AnalyzeCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    store_ = new std::string(::testing::TempDir() + "/analyze-cli-" + std::to_string(getpid()) + ".db");
+    std::remove(store_->c_str());
+    auto s = Store::open(*store_);
+    testing::fill_synthetic_store(*s, {});
+  }
+  static void TearDownTestSuite() {
+    std::remove(store_->c_str());
+    delete store_;
+  }
+  static std::string* store_;
+};
+std::string* AnalyzeCli::store_ = nullptr;
+
+TEST_F(AnalyzeCli, ViewsPrintInEveryFormat) {
+  const std::string& db = *store_;
+  Output o = run("analyze sensitivity " + db);
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find("batch"), std::string::npos);
+  EXPECT_NE(o.out.find("R^2"), std::string::npos);
+
+  o = run("analyze heatmap " + db + " --x batch --y nodes --fix layers=1 --format csv");
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_EQ(o.out.substr(0, o.out.find('\n')), "batch,nodes,value,status,error,config");
+  EXPECT_NE(o.out.find("oom-predicted"), std::string::npos);
+
+  o = run("analyze observations " + db + " --format json");
+  ASSERT_EQ(o.status, 0) << o.err;
+  const auto j = nlohmann::json::parse(o.out);
+  EXPECT_EQ(j.at("schema_version"), 1);
+  EXPECT_TRUE(j.at("context").at("trainbench").contains("git_revision")) << j.at("context").dump();
+  EXPECT_FALSE(j.at("observations").empty());
+
+  o = run("compare " + db + " --by platform --a slow --format csv");
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_EQ(o.out.substr(0, o.out.find('\n')), "config,a,b,speedup");
+
+  o = run("analyze roofline " + db);
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find("ridge fp32"), std::string::npos);
+
+  const std::string html = ::testing::TempDir() + "/analyze-cli-" + std::to_string(getpid()) + ".html";
+  o = run("report " + db + " -o " + html + " --title 'a <b> test'");
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find("wrote " + html), std::string::npos);
+  std::ifstream in(html);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_NE(ss.str().find("<title>a &lt;b&gt; test</title>"), std::string::npos);
+  std::remove(html.c_str());
+}
+
+TEST_F(AnalyzeCli, BadInputIsOneLineAndExitTwo) {
+  const std::string& db = *store_;
+  const std::pair<std::string, std::string> cases[] = {
+      {"analyze nope " + db, "nope"},
+      {"analyze sensitivity /nonexistent/x.db", "does not exist"},
+      {"analyze box " + db + " --metric bogus", "unknown metric 'bogus'"},
+      {"analyze heatmap " + db + " --x batch --y dtype", "'dtype' is not a numeric parameter"},
+      {"analyze heatmap " + db + " --x batch --y nodes --fix layers", "'layers' is not key=value"},
+      {"analyze heatmap " + db + " --x batch --y nodes --fix layers=99", "no run has layers=99"},
+      {"analyze heatmap " + db + " --x batch --y nodes --fix colour=red", "cannot fix 'colour'"},
+      {"analyze sensitivity " + db + " --family cnn", "no run of family 'cnn'"},
+      {"compare " + db + " --by platform --a slow --b nope", "no run has platform 'nope'"},
+      {"compare " + db + " --by cell", "--by cell"},
+      {"report " + db + " -o /tmp/x.html --compare platform:slow", "'platform:slow' is not AXIS:A:B"},
+      {"report " + db + " -o /tmp/x.html --metric speed", "unknown metric 'speed'"},
+      {"report " + std::string(TB_SOURCE_DIR) + "/README.md -o /tmp/x.html", "cannot read it"},
+  };
+  for (const auto& [args, needle] : cases) {
+    const Output o = run(args);
+    EXPECT_EQ(o.status, 2) << args << "\n" << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << args << "\n" << o.err;
+    EXPECT_NE(o.err.find(needle), std::string::npos) << args << "\n" << o.err;
+    EXPECT_EQ(o.out, "") << args;
+  }
+}
+
+TEST_F(AnalyzeCli, HelpEndsWithExamples) {
+  for (const char* sub : {"analyze", "compare", "report", "profile", "memory", "sweep", "merge", "export"}) {
+    const Output o = run(std::string(sub) + " --help");
+    EXPECT_EQ(o.status, 0) << sub;
+    const auto at = o.out.rfind("Examples:");
+    ASSERT_NE(at, std::string::npos) << sub;
+    EXPECT_NE(o.out.find("trainbench " + std::string(sub), at), std::string::npos) << sub;
+  }
+}
+
+}  // namespace
+}  // namespace tb

@@ -2,15 +2,18 @@
 # One entry point for a fresh Debian 12 machine (as root) and for CI:
 #   scripts/setup.sh demo   install what is missing, build, run the main job
 #   scripts/setup.sh test   install what is missing, build, run the whole test suite
+#   scripts/setup.sh stacks SWEEP...   also install the BLAS libraries those sweeps' stacks
+#                                      name (the system's BLAS alternative is left as it is)
 # Re-running is quick: packages already installed are not touched and the build is incremental.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mode=${1:-}
 case "$mode" in
-  demo|test) ;;
-  *) echo "usage: scripts/setup.sh demo|test" >&2; exit 2 ;;
+  demo|test|stacks) ;;
+  *) echo "usage: scripts/setup.sh demo|test|stacks SWEEP..." >&2; exit 2 ;;
 esac
+shift || true
 
 packages=(
   g++ cmake make git
@@ -37,6 +40,38 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 fi
 cmake --build "$build" -j"$(nproc)"
+
+if [ "$mode" = stacks ]; then
+  [ $# -gt 0 ] || { echo "usage: scripts/setup.sh stacks SWEEP..." >&2; exit 2; }
+  wanted=()
+  for sweep in "$@"; do
+    while read -r p; do wanted+=("$p"); done < <("$build"/trainbench sweep "$sweep" --packages)
+  done
+  need=()
+  for p in "${wanted[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
+  done
+  if [ ${#need[@]} -gt 0 ]; then
+    # Installing a BLAS may switch the system-wide alternative by priority; trainbench
+    # chooses per process, so the machine keeps the one it had.
+    arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
+    alts=("libblas.so.3-$arch" "liblapack.so.3-$arch" "libopenblas.so.0-$arch")
+    declare -A before
+    for a in "${alts[@]}"; do
+      before[$a]=$(update-alternatives --query "$a" 2>/dev/null | sed -n 's/^Value: //p')
+    done
+    echo "setup: installing ${need[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+    for a in "${alts[@]}"; do
+      now=$(update-alternatives --query "$a" 2>/dev/null | sed -n 's/^Value: //p')
+      if [ -n "${before[$a]}" ] && [ "${before[$a]}" != "$now" ]; then
+        update-alternatives --set "$a" "${before[$a]}" >/dev/null
+      fi
+    done
+  fi
+  echo "setup: the stacks of $* can run"
+  exit 0
+fi
 
 if [ "$mode" = test ]; then
   exec ctest --test-dir "$build" --output-on-failure -j1

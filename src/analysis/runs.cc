@@ -126,6 +126,15 @@ std::string stack_label(const nlohmann::json& row) {
   auto text = [&](const char* k) {
     return row.contains(k) && row[k].is_string() ? row[k].get<std::string>() : std::string();
   };
+  // A stack requested as an experiment's axis is named by its request.
+  const std::string identity = text("stack_identity");
+  if (!identity.empty()) {
+    const auto j = nlohmann::json::parse(identity, nullptr, false);
+    if (j.is_object() && j.contains("requested") && j["requested"].is_string()) {
+      std::string r = j["requested"];
+      return r.rfind("stack:", 0) == 0 ? r.substr(6) : r;
+    }
+  }
   std::string blas = text("blas");
   blas = blas.substr(0, blas.find(' '));
   std::string label = blas.empty() ? "unknown-blas" : blas;

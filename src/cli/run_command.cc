@@ -12,6 +12,7 @@
 #include "report/run_table.h"
 #include "runner/memory.h"
 #include "runner/runner.h"
+#include "runner/stack_runtime.h"
 #include "spec/config.h"
 #include "spec/errors.h"
 
@@ -21,6 +22,7 @@ namespace {
 struct RunArgs {
   std::vector<std::string> configs;
   std::string family;
+  std::string stack;
   std::map<std::string, std::string> params;  // --<param> VALUE, for --family
   bool json = false, per_layer = false;
   bool memory = false;  // also measure the memory breakdown of one step (runner/memory.h)
@@ -48,7 +50,11 @@ void add_param_options(CLI::App* sub, RunArgs& a) {
 Command add_run(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   auto* sub = app.add_subcommand("run", "Train configs and measure their steady-state step time");
-  sub->add_option("config", a->configs, "config strings, e.g. fc:layers=4,nodes=1024,batch=512");
+  sub->add_option("config", a->configs,
+                  "config strings, e.g. fc:layers=4,nodes=1024,batch=512; a stack:... string among them sets "
+                  "the software stack");
+  sub->add_option("--stack", a->stack,
+                  "software stack, e.g. blas=blis-pthread,blas_threads=2,onednn=off,mode=torchscript");
   sub->add_option("--family", a->family, "build the config from --<param> options instead");
   sub->add_flag("--json", a->json, "print a versioned JSON document instead of a table");
   sub->add_flag("--per-layer", a->per_layer, "include the per-layer cost in the output");
@@ -92,6 +98,7 @@ Command add_run(CLI::App& app) {
       "  trainbench run fc:nodes=512,batch=256 -o result.json   # table on screen, JSON in a file\n"
       "  trainbench run fc:nodes=4096,batch=8192 --platform tpu-v2-board --steps 3  # roofline\n"
       "  trainbench run fc:nodes=1024,batch=512 --memory      # + measured memory breakdown\n"
+      "  trainbench run fc:nodes=2048,batch=512 stack:blas=blis-pthread,mode=torchscript\n"
       "Every result prints its config with threads resolved: paste it to re-run.\n"
       "Exit status: 0 all ok, 1 some config not ok (see its status), 2 bad input.");
   return {sub, [a]() {
@@ -102,13 +109,21 @@ Command add_run(CLI::App& app) {
     } else if (!a->params.empty()) {
       throw UsageError("--" + a->params.begin()->first + " needs --family");
     }
-    for (const auto& text : a->configs) configs.push_back(parse_config(text));
+    StackSpec stack = parse_stack(a->stack);
+    for (const auto& text : a->configs) {
+      if (text.rfind("stack:", 0) == 0)
+        stack = parse_stack(text);
+      else
+        configs.push_back(parse_config(text));
+    }
     if (configs.empty()) throw UsageError("run: give a config string or --family");
     if (!a->output.empty()) {  // refuse before running, not after
       std::string dir = a->output.substr(0, a->output.find_last_of('/') + 1);
       if (access(dir.empty() ? "." : dir.c_str(), W_OK) != 0)
         throw UsageError("--out " + a->output + ": directory is not writable or does not exist");
     }
+    enter_blas(stack);  // may re-execute the program with the stack's BLAS
+    a->options.stack = stack;
     if (a->peak_gflops > 0) a->options.peak_flops = a->peak_gflops * 1e9;
     if (!a->platform.empty()) {
       a->options.platform = find_platform(a->platform);

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "spec/stack.h"
 #include "cost/cost.h"
 #include "platform/host.h"
 #include "report/progress.h"
@@ -27,7 +28,8 @@ Command add_sweep(CLI::App& app) {
   struct Args {
     std::string sweep, store = "trainbench.db", filter, order = "grid", shard;
     bool dry_run = false, list = false, rerun = false, lhs = false, retry_failed = false;
-    bool profile = false;
+    bool profile = false, packages = false;
+    std::vector<std::string> stacks;
     size_t sample = 0;
     uint64_t seed = 1;
     double budget = 0, timeout = 0, sweep_budget = 0, memory_limit_gib = 0;
@@ -57,6 +59,10 @@ Command add_sweep(CLI::App& app) {
   sub->add_flag("--retry-failed", a->retry_failed, "run again the configs recorded crashed, oom or timeout");
   sub->add_flag("--profile", a->profile,
                 "also profile every config that ran ok and store its per-operator profile (costs time)");
+  sub->add_option("--stack", a->stacks,
+                  "run every config under this software stack (repeatable; replaces the sweep file's stacks)");
+  sub->add_flag("--packages", a->packages,
+                "print the Debian packages the sweep's stacks need (for scripts/setup.sh stacks) and exit");
   sub->footer(
       "Examples:\n"
       "  trainbench sweep --list\n"
@@ -66,6 +72,8 @@ Command add_sweep(CLI::App& app) {
       "  trainbench sweep my-sweep.toml --filter 'nodes>=1024,batch=512' --budget 5\n"
       "  trainbench sweep paradnn-lstm --shard 3/8 --store shard3.db   # one of 8 machines\n"
       "  trainbench sweep demo --store demo.db --profile   # + per-operator profiles in the store\n"
+      "  trainbench sweep stacks-fc --store stacks.db      # OpenBLAS vs BLIS vs reference BLAS\n"
+      "  trainbench sweep fc-cpu --stack blas=blis-pthread --stack mode=torchscript --store s.db\n"
       "Re-running the same command resumes: finished configs are skipped (--rerun to force).\n"
       "Sweep file format: docs/sweeps.md");
   return {sub, [a]() {
@@ -79,6 +87,16 @@ Command add_sweep(CLI::App& app) {
             }
             if (a->sweep.empty()) throw UsageError("sweep: name a sweep or a file (--list shows the built-in ones)");
             const SweepSpec spec = find_sweep(a->sweep);
+            std::vector<StackSpec> stacks;
+            for (const auto& t : a->stacks.empty() ? spec.stacks : a->stacks) stacks.push_back(parse_stack(t));
+            if (a->packages) {
+              for (const auto& p : stack_packages(stacks)) std::cout << p << "\n";
+              return 0;
+            }
+            for (const auto& st : stacks)
+              if (st.blas != "default" && !find_blas(st.blas).installed())
+                throw UsageError("sweep: BLAS '" + st.blas + "' is not installed (Debian package " +
+                                 find_blas(st.blas).package + "; run scripts/setup.sh stacks " + a->sweep + ")");
             std::vector<Config> configs = expand_sweep(spec);
             if (!a->filter.empty()) {
               const Filter f = parse_filter(a->filter);
@@ -128,6 +146,7 @@ Command add_sweep(CLI::App& app) {
             o.rerun = a->rerun;
             o.retry_failed = a->retry_failed;
             o.profile = a->profile;
+            o.stacks = stacks;
             o.stop = &g_stop;
             std::signal(SIGINT, on_sigint);
             std::signal(SIGTERM, on_sigint);

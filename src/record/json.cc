@@ -78,6 +78,12 @@ json to_json(const RunResult& r, bool with_layers) {
             {"started_at", r.started_at},
             {"finished_at", r.finished_at},
             {"cost", to_json(r.cost, with_layers)}};
+  // Only a requested stack is recorded, so results of the default stack keep their shape.
+  if (!r.stack.empty()) {
+    j["stack"] = r.stack;
+    j["stack_detected"] = r.stack_detected;
+    j["stack_mismatch"] = r.stack_mismatch.empty() ? json(nullptr) : json(r.stack_mismatch);
+  }
   if (r.status != Status::kOk) return j;
   const StepStats& s = r.steps;
   j["timing"] = {{"mean_s", s.mean},

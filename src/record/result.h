@@ -1,4 +1,5 @@
 #pragma once
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +25,9 @@ struct RunResult {
   int threads = 0;       // LibTorch intra-op threads
   int blas_threads = 0;  // the BLAS's own, where it can be asked
   std::string device;
+  std::string stack;                 // the requested software stack, "" for the default
+  nlohmann::json stack_detected;     // what ran: BLAS, its threads, oneDNN, mode, threads
+  std::string stack_mismatch;        // why the detected stack differs from the request, or ""
   std::string started_at, finished_at;  // ISO 8601 UTC
 
   StepCost cost;  // analytic, from the cost description

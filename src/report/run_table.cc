@@ -38,6 +38,12 @@ std::string format_context(const Context& c) {
 std::string format_result(const RunResult& r) {
   std::string out = fmt::format("config    {}\nstatus    {}\n", r.config, to_string(r.status));
   if (r.status != Status::kOk) out += fmt::format("reason    {}\n", r.error);
+  if (!r.stack.empty()) {
+    const auto& d = r.stack_detected;
+    out += fmt::format("stack     {} (ran: BLAS {}, {} BLAS threads, oneDNN {}, {})\n", r.stack,
+                       d.value("blas", "?"), d.value("blas_threads", 0), d.value("onednn", "?"), d.value("mode", "?"));
+    if (!r.stack_mismatch.empty()) out += fmt::format("WARNING   stack differs from the request: {}\n", r.stack_mismatch);
+  }
   const auto& c = r.cost;
   out += fmt::format("cost      {} params, {} per step (fwd {}, bwd {}, opt {}), {} moved, "
                      "intensity {:.1f} FLOP/B\n",

@@ -7,6 +7,8 @@
 
 #include "model/workload.h"
 #include "platform/blas.h"
+#include "runner/stack_runtime.h"
+#include "runner/torchscript.h"
 #include "platform/host.h"
 #include "runner/phase.h"
 #include "runner/threads.h"
@@ -102,7 +104,12 @@ RunResult run_config(const Config& input, const RunOptions& options) {
   r.family = config.family();
   r.started_at = now_iso();
   r.threads = apply_threads(int(config.get_int("threads")));
+  apply_stack(options.stack);
   r.blas_threads = detect_blas().threads;
+  r.stack = options.stack.str();
+  const DetectedStack detected = detect_stack(options.stack.mode);
+  r.stack_detected = to_json(detected);
+  r.stack_mismatch = stack_mismatch(options.stack, detected);
   config.set("threads", std::to_string(r.threads));
   r.config = config.str();
   r.device = config.get("device");
@@ -135,6 +142,7 @@ RunResult run_config(const Config& input, const RunOptions& options) {
     workload->module().to(device, dtype);
     workload->module().train();
     const Batch batch = workload->make_batch(device, dtype, options.seed);
+    if (options.stack.mode == "torchscript") workload = trace_workload(std::move(workload), batch);
     auto opt = make_optimizer(config, workload->module());
     r.examples_per_step = workload->examples_per_step();
 

@@ -6,6 +6,7 @@
 #include "record/result.h"
 #include "runner/steady_state.h"
 #include "spec/config.h"
+#include "spec/stack.h"
 
 namespace tb {
 
@@ -17,6 +18,9 @@ struct RunOptions {
   std::optional<double> peak_flops;  // overrides the platform's peak for the config's dtype
   // Refuse configs whose estimated training memory exceeds this (bytes); 0: MemAvailable.
   double memory_limit = 0;
+  // The software stack requested (ParaDnn section 6). Its BLAS must already be in place
+  // (enter_blas); oneDNN, BLAS threads and the execution mode are applied by run_config.
+  StackSpec stack;
 };
 
 // Builds the config's model and data, trains it until the step time is known to the

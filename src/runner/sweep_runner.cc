@@ -34,19 +34,32 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   SweepSummary sum;
-  sum.total = configs.size();
+  // Every config under every stack, the stacks of one config back to back: on a shared
+  // machine, what is compared is then measured close together in time.
+  std::vector<StackSpec> stacks = o.stacks.empty() ? std::vector<StackSpec>{StackSpec{}} : o.stacks;
+  std::vector<std::pair<const Config*, size_t>> items;
+  for (const auto& c : configs)
+    for (size_t k = 0; k < stacks.size(); ++k) items.push_back({&c, k});
+  sum.total = items.size();
 
   std::string why;
   const auto described = load_cached_platform(platform_cache_path(), host_fingerprint(), &why);
   const int64_t platform = store.platform_id(
       platform_identity(), described ? described->name : "host-" + host_info().hostname,
       described ? to_json(*described) : nlohmann::json());
-  const int64_t stack = store.stack_id(stack_identity());
+  std::vector<int64_t> stack_ids;
+  for (const auto& st : stacks) {
+    nlohmann::json identity = stack_identity();
+    if (!st.is_default()) identity["requested"] = st.str();
+    stack_ids.push_back(store.stack_id(identity));
+  }
   const int64_t memory_limit =
       o.memory_limit > 0 ? o.memory_limit : int64_t(0.9 * double(available_memory_bytes()));
   const double timeout = o.timeout_s > 0 ? o.timeout_s : 3 * o.budget_s + 60;
 
-  for (size_t i = 0; i < configs.size(); ++i) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    const int64_t stack = stack_ids[items[i].second];
+    const StackSpec& stack_spec = stacks[items[i].second];
     if (o.stop && o.stop->load()) {
       sum.interrupted = true;
       break;
@@ -58,10 +71,10 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
     }
     // Threads are resolved before the identity check, so a config re-run on the same
     // machine matches the row its first run left.
-    Config c = configs[i];
+    Config c = *items[i].first;
     if (c.get_int("threads") == 0) c.set("threads", std::to_string(online_cpus()));
     const std::string text = c.str();
-    SweepEvent ev{i, configs.size(), text, "", "", 0};
+    SweepEvent ev{i, items.size(), stack_spec.is_default() ? text : text + " " + stack_spec.str(), "", "", 0};
     RunOptions ro;
     ro.memory_limit = double(memory_limit);
     const std::string recorded = o.rerun ? "" : store.run_status(text, platform, stack);
@@ -89,10 +102,10 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
     ev.outcome = "running";
     on_event(ev);
     ChildOptions co{o.binary, timeout, memory_limit, o.stop};
-    const ChildOutcome r = run_child(
-        {"run", text, "--json", "--budget", fmt::format("{}", o.budget_s), "--target-ci",
-         fmt::format("{}", o.target_ci)},
-        co);
+    std::vector<std::string> args = {"run", text, "--json", "--budget", fmt::format("{}", o.budget_s),
+                                     "--target-ci", fmt::format("{}", o.target_ci)};
+    if (!stack_spec.is_default()) args.insert(args.end(), {"--stack", stack_spec.str()});
+    const ChildOutcome r = run_child(args, co);
     if (r.interrupted) {
       sum.interrupted = true;
       break;
@@ -120,7 +133,7 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
     if (ev.outcome == "ok") {
       ++sum.ok;
       ev.detail = fmt::format("{:.1f} examples/s", result["metrics"].value("examples_per_s", 0.0));
-      if (o.profile) {
+      if (o.profile && stack_spec.is_default()) {
         // A profile that fails costs the config nothing: its run is already recorded.
         const ChildOutcome p = run_child(
             {"profile", text, "--json", "--steps", std::to_string(o.profile_steps)}, co);

@@ -1,4 +1,5 @@
 #pragma once
+#include "spec/stack.h"
 #include <atomic>
 #include <functional>
 #include <string>
@@ -23,6 +24,9 @@ struct SweepOptions {
   // Also profile every config that ran ok (`trainbench profile` in its own process) and
   // record the per-operator profile in the store. Costs a few extra steps per config.
   bool profile = false;
+  // Software stacks each config runs under, in order; empty: the default stack. Only
+  // the default stack's runs are profiled (`profile` has no stack option).
+  std::vector<StackSpec> stacks;
   int profile_steps = 3;
   const std::atomic<bool>* stop = nullptr;  // set by Ctrl-C: stop, record nothing unfinished
 };

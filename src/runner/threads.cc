@@ -38,7 +38,18 @@ const std::pair<const char*, const char*> kRuntimeEnv[] = {
 };
 }  // namespace
 
+namespace {
+char** saved_argv = nullptr;
+}
+
+void reexec_with(const std::vector<std::pair<std::string, std::string>>& env) {
+  if (!saved_argv) return;
+  for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+  execv("/proc/self/exe", saved_argv);
+}
+
 void ensure_runtime_environment(int argc, char** argv) {
+  saved_argv = argv;
   if (std::getenv("TB_RUNTIME_ENV")) return;
   bool changed = false;
   for (const auto& [key, value] : kRuntimeEnv)

@@ -29,6 +29,11 @@ bool prepared_runtime();  // whether prepare_runtime() ran and the CPU flushes d
 // only to fault them back in on the next step. Values the user set are kept.
 void ensure_runtime_environment(int argc, char** argv);
 
+// Runs this program again from the start with the same arguments and the given
+// environment variables set; returns only if that fails. Needs ensure_runtime_environment
+// to have seen argv.
+void reexec_with(const std::vector<std::pair<std::string, std::string>>& env);
+
 // The variables above as they are in this process, for the result's context block.
 std::vector<std::pair<std::string, std::string>> runtime_environment();
 

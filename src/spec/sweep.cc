@@ -1,5 +1,7 @@
 #include "spec/sweep.h"
 
+#include "spec/stack.h"
+
 #include <dirent.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -118,14 +120,26 @@ SweepSpec parse_sweep(const std::string& text, const std::string& origin) {
       s.timeout_s = number_in(origin, node, key, 0.1, 1e7);
     } else if (key == "target_ci") {
       s.target_ci = number_in(origin, node, key, 1e-4, 0.5);
+    } else if (key == "stacks") {
+      auto arr = node.as_array();
+      if (!arr) fail(origin, node.source(), key, "expected a list of stack strings");
+      for (const auto& e : *arr) {
+        auto v = e.as_string();
+        if (!v) fail(origin, e.source(), key, "expected a string like \"blas=blis-pthread,onednn=off\"");
+        try {
+          s.stacks.push_back(parse_stack(v->get()).str());
+        } catch (const UsageError& err) {
+          fail(origin, e.source(), key, err.what());
+        }
+      }
     } else if (key == "grid" || key == "exclude") {
       auto arr = node.as_array();
       if (!arr || !arr->is_array_of_tables())
         fail(origin, node.source(), key, "expected [[" + key + "]] tables");
     } else {
       fail(origin, node.source(), key,
-           "unknown key (expected name, description, budget, timeout, target_ci, [[grid]], "
-           "[[exclude]])");
+           "unknown key (expected name, description, budget, timeout, target_ci, stacks, "
+           "[[grid]], [[exclude]])");
     }
   }
   const toml::array* grids = root["grid"].as_array();

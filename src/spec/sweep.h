@@ -37,6 +37,9 @@ struct SweepSpec {
   double budget_s = 10;   // per config, timed loop
   double timeout_s = 0;   // per config, whole child process; 0: derived from the budget
   double target_ci = 0.01;
+  // Software stacks every config runs under (`stacks = ["blas=openblas-pthread",
+  // "blas=blis-pthread"]`); empty: the default stack only.
+  std::vector<std::string> stacks;
 };
 
 // Parses a TOML sweep. Errors are UsageError: "file:line: key 'nodes': empty range ...".

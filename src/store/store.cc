@@ -359,7 +359,8 @@ std::vector<json> Store::runs() {
   std::vector<json> out;
   auto st = db_->prepare(
       "SELECT run.*, platform.name AS platform, stack.trainbench_version, stack.git_revision, "
-      "stack.libtorch, stack.blas, stack.compiler FROM run JOIN platform ON platform.id = "
+      "stack.libtorch, stack.blas, stack.compiler, stack.identity AS stack_identity FROM run JOIN "
+      "platform ON platform.id = "
       "run.platform_id JOIN stack ON stack.id = run.stack_id ORDER BY run.id");
   while (st.step()) {
     json row;

@@ -1,0 +1,147 @@
+// The software stack as an experiment axis: stack strings, TorchScript mode computing the
+// eager loss, and BLAS libraries chosen per process and detected rather than assumed.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "model/workload.h"
+#include "runner/torchscript.h"
+#include "spec/errors.h"
+#include "spec/stack.h"
+
+namespace tb {
+namespace {
+
+struct Output {
+  int status;
+  std::string out, err;
+};
+
+Output run(const std::string& args, const std::string& env = "") {
+  const std::string err_file = ::testing::TempDir() + "/tb_stack_stderr_" + std::to_string(getpid()) + ".txt";
+  const std::string cmd = env + " " TB_BINARY " " + args + " 2>" + err_file;
+  Output o;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
+  const int raw = pclose(p);
+  o.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  std::ifstream e(err_file);
+  std::stringstream ss;
+  ss << e.rdbuf();
+  o.err = ss.str();
+  return o;
+}
+
+TEST(Stack, StringsRoundTripAndRefuseBadValues) {
+  EXPECT_TRUE(parse_stack("").is_default());
+  EXPECT_EQ(parse_stack("stack:").str(), "");
+  const StackSpec s = parse_stack("stack:mode=torchscript,blas=blis-openmp,onednn=off,blas_threads=2");
+  EXPECT_EQ(s.str(), "stack:blas=blis-openmp,blas_threads=2,onednn=off,mode=torchscript");
+  EXPECT_EQ(parse_stack(s.str()), s);
+  EXPECT_EQ(parse_stack("blas=reference").blas, "reference");
+  for (const char* bad : {"blas=mkl", "mode=jit", "onednn=maybe", "blas_threads=-1", "colour=red", "blas"})
+    EXPECT_THROW(parse_stack(bad), UsageError) << bad;
+  try {
+    parse_stack("blas=mkl");
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("blis-pthread"), std::string::npos) << "lists the known ones";
+  }
+  EXPECT_EQ(stack_packages({parse_stack("blas=blis-pthread"), parse_stack("blas=reference"), parse_stack("blas=blis-pthread")}),
+            (std::vector<std::string>{"libblis4-pthread", "libblas3"}));
+}
+
+// The same weights and batch give the same loss and gradients eagerly and through the
+// traced graph, including after the executor's profiling runs have optimized it.
+void expect_same_step(const std::string& config_text) {
+  const Config config = parse_config(config_text);
+  torch::manual_seed(3);
+  auto eager = build_workload(config);
+  const Batch batch = eager->make_batch(torch::kCPU, torch::kFloat32, 5);
+  const torch::Tensor l0 = eager->loss(batch);
+  l0.backward();
+  std::vector<torch::Tensor> g0;
+  for (auto& p : eager->module().parameters()) {
+    g0.push_back(p.grad().clone());
+    p.mutable_grad().reset();
+  }
+  auto traced = trace_workload(std::move(eager), batch);
+  for (int it = 0; it < 4; ++it) {
+    const torch::Tensor l = traced->loss(batch);
+    l.backward();
+    EXPECT_NEAR(l.item<double>(), l0.item<double>(), 1e-5 * std::abs(l0.item<double>())) << config_text << " run " << it;
+    auto params = traced->module().parameters();
+    ASSERT_EQ(params.size(), g0.size());
+    for (size_t i = 0; i < params.size(); ++i) {
+      ASSERT_TRUE(params[i].grad().defined()) << config_text << ": no gradient reached parameter " << i;
+      EXPECT_TRUE(torch::allclose(params[i].grad(), g0[i], 1e-4, 1e-6)) << config_text << " parameter " << i;
+      params[i].mutable_grad().reset();
+    }
+  }
+}
+
+TEST(Stack, TorchScriptComputesTheEagerLossAndGradients) {
+  expect_same_step("fc:layers=2,nodes=64,input=32,output=10,batch=16");
+  expect_same_step("rnn:cell=gru,layers=1,embed=16,length=5,vocab=30,batch=4");
+}
+
+TEST(Stack, TorchScriptTracesBatchNormInTraining) {
+  expect_same_step("cnn:block=residual,blocks=1,filters=4,image=32,output=10,batch=2");
+}
+
+TEST(Stack, ReferenceBlasIsDetectedAndMuchSlowerThanOpenBlas) {
+  const std::string config = "fc:layers=1,nodes=1024,input=1024,output=1024,batch=256,threads=2";
+  std::map<std::string, double> speed;
+  for (const std::string blas : {"openblas-pthread", "reference"}) {
+    const Output o = run("run " + config + " --stack blas=" + blas + " --steps 4 --json");
+    ASSERT_EQ(o.status, 0) << o.err;
+    const auto r = nlohmann::json::parse(o.out).at("results").at(0);
+    EXPECT_EQ(r.at("stack"), "stack:blas=" + blas + ",blas_threads=0,onednn=on,mode=eager");
+    EXPECT_EQ(r.at("stack_detected").at("blas"), blas);
+    EXPECT_TRUE(r.at("stack_mismatch").is_null()) << r.at("stack_mismatch");
+    speed[blas] = r.at("metrics").at("examples_per_s").get<double>();
+  }
+  // About 300 vs 5 GFLOP/s on these machines; 4x leaves room for a busy host.
+  EXPECT_GT(speed["openblas-pthread"], 4 * speed["reference"]);
+}
+
+TEST(Stack, UnknownOrMissingBlasIsAOneLineError) {
+  Output o = run("run fc:nodes=8 --stack blas=mkl");
+  EXPECT_EQ(o.status, 2);
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  EXPECT_NE(o.err.find("unknown BLAS 'mkl'"), std::string::npos) << o.err;
+  o = run("run fc:nodes=8 stack:blas=blis-serial", "TB_BLAS_ROOT=/nonexistent");
+  EXPECT_EQ(o.status, 2);
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  EXPECT_NE(o.err.find("'blis-serial' is not installed"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("libblis4-serial"), std::string::npos) << o.err;
+}
+
+TEST(Stack, SweepRunsEveryStackAndCompareMatchesThem) {
+  const std::string dir = ::testing::TempDir() + "/tb-stack-sweep-" + std::to_string(getpid());
+  ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
+  {
+    std::ofstream f(dir + "/s.toml");
+    f << "name = \"s\"\nbudget = 0.3\nstacks = [\"blas=openblas-pthread\", \"blas=openblas-pthread,mode=torchscript\"]\n"
+         "[[grid]]\nfamily = \"fc\"\nlayers = 1\nnodes = [64, 128]\ninput = 64\noutput = 10\nbatch = 32\n";
+  }
+  Output o = run("sweep " + dir + "/s.toml --store " + dir + "/s.db");
+  ASSERT_EQ(o.status, 0) << o.err;
+  o = run("compare " + dir + "/s.db --by stack --format json");
+  ASSERT_EQ(o.status, 0) << o.err;
+  const auto j = nlohmann::json::parse(o.out);
+  EXPECT_EQ(j.at("matched").size(), 2u);
+  EXPECT_EQ(j.at("a"), "blas=openblas-pthread,blas_threads=0,onednn=on,mode=eager");
+  EXPECT_EQ(j.at("b"), "blas=openblas-pthread,blas_threads=0,onednn=on,mode=torchscript");
+  o = run("sweep " + dir + "/s.toml --packages");
+  EXPECT_EQ(o.out, "libopenblas0-pthread\n");
+  std::system(("rm -rf " + dir).c_str());
+}
+
+}  // namespace
+}  // namespace tb

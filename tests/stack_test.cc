@@ -13,30 +13,13 @@
 #include "spec/errors.h"
 #include "spec/stack.h"
 
+#include "support/cli.h"
+
 namespace tb {
 namespace {
 
-struct Output {
-  int status;
-  std::string out, err;
-};
-
-Output run(const std::string& args, const std::string& env = "") {
-  const std::string err_file = ::testing::TempDir() + "/tb_stack_stderr_" + std::to_string(getpid()) + ".txt";
-  const std::string cmd = env + " " TB_BINARY " " + args + " 2>" + err_file;
-  Output o;
-  FILE* p = popen(cmd.c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
-  const int raw = pclose(p);
-  o.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  std::ifstream e(err_file);
-  std::stringstream ss;
-  ss << e.rdbuf();
-  o.err = ss.str();
-  return o;
-}
+using Output = ::tb::testing::CliOutput;
+Output run(const std::string& args, const std::string& env = "") { return ::tb::testing::run_cli(args, env); }
 
 TEST(Stack, StringsRoundTripAndRefuseBadValues) {
   EXPECT_TRUE(parse_stack("").is_default());

@@ -64,7 +64,7 @@ std::vector<Observation> observe(const RunSet& runs, const Summary& s) {
     if (!c.flips.empty())
       text += fmt::format("; the winner flips on {} configs, most clearly {} ({:.2f}x)", c.flips.size(),
                           c.flips.front().config, c.flips.front().speedup);
-    out.push_back({text, chart_id("cmp", c.axis)});
+    out.push_back({text, chart_id("cmp", c.axis + "_" + c.b)});
     for (const auto& [fam, r] : c.regression_by_family) {
       const auto ranked = ranked_params(r);
       if (ranked.empty()) continue;
@@ -73,7 +73,7 @@ std::vector<Observation> observe(const RunSet& runs, const Summary& s) {
       out.push_back({fmt::format("For {}, the {} speedup of {} over {} {} most with {} ({:+.3f} per standard "
                                  "deviation, R\u00b2 = {:.2f})",
                                  fam, c.axis, c.b, c.a, w >= 0 ? "grows" : "shrinks", ranked[0], w, r.r2),
-                     chart_id("cmp", c.axis)});
+                     chart_id("cmp", c.axis + "_" + c.b)});
     }
   }
 

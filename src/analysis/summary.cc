@@ -33,10 +33,12 @@ Summary summarize(const RunSet& runs, const SummaryOptions& o) {
   s.boxes = box_groups(runs, o.metric);
   s.rooflines = rooflines(runs);
   auto comparisons = o.comparisons;
+  // By default every other value of an axis is compared with its first (the baseline),
+  // a few at most: three BLAS libraries give two comparisons against the first.
   if (comparisons.empty())
     for (const std::string axis : {"platform", "stack", "dtype"}) {
       const auto v = axis_values(runs, axis);
-      if (v.size() >= 2) comparisons.push_back({axis, v[0], v[1]});
+      for (size_t i = 1; i < v.size() && i <= 4; ++i) comparisons.push_back({axis, v[0], v[i]});
     }
   for (const auto& c : comparisons) {
     auto view = compare_runs(runs, c.at(0), c.at(1), c.at(2));

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "record/json.h"
+#include "store/export.h"
 
 namespace tb {
 
@@ -213,14 +214,8 @@ std::string rows_csv(const json& rows) {
   for (const auto& r : rows)
     for (const auto& [k, val] : r.items())
       if (std::find(cols.begin(), cols.end(), k) == cols.end()) cols.push_back(k);
-  auto cell = [](const json& x) -> std::string {
-    if (x.is_null()) return "";
-    std::string s = x.is_string() ? x.get<std::string>() : x.dump();
-    if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-    std::string q = "\"";
-    for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-    return q + "\"";
-  };
+  // ordered_json converts losslessly to the json the shared field writer takes.
+  auto cell = [](const json& x) { return csv_field(nlohmann::json(x)); };
   std::string out;
   for (size_t i = 0; i < cols.size(); ++i) out += (i ? "," : "") + cell(json(cols[i]));
   out += "\n";

@@ -246,7 +246,8 @@ std::string render_report(const RunSet& runs, const Summary& s, const ChartSet& 
     section(h, cs, "comparisons");
     for (const auto& c : s.comparisons) {
       if (c.flips.empty()) continue;
-      h += "<h3>" + html_escape(c.axis) + ": configs where the winner flips (" + std::to_string(c.flips.size()) +
+      h += "<h3>" + html_escape(c.axis) + " " + html_escape(c.b) + " vs " + html_escape(c.a) +
+           ": configs where the winner flips (" + std::to_string(c.flips.size()) +
            ")</h3><table><tr><th>config</th><th>" + html_escape(c.a) + "</th><th>" + html_escape(c.b) +
            "</th><th>speedup</th></tr>";
       for (size_t i = 0; i < c.flips.size() && i < 20; ++i)

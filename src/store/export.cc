@@ -14,6 +14,8 @@ std::vector<std::string> columns(const std::vector<nlohmann::json>& rows) {
   return out;
 }
 
+}  // namespace
+
 std::string csv_field(const nlohmann::json& v) {
   if (v.is_null()) return "";
   std::string s = v.is_string() ? v.get<std::string>() : v.dump();
@@ -23,7 +25,6 @@ std::string csv_field(const nlohmann::json& v) {
   return q + "\"";
 }
 
-}  // namespace
 
 std::string export_csv(Store& store) {
   const auto rows = store.runs();

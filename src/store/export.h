@@ -10,4 +10,8 @@ namespace tb {
 std::string export_csv(Store& store);
 std::string export_json(Store& store);
 
+// One CSV field (RFC 4180): null is empty, strings as they are, other values as JSON,
+// quoted when they hold a comma, a quote or a line break.
+std::string csv_field(const nlohmann::json& v);
+
 }  // namespace tb

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "spec/errors.h"
+#include "spec/stack.h"
 #include "store/store.h"
 
 namespace tb {
@@ -131,8 +132,11 @@ std::string stack_label(const nlohmann::json& row) {
   if (!identity.empty()) {
     const auto j = nlohmann::json::parse(identity, nullptr, false);
     if (j.is_object() && j.contains("requested") && j["requested"].is_string()) {
-      std::string r = j["requested"];
-      return r.rfind("stack:", 0) == 0 ? r.substr(6) : r;
+      try {
+        return parse_stack(j["requested"].get<std::string>()).label();
+      } catch (const std::exception&) {
+        return j["requested"].get<std::string>();  // written by another version
+      }
     }
   }
   std::string blas = text("blas");

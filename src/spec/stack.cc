@@ -34,6 +34,17 @@ std::string StackSpec::str() const {
          ",mode=" + mode;
 }
 
+std::string StackSpec::label() const {
+  const StackSpec d{};
+  std::string out;
+  auto add = [&](const std::string& kv) { out += (out.empty() ? "" : ",") + kv; };
+  if (blas != d.blas) add("blas=" + blas);
+  if (blas_threads != d.blas_threads) add("blas_threads=" + std::to_string(blas_threads));
+  if (onednn != d.onednn) add("onednn=" + onednn);
+  if (mode != d.mode) add("mode=" + mode);
+  return out.empty() ? "default" : out;
+}
+
 StackSpec parse_stack(const std::string& text) {
   StackSpec s;
   std::string body = text;

@@ -14,6 +14,9 @@ struct StackSpec {
   std::string mode = "eager";    // eager, torchscript (the loss traced and run by the graph executor)
   bool is_default() const;
   std::string str() const;  // "stack:blas=...,blas_threads=...,onednn=...,mode=..." or ""
+  // Only what differs from the default ("blas=blis-pthread,mode=torchscript"), or
+  // "default": how analyses and reports name a stack.
+  std::string label() const;
   bool operator==(const StackSpec& o) const { return str() == o.str(); }
 };
 

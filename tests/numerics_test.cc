@@ -8,6 +8,7 @@
 #include <random>
 
 #include "numerics/format.h"
+#include "numerics/mad.h"
 #include "numerics/quantize.h"
 #include "spec/errors.h"
 
@@ -36,8 +37,7 @@ float from_bits(uint32_t u) {
 // The obvious algorithm, in double: find the quantum of |x| in the format's grid, divide,
 // round the quotient, multiply back, then check overflow. Slow and independent of the
 // kernel's bit manipulation.
-double reference(float xf, const FloatFormat& f, Rounding r) {
-  const double x = xf;
+double reference(double x, const FloatFormat& f, Rounding r) {
   if (std::isnan(x)) return std::numeric_limits<double>::quiet_NaN();
   const double mx = f.max_finite();
   const double ovf = f.overflow == Overflow::kSaturate ? mx
@@ -254,7 +254,7 @@ TEST(NumericsFormat, MatchesTheReferenceEverywhereThatMatters) {
       const auto got = tb::num::quantize(f, probes, o);
       int bad = 0;
       for (size_t i = 0; i < probes.size() && bad < 5; ++i) {
-        const float want = float(reference(probes[i], f.fp, r));
+        const float want = float(reference(double(probes[i]), f.fp, r));
         if (!same(got[i], want)) {
           ++bad;
           ADD_FAILURE() << name << " " << tb::num::rounding_name(r) << " x=" << probes[i]
@@ -414,6 +414,65 @@ TEST(NumericsFormat, ThreadsAndChunksDoNotChangeResults) {
       EXPECT_TRUE(std::equal(t.begin(), t.end(), one.begin() + 150000)) << name;
     }
   }
+}
+
+// The custom MAD unit against the obvious sequential loop, rounding each exact product and
+// each exact sum once (in double, where both are exact for these operands).
+TEST(NumericsMad, SequentialMatchesStepByStepReference) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> ud(-2, 2);
+  const int64_t M = 5, N = 7, K = 33;
+  const Format in = parse_format("e4m3");
+  std::vector<float> A(M * K), B(K * N), C(M * N);
+  for (auto& v : A) v = quantize_one(in, ud(rng));
+  for (auto& v : B) v = quantize_one(in, ud(rng));
+  for (const char* acc : {"fp16", "bf16", "e5m2", "e6m9"}) {
+    const auto u = tb::num::parse_mad(std::string("mad:mul=e5m2,acc=") + acc + ",width=1,order=sequential");
+    tb::num::mad_matmul(u, A.data(), B.data(), C.data(), M, N, K);
+    const FloatFormat mul = parse_format("e5m2").fp, af = parse_format(acc).fp;
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double s = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          const double p = reference(double(A[i * K + k]) * B[k * N + j], mul, Rounding::kNearestEven);
+          s = reference(s + p, af, Rounding::kNearestEven);
+        }
+        EXPECT_EQ(C[i * N + j], float(s)) << acc << " " << i << "," << j;
+      }
+  }
+  // fp32 everywhere, sequential: exactly the plain float loop.
+  const auto u32 = tb::num::parse_mad("mad:mul=fp32,acc=fp32,width=1,order=sequential");
+  tb::num::mad_matmul(u32, A.data(), B.data(), C.data(), M, N, K, 2);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      float s = 0;
+      for (int64_t k = 0; k < K; ++k) s += A[i * K + k] * B[k * N + j];
+      EXPECT_EQ(C[i * N + j], s);
+    }
+}
+
+TEST(NumericsMad, OrderAndWidthMatterAndRoundTrip) {
+  // 1 + 16 * 2^-11 in fp16: sequentially each 2^-11 is lost to ties-to-even (1 + 2^-11 is a
+  // tie); summed in lanes/tree first, the small terms survive.
+  const int64_t K = 17;
+  std::vector<float> A(K, 1.0f), B(K, std::ldexp(1.0f, -11));
+  B[0] = 1.0f;
+  float seq, lanes, tree;
+  tb::num::mad_matmul(tb::num::parse_mad("mad:acc=fp16,width=4,order=sequential"), A.data(), B.data(), &seq, 1, 1, K);
+  tb::num::mad_matmul(tb::num::parse_mad("mad:acc=fp16,width=4,order=lanes"), A.data(), B.data(), &lanes, 1, 1, K);
+  tb::num::mad_matmul(tb::num::parse_mad("mad:acc=fp16,width=4,order=tree"), A.data(), B.data(), &tree, 1, 1, K);
+  EXPECT_EQ(seq, 1.0f);
+  EXPECT_EQ(lanes, 1.0f + 12 * std::ldexp(1.0f, -11));  // lane 0 loses its four
+  EXPECT_EQ(tree, 1.0f + 16 * std::ldexp(1.0f, -11));
+  for (const char* t : {"mad:mul=e5m2,acc=fp16,width=4,order=lanes",
+                        "mad:mul=bf16,acc=fp32,width=16,order=tree,rounding=stochastic"}) {
+    const auto u = tb::num::parse_mad(t);
+    EXPECT_EQ(u.str(), t);
+    EXPECT_EQ(tb::num::parse_mad(u.str()), u);
+  }
+  EXPECT_THROW(tb::num::parse_mad("mad:width=0"), tb::UsageError);
+  EXPECT_THROW(tb::num::parse_mad("mad:acc=mxfp8_e4m3"), tb::UsageError);
+  EXPECT_THROW(tb::num::parse_mad("mad:order=random"), tb::UsageError);
 }
 
 }  // namespace

@@ -23,5 +23,6 @@ Command add_profile(CLI::App& app);  // profile_command.cc
 Command add_memory(CLI::App& app);   // profile_command.cc
 Command add_quantize(CLI::App& app);  // numerics_commands.cc
 Command add_formats(CLI::App& app);   // numerics_commands.cc
+Command add_emulate(CLI::App& app);   // emulate_command.cc
 
 }  // namespace tb::cli

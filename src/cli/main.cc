@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
       tb::cli::add_platform(app), tb::cli::add_sweep(app), tb::cli::add_merge(app),
       tb::cli::add_export(app), tb::cli::add_profile(app), tb::cli::add_memory(app),
       tb::cli::add_analyze(app), tb::cli::add_compare(app), tb::cli::add_report(app),
-      tb::cli::add_quantize(app), tb::cli::add_formats(app)};
+      tb::cli::add_quantize(app), tb::cli::add_formats(app), tb::cli::add_emulate(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

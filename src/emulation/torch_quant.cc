@@ -10,7 +10,12 @@ QuantPoint::QuantPoint(num::Format format, num::Rounding rounding, uint64_t seed
     : format_(std::move(format)), rounding_(rounding), seed_(seed) {}
 
 QuantPoint QuantPoint::parse(const std::string& text, uint64_t seed) {
-  if (text.empty() || text == "off" || text == "none" || text == "fp32-exact") return {};
+  if (text.empty() || text == "off" || text == "none") return {};
+  if (text.rfind("ext:", 0) == 0) {
+    QuantPoint q;
+    q.ext_ = num::Extension::load(text.substr(4));
+    return q;
+  }
   const auto slash = text.rfind('/');
   if (slash == std::string::npos)
     return QuantPoint(num::parse_format(text), num::Rounding::kNearestEven, seed);
@@ -20,6 +25,7 @@ QuantPoint QuantPoint::parse(const std::string& text, uint64_t seed) {
 
 std::string QuantPoint::str() const {
   if (!enabled()) return "off";
+  if (ext_) return "ext:" + ext_->path();
   const std::string f = format_->name.empty() ? format_->str() : format_->name;
   return rounding_ == num::Rounding::kNearestEven ? f : f + "/" + num::rounding_name(rounding_);
 }
@@ -54,6 +60,16 @@ torch::Tensor quantize_tensor(const torch::Tensor& x, const num::Format& f,
 
 torch::Tensor QuantPoint::apply(const torch::Tensor& x) const {
   if (!enabled()) return x;
+  if (ext_) {
+    const torch::Tensor in = x.to(torch::kFloat).contiguous();
+    torch::Tensor out = torch::empty_like(in);
+    const float* src = in.data_ptr<float>();
+    float* dst = out.data_ptr<float>();
+    at::parallel_for(0, in.numel(), 4096, [&](int64_t b, int64_t e) {
+      ext_->round(src + b, dst + b, size_t(e - b));
+    });
+    return out.to(x.scalar_type());
+  }
   num::QuantOptions o;
   o.rounding = rounding_;
   // Each call of a stochastic point draws a fresh stream: (seed, call number).

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "numerics/extension.h"
 #include "numerics/format.h"
 #include "numerics/quantize.h"
 
@@ -19,13 +20,19 @@ class QuantPoint {
  public:
   QuantPoint() = default;  // disabled: passes values through
   QuantPoint(num::Format format, num::Rounding rounding, uint64_t seed = 0);
-  // `format[/rounding]`, e.g. `e4m3`, `bf16/stochastic`, `off`. Throws UsageError.
+  // `format[/rounding]`, e.g. `e4m3`, `bf16/stochastic`, `off`, or `ext:PATH` (a format
+  // extension's convert and as_float). Throws UsageError.
   static QuantPoint parse(const std::string& text, uint64_t seed = 0);
 
-  bool enabled() const { return format_.has_value(); }
+  bool enabled() const { return format_.has_value() || ext_ != nullptr; }
   const num::Format& format() const { return *format_; }
   num::Rounding rounding() const { return rounding_; }
   std::string str() const;
+  // A fresh stochastic stream: a run seeded the same way draws the same bits.
+  void reseed(uint64_t seed) {
+    seed_ = seed;
+    calls_ = 0;
+  }
 
   // A float32 copy of x holding values of the format (x itself when disabled). Block formats
   // take blocks along the last dimension.
@@ -34,15 +41,17 @@ class QuantPoint {
 
  private:
   std::optional<num::Format> format_;
+  std::shared_ptr<const num::Extension> ext_;
   num::Rounding rounding_ = num::Rounding::kNearestEven;
   uint64_t seed_ = 0;
   mutable std::atomic<uint64_t> calls_{0};
 
  public:
   QuantPoint(const QuantPoint& o)
-      : format_(o.format_), rounding_(o.rounding_), seed_(o.seed_), calls_(o.calls_.load()) {}
+      : format_(o.format_), ext_(o.ext_), rounding_(o.rounding_), seed_(o.seed_), calls_(o.calls_.load()) {}
   QuantPoint& operator=(const QuantPoint& o) {
     format_ = o.format_;
+    ext_ = o.ext_;
     rounding_ = o.rounding_;
     seed_ = o.seed_;
     calls_ = o.calls_.load();

@@ -175,7 +175,16 @@ void run_grid(const float* in, float* out, size_t n, const Grid& g, Rounding r, 
   }
 }
 
-uint32_t float_bits_of(double v) { return as_bits(float(v)); }
+// Bits of the largest float32 <= v (v >= 0), without float arithmetic on subnormals: callers
+// may run with flush-to-zero and denormals-are-zero set (trainbench's runtime does).
+uint32_t float_bits_of(double v) {
+  if (v >= 0x1p-126) {
+    uint32_t b = as_bits(float(v));
+    if (double(as_float(b)) > v) --b;
+    return b;
+  }
+  return uint32_t(std::ldexp(v, 149));
+}
 
 // The grid of `f` scaled by 2^scale (block formats); scale 0 for a plain float format.
 Grid make_grid(const FloatFormat& f, int scale, bool saturate) {
@@ -415,9 +424,7 @@ Grid bfp_grid(const BlockFormat& f, int e) {
   g.emin = e + 1;
   g.man_bits = f.man_bits;
   g.sub = 1;
-  const double mx = std::ldexp(std::ldexp(1.0, f.man_bits) - 1.0, e - f.man_bits + 1);
-  g.max_bits = as_bits(float(mx));
-  if (double(as_float(g.max_bits)) > mx) --g.max_bits;  // largest float <= the true maximum
+  g.max_bits = float_bits_of(std::ldexp(std::ldexp(1.0, f.man_bits) - 1.0, e - f.man_bits + 1));
   g.ovf_bits = g.max_bits;
   g.zero_sign = 0x80000000u;
   return g;

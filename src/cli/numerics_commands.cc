@@ -88,6 +88,8 @@ Command add_quantize(CLI::App& app) {
       "  trainbench quantize --format fixed:w=8,f=4 --rounding stochastic --seed 1 0.1 0.1\n"
       "  trainbench quantize --format mxfp4_e2m1 0.1 0.2 3 5");
   return {sub, [a]() {
+    // The runtime flushes denormals; here float32 subnormals are values to show, not noise.
+    at::globalContext().setFlushDenormal(false);
     const num::Format f = num::parse_format(a->format);
     num::QuantOptions o;
     o.rounding = num::parse_rounding(a->rounding);

@@ -145,6 +145,7 @@ bool is_emxm(const std::string& s, int* e, int* m) {
   if (s.size() < 4 || s[0] != 'e') return false;
   const auto mpos = s.find('m');
   if (mpos == std::string::npos || mpos < 2 || mpos + 1 >= s.size()) return false;
+  if (mpos > 3 || s.size() - mpos > 3) return false;  // at most two digits each
   for (size_t i = 1; i < s.size(); ++i)
     if (i != mpos && !std::isdigit(static_cast<unsigned char>(s[i]))) return false;
   *e = std::stoi(s.substr(1, mpos - 1));
@@ -313,6 +314,7 @@ Format parse_format(const std::string& text) {
     if (n == text) return d.format;
   int e = 0, m = 0;
   if (is_emxm(text, &e, &m)) {
+    if (e < 2 || e > 8 || m < 1 || m > 23) bad(text, "eXmY needs X in 2..8 and Y in 1..23");
     Format r;
     r.fp = make_fp(e, m, Special::kIeee, Overflow::kInfinity);
     validate(r.fp);

@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
     });
   };
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"bf16", "nearest-even"},     {"e4m3", "nearest-even"}, {"e5m2", "stochastic"},
+      {"bf16", "nearest-even"},       {"e4m3", "nearest-even"}, {"e5m2", "stochastic"},
       {"mxfp8_e4m3", "nearest-even"}, {"bfp8", "nearest-even"}, {"fixed:w=8,f=4", "nearest-even"}};
   std::vector<double> copy_times;
   std::map<std::string, std::vector<double>> qt;
@@ -97,10 +97,13 @@ int main(int argc, char** argv) {
     t8.push_back(tb::emu::emulate(o, fp8).runs[0].seconds / double(steps));
   }
   const double step_ratio = median(t8) / median(t32);
-  std::cout << fmt::format("MLP step (batch {}): fp32 {}, fp8 at all points {}: {:.2f}x\n",
-                           o.batch, fmt_time(median(t32)), fmt_time(median(t8)), step_ratio);
-  doc["training_step"] = {{"fp32_s", median(t32)}, {"fp8_s", median(t8)}, {"ratio", step_ratio},
-                          {"batch", o.batch}, {"model", "mlp 784-256-128-10"}};
+  std::cout << fmt::format("MLP step (batch {}): fp32 {}, fp8 at all points {}: {:.2f}x\n", o.batch,
+                           fmt_time(median(t32)), fmt_time(median(t8)), step_ratio);
+  doc["training_step"] = {{"fp32_s", median(t32)},
+                          {"fp8_s", median(t8)},
+                          {"ratio", step_ratio},
+                          {"batch", o.batch},
+                          {"model", "mlp 784-256-128-10"}};
 
   // (3) Custom MAD unit vs torch::mm on M = N = K = msize.
   torch::manual_seed(3);
@@ -142,8 +145,7 @@ int main(int argc, char** argv) {
       "SUMMARY numerics_throughput: slowest quantizer at {:.0f}% of copy bandwidth ({:.1f} "
       "GB/s; target >= 50%); fp8 step {:.2f}x fp32 (target <= 1.5x); MAD matmul {:.0f}x "
       "slower than torch::mm\n",
-      100 * worst, copy_gbps, step_ratio,
-      mm_gf / (flops / median(mad_t[units[3]]) / 1e9));
+      100 * worst, copy_gbps, step_ratio, mm_gf / (flops / median(mad_t[units[3]]) / 1e9));
   write_json(args.out, doc);
   return 0;
 }

@@ -67,7 +67,8 @@ TEST(Emulation, ApproximateActivationsAndTheirGradients) {
     for (float at : {-3.1f, -0.6f, 0.1f, 1.37f}) {
       const auto p = torch::tensor({at + h}), m = torch::tensor({at - h});
       const float fd = (tb::emu::approx_activation(p, name) - tb::emu::approx_activation(m, name))
-                           .item<float>() / (2 * h);
+                           .item<float>() /
+                       (2 * h);
       const int64_t i = int64_t(std::lround((at + 6) * 100));
       EXPECT_NEAR(g[i].item<float>(), fd, 2e-3) << name << " at " << at;
     }

@@ -1,11 +1,10 @@
 // trainbench quantize, formats and emulate as a user meets them.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 namespace {

@@ -18,8 +18,8 @@ using tb::num::FloatFormat;
 using tb::num::Format;
 using tb::num::Overflow;
 using tb::num::parse_format;
-using tb::num::QuantOptions;
 using tb::num::quantize_one;
+using tb::num::QuantOptions;
 using tb::num::Rounding;
 using tb::num::Special;
 
@@ -53,10 +53,12 @@ double reference(double x, const FloatFormat& f, Rounding r) {
     int e;
     std::frexp(a, &e);
     --e;
-    const int q = e >= f.emin() ? e - f.man_bits : (f.subnormals ? f.emin() - f.man_bits : f.emin());
+    const int q =
+        e >= f.emin() ? e - f.man_bits : (f.subnormals ? f.emin() - f.man_bits : f.emin());
     const double t = std::ldexp(a, -q), fl = std::floor(t), d = t - fl;
     double k = fl;
-    if (r == Rounding::kNearestEven) k = (d > 0.5 || (d == 0.5 && std::fmod(fl, 2) == 1)) ? fl + 1 : fl;
+    if (r == Rounding::kNearestEven)
+      k = (d > 0.5 || (d == 0.5 && std::fmod(fl, 2) == 1)) ? fl + 1 : fl;
     if (r == Rounding::kTiesAway) k = d >= 0.5 ? fl + 1 : fl;
     v = std::ldexp(k, q);
     if (v > mx) v = ovf;
@@ -67,8 +69,9 @@ double reference(double x, const FloatFormat& f, Rounding r) {
 
 bool same(float a, float b) { return (std::isnan(a) && std::isnan(b)) || bits(a) == bits(b); }
 
-const char* kFloatPresets[] = {"fp32", "bf16", "fp16", "fp8_152", "fp16_169", "e4m3", "e5m2",
-                               "e4m3fnuz", "e5m2fnuz", "e3m4", "e2m3", "e3m2", "e2m1"};
+const char* kFloatPresets[] = {"fp32", "bf16", "fp16",     "fp8_152",  "fp16_169",
+                               "e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz", "e3m4",
+                               "e2m3", "e3m2", "e2m1"};
 
 TEST(NumericsFormat, PresetsAndDescriptorsRoundTrip) {
   for (const auto& p : tb::num::format_presets()) {
@@ -78,8 +81,8 @@ TEST(NumericsFormat, PresetsAndDescriptorsRoundTrip) {
   }
   for (const char* text :
        {"e5m2", "e3m3", "fp:e=4,m=3,sub=on,special=fn,overflow=sat", "fp:e=6,m=9,bias=20,sub=off",
-        "fixed:w=16,f=8", "fixed:w=8,f=0,signed=off,sat=off", "bfp:block=8,m=4,e=6",
-        "mx:elem=e2m1", "mx:elem=int8,block=16"}) {
+        "fixed:w=16,f=8", "fixed:w=8,f=0,signed=off,sat=off", "bfp:block=8,m=4,e=6", "mx:elem=e2m1",
+        "mx:elem=int8,block=16"}) {
     const Format f = parse_format(text);
     EXPECT_EQ(parse_format(f.str()), f) << text << " -> " << f.str();
   }
@@ -125,8 +128,8 @@ TEST(NumericsFormat, BadDescriptorsNameTheField) {
 TEST(NumericsFormat, OcpE4M3Table) {
   const Format f = parse_format("e4m3");
   EXPECT_EQ(f.fp.bias, 7);
-  EXPECT_EQ(f.fp.max_finite(), 448.0);                  // S.1111.110
-  EXPECT_EQ(f.fp.min_normal(), std::ldexp(1.0, -6));   // S.0001.000
+  EXPECT_EQ(f.fp.max_finite(), 448.0);                   // S.1111.110
+  EXPECT_EQ(f.fp.min_normal(), std::ldexp(1.0, -6));     // S.0001.000
   EXPECT_EQ(f.fp.min_subnormal(), std::ldexp(1.0, -9));  // S.0000.001
   EXPECT_FALSE(f.fp.has_inf());
   EXPECT_EQ(tb::num::encode(f, 448.0f), 0x7E);
@@ -134,7 +137,7 @@ TEST(NumericsFormat, OcpE4M3Table) {
   EXPECT_EQ(tb::num::encode(f, std::ldexp(1.0f, -6)), 0x08);
   EXPECT_EQ(tb::num::encode(f, std::ldexp(1.0f, -9)), 0x01);
   EXPECT_EQ(tb::num::encode(f, 0.875f * std::ldexp(1.0f, -6)), 0x07);  // max subnormal
-  EXPECT_EQ(tb::num::encode(f, NAN), 0x7F);                             // S.1111.111
+  EXPECT_EQ(tb::num::encode(f, NAN), 0x7F);                            // S.1111.111
   EXPECT_EQ(tb::num::encode(f, -0.0f), 0x80);
   // Every code: the spec's formula, and quantizing the value gives it back.
   for (uint32_t c = 0; c < 256; ++c) {
@@ -144,8 +147,8 @@ TEST(NumericsFormat, OcpE4M3Table) {
       EXPECT_TRUE(std::isnan(v)) << c;
       continue;
     }
-    const double spec = (s ? -1 : 1) * (e == 0 ? std::ldexp(m / 8.0, -6)
-                                               : std::ldexp(1 + m / 8.0, int(e) - 7));
+    const double spec =
+        (s ? -1 : 1) * (e == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1 + m / 8.0, int(e) - 7));
     EXPECT_EQ(double(v), spec) << c;
     EXPECT_TRUE(same(quantize_one(f, v), v)) << c;
     EXPECT_EQ(tb::num::encode(f, v), int64_t(c)) << c;
@@ -156,10 +159,10 @@ TEST(NumericsFormat, OcpE5M2Table) {
   const Format f = parse_format("e5m2");
   EXPECT_EQ(f.fp.bias, 15);
   EXPECT_EQ(f.fp.max_finite(), 57344.0);                  // S.11110.11
-  EXPECT_EQ(f.fp.min_normal(), std::ldexp(1.0, -14));    // S.00001.00
+  EXPECT_EQ(f.fp.min_normal(), std::ldexp(1.0, -14));     // S.00001.00
   EXPECT_EQ(f.fp.min_subnormal(), std::ldexp(1.0, -16));  // S.00000.01
   EXPECT_EQ(tb::num::encode(f, 57344.0f), 0x7B);
-  EXPECT_EQ(tb::num::encode(f, INFINITY), 0x7C);   // S.11111.00
+  EXPECT_EQ(tb::num::encode(f, INFINITY), 0x7C);  // S.11111.00
   EXPECT_EQ(tb::num::encode(f, -INFINITY), 0xFC);
   EXPECT_EQ(tb::num::encode(f, 0.75f * std::ldexp(1.0f, -14)), 0x03);  // max subnormal
   for (uint32_t c = 0; c < 256; ++c) {
@@ -169,8 +172,8 @@ TEST(NumericsFormat, OcpE5M2Table) {
       EXPECT_TRUE(m ? std::isnan(v) : std::isinf(v)) << c;  // NaN: S.11111.{01,10,11}
       continue;
     }
-    const double spec = (s ? -1 : 1) * (e == 0 ? std::ldexp(m / 4.0, -14)
-                                               : std::ldexp(1 + m / 4.0, int(e) - 15));
+    const double spec =
+        (s ? -1 : 1) * (e == 0 ? std::ldexp(m / 4.0, -14) : std::ldexp(1 + m / 4.0, int(e) - 15));
     EXPECT_EQ(double(v), spec) << c;
     EXPECT_TRUE(same(quantize_one(f, v), v)) << c;
     EXPECT_EQ(tb::num::encode(f, v), int64_t(c)) << c;
@@ -224,9 +227,10 @@ TEST(NumericsFormat, OverflowTiesAndSpecialValues) {
 // float32 values near every binade edge, every tie and neighbour, plus random patterns.
 TEST(NumericsFormat, MatchesTheReferenceEverywhereThatMatters) {
   std::vector<std::string> names(std::begin(kFloatPresets), std::end(kFloatPresets));
-  for (const char* c : {"fp:e=4,m=3,special=fn,overflow=sat", "fp:e=5,m=2,sub=off",
-                        "fp:e=8,m=3,bias=140", "fp:e=6,m=5,bias=20,special=fnuz", "fp:e=3,m=0,special=fnuz",
-                        "fp:e=8,m=23,sub=off", "fp:e=8,m=10,bias=128,special=none,overflow=sat"})
+  for (const char* c :
+       {"fp:e=4,m=3,special=fn,overflow=sat", "fp:e=5,m=2,sub=off", "fp:e=8,m=3,bias=140",
+        "fp:e=6,m=5,bias=20,special=fnuz", "fp:e=3,m=0,special=fnuz", "fp:e=8,m=23,sub=off",
+        "fp:e=8,m=10,bias=128,special=none,overflow=sat"})
     names.push_back(c);
   std::vector<float> xs;
   std::mt19937 rng(7);
@@ -235,7 +239,8 @@ TEST(NumericsFormat, MatchesTheReferenceEverywhereThatMatters) {
     const Format f = parse_format(name);
     std::vector<float> probes = xs;
     // Each representable value of the format's range, the midpoints and their neighbours.
-    for (int e = std::max(f.fp.emin() - f.fp.man_bits - 2, -149); e <= std::min(f.fp.emax() + 2, 127); ++e) {
+    for (int e = std::max(f.fp.emin() - f.fp.man_bits - 2, -149);
+         e <= std::min(f.fp.emax() + 2, 127); ++e) {
       for (int m = 0; m < (1 << std::min(f.fp.man_bits + 1, 6)); ++m) {
         const double base = std::ldexp(1.0 + m / double(1 << std::min(f.fp.man_bits + 1, 6)), e);
         for (double v : {base, base * (1 + std::ldexp(1.0, -f.fp.man_bits - 1))}) {
@@ -257,9 +262,9 @@ TEST(NumericsFormat, MatchesTheReferenceEverywhereThatMatters) {
         const float want = float(reference(double(probes[i]), f.fp, r));
         if (!same(got[i], want)) {
           ++bad;
-          ADD_FAILURE() << name << " " << tb::num::rounding_name(r) << " x=" << probes[i]
-                        << " (0x" << std::hex << bits(probes[i]) << std::dec << ") got "
-                        << got[i] << " want " << want;
+          ADD_FAILURE() << name << " " << tb::num::rounding_name(r) << " x=" << probes[i] << " (0x"
+                        << std::hex << bits(probes[i]) << std::dec << ") got " << got[i] << " want "
+                        << want;
         }
       }
     }
@@ -306,7 +311,8 @@ TEST(NumericsFormat, StochasticRoundingIsUnbiasedAndReproducible) {
   tb::num::quantize(e4, tiny.data(), t.data(), tiny.size(), o);
   size_t n = 0;
   for (float v : t) n += v != 0;
-  EXPECT_NEAR(double(n) / t.size(), std::ldexp(1.0, -10), 3 * std::sqrt(std::ldexp(1.0, -10) / t.size()));
+  EXPECT_NEAR(double(n) / t.size(), std::ldexp(1.0, -10),
+              3 * std::sqrt(std::ldexp(1.0, -10) / t.size()));
   // Fixed point too.
   const Format fx = parse_format("fixed:w=8,f=2");
   std::vector<float> fin(100000, 0.1f), fout(fin.size());
@@ -320,7 +326,7 @@ TEST(NumericsFormat, FixedPoint) {
   const Format f = parse_format("fixed:w=8,f=4");  // k / 16, k in [-128, 127]
   EXPECT_EQ(f.fx.max_value(), 127.0 / 16);
   EXPECT_EQ(f.fx.min_value(), -8.0);
-  EXPECT_EQ(quantize_one(f, 1.03125f), 1.0f);  // tie 1 + 1/32: to even k=16
+  EXPECT_EQ(quantize_one(f, 1.03125f), 1.0f);    // tie 1 + 1/32: to even k=16
   EXPECT_EQ(quantize_one(f, 1.09375f), 1.125f);  // tie: k=17.5 -> 18
   EXPECT_EQ(quantize_one(f, 1.03125f, Rounding::kTiesAway), 1.0625f);
   EXPECT_EQ(quantize_one(f, -1.03125f, Rounding::kTiesAway), -1.0625f);
@@ -330,9 +336,9 @@ TEST(NumericsFormat, FixedPoint) {
   EXPECT_EQ(quantize_one(f, INFINITY), 127.0f / 16);
   EXPECT_TRUE(std::isnan(quantize_one(f, NAN)));
   const Format wrap = parse_format("fixed:w=8,f=4,sat=off");
-  EXPECT_EQ(quantize_one(wrap, 8.0f), -8.0f);           // k=128 wraps to -128
-  EXPECT_EQ(quantize_one(wrap, 8.0625f), -7.9375f);     // 129 -> -127
-  EXPECT_EQ(quantize_one(wrap, -8.0625f), 7.9375f);     // -129 -> 127
+  EXPECT_EQ(quantize_one(wrap, 8.0f), -8.0f);        // k=128 wraps to -128
+  EXPECT_EQ(quantize_one(wrap, 8.0625f), -7.9375f);  // 129 -> -127
+  EXPECT_EQ(quantize_one(wrap, -8.0625f), 7.9375f);  // -129 -> 127
   EXPECT_EQ(tb::num::encode(f, -1.0f), 0xF0);
   EXPECT_EQ(tb::num::decode(f.fx, 0xF0), -1.0f);
   const Format u = parse_format("fixed:w=8,f=0,signed=off");
@@ -427,14 +433,16 @@ TEST(NumericsMad, SequentialMatchesStepByStepReference) {
   for (auto& v : A) v = quantize_one(in, ud(rng));
   for (auto& v : B) v = quantize_one(in, ud(rng));
   for (const char* acc : {"fp16", "bf16", "e5m2", "e6m9"}) {
-    const auto u = tb::num::parse_mad(std::string("mad:mul=e5m2,acc=") + acc + ",width=1,order=sequential");
+    const auto u =
+        tb::num::parse_mad(std::string("mad:mul=e5m2,acc=") + acc + ",width=1,order=sequential");
     tb::num::mad_matmul(u, A.data(), B.data(), C.data(), M, N, K);
     const FloatFormat mul = parse_format("e5m2").fp, af = parse_format(acc).fp;
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) {
         double s = 0;
         for (int64_t k = 0; k < K; ++k) {
-          const double p = reference(double(A[i * K + k]) * B[k * N + j], mul, Rounding::kNearestEven);
+          const double p =
+              reference(double(A[i * K + k]) * B[k * N + j], mul, Rounding::kNearestEven);
           s = reference(s + p, af, Rounding::kNearestEven);
         }
         EXPECT_EQ(C[i * N + j], float(s)) << acc << " " << i << "," << j;
@@ -458,9 +466,12 @@ TEST(NumericsMad, OrderAndWidthMatterAndRoundTrip) {
   std::vector<float> A(K, 1.0f), B(K, std::ldexp(1.0f, -11));
   B[0] = 1.0f;
   float seq, lanes, tree;
-  tb::num::mad_matmul(tb::num::parse_mad("mad:acc=fp16,width=4,order=sequential"), A.data(), B.data(), &seq, 1, 1, K);
-  tb::num::mad_matmul(tb::num::parse_mad("mad:acc=fp16,width=4,order=lanes"), A.data(), B.data(), &lanes, 1, 1, K);
-  tb::num::mad_matmul(tb::num::parse_mad("mad:acc=fp16,width=4,order=tree"), A.data(), B.data(), &tree, 1, 1, K);
+  tb::num::mad_matmul(tb::num::parse_mad("mad:acc=fp16,width=4,order=sequential"), A.data(),
+                      B.data(), &seq, 1, 1, K);
+  tb::num::mad_matmul(tb::num::parse_mad("mad:acc=fp16,width=4,order=lanes"), A.data(), B.data(),
+                      &lanes, 1, 1, K);
+  tb::num::mad_matmul(tb::num::parse_mad("mad:acc=fp16,width=4,order=tree"), A.data(), B.data(),
+                      &tree, 1, 1, K);
   EXPECT_EQ(seq, 1.0f);
   EXPECT_EQ(lanes, 1.0f + 12 * std::ldexp(1.0f, -11));  // lane 0 loses its four
   EXPECT_EQ(tree, 1.0f + 16 * std::ldexp(1.0f, -11));

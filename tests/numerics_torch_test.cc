@@ -41,7 +41,8 @@ int64_t mismatches(const tb::num::Format& f, at::ScalarType type, uint64_t strid
     at::parallel_for(0, n, 1 << 16, [&](int64_t b, int64_t e) {
       int64_t c = 0;
       for (int64_t i = b; i < e; ++i) {
-        const bool both_nan = (r[i] & 0x7FFFFFFFu) > 0x7F800000u && (m[i] & 0x7FFFFFFFu) > 0x7F800000u;
+        const bool both_nan =
+            (r[i] & 0x7FFFFFFFu) > 0x7F800000u && (m[i] & 0x7FFFFFFFu) > 0x7F800000u;
         c += (r[i] != m[i]) & !both_nan;
       }
       count += c;
@@ -71,7 +72,8 @@ TEST(NumericsTorch, Bfloat16IsBitIdenticalToLibTorch) {
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(mismatches(parse_format("bf16"), torch::kBFloat16, stride(), &first), 0)
       << "first: 0x" << std::hex << first;
-  std::cout << "bf16: " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
+  std::cout << "bf16: "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
             << " s\n";
   uint32_t f2 = 0;
   EXPECT_EQ(mismatches(parse_format("fp:e=8,m=7"), torch::kBFloat16, 65537, &f2), 0);
@@ -82,7 +84,8 @@ TEST(NumericsTorch, HalfIsBitIdenticalToLibTorch) {
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(mismatches(parse_format("fp16"), torch::kHalf, stride(), &first), 0)
       << "first: 0x" << std::hex << first;
-  std::cout << "fp16: " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
+  std::cout << "fp16: "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
             << " s\n";
 }
 

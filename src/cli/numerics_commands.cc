@@ -87,49 +87,50 @@ Command add_quantize(CLI::App& app) {
       "  trainbench quantize --format fp:e=4,m=3,special=fn,overflow=sat -- 1000 -0.07\n"
       "  trainbench quantize --format fixed:w=8,f=4 --rounding stochastic --seed 1 0.1 0.1\n"
       "  trainbench quantize --format mxfp4_e2m1 0.1 0.2 3 5");
-  return {sub, [a]() {
-    // The runtime flushes denormals; here float32 subnormals are values to show, not noise.
-    at::globalContext().setFlushDenormal(false);
-    const num::Format f = num::parse_format(a->format);
-    num::QuantOptions o;
-    o.rounding = num::parse_rounding(a->rounding);
-    o.seed = a->seed;
-    std::vector<float> xs;
-    for (const auto& v : a->values) xs.push_back(parse_value(v));
-    const std::vector<float> qs = num::quantize(f, xs, o);
-    std::cout << fmt::format("format {}{}, rounding {}\n", f.name.empty() ? "" : f.name + " = ",
-                             f.str(), num::rounding_name(o.rounding));
-    if (f.kind == num::Format::Kind::kBlock) {
-      const size_t b = size_t(f.blk.block);
-      for (size_t i0 = 0; i0 < xs.size(); i0 += b) {
-        const size_t len = std::min(b, xs.size() - i0);
-        const int e = num::block_exponent(f.blk, xs.data() + i0, len);
-        if (f.blk.kind == num::BlockFormat::Kind::kMx)
-          std::cout << fmt::format(
-              "block {}: E8M0 scale {}\n", i0 / b,
-              e == 255 ? std::string("NaN (0xff)") : fmt::format("2^{} (0x{:02x})", e - 127, e));
-        else
-          std::cout << fmt::format("block {}: shared exponent {}\n", i0 / b, e);
-        for (size_t i = i0; i < i0 + len; ++i)
-          std::cout << fmt::format("  {:>16} -> {:<16} {}\n", value(xs[i]), value(qs[i]),
-                                   relative_error(xs[i], qs[i]));
-      }
-      return 0;
-    }
-    const int bits = f.kind == num::Format::Kind::kFloat ? f.fp.bits() : f.fx.word_bits;
-    std::cout << fmt::format("{:>16}  {:<16} {:<{}} {:<{}} {}\n", "value", "quantized", "bits",
-                             std::max(bits + 2, 4), "hex", (bits + 3) / 4 + 2, "rel. error");
-    for (size_t i = 0; i < xs.size(); ++i) {
-      const int64_t code = num::encode(f, qs[i]);
-      const std::string fields = f.kind == num::Format::Kind::kFloat
-                                     ? float_fields(f.fp, code)
-                                     : (code < 0 ? "(no encoding)" : binary(code, bits));
-      std::cout << fmt::format("{:>16}  {:<16} {:<{}} {:<{}} {}\n", value(xs[i]), value(qs[i]),
-                               fields, std::max(bits + 2, 4), hex(code, bits),
-                               (bits + 3) / 4 + 2, relative_error(xs[i], qs[i]));
-    }
-    return 0;
-  }};
+  return {
+      sub, [a]() {
+        // The runtime flushes denormals; here float32 subnormals are values to show, not noise.
+        at::globalContext().setFlushDenormal(false);
+        const num::Format f = num::parse_format(a->format);
+        num::QuantOptions o;
+        o.rounding = num::parse_rounding(a->rounding);
+        o.seed = a->seed;
+        std::vector<float> xs;
+        for (const auto& v : a->values) xs.push_back(parse_value(v));
+        const std::vector<float> qs = num::quantize(f, xs, o);
+        std::cout << fmt::format("format {}{}, rounding {}\n", f.name.empty() ? "" : f.name + " = ",
+                                 f.str(), num::rounding_name(o.rounding));
+        if (f.kind == num::Format::Kind::kBlock) {
+          const size_t b = size_t(f.blk.block);
+          for (size_t i0 = 0; i0 < xs.size(); i0 += b) {
+            const size_t len = std::min(b, xs.size() - i0);
+            const int e = num::block_exponent(f.blk, xs.data() + i0, len);
+            if (f.blk.kind == num::BlockFormat::Kind::kMx)
+              std::cout << fmt::format("block {}: E8M0 scale {}\n", i0 / b,
+                                       e == 255 ? std::string("NaN (0xff)")
+                                                : fmt::format("2^{} (0x{:02x})", e - 127, e));
+            else
+              std::cout << fmt::format("block {}: shared exponent {}\n", i0 / b, e);
+            for (size_t i = i0; i < i0 + len; ++i)
+              std::cout << fmt::format("  {:>16} -> {:<16} {}\n", value(xs[i]), value(qs[i]),
+                                       relative_error(xs[i], qs[i]));
+          }
+          return 0;
+        }
+        const int bits = f.kind == num::Format::Kind::kFloat ? f.fp.bits() : f.fx.word_bits;
+        std::cout << fmt::format("{:>16}  {:<16} {:<{}} {:<{}} {}\n", "value", "quantized", "bits",
+                                 std::max(bits + 2, 4), "hex", (bits + 3) / 4 + 2, "rel. error");
+        for (size_t i = 0; i < xs.size(); ++i) {
+          const int64_t code = num::encode(f, qs[i]);
+          const std::string fields = f.kind == num::Format::Kind::kFloat
+                                         ? float_fields(f.fp, code)
+                                         : (code < 0 ? "(no encoding)" : binary(code, bits));
+          std::cout << fmt::format("{:>16}  {:<16} {:<{}} {:<{}} {}\n", value(xs[i]), value(qs[i]),
+                                   fields, std::max(bits + 2, 4), hex(code, bits),
+                                   (bits + 3) / 4 + 2, relative_error(xs[i], qs[i]));
+        }
+        return 0;
+      }};
 }
 
 Command add_formats(CLI::App& app) {
@@ -142,31 +143,32 @@ Command add_formats(CLI::App& app) {
       "  trainbench formats\n"
       "  trainbench quantize --format e5m2 57344 61440");
   return {sub, []() {
-    std::cout << fmt::format("{:<12} {:>5} {:>12} {:>12} {:>12} {:>9}  {:<27} {}\n", "name", "bits",
-                             "max", "min normal", "min subnorm", "epsilon", "special values",
-                             "descriptor");
-    for (const auto& p : num::format_presets()) {
-      const num::Format f = num::parse_format(p.name);
-      const std::string bits = fmt::format("{:g}", f.bits_per_element());
-      if (f.kind == num::Format::Kind::kFloat) {
-        const auto& fp = f.fp;
-        std::cout << fmt::format("{:<12} {:>5} {:>12.5g} {:>12.5g} {:>12.5g} {:>9.3g}  {:<27} {}\n",
-                                 p.name, bits, fp.max_finite(), fp.min_normal(),
-                                 fp.min_subnormal(), std::ldexp(1.0, -fp.man_bits), specials(fp),
-                                 f.str());
-      } else if (f.kind == num::Format::Kind::kFixed) {
-        std::cout << fmt::format("{:<12} {:>5} {:>12.5g} {:>12} {:>12.5g} {:>9.3g}  {:<27} {}\n",
-                                 p.name, bits, f.fx.max_value(), "-",
-                                 std::ldexp(1.0, -f.fx.frac_bits),
-                                 std::ldexp(1.0, -f.fx.frac_bits), "none (saturates)", f.str());
-      } else {
-        std::cout << fmt::format("{:<12} {:>5} {:>12} {:>12} {:>12} {:>9}  {:<27} {}\n", p.name,
-                                 bits, "-", "-", "-", "-", "NaN scale (MX)", f.str());
-      }
-      std::cout << fmt::format("{:<12} {}\n", "", p.summary);
-    }
-    return 0;
-  }};
+            std::cout << fmt::format("{:<12} {:>5} {:>12} {:>12} {:>12} {:>9}  {:<27} {}\n", "name",
+                                     "bits", "max", "min normal", "min subnorm", "epsilon",
+                                     "special values", "descriptor");
+            for (const auto& p : num::format_presets()) {
+              const num::Format f = num::parse_format(p.name);
+              const std::string bits = fmt::format("{:g}", f.bits_per_element());
+              if (f.kind == num::Format::Kind::kFloat) {
+                const auto& fp = f.fp;
+                std::cout << fmt::format(
+                    "{:<12} {:>5} {:>12.5g} {:>12.5g} {:>12.5g} {:>9.3g}  {:<27} {}\n", p.name,
+                    bits, fp.max_finite(), fp.min_normal(), fp.min_subnormal(),
+                    std::ldexp(1.0, -fp.man_bits), specials(fp), f.str());
+              } else if (f.kind == num::Format::Kind::kFixed) {
+                std::cout << fmt::format(
+                    "{:<12} {:>5} {:>12.5g} {:>12} {:>12.5g} {:>9.3g}  {:<27} {}\n", p.name, bits,
+                    f.fx.max_value(), "-", std::ldexp(1.0, -f.fx.frac_bits),
+                    std::ldexp(1.0, -f.fx.frac_bits), "none (saturates)", f.str());
+              } else {
+                std::cout << fmt::format("{:<12} {:>5} {:>12} {:>12} {:>12} {:>9}  {:<27} {}\n",
+                                         p.name, bits, "-", "-", "-", "-", "NaN scale (MX)",
+                                         f.str());
+              }
+              std::cout << fmt::format("{:<12} {}\n", "", p.summary);
+            }
+            return 0;
+          }};
 }
 
 }  // namespace tb::cli

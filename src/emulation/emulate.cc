@@ -25,8 +25,8 @@ torch::Tensor mad_mm(const Policy& p, const torch::Tensor& a, const torch::Tenso
     });
     return C;
   }
-  num::mad_matmul(*p.mad, A.data_ptr<float>(), B.data_ptr<float>(), C.data_ptr<float>(),
-                  A.size(0), B.size(1), A.size(1), at::get_num_threads());
+  num::mad_matmul(*p.mad, A.data_ptr<float>(), B.data_ptr<float>(), C.data_ptr<float>(), A.size(0),
+                  B.size(1), A.size(1), at::get_num_threads());
   return C;
 }
 
@@ -230,8 +230,8 @@ SeedRun train_one(const EmulationOptions& o, const Policy& given, const Dataset&
   torch::manual_seed(seed);
   Policy policy = given;
   uint64_t stream = seed * 16;
-  for (QuantPoint* q : {&policy.weights, &policy.activations, &policy.errors,
-                        &policy.weight_grads, &policy.optimizer_state, &policy.master})
+  for (QuantPoint* q : {&policy.weights, &policy.activations, &policy.errors, &policy.weight_grads,
+                        &policy.optimizer_state, &policy.master})
     q->reseed(stream++);
   Net net(o.model, policy);
   std::vector<torch::Tensor> velocity;
@@ -252,7 +252,8 @@ SeedRun train_one(const EmulationOptions& o, const Policy& given, const Dataset&
     cursor += o.batch;
     for (auto& p : net.params) p.mutable_grad() = torch::Tensor();
     const auto logits = net.forward(train.images.index_select(0, idx));
-    const auto loss = torch::nn::functional::cross_entropy(logits, train.labels.index_select(0, idx));
+    const auto loss =
+        torch::nn::functional::cross_entropy(logits, train.labels.index_select(0, idx));
     (loss * ls.scale).backward();
     bool finite = true;
     for (auto& p : net.params) finite = finite && torch::isfinite(p.grad()).all().item<bool>();

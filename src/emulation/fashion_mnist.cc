@@ -44,13 +44,13 @@ Dataset load_fashion_mnist(const std::string& split, const std::string& dir) {
       lab.size() != size_t(8 + n))
     throw UsageError("'" + prefix + "-*-ubyte.gz': sizes do not match");
   Dataset d;
-  d.images = torch::from_blob(const_cast<uint8_t*>(img.data()) + 16, {n, 1, rows, cols},
-                              torch::kUInt8)
-                 .to(torch::kFloat)
-                 .div_(255.0)
-                 // Fashion-MNIST's training-set mean and standard deviation.
-                 .sub_(0.2860)
-                 .div_(0.3530);
+  d.images =
+      torch::from_blob(const_cast<uint8_t*>(img.data()) + 16, {n, 1, rows, cols}, torch::kUInt8)
+          .to(torch::kFloat)
+          .div_(255.0)
+          // Fashion-MNIST's training-set mean and standard deviation.
+          .sub_(0.2860)
+          .div_(0.3530);
   d.labels =
       torch::from_blob(const_cast<uint8_t*>(lab.data()) + 8, {n}, torch::kUInt8).to(torch::kLong);
   return d;

@@ -65,9 +65,8 @@ torch::Tensor QuantPoint::apply(const torch::Tensor& x) const {
     torch::Tensor out = torch::empty_like(in);
     const float* src = in.data_ptr<float>();
     float* dst = out.data_ptr<float>();
-    at::parallel_for(0, in.numel(), 4096, [&](int64_t b, int64_t e) {
-      ext_->round(src + b, dst + b, size_t(e - b));
-    });
+    at::parallel_for(0, in.numel(), 4096,
+                     [&](int64_t b, int64_t e) { ext_->round(src + b, dst + b, size_t(e - b)); });
     return out.to(x.scalar_type());
   }
   num::QuantOptions o;

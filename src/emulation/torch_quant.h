@@ -48,7 +48,11 @@ class QuantPoint {
 
  public:
   QuantPoint(const QuantPoint& o)
-      : format_(o.format_), ext_(o.ext_), rounding_(o.rounding_), seed_(o.seed_), calls_(o.calls_.load()) {}
+      : format_(o.format_),
+        ext_(o.ext_),
+        rounding_(o.rounding_),
+        seed_(o.seed_),
+        calls_(o.calls_.load()) {}
   QuantPoint& operator=(const QuantPoint& o) {
     format_ = o.format_;
     ext_ = o.ext_;

@@ -77,13 +77,13 @@ const std::vector<std::pair<std::string, PresetDef>>& preset_table() {
     };
     fixed("int8", 8, 0, "8-bit signed integer, saturating");
     fixed("q8.8", 16, 8, "16-bit fixed point, 8 fraction bits, saturating");
-    for (const auto& [n, e] : std::vector<std::pair<std::string, std::string>>{
-             {"mxfp8_e4m3", "e4m3"},
-             {"mxfp8_e5m2", "e5m2"},
-             {"mxfp6_e2m3", "e2m3"},
-             {"mxfp6_e3m2", "e3m2"},
-             {"mxfp4_e2m1", "e2m1"},
-             {"mxint8", "int8"}})
+    for (const auto& [n, e] :
+         std::vector<std::pair<std::string, std::string>>{{"mxfp8_e4m3", "e4m3"},
+                                                          {"mxfp8_e5m2", "e5m2"},
+                                                          {"mxfp6_e2m3", "e2m3"},
+                                                          {"mxfp6_e3m2", "e3m2"},
+                                                          {"mxfp4_e2m1", "e2m1"},
+                                                          {"mxint8", "int8"}})
       t->push_back({n, {"OCP MX: 32 " + e + " elements sharing an E8M0 scale", mx_format(e, n)}});
     Format bfp;
     bfp.kind = Format::Kind::kBlock;
@@ -91,8 +91,8 @@ const std::vector<std::pair<std::string, PresetDef>>& preset_table() {
     bfp.blk.block = 16;
     bfp.blk.man_bits = 7;
     bfp.name = "bfp8";
-    t->push_back({"bfp8", {"block floating point: 16 x (sign + 7 bits), 8-bit shared exponent",
-                           bfp}});
+    t->push_back(
+        {"bfp8", {"block floating point: 16 x (sign + 7 bits), 8-bit shared exponent", bfp}});
     return t;
   }();
   return *table;
@@ -261,8 +261,7 @@ double Format::bits_per_element() const {
 void validate(const FloatFormat& f) {
   const auto fail = [&](const std::string& why) {
     throw UsageError("format 'fp:e=" + std::to_string(f.exp_bits) + ",m=" +
-                     std::to_string(f.man_bits) + ",bias=" + std::to_string(f.bias) +
-                     "': " + why);
+                     std::to_string(f.man_bits) + ",bias=" + std::to_string(f.bias) + "': " + why);
   };
   if (f.exp_bits < 1 || f.exp_bits > 8) fail("e must be 1..8");
   if (f.man_bits < 0 || f.man_bits > 23) fail("m must be 0..23");
@@ -338,20 +337,29 @@ Format parse_format(const std::string& text) {
     Special sp = Special::kIeee;
     if (kv.count("special")) {
       const auto& s = kv["special"];
-      if (s == "ieee") sp = Special::kIeee;
-      else if (s == "fn") sp = Special::kFn;
-      else if (s == "fnuz") sp = Special::kFnuz;
-      else if (s == "none") sp = Special::kNone;
-      else bad(text, "special=" + s + " (expected ieee|fn|fnuz|none)");
+      if (s == "ieee")
+        sp = Special::kIeee;
+      else if (s == "fn")
+        sp = Special::kFn;
+      else if (s == "fnuz")
+        sp = Special::kFnuz;
+      else if (s == "none")
+        sp = Special::kNone;
+      else
+        bad(text, "special=" + s + " (expected ieee|fn|fnuz|none)");
     }
     Overflow of = sp == Special::kNone ? Overflow::kSaturate : Overflow::kInfinity;
     if (kv.count("overflow")) {
       const auto& s = kv["overflow"];
-      if (s == "sat") of = Overflow::kSaturate;
-      else if (s == "inf" || s == "nan") of = Overflow::kInfinity;
-      else bad(text, "overflow=" + s + " (expected sat|inf|nan)");
+      if (s == "sat")
+        of = Overflow::kSaturate;
+      else if (s == "inf" || s == "nan")
+        of = Overflow::kInfinity;
+      else
+        bad(text, "overflow=" + s + " (expected sat|inf|nan)");
       if (s == "inf" && sp != Special::kIeee) bad(text, "overflow=inf needs special=ieee");
-      if (s == "nan" && sp == Special::kIeee) bad(text, "overflow=nan: special=ieee overflows to inf");
+      if (s == "nan" && sp == Special::kIeee)
+        bad(text, "overflow=nan: special=ieee overflows to inf");
     }
     r.fp = make_fp(ee, mm, sp, of, kv.count("sub") ? to_bool(text, "sub", kv["sub"]) : true);
     if (kv.count("bias")) r.fp.bias = to_int(text, "bias", kv["bias"]);

@@ -73,8 +73,8 @@ struct BlockFormat {
   enum class Kind { kBfp, kMx };
   Kind kind = Kind::kMx;
   int block = 32;
-  int man_bits = 7;             // kBfp: magnitude bits per element
-  int scale_bits = 8;           // kBfp: shared exponent bits (biased like IEEE)
+  int man_bits = 7;              // kBfp: magnitude bits per element
+  int scale_bits = 8;            // kBfp: shared exponent bits (biased like IEEE)
   std::string element = "e4m3";  // kMx: element preset name, or "int8"
   bool operator==(const BlockFormat& o) const;
 };

@@ -168,10 +168,14 @@ MadUnit parse_mad(const std::string& text) {
       if (u.width < 1 || u.width > 1024 || std::to_string(u.width) != v)
         bad("width=" + v + " (expected 1..1024)");
     } else if (k == "order") {
-      if (v == "sequential") u.order = MadUnit::Order::kSequential;
-      else if (v == "lanes") u.order = MadUnit::Order::kLanes;
-      else if (v == "tree") u.order = MadUnit::Order::kTree;
-      else bad("order=" + v + " (expected sequential|lanes|tree)");
+      if (v == "sequential")
+        u.order = MadUnit::Order::kSequential;
+      else if (v == "lanes")
+        u.order = MadUnit::Order::kLanes;
+      else if (v == "tree")
+        u.order = MadUnit::Order::kTree;
+      else
+        bad("order=" + v + " (expected sequential|lanes|tree)");
     } else if (k == "rounding") {
       u.rounding = parse_rounding(v);
     } else {

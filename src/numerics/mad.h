@@ -35,7 +35,7 @@ MadUnit parse_mad(const std::string& text);
 // exactly: sums and products are formed exactly (TwoSum, double products) and rounded to odd
 // into float32 first, which makes the final rounding correct for formats of up to 21 mantissa
 // bits; wider formats (fp32) use float32 arithmetic directly. Rows of C are split over threads.
-void mad_matmul(const MadUnit& unit, const float* A, const float* B, float* C, int64_t M,
-                int64_t N, int64_t K, int threads = 1);
+void mad_matmul(const MadUnit& unit, const float* A, const float* B, float* C, int64_t M, int64_t N,
+                int64_t K, int threads = 1);
 
 }  // namespace tb::num

@@ -47,12 +47,12 @@ constexpr uint32_t kInfBits = 0x7F800000u;
 // Everything the float kernel needs, with the format's scale folded in: a block format's
 // elements are the element format's grid multiplied by the block's power of two.
 struct Grid {
-  int emin;             // exponent of the smallest normal value
-  int man_bits;         // stored mantissa bits
-  int sub;              // 1: subnormals; 0: below emin the grid is {0, 2^emin}
-  uint32_t max_bits;    // float32 magnitude bits of the largest finite value
-  uint32_t ovf_bits;    // what overflow (and an Inf input) becomes: max, Inf or NaN
-  uint32_t zero_sign;   // 0 where the format has no negative zero (fnuz), else 0x80000000
+  int emin;            // exponent of the smallest normal value
+  int man_bits;        // stored mantissa bits
+  int sub;             // 1: subnormals; 0: below emin the grid is {0, 2^emin}
+  uint32_t max_bits;   // float32 magnitude bits of the largest finite value
+  uint32_t ovf_bits;   // what overflow (and an Inf input) becomes: max, Inf or NaN
+  uint32_t zero_sign;  // 0 where the format has no negative zero (fnuz), else 0x80000000
 };
 
 // Branch-free select: GCC's if-conversion gives up on nested ternaries, so the kernel spells
@@ -156,8 +156,7 @@ TB_NUM_CLONES void float_rtz(const float* in, float* out, size_t n, Grid g, uint
                              uint64_t o) {
   float_loop<Rounding::kTowardZero>(in, out, n, g, s, o);
 }
-TB_NUM_CLONES void float_sr(const float* in, float* out, size_t n, Grid g, uint64_t s,
-                            uint64_t o) {
+TB_NUM_CLONES void float_sr(const float* in, float* out, size_t n, Grid g, uint64_t s, uint64_t o) {
   float_loop<Rounding::kStochastic>(in, out, n, g, s, o);
 }
 
@@ -221,8 +220,8 @@ TB_INLINE double round_k(double t, uint32_t rnd) {
 }
 
 template <Rounding R>
-TB_INLINE void fixed_body(const float* in, float* out, size_t n, int frac, double kmin,
-                          double kmax, uint64_t seed, uint64_t offset) {
+TB_INLINE void fixed_body(const float* in, float* out, size_t n, int frac, double kmin, double kmax,
+                          uint64_t seed, uint64_t offset) {
   const double up_scale = std::ldexp(1.0, frac), down_scale = std::ldexp(1.0, -frac);
   const uint32_t k0 = hash32(uint32_t(seed) ^ 0x9e3779b9u);
   const uint32_t k1 = hash32(uint32_t(seed >> 32) + 0x632be5abu);
@@ -272,8 +271,8 @@ void fixed_loop(const float* in, float* out, size_t n, int frac, int64_t kmin, i
       }
       const double t = double(x) * sc;
       const uint32_t rnd = random_bits(seed, offset + i);
-      double k = r == Rounding::kNearestEven ? round_k<Rounding::kNearestEven>(t, rnd)
-                 : r == Rounding::kTiesAway  ? round_k<Rounding::kTiesAway>(t, rnd)
+      double k = r == Rounding::kNearestEven  ? round_k<Rounding::kNearestEven>(t, rnd)
+                 : r == Rounding::kTiesAway   ? round_k<Rounding::kTiesAway>(t, rnd)
                  : r == Rounding::kTowardZero ? round_k<Rounding::kTowardZero>(t, rnd)
                                               : round_k<Rounding::kStochastic>(t, rnd);
       if (k < double(kmin) || k > double(kmax)) {
@@ -327,9 +326,7 @@ const FloatFormat& mx_element(const std::string& name) {
 }
 
 // The element format's largest exponent: the MX scale puts the block's largest value there.
-int mx_emax(const BlockFormat& f) {
-  return f.element == "int8" ? 0 : mx_element(f.element).emax();
-}
+int mx_emax(const BlockFormat& f) { return f.element == "int8" ? 0 : mx_element(f.element).emax(); }
 
 Grid bfp_grid(const BlockFormat& f, int e);
 
@@ -357,8 +354,8 @@ void block_one(const BlockFormat& f, const float* in, float* out, size_t n, Roun
 // looked up in a per-exponent table, so the per-block work is the amax and two short loops.
 struct BlockGrids {
   bool mx;
-  int lo, hi;               // shared exponent range
-  int emax_elem;            // MX: element emax; BFP: 0
+  int lo, hi;                // shared exponent range
+  int emax_elem;             // MX: element emax; BFP: 0
   std::vector<Grid> by_exp;  // index: shared exponent - lo
 };
 
@@ -456,16 +453,16 @@ const BlockGrids& block_grids(const BlockFormat& f) {
   return *cache.back().second;
 }
 
-void quantize_serial(const Format& f, const float* in, float* out, size_t n,
-                     const QuantOptions& o, uint64_t offset) {
+void quantize_serial(const Format& f, const float* in, float* out, size_t n, const QuantOptions& o,
+                     uint64_t offset) {
   switch (f.kind) {
     case Format::Kind::kFloat:
       return run_grid(in, out, n, make_grid(f.fp, 0, false), o.rounding, o.seed, offset);
     case Format::Kind::kFixed: {
       int64_t kmin, kmax;
       fixed_range(f.fx, &kmin, &kmax);
-      return fixed_loop(in, out, n, f.fx.frac_bits, kmin, kmax, f.fx.saturate, o.rounding,
-                        o.seed, offset);
+      return fixed_loop(in, out, n, f.fx.frac_bits, kmin, kmax, f.fx.saturate, o.rounding, o.seed,
+                        offset);
     }
     case Format::Kind::kBlock: {
       // `in` starts at a row boundary (see quantize()).
@@ -554,8 +551,7 @@ void quantize(const Format& f, const float* in, float* out, size_t n, const Quan
   for (auto& th : pool) th.join();
 }
 
-std::vector<float> quantize(const Format& f, const std::vector<float>& in,
-                            const QuantOptions& o) {
+std::vector<float> quantize(const Format& f, const std::vector<float>& in, const QuantOptions& o) {
   std::vector<float> out(in.size());
   quantize(f, in.data(), out.data(), in.size(), o);
   return out;

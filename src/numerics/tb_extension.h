@@ -17,14 +17,14 @@ extern "C" {
 
 typedef uint32_t tb_value;
 
-tb_value tb_convert(float f);                           /* float32 -> the format (rounding) */
-float tb_as_float(tb_value v);                          /* the format -> float32 (exact)   */
-tb_value tb_add(tb_value a, tb_value b);                /* a + b in the format             */
-tb_value tb_mul(tb_value a, tb_value b);                /* a * b in the format             */
-tb_value tb_mad(tb_value acc, tb_value a, tb_value b);  /* acc + a * b, the MAD unit       */
-const char* tb_name(void);                              /* optional */
-float tb_activation(float x);                           /* optional, with its derivative:  */
-float tb_activation_grad(float x);                      /* d tb_activation / dx at x       */
+tb_value tb_convert(float f);                          /* float32 -> the format (rounding) */
+float tb_as_float(tb_value v);                         /* the format -> float32 (exact)   */
+tb_value tb_add(tb_value a, tb_value b);               /* a + b in the format             */
+tb_value tb_mul(tb_value a, tb_value b);               /* a * b in the format             */
+tb_value tb_mad(tb_value acc, tb_value a, tb_value b); /* acc + a * b, the MAD unit       */
+const char* tb_name(void);                             /* optional */
+float tb_activation(float x);                          /* optional, with its derivative:  */
+float tb_activation_grad(float x);                     /* d tb_activation / dx at x       */
 
 #ifdef __cplusplus
 }

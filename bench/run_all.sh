@@ -62,6 +62,7 @@ run_one python_compare "$here/python_compare.sh" --build-dir "$build" \
 run_one measurement_cost "$build/bench/measurement_cost" --out "$outdir/measurement_cost.json"
 run_one gemm_efficiency "$build/bench/gemm_efficiency" --out "$outdir/gemm_efficiency.json"
 run_one report_scale "$build/bench/report_scale" --out "$outdir/report_scale.json"
+run_one numerics_throughput "$build/bench/numerics_throughput" --out "$outdir/numerics_throughput.json"
 
 echo
 echo "================ summary ($((SECONDS - total_start))s in all)"

@@ -20,6 +20,7 @@ packages=(
   libtorch-dev libopenblas0-pthread
   nlohmann-json3-dev libcli11-dev libfmt-dev libboost-dev libsqlite3-dev libgtest-dev
   libtomlplusplus-dev libeigen3-dev sqlite3
+  zlib1g-dev dataset-fashion-mnist  # the emulation phase's real data (trainbench emulate)
   libblas3  # the reference BLAS: only so the test that detects a slow BLAS can load it
 )
 # The browser that checks the HTML report renders (tests/report_browser_test.cc).

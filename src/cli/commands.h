@@ -21,5 +21,8 @@ Command add_compare(CLI::App& app);
 Command add_report(CLI::App& app);
 Command add_profile(CLI::App& app);  // profile_command.cc
 Command add_memory(CLI::App& app);   // profile_command.cc
+Command add_quantize(CLI::App& app);  // numerics_commands.cc
+Command add_formats(CLI::App& app);   // numerics_commands.cc
+Command add_emulate(CLI::App& app);   // emulate_command.cc
 
 }  // namespace tb::cli

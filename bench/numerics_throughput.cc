@@ -1,0 +1,151 @@
+// The emulation's costs, each against its fp32 counterpart measured in the same run,
+// interleaved: (1) quantizer throughput in GB/s (read + write) against this machine's copy
+// bandwidth (target >= 50%); (2) a training step of the Fashion-MNIST MLP with fp8 at every
+// quantization point against fp32 (target <= 1.5x); (3) the custom-MAD matrix multiply against
+// torch::mm, and where its time goes (products, their rounding, sums, their rounding).
+#include <cstring>
+
+#include "bench_common.h"
+#include "emulation/emulate.h"
+#include "emulation/fashion_mnist.h"
+#include "numerics/mad.h"
+#include "numerics/quantize.h"
+
+namespace {
+
+using namespace tb::bench;
+using nlohmann::json;
+
+const char* kUsage =
+    "numerics_throughput [--reps N] [--out PATH] [--elements N] [--steps N] [--mad-size N]\n"
+    "Quantizer GB/s vs copy bandwidth; fp8 training step vs fp32; MAD matmul vs torch::mm.";
+
+double gbps(size_t n, double s) { return 8.0 * double(n) / s / 1e9; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = parse_args(argc, argv, "numerics_throughput", kUsage);
+  const int reps = args.reps > 0 ? args.reps : 7;
+  const size_t n = size_t(extra_number(args, "elements", 1 << 25));  // 128 MiB in, 128 out
+  const int64_t steps = int64_t(extra_number(args, "steps", 40));
+  const int64_t msize = int64_t(extra_number(args, "mad-size", 128));
+  const int threads = tb::apply_threads(0);
+  json doc = document("numerics_throughput");
+  doc["threads"] = threads;
+
+  // (1) Quantizers vs copy bandwidth. The copy is what any elementwise pass over the same
+  // bytes must at least take; both use every core.
+  std::vector<float> x(n), y(n);
+  for (size_t i = 0; i < n; ++i) x[i] = float(std::sin(double(i) * 1e-3) * 100.0);
+  std::memset(y.data(), 0, n * 4);
+  auto copy = [&] {
+    at::parallel_for(0, int64_t(n), 1 << 20, [&](int64_t b, int64_t e) {
+      std::memcpy(y.data() + b, x.data() + b, size_t(e - b) * 4);
+    });
+  };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"bf16", "nearest-even"},       {"e4m3", "nearest-even"}, {"e5m2", "stochastic"},
+      {"mxfp8_e4m3", "nearest-even"}, {"bfp8", "nearest-even"}, {"fixed:w=8,f=4", "nearest-even"}};
+  std::vector<double> copy_times;
+  std::map<std::string, std::vector<double>> qt;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = Clock::now();
+    copy();
+    copy_times.push_back(seconds_since(t0));
+    for (const auto& [f, rnd] : cases) {
+      tb::num::QuantOptions o;
+      o.rounding = tb::num::parse_rounding(rnd);
+      o.threads = threads;
+      o.row = 1024;
+      const auto fmt = tb::num::parse_format(f);
+      t0 = Clock::now();
+      tb::num::quantize(fmt, x.data(), y.data(), n, o);
+      qt[f + "/" + rnd].push_back(seconds_since(t0));
+    }
+  }
+  const double copy_gbps = gbps(n, median(copy_times));
+  json quant = json::array();
+  std::cout << fmt::format("copy bandwidth (read + write, {} threads): {:.2f} GB/s\n", threads,
+                           copy_gbps);
+  double worst = 1e9;
+  for (const auto& [name, times] : qt) {
+    const double g = gbps(n, median(times));
+    worst = std::min(worst, g / copy_gbps);
+    std::cout << fmt::format("  quantize {:<28} {:6.2f} GB/s  {:5.1f}% of copy\n", name, g,
+                             100 * g / copy_gbps);
+    quant.push_back({{"format", name}, {"gbps", g}, {"fraction_of_copy", g / copy_gbps}});
+  }
+  doc["quantizers"] = quant;
+  doc["copy_gbps"] = copy_gbps;
+
+  // (2) Training step: fp32 vs fp8 at every point, same run, interleaved. One evaluation of
+  // 100 test images at the end of each run is included (small next to the steps).
+  tb::emu::EmulationOptions o;
+  o.max_iters = steps;
+  o.eval_every = steps;
+  o.eval_examples = 100;
+  o.target = 1.0;
+  o.seeds = 1;
+  tb::emu::Policy fp32, fp8;
+  fp8.weights = fp8.activations = fp8.master = tb::emu::QuantPoint::parse("e4m3");
+  fp8.errors = fp8.weight_grads = fp8.optimizer_state = tb::emu::QuantPoint::parse("e5m2");
+  fp8.loss_scale = "dynamic:1024";
+  std::vector<double> t32, t8;
+  for (int r = 0; r < std::max(3, reps / 2); ++r) {
+    t32.push_back(tb::emu::emulate(o, fp32).runs[0].seconds / double(steps));
+    t8.push_back(tb::emu::emulate(o, fp8).runs[0].seconds / double(steps));
+  }
+  const double step_ratio = median(t8) / median(t32);
+  std::cout << fmt::format("MLP step (batch {}): fp32 {}, fp8 at all points {}: {:.2f}x\n", o.batch,
+                           fmt_time(median(t32)), fmt_time(median(t8)), step_ratio);
+  doc["training_step"] = {{"fp32_s", median(t32)},
+                          {"fp8_s", median(t8)},
+                          {"ratio", step_ratio},
+                          {"batch", o.batch},
+                          {"model", "mlp 784-256-128-10"}};
+
+  // (3) Custom MAD unit vs torch::mm on M = N = K = msize.
+  torch::manual_seed(3);
+  const auto A = (torch::rand({msize, msize}) - 0.5).contiguous();
+  const auto B = (torch::rand({msize, msize}) - 0.5).contiguous();
+  auto C = torch::empty({msize, msize});
+  const std::vector<std::string> units = {
+      "mad:mul=fp32,acc=fp32,width=4,order=lanes",  // the loop alone
+      "mad:mul=e5m2,acc=fp32,width=4,order=lanes",  // + rounding products
+      "mad:mul=fp32,acc=fp16,width=4,order=lanes",  // + rounding sums
+      "mad:mul=e5m2,acc=fp16,width=4,order=lanes",  // both
+      "mad:mul=e5m2,acc=fp16,width=4,order=sequential"};
+  std::vector<double> mm_t;
+  std::map<std::string, std::vector<double>> mad_t;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = Clock::now();
+    torch::mm_out(C, A, B);
+    mm_t.push_back(seconds_since(t0));
+    for (const auto& u : units) {
+      const auto unit = tb::num::parse_mad(u);
+      t0 = Clock::now();
+      tb::num::mad_matmul(unit, A.data_ptr<float>(), B.data_ptr<float>(), C.data_ptr<float>(),
+                          msize, msize, msize, threads);
+      mad_t[u].push_back(seconds_since(t0));
+    }
+  }
+  const double flops = 2.0 * double(msize) * double(msize) * double(msize);
+  const double mm_gf = flops / median(mm_t) / 1e9;
+  std::cout << fmt::format("matmul {}^3: torch::mm {:.1f} GFLOP/s\n", msize, mm_gf);
+  json mads = json::array();
+  for (const auto& u : units) {
+    const double gf = flops / median(mad_t[u]) / 1e9;
+    std::cout << fmt::format("  {:<48} {:7.3f} GFLOP/s  {:8.1f}x slower\n", u, gf, mm_gf / gf);
+    mads.push_back({{"unit", u}, {"gflops", gf}, {"slowdown_vs_mm", mm_gf / gf}});
+  }
+  doc["matmul"] = {{"size", msize}, {"torch_mm_gflops", mm_gf}, {"units", mads}};
+
+  std::cout << fmt::format(
+      "SUMMARY numerics_throughput: slowest quantizer at {:.0f}% of copy bandwidth ({:.1f} "
+      "GB/s; target >= 50%); fp8 step {:.2f}x fp32 (target <= 1.5x); MAD matmul {:.0f}x "
+      "slower than torch::mm\n",
+      100 * worst, copy_gbps, step_ratio, mm_gf / (flops / median(mad_t[units[3]]) / 1e9));
+  write_json(args.out, doc);
+  return 0;
+}

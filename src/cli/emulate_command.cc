@@ -1,0 +1,154 @@
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "cli/commands.h"
+#include "emulation/emulate.h"
+#include "record/context.h"
+#include "record/json.h"
+#include "spec/errors.h"
+
+namespace tb::cli {
+
+Command add_emulate(CLI::App& app) {
+  struct Args {
+    emu::EmulationOptions o;
+    std::string weights = "off", activations = "off", errors = "off", weight_grads = "off",
+                state = "off", master = "off", all, loss_scale = "none", unit, activation = "relu";
+    uint64_t quant_seed = 0;
+    bool json = false, quiet = false;
+  };
+  auto a = std::make_shared<Args>();
+  auto* sub = app.add_subcommand(
+      "emulate", "Train Fashion-MNIST in a proposed format/unit/operator: iterations to accuracy");
+  sub->add_option("--model", a->o.model, "mlp (784-256-128-10) | cnn (two conv5x5 + linear)");
+  sub->add_option("--target", a->o.target, "test accuracy to reach (DAWNBench rule)");
+  sub->add_option("--seeds", a->o.seeds, "runs, seeds first-seed, first-seed+1, ...");
+  sub->add_option("--first-seed", a->o.first_seed, "seed of the first run");
+  sub->add_option("--max-iters", a->o.max_iters, "budget per run, in iterations");
+  sub->add_option("--eval-every", a->o.eval_every, "evaluate on the test set every K iterations");
+  sub->add_option("--eval-examples", a->o.eval_examples, "test images per evaluation (<= 10000)");
+  sub->add_option("--batch", a->o.batch, "mini-batch size");
+  sub->add_option("--lr", a->o.lr, "SGD learning rate (momentum 0.9)");
+  sub->add_option("--threads", a->o.threads, "threads (0: all cores)");
+  sub->add_option("--all", a->all, "one format[/rounding] at every quantization point");
+  sub->add_option("--weights", a->weights, "format[/rounding] of weights in forward");
+  sub->add_option("--activations", a->activations, "... of activations (each layer's input)");
+  sub->add_option("--errors", a->errors, "... of activation gradients in backward");
+  sub->add_option("--weight-grads", a->weight_grads, "... of weight gradients");
+  sub->add_option("--optimizer-state", a->state, "... of the momentum buffer after each step");
+  sub->add_option("--master", a->master, "... of the stored (master) weights after each step");
+  sub->add_option("--quant-seed", a->quant_seed, "stochastic rounding seed (mixed with the run's)");
+  sub->add_option("--loss-scale", a->loss_scale, "none | static:S | dynamic[:S0]");
+  sub->add_option("--unit", a->unit,
+                  "every matmul/conv on a custom MAD unit: mad:mul=,acc=,... | ext:PATH");
+  sub->add_option("--activation", a->activation, "relu|tanh|sigmoid|tanh-pwl|sigmoid-pwl|ext:PATH");
+  sub->add_flag("--json", a->json, "JSON instead of a table");
+  sub->add_flag("--quiet", a->quiet, "no progress lines on stderr");
+  sub->footer(
+      "Formats: `trainbench formats`; a point takes FORMAT or FORMAT/ROUNDING, e.g. "
+      "e5m2/stochastic.\n"
+      "Examples:\n"
+      "  trainbench emulate --seeds 5 --target 0.85\n"
+      "  trainbench emulate --all e4m3 --errors e5m2 --loss-scale dynamic --seeds 3\n"
+      "  trainbench emulate --weights fp8_152 --errors fp8_152 --weight-grads fp8_152 \\\n"
+      "      --master fp16_169 --optimizer-state fp16_169 --loss-scale static:1024\n"
+      "  trainbench emulate --model cnn --activation tanh-pwl --target 0.8 --seeds 2\n"
+      "  trainbench emulate --unit mad:mul=e5m2,acc=fp16,width=4,order=lanes --eval-examples 2000");
+  return {
+      sub, [a]() {
+        // The emulated formats define their own subnormals; the runtime's flush-to-zero would
+        // silently change LibTorch's arithmetic on them.
+        at::globalContext().setFlushDenormal(false);
+        emu::Policy p;
+        const auto point = [&](const std::string& given, uint64_t salt) {
+          const std::string& text = given == "off" && !a->all.empty() ? a->all : given;
+          return emu::QuantPoint::parse(text, a->quant_seed * 8 + salt);
+        };
+        p.weights = point(a->weights, 0);
+        p.activations = point(a->activations, 1);
+        p.errors = point(a->errors, 2);
+        p.weight_grads = point(a->weight_grads, 3);
+        p.optimizer_state = point(a->state, 4);
+        p.master = point(a->master, 5);
+        p.loss_scale = a->loss_scale;
+        p.set_activation(a->activation);
+        p.set_unit(a->unit);
+        const auto progress = [&](const emu::SeedRun& r, int64_t it, double acc) {
+          if (!a->quiet)
+            std::cerr << fmt::format("seed {} iteration {}: test accuracy {:.4f}\n", r.seed, it,
+                                     acc);
+        };
+        const auto r = emu::emulate(a->o, p, progress);
+        const auto& s = r.summary;
+        if (a->json) {
+          nlohmann::json runs = nlohmann::json::array();
+          for (const auto& run : r.runs) {
+            nlohmann::json curve = nlohmann::json::array();
+            for (const auto& [it, acc] : run.curve) curve.push_back({it, acc});
+            runs.push_back({{"seed", run.seed},
+                            {"iterations_to_target",
+                             run.iterations ? nlohmann::json(*run.iterations) : nlohmann::json()},
+                            {"reached", bool(run.iterations)},
+                            {"best_accuracy", run.best_accuracy},
+                            {"skipped_steps", run.skipped_steps},
+                            {"final_loss_scale", run.final_loss_scale},
+                            {"seconds", run.seconds},
+                            {"curve", curve}});
+          }
+          nlohmann::json summary = {{"runs", s.runs}, {"reached", s.reached}};
+          if (s.reached == s.runs) {
+            summary["mean"] = s.mean;
+            summary["stddev"] = s.stddev;
+            summary["min"] = s.min;
+            summary["max"] = s.max;
+            summary["median"] = s.median;
+            summary["mlperf_mean"] =
+                s.mlperf_mean ? nlohmann::json(*s.mlperf_mean) : nlohmann::json();
+          }
+          std::cout << nlohmann::json{{"schema_version", kSchemaVersion},
+                                      {"kind", "trainbench.emulate"},
+                                      {"model", r.options.model},
+                                      {"target_accuracy", r.options.target},
+                                      {"eval_every", r.options.eval_every},
+                                      {"eval_examples", r.options.eval_examples},
+                                      {"max_iters", r.options.max_iters},
+                                      {"batch", r.options.batch},
+                                      {"lr", r.options.lr},
+                                      {"policy", r.policy},
+                                      {"runs", runs},
+                                      {"summary", summary}}
+                           .dump(2)
+                    << "\n";
+          return 0;
+        }
+        std::cout << fmt::format(
+            "model {}, batch {}, lr {}, target test accuracy {} (first evaluation at or above it; "
+            "{} test images every {} iterations), budget {} iterations\n{}\n",
+            r.options.model, r.options.batch, r.options.lr, r.options.target,
+            r.options.eval_examples, r.options.eval_every, r.options.max_iters, r.policy);
+        std::cout << fmt::format("{:>6}  {:>20}  {:>13}  {:>8}  {:>9}\n", "seed",
+                                 "iterations-to-target", "best accuracy", "skipped", "time (s)");
+        for (const auto& run : r.runs)
+          std::cout << fmt::format("{:>6}  {:>20}  {:>13.4f}  {:>8}  {:>9.1f}\n", run.seed,
+                                   run.iterations ? std::to_string(*run.iterations) : "not reached",
+                                   run.best_accuracy, run.skipped_steps, run.seconds);
+        if (s.reached < s.runs) {
+          std::cout << fmt::format(
+              "{} of {} runs did not reach {} within {} iterations: no mean is "
+              "reported\n",
+              s.runs - s.reached, s.runs, r.options.target, r.options.max_iters);
+        } else {
+          std::cout << fmt::format(
+              "iterations to {}: mean {:.1f}, sd {:.1f}, min {}, median {}, max {}",
+              r.options.target, s.mean, s.stddev, s.min, s.median, s.max);
+          if (s.mlperf_mean)
+            std::cout << fmt::format("; without fastest and slowest (MLPerf) {:.1f}",
+                                     *s.mlperf_mean);
+          std::cout << fmt::format(" ({} seeds)\n", s.runs);
+        }
+        return s.reached == s.runs ? 0 : 1;
+      }};
+}
+
+}  // namespace tb::cli

@@ -1,0 +1,174 @@
+#include <fmt/format.h>
+
+#include <cmath>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "numerics/format.h"
+#include "numerics/quantize.h"
+#include "spec/errors.h"
+
+namespace tb::cli {
+namespace {
+
+std::string binary(uint64_t code, int width) {
+  std::string s;
+  for (int i = width - 1; i >= 0; --i) s += ((code >> i) & 1) ? '1' : '0';
+  return s;
+}
+
+// Sign, exponent and mantissa fields apart, as the OCP tables write them.
+std::string float_fields(const num::FloatFormat& f, int64_t code) {
+  if (code < 0) return "(no encoding)";
+  const uint64_t c = uint64_t(code);
+  return fmt::format("{} {} {}", (c >> (f.exp_bits + f.man_bits)) & 1,
+                     binary(c >> f.man_bits, f.exp_bits),
+                     f.man_bits ? binary(c, f.man_bits) : std::string("-"));
+}
+
+std::string hex(int64_t code, int bits) {
+  if (code < 0) return "-";
+  return fmt::format("0x{:0{}x}", code, (bits + 3) / 4);
+}
+
+std::string value(double v) { return fmt::format("{:.9g}", v); }
+
+std::string relative_error(double x, double q) {
+  if (!std::isfinite(x) || !std::isfinite(q) || x == 0) return "";
+  return fmt::format("{:+.3g}%", 100.0 * (q - x) / std::fabs(x));
+}
+
+float parse_value(const std::string& text) {
+  const char* s = text.c_str();
+  char* end = nullptr;
+  const float v = std::strtof(s, &end);
+  if (end == s || *end != '\0') throw UsageError("value '" + text + "' is not a number");
+  return v;
+}
+
+std::string specials(const num::FloatFormat& f) {
+  switch (f.special) {
+    case num::Special::kIeee:
+      return "Inf, NaN, -0";
+    case num::Special::kFn:
+      return "NaN (one code), -0, no Inf";
+    case num::Special::kFnuz:
+      return "NaN (0x80..), no Inf, no -0";
+    case num::Special::kNone:
+      return "none (all finite)";
+  }
+  return "";
+}
+
+}  // namespace
+
+Command add_quantize(CLI::App& app) {
+  struct Args {
+    std::string format, rounding = "nearest-even";
+    uint64_t seed = 0;
+    std::vector<std::string> values;
+  };
+  auto a = std::make_shared<Args>();
+  auto* sub = app.add_subcommand(
+      "quantize", "Round values to a number format: each value's result and bit pattern");
+  sub->add_option("--format,-f", a->format, "preset (see `trainbench formats`) or descriptor")
+      ->required();
+  sub->add_option("--rounding,-r", a->rounding,
+                  "nearest-even | ties-away | toward-zero | stochastic");
+  sub->add_option("--seed", a->seed, "stochastic rounding seed (reproducible)");
+  sub->add_option("values", a->values, "float32 values (inf, nan and hex floats accepted)")
+      ->required();
+  sub->footer(
+      "Block formats (mx:..., bfp:...) take the values as one row of blocks and print each\n"
+      "block's shared exponent. Negative values: put them after `--`.\n"
+      "Examples:\n"
+      "  trainbench quantize --format e4m3 3.3 448 464 500 1e-3\n"
+      "  trainbench quantize --format bf16 --rounding toward-zero 3.14159265\n"
+      "  trainbench quantize --format fp:e=4,m=3,special=fn,overflow=sat -- 1000 -0.07\n"
+      "  trainbench quantize --format fixed:w=8,f=4 --rounding stochastic --seed 1 0.1 0.1\n"
+      "  trainbench quantize --format mxfp4_e2m1 0.1 0.2 3 5");
+  return {
+      sub, [a]() {
+        // The runtime flushes denormals; here float32 subnormals are values to show, not noise.
+        at::globalContext().setFlushDenormal(false);
+        const num::Format f = num::parse_format(a->format);
+        num::QuantOptions o;
+        o.rounding = num::parse_rounding(a->rounding);
+        o.seed = a->seed;
+        std::vector<float> xs;
+        for (const auto& v : a->values) xs.push_back(parse_value(v));
+        const std::vector<float> qs = num::quantize(f, xs, o);
+        std::cout << fmt::format("format {}{}, rounding {}\n", f.name.empty() ? "" : f.name + " = ",
+                                 f.str(), num::rounding_name(o.rounding));
+        if (f.kind == num::Format::Kind::kBlock) {
+          const size_t b = size_t(f.blk.block);
+          for (size_t i0 = 0; i0 < xs.size(); i0 += b) {
+            const size_t len = std::min(b, xs.size() - i0);
+            const int e = num::block_exponent(f.blk, xs.data() + i0, len);
+            if (f.blk.kind == num::BlockFormat::Kind::kMx)
+              std::cout << fmt::format("block {}: E8M0 scale {}\n", i0 / b,
+                                       e == 255 ? std::string("NaN (0xff)")
+                                                : fmt::format("2^{} (0x{:02x})", e - 127, e));
+            else
+              std::cout << fmt::format("block {}: shared exponent {}\n", i0 / b, e);
+            for (size_t i = i0; i < i0 + len; ++i)
+              std::cout << fmt::format("  {:>16} -> {:<16} {}\n", value(xs[i]), value(qs[i]),
+                                       relative_error(xs[i], qs[i]));
+          }
+          return 0;
+        }
+        const int bits = f.kind == num::Format::Kind::kFloat ? f.fp.bits() : f.fx.word_bits;
+        std::cout << fmt::format("{:>16}  {:<16} {:<{}} {:<{}} {}\n", "value", "quantized", "bits",
+                                 std::max(bits + 2, 4), "hex", (bits + 3) / 4 + 2, "rel. error");
+        for (size_t i = 0; i < xs.size(); ++i) {
+          const int64_t code = num::encode(f, qs[i]);
+          const std::string fields = f.kind == num::Format::Kind::kFloat
+                                         ? float_fields(f.fp, code)
+                                         : (code < 0 ? "(no encoding)" : binary(code, bits));
+          std::cout << fmt::format("{:>16}  {:<16} {:<{}} {:<{}} {}\n", value(xs[i]), value(qs[i]),
+                                   fields, std::max(bits + 2, 4), hex(code, bits),
+                                   (bits + 3) / 4 + 2, relative_error(xs[i], qs[i]));
+        }
+        return 0;
+      }};
+}
+
+Command add_formats(CLI::App& app) {
+  auto* sub = app.add_subcommand("formats", "List the number-format presets: range, precision");
+  sub->footer(
+      "Any format can also be described: eXmY (IEEE conventions), fp:e=,m=[,bias=][,sub=on|off]\n"
+      "[,special=ieee|fn|fnuz|none][,overflow=sat|inf|nan], fixed:w=,f=[,signed=][,sat=],\n"
+      "bfp:block=,m=[,e=], mx:elem=e4m3|e5m2|e3m4|e2m3|e3m2|e2m1|int8[,block=]. docs/numerics.md\n"
+      "Examples:\n"
+      "  trainbench formats\n"
+      "  trainbench quantize --format e5m2 57344 61440");
+  return {sub, []() {
+            std::cout << fmt::format("{:<12} {:>5} {:>12} {:>12} {:>12} {:>9}  {:<27} {}\n", "name",
+                                     "bits", "max", "min normal", "min subnorm", "epsilon",
+                                     "special values", "descriptor");
+            for (const auto& p : num::format_presets()) {
+              const num::Format f = num::parse_format(p.name);
+              const std::string bits = fmt::format("{:g}", f.bits_per_element());
+              if (f.kind == num::Format::Kind::kFloat) {
+                const auto& fp = f.fp;
+                std::cout << fmt::format(
+                    "{:<12} {:>5} {:>12.5g} {:>12.5g} {:>12.5g} {:>9.3g}  {:<27} {}\n", p.name,
+                    bits, fp.max_finite(), fp.min_normal(), fp.min_subnormal(),
+                    std::ldexp(1.0, -fp.man_bits), specials(fp), f.str());
+              } else if (f.kind == num::Format::Kind::kFixed) {
+                std::cout << fmt::format(
+                    "{:<12} {:>5} {:>12.5g} {:>12} {:>12.5g} {:>9.3g}  {:<27} {}\n", p.name, bits,
+                    f.fx.max_value(), "-", std::ldexp(1.0, -f.fx.frac_bits),
+                    std::ldexp(1.0, -f.fx.frac_bits), "none (saturates)", f.str());
+              } else {
+                std::cout << fmt::format("{:<12} {:>5} {:>12} {:>12} {:>12} {:>9}  {:<27} {}\n",
+                                         p.name, bits, "-", "-", "-", "-", "NaN scale (MX)",
+                                         f.str());
+              }
+              std::cout << fmt::format("{:<12} {}\n", "", p.summary);
+            }
+            return 0;
+          }};
+}
+
+}  // namespace tb::cli

@@ -1,0 +1,384 @@
+#include "emulation/emulate.h"
+
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include "emulation/fashion_mnist.h"
+#include "runner/threads.h"
+#include "spec/errors.h"
+
+namespace tb::emu {
+namespace {
+
+// --- Matrix multiply on the custom unit, differentiable -------------------------------------
+
+torch::Tensor mad_mm(const Policy& p, const torch::Tensor& a, const torch::Tensor& b) {
+  const auto A = a.contiguous(), B = b.contiguous();
+  auto C = torch::empty({A.size(0), B.size(1)});
+  if (p.ext_unit) {
+    // Rows of C in parallel; the extension's functions must be thread-safe (pure).
+    const int64_t K = A.size(1), N = B.size(1);
+    at::parallel_for(0, A.size(0), 1, [&](int64_t r0, int64_t r1) {
+      p.ext_unit->matmul(A.data_ptr<float>() + r0 * K, B.data_ptr<float>(),
+                         C.data_ptr<float>() + r0 * N, r1 - r0, N, K);
+    });
+    return C;
+  }
+  num::mad_matmul(*p.mad, A.data_ptr<float>(), B.data_ptr<float>(), C.data_ptr<float>(), A.size(0),
+                  B.size(1), A.size(1), at::get_num_threads());
+  return C;
+}
+
+// y = x W^T + b with all three GEMMs (forward, input gradient, weight gradient) on the unit.
+struct MadLinear : public torch::autograd::Function<MadLinear> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x,
+                               torch::Tensor w, torch::Tensor b, const Policy* u) {
+    ctx->save_for_backward({x, w});
+    ctx->saved_data["u"] = reinterpret_cast<int64_t>(u);
+    return mad_mm(*u, x, w.t()) + b;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list g) {
+    const auto s = ctx->get_saved_variables();
+    const auto* u = reinterpret_cast<const Policy*>(ctx->saved_data["u"].toInt());
+    const auto dy = g[0].contiguous();
+    return {mad_mm(*u, dy, s[1]), mad_mm(*u, dy.t(), s[0]), dy.sum(0), torch::Tensor()};
+  }
+};
+
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+                     const Policy& p) {
+  if (p.mad || p.ext_unit) return MadLinear::apply(x, w, b, &p);
+  return torch::nn::functional::linear(x, w, b);
+}
+
+// Convolution as unfold (im2col) + matrix multiply, so it runs on the unit too.
+torch::Tensor conv(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+                   int64_t pad, const Policy& p) {
+  if (!p.mad && !p.ext_unit) return torch::conv2d(x, w, b, 1, pad);
+  const int64_t n = x.size(0), h = x.size(2), wd = x.size(3), oc = w.size(0), k = w.size(2);
+  const auto cols = torch::nn::functional::unfold(
+      x, torch::nn::functional::UnfoldFuncOptions({k, k}).padding(pad));  // [n, c*k*k, L]
+  const int64_t L = cols.size(2);
+  const auto rows = cols.transpose(1, 2).reshape({n * L, cols.size(1)});
+  const auto y = MadLinear::apply(rows, w.reshape({oc, -1}), b, &p);  // [n*L, oc]
+  const int64_t oh = h + 2 * pad - k + 1, ow = wd + 2 * pad - k + 1;
+  return y.reshape({n, L, oc}).transpose(1, 2).reshape({n, oc, oh, ow});
+}
+
+// --- Approximate activations ------------------------------------------------------------------
+
+struct Pwl {
+  double lo, hi;
+  std::vector<float> knots;  // function values at lo + i * h
+  double h() const { return (hi - lo) / double(knots.size() - 1); }
+};
+
+const Pwl& pwl(const std::string& name) {
+  static const Pwl tanh_pwl = [] {
+    Pwl p{-4, 4, {}};
+    for (int i = 0; i <= 32; ++i) p.knots.push_back(float(std::tanh(-4 + i * 0.25)));
+    return p;
+  }();
+  static const Pwl sigmoid_pwl = [] {
+    Pwl p{-8, 8, {}};
+    for (int i = 0; i <= 32; ++i) p.knots.push_back(float(1 / (1 + std::exp(8 - i * 0.5))));
+    return p;
+  }();
+  return name == "tanh-pwl" ? tanh_pwl : sigmoid_pwl;
+}
+
+struct PwlFunction : public torch::autograd::Function<PwlFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x,
+                               const Pwl* f) {
+    const auto knots = torch::tensor(f->knots);
+    const int64_t segs = int64_t(f->knots.size()) - 1;
+    const auto slopes = (knots.slice(0, 1) - knots.slice(0, 0, segs)) / f->h();
+    const auto t = (x.clamp(f->lo, f->hi) - f->lo) / f->h();
+    const auto idx = t.floor().clamp(0, segs - 1).to(torch::kLong);
+    const auto y = knots.index({idx}) + (t - idx.to(torch::kFloat)) * f->h() * slopes.index({idx});
+    // The gradient is the segment's slope inside the table and 0 where the output is flat.
+    const auto inside = (x >= f->lo) & (x <= f->hi);
+    ctx->save_for_backward({slopes.index({idx}) * inside.to(torch::kFloat)});
+    return y;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list g) {
+    return {g[0] * ctx->get_saved_variables()[0], torch::Tensor()};
+  }
+};
+
+// An extension's activation, with its derivative as the gradient.
+struct ExtActivation : public torch::autograd::Function<ExtActivation> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x,
+                               const num::Extension* e) {
+    const auto in = x.contiguous();
+    auto y = torch::empty_like(in), d = torch::empty_like(in);
+    e->activation(in.data_ptr<float>(), y.data_ptr<float>(), size_t(in.numel()));
+    e->activation_grad(in.data_ptr<float>(), d.data_ptr<float>(), size_t(in.numel()));
+    ctx->save_for_backward({d});
+    return y;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list g) {
+    return {g[0] * ctx->get_saved_variables()[0], torch::Tensor()};
+  }
+};
+
+torch::Tensor activate(const torch::Tensor& x, const Policy& p) {
+  if (p.ext_activation) return ExtActivation::apply(x, p.ext_activation.get());
+  const std::string& name = p.activation;
+  if (name == "relu") return torch::relu(x);
+  if (name == "tanh") return torch::tanh(x);
+  if (name == "sigmoid") return torch::sigmoid(x);
+  return approx_activation(x, name);
+}
+
+// --- Models -------------------------------------------------------------------------------------
+
+struct Net : torch::nn::Module {
+  Net(const std::string& kind, const Policy& p) : kind(kind), policy(p) {
+    auto param = [&](const std::string& n, std::vector<int64_t> shape, int64_t fan_in) {
+      // Kaiming-uniform, as torch::nn::Linear and Conv2d initialise.
+      const double bound = 1.0 / std::sqrt(double(fan_in));
+      params.push_back(register_parameter(n, torch::empty(shape).uniform_(-bound, bound)));
+    };
+    if (kind == "mlp") {
+      const int64_t sizes[] = {784, 256, 128, 10};
+      for (int i = 0; i < 3; ++i) {
+        param("w" + std::to_string(i), {sizes[i + 1], sizes[i]}, sizes[i]);
+        param("b" + std::to_string(i), {sizes[i + 1]}, sizes[i]);
+      }
+    } else {
+      param("c0", {8, 1, 5, 5}, 25);
+      param("cb0", {8}, 25);
+      param("c1", {16, 8, 5, 5}, 200);
+      param("cb1", {16}, 200);
+      param("w", {10, 16 * 7 * 7}, 16 * 7 * 7);
+      param("b", {10}, 16 * 7 * 7);
+    }
+  }
+  torch::Tensor q_act(const torch::Tensor& x) {
+    return quantize_op(x, policy.activations, policy.errors);
+  }
+  torch::Tensor q_w(const torch::Tensor& w) {
+    return quantize_op(w, policy.weights, policy.weight_grads);
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    if (kind == "mlp") {
+      x = x.reshape({x.size(0), 784});
+      for (size_t i = 0; i < 3; ++i) {
+        x = linear(q_act(x), q_w(params[2 * i]), q_w(params[2 * i + 1]), policy);
+        if (i < 2) x = activate(x, policy);
+      }
+      return q_act(x);
+    }
+    for (size_t i = 0; i < 2; ++i) {
+      x = conv(q_act(x), q_w(params[2 * i]), q_w(params[2 * i + 1]), 2, policy);
+      x = torch::max_pool2d(activate(x, policy), 2);
+    }
+    x = x.reshape({x.size(0), -1});
+    return q_act(linear(q_act(x), q_w(params[4]), q_w(params[5]), policy));
+  }
+  std::string kind;
+  const Policy& policy;
+  std::vector<torch::Tensor> params;
+};
+
+double accuracy(Net& net, const Dataset& test, int64_t examples) {
+  torch::NoGradGuard no_grad;
+  int64_t correct = 0;
+  for (int64_t i = 0; i < examples; i += 1000) {
+    const int64_t n = std::min<int64_t>(1000, examples - i);
+    const auto logits = net.forward(test.images.slice(0, i, i + n));
+    correct += logits.argmax(1).eq(test.labels.slice(0, i, i + n)).sum().item<int64_t>();
+  }
+  return double(correct) / double(examples);
+}
+
+struct LossScale {
+  bool dynamic = false;
+  double scale = 1;
+  int64_t good = 0;
+};
+
+LossScale parse_loss_scale(const std::string& text) {
+  LossScale s;
+  auto number = [&](const std::string& v) {
+    char* end = nullptr;
+    const double d = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end || !(d > 0) || !std::isfinite(d))
+      throw UsageError("loss scale '" + text + "': expected none, static:S or dynamic[:S0]");
+    return d;
+  };
+  if (text == "none") return s;
+  if (text.rfind("static:", 0) == 0) {
+    s.scale = number(text.substr(7));
+  } else if (text == "dynamic" || text.rfind("dynamic:", 0) == 0) {
+    s.dynamic = true;
+    s.scale = text == "dynamic" ? 65536.0 : number(text.substr(8));
+  } else {
+    number("");
+  }
+  return s;
+}
+
+SeedRun train_one(const EmulationOptions& o, const Policy& given, const Dataset& train,
+                  const Dataset& test, uint64_t seed, const Progress& progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  torch::manual_seed(seed);
+  Policy policy = given;
+  uint64_t stream = seed * 16;
+  for (QuantPoint* q : {&policy.weights, &policy.activations, &policy.errors, &policy.weight_grads,
+                        &policy.optimizer_state, &policy.master})
+    q->reseed(stream++);
+  Net net(o.model, policy);
+  std::vector<torch::Tensor> velocity;
+  for (const auto& p : net.params) velocity.push_back(torch::zeros_like(p));
+  LossScale ls = parse_loss_scale(policy.loss_scale);
+  SeedRun run;
+  run.seed = seed;
+  const int64_t n = train.images.size(0);
+  auto gen = at::detail::createCPUGenerator(seed);
+  torch::Tensor order = torch::randperm(n, gen);
+  int64_t cursor = 0;
+  for (int64_t it = 1; it <= o.max_iters; ++it) {
+    if (cursor + o.batch > n) {
+      order = torch::randperm(n, gen);
+      cursor = 0;
+    }
+    const auto idx = order.slice(0, cursor, cursor + o.batch);
+    cursor += o.batch;
+    for (auto& p : net.params) p.mutable_grad() = torch::Tensor();
+    const auto logits = net.forward(train.images.index_select(0, idx));
+    const auto loss =
+        torch::nn::functional::cross_entropy(logits, train.labels.index_select(0, idx));
+    (loss * ls.scale).backward();
+    bool finite = true;
+    for (auto& p : net.params) finite = finite && torch::isfinite(p.grad()).all().item<bool>();
+    if (!finite && ls.dynamic) {  // skip the step, halve the scale
+      ls.scale /= 2;
+      ls.good = 0;
+      ++run.skipped_steps;
+    } else {
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < net.params.size(); ++i) {
+        auto g = net.params[i].grad() / ls.scale;
+        velocity[i].mul_(o.momentum).add_(g);
+        policy.optimizer_state.apply_(velocity[i]);
+        net.params[i].sub_(velocity[i] * o.lr);
+        policy.master.apply_(net.params[i]);
+      }
+      if (ls.dynamic && ++ls.good == 2000) {
+        ls.scale *= 2;
+        ls.good = 0;
+      }
+    }
+    if (it % o.eval_every == 0 || it == o.max_iters) {
+      const double acc = accuracy(net, test, o.eval_examples);
+      run.curve.push_back({it, acc});
+      run.best_accuracy = std::max(run.best_accuracy, acc);
+      if (progress) progress(run, it, acc);
+      if (acc >= o.target) {  // DAWNBench: the first evaluation at or above the target
+        run.iterations = it;
+        break;
+      }
+    }
+  }
+  run.final_loss_scale = ls.scale;
+  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return run;
+}
+
+}  // namespace
+
+torch::Tensor approx_activation(const torch::Tensor& x, const std::string& name) {
+  if (name != "tanh-pwl" && name != "sigmoid-pwl")
+    throw UsageError("activation '" + name +
+                     "' (expected relu, tanh, sigmoid, tanh-pwl or sigmoid-pwl)");
+  return PwlFunction::apply(x, &pwl(name));
+}
+
+void Policy::set_unit(const std::string& text) {
+  mad.reset();
+  ext_unit.reset();
+  if (text.empty() || text == "off") return;
+  if (text.rfind("ext:", 0) == 0) {
+    ext_unit = num::Extension::load(text.substr(4));
+    return;
+  }
+  mad = num::parse_mad(text);
+}
+
+void Policy::set_activation(const std::string& text) {
+  activation = text;
+  ext_activation.reset();
+  if (text.rfind("ext:", 0) == 0) {
+    ext_activation = num::Extension::load(text.substr(4));
+    if (!ext_activation->has_activation())
+      throw UsageError("extension '" + text.substr(4) +
+                       "' has no tb_activation/tb_activation_grad");
+    return;
+  }
+  if (text != "relu" && text != "tanh" && text != "sigmoid")
+    approx_activation(torch::zeros({1}), text);  // validates the name
+}
+
+std::string Policy::str() const {
+  std::string s = "weights=" + weights.str() + " activations=" + activations.str() +
+                  " errors=" + errors.str() + " weight-grads=" + weight_grads.str() +
+                  " optimizer-state=" + optimizer_state.str() + " master=" + master.str() +
+                  " loss-scale=" + loss_scale + " activation=" + activation;
+  if (mad) s += " unit=" + mad->str();
+  if (ext_unit) s += " unit=ext:" + ext_unit->path();
+  return s;
+}
+
+Summary summarize(const std::vector<SeedRun>& runs) {
+  Summary s;
+  s.runs = int(runs.size());
+  std::vector<double> v;
+  for (const auto& r : runs)
+    if (r.iterations) v.push_back(double(*r.iterations));
+  s.reached = int(v.size());
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  s.mean = std::accumulate(v.begin(), v.end(), 0.0) / v.size();
+  double ss = 0;
+  for (double x : v) ss += (x - s.mean) * (x - s.mean);
+  s.stddev = v.size() > 1 ? std::sqrt(ss / (v.size() - 1)) : 0;
+  s.min = v.front();
+  s.max = v.back();
+  s.median = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  // MLPerf: drop the fastest and the slowest run and average the rest; only when every run
+  // reached the target (a run that did not is not a number to average).
+  if (s.reached == s.runs && v.size() >= 3)
+    s.mlperf_mean = std::accumulate(v.begin() + 1, v.end() - 1, 0.0) / double(v.size() - 2);
+  return s;
+}
+
+EmulationResult emulate(const EmulationOptions& o, const Policy& p, const Progress& progress) {
+  if (o.model != "mlp" && o.model != "cnn")
+    throw UsageError("model '" + o.model + "' (expected mlp or cnn)");
+  if (o.batch < 1 || o.batch > 60000) throw UsageError("batch " + std::to_string(o.batch));
+  if (o.eval_every < 1) throw UsageError("eval-every " + std::to_string(o.eval_every));
+  if (o.max_iters < 1) throw UsageError("max-iters " + std::to_string(o.max_iters));
+  if (o.eval_examples < 1 || o.eval_examples > 10000)
+    throw UsageError("eval-examples " + std::to_string(o.eval_examples) + " (1..10000)");
+  if (!(o.target > 0 && o.target <= 1)) throw UsageError("target accuracy must be in (0, 1]");
+  if (o.seeds < 1 || o.seeds > 1000) throw UsageError("seeds " + std::to_string(o.seeds));
+  if (!(o.lr > 0)) throw UsageError("lr must be positive");
+  parse_loss_scale(p.loss_scale);
+  apply_threads(o.threads);
+  const Dataset train = load_fashion_mnist("train"), test = load_fashion_mnist("test");
+  EmulationResult r;
+  r.options = o;
+  r.policy = p.str();
+  for (int s = 0; s < o.seeds; ++s)
+    r.runs.push_back(train_one(o, p, train, test, o.first_seed + uint64_t(s), progress));
+  r.summary = summarize(r.runs);
+  return r;
+}
+
+}  // namespace tb::emu

@@ -1,0 +1,80 @@
+// The emulation phase (divide and conquer, step 1): train a real model on real data with a
+// proposed number format, processing unit or operator, and count the iterations it needs to
+// reach a target test accuracy, over several seeds.
+#pragma once
+#include <torch/torch.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "emulation/torch_quant.h"
+#include "numerics/extension.h"
+#include "numerics/mad.h"
+
+namespace tb::emu {
+
+// Where values are rounded. Weights/weight_grads and activations/errors are the forward value
+// and backward gradient of the same quantization op; optimizer state and master weights are
+// rounded after every update.
+struct Policy {
+  QuantPoint weights, activations, errors, weight_grads, optimizer_state, master;
+  std::string loss_scale = "none";  // none | static:S | dynamic[:S0]
+  std::optional<num::MadUnit> mad;  // every matrix multiply (and conv, via unfold) on this unit
+  std::shared_ptr<const num::Extension> ext_unit;  // ... or on an extension's tb_mad
+  std::string activation = "relu";  // relu | tanh | sigmoid | tanh-pwl | sigmoid-pwl | ext:PATH
+  std::shared_ptr<const num::Extension> ext_activation;
+  // `mad:...` or `ext:PATH`; `relu|...|ext:PATH`. Throw UsageError.
+  void set_unit(const std::string& text);
+  void set_activation(const std::string& text);
+  std::string str() const;
+};
+
+// Piecewise-linear tanh and sigmoid (33 knots), with the segment slope as their gradient.
+torch::Tensor approx_activation(const torch::Tensor& x, const std::string& name);
+
+struct EmulationOptions {
+  std::string model = "mlp";  // mlp: 784-256-128-10; cnn: 2 x (conv5x5, act, pool) + linear
+  int64_t batch = 64;
+  double lr = 0.05, momentum = 0.9;
+  int64_t eval_every = 100;
+  int64_t max_iters = 3000;
+  int64_t eval_examples = 10000;  // first N test images
+  double target = 0.85;           // test accuracy
+  int seeds = 5;
+  uint64_t first_seed = 1;
+  int threads = 0;
+};
+
+struct SeedRun {
+  uint64_t seed = 0;
+  std::optional<int64_t> iterations;  // first evaluation at or above the target; none: never
+  double best_accuracy = 0;
+  std::vector<std::pair<int64_t, double>> curve;  // (iteration, test accuracy)
+  int64_t skipped_steps = 0;                      // dynamic loss scaling overflows
+  double final_loss_scale = 1;
+  double seconds = 0;
+};
+
+struct Summary {
+  int runs = 0, reached = 0;
+  // Over the runs that reached the target; meaningful only when reached == runs.
+  double mean = 0, stddev = 0, min = 0, max = 0, median = 0;
+  std::optional<double> mlperf_mean;  // without the fastest and slowest (needs >= 3 runs)
+};
+Summary summarize(const std::vector<SeedRun>& runs);
+
+struct EmulationResult {
+  EmulationOptions options;
+  std::string policy;
+  std::vector<SeedRun> runs;
+  Summary summary;
+};
+
+using Progress = std::function<void(const SeedRun& run, int64_t iteration, double accuracy)>;
+
+// Throws UsageError for bad options; loads Fashion-MNIST (see fashion_mnist.h).
+EmulationResult emulate(const EmulationOptions& o, const Policy& p, const Progress& progress = {});
+
+}  // namespace tb::emu

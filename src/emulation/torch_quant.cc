@@ -1,0 +1,113 @@
+#include "emulation/torch_quant.h"
+
+#include <ATen/Parallel.h>
+
+#include "spec/errors.h"
+
+namespace tb::emu {
+
+QuantPoint::QuantPoint(num::Format format, num::Rounding rounding, uint64_t seed)
+    : format_(std::move(format)), rounding_(rounding), seed_(seed) {}
+
+QuantPoint QuantPoint::parse(const std::string& text, uint64_t seed) {
+  if (text.empty() || text == "off" || text == "none") return {};
+  if (text.rfind("ext:", 0) == 0) {
+    QuantPoint q;
+    q.ext_ = num::Extension::load(text.substr(4));
+    return q;
+  }
+  const auto slash = text.rfind('/');
+  if (slash == std::string::npos)
+    return QuantPoint(num::parse_format(text), num::Rounding::kNearestEven, seed);
+  return QuantPoint(num::parse_format(text.substr(0, slash)),
+                    num::parse_rounding(text.substr(slash + 1)), seed);
+}
+
+std::string QuantPoint::str() const {
+  if (!enabled()) return "off";
+  if (ext_) return "ext:" + ext_->path();
+  const std::string f = format_->name.empty() ? format_->str() : format_->name;
+  return rounding_ == num::Rounding::kNearestEven ? f : f + "/" + num::rounding_name(rounding_);
+}
+
+torch::Tensor quantize_tensor(const torch::Tensor& x, const num::Format& f,
+                              const num::QuantOptions& o) {
+  TORCH_CHECK(x.scalar_type() == torch::kFloat, "quantize_tensor: float32 tensors only, got ",
+              x.scalar_type());
+  TORCH_CHECK(x.device().is_cpu(), "quantize_tensor: CPU tensors only");
+  const torch::Tensor in = x.contiguous();
+  torch::Tensor out = torch::empty_like(in);
+  const int64_t n = in.numel();
+  if (n == 0) return out;
+  const float* src = in.data_ptr<float>();
+  float* dst = out.data_ptr<float>();
+  const int64_t row = in.dim() > 0 ? std::max<int64_t>(in.size(-1), 1) : 1;
+  // Chunks must not split a block: whole rows for block formats, else any 64 elements.
+  const bool block = f.kind == num::Format::Kind::kBlock;
+  const int64_t unit = block ? row : 64;
+  const int64_t units = (n + unit - 1) / unit;
+  const int64_t grain = std::max<int64_t>(1, 32768 / unit);
+  at::parallel_for(0, units, grain, [&](int64_t b, int64_t e) {
+    num::QuantOptions part = o;
+    part.threads = 1;
+    part.row = block ? size_t(row) : 0;
+    const int64_t lo = b * unit, hi = std::min(n, e * unit);
+    part.offset = o.offset + uint64_t(lo);
+    num::quantize(f, src + lo, dst + lo, size_t(hi - lo), part);
+  });
+  return out;
+}
+
+torch::Tensor QuantPoint::apply(const torch::Tensor& x) const {
+  if (!enabled()) return x;
+  if (ext_) {
+    const torch::Tensor in = x.to(torch::kFloat).contiguous();
+    torch::Tensor out = torch::empty_like(in);
+    const float* src = in.data_ptr<float>();
+    float* dst = out.data_ptr<float>();
+    at::parallel_for(0, in.numel(), 4096,
+                     [&](int64_t b, int64_t e) { ext_->round(src + b, dst + b, size_t(e - b)); });
+    return out.to(x.scalar_type());
+  }
+  num::QuantOptions o;
+  o.rounding = rounding_;
+  // Each call of a stochastic point draws a fresh stream: (seed, call number).
+  if (rounding_ == num::Rounding::kStochastic) {
+    o.seed = seed_ * 0x9E3779B97F4A7C15ull + calls_.fetch_add(1);
+  }
+  if (x.scalar_type() != torch::kFloat)
+    return quantize_tensor(x.to(torch::kFloat), *format_, o).to(x.scalar_type());
+  return quantize_tensor(x, *format_, o);
+}
+
+void QuantPoint::apply_(torch::Tensor& x) const {
+  if (!enabled()) return;
+  torch::NoGradGuard no_grad;
+  x.copy_(apply(x.detach()));
+}
+
+namespace {
+
+struct QuantizeFunction : public torch::autograd::Function<QuantizeFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x,
+                               const QuantPoint* fwd, const QuantPoint* bwd) {
+    ctx->saved_data["bwd"] = reinterpret_cast<int64_t>(bwd);
+    return fwd->enabled() ? fwd->apply(x) : x.clone();
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto* bwd = reinterpret_cast<const QuantPoint*>(ctx->saved_data["bwd"].toInt());
+    return {bwd->enabled() ? bwd->apply(grads[0]) : grads[0], torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor quantize_op(const torch::Tensor& x, const QuantPoint& forward,
+                          const QuantPoint& backward) {
+  if (!forward.enabled() && !backward.enabled()) return x;
+  // The points must outlive the graph: they belong to the model or the policy that built it.
+  return QuantizeFunction::apply(x, &forward, &backward);
+}
+
+}  // namespace tb::emu

@@ -1,0 +1,75 @@
+// The number-format library applied to LibTorch tensors: quantizing a tensor (threaded with
+// at::parallel_for), and a quantization op for autograd whose forward rounds the value to one
+// format and whose backward rounds the incoming gradient to another.
+#pragma once
+#include <torch/torch.h>
+
+#include <atomic>
+#include <optional>
+#include <string>
+
+#include "numerics/extension.h"
+#include "numerics/format.h"
+#include "numerics/quantize.h"
+
+namespace tb::emu {
+
+// One place where values are rounded: a format, a rounding mode, and for stochastic rounding
+// a seed and a counter so successive calls draw fresh, reproducible random bits.
+class QuantPoint {
+ public:
+  QuantPoint() = default;  // disabled: passes values through
+  QuantPoint(num::Format format, num::Rounding rounding, uint64_t seed = 0);
+  // `format[/rounding]`, e.g. `e4m3`, `bf16/stochastic`, `off`, or `ext:PATH` (a format
+  // extension's convert and as_float). Throws UsageError.
+  static QuantPoint parse(const std::string& text, uint64_t seed = 0);
+
+  bool enabled() const { return format_.has_value() || ext_ != nullptr; }
+  const num::Format& format() const { return *format_; }
+  num::Rounding rounding() const { return rounding_; }
+  std::string str() const;
+  // A fresh stochastic stream: a run seeded the same way draws the same bits.
+  void reseed(uint64_t seed) {
+    seed_ = seed;
+    calls_ = 0;
+  }
+
+  // A float32 copy of x holding values of the format (x itself when disabled). Block formats
+  // take blocks along the last dimension.
+  torch::Tensor apply(const torch::Tensor& x) const;
+  void apply_(torch::Tensor& x) const;  // in place
+
+ private:
+  std::optional<num::Format> format_;
+  std::shared_ptr<const num::Extension> ext_;
+  num::Rounding rounding_ = num::Rounding::kNearestEven;
+  uint64_t seed_ = 0;
+  mutable std::atomic<uint64_t> calls_{0};
+
+ public:
+  QuantPoint(const QuantPoint& o)
+      : format_(o.format_),
+        ext_(o.ext_),
+        rounding_(o.rounding_),
+        seed_(o.seed_),
+        calls_(o.calls_.load()) {}
+  QuantPoint& operator=(const QuantPoint& o) {
+    format_ = o.format_;
+    ext_ = o.ext_;
+    rounding_ = o.rounding_;
+    seed_ = o.seed_;
+    calls_ = o.calls_.load();
+    return *this;
+  }
+};
+
+// Quantizes a float32 tensor (any shape; made contiguous) into a new tensor.
+torch::Tensor quantize_tensor(const torch::Tensor& x, const num::Format& f,
+                              const num::QuantOptions& o);
+
+// y = forward.apply(x); in backward, dL/dx = backward.apply(dL/dy) (straight-through for the
+// rounding itself). Either point may be disabled.
+torch::Tensor quantize_op(const torch::Tensor& x, const QuantPoint& forward,
+                          const QuantPoint& backward);
+
+}  // namespace tb::emu

@@ -1,0 +1,117 @@
+// Number formats as values: what a proposed accelerator stores and computes in. Plain C++ over
+// float arrays, no LibTorch, so the library can be used (and tested) on its own.
+//
+// Every format here is a subset of float32's values, so a quantized tensor is still a float32
+// tensor holding exactly representable values; formats whose values would not all fit in
+// float32 (a wider range, or fixed-point words over 24 bits) are rejected when described.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tb::num {
+
+// What the all-ones exponent (and the sign bit) mean.
+enum class Special {
+  kIeee,  // all-ones exponent: Inf (mantissa 0) and NaN; signed zeros
+  kFn,    // OCP FP8 "fn": no Inf; only S.1..1.1..1 is NaN, the rest of the top binade is finite
+  kFnuz,  // no Inf, no negative zero; the single NaN is the pattern 1.0..0.0..0 ("-0")
+  kNone,  // every pattern is a finite number (the MX element formats fp6/fp4)
+};
+
+// What a value beyond the largest finite one becomes (rounding first, as if the exponent
+// were unbounded, so only values that round past the maximum overflow).
+enum class Overflow {
+  kSaturate,  // +-max finite (Inf inputs too)
+  kInfinity,  // +-Inf where the format has Inf, NaN where it does not
+};
+
+enum class Rounding { kNearestEven, kTiesAway, kTowardZero, kStochastic };
+
+// A binary floating-point format with 1 sign bit, `exp_bits` exponent bits and `man_bits`
+// stored mantissa bits (implicit leading one for normal numbers).
+struct FloatFormat {
+  int exp_bits = 8;
+  int man_bits = 23;
+  int bias = 127;
+  bool subnormals = true;
+  Special special = Special::kIeee;
+  Overflow overflow = Overflow::kInfinity;
+
+  int bits() const { return 1 + exp_bits + man_bits; }
+  int emin() const { return 1 - bias; }  // exponent of the smallest normal number
+  int emax() const;                      // exponent of the largest finite number
+  double max_finite() const;
+  double min_normal() const;
+  double min_subnormal() const;  // min_normal() when subnormals are off
+  bool has_inf() const { return special == Special::kIeee; }
+  bool has_nan() const { return special != Special::kNone; }
+  bool operator==(const FloatFormat& o) const;
+  bool operator!=(const FloatFormat& o) const { return !(*this == o); }
+};
+
+// Two's-complement (or unsigned) fixed point: `word_bits` bits of which `frac_bits` are
+// fractional, value = integer * 2^-frac_bits. Out-of-range values saturate or wrap.
+struct FixedFormat {
+  int word_bits = 16;
+  int frac_bits = 8;
+  bool is_signed = true;
+  bool saturate = true;
+
+  double max_value() const;
+  double min_value() const;
+  bool operator==(const FixedFormat& o) const;
+};
+
+// A shared power-of-two scale per block of `block` consecutive elements (blocks never cross a
+// row of `row` elements, see quantize()). Two kinds:
+//  - kBfp: block floating point; the shared exponent is the block's largest exponent, each
+//    element a sign and `man_bits` magnitude bits with no implicit one, saturating.
+//  - kMx: OCP Microscaling v1.0; an E8M0 scale 2^(floor(log2(amax)) - emax(element)) and
+//    elements in `element` (saturating), or int8 elements (value = k * 2^-6 * scale).
+struct BlockFormat {
+  enum class Kind { kBfp, kMx };
+  Kind kind = Kind::kMx;
+  int block = 32;
+  int man_bits = 7;              // kBfp: magnitude bits per element
+  int scale_bits = 8;            // kBfp: shared exponent bits (biased like IEEE)
+  std::string element = "e4m3";  // kMx: element preset name, or "int8"
+  bool operator==(const BlockFormat& o) const;
+};
+
+struct Format {
+  enum class Kind { kFloat, kFixed, kBlock };
+  Kind kind = Kind::kFloat;
+  FloatFormat fp;
+  FixedFormat fx;
+  BlockFormat blk;
+  std::string name;  // preset name when it came from one; not part of equality
+
+  // Canonical text, every field spelled out: parse_format(str()) == *this.
+  std::string str() const;
+  // Total bits per element (block formats: element bits, plus the scale amortized).
+  double bits_per_element() const;
+  bool operator==(const Format& o) const;
+  bool operator!=(const Format& o) const { return !(*this == o); }
+};
+
+// Parses a preset name (`bf16`, `e4m3`, `mxfp4_e2m1`, ...), `eXmY` (IEEE conventions), or a
+// descriptor: `fp:e=4,m=3[,bias=7][,sub=on][,special=fn][,overflow=sat]`,
+// `fixed:w=16,f=8[,signed=on][,sat=on]`, `bfp:block=16,m=7[,e=8]`, `mx:elem=e4m3[,block=32]`.
+// Throws tb::UsageError naming the field and value.
+Format parse_format(const std::string& text);
+
+Rounding parse_rounding(const std::string& text);
+std::string rounding_name(Rounding r);
+std::string special_name(Special s);
+
+struct Preset {
+  std::string name;
+  std::string summary;
+};
+const std::vector<Preset>& format_presets();
+
+// Checks a float format can be emulated exactly in float32; throws tb::UsageError.
+void validate(const FloatFormat& f);
+
+}  // namespace tb::num

@@ -1,0 +1,203 @@
+#include "numerics/mad.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "numerics/quantize.h"
+#include "spec/errors.h"
+
+namespace tb::num {
+namespace {
+
+inline uint32_t fbits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float ffrom(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Round to odd: truncate toward zero and set the last bit when anything was lost. A value
+// rounded to odd with two or more spare bits rounds correctly to the narrower format.
+inline float odd_from(float s, float err) {
+  if (err == 0 || !std::isfinite(s)) return s;
+  const bool beyond = (err > 0) == (s > 0);  // the exact value is farther from zero than s
+  return ffrom((beyond ? fbits(s) : fbits(s) - 1) | 1u);
+}
+
+inline float odd_product(float a, float b) {
+  const double d = double(a) * double(b);  // exact: 24 + 24 bits
+  const float f = float(d);
+  return odd_from(f, float(d - double(f)));
+}
+
+inline float odd_sum(float a, float b) {
+  const float s = a + b;  // TwoSum: err is the exact rounding error of s
+  const float bb = s - a;
+  const float err = (a - (s - bb)) + (b - bb);
+  return odd_from(s, err);
+}
+
+// Too many significant bits for rounding to odd through float32 to stay exact.
+bool wide(const Format& f) {
+  return f.kind == Format::Kind::kFloat ? f.fp.man_bits > 21 : f.fx.word_bits > 22;
+}
+
+struct Rounder {
+  const Format& f;
+  QuantOptions o;
+  bool plain;  // fp32 itself: float32 arithmetic is the format
+  void operator()(float* v, size_t n, uint64_t offset) {
+    if (plain) return;
+    o.offset = offset;
+    quantize(f, v, v, n, o);
+  }
+};
+
+bool is_fp32(const Format& f) {
+  return f.kind == Format::Kind::kFloat && f.fp.exp_bits == 8 && f.fp.man_bits == 23 &&
+         f.fp.bias == 127 && f.fp.subnormals && f.fp.special == Special::kIeee &&
+         f.fp.overflow == Overflow::kInfinity;
+}
+
+void rows(const MadUnit& u, const float* A, const float* B, float* C, int64_t r0, int64_t r1,
+          int64_t N, int64_t K) {
+  const int64_t W = std::max(1, u.width);
+  const int lanes = u.order == MadUnit::Order::kLanes ? int(W) : 1;
+  std::vector<float> acc(static_cast<size_t>(lanes * N)), prod(static_cast<size_t>(N)),
+      group(static_cast<size_t>(W * N));
+  QuantOptions qo;
+  qo.rounding = u.rounding;
+  qo.seed = 0x5eed;
+  Rounder rp{u.product, qo, is_fp32(u.product)}, ra{u.accumulator, qo, is_fp32(u.accumulator)};
+  const bool odd_p = !wide(u.product), odd_a = !wide(u.accumulator);
+  uint64_t draw = 0;  // stochastic rounding: a fresh stream position per rounded vector
+  auto add_into = [&](float* dst, const float* src) {
+    for (int64_t j = 0; j < N; ++j) dst[j] = odd_a ? odd_sum(dst[j], src[j]) : dst[j] + src[j];
+    ra(dst, size_t(N), (draw++) * uint64_t(N));
+  };
+  // Pairwise tree over `count` vectors stored back to back in v; the sum ends in v[0].
+  auto tree = [&](float* v, int64_t count) {
+    for (int64_t step = 1; step < count; step *= 2)
+      for (int64_t a = 0; a + step < count; a += 2 * step) add_into(v + a * N, v + (a + step) * N);
+  };
+  for (int64_t i = r0; i < r1; ++i) {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int64_t k0 = 0; k0 < K; k0 += W) {
+      const int64_t kn = std::min(W, K - k0);
+      for (int64_t t = 0; t < kn; ++t) {
+        const float a = A[i * K + k0 + t];
+        const float* b = B + (k0 + t) * N;
+        float* p = u.order == MadUnit::Order::kTree ? group.data() + t * N : prod.data();
+        for (int64_t j = 0; j < N; ++j) p[j] = odd_p ? odd_product(a, b[j]) : a * b[j];
+        rp(p, size_t(N), (draw++) * uint64_t(N));
+        if (u.order == MadUnit::Order::kSequential) add_into(acc.data(), p);
+        if (u.order == MadUnit::Order::kLanes) add_into(acc.data() + t * N, p);
+      }
+      if (u.order == MadUnit::Order::kTree) {
+        tree(group.data(), kn);
+        add_into(acc.data(), group.data());
+      }
+    }
+    if (u.order == MadUnit::Order::kLanes) tree(acc.data(), lanes);
+    std::copy(acc.begin(), acc.begin() + N, C + i * N);
+  }
+}
+
+std::string order_name(MadUnit::Order o) {
+  switch (o) {
+    case MadUnit::Order::kSequential:
+      return "sequential";
+    case MadUnit::Order::kLanes:
+      return "lanes";
+    case MadUnit::Order::kTree:
+      return "tree";
+  }
+  return "?";
+}
+
+std::string short_name(const Format& f) { return f.name.empty() ? f.str() : f.name; }
+
+}  // namespace
+
+std::string MadUnit::str() const {
+  std::string s = "mad:mul=" + short_name(product) + ",acc=" + short_name(accumulator) +
+                  ",width=" + std::to_string(width) + ",order=" + order_name(order);
+  if (rounding != Rounding::kNearestEven) s += ",rounding=" + rounding_name(rounding);
+  return s;
+}
+
+bool MadUnit::operator==(const MadUnit& o) const {
+  return product == o.product && accumulator == o.accumulator && width == o.width &&
+         order == o.order && rounding == o.rounding;
+}
+
+MadUnit parse_mad(const std::string& text) {
+  const auto bad = [&](const std::string& why) -> void {
+    throw UsageError("mad unit '" + text + "': " + why);
+  };
+  if (text.rfind("mad:", 0) != 0) bad("expected mad:mul=FORMAT,acc=FORMAT,width=N,order=ORDER");
+  MadUnit u;
+  u.product = parse_format("fp32");
+  u.accumulator = parse_format("fp32");
+  std::stringstream ss(text.substr(4));
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) bad("'" + item + "' is not key=value");
+    const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
+    if (k == "mul" || k == "acc") {
+      Format f = parse_format(v);
+      if (f.kind == Format::Kind::kBlock) bad(k + "=" + v + ": a block format cannot hold a sum");
+      (k == "mul" ? u.product : u.accumulator) = f;
+    } else if (k == "width") {
+      try {
+        u.width = std::stoi(v);
+      } catch (...) {
+        u.width = 0;
+      }
+      if (u.width < 1 || u.width > 1024 || std::to_string(u.width) != v)
+        bad("width=" + v + " (expected 1..1024)");
+    } else if (k == "order") {
+      if (v == "sequential")
+        u.order = MadUnit::Order::kSequential;
+      else if (v == "lanes")
+        u.order = MadUnit::Order::kLanes;
+      else if (v == "tree")
+        u.order = MadUnit::Order::kTree;
+      else
+        bad("order=" + v + " (expected sequential|lanes|tree)");
+    } else if (k == "rounding") {
+      u.rounding = parse_rounding(v);
+    } else {
+      bad("unknown key '" + k + "' (keys: mul, acc, width, order, rounding)");
+    }
+  }
+  return u;
+}
+
+void mad_matmul(const MadUnit& u, const float* A, const float* B, float* C, int64_t M, int64_t N,
+                int64_t K, int threads) {
+  if (threads <= 0) threads = int(std::thread::hardware_concurrency());
+  threads = int(std::max<int64_t>(1, std::min<int64_t>(threads, M)));
+  if (threads == 1) return rows(u, A, B, C, 0, M, N, K);
+  std::vector<std::thread> pool;
+  const int64_t per = (M + threads - 1) / threads;
+  for (int t = 0; t < threads; ++t) {
+    const int64_t b = t * per, e = std::min(M, b + per);
+    if (b >= e) break;
+    pool.emplace_back([&, b, e] { rows(u, A, B, C, b, e, N, K); });
+  }
+  for (auto& th : pool) th.join();
+}
+
+}  // namespace tb::num

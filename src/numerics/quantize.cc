@@ -1,0 +1,639 @@
+#include "numerics/quantize.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "spec/errors.h"
+
+// Function multi-versioning: each loop is compiled for AVX-512, AVX2 and baseline x86-64 and
+// the loader picks one, so the plain loops below vectorise without -march flags.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TB_NUM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define TB_NUM_CLONES
+#endif
+#define TB_INLINE inline __attribute__((always_inline))
+
+namespace tb::num {
+namespace {
+
+TB_INLINE uint32_t as_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+TB_INLINE float as_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+TB_INLINE uint32_t hash32(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return x;
+}
+
+constexpr uint32_t kQuietNan = 0x7FC00000u;
+constexpr uint32_t kInfBits = 0x7F800000u;
+
+// Everything the float kernel needs, with the format's scale folded in: a block format's
+// elements are the element format's grid multiplied by the block's power of two.
+struct Grid {
+  int emin;            // exponent of the smallest normal value
+  int man_bits;        // stored mantissa bits
+  int sub;             // 1: subnormals; 0: below emin the grid is {0, 2^emin}
+  uint32_t max_bits;   // float32 magnitude bits of the largest finite value
+  uint32_t ovf_bits;   // what overflow (and an Inf input) becomes: max, Inf or NaN
+  uint32_t zero_sign;  // 0 where the format has no negative zero (fnuz), else 0x80000000
+};
+
+// Branch-free select: GCC's if-conversion gives up on nested ternaries, so the kernel spells
+// every choice as masks and the loop vectorises.
+TB_INLINE uint32_t mask_of(bool c) { return 0u - uint32_t(c); }
+TB_INLINE uint32_t sel(bool c, uint32_t a, uint32_t b) {
+  const uint32_t m = mask_of(c);
+  return (a & m) | (b & ~m);
+}
+TB_INLINE int isel(bool c, int a, int b) {
+  const int m = -int(c);
+  return (a & m) | (b & ~m);
+}
+TB_INLINE int imin(int a, int b) { return isel(a < b, a, b); }
+TB_INLINE int imax(int a, int b) { return isel(a > b, a, b); }
+
+// Bits of 2^e for -149 <= e <= 127.
+TB_INLINE uint32_t pow2_bits(int e) {
+  const int sh = imin(imax(e + 149, 0), 31);
+  const int ex = imax(e + 127, 0);
+  return sel(e >= -126, uint32_t(ex) << 23, 1u << sh);
+}
+
+// One element. Rounds |x| to a multiple of its quantum 2^q in the format's grid (as if the
+// exponent were unbounded), then checks overflow. The magnitude is kept as a 24-bit integer
+// significand `sig` times 2^e0, so rounding is integer arithmetic on the low s = q - e0 bits.
+template <Rounding R>
+TB_INLINE uint32_t round_bits(uint32_t xb, const Grid& g, uint32_t rnd) {
+  const uint32_t sign = xb & 0x80000000u;
+  const uint32_t a = xb & 0x7FFFFFFFu;
+  const int be = int(a >> 23);
+  const uint32_t mant = a & 0x7FFFFFu;
+  const uint32_t sig = mant | sel(be != 0, 0x800000u, 0u);
+  const int bn = imax(be, 1);
+  // floor(log2|x|); for float32 subnormals the int->float conversion finds the leading bit.
+  const int sub_exp = int(as_bits(float(int32_t(mant))) >> 23) - 127 - 149;
+  const int ex = isel(be != 0, be - 127, sub_exp);
+  const int below = g.emin - g.man_bits * g.sub;
+  const int q = isel(ex >= g.emin, ex - g.man_bits, below);
+  const int s = q - (bn - 150);
+  const int sc = imin(imax(s, 0), 25);
+  const uint32_t mask = (1u << sc) - 1u;
+  const uint32_t rem = sig & mask;
+  const uint32_t k = sig >> sc;
+  const uint32_t half = (1u << sc) >> 1;
+  uint32_t up;
+  if constexpr (R == Rounding::kStochastic) {
+    // P(up) = rem / 2^s exactly for s <= 32 (rnd / 2^32 < rem / 2^s), to 2^-32 beyond.
+    const int ss = imin(imax(s, 0), 56);
+    const uint32_t r = sel(ss >= 25, sig, rem);
+    const uint32_t thr_lo = r << imin(imax(32 - ss, 0), 31);
+    const uint32_t thr_hi = r >> imin(imax(ss - 32, 0), 31);
+    // ss <= 7 never happens with rem > 0 at 32 - ss = 32 bits of shift; ss == 0 means exact.
+    const uint32_t thr = sel(ss <= 32, thr_lo, thr_hi);
+    up = uint32_t(s > 0) & uint32_t(rnd < thr);
+  } else if constexpr (R == Rounding::kNearestEven) {
+    up = uint32_t(s > 0) & (uint32_t(rem > half) | (uint32_t(rem == half) & k));
+  } else if constexpr (R == Rounding::kTiesAway) {
+    up = uint32_t(s > 0) & uint32_t(rem >= half);
+  } else {
+    up = 0;
+  }
+  up &= 1u;
+  const uint32_t kr = k + up;
+  const uint32_t base = uint32_t(bn - 1) << 23;
+  // s <= 24 keeps kr << s <= 2^24, where base + significand is the float32 encoding (a carry
+  // into the exponent field is the carry into the next binade). s > 24: the result is 0 or
+  // one quantum.
+  const uint32_t in_binade = sel(kr != 0, base + (kr << sc), 0u);
+  const uint32_t tiny = sel(up != 0, pow2_bits(q), 0u);
+  uint32_t mag = sel(s <= 0, a, sel(s > 24, tiny, in_binade));
+  mag = sel((mag > g.max_bits) | (a == kInfBits), g.ovf_bits, mag);
+  const uint32_t out_sign = sign & sel(mag != 0, 0x80000000u, g.zero_sign);
+  return sel(a > kInfBits, sign | kQuietNan, out_sign | mag);
+}
+
+template <Rounding R>
+TB_INLINE void float_loop(const float* in, float* out, size_t n, Grid g, uint64_t seed,
+                          uint64_t offset) {
+  const uint32_t k0 = hash32(uint32_t(seed) ^ 0x9e3779b9u);
+  const uint32_t k1 = hash32(uint32_t(seed >> 32) + 0x632be5abu);
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t rnd = 0;
+    if constexpr (R == Rounding::kStochastic) {
+      const uint64_t idx = offset + i;
+      rnd = hash32(hash32(uint32_t(idx) + k0) ^ (uint32_t(idx >> 32) + k1));
+    }
+    out[i] = as_float(round_bits<R>(as_bits(in[i]), g, rnd));
+  }
+}
+
+TB_NUM_CLONES void float_rne(const float* in, float* out, size_t n, Grid g, uint64_t s,
+                             uint64_t o) {
+  float_loop<Rounding::kNearestEven>(in, out, n, g, s, o);
+}
+TB_NUM_CLONES void float_away(const float* in, float* out, size_t n, Grid g, uint64_t s,
+                              uint64_t o) {
+  float_loop<Rounding::kTiesAway>(in, out, n, g, s, o);
+}
+TB_NUM_CLONES void float_rtz(const float* in, float* out, size_t n, Grid g, uint64_t s,
+                             uint64_t o) {
+  float_loop<Rounding::kTowardZero>(in, out, n, g, s, o);
+}
+TB_NUM_CLONES void float_sr(const float* in, float* out, size_t n, Grid g, uint64_t s, uint64_t o) {
+  float_loop<Rounding::kStochastic>(in, out, n, g, s, o);
+}
+
+void run_grid(const float* in, float* out, size_t n, const Grid& g, Rounding r, uint64_t seed,
+              uint64_t offset) {
+  switch (r) {
+    case Rounding::kNearestEven:
+      return float_rne(in, out, n, g, seed, offset);
+    case Rounding::kTiesAway:
+      return float_away(in, out, n, g, seed, offset);
+    case Rounding::kTowardZero:
+      return float_rtz(in, out, n, g, seed, offset);
+    case Rounding::kStochastic:
+      return float_sr(in, out, n, g, seed, offset);
+  }
+}
+
+// Bits of the largest float32 <= v (v >= 0), without float arithmetic on subnormals: callers
+// may run with flush-to-zero and denormals-are-zero set (trainbench's runtime does).
+uint32_t float_bits_of(double v) {
+  if (v >= 0x1p-126) {
+    uint32_t b = as_bits(float(v));
+    if (double(as_float(b)) > v) --b;
+    return b;
+  }
+  return uint32_t(std::ldexp(v, 149));
+}
+
+// The grid of `f` scaled by 2^scale (block formats); scale 0 for a plain float format.
+Grid make_grid(const FloatFormat& f, int scale, bool saturate) {
+  Grid g;
+  g.emin = f.emin() + scale;
+  g.man_bits = f.man_bits;
+  g.sub = f.subnormals ? 1 : 0;
+  const double mx = std::ldexp(f.max_finite(), scale);
+  // A scaled maximum below float32's subnormals cannot be exceeded by a value on the grid.
+  g.max_bits = mx > 3.4028234663852886e38 ? 0x7F7FFFFFu : float_bits_of(mx);
+  if (saturate || f.overflow == Overflow::kSaturate)
+    g.ovf_bits = g.max_bits;
+  else
+    g.ovf_bits = f.has_inf() ? kInfBits : kQuietNan;
+  g.zero_sign = f.special == Special::kFnuz ? 0u : 0x80000000u;
+  return g;
+}
+
+// Fixed point on the grid k * 2^-frac, in double: x * 2^frac is exact there, and so is every
+// step after it. Saturating; wrap-around is done afterwards (rare, not vectorised).
+template <Rounding R>
+TB_INLINE double round_k(double t, uint32_t rnd) {
+  const double fl = std::floor(t), d = t - fl;
+  if constexpr (R == Rounding::kNearestEven) {
+    const double odd = fl - 2.0 * std::floor(fl * 0.5);
+    return fl + double((d > 0.5) | ((d == 0.5) & (odd == 1.0)));
+  } else if constexpr (R == Rounding::kTiesAway) {
+    return fl + double((d > 0.5) | ((d == 0.5) & (t >= 0)));
+  } else if constexpr (R == Rounding::kTowardZero) {
+    return std::trunc(t);
+  } else {
+    return fl + double(double(rnd) * 0x1p-32 < d);
+  }
+}
+
+template <Rounding R>
+TB_INLINE void fixed_body(const float* in, float* out, size_t n, int frac, double kmin, double kmax,
+                          uint64_t seed, uint64_t offset) {
+  const double up_scale = std::ldexp(1.0, frac), down_scale = std::ldexp(1.0, -frac);
+  const uint32_t k0 = hash32(uint32_t(seed) ^ 0x9e3779b9u);
+  const uint32_t k1 = hash32(uint32_t(seed >> 32) + 0x632be5abu);
+  for (size_t i = 0; i < n; ++i) {
+    const float x = in[i];
+    const double t = double(x) * up_scale;
+    uint32_t rnd = 0;
+    if constexpr (R == Rounding::kStochastic) {
+      const uint64_t idx = offset + i;
+      rnd = hash32(hash32(uint32_t(idx) + k0) ^ (uint32_t(idx >> 32) + k1));
+    }
+    double k = round_k<R>(t, rnd);
+    // Inf: fl is Inf and d NaN, so k stays Inf and is clamped like any large value.
+    k = k < kmin ? kmin : k;
+    k = k > kmax ? kmax : k;
+    const float y = float(k * down_scale);
+    out[i] = x != x ? x : y;
+  }
+}
+
+TB_NUM_CLONES void fixed_rne(const float* in, float* out, size_t n, int f, double lo, double hi,
+                             uint64_t s, uint64_t o) {
+  fixed_body<Rounding::kNearestEven>(in, out, n, f, lo, hi, s, o);
+}
+TB_NUM_CLONES void fixed_away(const float* in, float* out, size_t n, int f, double lo, double hi,
+                              uint64_t s, uint64_t o) {
+  fixed_body<Rounding::kTiesAway>(in, out, n, f, lo, hi, s, o);
+}
+TB_NUM_CLONES void fixed_rtz(const float* in, float* out, size_t n, int f, double lo, double hi,
+                             uint64_t s, uint64_t o) {
+  fixed_body<Rounding::kTowardZero>(in, out, n, f, lo, hi, s, o);
+}
+TB_NUM_CLONES void fixed_sr(const float* in, float* out, size_t n, int f, double lo, double hi,
+                            uint64_t s, uint64_t o) {
+  fixed_body<Rounding::kStochastic>(in, out, n, f, lo, hi, s, o);
+}
+
+void fixed_loop(const float* in, float* out, size_t n, int frac, int64_t kmin, int64_t kmax,
+                bool saturate, Rounding r, uint64_t seed, uint64_t offset) {
+  if (!saturate) {  // two's-complement wrap-around, scalar: fmod is exact but not vectorised
+    const double span = double(kmax) - double(kmin) + 1.0, sc = std::ldexp(1.0, frac);
+    for (size_t i = 0; i < n; ++i) {
+      const float x = in[i];
+      if (std::isnan(x) || std::isinf(x)) {
+        out[i] = std::isnan(x) ? x : float(std::ldexp(double(x > 0 ? kmax : kmin), -frac));
+        continue;
+      }
+      const double t = double(x) * sc;
+      const uint32_t rnd = random_bits(seed, offset + i);
+      double k = r == Rounding::kNearestEven  ? round_k<Rounding::kNearestEven>(t, rnd)
+                 : r == Rounding::kTiesAway   ? round_k<Rounding::kTiesAway>(t, rnd)
+                 : r == Rounding::kTowardZero ? round_k<Rounding::kTowardZero>(t, rnd)
+                                              : round_k<Rounding::kStochastic>(t, rnd);
+      if (k < double(kmin) || k > double(kmax)) {
+        k = std::fmod(k - double(kmin), span);
+        if (k < 0) k += span;
+        k += double(kmin);
+      }
+      out[i] = float(std::ldexp(k, -frac));
+    }
+    return;
+  }
+  switch (r) {
+    case Rounding::kNearestEven:
+      return fixed_rne(in, out, n, frac, double(kmin), double(kmax), seed, offset);
+    case Rounding::kTiesAway:
+      return fixed_away(in, out, n, frac, double(kmin), double(kmax), seed, offset);
+    case Rounding::kTowardZero:
+      return fixed_rtz(in, out, n, frac, double(kmin), double(kmax), seed, offset);
+    case Rounding::kStochastic:
+      return fixed_sr(in, out, n, frac, double(kmin), double(kmax), seed, offset);
+  }
+}
+
+void fixed_range(const FixedFormat& f, int64_t* kmin, int64_t* kmax) {
+  if (f.is_signed) {
+    *kmin = -(int64_t(1) << (f.word_bits - 1));
+    *kmax = (int64_t(1) << (f.word_bits - 1)) - 1;
+  } else {
+    *kmin = 0;
+    *kmax = (int64_t(1) << f.word_bits) - 1;
+  }
+}
+
+int floor_log2(float a) {  // a > 0, finite
+  int e;
+  std::frexp(a, &e);
+  return e - 1;
+}
+
+const FloatFormat& mx_element(const std::string& name) {
+  static const FloatFormat e4m3 = parse_format("e4m3").fp, e5m2 = parse_format("e5m2").fp,
+                           e3m4 = parse_format("e3m4").fp, e2m3 = parse_format("e2m3").fp,
+                           e3m2 = parse_format("e3m2").fp, e2m1 = parse_format("e2m1").fp;
+  if (name == "e4m3") return e4m3;
+  if (name == "e5m2") return e5m2;
+  if (name == "e3m4") return e3m4;
+  if (name == "e2m3") return e2m3;
+  if (name == "e3m2") return e3m2;
+  if (name == "e2m1") return e2m1;
+  throw UsageError("mx element '" + name + "' is not a float element");
+}
+
+// The element format's largest exponent: the MX scale puts the block's largest value there.
+int mx_emax(const BlockFormat& f) { return f.element == "int8" ? 0 : mx_element(f.element).emax(); }
+
+Grid bfp_grid(const BlockFormat& f, int e);
+
+// One block, the straightforward way: MX int8 elements come here.
+void block_one(const BlockFormat& f, const float* in, float* out, size_t n, Rounding r,
+               uint64_t seed, uint64_t offset) {
+  const int e = block_exponent(f, in, n);
+  if (f.kind == BlockFormat::Kind::kMx) {
+    if (e == 255) {  // NaN scale: the whole block is NaN
+      for (size_t i = 0; i < n; ++i) out[i] = as_float(kQuietNan);
+      return;
+    }
+    const int scale = e - 127;
+    if (f.element == "int8") {
+      fixed_loop(in, out, n, 6 - scale, -128, 127, true, r, seed, offset);
+    } else {
+      run_grid(in, out, n, make_grid(mx_element(f.element), scale, true), r, seed, offset);
+    }
+    return;
+  }
+  run_grid(in, out, n, bfp_grid(f, e), r, seed, offset);
+}
+
+// Block formats with float-grid elements (BFP, MX with float elements): the block's grid is
+// looked up in a per-exponent table, so the per-block work is the amax and two short loops.
+struct BlockGrids {
+  bool mx;
+  int lo, hi;                // shared exponent range
+  int emax_elem;             // MX: element emax; BFP: 0
+  std::vector<Grid> by_exp;  // index: shared exponent - lo
+};
+
+template <Rounding R>
+TB_INLINE void block_rows(const float* in, float* out, size_t n, size_t row, size_t block,
+                          const BlockGrids& bg, uint64_t seed, uint64_t offset) {
+  const uint32_t k0 = hash32(uint32_t(seed) ^ 0x9e3779b9u);
+  const uint32_t k1 = hash32(uint32_t(seed >> 32) + 0x632be5abu);
+  for (size_t r0 = 0; r0 < n; r0 += row) {
+    const size_t rn = std::min(row, n - r0);
+    for (size_t b0 = 0; b0 < rn; b0 += block) {
+      const size_t len = std::min(block, rn - b0);
+      const float* x = in + r0 + b0;
+      float* y = out + r0 + b0;
+      uint32_t amax = 0, special = 0;
+      for (size_t i = 0; i < len; ++i) {
+        const uint32_t a = as_bits(x[i]) & 0x7FFFFFFFu;
+        special |= uint32_t(a >= kInfBits);
+        amax = a >= kInfBits ? amax : (a > amax ? a : amax);
+      }
+      if (bg.mx && special) {  // the NaN scale: the whole block is NaN
+        for (size_t i = 0; i < len; ++i) y[i] = as_float(kQuietNan);
+        continue;
+      }
+      const int be = int(amax >> 23);
+      const int e = be ? be - 127 : int(as_bits(float(int32_t(amax))) >> 23) - 127 - 149;
+      const int se = amax == 0 ? bg.lo : std::min(std::max(e - bg.emax_elem, bg.lo), bg.hi);
+      const Grid g = bg.by_exp[size_t(se - bg.lo)];
+      const uint64_t base = offset + r0 + b0;
+      for (size_t i = 0; i < len; ++i) {
+        uint32_t rnd = 0;
+        if constexpr (R == Rounding::kStochastic) {
+          const uint64_t idx = base + i;
+          rnd = hash32(hash32(uint32_t(idx) + k0) ^ (uint32_t(idx >> 32) + k1));
+        }
+        y[i] = as_float(round_bits<R>(as_bits(x[i]), g, rnd));
+      }
+    }
+  }
+}
+
+TB_NUM_CLONES void block_rne(const float* in, float* out, size_t n, size_t row, size_t block,
+                             const BlockGrids& bg, uint64_t s, uint64_t o) {
+  block_rows<Rounding::kNearestEven>(in, out, n, row, block, bg, s, o);
+}
+TB_NUM_CLONES void block_away(const float* in, float* out, size_t n, size_t row, size_t block,
+                              const BlockGrids& bg, uint64_t s, uint64_t o) {
+  block_rows<Rounding::kTiesAway>(in, out, n, row, block, bg, s, o);
+}
+TB_NUM_CLONES void block_rtz(const float* in, float* out, size_t n, size_t row, size_t block,
+                             const BlockGrids& bg, uint64_t s, uint64_t o) {
+  block_rows<Rounding::kTowardZero>(in, out, n, row, block, bg, s, o);
+}
+TB_NUM_CLONES void block_sr(const float* in, float* out, size_t n, size_t row, size_t block,
+                            const BlockGrids& bg, uint64_t s, uint64_t o) {
+  block_rows<Rounding::kStochastic>(in, out, n, row, block, bg, s, o);
+}
+
+Grid bfp_grid(const BlockFormat& f, int e) {
+  // Every element is k * 2^(e - man_bits + 1), |k| < 2^man_bits. As a float grid that is
+  // all-subnormal: emin = e + 1 with man_bits mantissa bits.
+  Grid g;
+  g.emin = e + 1;
+  g.man_bits = f.man_bits;
+  g.sub = 1;
+  g.max_bits = float_bits_of(std::ldexp(std::ldexp(1.0, f.man_bits) - 1.0, e - f.man_bits + 1));
+  g.ovf_bits = g.max_bits;
+  g.zero_sign = 0x80000000u;
+  return g;
+}
+
+const BlockGrids& block_grids(const BlockFormat& f) {
+  // One table per distinct format, built once; formats are few.
+  static std::mutex mu;
+  static std::vector<std::pair<BlockFormat, std::unique_ptr<BlockGrids>>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  for (const auto& [k, v] : cache)
+    if (k == f) return *v;
+  auto bg = std::make_unique<BlockGrids>();
+  bg->mx = f.kind == BlockFormat::Kind::kMx;
+  if (bg->mx) {
+    bg->lo = -127;
+    bg->hi = 127;
+    bg->emax_elem = mx_emax(f);
+    for (int e = bg->lo; e <= bg->hi; ++e)
+      bg->by_exp.push_back(make_grid(mx_element(f.element), e, true));
+  } else {
+    const int bias = (1 << (f.scale_bits - 1)) - 1;
+    bg->lo = std::max(1 - bias, -149 + f.man_bits - 1);
+    bg->hi = bias;
+    bg->emax_elem = 0;
+    for (int e = bg->lo; e <= bg->hi; ++e) bg->by_exp.push_back(bfp_grid(f, e));
+  }
+  cache.emplace_back(f, std::move(bg));
+  return *cache.back().second;
+}
+
+void quantize_serial(const Format& f, const float* in, float* out, size_t n, const QuantOptions& o,
+                     uint64_t offset) {
+  switch (f.kind) {
+    case Format::Kind::kFloat:
+      return run_grid(in, out, n, make_grid(f.fp, 0, false), o.rounding, o.seed, offset);
+    case Format::Kind::kFixed: {
+      int64_t kmin, kmax;
+      fixed_range(f.fx, &kmin, &kmax);
+      return fixed_loop(in, out, n, f.fx.frac_bits, kmin, kmax, f.fx.saturate, o.rounding, o.seed,
+                        offset);
+    }
+    case Format::Kind::kBlock: {
+      // `in` starts at a row boundary (see quantize()).
+      const size_t row = o.row ? o.row : n;
+      const size_t b = size_t(f.blk.block);
+      if (f.blk.element != "int8" || f.blk.kind == BlockFormat::Kind::kBfp) {
+        const BlockGrids& bg = block_grids(f.blk);
+        switch (o.rounding) {
+          case Rounding::kNearestEven:
+            return block_rne(in, out, n, row, b, bg, o.seed, offset);
+          case Rounding::kTiesAway:
+            return block_away(in, out, n, row, b, bg, o.seed, offset);
+          case Rounding::kTowardZero:
+            return block_rtz(in, out, n, row, b, bg, o.seed, offset);
+          case Rounding::kStochastic:
+            return block_sr(in, out, n, row, b, bg, o.seed, offset);
+        }
+      }
+      for (size_t r0 = 0; r0 < n; r0 += row) {
+        const size_t rn = std::min(row, n - r0);
+        for (size_t i = 0; i < rn; i += b) {
+          const size_t len = std::min(b, rn - i);
+          block_one(f.blk, in + r0 + i, out + r0 + i, len, o.rounding, o.seed, offset + r0 + i);
+        }
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+uint32_t random_bits(uint64_t seed, uint64_t index) {
+  const uint32_t k0 = hash32(uint32_t(seed) ^ 0x9e3779b9u);
+  const uint32_t k1 = hash32(uint32_t(seed >> 32) + 0x632be5abu);
+  return hash32(hash32(uint32_t(index) + k0) ^ (uint32_t(index >> 32) + k1));
+}
+
+int block_exponent(const BlockFormat& f, const float* x, size_t n) {
+  float amax = 0;
+  bool special = false;
+  for (size_t i = 0; i < n; ++i) {
+    const float a = std::fabs(x[i]);
+    if (!std::isfinite(a)) {
+      special = true;
+      continue;
+    }
+    amax = std::max(amax, a);
+  }
+  if (f.kind == BlockFormat::Kind::kMx) {
+    if (special) return 255;
+    if (amax == 0) return 0;  // the smallest scale, 2^-127
+    return std::min(std::max(floor_log2(amax) - mx_emax(f), -127), 127) + 127;
+  }
+  const int bias = (1 << (f.scale_bits - 1)) - 1;
+  const int lo = std::max(1 - bias, -149 + f.man_bits - 1);
+  if (amax == 0) return lo;
+  return std::min(std::max(floor_log2(amax), lo), bias);
+}
+
+void quantize(const Format& f, const float* in, float* out, size_t n, const QuantOptions& o) {
+  if (f.kind == Format::Kind::kFloat) validate(f.fp);
+  int threads = o.threads > 0 ? o.threads : int(std::thread::hardware_concurrency());
+  // Below ~64K elements a thread costs more than it saves.
+  threads = int(std::min<size_t>(size_t(std::max(threads, 1)), n / 65536 + 1));
+  if (threads <= 1) return quantize_serial(f, in, out, n, o, o.offset);
+  // Chunks start on a row (block formats) so every block is whole in one chunk.
+  size_t unit = 64;
+  if (f.kind == Format::Kind::kBlock) {
+    const size_t row = o.row ? o.row : n;
+    unit = row < n ? row : size_t(f.blk.block);
+  }
+  const size_t units = (n + unit - 1) / unit;
+  const size_t per = (units + threads - 1) / threads;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    const size_t b = std::min(n, size_t(t) * per * unit), e = std::min(n, (t + 1) * per * unit);
+    if (b >= e) break;
+    QuantOptions part = o;
+    // A single row split on block boundaries: each chunk is rows of whole blocks.
+    if (f.kind == Format::Kind::kBlock && (o.row == 0 || o.row >= n)) part.row = 0;
+    pool.emplace_back([&f, in, out, b, e, part, &o] {
+      quantize_serial(f, in + b, out + b, e - b, part, o.offset + b);
+    });
+  }
+  for (auto& th : pool) th.join();
+}
+
+std::vector<float> quantize(const Format& f, const std::vector<float>& in, const QuantOptions& o) {
+  std::vector<float> out(in.size());
+  quantize(f, in.data(), out.data(), in.size(), o);
+  return out;
+}
+
+float quantize_one(const Format& f, float x, Rounding r) {
+  QuantOptions o;
+  o.rounding = r;
+  float y;
+  quantize(f, &x, &y, 1, o);
+  return y;
+}
+
+int64_t encode(const Format& fmt, float q) {
+  if (fmt.kind == Format::Kind::kFixed) {
+    const auto& f = fmt.fx;
+    if (std::isnan(q)) return -1;
+    const int64_t k = int64_t(std::ldexp(double(q), f.frac_bits));
+    return k & ((int64_t(1) << f.word_bits) - 1);
+  }
+  if (fmt.kind != Format::Kind::kFloat) return -1;
+  const auto& f = fmt.fp;
+  const uint32_t b = as_bits(q);
+  const uint32_t sign = (b >> 31) & 1u;
+  const int nbits = f.exp_bits + f.man_bits;
+  const uint32_t top_exp = (1u << f.exp_bits) - 1;
+  if (std::isnan(q)) {
+    switch (f.special) {
+      case Special::kIeee:
+        return (int64_t(sign) << nbits) | (top_exp << f.man_bits) | (1u << f.man_bits >> 1);
+      case Special::kFn:
+        return (int64_t(sign) << nbits) | (top_exp << f.man_bits) | ((1u << f.man_bits) - 1);
+      case Special::kFnuz:
+        return int64_t(1) << nbits;
+      case Special::kNone:
+        return -1;
+    }
+  }
+  const uint32_t s = int64_t(f.special == Special::kFnuz && q == 0 ? 0 : sign) << nbits;
+  if (std::isinf(q)) return f.has_inf() ? int64_t(s | (top_exp << f.man_bits)) : -1;
+  const double a = std::fabs(double(q));
+  if (a == 0) return s;
+  int e = floor_log2(float(a));
+  if (e < f.emin()) {  // subnormal: mantissa = a / 2^(emin - m)
+    return s | uint32_t(std::ldexp(a, f.man_bits - f.emin()));
+  }
+  const uint32_t m = uint32_t(std::ldexp(a, f.man_bits - e)) - (1u << f.man_bits);
+  return s | (uint32_t(e + f.bias) << f.man_bits) | m;
+}
+
+float decode(const FloatFormat& f, uint32_t code) {
+  const int nbits = f.exp_bits + f.man_bits;
+  const uint32_t sign = (code >> nbits) & 1u;
+  const uint32_t ef = (code >> f.man_bits) & ((1u << f.exp_bits) - 1);
+  const uint32_t mf = code & ((1u << f.man_bits) - 1);
+  const uint32_t top = (1u << f.exp_bits) - 1;
+  const double sg = sign ? -1.0 : 1.0;
+  switch (f.special) {
+    case Special::kIeee:
+      if (ef == top) return mf ? std::nanf("") : float(sg * INFINITY);
+      break;
+    case Special::kFn:
+      if (ef == top && mf == (1u << f.man_bits) - 1) return std::nanf("");
+      break;
+    case Special::kFnuz:
+      if (sign && ef == 0 && mf == 0) return std::nanf("");
+      break;
+    case Special::kNone:
+      break;
+  }
+  double v;
+  if (ef == 0)
+    v = f.subnormals ? std::ldexp(double(mf), f.emin() - f.man_bits) : 0.0;
+  else
+    v = std::ldexp(double(mf | (1u << f.man_bits)), int(ef) - f.bias - f.man_bits);
+  return float(sg * v);
+}
+
+float decode(const FixedFormat& f, uint32_t code) {
+  int64_t k = code & ((int64_t(1) << f.word_bits) - 1);
+  if (f.is_signed && (k >> (f.word_bits - 1))) k -= int64_t(1) << f.word_bits;
+  return float(std::ldexp(double(k), -f.frac_bits));
+}
+
+}  // namespace tb::num

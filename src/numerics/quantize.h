@@ -1,0 +1,46 @@
+// Quantizers: float32 in, float32 out holding the nearest (per the rounding mode) value of a
+// format. Exact by construction: one rounding step, done on the float32 bit pattern in integer
+// arithmetic, never through an intermediate format (no double rounding).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "numerics/format.h"
+
+namespace tb::num {
+
+struct QuantOptions {
+  Rounding rounding = Rounding::kNearestEven;
+  // Stochastic rounding: element i of the call draws from a counter-based generator keyed by
+  // (seed, offset + i), so results do not depend on threads or chunking.
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+  // Block formats: blocks never cross a row of this many elements (the innermost dimension
+  // of a tensor); a short last block in a row is a block of its own. 0: one row.
+  size_t row = 0;
+  int threads = 1;  // <= 0: std::thread::hardware_concurrency()
+};
+
+// out may equal in.
+void quantize(const Format& f, const float* in, float* out, size_t n, const QuantOptions& o = {});
+std::vector<float> quantize(const Format& f, const std::vector<float>& in,
+                            const QuantOptions& o = {});
+float quantize_one(const Format& f, float x, Rounding r = Rounding::kNearestEven);
+
+// Bit patterns. encode() takes a value already in the format (a quantize() result) and
+// returns its code in the low bits (float: sign, exponent, mantissa; fixed: two's complement
+// word); NaN gives the format's NaN code, or -1 where the format has none.
+int64_t encode(const Format& f, float q);
+float decode(const FloatFormat& f, uint32_t code);
+float decode(const FixedFormat& f, uint32_t code);
+
+// Block formats: the shared exponent a block of values gets (BFP: the block's largest
+// exponent; MX: the E8M0 scale's exponent, 255 standing for the NaN scale).
+int block_exponent(const BlockFormat& f, const float* x, size_t n);
+
+// Counter-based random bits used by stochastic rounding (exposed for tests).
+uint32_t random_bits(uint64_t seed, uint64_t index);
+
+}  // namespace tb::num

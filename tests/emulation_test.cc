@@ -1,0 +1,153 @@
+// The emulation phase: extensions loaded by path, approximate activations, the MAD unit under
+// autograd, Fashion-MNIST, iterations-to-accuracy and its summary.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <fstream>
+
+#include "emulation/emulate.h"
+#include "emulation/fashion_mnist.h"
+#include "numerics/extension.h"
+#include "numerics/quantize.h"
+#include "spec/errors.h"
+
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const tb::UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Extension, LoadsAndComputes) {
+  const auto e = tb::num::Extension::load(TB_EXT_GOOD);
+  EXPECT_EQ(e->name(), "test-bf16");
+  EXPECT_TRUE(e->has_activation());
+  std::vector<float> x = {1.0f, 3.14159f, -2.5e-3f, 65504.0f}, y(4);
+  e->round(x.data(), y.data(), 4);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(y[i], tb::num::quantize_one(tb::num::parse_format("bf16"), x[i]));
+  // [1 2; 3 4] x [1; 1] with every MAD rounded to bfloat16.
+  const float A[] = {1, 2, 3, 4}, B[] = {1, 1};
+  float C[2];
+  e->matmul(A, B, C, 2, 1, 2);
+  EXPECT_EQ(C[0], 3.0f);
+  EXPECT_EQ(C[1], 7.0f);
+}
+
+TEST(Extension, BadLibrariesGetClearErrors) {
+  const std::string missing = error_of([] { tb::num::Extension::load(TB_EXT_INCOMPLETE); });
+  EXPECT_NE(missing.find("lacks tb_mul, tb_mad"), std::string::npos) << missing;
+  const std::string nofile = error_of([] { tb::num::Extension::load("/nonexistent/libx.so"); });
+  EXPECT_NE(nofile.find("cannot load extension '/nonexistent/libx.so'"), std::string::npos);
+  const std::string path = ::testing::TempDir() + "/not_a_library.so";
+  std::ofstream(path) << "hello";
+  const std::string garbage = error_of([&] { tb::num::Extension::load(path); });
+  EXPECT_NE(garbage.find("cannot load extension"), std::string::npos) << garbage;
+  tb::emu::Policy p;
+  EXPECT_NE(error_of([&] { p.set_unit("ext:/nonexistent.so"); }).find("cannot load"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { p.set_activation("softplus"); }).find("softplus"), std::string::npos);
+}
+
+TEST(Emulation, ApproximateActivationsAndTheirGradients) {
+  const auto x = torch::linspace(-6, 6, 1201).requires_grad_(true);
+  for (const char* name : {"tanh-pwl", "sigmoid-pwl"}) {
+    const auto y = tb::emu::approx_activation(x, name);
+    const auto exact = std::string(name) == "tanh-pwl" ? torch::tanh(x) : torch::sigmoid(x);
+    EXPECT_LT((y - exact).abs().max().item<float>(), 0.01f) << name;
+    y.sum().backward();
+    // The gradient is the local slope: compare with a centred difference away from knots.
+    const auto g = x.grad().clone();
+    x.mutable_grad() = torch::Tensor();
+    const float h = 1e-3f;
+    for (float at : {-3.1f, -0.6f, 0.1f, 1.37f}) {
+      const auto p = torch::tensor({at + h}), m = torch::tensor({at - h});
+      const float fd = (tb::emu::approx_activation(p, name) - tb::emu::approx_activation(m, name))
+                           .item<float>() /
+                       (2 * h);
+      const int64_t i = int64_t(std::lround((at + 6) * 100));
+      EXPECT_NEAR(g[i].item<float>(), fd, 2e-3) << name << " at " << at;
+    }
+  }
+}
+
+TEST(Emulation, SummaryFollowsDawnBenchAndMlperf) {
+  std::vector<tb::emu::SeedRun> runs(5);
+  const int64_t its[] = {500, 300, 400, 900, 600};
+  for (int i = 0; i < 5; ++i) runs[i].iterations = its[i];
+  auto s = tb::emu::summarize(runs);
+  EXPECT_EQ(s.reached, 5);
+  EXPECT_DOUBLE_EQ(s.mean, 540);
+  EXPECT_DOUBLE_EQ(*s.mlperf_mean, 500);  // (400 + 500 + 600) / 3
+  EXPECT_DOUBLE_EQ(s.median, 500);
+  runs[3].iterations.reset();  // never reached: no MLPerf mean, no pretend number
+  s = tb::emu::summarize(runs);
+  EXPECT_EQ(s.reached, 4);
+  EXPECT_FALSE(s.mlperf_mean.has_value());
+}
+
+TEST(Emulation, FashionMnistLoads) {
+  if (!std::ifstream(std::string(tb::emu::kFashionMnistDir) + "/t10k-labels-idx1-ubyte.gz"))
+    GTEST_SKIP() << "dataset-fashion-mnist not installed";
+  const auto test = tb::emu::load_fashion_mnist("test");
+  EXPECT_EQ(test.images.sizes(), (std::vector<int64_t>{10000, 1, 28, 28}));
+  EXPECT_EQ(test.labels.size(0), 10000);
+  EXPECT_EQ(test.labels.max().item<int64_t>(), 9);
+  EXPECT_NEAR(test.images.mean().item<float>(), 0.0f, 0.05f);
+  EXPECT_THROW(tb::emu::load_fashion_mnist("test", "/nonexistent"), tb::UsageError);
+}
+
+TEST(Emulation, IterationsToAccuracyIsReproducibleAndReportsMisses) {
+  if (!std::ifstream(std::string(tb::emu::kFashionMnistDir) + "/t10k-labels-idx1-ubyte.gz"))
+    GTEST_SKIP() << "dataset-fashion-mnist not installed";
+  tb::emu::EmulationOptions o;
+  o.target = 0.70;
+  o.eval_every = 25;
+  o.max_iters = 300;
+  o.eval_examples = 1000;
+  o.seeds = 2;
+  tb::emu::Policy p;
+  const auto a = tb::emu::emulate(o, p);
+  ASSERT_EQ(a.summary.reached, 2);
+  const auto b = tb::emu::emulate(o, p);
+  EXPECT_EQ(*a.runs[0].iterations, *b.runs[0].iterations);  // same seed, same count
+  // fp8 at every point, stochastic rounding on the gradients, dynamic loss scaling.
+  tb::emu::Policy q;
+  q.weights = q.activations = q.master = tb::emu::QuantPoint::parse("e4m3");
+  q.errors = q.weight_grads = q.optimizer_state = tb::emu::QuantPoint::parse("e5m2/stochastic", 3);
+  q.loss_scale = "dynamic:1024";
+  o.seeds = 1;
+  const auto c = tb::emu::emulate(o, q);
+  EXPECT_TRUE(c.runs[0].iterations.has_value()) << c.runs[0].best_accuracy;
+  // An unreachable target is reported as not reached.
+  o.target = 0.99;
+  o.max_iters = 50;
+  const auto d = tb::emu::emulate(o, p);
+  EXPECT_FALSE(d.runs[0].iterations.has_value());
+  EXPECT_EQ(d.summary.reached, 0);
+}
+
+TEST(Emulation, MadUnitAndExtensionTrainTheMlp) {
+  if (!std::ifstream(std::string(tb::emu::kFashionMnistDir) + "/t10k-labels-idx1-ubyte.gz"))
+    GTEST_SKIP() << "dataset-fashion-mnist not installed";
+  tb::emu::EmulationOptions o;
+  o.target = 0.6;
+  o.eval_every = 10;
+  o.max_iters = 60;
+  o.eval_examples = 200;
+  o.batch = 16;
+  o.seeds = 1;
+  for (const char* unit : {"mad:mul=e5m2,acc=fp16,width=4,order=lanes", "ext:" TB_EXT_GOOD}) {
+    tb::emu::Policy p;
+    p.set_unit(unit);
+    p.set_activation(std::string(unit).rfind("ext:", 0) == 0 ? unit : "tanh-pwl");
+    const auto r = tb::emu::emulate(o, p);
+    EXPECT_GT(r.runs[0].best_accuracy, 0.4) << unit;
+  }
+}
+
+}  // namespace

@@ -1,0 +1,87 @@
+// trainbench quantize, formats and emulate as a user meets them.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace {
+
+struct Output {
+  int status;
+  std::string out, err;
+};
+
+Output run(const std::string& args) {
+  const std::string err_file =
+      ::testing::TempDir() + "/tb_numerics_cli_stderr_" + std::to_string(getpid()) + ".txt";
+  const std::string cmd = TB_BINARY " " + args + " 2>" + err_file;
+  Output o;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
+  const int raw = pclose(p);
+  o.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  std::ifstream e(err_file);
+  std::stringstream ss;
+  ss << e.rdbuf();
+  o.err = ss.str();
+  return o;
+}
+
+int lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
+
+TEST(NumericsCli, QuantizePrintsValuesAndBitPatterns) {
+  const Output o = run("quantize --format e4m3 -- 3.3 448 464 500 -0.07 1e-40");
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find("fp:e=4,m=3,bias=7,sub=on,special=fn,overflow=nan"), std::string::npos);
+  EXPECT_NE(o.out.find("3.25             0 1000 101 0x45"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("448              0 1111 110 0x7e"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("nan              0 1111 111 0x7f"), std::string::npos) << o.out;
+  // A float32 subnormal: the runtime's flush-to-zero must not swallow it before rounding.
+  EXPECT_NE(o.out.find("9.9999461e-41  0 "), std::string::npos) << o.out;
+  const Output t = run("quantize --format bf16 --rounding toward-zero 3.14159265");
+  EXPECT_NE(t.out.find("3.140625"), std::string::npos) << t.out;
+  const Output mx = run("quantize --format mxfp4_e2m1 0.1 0.2 3 5");
+  EXPECT_NE(mx.out.find("E8M0 scale 2^0 (0x7f)"), std::string::npos) << mx.out;
+}
+
+TEST(NumericsCli, FormatsListsEveryPreset) {
+  const Output o = run("formats");
+  ASSERT_EQ(o.status, 0);
+  for (const char* n : {"fp32", "bf16", "fp16", "fp8_152", "fp16_169", "e4m3", "e5m2", "e3m4",
+                        "e2m3", "e3m2", "e2m1", "mxfp8_e4m3", "mxfp4_e2m1", "bfp8", "int8"})
+    EXPECT_NE(o.out.find(std::string("\n") + n + " "), std::string::npos) << n;
+  EXPECT_NE(o.out.find("57344"), std::string::npos);
+  EXPECT_NE(o.out.find("448"), std::string::npos);
+}
+
+TEST(NumericsCli, BadInputIsOneLineAndExitTwo) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"quantize --format e9m9 1", "e9m9"},
+      {"quantize --format e4m3 --rounding up 1", "rounding 'up'"},
+      {"quantize --format e4m3 abc", "value 'abc'"},
+      {"emulate --model resnet", "model 'resnet'"},
+      {"emulate --weights q7", "q7"},
+      {"emulate --loss-scale static:-1", "loss scale"},
+      {"emulate --unit mad:order=random", "order=random"},
+      {"emulate --unit ext:/nonexistent/lib.so", "cannot load extension"},
+      {"emulate --activation softplus", "softplus"},
+  };
+  for (const auto& [args, needle] : cases) {
+    const Output o = run(args);
+    EXPECT_EQ(o.status, 2) << args << "\n" << o.err;
+    EXPECT_EQ(lines(o.err), 1) << args << "\n" << o.err;
+    EXPECT_NE(o.err.find(needle), std::string::npos) << args << "\n" << o.err;
+  }
+  for (const char* sub : {"quantize", "formats", "emulate"}) {
+    const Output h = run(std::string(sub) + " --help");
+    EXPECT_EQ(h.status, 0);
+    EXPECT_NE(h.out.find("trainbench", h.out.rfind("Examples:")), std::string::npos) << sub;
+  }
+}
+
+}  // namespace

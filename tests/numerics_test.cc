@@ -1,0 +1,489 @@
+// The number-format library on its own (no LibTorch): descriptors, the OCP FP8 value tables,
+// boundaries and ties, every rounding mode against an independent reference, block formats.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "numerics/format.h"
+#include "numerics/mad.h"
+#include "numerics/quantize.h"
+#include "spec/errors.h"
+
+namespace {
+
+using tb::num::FloatFormat;
+using tb::num::Format;
+using tb::num::Overflow;
+using tb::num::parse_format;
+using tb::num::quantize_one;
+using tb::num::QuantOptions;
+using tb::num::Rounding;
+using tb::num::Special;
+
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// The obvious algorithm, in double: find the quantum of |x| in the format's grid, divide,
+// round the quotient, multiply back, then check overflow. Slow and independent of the
+// kernel's bit manipulation.
+double reference(double x, const FloatFormat& f, Rounding r) {
+  if (std::isnan(x)) return std::numeric_limits<double>::quiet_NaN();
+  const double mx = f.max_finite();
+  const double ovf = f.overflow == Overflow::kSaturate ? mx
+                     : f.has_inf()                     ? INFINITY
+                                                       : std::numeric_limits<double>::quiet_NaN();
+  const double a = std::fabs(x);
+  double v;
+  if (std::isinf(a)) {
+    v = ovf;
+  } else if (a == 0) {
+    v = 0;
+  } else {
+    int e;
+    std::frexp(a, &e);
+    --e;
+    const int q =
+        e >= f.emin() ? e - f.man_bits : (f.subnormals ? f.emin() - f.man_bits : f.emin());
+    const double t = std::ldexp(a, -q), fl = std::floor(t), d = t - fl;
+    double k = fl;
+    if (r == Rounding::kNearestEven)
+      k = (d > 0.5 || (d == 0.5 && std::fmod(fl, 2) == 1)) ? fl + 1 : fl;
+    if (r == Rounding::kTiesAway) k = d >= 0.5 ? fl + 1 : fl;
+    v = std::ldexp(k, q);
+    if (v > mx) v = ovf;
+  }
+  if (v == 0 && f.special == Special::kFnuz) return 0.0;
+  return std::copysign(v, x);
+}
+
+bool same(float a, float b) { return (std::isnan(a) && std::isnan(b)) || bits(a) == bits(b); }
+
+const char* kFloatPresets[] = {"fp32", "bf16", "fp16",     "fp8_152",  "fp16_169",
+                               "e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz", "e3m4",
+                               "e2m3", "e3m2", "e2m1"};
+
+TEST(NumericsFormat, PresetsAndDescriptorsRoundTrip) {
+  for (const auto& p : tb::num::format_presets()) {
+    const Format f = parse_format(p.name);
+    EXPECT_EQ(parse_format(f.str()), f) << p.name << " -> " << f.str();
+    EXPECT_EQ(parse_format(f.str()).str(), f.str());
+  }
+  for (const char* text :
+       {"e5m2", "e3m3", "fp:e=4,m=3,sub=on,special=fn,overflow=sat", "fp:e=6,m=9,bias=20,sub=off",
+        "fixed:w=16,f=8", "fixed:w=8,f=0,signed=off,sat=off", "bfp:block=8,m=4,e=6", "mx:elem=e2m1",
+        "mx:elem=int8,block=16"}) {
+    const Format f = parse_format(text);
+    EXPECT_EQ(parse_format(f.str()), f) << text << " -> " << f.str();
+  }
+  EXPECT_EQ(parse_format("fp:e=4,m=3,sub=on,special=fn,overflow=sat").str(),
+            "fp:e=4,m=3,bias=7,sub=on,special=fn,overflow=sat");
+  EXPECT_EQ(parse_format("fixed:w=16,f=8").str(), "fixed:w=16,f=8,signed=on,sat=on");
+  // A preset and its spelled-out descriptor are the same format.
+  EXPECT_EQ(parse_format("e4m3"), parse_format("fp:e=4,m=3,special=fn"));
+  EXPECT_EQ(parse_format("bf16"), parse_format("fp:e=8,m=7"));
+  EXPECT_EQ(parse_format("fp16_169"), parse_format("e6m9"));
+}
+
+TEST(NumericsFormat, BadDescriptorsNameTheField) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"fp9", "unknown"},
+      {"fp:e=4", "needs e= and m="},
+      {"fp:e=4,m=x", "m=x"},
+      {"fp:e=9,m=3", "e=9"},
+      {"fp:e=4,m=3,special=odd", "special=odd"},
+      {"fp:e=4,m=3,zz=1", "unknown key 'zz'"},
+      {"fp:e=8,m=3,special=fn", "float32's range"},
+      {"fp:e=8,m=7,bias=200", "float32's subnormals"},
+      {"fp:e=3,m=2,special=none,overflow=nan", "overflow=sat"},
+      {"fp:e=4,m=3,special=fn,overflow=inf", "overflow=inf"},
+      {"fixed:w=32,f=8", "w=32"},
+      {"mx:elem=e9m9", "elem=e9m9"},
+      {"bfp:block=0", "block=0"},
+      {"nope:x=1", "unknown kind 'nope'"},
+  };
+  for (const auto& [text, needle] : cases) {
+    try {
+      parse_format(text);
+      ADD_FAILURE() << text << " was accepted";
+    } catch (const tb::UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << text << ": " << e.what();
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+    }
+  }
+  EXPECT_THROW(tb::num::parse_rounding("up"), tb::UsageError);
+}
+
+// OCP 8-bit Floating Point Specification (OFP8) rev 1.0, Table 1, written down as constants.
+TEST(NumericsFormat, OcpE4M3Table) {
+  const Format f = parse_format("e4m3");
+  EXPECT_EQ(f.fp.bias, 7);
+  EXPECT_EQ(f.fp.max_finite(), 448.0);                   // S.1111.110
+  EXPECT_EQ(f.fp.min_normal(), std::ldexp(1.0, -6));     // S.0001.000
+  EXPECT_EQ(f.fp.min_subnormal(), std::ldexp(1.0, -9));  // S.0000.001
+  EXPECT_FALSE(f.fp.has_inf());
+  EXPECT_EQ(tb::num::encode(f, 448.0f), 0x7E);
+  EXPECT_EQ(tb::num::encode(f, -448.0f), 0xFE);
+  EXPECT_EQ(tb::num::encode(f, std::ldexp(1.0f, -6)), 0x08);
+  EXPECT_EQ(tb::num::encode(f, std::ldexp(1.0f, -9)), 0x01);
+  EXPECT_EQ(tb::num::encode(f, 0.875f * std::ldexp(1.0f, -6)), 0x07);  // max subnormal
+  EXPECT_EQ(tb::num::encode(f, NAN), 0x7F);                            // S.1111.111
+  EXPECT_EQ(tb::num::encode(f, -0.0f), 0x80);
+  // Every code: the spec's formula, and quantizing the value gives it back.
+  for (uint32_t c = 0; c < 256; ++c) {
+    const uint32_t s = c >> 7, e = (c >> 3) & 15, m = c & 7;
+    const float v = tb::num::decode(f.fp, c);
+    if (e == 15 && m == 7) {
+      EXPECT_TRUE(std::isnan(v)) << c;
+      continue;
+    }
+    const double spec =
+        (s ? -1 : 1) * (e == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1 + m / 8.0, int(e) - 7));
+    EXPECT_EQ(double(v), spec) << c;
+    EXPECT_TRUE(same(quantize_one(f, v), v)) << c;
+    EXPECT_EQ(tb::num::encode(f, v), int64_t(c)) << c;
+  }
+}
+
+TEST(NumericsFormat, OcpE5M2Table) {
+  const Format f = parse_format("e5m2");
+  EXPECT_EQ(f.fp.bias, 15);
+  EXPECT_EQ(f.fp.max_finite(), 57344.0);                  // S.11110.11
+  EXPECT_EQ(f.fp.min_normal(), std::ldexp(1.0, -14));     // S.00001.00
+  EXPECT_EQ(f.fp.min_subnormal(), std::ldexp(1.0, -16));  // S.00000.01
+  EXPECT_EQ(tb::num::encode(f, 57344.0f), 0x7B);
+  EXPECT_EQ(tb::num::encode(f, INFINITY), 0x7C);  // S.11111.00
+  EXPECT_EQ(tb::num::encode(f, -INFINITY), 0xFC);
+  EXPECT_EQ(tb::num::encode(f, 0.75f * std::ldexp(1.0f, -14)), 0x03);  // max subnormal
+  for (uint32_t c = 0; c < 256; ++c) {
+    const uint32_t s = c >> 7, e = (c >> 2) & 31, m = c & 3;
+    const float v = tb::num::decode(f.fp, c);
+    if (e == 31) {
+      EXPECT_TRUE(m ? std::isnan(v) : std::isinf(v)) << c;  // NaN: S.11111.{01,10,11}
+      continue;
+    }
+    const double spec =
+        (s ? -1 : 1) * (e == 0 ? std::ldexp(m / 4.0, -14) : std::ldexp(1 + m / 4.0, int(e) - 15));
+    EXPECT_EQ(double(v), spec) << c;
+    EXPECT_TRUE(same(quantize_one(f, v), v)) << c;
+    EXPECT_EQ(tb::num::encode(f, v), int64_t(c)) << c;
+  }
+}
+
+TEST(NumericsFormat, OverflowTiesAndSpecialValues) {
+  const Format e4 = parse_format("e4m3"), e5 = parse_format("e5m2");
+  const Format e4sat = parse_format("fp:e=4,m=3,special=fn,overflow=sat");
+  // E4M3: 464 is the tie between 448 (mantissa 110, even) and 480 (beyond max): 448.
+  EXPECT_EQ(quantize_one(e4, 464.0f), 448.0f);
+  EXPECT_TRUE(std::isnan(quantize_one(e4, 464.001f)));
+  EXPECT_TRUE(std::isnan(quantize_one(e4, INFINITY)));
+  EXPECT_EQ(quantize_one(e4sat, 1e6f), 448.0f);
+  EXPECT_EQ(quantize_one(e4sat, -INFINITY), -448.0f);
+  EXPECT_TRUE(std::isnan(quantize_one(e4sat, NAN)));
+  // E5M2: 61440 is the tie between 57344 (odd) and 65536: to even, which overflows to Inf.
+  EXPECT_EQ(quantize_one(e5, 61439.996f), 57344.0f);
+  EXPECT_EQ(quantize_one(e5, 61440.0f), INFINITY);
+  EXPECT_EQ(quantize_one(e5, -61440.0f), -INFINITY);
+  EXPECT_EQ(quantize_one(e5, 61440.0f, Rounding::kTowardZero), 57344.0f);
+  // Half the smallest subnormal: ties to even (0); ties away: the subnormal.
+  EXPECT_EQ(quantize_one(e4, std::ldexp(1.0f, -10)), 0.0f);
+  EXPECT_EQ(quantize_one(e4, std::ldexp(1.0f, -10), Rounding::kTiesAway), std::ldexp(1.0f, -9));
+  EXPECT_EQ(quantize_one(e4, std::nextafter(std::ldexp(1.0f, -10), 1.0f)), std::ldexp(1.0f, -9));
+  EXPECT_EQ(bits(quantize_one(e4, -1e-30f)), 0x80000000u);  // -0 kept
+  // fnuz: no negative zero, NaN is 0x80.
+  const Format fnuz = parse_format("e4m3fnuz");
+  EXPECT_EQ(fnuz.fp.max_finite(), 240.0);
+  EXPECT_EQ(bits(quantize_one(fnuz, -1e-30f)), 0u);
+  EXPECT_EQ(tb::num::encode(fnuz, NAN), 0x80);
+  EXPECT_TRUE(std::isnan(tb::num::decode(fnuz.fp, 0x80)));
+  EXPECT_EQ(parse_format("e5m2fnuz").fp.max_finite(), 57344.0);
+  // MX element formats: every pattern finite, saturating.
+  EXPECT_EQ(parse_format("e2m1").fp.max_finite(), 6.0);
+  EXPECT_EQ(parse_format("e2m3").fp.max_finite(), 7.5);
+  EXPECT_EQ(parse_format("e3m2").fp.max_finite(), 28.0);
+  EXPECT_EQ(parse_format("e3m4").fp.max_finite(), 30.0);
+  EXPECT_EQ(quantize_one(parse_format("e2m1"), 100.0f), 6.0f);
+  EXPECT_EQ(quantize_one(parse_format("e2m1"), 0.25f), 0.0f);  // tie: 0 (even) vs 0.5
+  EXPECT_EQ(quantize_one(parse_format("e2m1"), 2.5f), 2.0f);   // tie: 2 (even) vs 3
+  EXPECT_EQ(quantize_one(parse_format("e2m1"), 5.0f), 4.0f);   // tie: 4 (even) vs 6
+  // Subnormals off: the grid below the smallest normal is {0, min normal}.
+  const Format nosub = parse_format("fp:e=4,m=3,special=fn,sub=off");
+  EXPECT_EQ(quantize_one(nosub, std::ldexp(1.0f, -7)), 0.0f);  // tie, to even
+  EXPECT_EQ(quantize_one(nosub, std::ldexp(1.5f, -7)), std::ldexp(1.0f, -6));
+  EXPECT_EQ(quantize_one(nosub, std::ldexp(1.0f, -9)), 0.0f);
+}
+
+// Every preset and some custom formats, every deterministic mode, against the reference: all
+// float32 values near every binade edge, every tie and neighbour, plus random patterns.
+TEST(NumericsFormat, MatchesTheReferenceEverywhereThatMatters) {
+  std::vector<std::string> names(std::begin(kFloatPresets), std::end(kFloatPresets));
+  for (const char* c :
+       {"fp:e=4,m=3,special=fn,overflow=sat", "fp:e=5,m=2,sub=off", "fp:e=8,m=3,bias=140",
+        "fp:e=6,m=5,bias=20,special=fnuz", "fp:e=3,m=0,special=fnuz", "fp:e=8,m=23,sub=off",
+        "fp:e=8,m=10,bias=128,special=none,overflow=sat"})
+    names.push_back(c);
+  std::vector<float> xs;
+  std::mt19937 rng(7);
+  for (int i = 0; i < 200000; ++i) xs.push_back(from_bits(rng()));
+  for (const auto& name : names) {
+    const Format f = parse_format(name);
+    std::vector<float> probes = xs;
+    // Each representable value of the format's range, the midpoints and their neighbours.
+    for (int e = std::max(f.fp.emin() - f.fp.man_bits - 2, -149);
+         e <= std::min(f.fp.emax() + 2, 127); ++e) {
+      for (int m = 0; m < (1 << std::min(f.fp.man_bits + 1, 6)); ++m) {
+        const double base = std::ldexp(1.0 + m / double(1 << std::min(f.fp.man_bits + 1, 6)), e);
+        for (double v : {base, base * (1 + std::ldexp(1.0, -f.fp.man_bits - 1))}) {
+          const float fv = float(v);
+          for (float p : {fv, std::nextafter(fv, 0.0f), std::nextafter(fv, INFINITY)})
+            for (float sgn : {1.0f, -1.0f}) probes.push_back(sgn * p);
+        }
+      }
+    }
+    for (float p : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, std::numeric_limits<float>::max(),
+                    std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::min()})
+      probes.push_back(p);
+    for (Rounding r : {Rounding::kNearestEven, Rounding::kTiesAway, Rounding::kTowardZero}) {
+      QuantOptions o;
+      o.rounding = r;
+      const auto got = tb::num::quantize(f, probes, o);
+      int bad = 0;
+      for (size_t i = 0; i < probes.size() && bad < 5; ++i) {
+        const float want = float(reference(double(probes[i]), f.fp, r));
+        if (!same(got[i], want)) {
+          ++bad;
+          ADD_FAILURE() << name << " " << tb::num::rounding_name(r) << " x=" << probes[i] << " (0x"
+                        << std::hex << bits(probes[i]) << std::dec << ") got " << got[i] << " want "
+                        << want;
+        }
+      }
+    }
+  }
+}
+
+TEST(NumericsFormat, EveryCodeOfSmallFormatsDecodesEncodesAndIsAFixedPoint) {
+  for (const char* name : kFloatPresets) {
+    const Format f = parse_format(name);
+    if (f.fp.bits() > 16) continue;
+    for (uint32_t c = 0; c < (1u << f.fp.bits()); ++c) {
+      const float v = tb::num::decode(f.fp, c);
+      EXPECT_TRUE(same(quantize_one(f, v), v)) << name << " code " << c;
+      if (!std::isnan(v) && !(v == 0 && f.fp.special == Special::kFnuz && c != 0))
+        EXPECT_EQ(tb::num::encode(f, v), int64_t(c)) << name << " code " << c;
+    }
+  }
+}
+
+TEST(NumericsFormat, StochasticRoundingIsUnbiasedAndReproducible) {
+  const Format f = parse_format("bf16");
+  const float x = 1.0f + 0.3f * std::ldexp(1.0f, -7);  // 0.3 of a quantum above 1
+  std::vector<float> in(200000, x), a(in.size()), b(in.size()), c(in.size());
+  QuantOptions o;
+  o.rounding = Rounding::kStochastic;
+  o.seed = 42;
+  tb::num::quantize(f, in.data(), a.data(), in.size(), o);
+  o.threads = 4;
+  tb::num::quantize(f, in.data(), b.data(), in.size(), o);
+  EXPECT_EQ(a, b);  // same seed, any threads: same result
+  o.seed = 43;
+  tb::num::quantize(f, in.data(), c.data(), in.size(), o);
+  EXPECT_NE(a, c);
+  size_t ups = 0;
+  for (float v : a) {
+    ASSERT_TRUE(v == 1.0f || v == 1.0f + std::ldexp(1.0f, -7)) << v;
+    ups += v != 1.0f;
+  }
+  EXPECT_NEAR(double(ups) / a.size(), 0.3, 0.005);
+  // Far below the smallest quantum (the s > 24 path): probability 2^-10.
+  const Format e4 = parse_format("e4m3");
+  std::vector<float> tiny(1 << 20, std::ldexp(1.0f, -19)), t(tiny.size());
+  o.seed = 1;
+  tb::num::quantize(e4, tiny.data(), t.data(), tiny.size(), o);
+  size_t n = 0;
+  for (float v : t) n += v != 0;
+  EXPECT_NEAR(double(n) / t.size(), std::ldexp(1.0, -10),
+              3 * std::sqrt(std::ldexp(1.0, -10) / t.size()));
+  // Fixed point too.
+  const Format fx = parse_format("fixed:w=8,f=2");
+  std::vector<float> fin(100000, 0.1f), fout(fin.size());
+  tb::num::quantize(fx, fin.data(), fout.data(), fin.size(), o);
+  double mean = 0;
+  for (float v : fout) mean += v;
+  EXPECT_NEAR(mean / fout.size(), 0.1, 0.003);
+}
+
+TEST(NumericsFormat, FixedPoint) {
+  const Format f = parse_format("fixed:w=8,f=4");  // k / 16, k in [-128, 127]
+  EXPECT_EQ(f.fx.max_value(), 127.0 / 16);
+  EXPECT_EQ(f.fx.min_value(), -8.0);
+  EXPECT_EQ(quantize_one(f, 1.03125f), 1.0f);    // tie 1 + 1/32: to even k=16
+  EXPECT_EQ(quantize_one(f, 1.09375f), 1.125f);  // tie: k=17.5 -> 18
+  EXPECT_EQ(quantize_one(f, 1.03125f, Rounding::kTiesAway), 1.0625f);
+  EXPECT_EQ(quantize_one(f, -1.03125f, Rounding::kTiesAway), -1.0625f);
+  EXPECT_EQ(quantize_one(f, -1.06f, Rounding::kTowardZero), -1.0f);
+  EXPECT_EQ(quantize_one(f, 100.0f), 127.0f / 16);
+  EXPECT_EQ(quantize_one(f, -100.0f), -8.0f);
+  EXPECT_EQ(quantize_one(f, INFINITY), 127.0f / 16);
+  EXPECT_TRUE(std::isnan(quantize_one(f, NAN)));
+  const Format wrap = parse_format("fixed:w=8,f=4,sat=off");
+  EXPECT_EQ(quantize_one(wrap, 8.0f), -8.0f);        // k=128 wraps to -128
+  EXPECT_EQ(quantize_one(wrap, 8.0625f), -7.9375f);  // 129 -> -127
+  EXPECT_EQ(quantize_one(wrap, -8.0625f), 7.9375f);  // -129 -> 127
+  EXPECT_EQ(tb::num::encode(f, -1.0f), 0xF0);
+  EXPECT_EQ(tb::num::decode(f.fx, 0xF0), -1.0f);
+  const Format u = parse_format("fixed:w=8,f=0,signed=off");
+  EXPECT_EQ(quantize_one(u, -3.0f), 0.0f);
+  EXPECT_EQ(quantize_one(u, 300.0f), 255.0f);
+}
+
+TEST(NumericsFormat, MxBlocksShareAnE8M0Scale) {
+  const Format mx = parse_format("mxfp8_e4m3");
+  std::vector<float> x(64);
+  for (int i = 0; i < 64; ++i) x[i] = 0.01f * (i + 1) * (i % 2 ? -1 : 1);
+  x[31] = 3.0f;  // block 0's max: floor(log2 3) = 1, scale 2^(1 - 8)
+  QuantOptions o;
+  o.row = 64;
+  const auto y = tb::num::quantize(mx, x, o);
+  const Format e4 = parse_format("fp:e=4,m=3,special=fn,overflow=sat");
+  EXPECT_EQ(tb::num::block_exponent(mx.blk, x.data(), 32), 127 + 1 - 8);
+  for (int i = 0; i < 64; ++i) {
+    const int s = i < 32 ? 1 - 8 : tb::num::block_exponent(mx.blk, x.data() + 32, 32) - 127;
+    // Scaling by a power of two is exact here, so the element is quantize(x / X) * X.
+    const float want = std::ldexp(quantize_one(e4, std::ldexp(x[i], -s)), s);
+    EXPECT_EQ(y[i], want) << i;
+  }
+  // A NaN or Inf anywhere makes the block's scale NaN; the other block is untouched.
+  x[3] = NAN;
+  const auto z = tb::num::quantize(mx, x, o);
+  for (int i = 0; i < 32; ++i) EXPECT_TRUE(std::isnan(z[i])) << i;
+  for (int i = 32; i < 64; ++i) EXPECT_EQ(z[i], y[i]) << i;
+  // Blocks restart at each row: rows of 40 give blocks [0,32) [32,40) [40,72) ...
+  std::vector<float> r(80, 1.0f);
+  r[35] = 64.0f;
+  o.row = 40;
+  const auto q = tb::num::quantize(parse_format("mxfp4_e2m1"), r, o);
+  EXPECT_EQ(q[0], 1.0f);   // block 0: scale from 1.0
+  EXPECT_EQ(q[33], 0.0f);  // block [32,40): scale 2^(6-2), 1.0/16 -> 0 in e2m1
+  EXPECT_EQ(q[35], 64.0f);
+  EXPECT_EQ(q[41], 1.0f);  // next row's block
+  // MXINT8: k * 2^-6 * X.
+  const Format mi = parse_format("mxint8");
+  std::vector<float> v = {1.0f, 0.5f, 0.01f, -1.5f};
+  const auto w = tb::num::quantize(mi, v);
+  EXPECT_EQ(w[0], 1.0f);
+  EXPECT_EQ(w[3], -1.5f);
+  EXPECT_EQ(w[2], std::ldexp(std::nearbyint(0.01 * 64), -6));
+}
+
+TEST(NumericsFormat, BlockFloatingPoint) {
+  const Format f = parse_format("bfp:block=4,m=3");  // sign + 3 bits, shared exponent
+  const std::vector<float> x = {1.0f, 0.3f, -0.06f, 1.9f, 0.1f, 0.0f, 0.0f, 0.0f};
+  const auto y = tb::num::quantize(f, x);
+  // Block 0: max exponent 0, quantum 2^(0 - 3 + 1) = 0.25; 1.9 rounds to 2.0 > 1.75: saturates.
+  EXPECT_EQ(y[0], 1.0f);
+  EXPECT_EQ(y[1], 0.25f);
+  EXPECT_EQ(y[2], -0.0f);
+  EXPECT_EQ(y[3], 1.75f);
+  // Block 1: max 0.1 (exponent -4), quantum 2^-6.
+  EXPECT_EQ(y[4], float(std::ldexp(std::nearbyint(0.1f * 64), -6)));
+}
+
+TEST(NumericsFormat, ThreadsAndChunksDoNotChangeResults) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0, 10);
+  std::vector<float> x(300000);
+  for (auto& v : x) v = nd(rng);
+  for (const char* name : {"e4m3", "mxfp6_e3m2", "bfp8", "fixed:w=12,f=6", "mxint8"}) {
+    for (Rounding r : {Rounding::kNearestEven, Rounding::kStochastic}) {
+      QuantOptions o;
+      o.rounding = r;
+      o.seed = 9;
+      o.row = 1000;
+      const auto one = tb::num::quantize(parse_format(name), x, o);
+      o.threads = 3;
+      EXPECT_EQ(tb::num::quantize(parse_format(name), x, o), one) << name;
+      // Quantizing the second half alone, with its offset, gives the same second half.
+      QuantOptions h = o;
+      h.offset = 150000;
+      std::vector<float> tail(x.begin() + 150000, x.end());
+      const auto t = tb::num::quantize(parse_format(name), tail, h);
+      EXPECT_TRUE(std::equal(t.begin(), t.end(), one.begin() + 150000)) << name;
+    }
+  }
+}
+
+// The custom MAD unit against the obvious sequential loop, rounding each exact product and
+// each exact sum once (in double, where both are exact for these operands).
+TEST(NumericsMad, SequentialMatchesStepByStepReference) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> ud(-2, 2);
+  const int64_t M = 5, N = 7, K = 33;
+  const Format in = parse_format("e4m3");
+  std::vector<float> A(M * K), B(K * N), C(M * N);
+  for (auto& v : A) v = quantize_one(in, ud(rng));
+  for (auto& v : B) v = quantize_one(in, ud(rng));
+  for (const char* acc : {"fp16", "bf16", "e5m2", "e6m9"}) {
+    const auto u =
+        tb::num::parse_mad(std::string("mad:mul=e5m2,acc=") + acc + ",width=1,order=sequential");
+    tb::num::mad_matmul(u, A.data(), B.data(), C.data(), M, N, K);
+    const FloatFormat mul = parse_format("e5m2").fp, af = parse_format(acc).fp;
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double s = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          const double p =
+              reference(double(A[i * K + k]) * B[k * N + j], mul, Rounding::kNearestEven);
+          s = reference(s + p, af, Rounding::kNearestEven);
+        }
+        EXPECT_EQ(C[i * N + j], float(s)) << acc << " " << i << "," << j;
+      }
+  }
+  // fp32 everywhere, sequential: exactly the plain float loop.
+  const auto u32 = tb::num::parse_mad("mad:mul=fp32,acc=fp32,width=1,order=sequential");
+  tb::num::mad_matmul(u32, A.data(), B.data(), C.data(), M, N, K, 2);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      float s = 0;
+      for (int64_t k = 0; k < K; ++k) s += A[i * K + k] * B[k * N + j];
+      EXPECT_EQ(C[i * N + j], s);
+    }
+}
+
+TEST(NumericsMad, OrderAndWidthMatterAndRoundTrip) {
+  // 1 + 16 * 2^-11 in fp16: sequentially each 2^-11 is lost to ties-to-even (1 + 2^-11 is a
+  // tie); summed in lanes/tree first, the small terms survive.
+  const int64_t K = 17;
+  std::vector<float> A(K, 1.0f), B(K, std::ldexp(1.0f, -11));
+  B[0] = 1.0f;
+  float seq, lanes, tree;
+  tb::num::mad_matmul(tb::num::parse_mad("mad:acc=fp16,width=4,order=sequential"), A.data(),
+                      B.data(), &seq, 1, 1, K);
+  tb::num::mad_matmul(tb::num::parse_mad("mad:acc=fp16,width=4,order=lanes"), A.data(), B.data(),
+                      &lanes, 1, 1, K);
+  tb::num::mad_matmul(tb::num::parse_mad("mad:acc=fp16,width=4,order=tree"), A.data(), B.data(),
+                      &tree, 1, 1, K);
+  EXPECT_EQ(seq, 1.0f);
+  EXPECT_EQ(lanes, 1.0f + 12 * std::ldexp(1.0f, -11));  // lane 0 loses its four
+  EXPECT_EQ(tree, 1.0f + 16 * std::ldexp(1.0f, -11));
+  for (const char* t : {"mad:mul=e5m2,acc=fp16,width=4,order=lanes",
+                        "mad:mul=bf16,acc=fp32,width=16,order=tree,rounding=stochastic"}) {
+    const auto u = tb::num::parse_mad(t);
+    EXPECT_EQ(u.str(), t);
+    EXPECT_EQ(tb::num::parse_mad(u.str()), u);
+  }
+  EXPECT_THROW(tb::num::parse_mad("mad:width=0"), tb::UsageError);
+  EXPECT_THROW(tb::num::parse_mad("mad:acc=mxfp8_e4m3"), tb::UsageError);
+  EXPECT_THROW(tb::num::parse_mad("mad:order=random"), tb::UsageError);
+}
+
+}  // namespace

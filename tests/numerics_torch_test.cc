@@ -1,0 +1,163 @@
+// The number-format library against LibTorch's own bfloat16 and half conversions, over every
+// float32 bit pattern, and the tensor adapter (threads, autograd).
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "emulation/torch_quant.h"
+#include "numerics/quantize.h"
+
+namespace {
+
+using tb::num::parse_format;
+
+// Patterns start, start + stride, ... below 2^32: how many of them the library rounds
+// differently from LibTorch's conversion to `type` and back. NaN matches any NaN (LibTorch
+// itself returns different NaN payloads for bfloat16 and half).
+int64_t mismatches(const tb::num::Format& f, at::ScalarType type, uint64_t stride,
+                   uint32_t* first_bad) {
+  const int64_t chunk = int64_t(1) << 24;
+  const uint64_t total = ((uint64_t(1) << 32) + stride - 1) / stride;
+  std::vector<uint32_t> pat(chunk);
+  std::vector<float> mine(chunk);
+  int64_t bad = 0;
+  for (uint64_t first = 0; first < total; first += chunk) {
+    const int64_t n = int64_t(std::min<uint64_t>(chunk, total - first));
+    at::parallel_for(0, n, 1 << 16, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) pat[i] = uint32_t((first + uint64_t(i)) * stride);
+    });
+    const auto t = torch::from_blob(pat.data(), {n}, torch::kFloat);
+    const auto ref = t.to(type).to(torch::kFloat).contiguous();
+    tb::num::QuantOptions o;
+    o.threads = 0;
+    tb::num::quantize(f, reinterpret_cast<const float*>(pat.data()), mine.data(), size_t(n), o);
+    const uint32_t* r = reinterpret_cast<const uint32_t*>(ref.data_ptr<float>());
+    const uint32_t* m = reinterpret_cast<const uint32_t*>(mine.data());
+    std::atomic<int64_t> count{0};
+    at::parallel_for(0, n, 1 << 16, [&](int64_t b, int64_t e) {
+      int64_t c = 0;
+      for (int64_t i = b; i < e; ++i) {
+        const bool both_nan =
+            (r[i] & 0x7FFFFFFFu) > 0x7F800000u && (m[i] & 0x7FFFFFFFu) > 0x7F800000u;
+        c += (r[i] != m[i]) & !both_nan;
+      }
+      count += c;
+    });
+    if (count && !bad) {
+      for (int64_t i = 0; i < n; ++i)
+        if (r[i] != m[i] && !((r[i] & 0x7FFFFFFFu) > 0x7F800000u)) {
+          *first_bad = pat[i];
+          break;
+        }
+    }
+    bad += count;
+  }
+  return bad;
+}
+
+// Every float32 pattern when TB_EXHAUSTIVE=1 (about 100 s for both formats on 2 busy cores);
+// otherwise every 7th pattern (a stride prime to every power of two, so every low-bit
+// combination and every exponent is still covered many times, ties included).
+uint64_t stride() {
+  const char* e = std::getenv("TB_EXHAUSTIVE");
+  return e && std::string(e) == "1" ? 1 : 7;
+}
+
+TEST(NumericsTorch, Bfloat16IsBitIdenticalToLibTorch) {
+  uint32_t first = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(mismatches(parse_format("bf16"), torch::kBFloat16, stride(), &first), 0)
+      << "first: 0x" << std::hex << first;
+  std::cout << "bf16: "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
+            << " s\n";
+  uint32_t f2 = 0;
+  EXPECT_EQ(mismatches(parse_format("fp:e=8,m=7"), torch::kBFloat16, 65537, &f2), 0);
+}
+
+TEST(NumericsTorch, HalfIsBitIdenticalToLibTorch) {
+  uint32_t first = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(mismatches(parse_format("fp16"), torch::kHalf, stride(), &first), 0)
+      << "first: 0x" << std::hex << first;
+  std::cout << "fp16: "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
+            << " s\n";
+}
+
+// A stride of 7 misses six sevenths of the patterns; every tie and its neighbours are checked
+// here whatever the stride: for each upper half (sign, exponent, top of the mantissa) the low
+// bits at and around the rounding point of each format.
+TEST(NumericsTorch, EveryTieAndNeighbourMatchesLibTorch) {
+  for (const auto& [name, type, drop] :
+       {std::make_tuple("bf16", torch::kBFloat16, 16), std::make_tuple("fp16", torch::kHalf, 13)}) {
+    std::vector<uint32_t> pats;
+    const uint32_t half = 1u << (drop - 1), low = (1u << drop) - 1;
+    for (uint64_t hi = 0; hi < (uint64_t(1) << (32 - drop)); ++hi)
+      for (uint32_t lo : {0u, 1u, half - 1, half, half + 1, low})
+        pats.push_back(uint32_t(hi << drop) | lo);
+    // fp16's subnormals drop more bits: ties at every shift there.
+    for (uint32_t e = 100; e <= 113; ++e)
+      for (uint32_t sh = 13; sh < 24; ++sh)
+        for (uint32_t m = 0; m < 64; ++m)
+          for (uint32_t d : {0u, 1u, 2u}) {
+            const uint32_t t = (m << sh) | (1u << (sh - 1));
+            pats.push_back((e << 23) | ((t + d - 1) & 0x7FFFFFu));
+          }
+    const auto t = torch::from_blob(pats.data(), {int64_t(pats.size())}, torch::kFloat);
+    const auto ref = t.to(type).to(torch::kFloat).contiguous();
+    std::vector<float> mine(pats.size());
+    tb::num::quantize(parse_format(name), reinterpret_cast<const float*>(pats.data()), mine.data(),
+                      pats.size(), {});
+    int64_t bad = 0;
+    for (size_t i = 0; i < pats.size(); ++i) {
+      uint32_t m;
+      std::memcpy(&m, &mine[i], 4);
+      const float r = ref.data_ptr<float>()[i];
+      uint32_t rb;
+      std::memcpy(&rb, &r, 4);
+      if (rb != m && !(std::isnan(r) && std::isnan(mine[i]))) {
+        if (++bad < 4) ADD_FAILURE() << name << " 0x" << std::hex << pats[i];
+      }
+    }
+    EXPECT_EQ(bad, 0) << name << " of " << pats.size();
+  }
+}
+
+TEST(NumericsTorch, TensorAdapterMatchesTheLibraryAndKeepsBlocksInRows) {
+  torch::manual_seed(0);
+  const auto x = torch::randn({37, 100}) * 10;
+  const auto f = parse_format("mxfp6_e2m3");
+  tb::num::QuantOptions o;
+  o.row = 100;
+  const auto want = tb::num::quantize(
+      f, std::vector<float>(x.data_ptr<float>(), x.data_ptr<float>() + x.numel()), o);
+  const auto got = tb::emu::quantize_tensor(x, f, o);
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), got.data_ptr<float>()));
+  // Stochastic: the same point seeded the same way gives the same sequence of tensors.
+  tb::emu::QuantPoint a = tb::emu::QuantPoint::parse("e4m3/stochastic", 5);
+  tb::emu::QuantPoint b = tb::emu::QuantPoint::parse("e4m3/stochastic", 5);
+  const auto a1 = a.apply(x), a2 = a.apply(x);
+  EXPECT_TRUE(torch::equal(a1, b.apply(x)));
+  EXPECT_TRUE(torch::equal(a2, b.apply(x)));
+  EXPECT_FALSE(torch::equal(a1, a2));
+  EXPECT_EQ(a.str(), "e4m3/stochastic");
+  EXPECT_FALSE(tb::emu::QuantPoint::parse("off").enabled());
+}
+
+TEST(NumericsTorch, QuantizeOpRoundsForwardValueAndBackwardGradient) {
+  const auto x = torch::tensor({1.1f, -3.3f, 500.0f}, torch::requires_grad());
+  const auto fwd = tb::emu::QuantPoint::parse("fp:e=4,m=3,special=fn,overflow=sat");
+  const auto bwd = tb::emu::QuantPoint::parse("e5m2");
+  const auto y = tb::emu::quantize_op(x, fwd, bwd);
+  EXPECT_TRUE(torch::equal(y.detach(), torch::tensor({1.125f, -3.25f, 448.0f})));
+  (y * torch::tensor({0.3f, 1.0f, 70000.0f})).sum().backward();
+  // The gradient is rounded to e5m2: 0.3 -> 0.3125, 70000 -> Inf (beyond 57344).
+  EXPECT_TRUE(torch::equal(x.grad(), torch::tensor({0.3125f, 1.0f, INFINITY})));
+}
+
+}  // namespace

@@ -29,6 +29,8 @@ std::vector<ScalingSeries> scaling(const RunSet& runs, const std::string& param)
     s.configs[int(*n)] = r.config;
     const double u = r.metric("flops_utilization");
     if (std::isfinite(u)) s.utilization[int(*n)] = u;
+    const double c = r.metric("comm_share");
+    if (std::isfinite(c)) s.comm_share[int(*n)] = c;
   }
   std::vector<ScalingSeries> out;
   for (auto& [k, s] : by_key) {

@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <iostream>
@@ -81,6 +82,7 @@ void add_param_options(CLI::App* sub, RunArgs& a) {
   std::set<std::string> names;
   for (const auto* s : family_schemas())
     for (const auto& p : s->params) names.insert(p.name);
+  names.erase("workers");  // --workers is an option of its own, with or without --family
   for (const auto& n : names)
     sub->add_option_function<std::string>(
            "--" + n, [&a, n](const std::string& v) { a.params[n] = v; },

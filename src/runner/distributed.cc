@@ -40,7 +40,7 @@ std::string now_iso() {
   return buf;
 }
 
-const char* env(const char* name) {
+const char* env_var(const char* name) {
   const char* v = std::getenv(name);
   return v && *v ? v : nullptr;
 }
@@ -206,7 +206,7 @@ Job join(const DistEnv& env, const DistOptions& dist) {
   Job job;
   job.store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
   auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
-  if (const char* ifname = env("GLOO_SOCKET_IFNAME"))
+  if (const char* ifname = env_var("GLOO_SOCKET_IFNAME"))
     opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
   else if (env.local || env.master_addr == "127.0.0.1" || env.master_addr == "localhost")
     opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
@@ -223,26 +223,26 @@ void wait_all(c10d::Work& w) { w.wait(); }
 
 std::optional<DistEnv> dist_env_from_environment() {
   const char *rank_name = "RANK", *world_name = "WORLD_SIZE";
-  const char* rank = env("RANK");
+  const char* rank = env_var("RANK");
   // Slurm sets SLURM_PROCID in every job step, batch scripts included: it names a rank
   // only where the user also said where rank 0 is.
-  if (!rank && env("SLURM_PROCID") && env("MASTER_ADDR"))
-    rank_name = "SLURM_PROCID", world_name = "SLURM_NTASKS", rank = env("SLURM_PROCID");
+  if (!rank && env_var("SLURM_PROCID") && env_var("MASTER_ADDR"))
+    rank_name = "SLURM_PROCID", world_name = "SLURM_NTASKS", rank = env_var("SLURM_PROCID");
   if (!rank) return std::nullopt;
-  const char* world = env(world_name);
+  const char* world = env_var(world_name);
   if (!world) throw UsageError(fmt::format("{}={} is set but {} is not", rank_name, rank, world_name));
   DistEnv e;
   e.world = env_int(world_name, world, 1, 65536);
   e.rank = env_int(rank_name, rank, 0, e.world - 1);
-  const char* addr = env("MASTER_ADDR");
-  const char* port = env("MASTER_PORT");
+  const char* addr = env_var("MASTER_ADDR");
+  const char* port = env_var("MASTER_PORT");
   if (!addr || !port)
     throw UsageError(fmt::format("{}={}: MASTER_ADDR and MASTER_PORT must be set too (where rank 0 listens)",
                                  rank_name, rank));
   e.master_addr = addr;
   e.master_port = env_int("MASTER_PORT", port, 1, 65535);
-  e.store_hosted = env("TB_STORE_HOSTED") != nullptr;
-  e.local = env("TB_LOCAL_WORKERS") != nullptr;
+  e.store_hosted = env_var("TB_STORE_HOSTED") != nullptr;
+  e.local = env_var("TB_LOCAL_WORKERS") != nullptr;
   return e;
 }
 

@@ -82,9 +82,9 @@ pid_t start_rank(int rank, int world, int port, const std::string& args, const s
     setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
     const int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(fd, STDOUT_FILENO);
-    const int null = open("/dev/null", O_WRONLY);
-    dup2(null, STDERR_FILENO);
-    execl("/bin/sh", "sh", "-c", (std::string("exec " TB_BINARY " ") + args).c_str(), nullptr);
+    const int err = open((out + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(err, STDERR_FILENO);
+    execl("/bin/sh", "sh", "-c", (std::string("exec " TB_BINARY " run ") + args).c_str(), nullptr);
     _exit(127);
   }
   return pid;
@@ -161,7 +161,7 @@ TEST(Distributed, ARankThatDiesEndsTheOthersWithinTheTimeout) {
   waitpid(r1, &status1, 0);
   const double took = wait_for(r0, 30, &status);
   ASSERT_LT(took, 30) << "rank 0 hung after its peer died";
-  EXPECT_EQ(WEXITSTATUS(status), 1);
+  ASSERT_EQ(WEXITSTATUS(status), 1) << slurp(out0 + ".err");
   const json r = result_of(slurp(out0));
   EXPECT_EQ(r["status"], "crashed");
   EXPECT_NE(r["error"].get<std::string>().find("rank 0"), std::string::npos) << r["error"];
@@ -178,8 +178,8 @@ TEST(Distributed, AWorkerThatNeverJoinsEndsTheRunWithinTheTimeout) {
   const double t0 = wait_for(r0, 30, &s0), t2 = wait_for(r2, 30, &s2);
   ASSERT_LT(t0, 30) << "rank 0 hung waiting for a missing worker";
   ASSERT_LT(t2, 30) << "rank 2 hung waiting for a missing worker";
-  EXPECT_EQ(WEXITSTATUS(s0), 1);
-  EXPECT_EQ(WEXITSTATUS(s2), 1);
+  ASSERT_EQ(WEXITSTATUS(s0), 1) << slurp(out0 + ".err");
+  EXPECT_EQ(WEXITSTATUS(s2), 1) << slurp(out2 + ".err");
   const json r = result_of(slurp(out0));
   EXPECT_EQ(r["status"], "crashed");
   EXPECT_NE(r["error"].get<std::string>().find("did not assemble"), std::string::npos) << r["error"];

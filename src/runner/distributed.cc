@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <deque>
+#include <iostream>
 
 #include "model/workload.h"
 #include "platform/blas.h"
@@ -290,6 +291,10 @@ RunResult run_distributed(const Config& input, const RunOptions& options, const 
                             first_line(e.what())));
   }
   auto& pg = *job.pg;
+  // Under an outside launcher this is the only sign of life before the result.
+  if (!env.local)
+    std::cerr << fmt::format("trainbench: rank {} of {} joined at {}:{}\n", env.rank, env.world,
+                             env.master_addr, env.master_port);
 
   int64_t step = 0;
   try {
@@ -417,6 +422,12 @@ RunResult run_distributed(const Config& input, const RunOptions& options, const 
                 fmt::format("rank {}: communication failed at step {} (a worker died, stalled or "
                             "timed out after {} s): {}",
                             env.rank, step, dist.timeout_s, first_line(e.what_without_backtrace())));
+  } catch (const ::gloo::Exception& e) {  // a peer's connection dropped, or a timeout
+    new Job(job);
+    return done(Status::kCrashed,
+                fmt::format("rank {}: communication failed at step {} (a worker died, stalled or "
+                            "timed out after {} s): {}",
+                            env.rank, step, dist.timeout_s, first_line(e.what())));
   } catch (const UsageError&) {
     throw;
   } catch (const std::exception& e) {

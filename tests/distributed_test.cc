@@ -143,7 +143,8 @@ TEST(Distributed, TwoLocalWorkersAllReduceEveryStep) {
   EXPECT_LE(share, 1);
   EXPECT_GT(d["allreduce_busy_s"].get<double>(), 0);
   EXPECT_NEAR(d["examples_per_s"].get<double>(),
-              d["per_worker"][0]["examples_per_s"].get<double>() + d["per_worker"][1]["examples_per_s"].get<double>(),
+              d["per_worker"][0]["examples_per_s"].get<double>() +
+                  d["per_worker"][1]["examples_per_s"].get<double>(),
               1e-6);
   EXPECT_EQ(r["metrics"]["examples_per_step"], 32);
   EXPECT_EQ(r["timing"]["steps"], 30);
@@ -152,7 +153,8 @@ TEST(Distributed, TwoLocalWorkersAllReduceEveryStep) {
 TEST(Distributed, ARankThatDiesEndsTheOthersWithinTheTimeout) {
   const int port = free_port();
   const std::string out0 = temp_path("rank0.json"), out1 = temp_path("rank1.json");
-  const std::string args = kFc + " --workers 2 --budget 60 --target-ci 0.0001 --dist-timeout 5 --json";
+  const std::string args =
+      kFc + " --workers 2 --budget 60 --target-ci 0.0001 --dist-timeout 5 --json";
   const pid_t r0 = start_rank(0, 2, port, args, out0);
   const pid_t r1 = start_rank(1, 2, port, args, out1);
   // Killed once it has joined and trained a moment: the failure is then mid-run.
@@ -167,7 +169,8 @@ TEST(Distributed, ARankThatDiesEndsTheOthersWithinTheTimeout) {
   ASSERT_EQ(WEXITSTATUS(status), 1) << slurp(out0 + ".err");
   const json r = result_of(slurp(out0));
   EXPECT_EQ(r["status"], "crashed");
-  EXPECT_NE(r["error"].get<std::string>().find("rank 0: communication failed at step"), std::string::npos)
+  EXPECT_NE(r["error"].get<std::string>().find("rank 0: communication failed at step"),
+            std::string::npos)
       << r["error"];
 }
 
@@ -186,7 +189,8 @@ TEST(Distributed, AWorkerThatNeverJoinsEndsTheRunWithinTheTimeout) {
   EXPECT_EQ(WEXITSTATUS(s2), 1) << slurp(out2 + ".err");
   const json r = result_of(slurp(out0));
   EXPECT_EQ(r["status"], "crashed");
-  EXPECT_NE(r["error"].get<std::string>().find("did not assemble"), std::string::npos) << r["error"];
+  EXPECT_NE(r["error"].get<std::string>().find("did not assemble"), std::string::npos)
+      << r["error"];
 }
 
 // A sweep over 1 and 2 workers lands in the store with its communication columns and
@@ -194,8 +198,9 @@ TEST(Distributed, AWorkerThatNeverJoinsEndsTheRunWithinTheTimeout) {
 TEST(Distributed, WorkerRunsReachTheStoreAndTheScalingView) {
   const std::string sweep = temp_path("workers.toml"), store = temp_path("workers.db");
   std::remove(store.c_str());
-  std::ofstream(sweep) << "name = \"workers\"\nbudget = 0.3\n[[grid]]\nfamily = \"fc\"\nlayers = 2\nnodes = 64\n"
-                          "input = 32\noutput = 8\nbatch = 16\nthreads = 1\nworkers = [1, 2]\n";
+  std::ofstream(sweep)
+      << "name = \"workers\"\nbudget = 0.3\n[[grid]]\nfamily = \"fc\"\nlayers = 2\nnodes = 64\n"
+         "input = 32\noutput = 8\nbatch = 16\nthreads = 1\nworkers = [1, 2]\n";
   const Output s = sh(TB_BINARY " sweep " + sweep + " --store " + store);
   ASSERT_EQ(s.status, 0) << s.err;
   auto db = tb::Store::open_read_only(store);
@@ -218,35 +223,42 @@ TEST(Distributed, WorkerRunsReachTheStoreAndTheScalingView) {
 
 // Two ranks in two network namespaces joined by a veth pair shaped to 1 Gbit/s.
 TEST(Distributed, WorkersInSeparateNetworkNamespaces) {
-  if (geteuid() != 0 || system("command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1") != 0)
-    GTEST_SKIP() << "needs root (CAP_NET_ADMIN) and iproute2's ip and tc to make network namespaces";
+  if (geteuid() != 0 ||
+      system("command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1") != 0)
+    GTEST_SKIP()
+        << "needs root (CAP_NET_ADMIN) and iproute2's ip and tc to make network namespaces";
   const std::string id = std::to_string(getpid() % 100000);
   const std::string a = "tbA" + id, b = "tbB" + id, va = "tva" + id, vb = "tvb" + id;
   const int net = 16 + getpid() % 200;  // 10.<net>.9.0/24: unlikely to meet another test's
-  const std::string ip_a = "10." + std::to_string(net) + ".9.1", ip_b = "10." + std::to_string(net) + ".9.2";
+  const std::string ip_a = "10." + std::to_string(net) + ".9.1",
+                    ip_b = "10." + std::to_string(net) + ".9.2";
   auto cleanup = [&] {
-    (void)!system(("ip netns del " + a + " 2>/dev/null; ip netns del " + b + " 2>/dev/null").c_str());
+    (void)!system(
+        ("ip netns del " + a + " 2>/dev/null; ip netns del " + b + " 2>/dev/null").c_str());
   };
   cleanup();
-  const std::string setup = "set -e; ip netns add " + a + "; ip netns add " + b + "; ip link add " + va +
-                            " type veth peer name " + vb + "; ip link set " + va + " netns " + a +
-                            "; ip link set " + vb + " netns " + b + "; ip -n " + a + " addr add " + ip_a +
-                            "/24 dev " + va + "; ip -n " + b + " addr add " + ip_b + "/24 dev " + vb +
-                            "; for n in " + a + " " + b + "; do ip -n $n link set lo up; done; ip -n " + a +
-                            " link set " + va + " up; ip -n " + b + " link set " + vb + " up; ip netns exec " + a +
-                            " tc qdisc add dev " + va + " root tbf rate 1gbit burst 128kb latency 50ms; ip netns exec " +
-                            b + " tc qdisc add dev " + vb + " root tbf rate 1gbit burst 128kb latency 50ms";
+  const std::string setup =
+      "set -e; ip netns add " + a + "; ip netns add " + b + "; ip link add " + va +
+      " type veth peer name " + vb + "; ip link set " + va + " netns " + a + "; ip link set " + vb +
+      " netns " + b + "; ip -n " + a + " addr add " + ip_a + "/24 dev " + va + "; ip -n " + b +
+      " addr add " + ip_b + "/24 dev " + vb + "; for n in " + a + " " + b +
+      "; do ip -n $n link set lo up; done; ip -n " + a + " link set " + va + " up; ip -n " + b +
+      " link set " + vb + " up; ip netns exec " + a + " tc qdisc add dev " + va +
+      " root tbf rate 1gbit burst 128kb latency 50ms; ip netns exec " + b + " tc qdisc add dev " +
+      vb + " root tbf rate 1gbit burst 128kb latency 50ms";
   if (system((setup + " 2>/dev/null").c_str()) != 0) {
     cleanup();
     GTEST_SKIP() << "cannot create network namespaces here (no CAP_NET_ADMIN in this sandbox?)";
   }
   const std::string args = kFc + " --workers 2 --steps 20 --dist-timeout 20 --json";
   auto rank_cmd = [&](const std::string& ns, const std::string& dev, int rank) {
-    return "ip netns exec " + ns + " env RANK=" + std::to_string(rank) + " WORLD_SIZE=2 MASTER_ADDR=" + ip_a +
-           " MASTER_PORT=29611 GLOO_SOCKET_IFNAME=" + dev + " " TB_BINARY " run " + args;
+    return "ip netns exec " + ns + " env RANK=" + std::to_string(rank) +
+           " WORLD_SIZE=2 MASTER_ADDR=" + ip_a + " MASTER_PORT=29611 GLOO_SOCKET_IFNAME=" + dev +
+           " " TB_BINARY " run " + args;
   };
   const std::string out1 = temp_path("ns1.json");
-  const std::string both = "(" + rank_cmd(b, vb, 1) + " >" + out1 + " 2>&1 &) ; " + rank_cmd(a, va, 0);
+  const std::string both =
+      "(" + rank_cmd(b, vb, 1) + " >" + out1 + " 2>&1 &) ; " + rank_cmd(a, va, 0);
   const Output o = sh(both);
   // Traffic went over the shaped veth pair: its counters moved.
   const Output tc = sh("ip netns exec " + a + " tc -s qdisc show dev " + va);
@@ -261,26 +273,30 @@ TEST(Distributed, WorkersInSeparateNetworkNamespaces) {
 
 std::set<std::string> configs_in(const std::string& path) {
   std::set<std::string> out;
-  for (const auto& row : tb::Store::open_read_only(path)->runs()) out.insert(row["config"].get<std::string>());
+  for (const auto& row : tb::Store::open_read_only(path)->runs())
+    out.insert(row["config"].get<std::string>());
   return out;
 }
 
 // mpirun -n 3 trainbench sweep ... --shard auto, with the ranks started here as MPI
 // would start them, against one unsplit run of the same sweep.
 TEST(Distributed, ASweepSplitOverThreeShardsMergesToTheUnsplitConfigs) {
-  const std::string sweep = temp_path("tiny.toml"), all = temp_path("all.db"), merged = temp_path("merged.db");
+  const std::string sweep = temp_path("tiny.toml"), all = temp_path("all.db"),
+                    merged = temp_path("merged.db");
   for (const auto& f : {all, merged}) std::remove(f.c_str());
   for (int i = 1; i <= 3; ++i) {
     const std::string shard = temp_path("merged.shard-" + std::to_string(i) + "-of-3.db");
     std::remove(shard.c_str());
     std::remove((shard + ".done").c_str());
   }
-  std::ofstream(sweep) << "name = \"tiny\"\nbudget = 0.05\n[[grid]]\nfamily = \"fc\"\nlayers = 1\n"
-                          "nodes = [8, 16, 32]\ninput = 8\noutput = 2\nbatch = [2, 4]\nthreads = 1\n";
+  std::ofstream(sweep)
+      << "name = \"tiny\"\nbudget = 0.05\n[[grid]]\nfamily = \"fc\"\nlayers = 1\n"
+         "nodes = [8, 16, 32]\ninput = 8\noutput = 2\nbatch = [2, 4]\nthreads = 1\n";
   std::string cmd = "(";
   for (int rank = 2; rank >= 0; --rank)  // rank 0 last: it must wait for the others
-    cmd += "OMPI_COMM_WORLD_RANK=" + std::to_string(rank) + " OMPI_COMM_WORLD_SIZE=3 " TB_BINARY " sweep " +
-           sweep + " --shard auto --store " + merged + " --merge-timeout 120" + (rank ? " & " : "; wait)");
+    cmd += "OMPI_COMM_WORLD_RANK=" + std::to_string(rank) +
+           " OMPI_COMM_WORLD_SIZE=3 " TB_BINARY " sweep " + sweep + " --shard auto --store " +
+           merged + " --merge-timeout 120" + (rank ? " & " : "; wait)");
   const Output m = sh(cmd);
   ASSERT_EQ(m.status, 0) << m.err;
   EXPECT_NE(m.err.find("merged 3 shard stores"), std::string::npos) << m.err;
@@ -291,7 +307,8 @@ TEST(Distributed, ASweepSplitOverThreeShardsMergesToTheUnsplitConfigs) {
   EXPECT_EQ(configs_in(merged), want);
   // Each shard holds only its own configs.
   size_t sum = 0;
-  for (int i = 1; i <= 3; ++i) sum += configs_in(temp_path("merged.shard-" + std::to_string(i) + "-of-3.db")).size();
+  for (int i = 1; i <= 3; ++i)
+    sum += configs_in(temp_path("merged.shard-" + std::to_string(i) + "-of-3.db")).size();
   EXPECT_EQ(sum, 6u);
 }
 

@@ -38,41 +38,56 @@ struct RunArgs {
 // What the ranks of a data-parallel run are started with: the same timing options.
 std::vector<std::string> worker_args(const RunArgs& a, const Config& c) {
   const auto& t = a.options.timing;
-  std::vector<std::string> v = {"run", c.str(), "--json", "--target-ci", fmt::format("{}", t.target_rel_ci),
-                                "--budget", fmt::format("{}", t.budget_s), "--min-samples",
-                                std::to_string(t.min_samples), "--seed", std::to_string(a.options.seed),
-                                "--dist-timeout", fmt::format("{}", a.dist.timeout_s), "--bucket-mib",
+  std::vector<std::string> v = {"run",
+                                c.str(),
+                                "--json",
+                                "--target-ci",
+                                fmt::format("{}", t.target_rel_ci),
+                                "--budget",
+                                fmt::format("{}", t.budget_s),
+                                "--min-samples",
+                                std::to_string(t.min_samples),
+                                "--seed",
+                                std::to_string(a.options.seed),
+                                "--dist-timeout",
+                                fmt::format("{}", a.dist.timeout_s),
+                                "--bucket-mib",
                                 fmt::format("{}", a.dist.bucket_mib)};
   if (t.fixed_steps > 0) v.insert(v.end(), {"--steps", std::to_string(t.fixed_steps)});
   if (t.max_steps > 0) v.insert(v.end(), {"--max-steps", std::to_string(t.max_steps)});
   if (!a.platform.empty()) v.insert(v.end(), {"--platform", a.platform});
   if (a.peak_gflops > 0) v.insert(v.end(), {"--peak-gflops", fmt::format("{}", a.peak_gflops)});
-  if (a.memory_limit_gib > 0) v.insert(v.end(), {"--memory-limit", fmt::format("{}", a.memory_limit_gib)});
+  if (a.memory_limit_gib > 0)
+    v.insert(v.end(), {"--memory-limit", fmt::format("{}", a.memory_limit_gib)});
   return v;
 }
 
 std::string format_distributed(const nlohmann::json& r) {
-  std::string out = fmt::format("config    {}\nstatus    {}{}\n", r.value("config", ""), r.value("status", ""),
-                                r.value("error", "").empty() ? "" : "  (" + r.value("error", "") + ")");
+  std::string out =
+      fmt::format("config    {}\nstatus    {}{}\n", r.value("config", ""), r.value("status", ""),
+                  r.value("error", "").empty() ? "" : "  (" + r.value("error", "") + ")");
   if (!r.contains("distributed")) return out;
   const auto& d = r["distributed"];
-  out += fmt::format("workers   {} ({}, {} launch), {} examples per worker per step\n", d.value("workers", 0),
-                     d.value("backend", ""), d.value("launch", ""), d.value("per_worker_batch", 0));
-  out += fmt::format("throughput {:.1f} examples/s in all, {:.1f} per worker\n", d.value("examples_per_s", 0.0),
-                     d.value("per_worker_examples_per_s", 0.0));
+  out += fmt::format("workers   {} ({}, {} launch), {} examples per worker per step\n",
+                     d.value("workers", 0), d.value("backend", ""), d.value("launch", ""),
+                     d.value("per_worker_batch", 0));
+  out += fmt::format("throughput {:.1f} examples/s in all, {:.1f} per worker\n",
+                     d.value("examples_per_s", 0.0), d.value("per_worker_examples_per_s", 0.0));
   if (r.contains("timing"))
-    out += fmt::format("step      mean {:.3f} ms over {} steps ({})\n", 1e3 * r["timing"].value("mean_s", 0.0),
-                       r["timing"].value("samples", 0), r["timing"].value("end_reason", ""));
-  out += fmt::format("comm      {:.1f}% of the step waiting for all-reduce after backward, compute {:.1f}%; "
-                     "all-reduce in flight {:.3f} ms/step ({:.0f}% hidden behind backward)\n",
-                     100 * d.value("comm_share", 0.0), 100 * d.value("compute_share", 0.0),
-                     1e3 * d.value("allreduce_busy_s", 0.0), 100 * d.value("overlapped_share", 0.0));
+    out += fmt::format("step      mean {:.3f} ms over {} steps ({})\n",
+                       1e3 * r["timing"].value("mean_s", 0.0), r["timing"].value("samples", 0),
+                       r["timing"].value("end_reason", ""));
+  out += fmt::format(
+      "comm      {:.1f}% of the step waiting for all-reduce after backward, compute {:.1f}%; "
+      "all-reduce in flight {:.3f} ms/step ({:.0f}% hidden behind backward)\n",
+      100 * d.value("comm_share", 0.0), 100 * d.value("compute_share", 0.0),
+      1e3 * d.value("allreduce_busy_s", 0.0), 100 * d.value("overlapped_share", 0.0));
   out += fmt::format("allreduce {} bytes per step per worker in {} bucket(s)\n",
                      d.value("allreduce_bytes_per_step", int64_t(0)), d.value("buckets", 0));
   for (const auto& w : d.value("per_worker", nlohmann::json::array()))
     out += fmt::format("  worker {:>3}  {:>10.1f} examples/s  step {:.3f} ms  waiting {:.3f} ms\n",
-                       w.value("rank", 0), w.value("examples_per_s", 0.0), 1e3 * w.value("step_mean_s", 0.0),
-                       1e3 * w.value("exposed_comm_s", 0.0));
+                       w.value("rank", 0), w.value("examples_per_s", 0.0),
+                       1e3 * w.value("step_mean_s", 0.0), 1e3 * w.value("exposed_comm_s", 0.0));
   return out;
 }
 
@@ -171,7 +186,7 @@ Command add_run(CLI::App& app) {
     for (const auto& c : configs)
       if (c.get_int("workers") > 1 && !rank_env) rank_env = dist_env_from_environment();
     const bool quiet = rank_env && rank_env->rank != 0;  // rank 0 speaks for the job
-    if (!a->output.empty()) {  // refuse before running, not after
+    if (!a->output.empty()) {                            // refuse before running, not after
       std::string dir = a->output.substr(0, a->output.find_last_of('/') + 1);
       if (access(dir.empty() ? "." : dir.c_str(), W_OK) != 0)
         throw UsageError("--out " + a->output + ": directory is not writable or does not exist");

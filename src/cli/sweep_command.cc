@@ -105,8 +105,9 @@ Command add_sweep(CLI::App& app) {
               std::string source;
               const auto s = shard_from_launcher(&source);
               if (!s)
-                throw UsageError("--shard auto: no launcher rank in the environment (OMPI_COMM_WORLD_RANK, "
-                                 "PMI_RANK, PMIX_RANK or SLURM_PROCID with its size)");
+                throw UsageError(
+                    "--shard auto: no launcher rank in the environment (OMPI_COMM_WORLD_RANK, "
+                    "PMI_RANK, PMIX_RANK or SLURM_PROCID with its size)");
               if (s->second > 1) {
                 shard_i = s->first, shard_n = s->second;
                 configs = shard(configs, shard_i, shard_n);
@@ -157,7 +158,9 @@ Command add_sweep(CLI::App& app) {
             progress.finish(s);
             if (shard_n > 1) {
               // Marked done even when it stopped early, so rank 0 never waits for nothing.
-              mark_shard_done(a->store, s.interrupted ? "interrupted" : s.harness_error.empty() ? "done" : s.harness_error);
+              mark_shard_done(a->store, s.interrupted             ? "interrupted"
+                                        : s.harness_error.empty() ? "done"
+                                                                  : s.harness_error);
               if (shard_i == 1) try {
                   merge_shards(merged_store, shard_n, a->merge_timeout, std::cerr);
                 } catch (const std::runtime_error& e) {

@@ -43,7 +43,8 @@ std::optional<std::pair<int, int>> shard_from_launcher(std::string* source) {
     if (!rank || !size) continue;
     const int r = to_int(rank_var, rank), n = to_int(size_var, size);
     if (n < 1 || r >= n)
-      throw UsageError(fmt::format("{}={} with {}={}: rank out of range", rank_var, rank, size_var, size));
+      throw UsageError(
+          fmt::format("{}={} with {}={}: rank out of range", rank_var, rank, size_var, size));
     if (source) *source = fmt::format("{}={}, {}={}", rank_var, rank, size_var, size);
     return std::make_pair(r + 1, n);
   }
@@ -74,14 +75,15 @@ int64_t merge_shards(const std::string& store, int n, double timeout_s, std::ost
   for (;;) {
     std::vector<int> missing;
     for (int i = 1; i <= n; ++i)
-      if (access((shard_store_path(store, i, n) + ".done").c_str(), F_OK) != 0) missing.push_back(i);
+      if (access((shard_store_path(store, i, n) + ".done").c_str(), F_OK) != 0)
+        missing.push_back(i);
     if (missing.empty()) break;
     const double waited = std::chrono::duration<double>(Clock::now() - start).count();
     std::string list;
     for (int i : missing) list += (list.empty() ? "" : ", ") + std::to_string(i);
     if (timeout_s > 0 && waited > timeout_s)
-      throw std::runtime_error(fmt::format("shards {} of {} not done after {:.0f} s: their stores are not merged",
-                                           list, n, waited));
+      throw std::runtime_error(fmt::format(
+          "shards {} of {} not done after {:.0f} s: their stores are not merged", list, n, waited));
     if (Clock::now() - last_note > std::chrono::seconds(60)) {
       log << fmt::format("waiting for shards {} of {} to finish before merging\n", list, n);
       last_note = Clock::now();
@@ -89,7 +91,8 @@ int64_t merge_shards(const std::string& store, int n, double timeout_s, std::ost
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   std::vector<std::unique_ptr<Store>> inputs;
-  for (int i = 1; i <= n; ++i) inputs.push_back(Store::open_read_only(shard_store_path(store, i, n)));
+  for (int i = 1; i <= n; ++i)
+    inputs.push_back(Store::open_read_only(shard_store_path(store, i, n)));
   auto out = Store::open(store);
   int64_t added = 0;
   for (auto& in : inputs) added += out->merge_from(*in);

@@ -8,8 +8,6 @@
 #endif
 
 #include <fmt/format.h>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -17,6 +15,8 @@
 #include <ctime>
 #include <deque>
 #include <iostream>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "model/workload.h"
 #include "platform/blas.h"
@@ -66,7 +66,9 @@ class GradientReducer {
  public:
   GradientReducer(c10::intrusive_ptr<c10d::ProcessGroup> pg, std::vector<torch::Tensor> params,
                   int64_t bucket_bytes)
-      : pg_(std::move(pg)), params_(std::move(params)), slots_(params_.size()),
+      : pg_(std::move(pg)),
+        params_(std::move(params)),
+        slots_(params_.size()),
         seen_(params_.size(), false) {
     for (size_t k = params_.size(); k-- > 0;) {
       const torch::Tensor& p = params_[k];
@@ -118,7 +120,8 @@ class GradientReducer {
     std::vector<std::pair<Clock::time_point, Clock::time_point>> spans;
     for (auto& b : buckets_) {
       const int64_t ns = b.done_ns.load();
-      spans.emplace_back(b.launched, ns < 0 ? done : Clock::time_point(std::chrono::nanoseconds(ns)));
+      spans.emplace_back(b.launched,
+                         ns < 0 ? done : Clock::time_point(std::chrono::nanoseconds(ns)));
     }
     std::sort(spans.begin(), spans.end());
     busy_s_ = 0;
@@ -131,8 +134,10 @@ class GradientReducer {
     for (auto& b : buckets_) b.flat.div_(world);
     for (size_t k = 0; k < params_.size(); ++k) {
       const Slot& s = slots_[k];
-      torch::Tensor g = buckets_[s.bucket].flat.narrow(0, s.offset, s.numel).view(params_[k].sizes());
-      params_[k].mutable_grad() = g.scalar_type() == params_[k].scalar_type() ? g : g.to(params_[k].scalar_type());
+      torch::Tensor g =
+          buckets_[s.bucket].flat.narrow(0, s.offset, s.numel).view(params_[k].sizes());
+      params_[k].mutable_grad() =
+          g.scalar_type() == params_[k].scalar_type() ? g : g.to(params_[k].scalar_type());
     }
   }
 
@@ -175,9 +180,9 @@ class GradientReducer {
     b.launched = Clock::now();
     b.work = pg_->allreduce(tensors);
     b.work->getFuture()->addCallback([&b](c10::ivalue::Future&) {
-      b.done_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      Clock::now().time_since_epoch())
-                      .count();
+      b.done_ns =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+              .count();
     });
   }
 
@@ -231,15 +236,17 @@ std::optional<DistEnv> dist_env_from_environment() {
     rank_name = "SLURM_PROCID", world_name = "SLURM_NTASKS", rank = env_var("SLURM_PROCID");
   if (!rank) return std::nullopt;
   const char* world = env_var(world_name);
-  if (!world) throw UsageError(fmt::format("{}={} is set but {} is not", rank_name, rank, world_name));
+  if (!world)
+    throw UsageError(fmt::format("{}={} is set but {} is not", rank_name, rank, world_name));
   DistEnv e;
   e.world = env_int(world_name, world, 1, 65536);
   e.rank = env_int(rank_name, rank, 0, e.world - 1);
   const char* addr = env_var("MASTER_ADDR");
   const char* port = env_var("MASTER_PORT");
   if (!addr || !port)
-    throw UsageError(fmt::format("{}={}: MASTER_ADDR and MASTER_PORT must be set too (where rank 0 listens)",
-                                 rank_name, rank));
+    throw UsageError(
+        fmt::format("{}={}: MASTER_ADDR and MASTER_PORT must be set too (where rank 0 listens)",
+                    rank_name, rank));
   e.master_addr = addr;
   e.master_port = env_int("MASTER_PORT", port, 1, 65535);
   e.store_hosted = env_var("TB_STORE_HOSTED") != nullptr;
@@ -251,8 +258,8 @@ RunResult run_distributed(const Config& input, const RunOptions& options, const 
                           const DistOptions& dist) {
   Config config = input;
   if (config.get_int("workers") != env.world)
-    throw UsageError(fmt::format("{}: workers={} but the job has {} ranks (WORLD_SIZE)", config.family(),
-                                 config.get("workers"), env.world));
+    throw UsageError(fmt::format("{}: workers={} but the job has {} ranks (WORLD_SIZE)",
+                                 config.family(), config.get("workers"), env.world));
   RunResult r;
   r.family = config.family();
   r.started_at = now_iso();
@@ -263,14 +270,16 @@ RunResult run_distributed(const Config& input, const RunOptions& options, const 
   r.device = config.get("device");
   r.cost = step_cost(config);
   r.peak_flops = options.peak_flops;
-  if (!r.peak_flops && options.platform) r.peak_flops = options.platform->peak_flops(config.get("dtype"));
+  if (!r.peak_flops && options.platform)
+    r.peak_flops = options.platform->peak_flops(config.get("dtype"));
   auto done = [&](Status s, const std::string& why) {
     r.status = s;
     r.error = why;
     r.finished_at = now_iso();
     return r;
   };
-  if (r.device != "cpu") return done(Status::kUnsupported, "workers > 1 runs on cpu only (Gloo); NCCL is not wired up");
+  if (r.device != "cpu")
+    return done(Status::kUnsupported, "workers > 1 runs on cpu only (Gloo); NCCL is not wired up");
   if (auto refused = refuse_before_running(config, options)) {
     refused->config = r.config;
     refused->threads = r.threads;
@@ -313,9 +322,11 @@ RunResult run_distributed(const Config& input, const RunOptions& options, const 
       pg.broadcast(v)->wait();
     }
     // Each worker its own examples: data parallelism.
-    const Batch batch = workload->make_batch(torch::kCPU, dtype, options.seed + 7919 * uint64_t(env.rank));
+    const Batch batch =
+        workload->make_batch(torch::kCPU, dtype, options.seed + 7919 * uint64_t(env.rank));
     auto opt = make_optimizer(config, workload->module());
-    GradientReducer reducer(job.pg, workload->module().parameters(), int64_t(dist.bucket_mib * (1 << 20)));
+    GradientReducer reducer(job.pg, workload->module().parameters(),
+                            int64_t(dist.bucket_mib * (1 << 20)));
     r.examples_per_step = workload->examples_per_step() * env.world;
 
     SteadyStateMonitor monitor(options.timing);
@@ -360,7 +371,8 @@ RunResult run_distributed(const Config& input, const RunOptions& options, const 
       }
     }
     r.cpu = cpu_usage(cpu_begin, cpu_snapshot());
-    r.steps = env.rank == 0 ? monitor.result() : summarize(times, warmup, options.timing.confidence);
+    r.steps =
+        env.rank == 0 ? monitor.result() : summarize(times, warmup, options.timing.confidence);
     if (env.rank != 0) r.steps.end_reason = "rank-0";
     r.step_times = times;
 
@@ -388,8 +400,12 @@ RunResult run_distributed(const Config& input, const RunOptions& options, const 
       const auto row = table[k];
       const double st = row[kStep].item<double>(), rate = row[kRate].item<double>();
       const double ex = row[kExposed].item<double>(), bu = row[kBusy].item<double>();
-      per.push_back({{"rank", k}, {"step_mean_s", st}, {"examples_per_s", rate}, {"exposed_comm_s", ex},
-                     {"allreduce_busy_s", bu}, {"cpu_utilization_process", row[kCpu].item<double>()}});
+      per.push_back({{"rank", k},
+                     {"step_mean_s", st},
+                     {"examples_per_s", rate},
+                     {"exposed_comm_s", ex},
+                     {"allreduce_busy_s", bu},
+                     {"cpu_utilization_process", row[kCpu].item<double>()}});
       aggregate += rate, exposed_sum += ex, busy_sum += bu, step_sum += st;
     }
     const double n = env.world;
@@ -418,10 +434,11 @@ RunResult run_distributed(const Config& input, const RunOptions& options, const 
     if (env.rank == 0) r.examples_per_s = aggregate;
   } catch (const c10::Error& e) {
     new Job(job);
-    return done(Status::kCrashed,
-                fmt::format("rank {}: communication failed at step {} (a worker died, stalled or "
-                            "timed out after {} s): {}",
-                            env.rank, step, dist.timeout_s, first_line(e.what_without_backtrace())));
+    return done(
+        Status::kCrashed,
+        fmt::format("rank {}: communication failed at step {} (a worker died, stalled or "
+                    "timed out after {} s): {}",
+                    env.rank, step, dist.timeout_s, first_line(e.what_without_backtrace())));
   } catch (const ::gloo::Exception& e) {  // a peer's connection dropped, or a timeout
     new Job(job);
     return done(Status::kCrashed,
@@ -442,7 +459,8 @@ RunResult run_distributed(const Config& input, const RunOptions& options, const 
     // FLOPs of every worker's step; the platform's peak is this machine's, so the
     // utilization means something only when every worker runs here.
     r.achieved_flops = r.cost.flops() * env.world / r.steps.mean;
-    if (env.local && r.peak_flops && *r.peak_flops > 0) r.flops_utilization = r.achieved_flops / *r.peak_flops;
+    if (env.local && r.peak_flops && *r.peak_flops > 0)
+      r.flops_utilization = r.achieved_flops / *r.peak_flops;
   }
   return done(Status::kOk, "");
 }

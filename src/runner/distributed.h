@@ -29,8 +29,8 @@ struct DistEnv {
 std::optional<DistEnv> dist_env_from_environment();
 
 struct DistOptions {
-  double timeout_s = 60;     // joining, and any one collective: a missing worker ends the run
-  double bucket_mib = 25;    // gradient bucket size (DDP's default)
+  double timeout_s = 60;   // joining, and any one collective: a missing worker ends the run
+  double bucket_mib = 25;  // gradient bucket size (DDP's default)
 };
 
 // Trains `config` as one rank of a job of config.workers ranks. On rank 0 the result

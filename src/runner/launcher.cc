@@ -6,7 +6,6 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <unistd.h>
 
 #include <chrono>
@@ -15,6 +14,7 @@
 #include <optional>
 #include <sstream>
 #include <thread>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 extern char** environ;
 
@@ -24,7 +24,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::string describe_exit(int status) {
-  if (WIFSIGNALED(status)) return fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  if (WIFSIGNALED(status))
+    return fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
   return fmt::format("exited with status {}", WEXITSTATUS(status));
 }
 
@@ -62,9 +63,9 @@ LaunchOutcome launch_local(const LaunchOptions& o) {
   std::vector<char*> argv;
   for (auto& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
-  static const std::vector<std::string> ours = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=",
-                                                "MASTER_ADDR=", "MASTER_PORT=", "TB_STORE_HOSTED=",
-                                                "TB_LOCAL_WORKERS="};
+  static const std::vector<std::string> ours = {
+      "RANK=",        "WORLD_SIZE=",  "LOCAL_RANK=",      "LOCAL_WORLD_SIZE=",
+      "MASTER_ADDR=", "MASTER_PORT=", "TB_STORE_HOSTED=", "TB_LOCAL_WORKERS="};
   std::vector<std::string> base_env;
   for (char** e = environ; *e; ++e) {
     bool replaced = false;
@@ -73,10 +74,11 @@ LaunchOutcome launch_local(const LaunchOptions& o) {
   }
   for (int rank = 0; rank < o.workers; ++rank) {
     std::vector<std::string> env_s = base_env;
-    for (const auto& kv : {fmt::format("RANK={}", rank), fmt::format("WORLD_SIZE={}", o.workers),
-                           fmt::format("LOCAL_RANK={}", rank), fmt::format("LOCAL_WORLD_SIZE={}", o.workers),
-                           std::string("MASTER_ADDR=127.0.0.1"), fmt::format("MASTER_PORT={}", port),
-                           std::string("TB_STORE_HOSTED=1"), std::string("TB_LOCAL_WORKERS=1")})
+    for (const auto& kv :
+         {fmt::format("RANK={}", rank), fmt::format("WORLD_SIZE={}", o.workers),
+          fmt::format("LOCAL_RANK={}", rank), fmt::format("LOCAL_WORLD_SIZE={}", o.workers),
+          std::string("MASTER_ADDR=127.0.0.1"), fmt::format("MASTER_PORT={}", port),
+          std::string("TB_STORE_HOSTED=1"), std::string("TB_LOCAL_WORKERS=1")})
       env_s.push_back(kv);
     std::vector<char*> envp;
     for (auto& e : env_s) envp.push_back(e.data());
@@ -120,14 +122,18 @@ LaunchOutcome launch_local(const LaunchOptions& o) {
           if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
             outcome.errors.push_back(fmt::format("worker {} {}", k, describe_exit(status)));
             // The others should see the failure by themselves, within their timeout.
-            if (!kill_at) kill_at = Clock::now() + std::chrono::milliseconds(int64_t(o.timeout_s * 1000) + 5000);
+            if (!kill_at)
+              kill_at =
+                  Clock::now() + std::chrono::milliseconds(int64_t(o.timeout_s * 1000) + 5000);
           }
         }
       continue;
     }
     if (kill_at && Clock::now() > *kill_at) {
       for (size_t k = 0; k < pids.size(); ++k)
-        if (pids[k] > 0) outcome.errors.push_back(fmt::format("worker {} still running after the failure: killed", k));
+        if (pids[k] > 0)
+          outcome.errors.push_back(
+              fmt::format("worker {} still running after the failure: killed", k));
       kill_all();
       kill_at.reset();
     }
@@ -141,7 +147,8 @@ LaunchOutcome launch_local(const LaunchOptions& o) {
     if (doc.contains("results") && !doc["results"].empty()) outcome.result = doc["results"][0];
   } catch (const std::exception&) {
   }
-  outcome.exit_status = outcome.result.is_null() ? 1 : (WIFEXITED(statuses[0]) ? WEXITSTATUS(statuses[0]) : 1);
+  outcome.exit_status =
+      outcome.result.is_null() ? 1 : (WIFEXITED(statuses[0]) ? WEXITSTATUS(statuses[0]) : 1);
   return outcome;
 }
 

@@ -109,7 +109,7 @@ LaunchOutcome launch_local(const LaunchOptions& o) {
   LaunchOutcome outcome;
   std::vector<int> statuses(pids.size(), -1);
   size_t running = pids.size();
-  std::optional<Clock::time_point> kill_at;
+  Clock::time_point kill_at = Clock::time_point::max();  // max: no worker has failed
   while (running > 0) {
     int status = 0;
     const pid_t pid = waitpid(-1, &status, WNOHANG);
@@ -122,20 +122,20 @@ LaunchOutcome launch_local(const LaunchOptions& o) {
           if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
             outcome.errors.push_back(fmt::format("worker {} {}", k, describe_exit(status)));
             // The others should see the failure by themselves, within their timeout.
-            if (!kill_at)
+            if (kill_at == Clock::time_point::max())
               kill_at =
                   Clock::now() + std::chrono::milliseconds(int64_t(o.timeout_s * 1000) + 5000);
           }
         }
       continue;
     }
-    if (kill_at && Clock::now() > *kill_at) {
+    if (Clock::now() > kill_at) {
       for (size_t k = 0; k < pids.size(); ++k)
         if (pids[k] > 0)
           outcome.errors.push_back(
               fmt::format("worker {} still running after the failure: killed", k));
       kill_all();
-      kill_at.reset();
+      kill_at = Clock::time_point::max();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

@@ -172,10 +172,10 @@ for net_name, rs in [("local", rows)] + [(m, [r for r in net if r["net"] == m]) 
 print(f"\n{'net':<9} {'family':<4} {'N':>2} {'examples/s':>11} {'per worker':>11} {'efficiency':>10} {'comm':>6} {'MB/step':>8}")
 for t in table:
     if "examples_per_s" not in t:
-        print(f"{t['net']:<9} {t['config'][:4]:<4} {t['workers']:>2} {t['status']}: {t['error']}")
+        print(f"{t['net']:<9} {t['config'].split(':')[0]:<4} {t['workers']:>2} {t['status']}: {t['error']}")
         continue
     eff = "-" if t["scaling_efficiency"] is None else f"{100 * t['scaling_efficiency']:.0f}%"
-    print(f"{t['net']:<9} {t['config'][:4]:<4} {t['workers']:>2} {t['examples_per_s']:>11.1f} "
+    print(f"{t['net']:<9} {t['config'].split(':')[0]:<4} {t['workers']:>2} {t['examples_per_s']:>11.1f} "
           f"{t['per_worker_examples_per_s']:>11.1f} {eff:>10} {100 * t['comm_share']:>5.0f}% "
           f"{t['allreduce_bytes_per_step'] / 1e6:>8.2f}")
 fits = {}

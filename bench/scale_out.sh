@@ -138,8 +138,9 @@ net = [json.loads(l) for l in open(netfile) if l.strip()]
 def key(cfg):
     return ",".join(kv for kv in cfg.split(",") if not kv.startswith("workers="))
 
-def workers(cfg):
-    return int([kv for kv in cfg.split(",") if kv.startswith("workers=")][0].split("=")[1])
+def workers(cfg):  # workers=1 is left out of the config text
+    w = [kv for kv in cfg.split(",") if kv.startswith("workers=")]
+    return int(w[0].split("=")[1]) if w else 1
 
 def amdahl(t):  # same fit as src/analysis/analysis.cc
     num = den = 0.0

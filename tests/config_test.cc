@@ -18,7 +18,7 @@ TEST(Config, CanonicalFormFillsDefaultsInSchemaOrder) {
   const Config c = parse_config("fc:batch=64,nodes=32");
   EXPECT_EQ(c.str(),
             "fc:layers=4,nodes=32,input=2000,output=200,batch=64,dtype=fp32,optimizer=rmsprop,"
-            "threads=0,device=cpu,workers=1");
+            "threads=0,device=cpu");
   EXPECT_EQ(c.get_int("nodes"), 32);
   EXPECT_EQ(parse_config("fc:nodes=0032,batch=+64"), c);  // numbers are canonicalized
 }

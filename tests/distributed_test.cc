@@ -116,6 +116,9 @@ TEST(Distributed, WorkersIsAConfigParameterThatRoundTrips) {
   EXPECT_NE(c.str().find(",workers=4"), std::string::npos);
   EXPECT_EQ(tb::parse_config(c.str()), c);
   EXPECT_EQ(tb::parse_config("fc:nodes=32").get_int("workers"), 1);
+  // At its default it stays out of the text, as before the parameter existed.
+  EXPECT_EQ(tb::parse_config("fc:nodes=32,workers=1").str().find("workers"), std::string::npos);
+  EXPECT_EQ(tb::parse_config("fc:nodes=32,workers=1"), tb::parse_config("fc:nodes=32"));
   EXPECT_THROW(tb::parse_config("fc:workers=0"), tb::UsageError);
   const Output bad = sh(TB_BINARY " run fc:nodes=8 --workers 0");
   EXPECT_EQ(bad.status, 2);

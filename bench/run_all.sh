@@ -6,7 +6,7 @@
 #
 # The machine is expected to be shared and noisy: each benchmark compares two things
 # measured in the same run, interleaved, and reports medians. About 6-9 minutes in all
-# (the adaptive runs stop later on a busier machine).
+# (the adaptive runs stop later on a busier machine), plus 3-4 for scale_out.
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -63,6 +63,7 @@ run_one measurement_cost "$build/bench/measurement_cost" --out "$outdir/measurem
 run_one gemm_efficiency "$build/bench/gemm_efficiency" --out "$outdir/gemm_efficiency.json"
 run_one report_scale "$build/bench/report_scale" --out "$outdir/report_scale.json"
 run_one numerics_throughput "$build/bench/numerics_throughput" --out "$outdir/numerics_throughput.json"
+run_one scale_out "$here/scale_out.sh" --build-dir "$build" --out "$outdir/scale_out.json"
 
 echo
 echo "================ summary ($((SECONDS - total_start))s in all)"

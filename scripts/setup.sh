@@ -21,10 +21,13 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev libboost-dev libsqlite3-dev libgtest-dev
   libtomlplusplus-dev libeigen3-dev sqlite3
   zlib1g-dev dataset-fashion-mnist  # the emulation phase's real data (trainbench emulate)
+  libgloo-dev  # Gloo's headers, which LibTorch's c10d ProcessGroupGloo.hpp includes
   libblas3  # the reference BLAS: only so the test that detects a slow BLAS can load it
 )
 # The browser that checks the HTML report renders (tests/report_browser_test.cc).
 [ "$mode" = test ] && packages+=(chromium)
+# Network namespaces, veth pairs and traffic shaping for tests/distributed_test.cc.
+[ "$mode" = test ] && packages+=(iproute2)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -151,7 +151,8 @@ const std::vector<std::string>& metric_columns() {
     std::vector<std::string> v;
     for (const auto& m : metric_infos()) v.push_back(m.name);
     for (const char* extra : {"peak_flops", "ci95_relative", "samples", "warmup_steps",
-                              "bytes_per_step", "step_p5_s", "step_p95_s"})
+                              "bytes_per_step", "step_p5_s", "step_p95_s", "comm_share",
+                              "per_worker_examples_per_s", "allreduce_bytes_per_step"})
       v.push_back(extra);
     return v;
   }();

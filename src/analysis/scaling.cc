@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "analysis/analysis.h"
+#include "spec/family.h"
 
 namespace tb {
 
@@ -10,7 +11,12 @@ std::vector<ScalingSeries> scaling(const RunSet& runs, const std::string& param)
   std::map<std::string, ScalingSeries> by_key;
   for (const auto& r : runs.runs) {
     if (!r.ok()) continue;
-    const auto n = r.number(param);
+    auto n = r.number(param);
+    // A parameter left out of the config text at its default (workers=1) counts as that.
+    const FamilySchema* schema = find_family_schema(r.family);
+    const ParamSpec* spec = schema ? schema->find(param) : nullptr;
+    const bool implicit = !n && spec && spec->omit_default && !r.params.count(param);
+    if (implicit) n = std::stod(spec->default_value);
     const double thr = r.metric("examples_per_s");
     if (!n || *n < 1 || !std::isfinite(thr)) continue;
     // The config as written, with the scaled parameter shown as '*'.
@@ -21,6 +27,8 @@ std::vector<ScalingSeries> scaling(const RunSet& runs, const std::string& param)
       ++at;
       const auto end = key.find(',', at);
       key.replace(at, (end == std::string::npos ? key.size() : end) - at, param + "=*");
+    } else if (implicit) {
+      key += "," + param + "=*";  // such parameters come last in the canonical order
     }
     key += " on " + r.platform + " / " + r.stack;
     auto& s = by_key[key];
@@ -29,6 +37,8 @@ std::vector<ScalingSeries> scaling(const RunSet& runs, const std::string& param)
     s.configs[int(*n)] = r.config;
     const double u = r.metric("flops_utilization");
     if (std::isfinite(u)) s.utilization[int(*n)] = u;
+    const double c = r.metric("comm_share");
+    if (std::isfinite(c)) s.comm_share[int(*n)] = c;
   }
   std::vector<ScalingSeries> out;
   for (auto& [k, s] : by_key) {

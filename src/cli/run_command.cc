@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <iostream>
@@ -10,6 +11,8 @@
 #include "record/json.h"
 #include "report/profile_table.h"
 #include "report/run_table.h"
+#include "runner/distributed.h"
+#include "runner/launcher.h"
 #include "runner/memory.h"
 #include "runner/runner.h"
 #include "runner/stack_runtime.h"
@@ -30,7 +33,65 @@ struct RunArgs {
   RunOptions options;
   double peak_gflops = 0, memory_limit_gib = 0;
   std::string platform;  // registry name, file, or empty: this host's cached description
+  int workers = 0;       // 0: as the config says
+  DistOptions dist;
 };
+
+// What the ranks of a data-parallel run are started with: the same timing options.
+std::vector<std::string> worker_args(const RunArgs& a, const Config& c) {
+  const auto& t = a.options.timing;
+  std::vector<std::string> v = {"run",
+                                c.str(),
+                                "--json",
+                                "--target-ci",
+                                fmt::format("{}", t.target_rel_ci),
+                                "--budget",
+                                fmt::format("{}", t.budget_s),
+                                "--min-samples",
+                                std::to_string(t.min_samples),
+                                "--seed",
+                                std::to_string(a.options.seed),
+                                "--dist-timeout",
+                                fmt::format("{}", a.dist.timeout_s),
+                                "--bucket-mib",
+                                fmt::format("{}", a.dist.bucket_mib)};
+  if (t.fixed_steps > 0) v.insert(v.end(), {"--steps", std::to_string(t.fixed_steps)});
+  if (t.max_steps > 0) v.insert(v.end(), {"--max-steps", std::to_string(t.max_steps)});
+  if (!a.platform.empty()) v.insert(v.end(), {"--platform", a.platform});
+  if (a.peak_gflops > 0) v.insert(v.end(), {"--peak-gflops", fmt::format("{}", a.peak_gflops)});
+  if (a.memory_limit_gib > 0)
+    v.insert(v.end(), {"--memory-limit", fmt::format("{}", a.memory_limit_gib)});
+  return v;
+}
+
+std::string format_distributed(const nlohmann::json& r) {
+  std::string out =
+      fmt::format("config    {}\nstatus    {}{}\n", r.value("config", ""), r.value("status", ""),
+                  r.value("error", "").empty() ? "" : "  (" + r.value("error", "") + ")");
+  if (!r.contains("distributed")) return out;
+  const auto& d = r["distributed"];
+  out += fmt::format("workers   {} ({}, {} launch), {} examples per worker per step\n",
+                     d.value("workers", 0), d.value("backend", ""), d.value("launch", ""),
+                     d.value("per_worker_batch", 0));
+  out += fmt::format("throughput {:.1f} examples/s in all, {:.1f} per worker\n",
+                     d.value("examples_per_s", 0.0), d.value("per_worker_examples_per_s", 0.0));
+  if (r.contains("timing"))
+    out += fmt::format("step      mean {:.3f} ms over {} steps ({})\n",
+                       1e3 * r["timing"].value("mean_s", 0.0), r["timing"].value("samples", 0),
+                       r["timing"].value("end_reason", ""));
+  out += fmt::format(
+      "comm      {:.1f}% of the step waiting for all-reduce after backward, compute {:.1f}%; "
+      "all-reduce in flight {:.3f} ms/step ({:.0f}% hidden behind backward)\n",
+      100 * d.value("comm_share", 0.0), 100 * d.value("compute_share", 0.0),
+      1e3 * d.value("allreduce_busy_s", 0.0), 100 * d.value("overlapped_share", 0.0));
+  out += fmt::format("allreduce {} bytes per step per worker in {} bucket(s)\n",
+                     d.value("allreduce_bytes_per_step", int64_t(0)), d.value("buckets", 0));
+  for (const auto& w : d.value("per_worker", nlohmann::json::array()))
+    out += fmt::format("  worker {:>3}  {:>10.1f} examples/s  step {:.3f} ms  waiting {:.3f} ms\n",
+                       w.value("rank", 0), w.value("examples_per_s", 0.0),
+                       1e3 * w.value("step_mean_s", 0.0), 1e3 * w.value("exposed_comm_s", 0.0));
+  return out;
+}
 
 // One option per parameter name of any family, so `--family fc --layers 4` works;
 // make_config() rejects the ones the chosen family does not have.
@@ -38,6 +99,7 @@ void add_param_options(CLI::App* sub, RunArgs& a) {
   std::set<std::string> names;
   for (const auto* s : family_schemas())
     for (const auto& p : s->params) names.insert(p.name);
+  names.erase("workers");  // --workers is an option of its own, with or without --family
   for (const auto& n : names)
     sub->add_option_function<std::string>(
            "--" + n, [&a, n](const std::string& v) { a.params[n] = v; },
@@ -87,6 +149,18 @@ Command add_run(CLI::App& app) {
   sub->add_option("--memory-limit", a->memory_limit_gib,
                   "GiB the run may use; larger estimates are oom-predicted (default: available)")
       ->check(CLI::PositiveNumber);
+  sub->add_option("--workers", a->workers,
+                  "data-parallel worker processes (sets the config's workers=N); trainbench starts "
+                  "them here, or each is started by torchrun/srun with RANK, WORLD_SIZE, MASTER_ADDR, "
+                  "MASTER_PORT set")
+      ->check(CLI::Range(1, 4096));
+  sub->add_option("--dist-timeout", a->dist.timeout_s,
+                  "seconds a data-parallel run waits for a worker to join or answer before failing")
+      ->check(CLI::Range(0.5, 86400.0))
+      ->capture_default_str();
+  sub->add_option("--bucket-mib", a->dist.bucket_mib, "gradient bucket size of data-parallel runs, MiB")
+      ->check(CLI::Range(0.001, 4096.0))
+      ->capture_default_str();
   add_param_options(sub, *a);
   sub->footer(
       "Examples:\n"
@@ -99,6 +173,8 @@ Command add_run(CLI::App& app) {
       "  trainbench run fc:nodes=4096,batch=8192 --platform tpu-v2-board --steps 3  # roofline\n"
       "  trainbench run fc:nodes=1024,batch=512 --memory      # + measured memory breakdown\n"
       "  trainbench run fc:nodes=2048,batch=512 stack:blas=blis-pthread,mode=torchscript\n"
+      "  trainbench run fc:nodes=1024,batch=64,threads=1 --workers 2   # data-parallel, 2 processes\n"
+      "  torchrun --nnodes 2 --nproc-per-node 1 ... trainbench run fc:batch=64 --workers 2  # per rank\n"
       "Every result prints its config with threads resolved: paste it to re-run.\n"
       "Exit status: 0 all ok, 1 some config not ok (see its status), 2 bad input.");
   return {sub, [a]() {
@@ -117,7 +193,13 @@ Command add_run(CLI::App& app) {
         configs.push_back(parse_config(text));
     }
     if (configs.empty()) throw UsageError("run: give a config string or --family");
-    if (!a->output.empty()) {  // refuse before running, not after
+    if (a->workers > 0)
+      for (auto& c : configs) c.set("workers", std::to_string(a->workers));
+    std::optional<DistEnv> rank_env;
+    for (const auto& c : configs)
+      if (c.get_int("workers") > 1 && !rank_env) rank_env = dist_env_from_environment();
+    const bool quiet = rank_env && rank_env->rank != 0;  // rank 0 speaks for the job
+    if (!a->output.empty()) {                            // refuse before running, not after
       std::string dir = a->output.substr(0, a->output.find_last_of('/') + 1);
       if (access(dir.empty() ? "." : dir.c_str(), W_OK) != 0)
         throw UsageError("--out " + a->output + ": directory is not writable or does not exist");
@@ -139,10 +221,42 @@ Command add_run(CLI::App& app) {
     const bool tty = isatty(STDOUT_FILENO);
     std::vector<RunResult> results;
     std::vector<std::optional<MemoryRun>> memory;
+    std::map<size_t, nlohmann::json> launched;  // results the local workers' rank 0 printed
     for (const auto& c : configs) {
-      if (!a->json && tty) std::cerr << "running " << c.str() << " ...\n";
-      results.push_back(run_config(c, a->options));
+      if (!a->json && tty && !quiet) std::cerr << "running " << c.str() << " ...\n";
       memory.emplace_back();
+      if (c.get_int("workers") > 1) {
+        RunResult r;
+        if (rank_env) {
+          r = run_distributed(c, a->options, *rank_env, a->dist);
+          if (quiet && r.status != Status::kOk) std::cerr << "trainbench: " << r.error << "\n";
+        } else {
+          LaunchOptions lo;
+          lo.args = worker_args(*a, c);
+          lo.workers = int(c.get_int("workers"));
+          lo.timeout_s = a->dist.timeout_s;
+          const LaunchOutcome out = launch_local(lo);
+          r.config = c.str();
+          r.family = c.family();
+          if (!out.result.is_null()) {
+            launched[results.size()] = out.result;
+            r.status = status_from_string(out.result.value("status", "crashed"));
+            r.error = out.result.value("error", "");
+          } else {
+            r.status = Status::kCrashed;
+            for (const auto& e : out.errors) r.error += (r.error.empty() ? "" : "; ") + e;
+            if (r.error.empty()) r.error = "the workers printed no result";
+          }
+        }
+        results.push_back(r);
+        if (!a->json && !quiet)
+          std::cout << format_distributed(launched.count(results.size() - 1)
+                                              ? launched[results.size() - 1]
+                                              : nlohmann::json(to_json(r, false)))
+                    << "\n";
+        continue;
+      }
+      results.push_back(run_config(c, a->options));
       if (a->memory && results.back().status == Status::kOk)
         memory.back() = measure_memory(parse_config(results.back().config), MemoryOptions{});
       if (!a->json) {
@@ -156,6 +270,12 @@ Command add_run(CLI::App& app) {
     }
     const Context ctx = current_context();
     auto doc = run_document(ctx, results, a->per_layer);
+    for (const auto& [i, r] : launched) doc["results"][i] = r;
+    if (quiet) {
+      for (const auto& r : results)
+        if (r.status != Status::kOk) return 1;
+      return 0;
+    }
     for (size_t i = 0; i < memory.size(); ++i)
       if (memory[i]) {
         const MemoryRun& m = *memory[i];

@@ -11,6 +11,7 @@
 #include "platform/host.h"
 #include "report/progress.h"
 #include "report/run_table.h"
+#include "runner/cluster.h"
 #include "runner/sweep_runner.h"
 #include "spec/errors.h"
 #include "spec/sweep.h"
@@ -32,7 +33,7 @@ Command add_sweep(CLI::App& app) {
     std::vector<std::string> stacks;
     size_t sample = 0;
     uint64_t seed = 1;
-    double budget = 0, timeout = 0, sweep_budget = 0, memory_limit_gib = 0;
+    double budget = 0, timeout = 0, sweep_budget = 0, memory_limit_gib = 0, merge_timeout = 0;
   };
   auto a = std::make_shared<Args>();
   auto* sub = app.add_subcommand("sweep", "Run a grid of configs, each in its own process, into a results store");
@@ -46,7 +47,12 @@ Command add_sweep(CLI::App& app) {
   sub->add_flag("--lhs", a->lhs, "sample by Latin hypercube over the axes (default: uniform random)");
   sub->add_option("--order", a->order, "grid (as written) or cost (cheapest first)")
       ->check(CLI::IsMember({"grid", "cost"}))->capture_default_str();
-  sub->add_option("--shard", a->shard, "run shard I of N (1-based): every N-th config");
+  sub->add_option("--shard", a->shard,
+                  "run shard I of N (1-based): every N-th config; 'auto': I and N from mpirun/srun's "
+                  "environment, each rank writes STORE.shard-I-of-N.db and rank 0 merges them into STORE");
+  sub->add_option("--merge-timeout", a->merge_timeout,
+                  "with --shard auto: seconds rank 0 waits for the other shards (default: no limit)")
+      ->check(CLI::Range(0.0, 1e9));
   sub->add_option("--budget", a->budget, "seconds of timed steps per config (default: the sweep's)")
       ->check(CLI::Range(0.01, 1e6));
   sub->add_option("--timeout", a->timeout, "seconds per config, start-up included (default 3 x budget + 60)")
@@ -71,6 +77,7 @@ Command add_sweep(CLI::App& app) {
       "  trainbench sweep paradnn-fc --sample 200 --lhs --seed 7 --store fc.db\n"
       "  trainbench sweep my-sweep.toml --filter 'nodes>=1024,batch=512' --budget 5\n"
       "  trainbench sweep paradnn-lstm --shard 3/8 --store shard3.db   # one of 8 machines\n"
+      "  mpirun -n 8 trainbench sweep paradnn-lstm --shard auto --store lstm.db  # rank 0 merges\n"
       "  trainbench sweep demo --store demo.db --profile   # + per-operator profiles in the store\n"
       "  trainbench sweep stacks-fc --store stacks.db      # OpenBLAS vs BLIS vs reference BLAS\n"
       "  trainbench sweep fc-cpu --stack blas=blis-pthread --stack mode=torchscript --store s.db\n"
@@ -111,7 +118,20 @@ Command add_sweep(CLI::App& app) {
               std::stable_sort(configs.begin(), configs.end(), [](const Config& x, const Config& y) {
                 return step_cost(x).flops() < step_cost(y).flops();
               });
-            if (!a->shard.empty()) {
+            int shard_n = 0, shard_i = 0;  // --shard auto over more than one rank
+            if (a->shard == "auto") {
+              std::string source;
+              const auto s = shard_from_launcher(&source);
+              if (!s)
+                throw UsageError(
+                    "--shard auto: no launcher rank in the environment (OMPI_COMM_WORLD_RANK, "
+                    "PMI_RANK, PMIX_RANK or SLURM_PROCID with its size)");
+              if (s->second > 1) {
+                shard_i = s->first, shard_n = s->second;
+                configs = shard(configs, shard_i, shard_n);
+                std::cerr << fmt::format("shard {}/{} ({})\n", shard_i, shard_n, source);
+              }
+            } else if (!a->shard.empty()) {
               const auto [i, n] = parse_shard(a->shard);
               configs = shard(configs, i, n);
             }
@@ -134,6 +154,8 @@ Command add_sweep(CLI::App& app) {
                                        a->budget > 0 ? a->budget : spec.budget_s);
               return 0;
             }
+            const std::string merged_store = a->store;
+            if (shard_n > 1) a->store = shard_store_path(merged_store, shard_i, shard_n);
             auto store = Store::open(a->store);
             SweepOptions o;
             o.binary = "/proc/self/exe";
@@ -153,6 +175,18 @@ Command add_sweep(CLI::App& app) {
             ProgressPrinter progress(stderr, isatty(STDERR_FILENO));
             const SweepSummary s = run_sweep(configs, *store, o, std::ref(progress));
             progress.finish(s);
+            if (shard_n > 1) {
+              // Marked done even when it stopped early, so rank 0 never waits for nothing.
+              mark_shard_done(a->store, s.interrupted             ? "interrupted"
+                                        : s.harness_error.empty() ? "done"
+                                                                  : s.harness_error);
+              if (shard_i == 1) try {
+                  merge_shards(merged_store, shard_n, a->merge_timeout, std::cerr);
+                } catch (const std::runtime_error& e) {
+                  std::cerr << "trainbench: " << e.what() << "\n";
+                  return 1;
+                }
+            }
             if (!s.harness_error.empty()) {
               std::cerr << "trainbench: sweep stopped: " << s.harness_error << "\n";
               return 1;

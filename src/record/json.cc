@@ -125,6 +125,7 @@ json to_json(const RunResult& r, bool with_layers) {
                   {"cpu_utilization_process", r.cpu.process},
                   {"cpu_utilization_system", r.cpu.system},
                   {"cpu_utilization_per_core", r.cpu.per_core}};
+  if (!r.distributed.is_null()) j["distributed"] = r.distributed;
   return j;
 }
 

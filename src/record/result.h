@@ -40,6 +40,9 @@ struct RunResult {
   std::optional<double> flops_utilization;
   std::optional<RooflinePlacement> roofline;
   CpuUsage cpu;
+  // Data-parallel runs (workers > 1): per-worker figures and communication, as
+  // runner/distributed.cc writes them; null otherwise.
+  nlohmann::json distributed;
 };
 
 }  // namespace tb

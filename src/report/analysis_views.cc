@@ -173,11 +173,17 @@ View scaling_view(const std::vector<ScalingSeries>& series) {
     v.text += s.key + "\n";
     for (const auto& [n, t] : s.throughput) {
       const double u = s.utilization.count(n) ? s.utilization.at(n) : std::nan("");
-      v.text += fmt::format("  {:>3} {:<7}  {:>12.4g} examples/s  {:>8}  speedup {}\n", n, s.param, t,
+      // Scaling efficiency: throughput over n times the throughput at 1.
+      const double eff = s.throughput.count(1) ? t / (n * s.throughput.at(1)) : std::nan("");
+      const double comm = s.comm_share.count(n) ? s.comm_share.at(n) : std::nan("");
+      v.text += fmt::format("  {:>3} {:<7}  {:>12.4g} examples/s  {:>8}  speedup {}  efficiency {}{}\n", n, s.param, t,
                             std::isfinite(u) ? fmt::format("{:.1f}%", 100 * u) : "-",
-                            s.throughput.count(1) ? fmt::format("{:.2f}", t / s.throughput.at(1)) : "-");
+                            s.throughput.count(1) ? fmt::format("{:.2f}", t / s.throughput.at(1)) : "-",
+                            std::isfinite(eff) ? fmt::format("{:.0f}%", 100 * eff) : "-",
+                            std::isfinite(comm) ? fmt::format("  communication {:.0f}%", 100 * comm) : "");
       v.rows.push_back({{"series", s.key}, {"config", s.configs.at(n)}, {s.param, n}, {"examples_per_s", t},
-                        {"flops_utilization", nullable(u)}});
+                        {"flops_utilization", nullable(u)}, {"scaling_efficiency", nullable(eff)},
+                        {"comm_share", nullable(comm)}});
     }
     v.text += std::isnan(s.serial_fraction) ? "  Amdahl fit needs a run at 1\n"
                                             : fmt::format("  Amdahl non-parallel fraction {:.3f}\n", s.serial_fraction);

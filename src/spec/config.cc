@@ -91,7 +91,10 @@ void Config::set(const std::string& key, const std::string& value) {
 std::string Config::str() const {
   std::string out = family_ + ":";
   bool first = true;
+  const FamilySchema* s = find_family_schema(family_);
   for (const auto& [k, v] : values_) {
+    const ParamSpec* p = s ? s->find(k) : nullptr;
+    if (p && p->omit_default && v == p->default_value) continue;
     out += (first ? "" : ",") + k + "=" + v;
     first = false;
   }

@@ -21,6 +21,9 @@ std::vector<ParamSpec> common_params(int64_t default_batch) {
       // 0 means "all cores"; a result always records the number actually used.
       {"threads", "intra-op and BLAS threads (0 = all cores)", "0", 0, 4096, {}},
       {"device", "torch device: cpu, cuda, cuda:N", "cpu", 0, 0, {}},
+      // Data-parallel worker processes, each with `batch` examples (docs/scale-out.md).
+      {"workers", "data-parallel worker processes, each training on its own batch", "1", 1, 4096, {},
+       true},
   };
 }
 

@@ -14,6 +14,9 @@ struct ParamSpec {
   int64_t min = 1;                   // integers only
   int64_t max = 0;                   // integers only
   std::vector<std::string> choices;  // non-empty: a choice parameter
+  // Left out of the config text at its default: for parameters added after results were
+  // stored, so those results keep the text (and identity) they were stored under.
+  bool omit_default = false;
   bool is_choice() const { return !choices.empty(); }
 };
 

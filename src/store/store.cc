@@ -45,6 +45,11 @@ const std::vector<MetricColumn>& metric_columns() {
       {"arithmetic_intensity", "REAL", {"cost", "arithmetic_intensity"}},
       {"memory_estimate_bytes", "REAL", {"cost", "memory_estimate_bytes", "total"}},
       {"roofline_bound", "TEXT", {"roofline", "bound"}},
+      // Data-parallel runs (docs/scale-out.md); added to older stores when opened.
+      {"workers", "INTEGER", {"distributed", "workers"}},
+      {"per_worker_examples_per_s", "REAL", {"distributed", "per_worker_examples_per_s"}},
+      {"comm_share", "REAL", {"distributed", "comm_share"}},
+      {"allreduce_bytes_per_step", "REAL", {"distributed", "allreduce_bytes_per_step"}},
   };
   return m;
 }
@@ -226,10 +231,14 @@ void Store::migrate() {
     throw UsageError(fmt::format("store '{}': schema version {} is newer than this trainbench's {}",
                                  path_, version, kStoreSchemaVersion));
   // Migrations from older schema versions go here, one step per version, in order.
-  if (version == 0) {
-    db_->exec("INSERT OR REPLACE INTO meta VALUES ('format', 'trainbench-results')");
+  if (version == 0) db_->exec("INSERT OR REPLACE INTO meta VALUES ('format', 'trainbench-results')");
+  {  // metric columns are only ever added: a store made before one existed gets it now
+    std::set<std::string> existing;
+    auto st = db_->prepare("PRAGMA table_info(run)");
+    while (st.step()) existing.insert(st.text(1));
     for (const auto& m : metric_columns())
-      db_->exec(fmt::format("ALTER TABLE run ADD COLUMN {} {}", m.column, m.type));
+      if (!existing.count(m.column))
+        db_->exec(fmt::format("ALTER TABLE run ADD COLUMN {} {}", m.column, m.type));
   }
   db_->exec(fmt::format("INSERT OR REPLACE INTO meta VALUES ('schema_version', '{}')",
                         kStoreSchemaVersion));

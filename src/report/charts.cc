@@ -333,6 +333,8 @@ void comparison_charts(ChartSet& cs, const ComparisonView& c, const std::string&
   // One axis may be compared several times (each stack against the baseline).
   const std::string key = c.axis + "_" + c.b;
   const std::string table = "cmp-" + key;
+  // Software stacks get a page of their own (ParaDnn section 6); other axes share one.
+  const std::string section = comparison_section(c.axis);
   json rows = json::array();
   for (const auto& p : c.points) {
     auto it = p.params.find(color);
@@ -357,13 +359,13 @@ void comparison_charts(ChartSet& cs, const ComparisonView& c, const std::string&
        {{"data", {{"values", json::array({{{"y", 1}}})}}},
         {"mark", {{"type", "rule"}, {"strokeDash", {4, 3}}, {"color", "#555"}}},
         {"encoding", {{"y", {{"field", "y"}, {"type", "quantitative"}}}}}}});
-  cs.charts.push_back({chart_id("cmp", key), "comparisons", title,
+  cs.charts.push_back({chart_id("cmp", key), section, title,
                        fmt::format("{} matched configs; geometric-mean speedup {:.3f}; {} faster on {:.0f}% of "
                                    "them. Only configs measured on both sides count ({} only on {}, {} only on {}).",
                                    c.stats.matched.size(), c.stats.geomean, c.b, 100 * c.stats.share_b_faster,
                                    c.stats.only_a, c.a, c.stats.only_b, c.b),
                        {table}, table, spec});
-  box_chart(cs, chart_id("cmpbox", key), "comparisons", title + ", speedup by family",
+  box_chart(cs, chart_id("cmpbox", key), section, title + ", speedup by family",
             "Speedup per family: whiskers at the 2nd and 98th percentiles, box 9th to 91st, tick at the median.",
             box_groups(c.points), "speedup", true, table + "-box");
   for (const auto& [fam, r] : c.regression_by_family) {
@@ -372,12 +374,12 @@ void comparison_charts(ChartSet& cs, const ComparisonView& c, const std::string&
     f.regression = r;
     MetricInfo m{"speedup", "speedup of " + c.b + " over " + c.a, "x", true};
     sensitivity_chart(cs, f, m);
-    cs.charts.back().section = "comparisons";
+    cs.charts.back().section = section;
     cs.charts.back().id = chart_id("cmpsens", key + "_" + fam);
     if (c.heat_by_family.count(fam)) {
       f.heat = c.heat_by_family.at(fam);
       heat_chart(cs, f, m);
-      cs.charts.back().section = "comparisons";
+      cs.charts.back().section = section;
       cs.charts.back().id = chart_id("cmpheat", key + "_" + fam);
     }
   }

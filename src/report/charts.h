@@ -26,6 +26,11 @@ struct ChartOptions {
   std::string color_param = "batch";  // what colors roofline and comparison points
 };
 
+// The report section a comparison along this axis belongs to: "stacks" or "comparisons".
+inline std::string comparison_section(const std::string& axis) {
+  return axis == "stack" ? "stacks" : "comparisons";
+}
+
 ChartSet build_charts(const RunSet& runs, const Summary& s, const ChartOptions& o = {});
 
 }  // namespace tb

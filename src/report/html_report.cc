@@ -205,7 +205,8 @@ std::string render_report(const RunSet& runs, const Summary& s, const ChartSet& 
   h += "<nav><a href=\"#observations\">Observations</a><a href=\"#platforms\">Platforms</a>";
   for (const auto& [id, label] : std::vector<std::pair<std::string, std::string>>{
            {"families", "Families"}, {"distributions", "Distributions"}, {"rooflines", "Rooflines"},
-           {"profiles", "Profiles"}, {"comparisons", "Comparisons"}, {"scaling", "Scaling"}})
+           {"profiles", "Profiles"}, {"stacks", "Software stacks"}, {"comparisons", "Comparisons"},
+           {"scaling", "Scaling"}})
     if (sections.count(id)) h += "<a href=\"#" + id + "\">" + label + "</a>";
   h += "</nav><div id=\"tb-errors\"></div><main>";
 
@@ -241,11 +242,13 @@ std::string render_report(const RunSet& runs, const Summary& s, const ChartSet& 
     h += "<h2 id=\"profiles\">Operator profiles and memory</h2>";
     section(h, cs, "profiles");
   }
-  if (sections.count("comparisons")) {
-    h += "<h2 id=\"comparisons\">Comparisons</h2>";
-    section(h, cs, "comparisons");
+  for (const auto& [id, title] : std::vector<std::pair<std::string, std::string>>{
+           {"stacks", "Software stacks: speedups over the baseline stack"}, {"comparisons", "Comparisons"}}) {
+    if (!sections.count(id)) continue;
+    h += "<h2 id=\"" + id + "\">" + title + "</h2>";
+    section(h, cs, id);
     for (const auto& c : s.comparisons) {
-      if (c.flips.empty()) continue;
+      if (c.flips.empty() || comparison_section(c.axis) != id) continue;
       h += "<h3>" + html_escape(c.axis) + " " + html_escape(c.b) + " vs " + html_escape(c.a) +
            ": configs where the winner flips (" + std::to_string(c.flips.size()) +
            ")</h3><table><tr><th>config</th><th>" + html_escape(c.a) + "</th><th>" + html_escape(c.b) +

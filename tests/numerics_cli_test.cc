@@ -7,30 +7,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "support/cli.h"
+
 namespace {
 
-struct Output {
-  int status;
-  std::string out, err;
-};
-
-Output run(const std::string& args) {
-  const std::string err_file =
-      ::testing::TempDir() + "/tb_numerics_cli_stderr_" + std::to_string(getpid()) + ".txt";
-  const std::string cmd = TB_BINARY " " + args + " 2>" + err_file;
-  Output o;
-  FILE* p = popen(cmd.c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
-  const int raw = pclose(p);
-  o.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  std::ifstream e(err_file);
-  std::stringstream ss;
-  ss << e.rdbuf();
-  o.err = ss.str();
-  return o;
-}
+using Output = ::tb::testing::CliOutput;
+Output run(const std::string& args) { return ::tb::testing::run_cli(args); }
 
 int lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
 

@@ -8,20 +8,22 @@
 #include <fstream>
 #include <sstream>
 
-#include "support/synthetic_store.h"
-
 #include "support/cli.h"
+#include "support/synthetic_store.h"
 
 namespace tb {
 namespace {
 
 using Output = ::tb::testing::CliOutput;
-Output run(const std::string& args, const std::string& env = "") { return ::tb::testing::run_cli(args, env); }
+Output run(const std::string& args, const std::string& env = "") {
+  return ::tb::testing::run_cli(args, env);
+}
 
 class AnalyzeCli : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    store_ = new std::string(::testing::TempDir() + "/analyze-cli-" + std::to_string(getpid()) + ".db");
+    store_ =
+        new std::string(::testing::TempDir() + "/analyze-cli-" + std::to_string(getpid()) + ".db");
     std::remove(store_->c_str());
     auto s = Store::open(*store_);
     testing::fill_synthetic_store(*s, {});
@@ -61,7 +63,8 @@ TEST_F(AnalyzeCli, ViewsPrintInEveryFormat) {
   ASSERT_EQ(o.status, 0) << o.err;
   EXPECT_NE(o.out.find("ridge fp32"), std::string::npos);
 
-  const std::string html = ::testing::TempDir() + "/analyze-cli-" + std::to_string(getpid()) + ".html";
+  const std::string html =
+      ::testing::TempDir() + "/analyze-cli-" + std::to_string(getpid()) + ".html";
   o = run("report " + db + " -o " + html + " --title 'a <b> test'");
   ASSERT_EQ(o.status, 0) << o.err;
   EXPECT_NE(o.out.find("wrote " + html), std::string::npos);
@@ -85,7 +88,8 @@ TEST_F(AnalyzeCli, BadInputIsOneLineAndExitTwo) {
       {"analyze sensitivity " + db + " --family cnn", "no run of family 'cnn'"},
       {"compare " + db + " --by platform --a slow --b nope", "no run has platform 'nope'"},
       {"compare " + db + " --by cell", "--by cell"},
-      {"report " + db + " -o /tmp/x.html --compare platform:slow", "'platform:slow' is not AXIS:A:B"},
+      {"report " + db + " -o /tmp/x.html --compare platform:slow",
+       "'platform:slow' is not AXIS:A:B"},
       {"report " + db + " -o /tmp/x.html --metric speed", "unknown metric 'speed'"},
       {"report " + std::string(TB_SOURCE_DIR) + "/README.md -o /tmp/x.html", "cannot read it"},
   };
@@ -99,7 +103,8 @@ TEST_F(AnalyzeCli, BadInputIsOneLineAndExitTwo) {
 }
 
 TEST_F(AnalyzeCli, HelpEndsWithExamples) {
-  for (const char* sub : {"analyze", "compare", "report", "profile", "memory", "sweep", "merge", "export"}) {
+  for (const char* sub :
+       {"analyze", "compare", "report", "profile", "memory", "sweep", "merge", "export"}) {
     const Output o = run(std::string(sub) + " --help");
     EXPECT_EQ(o.status, 0) << sub;
     const auto at = o.out.rfind("Examples:");

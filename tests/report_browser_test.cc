@@ -41,7 +41,8 @@ size_t count(const std::string& s, const std::string& what) {
 
 TEST(ReportBrowser, EveryChartRendersWithoutConsoleErrors) {
   const std::string browser = chromium();
-  if (browser.empty()) GTEST_SKIP() << "chromium is not installed (scripts/setup.sh test installs it)";
+  if (browser.empty())
+    GTEST_SKIP() << "chromium is not installed (scripts/setup.sh test installs it)";
   const std::string dir = ::testing::TempDir() + "/tb-browser-" + std::to_string(getpid());
   ASSERT_EQ(shell("mkdir -p " + dir), 0);
   const std::string store = dir + "/synthetic.db", html = dir + "/report.html";
@@ -53,21 +54,26 @@ TEST(ReportBrowser, EveryChartRendersWithoutConsoleErrors) {
   ASSERT_GE(st.charts, 8u);  // sensitivity, heat map, box, 2 rooflines, 3 comparison charts
 
   // A fresh profile per run; --virtual-time-budget lets the asynchronous rendering finish.
-  const std::string flags = "--headless --no-sandbox --disable-gpu --no-first-run --hide-scrollbars "
-                            "--user-data-dir=" + dir + "/profile --virtual-time-budget=20000 ";
+  const std::string flags =
+      "--headless --no-sandbox --disable-gpu --no-first-run --hide-scrollbars "
+      "--user-data-dir=" +
+      dir + "/profile --virtual-time-budget=20000 ";
   const std::string dom = dir + "/dom.html", log = dir + "/console.log";
-  ASSERT_EQ(shell("timeout 120 " + browser + " " + flags + "--enable-logging=stderr --v=0 --dump-dom file://" +
-                  html + " > " + dom + " 2> " + log),
-            0)
+  ASSERT_EQ(
+      shell("timeout 120 " + browser + " " + flags +
+            "--enable-logging=stderr --v=0 --dump-dom file://" + html + " > " + dom + " 2> " + log),
+      0)
       << slurp(log);
   const std::string d = slurp(dom), console = slurp(log);
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(d, m, std::regex("data-charts-rendered=\"([0-9]+)\""))) << "the page never finished";
+  ASSERT_TRUE(std::regex_search(d, m, std::regex("data-charts-rendered=\"([0-9]+)\"")))
+      << "the page never finished";
   EXPECT_EQ(std::stoul(m[1]), st.charts);
   EXPECT_EQ(count(d, "data-rendered=\"1\""), st.charts);
   EXPECT_GE(count(d, "class=\"marks\""), st.charts);
   // The page copies console errors and warnings into #tb-errors; it must stay empty.
-  EXPECT_NE(d.find("<div id=\"tb-errors\"></div>"), std::string::npos) << d.substr(d.find("tb-errors"), 2000);
+  EXPECT_NE(d.find("<div id=\"tb-errors\"></div>"), std::string::npos)
+      << d.substr(d.find("tb-errors"), 2000);
   // Chromium logs every console message as INFO:CONSOLE; uncaught exceptions say so.
   std::istringstream lines(console);
   for (std::string line; std::getline(lines, line);)
@@ -76,8 +82,8 @@ TEST(ReportBrowser, EveryChartRendersWithoutConsoleErrors) {
 
   const std::string shot = std::string(TB_BUILD_DIR) + "/report-screenshot.png";
   std::remove(shot.c_str());
-  ASSERT_EQ(shell("timeout 120 " + browser + " " + flags + "--window-size=1400,3200 --screenshot=" + shot +
-                  " file://" + html + " > /dev/null 2>&1"),
+  ASSERT_EQ(shell("timeout 120 " + browser + " " + flags + "--window-size=1400,3200 --screenshot=" +
+                  shot + " file://" + html + " > /dev/null 2>&1"),
             0);
   std::ifstream png(shot, std::ios::binary);
   char sig[8] = {};

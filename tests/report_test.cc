@@ -18,7 +18,8 @@ namespace tb {
 namespace {
 
 std::string synthetic_store(const std::string& name, size_t runs) {
-  const std::string path = ::testing::TempDir() + "/" + name + "-" + std::to_string(getpid()) + ".db";
+  const std::string path =
+      ::testing::TempDir() + "/" + name + "-" + std::to_string(getpid()) + ".db";
   std::remove(path.c_str());
   auto store = Store::open(path);
   testing::SyntheticOptions o;
@@ -39,7 +40,8 @@ TEST(Report, AnalysesRecoverTheSyntheticLaw) {
   ASSERT_TRUE(runs.platforms[0].description.has_value());
   // Regress on the slow platform only, where the law holds exactly (plus noise).
   RunSet slow = runs;
-  slow.runs.erase(std::remove_if(slow.runs.begin(), slow.runs.end(), [](const tb::Run& r) { return r.platform != "slow"; }),
+  slow.runs.erase(std::remove_if(slow.runs.begin(), slow.runs.end(),
+                                 [](const tb::Run& r) { return r.platform != "slow"; }),
                   slow.runs.end());
   const Summary s = summarize(slow);
   const FamilyView& f = fc_of(s);
@@ -113,14 +115,17 @@ TEST(Report, HtmlIsSelfContainedAndEscapesDataText) {
   EXPECT_GE(st.charts, 5u);
   // One figure per chart, every chart's spec in the payload.
   const std::regex fig("<figure class=\"chart\" id=\"");
-  EXPECT_EQ(size_t(std::distance(std::sregex_iterator(html.begin(), html.end(), fig), std::sregex_iterator())), st.charts);
+  EXPECT_EQ(size_t(std::distance(std::sregex_iterator(html.begin(), html.end(), fig),
+                                 std::sregex_iterator())),
+            st.charts);
   // The hostile text from the store appears only escaped: as HTML entities in tables,
   // as \u003c in the JSON payload; the only </script> tags are the page's own.
   EXPECT_EQ(html.find("<script>alert"), std::string::npos);
   EXPECT_NE(html.find("&lt;script&gt;alert"), std::string::npos);
   EXPECT_NE(html.find("\\u003cscript\\u003ealert"), std::string::npos);
   size_t closes = 0;
-  for (size_t p = html.find("</script>"); p != std::string::npos; p = html.find("</script>", p + 1)) ++closes;
+  for (size_t p = html.find("</script>"); p != std::string::npos; p = html.find("</script>", p + 1))
+    ++closes;
   EXPECT_EQ(closes, 7u);  // data, console hook, vega, vega-lite, vegaUtil alias, tooltip, page
   // Offline: no external resource is referenced.
   EXPECT_EQ(html.find("src=\"http"), std::string::npos);

@@ -1,5 +1,7 @@
 // The software stack as an experiment axis: stack strings, TorchScript mode computing the
 // eager loss, and BLAS libraries chosen per process and detected rather than assumed.
+#include "spec/stack.h"
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,34 +13,38 @@
 #include "model/workload.h"
 #include "runner/torchscript.h"
 #include "spec/errors.h"
-#include "spec/stack.h"
-
 #include "support/cli.h"
 
 namespace tb {
 namespace {
 
 using Output = ::tb::testing::CliOutput;
-Output run(const std::string& args, const std::string& env = "") { return ::tb::testing::run_cli(args, env); }
+Output run(const std::string& args, const std::string& env = "") {
+  return ::tb::testing::run_cli(args, env);
+}
 
 TEST(Stack, StringsRoundTripAndRefuseBadValues) {
   EXPECT_TRUE(parse_stack("").is_default());
   EXPECT_EQ(parse_stack("stack:").str(), "");
-  const StackSpec s = parse_stack("stack:mode=torchscript,blas=blis-openmp,onednn=off,blas_threads=2");
+  const StackSpec s =
+      parse_stack("stack:mode=torchscript,blas=blis-openmp,onednn=off,blas_threads=2");
   EXPECT_EQ(s.str(), "stack:blas=blis-openmp,blas_threads=2,onednn=off,mode=torchscript");
   EXPECT_EQ(parse_stack(s.str()), s);
   EXPECT_EQ(parse_stack("blas=reference").blas, "reference");
   EXPECT_EQ(s.label(), "blas=blis-openmp,blas_threads=2,onednn=off,mode=torchscript");
   EXPECT_EQ(parse_stack("mode=torchscript").label(), "mode=torchscript");
   EXPECT_EQ(StackSpec{}.label(), "default");
-  for (const char* bad : {"blas=mkl", "mode=jit", "onednn=maybe", "blas_threads=-1", "colour=red", "blas"})
+  for (const char* bad :
+       {"blas=mkl", "mode=jit", "onednn=maybe", "blas_threads=-1", "colour=red", "blas"})
     EXPECT_THROW(parse_stack(bad), UsageError) << bad;
   try {
     parse_stack("blas=mkl");
   } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("blis-pthread"), std::string::npos) << "lists the known ones";
+    EXPECT_NE(std::string(e.what()).find("blis-pthread"), std::string::npos)
+        << "lists the known ones";
   }
-  EXPECT_EQ(stack_packages({parse_stack("blas=blis-pthread"), parse_stack("blas=reference"), parse_stack("blas=blis-pthread")}),
+  EXPECT_EQ(stack_packages({parse_stack("blas=blis-pthread"), parse_stack("blas=reference"),
+                            parse_stack("blas=blis-pthread")}),
             (std::vector<std::string>{"libblis4-pthread", "libblas3"}));
 }
 
@@ -60,12 +66,15 @@ void expect_same_step(const std::string& config_text) {
   for (int it = 0; it < 4; ++it) {
     const torch::Tensor l = traced->loss(batch);
     l.backward();
-    EXPECT_NEAR(l.item<double>(), l0.item<double>(), 1e-5 * std::abs(l0.item<double>())) << config_text << " run " << it;
+    EXPECT_NEAR(l.item<double>(), l0.item<double>(), 1e-5 * std::abs(l0.item<double>()))
+        << config_text << " run " << it;
     auto params = traced->module().parameters();
     ASSERT_EQ(params.size(), g0.size());
     for (size_t i = 0; i < params.size(); ++i) {
-      ASSERT_TRUE(params[i].grad().defined()) << config_text << ": no gradient reached parameter " << i;
-      EXPECT_TRUE(torch::allclose(params[i].grad(), g0[i], 1e-4, 1e-6)) << config_text << " parameter " << i;
+      ASSERT_TRUE(params[i].grad().defined())
+          << config_text << ": no gradient reached parameter " << i;
+      EXPECT_TRUE(torch::allclose(params[i].grad(), g0[i], 1e-4, 1e-6))
+          << config_text << " parameter " << i;
       params[i].mutable_grad().reset();
     }
   }
@@ -113,8 +122,10 @@ TEST(Stack, SweepRunsEveryStackAndCompareMatchesThem) {
   ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
   {
     std::ofstream f(dir + "/s.toml");
-    f << "name = \"s\"\nbudget = 0.3\nstacks = [\"blas=openblas-pthread\", \"blas=openblas-pthread,mode=torchscript\"]\n"
-         "[[grid]]\nfamily = \"fc\"\nlayers = 1\nnodes = [64, 128]\ninput = 64\noutput = 10\nbatch = 32\n";
+    f << "name = \"s\"\nbudget = 0.3\nstacks = [\"blas=openblas-pthread\", "
+         "\"blas=openblas-pthread,mode=torchscript\"]\n"
+         "[[grid]]\nfamily = \"fc\"\nlayers = 1\nnodes = [64, 128]\ninput = 64\noutput = 10\nbatch "
+         "= 32\n";
   }
   Output o = run("sweep " + dir + "/s.toml --store " + dir + "/s.db");
   ASSERT_EQ(o.status, 0) << o.err;

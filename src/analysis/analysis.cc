@@ -145,7 +145,8 @@ Comparison compare(const std::map<std::string, double>& a, const std::map<std::s
 
 double amdahl_serial_fraction(const std::map<int, double>& t) {
   auto base = t.find(1);
-  if (base == t.end() || t.size() < 2) throw std::invalid_argument("Amdahl fit needs n=1 and one more point");
+  if (base == t.end() || t.size() < 2)
+    throw std::invalid_argument("Amdahl fit needs n=1 and one more point");
   // 1/S(n) = s + (1 - s)/n  <=>  1/S(n) - 1/n = s (1 - 1/n): least squares through the origin.
   double num = 0, den = 0;
   for (const auto& [n, thr] : t) {

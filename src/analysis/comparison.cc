@@ -45,8 +45,9 @@ ComparisonView compare_runs(const RunSet& runs, const std::string& axis, const s
     if (std::find(values.begin(), values.end(), side) == values.end()) {
       std::string known;
       for (const auto& v : values) known += (known.empty() ? "" : ", ") + v;
-      throw UsageError("no run has " + axis + " '" + side + "'" +
-                       (known.empty() ? std::string(" (no run has that axis)") : " (present: " + known + ")"));
+      throw UsageError(
+          "no run has " + axis + " '" + side + "'" +
+          (known.empty() ? std::string(" (no run has that axis)") : " (present: " + known + ")"));
     }
   if (a == b) throw UsageError("both sides of the comparison are " + axis + " '" + a + "'");
   ComparisonView v;
@@ -80,7 +81,9 @@ ComparisonView compare_runs(const RunSet& runs, const std::string& axis, const s
   for (const auto& [k, ra_run] : side_a) {
     auto it = side_b.find(k);
     if (it == side_b.end()) continue;
-    Point p{ra_run->config, ra_run->family, "ok", "", ra_run->params, rate(it->second) / rate(ra_run), ra_run};
+    Point p{
+        ra_run->config, ra_run->family, "ok", "", ra_run->params, rate(it->second) / rate(ra_run),
+        ra_run};
     if (axis != "platform" && axis != "stack") p.params.erase(axis);
     v.points.push_back(std::move(p));
   }

@@ -27,8 +27,10 @@ HeatMap heat_map(const std::vector<Point>& points, const std::string& x, const s
   std::set<double> xs, ys;
   for (const auto& p : points) {
     const auto vx = number(p, x), vy = number(p, y);
-    if (!vx) throw UsageError("heat map axis '" + x + "' is not a numeric parameter of " + p.config);
-    if (!vy) throw UsageError("heat map axis '" + y + "' is not a numeric parameter of " + p.config);
+    if (!vx)
+      throw UsageError("heat map axis '" + x + "' is not a numeric parameter of " + p.config);
+    if (!vy)
+      throw UsageError("heat map axis '" + y + "' is not a numeric parameter of " + p.config);
     xs.insert(*vx), ys.insert(*vy);
   }
   h.xs.assign(xs.begin(), xs.end());
@@ -40,7 +42,8 @@ HeatMap heat_map(const std::vector<Point>& points, const std::string& x, const s
     for (const auto& [k, v] : fix) {
       if (k == x || k == y) throw UsageError("cannot fix '" + k + "': it is a heat map axis");
       auto it = p.params.find(k);
-      if (it == p.params.end()) throw UsageError("cannot fix '" + k + "': not a parameter of " + p.config);
+      if (it == p.params.end())
+        throw UsageError("cannot fix '" + k + "': not a parameter of " + p.config);
       if (it->second != v) match = false;
     }
     if (match) kept.push_back(&p);
@@ -65,7 +68,8 @@ HeatMap heat_map(const std::vector<Point>& points, const std::string& x, const s
   const std::map<std::string, std::string>* best = nullptr;
   Slice best_s;
   for (const auto& [rest, s] : slices)
-    if (!best || s.ok > best_s.ok || (s.ok == best_s.ok && s.all > best_s.all)) best = &rest, best_s = s;
+    if (!best || s.ok > best_s.ok || (s.ok == best_s.ok && s.all > best_s.all))
+      best = &rest, best_s = s;
   if (best) h.fixed = *best;
 
   std::map<std::pair<double, double>, const Point*> at;

@@ -43,7 +43,8 @@ std::vector<Observation> observe(const RunSet& runs, const Summary& s) {
         "{} has the largest {} weight on {} {}: {} per standard deviation of {}{} "
         "(linear fit over {} runs, R\u00b2 = {:.2f})",
         r.terms[top], r.weights[top] >= 0 ? "positive" : "negative", f.family, m.label,
-        weight_text(m, r.weights[top]), r.log2_scaled[top] ? "log2 " : "", r.terms[top], r.samples, r.r2);
+        weight_text(m, r.weights[top]), r.log2_scaled[top] ? "log2 " : "", r.terms[top], r.samples,
+        r.r2);
     if (r.log2_scaled.size() > 1) {
       size_t second = top == 0 ? 1 : 0;
       for (size_t i = 0; i < r.log2_scaled.size(); ++i)
@@ -56,24 +57,27 @@ std::vector<Observation> observe(const RunSet& runs, const Summary& s) {
   for (const auto& c : s.comparisons) {
     if (c.stats.matched.empty()) continue;
     const double g = c.stats.geomean;
-    const std::string what = c.axis == "platform" || c.axis == "stack" ? c.axis + " " : c.axis + "=";
+    const std::string what =
+        c.axis == "platform" || c.axis == "stack" ? c.axis + " " : c.axis + "=";
     std::string text = fmt::format(
-        "{}{} is {:.2f}x {} than {}{} in geometric mean over {} matched configs, and faster on {:.0f}% of them",
-        what, c.b, g >= 1 ? g : 1 / g, g >= 1 ? "faster" : "slower", what, c.a, c.stats.matched.size(),
-        100 * c.stats.share_b_faster);
+        "{}{} is {:.2f}x {} than {}{} in geometric mean over {} matched configs, and faster on "
+        "{:.0f}% of them",
+        what, c.b, g >= 1 ? g : 1 / g, g >= 1 ? "faster" : "slower", what, c.a,
+        c.stats.matched.size(), 100 * c.stats.share_b_faster);
     if (!c.flips.empty())
-      text += fmt::format("; the winner flips on {} configs, most clearly {} ({:.2f}x)", c.flips.size(),
-                          c.flips.front().config, c.flips.front().speedup);
+      text += fmt::format("; the winner flips on {} configs, most clearly {} ({:.2f}x)",
+                          c.flips.size(), c.flips.front().config, c.flips.front().speedup);
     out.push_back({text, chart_id("cmp", c.axis + "_" + c.b)});
     for (const auto& [fam, r] : c.regression_by_family) {
       const auto ranked = ranked_params(r);
       if (ranked.empty()) continue;
       const auto it = std::find(r.terms.begin(), r.terms.end(), ranked[0]);
       const double w = r.weights[size_t(it - r.terms.begin())];
-      out.push_back({fmt::format("For {}, the {} speedup of {} over {} {} most with {} ({:+.3f} per standard "
-                                 "deviation, R\u00b2 = {:.2f})",
-                                 fam, c.axis, c.b, c.a, w >= 0 ? "grows" : "shrinks", ranked[0], w, r.r2),
-                     chart_id("cmp", c.axis + "_" + c.b)});
+      out.push_back(
+          {fmt::format("For {}, the {} speedup of {} over {} {} most with {} ({:+.3f} per standard "
+                       "deviation, R\u00b2 = {:.2f})",
+                       fam, c.axis, c.b, c.a, w >= 0 ? "grows" : "shrinks", ranked[0], w, r.r2),
+           chart_id("cmp", c.axis + "_" + c.b)});
     }
   }
 
@@ -95,10 +99,11 @@ std::vector<Observation> observe(const RunSet& runs, const Summary& s) {
       fractions.push_back(r->metric("achieved_flops") / *roof);
     }
     if (!placed) continue;
-    out.push_back({fmt::format("On {}, {} of {} runs have arithmetic intensity below the ridge point "
-                               "(memory-bound); the median run reaches {:.0f}% of the roof above it",
-                               v.platform, memory_bound, placed, 100 * percentile(fractions, 50)),
-                   chart_id("roof", v.platform)});
+    out.push_back(
+        {fmt::format("On {}, {} of {} runs have arithmetic intensity below the ridge point "
+                     "(memory-bound); the median run reaches {:.0f}% of the roof above it",
+                     v.platform, memory_bound, placed, 100 * percentile(fractions, 50)),
+         chart_id("roof", v.platform)});
   }
 
   if (s.boxes.size() >= 2) {
@@ -106,25 +111,30 @@ std::vector<Observation> observe(const RunSet& runs, const Summary& s) {
     for (const auto& b : s.boxes) g.push_back(&b);
     std::sort(g.begin(), g.end(), [](auto* a, auto* b) { return a->stats.p50 > b->stats.p50; });
     std::string list;
-    for (const auto* b : g) list += (list.empty() ? "" : ", ") + fmt::format("{} {}", b->group, show(m, b->stats.p50));
-    out.push_back({fmt::format("Median {} by group: {}; {} is highest, {:.1f}x the lowest", m.label, list,
-                               g.front()->group, g.back()->stats.p50 > 0 ? g.front()->stats.p50 / g.back()->stats.p50 : 0),
-                   chart_id("box")});
+    for (const auto* b : g)
+      list += (list.empty() ? "" : ", ") + fmt::format("{} {}", b->group, show(m, b->stats.p50));
+    out.push_back(
+        {fmt::format("Median {} by group: {}; {} is highest, {:.1f}x the lowest", m.label, list,
+                     g.front()->group,
+                     g.back()->stats.p50 > 0 ? g.front()->stats.p50 / g.back()->stats.p50 : 0),
+         chart_id("box")});
   } else if (s.boxes.size() == 1) {
     const auto& b = s.boxes.front();
-    out.push_back({fmt::format("{} {}: median {}, 2nd-98th percentile {} to {}, over {} runs", b.group, m.label,
-                               show(m, b.stats.p50), show(m, b.stats.p2), show(m, b.stats.p98), b.stats.n),
+    out.push_back({fmt::format("{} {}: median {}, 2nd-98th percentile {} to {}, over {} runs",
+                               b.group, m.label, show(m, b.stats.p50), show(m, b.stats.p2),
+                               show(m, b.stats.p98), b.stats.n),
                    chart_id("box")});
   }
 
   for (const auto& sc : s.scaling) {
     if (std::isnan(sc.serial_fraction)) continue;
     const int top = sc.throughput.rbegin()->first;
-    out.push_back({fmt::format("{}: {:.2f}x throughput at {} {} over 1; Amdahl's non-parallel fraction "
-                               "fitted from it is {:.2f}",
-                               sc.key, sc.throughput.at(top) / sc.throughput.at(1), top, sc.param,
-                               sc.serial_fraction),
-                   chart_id("scaling")});
+    out.push_back(
+        {fmt::format("{}: {:.2f}x throughput at {} {} over 1; Amdahl's non-parallel fraction "
+                     "fitted from it is {:.2f}",
+                     sc.key, sc.throughput.at(top) / sc.throughput.at(1), top, sc.param,
+                     sc.serial_fraction),
+         chart_id("scaling")});
     if (out.size() > 40) break;
   }
 
@@ -138,8 +148,8 @@ std::vector<Observation> observe(const RunSet& runs, const Summary& s) {
       parts += (parts.empty() ? "" : ", ") + fmt::format("{} {}", n, st);
     }
     if (!failed) continue;
-    out.push_back({fmt::format("{} of {} {} configs did not produce a measurement: {}", failed, total, f.family,
-                               parts),
+    out.push_back({fmt::format("{} of {} {} configs did not produce a measurement: {}", failed,
+                               total, f.family, parts),
                    f.heat ? chart_id("heat", f.family) : chart_id("box")});
   }
 
@@ -155,11 +165,13 @@ std::vector<Observation> observe(const RunSet& runs, const Summary& s) {
     }
   }
   if (loose)
-    out.push_back({fmt::format("{} of {} measured runs reached their time budget before the confidence target; "
-                               "their median 95% interval is \u00b1{:.1f}% of the mean step time, so read "
-                               "smaller differences with care",
-                               loose, ok, cis.empty() ? 0.0 : 100 * percentile(cis, 50)),
-                   chart_id("box")});
+    out.push_back(
+        {fmt::format(
+             "{} of {} measured runs reached their time budget before the confidence target; "
+             "their median 95% interval is \u00b1{:.1f}% of the mean step time, so read "
+             "smaller differences with care",
+             loose, ok, cis.empty() ? 0.0 : 100 * percentile(cis, 50)),
+         chart_id("box")});
   return out;
 }
 

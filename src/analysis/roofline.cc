@@ -12,13 +12,15 @@ std::vector<RooflineView> rooflines(const RunSet& set) {
     RooflineView v;
     v.platform = info.name;
     for (const auto& [dtype, tf] : d.peak_tflops)
-      v.roofs.push_back({dtype + " peak (" + (d.source.rfind("measured", 0) == 0 ? "measured" : "spec") + ")",
-                         "compute", d.source.rfind("measured", 0) == 0 ? "measured" : "spec", dtype, tf * 1e12});
+      v.roofs.push_back(
+          {dtype + " peak (" + (d.source.rfind("measured", 0) == 0 ? "measured" : "spec") + ")",
+           "compute", d.source.rfind("measured", 0) == 0 ? "measured" : "spec", dtype, tf * 1e12});
     // A measured description keeps the datasheet formula's peaks beside its own.
     if (d.extra.contains("spec_peak_tflops") && d.extra["spec_peak_tflops"].is_object())
       for (const auto& [dtype, tf] : d.extra["spec_peak_tflops"].items())
         if (tf.is_number())
-          v.roofs.push_back({dtype + " peak (spec)", "compute", "spec", dtype, tf.get<double>() * 1e12});
+          v.roofs.push_back(
+              {dtype + " peak (spec)", "compute", "spec", dtype, tf.get<double>() * 1e12});
     const bool measured = d.source.rfind("measured", 0) == 0;
     if (d.memory_bandwidth_gbps > 0)
       v.roofs.push_back({std::string("DRAM (") + (measured ? "measured" : "spec") + ")", "memory",

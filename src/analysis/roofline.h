@@ -22,7 +22,7 @@ struct RooflineView {
   std::vector<Roof> roofs;
   // Ridge points of the main-memory roof against each dtype's measured compute roof.
   std::vector<std::pair<std::string, double>> ridges;  // dtype, FLOPs/byte
-  std::vector<const Run*> runs;  // ok runs with intensity and achieved FLOP/s
+  std::vector<const Run*> runs;                        // ok runs with intensity and achieved FLOP/s
   // Operators of the platform's profiles with FLOPs, bytes and time (op-level roofline).
   std::vector<std::pair<const Profile*, const OpStats*>> ops;
 };

@@ -150,9 +150,9 @@ const std::vector<std::string>& metric_columns() {
   static const std::vector<std::string> c = [] {
     std::vector<std::string> v;
     for (const auto& m : metric_infos()) v.push_back(m.name);
-    for (const char* extra : {"peak_flops", "ci95_relative", "samples", "warmup_steps",
-                              "bytes_per_step", "step_p5_s", "step_p95_s", "comm_share",
-                              "per_worker_examples_per_s", "allreduce_bytes_per_step"})
+    for (const char* extra :
+         {"peak_flops", "ci95_relative", "samples", "warmup_steps", "bytes_per_step", "step_p5_s",
+          "step_p95_s", "comm_share", "per_worker_examples_per_s", "allreduce_bytes_per_step"})
       v.push_back(extra);
     return v;
   }();
@@ -188,7 +188,8 @@ RunSet load_runs(const std::vector<std::string>& paths) {
     }
     set.stores.push_back(path);
     for (const auto& p : store->profiles())
-      set.profiles.push_back({platform_names[p.at("platform_id").get<int64_t>()], profile_from_json(p)});
+      set.profiles.push_back(
+          {platform_names[p.at("platform_id").get<int64_t>()], profile_from_json(p)});
     for (const auto& m : store->memory_breakdowns())
       set.memory.push_back({platform_names[m.at("platform_id").get<int64_t>()], m});
     for (const auto& row : store->runs()) {
@@ -199,7 +200,8 @@ RunSet load_runs(const std::vector<std::string>& paths) {
       if (row.contains("error") && row["error"].is_string()) r.error = row["error"];
       r.platform = row.at("platform").get<std::string>();
       r.stack = stack_label(row);
-      if (row.contains("end_reason") && row["end_reason"].is_string()) r.end_reason = row["end_reason"];
+      if (row.contains("end_reason") && row["end_reason"].is_string())
+        r.end_reason = row["end_reason"];
       r.store = path;
       for (const auto& m : metric_columns())
         if (row.contains(m) && row[m].is_number()) r.metrics[m] = row[m].get<double>();

@@ -15,9 +15,9 @@ namespace tb {
 
 struct Run {
   std::string config, family, status, error;
-  std::string platform;  // the platform row's name
-  std::string stack;     // a short label of the software stack (see stack_label)
-  std::string store;     // the file it came from
+  std::string platform;    // the platform row's name
+  std::string stack;       // a short label of the software stack (see stack_label)
+  std::string store;       // the file it came from
   std::string end_reason;  // why sampling stopped: converged, budget, ...
   std::map<std::string, std::string> params;  // from the config text
   std::map<std::string, double> metrics;      // the store's numeric metric columns present
@@ -31,7 +31,7 @@ struct Run {
 struct PlatformInfo {
   std::string name;
   std::optional<PlatformDescription> description;  // when the store holds one
-  std::string problem;  // why a stored description could not be read
+  std::string problem;                             // why a stored description could not be read
 };
 
 // A per-operator profile (`trainbench profile --store`, `sweep --profile`) and where it ran.

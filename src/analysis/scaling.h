@@ -16,7 +16,7 @@ struct ScalingSeries {
   std::map<int, double> throughput;   // examples/s by count
   std::map<int, double> utilization;  // FLOPS utilization by count, where known
   std::map<int, std::string> configs;
-  std::map<int, double> comm_share;  // data-parallel runs: exposed communication / step
+  std::map<int, double> comm_share;       // data-parallel runs: exposed communication / step
   double serial_fraction = std::nan("");  // NaN unless a count of 1 was measured
 };
 

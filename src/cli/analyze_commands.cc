@@ -29,7 +29,8 @@ std::map<std::string, std::string> parse_fixes(const std::string& text) {
   return out;
 }
 
-int emit(const std::string& kind, const View& v, const std::string& format, const std::string& out) {
+int emit(const std::string& kind, const View& v, const std::string& format,
+         const std::string& out) {
   std::string text;
   if (format == "json")
     text = view_document(kind, v).dump(2) + "\n";
@@ -66,19 +67,28 @@ Command add_analyze(CLI::App& app) {
     bool second_order = false;
   };
   auto a = std::make_shared<Args>();
-  auto* sub = app.add_subcommand("analyze", "Analyse a results store: sensitivity, heat map, box plots, roofline, scaling, observations");
+  auto* sub = app.add_subcommand(
+      "analyze",
+      "Analyse a results store: sensitivity, heat map, box plots, roofline, scaling, observations");
   sub->add_option("view", a->view, "sensitivity, heatmap, box, roofline, scaling or observations")
       ->required()
-      ->check(CLI::IsMember({"sensitivity", "heatmap", "box", "roofline", "scaling", "observations"}));
+      ->check(
+          CLI::IsMember({"sensitivity", "heatmap", "box", "roofline", "scaling", "observations"}));
   sub->add_option("stores", a->stores, "results stores")->required();
-  sub->add_option("--family", a->family, "the family to analyse (needed when the stores hold several)");
-  sub->add_option("--metric", a->metric, "flops_utilization, examples_per_s, achieved_flops, step_mean_s, ...")
+  sub->add_option("--family", a->family,
+                  "the family to analyse (needed when the stores hold several)");
+  sub->add_option("--metric", a->metric,
+                  "flops_utilization, examples_per_s, achieved_flops, step_mean_s, ...")
       ->capture_default_str();
-  sub->add_option("--x", a->x, "heat map: column hyperparameter (default: largest regression weight)");
+  sub->add_option("--x", a->x,
+                  "heat map: column hyperparameter (default: largest regression weight)");
   sub->add_option("--y", a->y, "heat map: row hyperparameter (default: second largest weight)");
-  sub->add_option("--fix", a->fix, "heat map: hold hyperparameters at values, e.g. nodes=1024,threads=2");
+  sub->add_option("--fix", a->fix,
+                  "heat map: hold hyperparameters at values, e.g. nodes=1024,threads=2");
   sub->add_flag("--second-order", a->second_order, "sensitivity: add pairwise product terms");
-  sub->add_option("--format", a->format, "text, json or csv")->check(CLI::IsMember({"text", "json", "csv"}))->capture_default_str();
+  sub->add_option("--format", a->format, "text, json or csv")
+      ->check(CLI::IsMember({"text", "json", "csv"}))
+      ->capture_default_str();
   sub->add_option("-o,--out", a->out, "file to write (default: standard output)");
   sub->footer(
       "Examples:\n"
@@ -87,40 +97,51 @@ Command add_analyze(CLI::App& app) {
       "  trainbench analyze box out/demo.db --metric examples_per_s --format csv -o box.csv\n"
       "  trainbench analyze roofline out/demo.db --format json\n"
       "  trainbench analyze observations out/demo.db");
-  return {sub, [a]() {
-            const RunSet runs = load_runs(a->stores);
-            SummaryOptions so;
-            so.metric = a->metric;
-            so.second_order = a->second_order;
-            metric_info(a->metric);
-            if (a->view == "box") return emit("box", box_view(box_groups(runs, a->metric), a->metric), a->format, a->out);
-            if (a->view == "roofline") return emit("roofline", roofline_view(rooflines(runs)), a->format, a->out);
-            if (a->view == "scaling") {
-              auto series = scaling(runs, "threads");
-              for (auto& w : scaling(runs, "workers")) series.push_back(std::move(w));
-              return emit("scaling", scaling_view(series), a->format, a->out);
-            }
-            const Summary s = summarize(runs, so);
-            if (a->view == "observations") return emit("observations", observations_view(s.observations), a->format, a->out);
-            const FamilyView& f = family_view(s, a->family);
-            if (a->view == "sensitivity") {
-              if (!f.regression)
-                throw UsageError(fmt::format("family '{}' has too few measured runs ({} ok) over {} varying "
-                                             "hyperparameters for a regression",
-                                             f.family, f.by_status.count("ok") ? f.by_status.at("ok") : 0, f.params.size()));
-              return emit("sensitivity", sensitivity_view(f.family, *f.regression, a->metric), a->format, a->out);
-            }
-            std::string x = a->x, y = a->y;
-            const auto ranked = f.regression ? ranked_params(*f.regression) : f.params;
-            for (const auto& p : ranked) {
-              if (x.empty() && p != y) x = p;
-              else if (y.empty() && p != x) y = p;
-            }
-            if (x.empty() || y.empty())
-              throw UsageError("family '" + f.family + "' has fewer than two varying numeric hyperparameters; name the axes with --x and --y");
-            return emit("heatmap", heat_view(f.family, heat_map(f.points, x, y, parse_fixes(a->fix)), a->metric),
-                        a->format, a->out);
-          }};
+  return {
+      sub, [a]() {
+        const RunSet runs = load_runs(a->stores);
+        SummaryOptions so;
+        so.metric = a->metric;
+        so.second_order = a->second_order;
+        metric_info(a->metric);
+        if (a->view == "box")
+          return emit("box", box_view(box_groups(runs, a->metric), a->metric), a->format, a->out);
+        if (a->view == "roofline")
+          return emit("roofline", roofline_view(rooflines(runs)), a->format, a->out);
+        if (a->view == "scaling") {
+          auto series = scaling(runs, "threads");
+          for (auto& w : scaling(runs, "workers")) series.push_back(std::move(w));
+          return emit("scaling", scaling_view(series), a->format, a->out);
+        }
+        const Summary s = summarize(runs, so);
+        if (a->view == "observations")
+          return emit("observations", observations_view(s.observations), a->format, a->out);
+        const FamilyView& f = family_view(s, a->family);
+        if (a->view == "sensitivity") {
+          if (!f.regression)
+            throw UsageError(fmt::format(
+                "family '{}' has too few measured runs ({} ok) over {} varying "
+                "hyperparameters for a regression",
+                f.family, f.by_status.count("ok") ? f.by_status.at("ok") : 0, f.params.size()));
+          return emit("sensitivity", sensitivity_view(f.family, *f.regression, a->metric),
+                      a->format, a->out);
+        }
+        std::string x = a->x, y = a->y;
+        const auto ranked = f.regression ? ranked_params(*f.regression) : f.params;
+        for (const auto& p : ranked) {
+          if (x.empty() && p != y)
+            x = p;
+          else if (y.empty() && p != x)
+            y = p;
+        }
+        if (x.empty() || y.empty())
+          throw UsageError("family '" + f.family +
+                           "' has fewer than two varying numeric hyperparameters; name the axes "
+                           "with --x and --y");
+        return emit("heatmap",
+                    heat_view(f.family, heat_map(f.points, x, y, parse_fixes(a->fix)), a->metric),
+                    a->format, a->out);
+      }};
 }
 
 Command add_compare(CLI::App& app) {
@@ -129,28 +150,38 @@ Command add_compare(CLI::App& app) {
     std::string by = "platform", a, b, metric = "examples_per_s", family, format = "text", out;
   };
   auto a = std::make_shared<Args>();
-  auto* sub = app.add_subcommand("compare", "Speedups between two platforms, software stacks or values of a hyperparameter");
+  auto* sub = app.add_subcommand(
+      "compare", "Speedups between two platforms, software stacks or values of a hyperparameter");
   sub->add_option("stores", a->stores, "one or more results stores")->required();
-  sub->add_option("--by", a->by, "platform, stack, or a hyperparameter such as dtype or threads")->capture_default_str();
+  sub->add_option("--by", a->by, "platform, stack, or a hyperparameter such as dtype or threads")
+      ->capture_default_str();
   sub->add_option("--a", a->a, "the baseline side (default: the first value found)");
   sub->add_option("--b", a->b, "the other side (default: the second value found)");
-  sub->add_option("--metric", a->metric, "a rate (higher is better) or a time (its inverse is used)")->capture_default_str();
+  sub->add_option("--metric", a->metric,
+                  "a rate (higher is better) or a time (its inverse is used)")
+      ->capture_default_str();
   sub->add_option("--family", a->family, "only this family");
-  sub->add_option("--format", a->format, "text, json or csv")->check(CLI::IsMember({"text", "json", "csv"}))->capture_default_str();
+  sub->add_option("--format", a->format, "text, json or csv")
+      ->check(CLI::IsMember({"text", "json", "csv"}))
+      ->capture_default_str();
   sub->add_option("-o,--out", a->out, "file to write (default: standard output)");
   sub->footer(
       "Examples:\n"
       "  trainbench compare xeon.db epyc.db --by platform\n"
       "  trainbench compare out/demo.db --by dtype --a fp32 --b bf16\n"
       "  trainbench compare openblas.db blis.db --by stack --format csv -o speedups.csv\n"
-      "Speedup = metric of B / metric of A on configs measured on both sides (identical in every other\n"
-      "hyperparameter, platform and stack); configs present on one side only are counted, not compared.");
+      "Speedup = metric of B / metric of A on configs measured on both sides (identical in every "
+      "other\n"
+      "hyperparameter, platform and stack); configs present on one side only are counted, not "
+      "compared.");
   return {sub, [a]() {
             const RunSet runs = load_runs(a->stores);
             const auto values = axis_values(runs, a->by);
             if (values.size() < 2 && (a->a.empty() || a->b.empty()))
-              throw UsageError(fmt::format("--by {}: the store(s) hold {} value(s) of it, need two", a->by, values.size()));
-            const std::string side_a = a->a.empty() ? (values[0] == a->b ? values[1] : values[0]) : a->a;
+              throw UsageError(fmt::format("--by {}: the store(s) hold {} value(s) of it, need two",
+                                           a->by, values.size()));
+            const std::string side_a =
+                a->a.empty() ? (values[0] == a->b ? values[1] : values[0]) : a->a;
             std::string side_b = a->b;
             if (side_b.empty())
               for (const auto& v : values)
@@ -158,8 +189,10 @@ Command add_compare(CLI::App& app) {
                   side_b = v;
                   break;
                 }
-            return emit("comparison", comparison_view(compare_runs(runs, a->by, side_a, side_b, a->metric, a->family)),
-                        a->format, a->out);
+            return emit(
+                "comparison",
+                comparison_view(compare_runs(runs, a->by, side_a, side_b, a->metric, a->family)),
+                a->format, a->out);
           }};
 }
 
@@ -170,14 +203,18 @@ Command add_report(CLI::App& app) {
     bool second_order = false;
   };
   auto a = std::make_shared<Args>();
-  auto* sub = app.add_subcommand("report", "Write a self-contained HTML report of one or more stores");
+  auto* sub =
+      app.add_subcommand("report", "Write a self-contained HTML report of one or more stores");
   sub->add_option("stores", a->stores, "results stores")->required();
   sub->add_option("-o,--out", a->out, "the HTML file to write")->required();
-  sub->add_option("--metric", a->metric, "the metric of heat maps, regressions and box plots")->capture_default_str();
+  sub->add_option("--metric", a->metric, "the metric of heat maps, regressions and box plots")
+      ->capture_default_str();
   sub->add_option("--title", a->title, "the report's title")->capture_default_str();
-  sub->add_option("--color", a->color, "hyperparameter that colors roofline and comparison points")->capture_default_str();
+  sub->add_option("--color", a->color, "hyperparameter that colors roofline and comparison points")
+      ->capture_default_str();
   sub->add_option("--compare", a->compare,
-                  "AXIS:A:B comparisons to draw (default: every axis among platform, stack and dtype with two values)");
+                  "AXIS:A:B comparisons to draw (default: every axis among platform, stack and "
+                  "dtype with two values)");
   sub->add_flag("--second-order", a->second_order, "add pairwise product terms to the regressions");
   sub->footer(
       "Examples:\n"
@@ -195,12 +232,14 @@ Command add_report(CLI::App& app) {
               const auto p1 = c.find(':'), p2 = c.find(':', p1 == std::string::npos ? p1 : p1 + 1);
               if (p1 == std::string::npos || p2 == std::string::npos || p2 + 1 >= c.size())
                 throw UsageError("--compare: '" + c + "' is not AXIS:A:B");
-              o.summary.comparisons.push_back({c.substr(0, p1), c.substr(p1 + 1, p2 - p1 - 1), c.substr(p2 + 1)});
+              o.summary.comparisons.push_back(
+                  {c.substr(0, p1), c.substr(p1 + 1, p2 - p1 - 1), c.substr(p2 + 1)});
             }
             metric_info(a->metric);
             const ReportStats st = write_report(a->stores, a->out, o);
-            std::cout << fmt::format("wrote {} ({:.1f} MB): {} runs, {} charts, {} observations\n", a->out,
-                                     double(st.bytes) / 1e6, st.runs, st.charts, st.observations);
+            std::cout << fmt::format("wrote {} ({:.1f} MB): {} runs, {} charts, {} observations\n",
+                                     a->out, double(st.bytes) / 1e6, st.runs, st.charts,
+                                     st.observations);
             return 0;
           }};
 }

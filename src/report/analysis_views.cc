@@ -31,17 +31,19 @@ View sensitivity_view(const std::string& family, const Regression& r, const std:
   v.rows = json::array();
   for (const auto& term : ranked_params(r)) {
     const size_t i = size_t(std::find(r.terms.begin(), r.terms.end(), term) - r.terms.begin());
-    v.text += fmt::format("  {:<24} {:>+12.4g}  {}\n", term, r.weights[i], r.log2_scaled[i] ? "log2, standardized" : "standardized");
+    v.text += fmt::format("  {:<24} {:>+12.4g}  {}\n", term, r.weights[i],
+                          r.log2_scaled[i] ? "log2, standardized" : "standardized");
   }
   for (size_t i = r.log2_scaled.size(); i < r.terms.size(); ++i)
     v.text += fmt::format("  {:<24} {:>+12.4g}  product\n", r.terms[i], r.weights[i]);
   for (size_t i = 0; i < r.terms.size(); ++i)
-    v.rows.push_back({{"family", family},
-                      {"term", r.terms[i]},
-                      {"weight", r.weights[i]},
-                      {"input", i < r.log2_scaled.size() ? (r.log2_scaled[i] ? "log2" : "linear") : "product"}});
-  v.json = {{"family", family}, {"metric", metric}, {"r2", r.r2}, {"intercept", r.intercept},
-            {"samples", r.samples}, {"terms", v.rows}};
+    v.rows.push_back(
+        {{"family", family},
+         {"term", r.terms[i]},
+         {"weight", r.weights[i]},
+         {"input", i < r.log2_scaled.size() ? (r.log2_scaled[i] ? "log2" : "linear") : "product"}});
+  v.json = {{"family", family},         {"metric", metric},     {"r2", r.r2},
+            {"intercept", r.intercept}, {"samples", r.samples}, {"terms", v.rows}};
   return v;
 }
 
@@ -49,8 +51,8 @@ View heat_view(const std::string& family, const HeatMap& h, const std::string& m
   View v;
   std::string fixed;
   for (const auto& [k, val] : h.fixed) fixed += (fixed.empty() ? "" : ",") + k + "=" + val;
-  v.text = fmt::format("{}: {} over {} (columns) and {} (rows); fixed: {}\n", family, metric_info(metric).label,
-                       h.x, h.y, fixed.empty() ? "-" : fixed);
+  v.text = fmt::format("{}: {} over {} (columns) and {} (rows); fixed: {}\n", family,
+                       metric_info(metric).label, h.x, h.y, fixed.empty() ? "-" : fixed);
   v.text += fmt::format("{:>10} |", h.y + "\\" + h.x);
   for (double x : h.xs) v.text += fmt::format(" {:>9g}", x);
   v.text += "\n";
@@ -66,26 +68,36 @@ View heat_view(const std::string& family, const HeatMap& h, const std::string& m
     v.text += "\n";
   }
   for (const auto& c : h.cells)
-    v.rows.push_back({{h.x, c.x}, {h.y, c.y}, {"value", c.value ? json(*c.value) : json(nullptr)},
-                      {"status", c.status}, {"error", c.error}, {"config", c.config}});
+    v.rows.push_back({{h.x, c.x},
+                      {h.y, c.y},
+                      {"value", c.value ? json(*c.value) : json(nullptr)},
+                      {"status", c.status},
+                      {"error", c.error},
+                      {"config", c.config}});
   v.text += "  (. never run; other words: the run's status)\n";
-  v.json = {{"family", family}, {"metric", metric}, {"x", h.x}, {"y", h.y}, {"fixed", h.fixed},
-            {"xs", h.xs}, {"ys", h.ys}, {"cells", v.rows}};
+  v.json = {{"family", family}, {"metric", metric}, {"x", h.x},   {"y", h.y},
+            {"fixed", h.fixed}, {"xs", h.xs},       {"ys", h.ys}, {"cells", v.rows}};
   return v;
 }
 
 View box_view(const std::vector<BoxGroup>& boxes, const std::string& metric) {
   View v;
   v.text = fmt::format("{} by group (percentiles 2, 9, 50, 91, 98)\n", metric_info(metric).label);
-  v.text += fmt::format("  {:<24} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8}\n", "group", "n", "p2", "p9", "p50",
-                        "p91", "p98", "outliers");
+  v.text += fmt::format("  {:<24} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8}\n", "group", "n",
+                        "p2", "p9", "p50", "p91", "p98", "outliers");
   v.rows = json::array();
   for (const auto& b : boxes) {
-    v.text += fmt::format("  {:<24} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8}\n", b.group, b.stats.n,
-                          show(metric, b.stats.p2), show(metric, b.stats.p9), show(metric, b.stats.p50),
-                          show(metric, b.stats.p91), show(metric, b.stats.p98), b.stats.outliers.size());
-    v.rows.push_back({{"group", b.group}, {"n", b.stats.n}, {"p2", b.stats.p2}, {"p9", b.stats.p9},
-                      {"p50", b.stats.p50}, {"p91", b.stats.p91}, {"p98", b.stats.p98},
+    v.text +=
+        fmt::format("  {:<24} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8}\n", b.group, b.stats.n,
+                    show(metric, b.stats.p2), show(metric, b.stats.p9), show(metric, b.stats.p50),
+                    show(metric, b.stats.p91), show(metric, b.stats.p98), b.stats.outliers.size());
+    v.rows.push_back({{"group", b.group},
+                      {"n", b.stats.n},
+                      {"p2", b.stats.p2},
+                      {"p9", b.stats.p9},
+                      {"p50", b.stats.p50},
+                      {"p91", b.stats.p91},
+                      {"p98", b.stats.p98},
                       {"outliers", b.stats.outliers.size()}});
   }
   v.json = {{"metric", metric}, {"groups", v.rows}};
@@ -100,8 +112,13 @@ View roofline_view(const std::vector<RooflineView>& views) {
     v.text += rv.platform + ": roofs\n";
     json roofs = json::array(), ridges = json::array();
     for (const auto& r : rv.roofs) {
-      v.text += fmt::format("  {:<24} {:>12.4g} {}\n", r.label, r.value, r.kind == "compute" ? "FLOP/s" : "B/s");
-      roofs.push_back({{"label", r.label}, {"kind", r.kind}, {"source", r.source}, {"dtype", r.dtype}, {"value", r.value}});
+      v.text += fmt::format("  {:<24} {:>12.4g} {}\n", r.label, r.value,
+                            r.kind == "compute" ? "FLOP/s" : "B/s");
+      roofs.push_back({{"label", r.label},
+                       {"kind", r.kind},
+                       {"source", r.source},
+                       {"dtype", r.dtype},
+                       {"value", r.value}});
     }
     for (const auto& [d, x] : rv.ridges) {
       v.text += fmt::format("  ridge {:<18} {:>12.4g} FLOP/B\n", d, x);
@@ -110,15 +127,19 @@ View roofline_view(const std::vector<RooflineView>& views) {
     v.text += fmt::format("  {} runs placed\n", rv.runs.size());
     json points = json::array();
     for (const Run* r : rv.runs) {
-      json p = {{"platform", rv.platform}, {"config", r->config},
-                {"intensity", r->metric("arithmetic_intensity")}, {"achieved_flops", r->metric("achieved_flops")},
+      json p = {{"platform", rv.platform},
+                {"config", r->config},
+                {"intensity", r->metric("arithmetic_intensity")},
+                {"achieved_flops", r->metric("achieved_flops")},
                 {"flops_utilization", nullable(r->metric("flops_utilization"))}};
       v.rows.push_back(p);
       points.push_back(p);
     }
-    v.json.push_back({{"platform", rv.platform}, {"roofs", roofs}, {"ridges", ridges}, {"runs", points}});
+    v.json.push_back(
+        {{"platform", rv.platform}, {"roofs", roofs}, {"ridges", ridges}, {"runs", points}});
   }
-  if (views.empty()) v.text = "no platform description in the store(s): run `trainbench platform` before sweeping\n";
+  if (views.empty())
+    v.text = "no platform description in the store(s): run `trainbench platform` before sweeping\n";
   v.json = {{"rooflines", v.json}};
   return v;
 }
@@ -126,14 +147,15 @@ View roofline_view(const std::vector<RooflineView>& views) {
 View comparison_view(const ComparisonView& c) {
   View v;
   const auto& s = c.stats;
-  v.text = fmt::format("{} {} vs {} on {} ({} matched configs; {} only on {}, {} only on {})\n", c.axis, c.b, c.a,
-                       c.metric, s.matched.size(), s.only_a, c.a, s.only_b, c.b);
-  v.text += fmt::format("  geometric-mean speedup of {} over {}: {:.3f}; {} faster on {:.0f}% of configs\n", c.b, c.a,
-                        s.geomean, c.b, 100 * s.share_b_faster);
+  v.text = fmt::format("{} {} vs {} on {} ({} matched configs; {} only on {}, {} only on {})\n",
+                       c.axis, c.b, c.a, c.metric, s.matched.size(), s.only_a, c.a, s.only_b, c.b);
+  v.text += fmt::format(
+      "  geometric-mean speedup of {} over {}: {:.3f}; {} faster on {:.0f}% of configs\n", c.b, c.a,
+      s.geomean, c.b, 100 * s.share_b_faster);
   for (const auto& [fam, fc] : c.by_family)
     if (!fc.matched.empty())
-      v.text += fmt::format("  {:<10} {:>5} configs  geomean {:.3f}  {} faster on {:.0f}%\n", fam, fc.matched.size(),
-                            fc.geomean, c.b, 100 * fc.share_b_faster);
+      v.text += fmt::format("  {:<10} {:>5} configs  geomean {:.3f}  {} faster on {:.0f}%\n", fam,
+                            fc.matched.size(), fc.geomean, c.b, 100 * fc.share_b_faster);
   json regs = json::object();
   for (const auto& [fam, r] : c.regression_by_family) {
     v.text += fmt::format("  {} speedup regression (R^2 {:.2f}):", fam, r.r2);
@@ -150,24 +172,35 @@ View comparison_view(const ComparisonView& c) {
       v.text += fmt::format("    {:.3f}x  {}\n", c.flips[i].speedup, c.flips[i].config);
   }
   v.rows = json::array();
-  for (const auto& m : s.matched) v.rows.push_back({{"config", m.config}, {"a", m.a}, {"b", m.b}, {"speedup", m.speedup}});
+  for (const auto& m : s.matched)
+    v.rows.push_back({{"config", m.config}, {"a", m.a}, {"b", m.b}, {"speedup", m.speedup}});
   json flips = json::array();
   for (const auto& f : c.flips) flips.push_back({{"config", f.config}, {"speedup", f.speedup}});
   json fams = json::object();
   for (const auto& [fam, fc] : c.by_family)
-    fams[fam] = {{"matched", fc.matched.size()}, {"geomean", fc.matched.empty() ? json(nullptr) : json(fc.geomean)},
+    fams[fam] = {{"matched", fc.matched.size()},
+                 {"geomean", fc.matched.empty() ? json(nullptr) : json(fc.geomean)},
                  {"share_b_faster", fc.share_b_faster}};
-  v.json = {{"axis", c.axis}, {"a", c.a}, {"b", c.b}, {"metric", c.metric},
-            {"geomean", s.matched.empty() ? json(nullptr) : json(s.geomean)}, {"share_b_faster", s.share_b_faster},
-            {"only_a", s.only_a}, {"only_b", s.only_b}, {"by_family", fams}, {"regression", regs},
-            {"flips", flips}, {"matched", v.rows}};
+  v.json = {{"axis", c.axis},
+            {"a", c.a},
+            {"b", c.b},
+            {"metric", c.metric},
+            {"geomean", s.matched.empty() ? json(nullptr) : json(s.geomean)},
+            {"share_b_faster", s.share_b_faster},
+            {"only_a", s.only_a},
+            {"only_b", s.only_b},
+            {"by_family", fams},
+            {"regression", regs},
+            {"flips", flips},
+            {"matched", v.rows}};
   return v;
 }
 
 View scaling_view(const std::vector<ScalingSeries>& series) {
   View v;
   v.rows = json::array();
-  if (series.empty()) v.text = "no experiment was measured at two or more thread (or worker) counts\n";
+  if (series.empty())
+    v.text = "no experiment was measured at two or more thread (or worker) counts\n";
   json all = json::array();
   for (const auto& s : series) {
     v.text += s.key + "\n";
@@ -176,18 +209,27 @@ View scaling_view(const std::vector<ScalingSeries>& series) {
       // Scaling efficiency: throughput over n times the throughput at 1.
       const double eff = s.throughput.count(1) ? t / (n * s.throughput.at(1)) : std::nan("");
       const double comm = s.comm_share.count(n) ? s.comm_share.at(n) : std::nan("");
-      v.text += fmt::format("  {:>3} {:<7}  {:>12.4g} examples/s  {:>8}  speedup {}  efficiency {}{}\n", n, s.param, t,
-                            std::isfinite(u) ? fmt::format("{:.1f}%", 100 * u) : "-",
-                            s.throughput.count(1) ? fmt::format("{:.2f}", t / s.throughput.at(1)) : "-",
-                            std::isfinite(eff) ? fmt::format("{:.0f}%", 100 * eff) : "-",
-                            std::isfinite(comm) ? fmt::format("  communication {:.0f}%", 100 * comm) : "");
-      v.rows.push_back({{"series", s.key}, {"config", s.configs.at(n)}, {s.param, n}, {"examples_per_s", t},
-                        {"flops_utilization", nullable(u)}, {"scaling_efficiency", nullable(eff)},
+      v.text += fmt::format(
+          "  {:>3} {:<7}  {:>12.4g} examples/s  {:>8}  speedup {}  efficiency {}{}\n", n, s.param,
+          t, std::isfinite(u) ? fmt::format("{:.1f}%", 100 * u) : "-",
+          s.throughput.count(1) ? fmt::format("{:.2f}", t / s.throughput.at(1)) : "-",
+          std::isfinite(eff) ? fmt::format("{:.0f}%", 100 * eff) : "-",
+          std::isfinite(comm) ? fmt::format("  communication {:.0f}%", 100 * comm) : "");
+      v.rows.push_back({{"series", s.key},
+                        {"config", s.configs.at(n)},
+                        {s.param, n},
+                        {"examples_per_s", t},
+                        {"flops_utilization", nullable(u)},
+                        {"scaling_efficiency", nullable(eff)},
                         {"comm_share", nullable(comm)}});
     }
-    v.text += std::isnan(s.serial_fraction) ? "  Amdahl fit needs a run at 1\n"
-                                            : fmt::format("  Amdahl non-parallel fraction {:.3f}\n", s.serial_fraction);
-    all.push_back({{"series", s.key}, {"family", s.family}, {"platform", s.platform}, {"stack", s.stack},
+    v.text += std::isnan(s.serial_fraction)
+                  ? "  Amdahl fit needs a run at 1\n"
+                  : fmt::format("  Amdahl non-parallel fraction {:.3f}\n", s.serial_fraction);
+    all.push_back({{"series", s.key},
+                   {"family", s.family},
+                   {"platform", s.platform},
+                   {"stack", s.stack},
                    {"serial_fraction", nullable(s.serial_fraction)}});
   }
   v.json = {{"series", all}, {"points", v.rows}};
@@ -226,7 +268,8 @@ std::string rows_csv(const json& rows) {
   for (size_t i = 0; i < cols.size(); ++i) out += (i ? "," : "") + cell(json(cols[i]));
   out += "\n";
   for (const auto& r : rows) {
-    for (size_t i = 0; i < cols.size(); ++i) out += (i ? "," : "") + (r.contains(cols[i]) ? cell(r[cols[i]]) : "");
+    for (size_t i = 0; i < cols.size(); ++i)
+      out += (i ? "," : "") + (r.contains(cols[i]) ? cell(r[cols[i]]) : "");
     out += "\n";
   }
   return out;

@@ -1,8 +1,9 @@
 #include "report/charts.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 
 namespace tb {
 namespace {
@@ -24,17 +25,20 @@ json base(const std::string& title) {
 }
 
 // The value in a cell as text: percentages for fractions, 3 significant digits otherwise.
-std::string value_format(const MetricInfo& m) { return m.unit.rfind("fraction", 0) == 0 ? ".0%" : ".3~s"; }
+std::string value_format(const MetricInfo& m) {
+  return m.unit.rfind("fraction", 0) == 0 ? ".0%" : ".3~s";
+}
 
 void sensitivity_chart(ChartSet& cs, const FamilyView& f, const MetricInfo& m) {
   const Regression& r = *f.regression;
   const std::string table = "sens-" + f.family;
   json rows = json::array();
   for (size_t i = 0; i < r.terms.size(); ++i)
-    rows.push_back({{"term", r.terms[i]},
-                    {"weight", r.weights[i]},
-                    {"scale", i < r.log2_scaled.size() ? (r.log2_scaled[i] ? "log2" : "linear") : "product"},
-                    {"sign", r.weights[i] >= 0 ? "positive" : "negative"}});
+    rows.push_back(
+        {{"term", r.terms[i]},
+         {"weight", r.weights[i]},
+         {"scale", i < r.log2_scaled.size() ? (r.log2_scaled[i] ? "log2" : "linear") : "product"},
+         {"sign", r.weights[i] >= 0 ? "positive" : "negative"}});
   cs.tables[table] = rows;
   json spec = base(f.family + ": sensitivity of " + m.label);
   spec["data"] = {{"name", table}};
@@ -42,18 +46,27 @@ void sensitivity_chart(ChartSet& cs, const FamilyView& f, const MetricInfo& m) {
   spec["mark"] = {{"type", "bar"}, {"tooltip", true}};
   spec["encoding"] = {
       {"y", {{"field", "term"}, {"type", "nominal"}, {"sort", "-x"}, {"title", "hyperparameter"}}},
-      {"x", {{"field", "weight"}, {"type", "quantitative"}, {"title", m.label + " per standard deviation"}}},
+      {"x",
+       {{"field", "weight"},
+        {"type", "quantitative"},
+        {"title", m.label + " per standard deviation"}}},
       {"color",
        {{"field", "sign"},
         {"type", "nominal"},
         {"scale", {{"domain", {"positive", "negative"}}, {"range", {"#3b7dd8", "#d8573b"}}}},
         {"legend", nullptr}}},
-      {"tooltip", tooltip({{"term", "nominal"}, {"weight", "quantitative"}, {"scale", "nominal"}})}};
-  cs.charts.push_back({chart_id("sens", f.family), "families", spec["title"].get<std::string>(),
-                       fmt::format("Standardized least-squares weights (inputs in standard deviations, log2 "
-                                   "first for geometric axes); R\u00b2 = {:.3f} over {} runs.",
-                                   r.r2, r.samples),
-                       {table}, table, spec});
+      {"tooltip",
+       tooltip({{"term", "nominal"}, {"weight", "quantitative"}, {"scale", "nominal"}})}};
+  cs.charts.push_back(
+      {chart_id("sens", f.family),
+       "families",
+       spec["title"].get<std::string>(),
+       fmt::format("Standardized least-squares weights (inputs in standard deviations, log2 "
+                   "first for geometric axes); R\u00b2 = {:.3f} over {} runs.",
+                   r.r2, r.samples),
+       {table},
+       table,
+       spec});
 }
 
 void heat_chart(ChartSet& cs, const FamilyView& f, const MetricInfo& m) {
@@ -67,7 +80,9 @@ void heat_chart(ChartSet& cs, const FamilyView& f, const MetricInfo& m) {
                     {"status", c.status},
                     {"error", c.error},
                     {"config", c.config},
-                    {"label", c.value ? "" : c.status == "not-run" ? "\u2013" : c.status}});
+                    {"label", c.value                 ? ""
+                              : c.status == "not-run" ? "\u2013"
+                                                      : c.status}});
   cs.tables[table] = rows;
   std::string fixed;
   for (const auto& [k, v] : h.fixed) fixed += (fixed.empty() ? "" : ", ") + k + "=" + v;
@@ -77,49 +92,77 @@ void heat_chart(ChartSet& cs, const FamilyView& f, const MetricInfo& m) {
   spec["height"] = std::max<size_t>(120, 26 * h.ys.size());
   const json x = {{"field", h.x}, {"type", "ordinal"}, {"sort", "ascending"}, {"title", h.x}};
   const json y = {{"field", h.y}, {"type", "ordinal"}, {"sort", "descending"}, {"title", h.y}};
-  const json tip = tooltip({{"config", "nominal"}, {"status", "nominal"}, {"value", "quantitative"}, {"error", "nominal"}});
+  const json tip = tooltip({{"config", "nominal"},
+                            {"status", "nominal"},
+                            {"value", "quantitative"},
+                            {"error", "nominal"}});
   spec["layer"] = json::array(
       {{{"transform", {{{"filter", "datum.value != null"}}}},
         {"mark", {{"type", "rect"}, {"tooltip", true}}},
         {"encoding",
          {{"x", x},
           {"y", y},
-          {"color", {{"field", "value"}, {"type", "quantitative"},
-                     // A speedup reads against 1: diverging colors centred there.
-                     {"scale", m.name == "speedup" ? json{{"type", "log"}, {"scheme", "redblue"}, {"domainMid", 1}}
-                                                   : json{{"scheme", "viridis"}}},
-                     {"title", m.label}}},
+          {"color",
+           {{"field", "value"},
+            {"type", "quantitative"},
+            // A speedup reads against 1: diverging colors centred there.
+            {"scale", m.name == "speedup"
+                          ? json{{"type", "log"}, {"scheme", "redblue"}, {"domainMid", 1}}
+                          : json{{"scheme", "viridis"}}},
+            {"title", m.label}}},
           {"tooltip", tip}}}},
        // Runs that did not fit or failed stay visibly empty, with the reason on hover.
        {{"transform", {{{"filter", "datum.value == null"}}}},
-        {"mark", {{"type", "rect"}, {"fill", "#f4f4f4"}, {"stroke", "#c8c8c8"}, {"strokeDash", {3, 2}}, {"tooltip", true}}},
+        {"mark",
+         {{"type", "rect"},
+          {"fill", "#f4f4f4"},
+          {"stroke", "#c8c8c8"},
+          {"strokeDash", {3, 2}},
+          {"tooltip", true}}},
         {"encoding", {{"x", x}, {"y", y}, {"tooltip", tip}}}},
        {{"mark", {{"type", "text"}, {"fontSize", 9}}},
         {"encoding",
          {{"x", x},
           {"y", y},
-          {"text", {{"condition", {{"test", "datum.value != null"}, {"field", "value"}, {"format", value_format(m)}}},
-                    {"field", "label"}}},
-          {"color", {{"condition", {{"test", "datum.value == null"}, {"value", "#888"}}}, {"value", "white"}}},
+          {"text",
+           {{"condition",
+             {{"test", "datum.value != null"}, {"field", "value"}, {"format", value_format(m)}}},
+            {"field", "label"}}},
+          {"color",
+           {{"condition", {{"test", "datum.value == null"}, {"value", "#888"}}},
+            {"value", "white"}}},
           {"tooltip", tip}}}}});
-  cs.charts.push_back({chart_id("heat", f.family), "families", spec["title"].get<std::string>(),
-                       "Other hyperparameters fixed at " + (fixed.empty() ? std::string("(none)") : fixed) +
-                           ". Axes are the two hyperparameters with the largest absolute regression weight. "
-                           "Grey dashed cells did not produce a measurement; hover for the reason.",
-                       {table}, table, spec});
+  cs.charts.push_back(
+      {chart_id("heat", f.family),
+       "families",
+       spec["title"].get<std::string>(),
+       "Other hyperparameters fixed at " + (fixed.empty() ? std::string("(none)") : fixed) +
+           ". Axes are the two hyperparameters with the largest absolute regression weight. "
+           "Grey dashed cells did not produce a measurement; hover for the reason.",
+       {table},
+       table,
+       spec});
 }
 
-void box_chart(ChartSet& cs, const std::string& id, const std::string& section, const std::string& title,
-               const std::string& caption, const std::vector<BoxGroup>& boxes, const std::string& axis_title,
-               bool log_scale, const std::string& table) {
+void box_chart(ChartSet& cs, const std::string& id, const std::string& section,
+               const std::string& title, const std::string& caption,
+               const std::vector<BoxGroup>& boxes, const std::string& axis_title, bool log_scale,
+               const std::string& table) {
   json rows = json::array(), outliers = json::array();
   for (const auto& b : boxes) {
-    rows.push_back({{"group", b.group}, {"p2", b.stats.p2}, {"p9", b.stats.p9}, {"p50", b.stats.p50},
-                    {"p91", b.stats.p91}, {"p98", b.stats.p98}, {"n", b.stats.n}});
+    rows.push_back({{"group", b.group},
+                    {"p2", b.stats.p2},
+                    {"p9", b.stats.p9},
+                    {"p50", b.stats.p50},
+                    {"p91", b.stats.p91},
+                    {"p98", b.stats.p98},
+                    {"n", b.stats.n}});
     for (size_t i = 0; i < b.stats.outliers.size(); ++i)
-      outliers.push_back({{"group", b.group},
-                          {"value", b.stats.outliers[i]},
-                          {"config", i < b.outlier_runs.size() && b.outlier_runs[i] ? b.outlier_runs[i]->config : ""}});
+      outliers.push_back(
+          {{"group", b.group},
+           {"value", b.stats.outliers[i]},
+           {"config",
+            i < b.outlier_runs.size() && b.outlier_runs[i] ? b.outlier_runs[i]->config : ""}});
   }
   cs.tables[table] = rows;
   cs.tables[table + "-outliers"] = outliers;
@@ -127,23 +170,40 @@ void box_chart(ChartSet& cs, const std::string& id, const std::string& section, 
   spec["width"] = 420;
   const json scale = log_scale ? json{{"type", "log"}} : json{{"zero", false}};
   const json y = {{"field", "group"}, {"type", "nominal"}, {"title", nullptr}};
-  const json tip = tooltip({{"group", "nominal"}, {"n", "quantitative"}, {"p2", "quantitative"}, {"p9", "quantitative"},
-                            {"p50", "quantitative"}, {"p91", "quantitative"}, {"p98", "quantitative"}});
+  const json tip = tooltip({{"group", "nominal"},
+                            {"n", "quantitative"},
+                            {"p2", "quantitative"},
+                            {"p9", "quantitative"},
+                            {"p50", "quantitative"},
+                            {"p91", "quantitative"},
+                            {"p98", "quantitative"}});
   spec["layer"] = json::array(
       {{{"data", {{"name", table}}},
         {"mark", {{"type", "rule"}, {"tooltip", true}}},
-        {"encoding", {{"y", y}, {"x", {{"field", "p2"}, {"type", "quantitative"}, {"scale", scale}, {"title", axis_title}}},
-                      {"x2", {{"field", "p98"}}}, {"tooltip", tip}}}},
+        {"encoding",
+         {{"y", y},
+          {"x",
+           {{"field", "p2"}, {"type", "quantitative"}, {"scale", scale}, {"title", axis_title}}},
+          {"x2", {{"field", "p98"}}},
+          {"tooltip", tip}}}},
        {{"data", {{"name", table}}},
         {"mark", {{"type", "bar"}, {"size", 14}, {"color", "#8fb3e8"}, {"tooltip", true}}},
-        {"encoding", {{"y", y}, {"x", {{"field", "p9"}, {"type", "quantitative"}}}, {"x2", {{"field", "p91"}}}, {"tooltip", tip}}}},
+        {"encoding",
+         {{"y", y},
+          {"x", {{"field", "p9"}, {"type", "quantitative"}}},
+          {"x2", {{"field", "p91"}}},
+          {"tooltip", tip}}}},
        {{"data", {{"name", table}}},
         {"mark", {{"type", "tick"}, {"color", "#1f3f73"}, {"size", 14}, {"thickness", 2}}},
-        {"encoding", {{"y", y}, {"x", {{"field", "p50"}, {"type", "quantitative"}}}, {"tooltip", tip}}}},
+        {"encoding",
+         {{"y", y}, {"x", {{"field", "p50"}, {"type", "quantitative"}}}, {"tooltip", tip}}}},
        {{"data", {{"name", table + "-outliers"}}},
-        {"mark", {{"type", "point"}, {"filled", true}, {"size", 18}, {"opacity", 0.6}, {"color", "#555"}}},
-        {"encoding", {{"y", y}, {"x", {{"field", "value"}, {"type", "quantitative"}}},
-                      {"tooltip", tooltip({{"config", "nominal"}, {"value", "quantitative"}})}}}}});
+        {"mark",
+         {{"type", "point"}, {"filled", true}, {"size", 18}, {"opacity", 0.6}, {"color", "#555"}}},
+        {"encoding",
+         {{"y", y},
+          {"x", {{"field", "value"}, {"type", "quantitative"}}},
+          {"tooltip", tooltip({{"config", "nominal"}, {"value", "quantitative"}})}}}}});
   cs.charts.push_back({id, section, title, caption, {table, table + "-outliers"}, table, spec});
 }
 
@@ -154,7 +214,8 @@ void roofline_chart(ChartSet& cs, const RooflineView& v, const std::string& colo
     lo = std::min(lo, r->metric("arithmetic_intensity"));
     hi = std::max(hi, r->metric("arithmetic_intensity"));
   }
-  for (const auto& [prof, op] : v.ops) lo = std::min(lo, op->intensity()), hi = std::max(hi, op->intensity());
+  for (const auto& [prof, op] : v.ops)
+    lo = std::min(lo, op->intensity()), hi = std::max(hi, op->intensity());
   for (const auto& [d, ridge] : v.ridges) lo = std::min(lo, ridge), hi = std::max(hi, ridge);
   if (hi <= 0) lo = 0.1, hi = 100;
   lo /= 4, hi *= 4;
@@ -169,66 +230,132 @@ void roofline_chart(ChartSet& cs, const RooflineView& v, const std::string& colo
   for (const auto& r : v.roofs) {
     if (r.kind == "memory") {
       const double end = top > 0 ? std::min(hi, top / r.value) : hi;
-      lines.push_back({{"roof", r.label}, {"kind", r.kind}, {"source", r.source}, {"intensity", lo}, {"flops", r.value * lo}, {"order", 0}});
-      lines.push_back({{"roof", r.label}, {"kind", r.kind}, {"source", r.source}, {"intensity", end}, {"flops", r.value * end}, {"order", 1}});
+      lines.push_back({{"roof", r.label},
+                       {"kind", r.kind},
+                       {"source", r.source},
+                       {"intensity", lo},
+                       {"flops", r.value * lo},
+                       {"order", 0}});
+      lines.push_back({{"roof", r.label},
+                       {"kind", r.kind},
+                       {"source", r.source},
+                       {"intensity", end},
+                       {"flops", r.value * end},
+                       {"order", 1}});
     } else {
       const double start = dram > 0 ? std::max(lo, r.value / dram) : lo;
-      lines.push_back({{"roof", r.label}, {"kind", r.kind}, {"source", r.source}, {"intensity", start}, {"flops", r.value}, {"order", 0}});
-      lines.push_back({{"roof", r.label}, {"kind", r.kind}, {"source", r.source}, {"intensity", hi}, {"flops", r.value}, {"order", 1}});
+      lines.push_back({{"roof", r.label},
+                       {"kind", r.kind},
+                       {"source", r.source},
+                       {"intensity", start},
+                       {"flops", r.value},
+                       {"order", 0}});
+      lines.push_back({{"roof", r.label},
+                       {"kind", r.kind},
+                       {"source", r.source},
+                       {"intensity", hi},
+                       {"flops", r.value},
+                       {"order", 1}});
     }
   }
   cs.tables[table] = lines;
   json points = json::array();
   for (const Run* r : v.runs) {
     auto it = r->params.find(color);
-    points.push_back({{"config", r->config},
-                      {"family", r->family},
-                      {"intensity", r->metric("arithmetic_intensity")},
-                      {"achieved", r->metric("achieved_flops")},
-                      {"utilization", num_or_null(r->metric("flops_utilization"))},
-                      {color, it == r->params.end() ? json(nullptr) : json(r->number(color) ? json(*r->number(color)) : json(it->second))}});
+    points.push_back(
+        {{"config", r->config},
+         {"family", r->family},
+         {"intensity", r->metric("arithmetic_intensity")},
+         {"achieved", r->metric("achieved_flops")},
+         {"utilization", num_or_null(r->metric("flops_utilization"))},
+         {color, it == r->params.end()
+                     ? json(nullptr)
+                     : json(r->number(color) ? json(*r->number(color)) : json(it->second))}});
   }
   cs.tables[pts] = points;
   json ridges = json::array();
   for (const auto& [d, x] : v.ridges)
     for (const auto& r : v.roofs)
       if (r.kind == "compute" && r.dtype == d && r.source == "measured")
-        ridges.push_back({{"label", "ridge " + d + ": " + fmt::format("{:.3g}", x) + " FLOP/B"}, {"intensity", x}, {"flops", r.value}});
+        ridges.push_back({{"label", "ridge " + d + ": " + fmt::format("{:.3g}", x) + " FLOP/B"},
+                          {"intensity", x},
+                          {"flops", r.value}});
   cs.tables[table + "-ridges"] = ridges;
-  const json xs = {{"field", "intensity"}, {"type", "quantitative"}, {"scale", {{"type", "log"}, {"domain", {lo, hi}}}}, {"title", "arithmetic intensity (FLOPs/byte)"}, {"axis", {{"format", "~s"}}}};
+  const json xs = {{"field", "intensity"},
+                   {"type", "quantitative"},
+                   {"scale", {{"type", "log"}, {"domain", {lo, hi}}}},
+                   {"title", "arithmetic intensity (FLOPs/byte)"},
+                   {"axis", {{"format", "~s"}}}};
   json spec = base(v.platform + ": roofline");
   spec["width"] = 560, spec["height"] = 360;
   spec["layer"] = json::array(
       {{{"data", {{"name", table}}},
         {"mark", {{"type", "line"}, {"clip", true}}},
-        {"encoding", {{"x", xs},
-                      {"y", {{"field", "flops"}, {"type", "quantitative"}, {"scale", {{"type", "log"}}}, {"title", "FLOP/s"}, {"axis", {{"format", "~s"}}}}},
-                      {"detail", {{"field", "roof"}}},
-                      {"order", {{"field", "order"}}},
-                      {"color", {{"field", "roof"}, {"type", "nominal"}, {"title", "roof"}, {"scale", {{"scheme", "tableau10"}}}}},
-                      {"strokeDash", {{"field", "source"}, {"type", "nominal"}, {"scale", {{"domain", {"measured", "spec"}}, {"range", {{1, 0}, {5, 3}}}}}, {"title", "roof source"}}},
-                      {"tooltip", tooltip({{"roof", "nominal"}, {"source", "nominal"}})}}}},
+        {"encoding",
+         {{"x", xs},
+          {"y",
+           {{"field", "flops"},
+            {"type", "quantitative"},
+            {"scale", {{"type", "log"}}},
+            {"title", "FLOP/s"},
+            {"axis", {{"format", "~s"}}}}},
+          {"detail", {{"field", "roof"}}},
+          {"order", {{"field", "order"}}},
+          {"color",
+           {{"field", "roof"},
+            {"type", "nominal"},
+            {"title", "roof"},
+            {"scale", {{"scheme", "tableau10"}}}}},
+          {"strokeDash",
+           {{"field", "source"},
+            {"type", "nominal"},
+            {"scale", {{"domain", {"measured", "spec"}}, {"range", {{1, 0}, {5, 3}}}}},
+            {"title", "roof source"}}},
+          {"tooltip", tooltip({{"roof", "nominal"}, {"source", "nominal"}})}}}},
        {{"data", {{"name", pts}}},
-        {"mark", {{"type", "point"}, {"filled", true}, {"size", 30}, {"opacity", 0.75}, {"tooltip", true}}},
-        {"encoding", {{"x", {{"field", "intensity"}, {"type", "quantitative"}}},
-                      {"y", {{"field", "achieved"}, {"type", "quantitative"}}},
-                      {"shape", {{"field", "family"}, {"type", "nominal"}}},
-                      {"fill", {{"field", color}, {"type", "quantitative"}, {"scale", {{"type", "log"}, {"scheme", "plasma"}}}, {"title", color}}},
-                      {"tooltip", tooltip({{"config", "nominal"}, {"intensity", "quantitative"}, {"achieved", "quantitative"}, {"utilization", "quantitative"}})}}}},
+        {"mark",
+         {{"type", "point"}, {"filled", true}, {"size", 30}, {"opacity", 0.75}, {"tooltip", true}}},
+        {"encoding",
+         {{"x", {{"field", "intensity"}, {"type", "quantitative"}}},
+          {"y", {{"field", "achieved"}, {"type", "quantitative"}}},
+          {"shape", {{"field", "family"}, {"type", "nominal"}}},
+          {"fill",
+           {{"field", color},
+            {"type", "quantitative"},
+            {"scale", {{"type", "log"}, {"scheme", "plasma"}}},
+            {"title", color}}},
+          {"tooltip", tooltip({{"config", "nominal"},
+                               {"intensity", "quantitative"},
+                               {"achieved", "quantitative"},
+                               {"utilization", "quantitative"}})}}}},
        {{"data", {{"name", table + "-ridges"}}},
-        {"mark", {{"type", "point"}, {"shape", "diamond"}, {"size", 90}, {"color", "black"}, {"filled", true}}},
-        {"encoding", {{"x", {{"field", "intensity"}, {"type", "quantitative"}}}, {"y", {{"field", "flops"}, {"type", "quantitative"}}},
-                      {"tooltip", tooltip({{"label", "nominal"}})}}}},
+        {"mark",
+         {{"type", "point"},
+          {"shape", "diamond"},
+          {"size", 90},
+          {"color", "black"},
+          {"filled", true}}},
+        {"encoding",
+         {{"x", {{"field", "intensity"}, {"type", "quantitative"}}},
+          {"y", {{"field", "flops"}, {"type", "quantitative"}}},
+          {"tooltip", tooltip({{"label", "nominal"}})}}}},
        {{"data", {{"name", table + "-ridges"}}},
         {"mark", {{"type", "text"}, {"align", "left"}, {"dx", 6}, {"dy", 12}, {"fontSize", 10}}},
-        {"encoding", {{"x", {{"field", "intensity"}, {"type", "quantitative"}}}, {"y", {{"field", "flops"}, {"type", "quantitative"}}},
-                      {"text", {{"field", "label"}}}}}}});
+        {"encoding",
+         {{"x", {{"field", "intensity"}, {"type", "quantitative"}}},
+          {"y", {{"field", "flops"}, {"type", "quantitative"}}},
+          {"text", {{"field", "label"}}}}}}});
   spec["resolve"] = {{"scale", {{"color", "independent"}}}};
-  cs.charts.push_back({chart_id("roof", v.platform), "rooflines", spec["title"].get<std::string>(),
-                       "Solid lines are measured roofs, dashed ones the specification's; each point is a run "
-                       "(analytic FLOPs and bytes per step, measured time), filled by " + color +
-                           ", shaped by family. Diamonds mark the ridge points.",
-                       {table, pts, table + "-ridges"}, pts, spec});
+  cs.charts.push_back(
+      {chart_id("roof", v.platform),
+       "rooflines",
+       spec["title"].get<std::string>(),
+       "Solid lines are measured roofs, dashed ones the specification's; each point is a run "
+       "(analytic FLOPs and bytes per step, measured time), filled by " +
+           color + ", shaped by family. Diamonds mark the ridge points.",
+       {table, pts, table + "-ridges"},
+       pts,
+       spec});
 }
 
 // Operators of the stored profiles under the platform's roofs (ParaDnn section 4.2): each
@@ -253,28 +380,57 @@ void op_roofline_chart(ChartSet& cs, const RooflineView& v) {
   spec["layer"] = json::array(
       {{{"data", {{"name", roofs}}},
         {"mark", {{"type", "line"}, {"clip", true}}},
-        {"encoding", {{"x", {{"field", "intensity"}, {"type", "quantitative"}, {"scale", {{"type", "log"}}},
-                             {"title", "arithmetic intensity (FLOPs/byte)"}, {"axis", {{"format", "~s"}}}}},
-                      {"y", {{"field", "flops"}, {"type", "quantitative"}, {"scale", {{"type", "log"}}}, {"title", "FLOP/s"},
-                             {"axis", {{"format", "~s"}}}}},
-                      {"detail", {{"field", "roof"}}},
-                      {"order", {{"field", "order"}}},
-                      {"color", {{"value", "#777"}}},
-                      {"strokeDash", {{"field", "source"}, {"type", "nominal"}, {"scale", {{"domain", {"measured", "spec"}}, {"range", {{1, 0}, {5, 3}}}}}, {"title", "roof source"}}},
-                      {"tooltip", tooltip({{"roof", "nominal"}, {"source", "nominal"}})}}}},
+        {"encoding",
+         {{"x",
+           {{"field", "intensity"},
+            {"type", "quantitative"},
+            {"scale", {{"type", "log"}}},
+            {"title", "arithmetic intensity (FLOPs/byte)"},
+            {"axis", {{"format", "~s"}}}}},
+          {"y",
+           {{"field", "flops"},
+            {"type", "quantitative"},
+            {"scale", {{"type", "log"}}},
+            {"title", "FLOP/s"},
+            {"axis", {{"format", "~s"}}}}},
+          {"detail", {{"field", "roof"}}},
+          {"order", {{"field", "order"}}},
+          {"color", {{"value", "#777"}}},
+          {"strokeDash",
+           {{"field", "source"},
+            {"type", "nominal"},
+            {"scale", {{"domain", {"measured", "spec"}}, {"range", {{1, 0}, {5, 3}}}}},
+            {"title", "roof source"}}},
+          {"tooltip", tooltip({{"roof", "nominal"}, {"source", "nominal"}})}}}},
        {{"data", {{"name", pts}}},
         {"mark", {{"type", "point"}, {"filled", true}, {"opacity", 0.75}, {"tooltip", true}}},
-        {"encoding", {{"x", {{"field", "intensity"}, {"type", "quantitative"}}},
-                      {"y", {{"field", "achieved"}, {"type", "quantitative"}}},
-                      {"color", {{"field", "class"}, {"type", "nominal"}, {"scale", {{"scheme", "category10"}}}, {"title", "operator class"}}},
-                      {"shape", {{"field", "phase"}, {"type", "nominal"}}},
-                      {"size", {{"field", "time_share"}, {"type", "quantitative"}, {"title", "share of step"}}},
-                      {"tooltip", tooltip({{"operator", "nominal"}, {"shapes", "nominal"}, {"phase", "nominal"}, {"config", "nominal"},
-                                           {"achieved", "quantitative"}, {"intensity", "quantitative"}, {"time_share", "quantitative"}})}}}}});
-  cs.charts.push_back({chart_id("oproof", v.platform), "profiles", v.platform + ": operator roofline",
-                       "Each point is an operator (name and input shapes) of a profiled config: analytic FLOPs and bytes "
-                       "over its measured time, sized by its share of the step, colored by class, shaped by phase.",
-                       {roofs, pts}, pts, spec});
+        {"encoding",
+         {{"x", {{"field", "intensity"}, {"type", "quantitative"}}},
+          {"y", {{"field", "achieved"}, {"type", "quantitative"}}},
+          {"color",
+           {{"field", "class"},
+            {"type", "nominal"},
+            {"scale", {{"scheme", "category10"}}},
+            {"title", "operator class"}}},
+          {"shape", {{"field", "phase"}, {"type", "nominal"}}},
+          {"size", {{"field", "time_share"}, {"type", "quantitative"}, {"title", "share of step"}}},
+          {"tooltip", tooltip({{"operator", "nominal"},
+                               {"shapes", "nominal"},
+                               {"phase", "nominal"},
+                               {"config", "nominal"},
+                               {"achieved", "quantitative"},
+                               {"intensity", "quantitative"},
+                               {"time_share", "quantitative"}})}}}}});
+  cs.charts.push_back(
+      {chart_id("oproof", v.platform),
+       "profiles",
+       v.platform + ": operator roofline",
+       "Each point is an operator (name and input shapes) of a profiled config: analytic FLOPs and "
+       "bytes "
+       "over its measured time, sized by its share of the step, colored by class, shaped by phase.",
+       {roofs, pts},
+       pts,
+       spec});
 }
 
 void profile_breakdown_chart(ChartSet& cs, const std::vector<ProfileRow>& profiles) {
@@ -284,7 +440,10 @@ void profile_breakdown_chart(ChartSet& cs, const std::vector<ProfileRow>& profil
     const auto classes = pr.profile.class_self_us();
     for (const auto& [c, us] : classes) total += us;
     for (const auto& [c, us] : classes)
-      rows.push_back({{"config", pr.profile.config}, {"platform", pr.platform}, {"class", c}, {"self_us", us},
+      rows.push_back({{"config", pr.profile.config},
+                      {"platform", pr.platform},
+                      {"class", c},
+                      {"self_us", us},
                       {"share", total > 0 ? us / total : 0.0}});
   }
   cs.tables["profile-classes"] = rows;
@@ -292,14 +451,35 @@ void profile_breakdown_chart(ChartSet& cs, const std::vector<ProfileRow>& profil
   spec["data"] = {{"name", "profile-classes"}};
   spec["width"] = 520;
   spec["mark"] = {{"type", "bar"}, {"tooltip", true}};
-  spec["encoding"] = {{"y", {{"field", "config"}, {"type", "nominal"}, {"title", nullptr}, {"axis", {{"labelLimit", 420}}}}},
-                      {"x", {{"field", "self_us"}, {"type", "quantitative"}, {"stack", "normalize"}, {"title", "share of operator self time"}, {"axis", {{"format", "%"}}}}},
-                      {"color", {{"field", "class"}, {"type", "nominal"}, {"scale", {{"scheme", "category10"}}}, {"title", "operator class"}}},
-                      {"tooltip", tooltip({{"config", "nominal"}, {"class", "nominal"}, {"self_us", "quantitative"}, {"share", "quantitative"}})}};
-  cs.charts.push_back({chart_id("opclass"), "profiles", "Step time by operator class",
-                       "Self time of every operator per step, summed by class, as a share of the step (profiled steps; "
+  spec["encoding"] = {{"y",
+                       {{"field", "config"},
+                        {"type", "nominal"},
+                        {"title", nullptr},
+                        {"axis", {{"labelLimit", 420}}}}},
+                      {"x",
+                       {{"field", "self_us"},
+                        {"type", "quantitative"},
+                        {"stack", "normalize"},
+                        {"title", "share of operator self time"},
+                        {"axis", {{"format", "%"}}}}},
+                      {"color",
+                       {{"field", "class"},
+                        {"type", "nominal"},
+                        {"scale", {{"scheme", "category10"}}},
+                        {"title", "operator class"}}},
+                      {"tooltip", tooltip({{"config", "nominal"},
+                                           {"class", "nominal"},
+                                           {"self_us", "quantitative"},
+                                           {"share", "quantitative"}})}};
+  cs.charts.push_back({chart_id("opclass"),
+                       "profiles",
+                       "Step time by operator class",
+                       "Self time of every operator per step, summed by class, as a share of the "
+                       "step (profiled steps; "
                        "the profiler's own overhead is included).",
-                       {"profile-classes"}, "profile-classes", spec});
+                       {"profile-classes"},
+                       "profile-classes",
+                       spec});
 }
 
 // TBD Fig. 8: measured memory by category at the moment the total peaked.
@@ -309,24 +489,46 @@ void memory_chart(ChartSet& cs, const std::vector<MemoryRow>& memory) {
     const auto& b = m.breakdown;
     if (!b.contains("categories")) continue;
     for (const auto& [cat, v] : b["categories"].items())
-      rows.push_back({{"config", b.value("config", "")}, {"platform", m.platform}, {"category", cat},
-                      {"bytes", v.value("at_peak_bytes", 0.0)}, {"peak_bytes", v.value("peak_bytes", 0.0)},
-                      {"estimate_bytes", v.contains("estimate_bytes") ? v["estimate_bytes"] : json(nullptr)}});
+      rows.push_back(
+          {{"config", b.value("config", "")},
+           {"platform", m.platform},
+           {"category", cat},
+           {"bytes", v.value("at_peak_bytes", 0.0)},
+           {"peak_bytes", v.value("peak_bytes", 0.0)},
+           {"estimate_bytes", v.contains("estimate_bytes") ? v["estimate_bytes"] : json(nullptr)}});
   }
   cs.tables["memory"] = rows;
   json spec = base("Memory by category at the step's peak");
   spec["data"] = {{"name", "memory"}};
   spec["width"] = 520;
   spec["mark"] = {{"type", "bar"}, {"tooltip", true}};
-  spec["encoding"] = {{"y", {{"field", "config"}, {"type", "nominal"}, {"title", nullptr}, {"axis", {{"labelLimit", 420}}}}},
-                      {"x", {{"field", "bytes"}, {"type", "quantitative"}, {"stack", "zero"}, {"title", "bytes"}, {"axis", {{"format", "~s"}}}}},
-                      {"color", {{"field", "category"}, {"type", "nominal"}, {"scale", {{"scheme", "tableau10"}}}}},
-                      {"tooltip", tooltip({{"config", "nominal"}, {"category", "nominal"}, {"bytes", "quantitative"},
-                                           {"peak_bytes", "quantitative"}, {"estimate_bytes", "quantitative"}})}};
-  cs.charts.push_back({chart_id("memory"), "profiles", "Memory by category at the step's peak",
-                       "Measured by trainbench's counting allocator over one steady-state step (trainbench memory "
-                       "--store); hover for each category's own peak and the cost model's estimate.",
-                       {"memory"}, "memory", spec});
+  spec["encoding"] = {
+      {"y",
+       {{"field", "config"},
+        {"type", "nominal"},
+        {"title", nullptr},
+        {"axis", {{"labelLimit", 420}}}}},
+      {"x",
+       {{"field", "bytes"},
+        {"type", "quantitative"},
+        {"stack", "zero"},
+        {"title", "bytes"},
+        {"axis", {{"format", "~s"}}}}},
+      {"color", {{"field", "category"}, {"type", "nominal"}, {"scale", {{"scheme", "tableau10"}}}}},
+      {"tooltip", tooltip({{"config", "nominal"},
+                           {"category", "nominal"},
+                           {"bytes", "quantitative"},
+                           {"peak_bytes", "quantitative"},
+                           {"estimate_bytes", "quantitative"}})}};
+  cs.charts.push_back(
+      {chart_id("memory"),
+       "profiles",
+       "Memory by category at the step's peak",
+       "Measured by trainbench's counting allocator over one steady-state step (trainbench memory "
+       "--store); hover for each category's own peak and the cost model's estimate.",
+       {"memory"},
+       "memory",
+       spec});
 }
 
 void comparison_charts(ChartSet& cs, const ComparisonView& c, const std::string& color) {
@@ -338,11 +540,14 @@ void comparison_charts(ChartSet& cs, const ComparisonView& c, const std::string&
   json rows = json::array();
   for (const auto& p : c.points) {
     auto it = p.params.find(color);
-    rows.push_back({{"config", p.config},
-                    {"family", p.family},
-                    {"speedup", *p.value},
-                    {"params", p.run ? num_or_null(p.run->metric("params")) : json(nullptr)},
-                    {color, it == p.params.end() ? json(nullptr) : json(p.run->number(color) ? json(*p.run->number(color)) : json(it->second))}});
+    rows.push_back(
+        {{"config", p.config},
+         {"family", p.family},
+         {"speedup", *p.value},
+         {"params", p.run ? num_or_null(p.run->metric("params")) : json(nullptr)},
+         {color, it == p.params.end() ? json(nullptr)
+                                      : json(p.run->number(color) ? json(*p.run->number(color))
+                                                                  : json(it->second))}});
   }
   cs.tables[table] = rows;
   const std::string title = c.axis + ": " + c.b + " over " + c.a;
@@ -350,23 +555,47 @@ void comparison_charts(ChartSet& cs, const ComparisonView& c, const std::string&
   spec["width"] = 520, spec["height"] = 300;
   spec["layer"] = json::array(
       {{{"data", {{"name", table}}},
-        {"mark", {{"type", "point"}, {"filled", true}, {"size", 30}, {"opacity", 0.75}, {"tooltip", true}}},
-        {"encoding", {{"x", {{"field", "params"}, {"type", "quantitative"}, {"scale", {{"type", "log"}}}, {"title", "trainable parameters"}, {"axis", {{"format", "~s"}}}}},
-                      {"y", {{"field", "speedup"}, {"type", "quantitative"}, {"scale", {{"type", "log"}}}, {"title", "speedup of " + c.b + " over " + c.a}}},
-                      {"shape", {{"field", "family"}, {"type", "nominal"}}},
-                      {"fill", {{"field", color}, {"type", "quantitative"}, {"scale", {{"type", "log"}, {"scheme", "plasma"}}}, {"title", color}}},
-                      {"tooltip", tooltip({{"config", "nominal"}, {"speedup", "quantitative"}, {"params", "quantitative"}})}}}},
+        {"mark",
+         {{"type", "point"}, {"filled", true}, {"size", 30}, {"opacity", 0.75}, {"tooltip", true}}},
+        {"encoding",
+         {{"x",
+           {{"field", "params"},
+            {"type", "quantitative"},
+            {"scale", {{"type", "log"}}},
+            {"title", "trainable parameters"},
+            {"axis", {{"format", "~s"}}}}},
+          {"y",
+           {{"field", "speedup"},
+            {"type", "quantitative"},
+            {"scale", {{"type", "log"}}},
+            {"title", "speedup of " + c.b + " over " + c.a}}},
+          {"shape", {{"field", "family"}, {"type", "nominal"}}},
+          {"fill",
+           {{"field", color},
+            {"type", "quantitative"},
+            {"scale", {{"type", "log"}, {"scheme", "plasma"}}},
+            {"title", color}}},
+          {"tooltip", tooltip({{"config", "nominal"},
+                               {"speedup", "quantitative"},
+                               {"params", "quantitative"}})}}}},
        {{"data", {{"values", json::array({{{"y", 1}}})}}},
         {"mark", {{"type", "rule"}, {"strokeDash", {4, 3}}, {"color", "#555"}}},
         {"encoding", {{"y", {{"field", "y"}, {"type", "quantitative"}}}}}}});
-  cs.charts.push_back({chart_id("cmp", key), section, title,
-                       fmt::format("{} matched configs; geometric-mean speedup {:.3f}; {} faster on {:.0f}% of "
-                                   "them. Only configs measured on both sides count ({} only on {}, {} only on {}).",
-                                   c.stats.matched.size(), c.stats.geomean, c.b, 100 * c.stats.share_b_faster,
-                                   c.stats.only_a, c.a, c.stats.only_b, c.b),
-                       {table}, table, spec});
+  cs.charts.push_back(
+      {chart_id("cmp", key),
+       section,
+       title,
+       fmt::format(
+           "{} matched configs; geometric-mean speedup {:.3f}; {} faster on {:.0f}% of "
+           "them. Only configs measured on both sides count ({} only on {}, {} only on {}).",
+           c.stats.matched.size(), c.stats.geomean, c.b, 100 * c.stats.share_b_faster,
+           c.stats.only_a, c.a, c.stats.only_b, c.b),
+       {table},
+       table,
+       spec});
   box_chart(cs, chart_id("cmpbox", key), section, title + ", speedup by family",
-            "Speedup per family: whiskers at the 2nd and 98th percentiles, box 9th to 91st, tick at the median.",
+            "Speedup per family: whiskers at the 2nd and 98th percentiles, box 9th to 91st, tick "
+            "at the median.",
             box_groups(c.points), "speedup", true, table + "-box");
   for (const auto& [fam, r] : c.regression_by_family) {
     FamilyView f;
@@ -389,14 +618,15 @@ void scaling_chart(ChartSet& cs, const std::vector<ScalingSeries>& series) {
   json rows = json::array();
   for (const auto& s : series)
     for (const auto& [n, thr] : s.throughput)
-      rows.push_back({{"series", s.key},
-                      {"config", s.configs.at(n)},
-                      {"count", n},
-                      {"scaled", s.param},
-                      {"examples_per_s", thr},
-                      {"speedup", s.throughput.count(1) ? json(thr / s.throughput.at(1)) : json(nullptr)},
-                      {"utilization", s.utilization.count(n) ? json(s.utilization.at(n)) : json(nullptr)},
-                      {"serial_fraction", num_or_null(s.serial_fraction)}});
+      rows.push_back(
+          {{"series", s.key},
+           {"config", s.configs.at(n)},
+           {"count", n},
+           {"scaled", s.param},
+           {"examples_per_s", thr},
+           {"speedup", s.throughput.count(1) ? json(thr / s.throughput.at(1)) : json(nullptr)},
+           {"utilization", s.utilization.count(n) ? json(s.utilization.at(n)) : json(nullptr)},
+           {"serial_fraction", num_or_null(s.serial_fraction)}});
   cs.tables["scaling"] = rows;
   json spec = base("Throughput vs threads and workers");
   spec["data"] = {{"name", "scaling"}};
@@ -404,17 +634,26 @@ void scaling_chart(ChartSet& cs, const std::vector<ScalingSeries>& series) {
   for (const auto& [field, title] : std::vector<std::pair<std::string, std::string>>{
            {"examples_per_s", "examples/s"}, {"utilization", "FLOPS utilization"}})
     spec["hconcat"].push_back(
-        {{"width", 300}, {"height", 220},
+        {{"width", 300},
+         {"height", 220},
          {"mark", {{"type", "line"}, {"point", true}, {"tooltip", true}}},
-         {"encoding", {{"x", {{"field", "count"}, {"type", "ordinal"}, {"title", "threads or workers"}}},
-                       {"y", {{"field", field}, {"type", "quantitative"}, {"title", title}}},
-                       {"color", {{"field", "series"}, {"type", "nominal"}, {"legend", nullptr}}},
-                       {"tooltip", tooltip({{"config", "nominal"}, {"examples_per_s", "quantitative"},
-                                            {"utilization", "quantitative"}, {"serial_fraction", "quantitative"}})}}}});
-  cs.charts.push_back({chart_id("scaling"), "scaling", "Throughput and FLOPS utilization vs threads and workers",
-                       "Each line is one experiment measured at several thread counts; hover for Amdahl's fitted "
-                       "non-parallel fraction.",
-                       {"scaling"}, "scaling", spec});
+         {"encoding",
+          {{"x", {{"field", "count"}, {"type", "ordinal"}, {"title", "threads or workers"}}},
+           {"y", {{"field", field}, {"type", "quantitative"}, {"title", title}}},
+           {"color", {{"field", "series"}, {"type", "nominal"}, {"legend", nullptr}}},
+           {"tooltip", tooltip({{"config", "nominal"},
+                                {"examples_per_s", "quantitative"},
+                                {"utilization", "quantitative"},
+                                {"serial_fraction", "quantitative"}})}}}});
+  cs.charts.push_back(
+      {chart_id("scaling"),
+       "scaling",
+       "Throughput and FLOPS utilization vs threads and workers",
+       "Each line is one experiment measured at several thread counts; hover for Amdahl's fitted "
+       "non-parallel fraction.",
+       {"scaling"},
+       "scaling",
+       spec});
 }
 
 }  // namespace
@@ -428,7 +667,8 @@ ChartSet build_charts(const RunSet& runs, const Summary& s, const ChartOptions& 
   }
   if (!s.boxes.empty())
     box_chart(cs, chart_id("box"), "distributions", m.label + " by family",
-              "Whiskers at the 2nd and 98th percentiles, box from the 9th to the 91st, tick at the median "
+              "Whiskers at the 2nd and 98th percentiles, box from the 9th to the 91st, tick at the "
+              "median "
               "(ParaDnn's percentiles); dots are the runs outside the whiskers.",
               s.boxes, m.label, false, "box");
   for (const auto& v : s.rooflines)

@@ -19,12 +19,23 @@ std::string html_escape(std::string_view t) {
   out.reserve(t.size());
   for (char c : t) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -37,10 +48,14 @@ std::string json_for_script(const nlohmann::json& j) {
   std::string out;
   out.reserve(s.size());
   for (char c : s) {
-    if (c == '<') out += "\\u003c";
-    else if (c == '>') out += "\\u003e";
-    else if (c == '&') out += "\\u0026";
-    else out += c;
+    if (c == '<')
+      out += "\\u003c";
+    else if (c == '>')
+      out += "\\u003e";
+    else if (c == '&')
+      out += "\\u0026";
+    else
+      out += c;
   }
   return out;
 }
@@ -111,7 +126,9 @@ const char* kScript = R"js(
 })();
 )js";
 
-std::string pct_or_dash(double v) { return std::isfinite(v) ? fmt::format("{:.1f}%", 100 * v) : "\u2013"; }
+std::string pct_or_dash(double v) {
+  return std::isfinite(v) ? fmt::format("{:.1f}%", 100 * v) : "\u2013";
+}
 
 std::string utc_now() {
   const std::time_t t = std::time(nullptr);
@@ -121,7 +138,8 @@ std::string utc_now() {
 }
 
 void platform_table(std::string& h, const RunSet& runs) {
-  h += "<table><tr><th>platform</th><th>kind</th><th>cores</th><th>peak (FLOP/s)</th><th>spec peak</th>"
+  h += "<table><tr><th>platform</th><th>kind</th><th>cores</th><th>peak (FLOP/s)</th><th>spec "
+       "peak</th>"
        "<th>memory bandwidth</th><th>cache bandwidth</th><th>runs</th><th>source</th></tr>";
   std::map<std::string, size_t> count;
   for (const auto& r : runs.runs) count[r.platform] += 1;
@@ -129,23 +147,29 @@ void platform_table(std::string& h, const RunSet& runs) {
     h += "<tr><td>" + html_escape(p.name) + "</td>";
     if (!p.description) {
       h += "<td colspan=\"6\">" +
-           (p.problem.empty() ? std::string("no platform description in the store (run <code>trainbench platform</code> "
-                                            "before sweeping)")
-                              : "unreadable platform description: " + html_escape(p.problem)) +
+           (p.problem.empty()
+                ? std::string(
+                      "no platform description in the store (run <code>trainbench platform</code> "
+                      "before sweeping)")
+                : "unreadable platform description: " + html_escape(p.problem)) +
            "</td><td class=\"num\">" + std::to_string(count[p.name]) + "</td><td></td></tr>";
       continue;
     }
     const auto& d = *p.description;
     std::string peaks, spec, caches;
-    for (const auto& [dt, tf] : d.peak_tflops) peaks += html_escape(dt) + " " + si(tf * 1e12, "FLOP/s") + "<br>";
+    for (const auto& [dt, tf] : d.peak_tflops)
+      peaks += html_escape(dt) + " " + si(tf * 1e12, "FLOP/s") + "<br>";
     if (d.extra.contains("spec_peak_tflops") && d.extra["spec_peak_tflops"].is_object())
       for (const auto& [dt, tf] : d.extra["spec_peak_tflops"].items())
-        if (tf.is_number()) spec += html_escape(dt) + " " + si(tf.get<double>() * 1e12, "FLOP/s") + "<br>";
-    for (const auto& [lvl, g] : d.cache_bandwidth_gbps) caches += html_escape(lvl) + " " + si(g * 1e9, "B/s") + "<br>";
-    h += "<td>" + html_escape(d.kind) + "</td><td class=\"num\">" + (d.cores ? std::to_string(d.cores) : "") +
-         "</td><td>" + peaks + "</td><td>" + spec + "</td><td>" +
-         (d.memory_bandwidth_gbps > 0 ? si(d.bandwidth(), "B/s") : "") + "</td><td>" + caches +
-         "</td><td class=\"num\">" + std::to_string(count[p.name]) + "</td><td>" + html_escape(d.source) + "</td></tr>";
+        if (tf.is_number())
+          spec += html_escape(dt) + " " + si(tf.get<double>() * 1e12, "FLOP/s") + "<br>";
+    for (const auto& [lvl, g] : d.cache_bandwidth_gbps)
+      caches += html_escape(lvl) + " " + si(g * 1e9, "B/s") + "<br>";
+    h += "<td>" + html_escape(d.kind) + "</td><td class=\"num\">" +
+         (d.cores ? std::to_string(d.cores) : "") + "</td><td>" + peaks + "</td><td>" + spec +
+         "</td><td>" + (d.memory_bandwidth_gbps > 0 ? si(d.bandwidth(), "B/s") : "") + "</td><td>" +
+         caches + "</td><td class=\"num\">" + std::to_string(count[p.name]) + "</td><td>" +
+         html_escape(d.source) + "</td></tr>";
   }
   h += "</table>";
 }
@@ -156,25 +180,32 @@ void status_table(std::string& h, const Summary& s) {
     for (const auto& [st, n] : f.by_status) statuses.insert(st);
   h += "<table><tr><th>family</th>";
   for (const auto& st : statuses) h += "<th>" + html_escape(st) + "</th>";
-  h += "<th>median " + html_escape(metric_info(s.metric).label) + "</th><th>regression R\u00b2</th></tr>";
+  h += "<th>median " + html_escape(metric_info(s.metric).label) +
+       "</th><th>regression R\u00b2</th></tr>";
   for (const auto& f : s.families) {
     h += "<tr><td>" + html_escape(f.family) + "</td>";
     for (const auto& st : statuses)
-      h += "<td class=\"num\">" + std::to_string(f.by_status.count(st) ? f.by_status.at(st) : 0) + "</td>";
+      h += "<td class=\"num\">" + std::to_string(f.by_status.count(st) ? f.by_status.at(st) : 0) +
+           "</td>";
     std::vector<double> v;
     for (const auto& p : f.points)
       if (p.value) v.push_back(*p.value);
     const double med = v.empty() ? std::nan("") : percentile(v, 50);
     const MetricInfo& m = metric_info(s.metric);
-    h += "<td class=\"num\">" + (v.empty() ? std::string("\u2013") : m.unit.rfind("fraction", 0) == 0 ? pct_or_dash(med) : fmt::format("{:.4g}", med)) +
-         "</td><td class=\"num\">" + (f.regression ? fmt::format("{:.3f}", f.regression->r2) : "\u2013") + "</td></tr>";
+    h += "<td class=\"num\">" +
+         (v.empty()                          ? std::string("\u2013")
+          : m.unit.rfind("fraction", 0) == 0 ? pct_or_dash(med)
+                                             : fmt::format("{:.4g}", med)) +
+         "</td><td class=\"num\">" +
+         (f.regression ? fmt::format("{:.3f}", f.regression->r2) : "\u2013") + "</td></tr>";
   }
   h += "</table>";
 }
 
 void figure(std::string& h, const Chart& c) {
-  h += "<figure class=\"chart\" id=\"" + html_escape(c.id) + "\"><div class=\"vis\"></div><figcaption>" +
-       html_escape(c.caption) + " <a class=\"csv\" href=\"#\">Download data (CSV)</a></figcaption></figure>";
+  h += "<figure class=\"chart\" id=\"" + html_escape(c.id) +
+       "\"><div class=\"vis\"></div><figcaption>" + html_escape(c.caption) +
+       " <a class=\"csv\" href=\"#\">Download data (CSV)</a></figcaption></figure>";
 }
 
 void section(std::string& h, const ChartSet& cs, const std::string& name) {
@@ -186,27 +217,35 @@ void section(std::string& h, const ChartSet& cs, const std::string& name) {
 
 }  // namespace
 
-std::string render_report(const RunSet& runs, const Summary& s, const ChartSet& cs, const ReportOptions& o) {
+std::string render_report(const RunSet& runs, const Summary& s, const ChartSet& cs,
+                          const ReportOptions& o) {
   const Context ctx = current_context();
   std::string h;
   h.reserve(2 << 20);
-  h += "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + html_escape(o.title) +
-       "</title><meta name=\"viewport\" content=\"width=device-width\"><style>" + kStyle + "</style></head><body>";
+  h += "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>" +
+       html_escape(o.title) +
+       "</title><meta name=\"viewport\" content=\"width=device-width\"><style>" + kStyle +
+       "</style></head><body>";
   std::string stores;
   for (const auto& st : runs.stores) stores += (stores.empty() ? "" : ", ") + html_escape(st);
   size_t ok = 0;
   for (const auto& r : runs.runs) ok += r.ok();
-  h += "<header><h1>" + html_escape(o.title) + "</h1><p>" + std::to_string(runs.runs.size()) + " runs (" +
-       std::to_string(ok) + " measured) from " + stores + "</p><p>Generated " + utc_now() + " by trainbench " +
-       html_escape(trainbench_version_string()) + " on " + html_escape(ctx.host.hostname) + "; metric: " +
-       html_escape(metric_info(s.metric).label) + "</p></header>";
+  h += "<header><h1>" + html_escape(o.title) + "</h1><p>" + std::to_string(runs.runs.size()) +
+       " runs (" + std::to_string(ok) + " measured) from " + stores + "</p><p>Generated " +
+       utc_now() + " by trainbench " + html_escape(trainbench_version_string()) + " on " +
+       html_escape(ctx.host.hostname) + "; metric: " + html_escape(metric_info(s.metric).label) +
+       "</p></header>";
   std::set<std::string> sections;
   for (const auto& c : cs.charts) sections.insert(c.section);
   h += "<nav><a href=\"#observations\">Observations</a><a href=\"#platforms\">Platforms</a>";
-  for (const auto& [id, label] : std::vector<std::pair<std::string, std::string>>{
-           {"families", "Families"}, {"distributions", "Distributions"}, {"rooflines", "Rooflines"},
-           {"profiles", "Profiles"}, {"stacks", "Software stacks"}, {"comparisons", "Comparisons"},
-           {"scaling", "Scaling"}})
+  for (const auto& [id, label] :
+       std::vector<std::pair<std::string, std::string>>{{"families", "Families"},
+                                                        {"distributions", "Distributions"},
+                                                        {"rooflines", "Rooflines"},
+                                                        {"profiles", "Profiles"},
+                                                        {"stacks", "Software stacks"},
+                                                        {"comparisons", "Comparisons"},
+                                                        {"scaling", "Scaling"}})
     if (sections.count(id)) h += "<a href=\"#" + id + "\">" + label + "</a>";
   h += "</nav><div id=\"tb-errors\"></div><main>";
 
@@ -214,7 +253,8 @@ std::string render_report(const RunSet& runs, const Summary& s, const ChartSet& 
   if (s.observations.empty()) h += "<p>No findings: the stores hold too few measured runs.</p>";
   h += "<ol class=\"obs\">";
   for (const auto& ob : s.observations)
-    h += "<li>" + html_escape(ob.text) + " <a href=\"#" + html_escape(ob.chart) + "\">[chart]</a></li>";
+    h += "<li>" + html_escape(ob.text) + " <a href=\"#" + html_escape(ob.chart) +
+         "\">[chart]</a></li>";
   h += "</ol>";
 
   h += "<h2 id=\"platforms\">Platforms</h2>";
@@ -243,7 +283,8 @@ std::string render_report(const RunSet& runs, const Summary& s, const ChartSet& 
     section(h, cs, "profiles");
   }
   for (const auto& [id, title] : std::vector<std::pair<std::string, std::string>>{
-           {"stacks", "Software stacks: speedups over the baseline stack"}, {"comparisons", "Comparisons"}}) {
+           {"stacks", "Software stacks: speedups over the baseline stack"},
+           {"comparisons", "Comparisons"}}) {
     if (!sections.count(id)) continue;
     h += "<h2 id=\"" + id + "\">" + title + "</h2>";
     section(h, cs, id);
@@ -251,12 +292,13 @@ std::string render_report(const RunSet& runs, const Summary& s, const ChartSet& 
       if (c.flips.empty() || comparison_section(c.axis) != id) continue;
       h += "<h3>" + html_escape(c.axis) + " " + html_escape(c.b) + " vs " + html_escape(c.a) +
            ": configs where the winner flips (" + std::to_string(c.flips.size()) +
-           ")</h3><table><tr><th>config</th><th>" + html_escape(c.a) + "</th><th>" + html_escape(c.b) +
-           "</th><th>speedup</th></tr>";
+           ")</h3><table><tr><th>config</th><th>" + html_escape(c.a) + "</th><th>" +
+           html_escape(c.b) + "</th><th>speedup</th></tr>";
       for (size_t i = 0; i < c.flips.size() && i < 20; ++i)
         h += "<tr><td><code>" + html_escape(c.flips[i].config) + "</code></td><td class=\"num\">" +
-             fmt::format("{:.4g}", c.flips[i].a) + "</td><td class=\"num\">" + fmt::format("{:.4g}", c.flips[i].b) +
-             "</td><td class=\"num\">" + fmt::format("{:.3f}", c.flips[i].speedup) + "</td></tr>";
+             fmt::format("{:.4g}", c.flips[i].a) + "</td><td class=\"num\">" +
+             fmt::format("{:.4g}", c.flips[i].b) + "</td><td class=\"num\">" +
+             fmt::format("{:.3f}", c.flips[i].speedup) + "</td></tr>";
       h += "</table>";
     }
   }
@@ -266,18 +308,24 @@ std::string render_report(const RunSet& runs, const Summary& s, const ChartSet& 
     h += "<table><tr><th>experiment</th><th>counts</th><th>Amdahl non-parallel fraction</th></tr>";
     for (const auto& sc : s.scaling) {
       std::string counts;
-      for (const auto& [n, t] : sc.throughput) counts += (counts.empty() ? "" : ", ") + std::to_string(n);
-      h += "<tr><td><code>" + html_escape(sc.key) + "</code></td><td>" + counts + "</td><td class=\"num\">" +
-           (std::isnan(sc.serial_fraction) ? std::string("\u2013") : fmt::format("{:.3f}", sc.serial_fraction)) + "</td></tr>";
+      for (const auto& [n, t] : sc.throughput)
+        counts += (counts.empty() ? "" : ", ") + std::to_string(n);
+      h += "<tr><td><code>" + html_escape(sc.key) + "</code></td><td>" + counts +
+           "</td><td class=\"num\">" +
+           (std::isnan(sc.serial_fraction) ? std::string("\u2013")
+                                           : fmt::format("{:.3f}", sc.serial_fraction)) +
+           "</td></tr>";
     }
     h += "</table>";
   }
   h += "<p style=\"font-size:12px;color:#666\">Charts: " + html_escape(vega_assets().versions) +
        " (inlined). FLOPs are 2 x multiply-accumulates; see docs/cost-model.md.</p></main>";
 
-  nlohmann::json payload = {{"schema_version", 1}, {"tables", cs.tables}, {"charts", nlohmann::json::array()}};
+  nlohmann::json payload = {
+      {"schema_version", 1}, {"tables", cs.tables}, {"charts", nlohmann::json::array()}};
   for (const auto& c : cs.charts)
-    payload["charts"].push_back({{"id", c.id}, {"spec", c.spec}, {"tables", c.tables}, {"csv", c.csv_table}});
+    payload["charts"].push_back(
+        {{"id", c.id}, {"spec", c.spec}, {"tables", c.tables}, {"csv", c.csv_table}});
   h += "<script type=\"application/json\" id=\"tb-data\">" + json_for_script(payload) + "</script>";
   const auto& a = vega_assets();
   // Installed first, so that anything the chart libraries complain about shows on the page.
@@ -298,7 +346,8 @@ std::string render_report(const RunSet& runs, const Summary& s, const ChartSet& 
   return h;
 }
 
-ReportStats write_report(const std::vector<std::string>& stores, const std::string& out, const ReportOptions& o) {
+ReportStats write_report(const std::vector<std::string>& stores, const std::string& out,
+                         const ReportOptions& o) {
   const RunSet runs = load_runs(stores);
   const Summary s = summarize(runs, o.summary);
   const ChartSet cs = build_charts(runs, s, o.charts);

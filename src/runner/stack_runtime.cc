@@ -45,19 +45,24 @@ DetectedStack detect_stack(const std::string& mode) {
 std::string stack_mismatch(const StackSpec& r, const DetectedStack& d) {
   std::string why;
   auto add = [&](const std::string& s) { why += (why.empty() ? "" : "; ") + s; };
-  if (r.blas != "default" && r.blas != d.blas) add("requested BLAS " + r.blas + ", detected " + d.blas);
+  if (r.blas != "default" && r.blas != d.blas)
+    add("requested BLAS " + r.blas + ", detected " + d.blas);
   if (r.onednn == "on" && !d.onednn) add("requested oneDNN on, but LibTorch has no oneDNN");
   if (r.onednn == "off" && d.onednn) add("requested oneDNN off, detected on");
   // A BLAS without a thread switch (reference, ATLAS) reports 0 threads: not a mismatch.
   if (r.blas_threads > 0 && d.blas_threads > 0 && d.blas_threads != r.blas_threads)
-    add("requested " + std::to_string(r.blas_threads) + " BLAS threads, detected " + std::to_string(d.blas_threads));
+    add("requested " + std::to_string(r.blas_threads) + " BLAS threads, detected " +
+        std::to_string(d.blas_threads));
   if (r.mode != d.mode) add("requested mode " + r.mode + ", ran " + d.mode);
   return why;
 }
 
 nlohmann::json to_json(const DetectedStack& d) {
-  return {{"blas", d.blas}, {"blas_threads", d.blas_threads}, {"onednn", d.onednn ? "on" : "off"},
-          {"mode", d.mode}, {"threads", d.threads}};
+  return {{"blas", d.blas},
+          {"blas_threads", d.blas_threads},
+          {"onednn", d.onednn ? "on" : "off"},
+          {"mode", d.mode},
+          {"threads", d.threads}};
 }
 
 }  // namespace tb

@@ -18,7 +18,7 @@ void enter_blas(const StackSpec& stack);
 void apply_stack(const StackSpec& stack);
 
 struct DetectedStack {
-  std::string blas;   // the BLAS providing sgemm_ (openblas-pthread, blis-openmp, reference, ...)
+  std::string blas;  // the BLAS providing sgemm_ (openblas-pthread, blis-openmp, reference, ...)
   int blas_threads = 0;
   bool onednn = false;  // built with oneDNN and the switch on
   std::string mode;     // what the runner executed

@@ -29,9 +29,10 @@ bool StackSpec::is_default() const { return str().empty(); }
 
 std::string StackSpec::str() const {
   const StackSpec d{};
-  if (blas == d.blas && blas_threads == d.blas_threads && onednn == d.onednn && mode == d.mode) return "";
-  return "stack:blas=" + blas + ",blas_threads=" + std::to_string(blas_threads) + ",onednn=" + onednn +
-         ",mode=" + mode;
+  if (blas == d.blas && blas_threads == d.blas_threads && onednn == d.onednn && mode == d.mode)
+    return "";
+  return "stack:blas=" + blas + ",blas_threads=" + std::to_string(blas_threads) +
+         ",onednn=" + onednn + ",mode=" + mode;
 }
 
 std::string StackSpec::label() const {
@@ -64,13 +65,15 @@ StackSpec parse_stack(const std::string& text) {
     } else if (k == "blas_threads") {
       char* end = nullptr;
       const long n = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end || n < 0 || n > 1024) throw UsageError("stack: blas_threads=" + v + " is not a count 0..1024");
+      if (v.empty() || *end || n < 0 || n > 1024)
+        throw UsageError("stack: blas_threads=" + v + " is not a count 0..1024");
       s.blas_threads = int(n);
     } else if (k == "onednn") {
       if (v != "on" && v != "off") throw UsageError("stack: onednn=" + v + " (expected on or off)");
       s.onednn = v;
     } else if (k == "mode") {
-      if (v != "eager" && v != "torchscript") throw UsageError("stack: mode=" + v + " (expected eager or torchscript)");
+      if (v != "eager" && v != "torchscript")
+        throw UsageError("stack: mode=" + v + " (expected eager or torchscript)");
       s.mode = v;
     } else {
       throw UsageError("stack: unknown key '" + k + "' (known: blas, blas_threads, onednn, mode)");

@@ -11,7 +11,7 @@ struct StackSpec {
   std::string blas = "default";  // a name from blas_libraries(), or the system's choice
   int blas_threads = 0;          // the BLAS's own threads; 0: as it decides
   std::string onednn = "on";     // LibTorch's global oneDNN switch: on, off
-  std::string mode = "eager";    // eager, torchscript (the loss traced and run by the graph executor)
+  std::string mode = "eager";  // eager, torchscript (the loss traced and run by the graph executor)
   bool is_default() const;
   std::string str() const;  // "stack:blas=...,blas_threads=...,onednn=...,mode=..." or ""
   // Only what differs from the default ("blas=blis-pthread,mode=torchscript"), or

@@ -19,7 +19,8 @@ struct CliOutput {
 // `env` is prepended to the command line ("VAR=value ..."). stderr goes through a file
 // named after the process, since ctest -j runs several test processes at once.
 inline CliOutput run_cli(const std::string& args, const std::string& env = "") {
-  const std::string err_file = ::testing::TempDir() + "/tb_cli_stderr_" + std::to_string(getpid()) + ".txt";
+  const std::string err_file =
+      ::testing::TempDir() + "/tb_cli_stderr_" + std::to_string(getpid()) + ".txt";
   const std::string cmd = env + " " TB_BINARY " " + args + " 2>" + err_file;
   CliOutput o;
   FILE* p = popen(cmd.c_str(), "r");

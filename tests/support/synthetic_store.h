@@ -10,7 +10,8 @@
 namespace tb::testing {
 
 struct SyntheticOptions {
-  size_t runs = 200;  // written until this many, over a grid of layers x nodes x batch x 2 platforms
+  size_t runs =
+      200;  // written until this many, over a grid of layers x nodes x batch x 2 platforms
   uint64_t seed = 1;
   double noise = 0.005;
   // Text planted in a failed run's error and a platform's name, to check escaping.
@@ -21,10 +22,15 @@ struct SyntheticOptions {
 // standardizes over the grid; platform "fast" is 1.5x faster for batch >= 1024 and 0.8x
 // below (so the winner flips); nodes * batch above 2^22 is oom-predicted.
 inline void fill_synthetic_store(Store& store, const SyntheticOptions& o) {
-  nlohmann::json desc_slow = {{"schema_version", 1}, {"name", "slow"}, {"kind", "cpu"},
-                              {"memory_bandwidth_gbps", 20.0}, {"memory_gb", 64.0}, {"peak_tflops", {{"fp32", 0.4}}},
+  nlohmann::json desc_slow = {{"schema_version", 1},
+                              {"name", "slow"},
+                              {"kind", "cpu"},
+                              {"memory_bandwidth_gbps", 20.0},
+                              {"memory_gb", 64.0},
+                              {"peak_tflops", {{"fp32", 0.4}}},
                               {"cache_bandwidth_gbps", {{"l1", 300.0}, {"l2", 120.0}}},
-                              {"source", "measured by a synthetic test"}, {"spec_peak_tflops", {{"fp32", 0.5}}}};
+                              {"source", "measured by a synthetic test"},
+                              {"spec_peak_tflops", {{"fp32", 0.5}}}};
   nlohmann::json desc_fast = desc_slow;
   desc_fast["name"] = "fast";
   desc_fast["peak_tflops"]["fp32"] = 0.6;
@@ -54,8 +60,10 @@ inline void fill_synthetic_store(Store& store, const SyntheticOptions& o) {
       for (double ln : lnodes)
         for (double lb : lbatch) {
           if (written == o.runs) return;
-          const int64_t nodes = int64_t(std::llround(std::exp2(ln))), batch = int64_t(std::llround(std::exp2(lb)));
-          const std::string config = "fc:layers=" + std::to_string(int(l)) + ",nodes=" + std::to_string(nodes) +
+          const int64_t nodes = int64_t(std::llround(std::exp2(ln))),
+                        batch = int64_t(std::llround(std::exp2(lb)));
+          const std::string config = "fc:layers=" + std::to_string(int(l)) +
+                                     ",nodes=" + std::to_string(nodes) +
                                      ",input=2000,output=200,batch=" + std::to_string(batch) +
                                      ",dtype=fp32,optimizer=rmsprop,threads=2,device=cpu";
           if (store.run_status(config, platform, stack) != "") continue;
@@ -64,18 +72,27 @@ inline void fill_synthetic_store(Store& store, const SyntheticOptions& o) {
             r["status"] = "oom-predicted";
             r["error"] = "estimated 99 GiB exceeds the limit " + o.hostile;
           } else {
-            double util = 0.30 + 0.08 * z(lbatch, lb) + 0.04 * z(lnodes, ln) - 0.02 * z(layers, l) + noise(rng);
+            double util = 0.30 + 0.08 * z(lbatch, lb) + 0.04 * z(lnodes, ln) - 0.02 * z(layers, l) +
+                          noise(rng);
             if (platform == fast) util *= batch >= 1024 ? 1.5 * 0.4 / 0.6 : 0.8 * 0.4 / 0.6;
             const double peak = platform == fast ? 0.6e12 : 0.4e12;
-            const double params = l * double(nodes) * double(nodes) + 2000.0 * double(nodes) + 200.0 * double(nodes);
+            const double params =
+                l * double(nodes) * double(nodes) + 2000.0 * double(nodes) + 200.0 * double(nodes);
             const double flops = 6 * params * double(batch);
             const double step = flops / (util * peak);
             const double bytes = 4 * (3 * params + 2 * double(batch) * double(nodes) * l);
-            r["metrics"] = {{"examples_per_s", double(batch) / step}, {"achieved_flops", flops / step},
-                            {"flops_utilization", util}, {"peak_flops", peak}};
-            r["timing"] = {{"mean_s", step}, {"median_s", step}, {"ci95_relative", 0.004}, {"samples", 40},
+            r["metrics"] = {{"examples_per_s", double(batch) / step},
+                            {"achieved_flops", flops / step},
+                            {"flops_utilization", util},
+                            {"peak_flops", peak}};
+            r["timing"] = {{"mean_s", step},
+                           {"median_s", step},
+                           {"ci95_relative", 0.004},
+                           {"samples", 40},
                            {"end_reason", "converged"}};
-            r["cost"] = {{"params", int64_t(params)}, {"flops_per_step", flops}, {"bytes_per_step", bytes},
+            r["cost"] = {{"params", int64_t(params)},
+                         {"flops_per_step", flops},
+                         {"bytes_per_step", bytes},
                          {"arithmetic_intensity", flops / bytes}};
           }
           store.add_run(r, platform, stack, "synthetic", false);

@@ -102,16 +102,5 @@ TEST_F(AnalyzeCli, BadInputIsOneLineAndExitTwo) {
   }
 }
 
-TEST_F(AnalyzeCli, HelpEndsWithExamples) {
-  for (const char* sub :
-       {"analyze", "compare", "report", "profile", "memory", "sweep", "merge", "export"}) {
-    const Output o = run(std::string(sub) + " --help");
-    EXPECT_EQ(o.status, 0) << sub;
-    const auto at = o.out.rfind("Examples:");
-    ASSERT_NE(at, std::string::npos) << sub;
-    EXPECT_NE(o.out.find("trainbench " + std::string(sub), at), std::string::npos) << sub;
-  }
-}
-
 }  // namespace
 }  // namespace tb

@@ -1,19 +1,20 @@
 // The trainbench program as a user meets it: exit codes, one-line errors, --help, JSON.
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
+#include "support/cli.h"
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
-
-#include "support/cli.h"
 
 namespace {
 
 using Output = ::tb::testing::CliOutput;
-Output run(const std::string& args, const std::string& env = "") { return ::tb::testing::run_cli(args, env); }
+Output run(const std::string& args, const std::string& env = "") {
+  return ::tb::testing::run_cli(args, env);
+}
 
 int lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
 
@@ -47,12 +48,22 @@ TEST(Cli, BadInputIsOneLineAndExitTwo) {
 }
 
 TEST(Cli, HelpOfEverySubcommandEndsWithExamples) {
-  for (const char* sub : {"", "run", "cost", "families", "platform"}) {
-    const Output o = run(std::string(sub) + " --help");
+  // Every subcommand the top-level help lists, so a new one cannot be forgotten here.
+  const Output top = run("--help");
+  ASSERT_EQ(top.status, 0);
+  std::vector<std::string> subs = {""};
+  std::istringstream lines_in(top.out.substr(top.out.find("Subcommands:")));
+  std::string line;
+  std::getline(lines_in, line);
+  while (std::getline(lines_in, line) && line.rfind("  ", 0) == 0)
+    subs.push_back(line.substr(2, line.find(' ', 2) - 2));
+  EXPECT_GE(subs.size(), 16u) << top.out;
+  for (const auto& sub : subs) {
+    const Output o = run(sub + " --help");
     EXPECT_EQ(o.status, 0) << sub;
     const auto at = o.out.rfind("Examples:");
     ASSERT_NE(at, std::string::npos) << sub;
-    EXPECT_NE(o.out.find("trainbench", at), std::string::npos) << sub;
+    EXPECT_NE(o.out.find("trainbench " + sub, at), std::string::npos) << sub;
   }
 }
 
@@ -81,10 +92,11 @@ TEST(Cli, FamilyFlagsBuildTheSameConfigAsTheString) {
   ASSERT_EQ(b.status, 0) << b.err;
   auto config = nlohmann::json::parse(a.out)["results"][0]["config"].get<std::string>();
   auto ran = nlohmann::json::parse(b.out)["results"][0]["config"].get<std::string>();
-  EXPECT_EQ(ran, config.replace(config.find("threads=0"), 9,
-                                "threads=" + std::to_string(
-                                                 nlohmann::json::parse(b.out)["results"][0]["threads"]
-                                                     .get<int>())));
+  EXPECT_EQ(
+      ran, config.replace(
+               config.find("threads=0"), 9,
+               "threads=" + std::to_string(
+                                nlohmann::json::parse(b.out)["results"][0]["threads"].get<int>())));
 }
 
 TEST(Cli, OomPredictedIsAStatusNotACrash) {
@@ -106,7 +118,8 @@ TEST(Cli, WarnsWhenTheReferenceBlasIsActive) {
   EXPECT_EQ(o.err.find("WARNING", at + 1), std::string::npos) << o.err;  // said once
   EXPECT_NE(o.err.find("apt-get install libopenblas0-pthread", at), std::string::npos) << o.err;
   EXPECT_EQ(nlohmann::json::parse(o.out)["context"]["libraries"]["blas"]["name"], "reference");
-  const Output normal = run("run fc:layers=1,nodes=64,input=64,output=4,batch=8 --budget 0.5 --json");
+  const Output normal =
+      run("run fc:layers=1,nodes=64,input=64,output=4,batch=8 --budget 0.5 --json");
   EXPECT_EQ(normal.err.find("WARNING"), std::string::npos) << normal.err;
 }
 
@@ -129,8 +142,10 @@ TEST(Cli, PlatformMeasuresCachesAndFeedsRun) {
   EXPECT_GT(p["peak_tflops"]["fp32"].get<double>(), 0);
   EXPECT_TRUE(p["measurements"]["stream"]["validated"].get<bool>());
   // A registry platform gives the run its roofline placement.
-  const Output r = run("run fc:layers=1,nodes=64,input=64,output=4,batch=8,dtype=bf16 --budget 0.5 --json "
-                       "--platform tpu-v2-board", env);
+  const Output r =
+      run("run fc:layers=1,nodes=64,input=64,output=4,batch=8,dtype=bf16 --budget 0.5 --json "
+          "--platform tpu-v2-board",
+          env);
   ASSERT_EQ(r.status, 0) << r.err;
   const auto doc = nlohmann::json::parse(r.out);
   const auto& res = doc["results"][0];

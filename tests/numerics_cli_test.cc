@@ -59,11 +59,6 @@ TEST(NumericsCli, BadInputIsOneLineAndExitTwo) {
     EXPECT_EQ(lines(o.err), 1) << args << "\n" << o.err;
     EXPECT_NE(o.err.find(needle), std::string::npos) << args << "\n" << o.err;
   }
-  for (const char* sub : {"quantize", "formats", "emulate"}) {
-    const Output h = run(std::string(sub) + " --help");
-    EXPECT_EQ(h.status, 0);
-    EXPECT_NE(h.out.find("trainbench", h.out.rfind("Examples:")), std::string::npos) << sub;
-  }
 }
 
 }  // namespace

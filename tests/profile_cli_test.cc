@@ -113,14 +113,4 @@ TEST(ProfileCli, BadInputIsOneLineAndExitTwo) {
   }
 }
 
-TEST(ProfileCli, HelpEndsWithExamples) {
-  for (const char* sub : {"profile", "memory"}) {
-    const Output o = run(std::string(sub) + " --help");
-    EXPECT_EQ(o.status, 0) << sub;
-    const auto at = o.out.rfind("Examples:");
-    ASSERT_NE(at, std::string::npos) << sub;
-    EXPECT_NE(o.out.find("trainbench " + std::string(sub), at), std::string::npos) << sub;
-  }
-}
-
 }  // namespace

@@ -13,6 +13,16 @@ bool geometric_axis(const std::vector<double>& v) {
   return *lo > 0 && *hi / *lo >= 8;
 }
 
+std::optional<double> param_number(const std::map<std::string, std::string>& params,
+                                   const std::string& key) {
+  auto it = params.find(key);
+  if (it == params.end() || it->second.empty()) return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(it->second.c_str(), &end);
+  if (*end != '\0' || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
 std::vector<Sample> samples_of(const std::vector<Point>& points,
                                const std::vector<std::string>& params) {
   std::vector<Sample> out;
@@ -21,14 +31,12 @@ std::vector<Sample> samples_of(const std::vector<Point>& points,
     Sample s{p.config, {}, *p.value};
     bool complete = true;
     for (const auto& k : params) {
-      auto it = p.params.find(k);
-      char* end = nullptr;
-      const double v = it == p.params.end() ? 0 : std::strtod(it->second.c_str(), &end);
-      if (it == p.params.end() || end == it->second.c_str() || *end) {
+      const auto v = param_number(p.params, k);
+      if (!v) {
         complete = false;
         break;
       }
-      s.params[k] = v;
+      s.params[k] = *v;
     }
     if (complete) out.push_back(std::move(s));
   }

@@ -10,6 +10,10 @@ namespace tb {
 
 struct Run;
 
+// A hyperparameter's value as a number, when it is one (finite, the whole text parsed).
+std::optional<double> param_number(const std::map<std::string, std::string>& params,
+                                   const std::string& key);
+
 // A run (or a matched pair of runs) as a chart sees it: its hyperparameters as text, its
 // outcome, and the value shown (absent unless ok).
 struct Point {

@@ -65,18 +65,16 @@ ComparisonView compare_runs(const RunSet& runs, const std::string& axis, const s
     const double m = r->metric(metric);
     return info.higher_is_better ? m : 1 / m;
   };
+  // Both sides keyed by what must match; a matched pair is then named by A's config.
   std::map<std::string, double> ra, rb;
   std::map<std::string, std::map<std::string, double>> fa, fb;
-  for (const auto& [k, r] : side_a) ra[r->config + "|" + k] = rate(r), fa[r->family][k] = rate(r);
-  for (const auto& [k, r] : side_b) {
-    auto it = side_a.find(k);
-    // Keyed by A's config so both maps share keys for matched pairs.
-    const std::string cfg = it == side_a.end() ? r->config : it->second->config;
-    rb[cfg + "|" + k] = rate(r), fb[r->family][k] = rate(r);
-  }
+  for (const auto& [k, r] : side_a) ra[k] = fa[r->family][k] = rate(r);
+  for (const auto& [k, r] : side_b) rb[k] = fb[r->family][k] = rate(r);
   v.stats = compare(ra, rb);
-  for (auto& s : v.stats.matched) s.config = s.config.substr(0, s.config.find('|'));
   for (const auto& [fam, m] : fa) v.by_family[fam] = compare(m, fb[fam]);
+  for (auto& s : v.stats.matched) s.config = side_a.at(s.config)->config;
+  for (auto& [fam, c] : v.by_family)
+    for (auto& s : c.matched) s.config = side_a.at(s.config)->config;
 
   for (const auto& [k, ra_run] : side_a) {
     auto it = side_b.find(k);

@@ -9,12 +9,7 @@ namespace tb {
 namespace {
 
 std::optional<double> number(const Point& p, const std::string& k) {
-  auto it = p.params.find(k);
-  if (it == p.params.end()) return std::nullopt;
-  char* end = nullptr;
-  const double v = std::strtod(it->second.c_str(), &end);
-  if (end == it->second.c_str() || *end) return std::nullopt;
-  return v;
+  return param_number(p.params, k);
 }
 
 }  // namespace

@@ -16,12 +16,7 @@ double Run::metric(const std::string& name) const {
 }
 
 std::optional<double> Run::number(const std::string& param) const {
-  auto it = params.find(param);
-  if (it == params.end() || it->second.empty()) return std::nullopt;
-  char* end = nullptr;
-  const double v = std::strtod(it->second.c_str(), &end);
-  if (end == it->second.c_str() || *end != '\0' || !std::isfinite(v)) return std::nullopt;
-  return v;
+  return param_number(params, param);
 }
 
 std::vector<std::string> RunSet::families() const {
@@ -37,10 +32,12 @@ std::vector<const Run*> RunSet::of_family(const std::string& family, bool ok_onl
   return out;
 }
 
-std::map<std::string, std::string> config_params(const std::string& config, std::string* family) {
-  std::map<std::string, std::string> out;
+namespace {
+
+// The key=value pairs of `family:k=v,...` in the order written.
+std::vector<std::pair<std::string, std::string>> config_pairs(const std::string& config) {
+  std::vector<std::pair<std::string, std::string>> out;
   const auto colon = config.find(':');
-  if (family) *family = config.substr(0, colon);
   if (colon == std::string::npos) return out;
   size_t pos = colon + 1;
   while (pos <= config.size()) {
@@ -48,10 +45,18 @@ std::map<std::string, std::string> config_params(const std::string& config, std:
     if (comma == std::string::npos) comma = config.size();
     const std::string kv = config.substr(pos, comma - pos);
     const auto eq = kv.find('=');
-    if (eq != std::string::npos) out[kv.substr(0, eq)] = kv.substr(eq + 1);
+    if (eq != std::string::npos) out.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
     pos = comma + 1;
   }
   return out;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> config_params(const std::string& config, std::string* family) {
+  if (family) *family = config.substr(0, config.find(':'));
+  const auto pairs = config_pairs(config);
+  return {pairs.begin(), pairs.end()};
 }
 
 const std::vector<MetricInfo>& metric_infos() {
@@ -105,15 +110,7 @@ std::vector<std::string> varying_numeric_params(const std::vector<const Run*>& r
   // Parameter order of the first run's config is the family's canonical order.
   if (runs.empty()) return out;
   std::vector<std::string> order;
-  const std::string& cfg = runs.front()->config;
-  const auto colon = cfg.find(':');
-  for (size_t pos = colon + 1; colon != std::string::npos && pos < cfg.size();) {
-    size_t comma = cfg.find(',', pos);
-    if (comma == std::string::npos) comma = cfg.size();
-    const std::string kv = cfg.substr(pos, comma - pos);
-    order.push_back(kv.substr(0, kv.find('=')));
-    pos = comma + 1;
-  }
+  for (const auto& [k, v] : config_pairs(runs.front()->config)) order.push_back(k);
   for (const auto& [k, v] : values)
     if (std::find(order.begin(), order.end(), k) == order.end()) order.push_back(k);
   for (const auto& k : order)

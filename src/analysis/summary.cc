@@ -23,7 +23,9 @@ Summary summarize(const RunSet& runs, const SummaryOptions& o) {
     for (const Run* r : all) f.by_status[r->status] += 1;
     f.params = varying_numeric_params(all);
     const auto samples = samples_of(f.points, f.params);
-    const size_t terms = f.params.size() * (o.second_order ? (f.params.size() + 3) / 2 : 1);
+    // k first-order terms, plus k(k+1)/2 products with --second-order.
+    const size_t k = f.params.size();
+    const size_t terms = o.second_order ? k * (k + 3) / 2 : k;
     if (!f.params.empty() && samples.size() >= terms + 2)
       f.regression = sensitivity(samples, f.params, o.second_order);
     std::vector<std::string> axes = f.regression ? ranked_params(*f.regression) : f.params;

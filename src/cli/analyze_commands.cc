@@ -45,6 +45,14 @@ int emit(const std::string& kind, const View& v, const std::string& format,
   return 0;
 }
 
+// --format and --out, shared by the analysis views; emit() writes what they choose.
+void add_output_options(CLI::App* sub, std::string& format, std::string& out) {
+  sub->add_option("--format", format, "text, json or csv")
+      ->check(CLI::IsMember({"text", "json", "csv"}))
+      ->capture_default_str();
+  sub->add_option("-o,--out", out, "file to write (default: standard output)");
+}
+
 const FamilyView& family_view(const Summary& s, const std::string& family) {
   if (family.empty() && s.families.size() == 1) return s.families.front();
   if (family.empty()) {
@@ -86,10 +94,7 @@ Command add_analyze(CLI::App& app) {
   sub->add_option("--fix", a->fix,
                   "heat map: hold hyperparameters at values, e.g. nodes=1024,threads=2");
   sub->add_flag("--second-order", a->second_order, "sensitivity: add pairwise product terms");
-  sub->add_option("--format", a->format, "text, json or csv")
-      ->check(CLI::IsMember({"text", "json", "csv"}))
-      ->capture_default_str();
-  sub->add_option("-o,--out", a->out, "file to write (default: standard output)");
+  add_output_options(sub, a->format, a->out);
   sub->footer(
       "Examples:\n"
       "  trainbench analyze sensitivity out/demo.db --family fc\n"
@@ -161,10 +166,7 @@ Command add_compare(CLI::App& app) {
                   "a rate (higher is better) or a time (its inverse is used)")
       ->capture_default_str();
   sub->add_option("--family", a->family, "only this family");
-  sub->add_option("--format", a->format, "text, json or csv")
-      ->check(CLI::IsMember({"text", "json", "csv"}))
-      ->capture_default_str();
-  sub->add_option("-o,--out", a->out, "file to write (default: standard output)");
+  add_output_options(sub, a->format, a->out);
   sub->footer(
       "Examples:\n"
       "  trainbench compare xeon.db epyc.db --by platform\n"

@@ -207,8 +207,8 @@ void box_chart(ChartSet& cs, const std::string& id, const std::string& section,
   cs.charts.push_back({id, section, title, caption, {table, table + "-outliers"}, table, spec});
 }
 
-void roofline_chart(ChartSet& cs, const RooflineView& v, const std::string& color) {
-  const std::string table = "roof-" + v.platform, pts = "roof-" + v.platform + "-runs";
+// The x range of a platform's roofline charts: every run, operator and ridge point, with a margin.
+std::pair<double, double> roof_range(const RooflineView& v) {
   double lo = 1e30, hi = 0;
   for (const Run* r : v.runs) {
     lo = std::min(lo, r->metric("arithmetic_intensity"));
@@ -218,60 +218,83 @@ void roofline_chart(ChartSet& cs, const RooflineView& v, const std::string& colo
     lo = std::min(lo, op->intensity()), hi = std::max(hi, op->intensity());
   for (const auto& [d, ridge] : v.ridges) lo = std::min(lo, ridge), hi = std::max(hi, ridge);
   if (hi <= 0) lo = 0.1, hi = 100;
-  lo /= 4, hi *= 4;
-  // Roof lines: each memory roof rises until it meets the highest compute roof; each
-  // compute roof runs flat from where the main-memory roof meets it.
+  return {lo / 4, hi * 4};
+}
+
+// The roof lines of a platform, shared by its run and operator rooflines: each memory roof
+// rises until it meets the highest measured compute roof; each compute roof runs flat from
+// where the main-memory roof meets it.
+std::string roof_table(ChartSet& cs, const RooflineView& v) {
+  const std::string table = "roof-" + v.platform;
+  const auto [lo, hi] = roof_range(v);
   double top = 0, dram = 0;
   for (const auto& r : v.roofs) {
     if (r.kind == "compute" && r.source == "measured") top = std::max(top, r.value);
     if (r.kind == "memory" && r.label.rfind("DRAM", 0) == 0) dram = r.value;
   }
   json lines = json::array();
+  auto segment = [&](const Roof& r, double x0, double y0, double x1, double y1) {
+    for (const auto& [x, y, order] : {std::tuple{x0, y0, 0}, std::tuple{x1, y1, 1}})
+      lines.push_back({{"roof", r.label},
+                       {"kind", r.kind},
+                       {"source", r.source},
+                       {"intensity", x},
+                       {"flops", y},
+                       {"order", order}});
+  };
   for (const auto& r : v.roofs) {
     if (r.kind == "memory") {
       const double end = top > 0 ? std::min(hi, top / r.value) : hi;
-      lines.push_back({{"roof", r.label},
-                       {"kind", r.kind},
-                       {"source", r.source},
-                       {"intensity", lo},
-                       {"flops", r.value * lo},
-                       {"order", 0}});
-      lines.push_back({{"roof", r.label},
-                       {"kind", r.kind},
-                       {"source", r.source},
-                       {"intensity", end},
-                       {"flops", r.value * end},
-                       {"order", 1}});
+      segment(r, lo, r.value * lo, end, r.value * end);
     } else {
-      const double start = dram > 0 ? std::max(lo, r.value / dram) : lo;
-      lines.push_back({{"roof", r.label},
-                       {"kind", r.kind},
-                       {"source", r.source},
-                       {"intensity", start},
-                       {"flops", r.value},
-                       {"order", 0}});
-      lines.push_back({{"roof", r.label},
-                       {"kind", r.kind},
-                       {"source", r.source},
-                       {"intensity", hi},
-                       {"flops", r.value},
-                       {"order", 1}});
+      segment(r, dram > 0 ? std::max(lo, r.value / dram) : lo, r.value, hi, r.value);
     }
   }
   cs.tables[table] = lines;
+  return table;
+}
+
+// The layer drawing a roof table, dashed where the roof is the specification's.
+json roof_layer(const std::string& table, const json& x, const json& color) {
+  return {{"data", {{"name", table}}},
+          {"mark", {{"type", "line"}, {"clip", true}}},
+          {"encoding",
+           {{"x", x},
+            {"y",
+             {{"field", "flops"},
+              {"type", "quantitative"},
+              {"scale", {{"type", "log"}}},
+              {"title", "FLOP/s"},
+              {"axis", {{"format", "~s"}}}}},
+            {"detail", {{"field", "roof"}}},
+            {"order", {{"field", "order"}}},
+            {"color", color},
+            {"strokeDash",
+             {{"field", "source"},
+              {"type", "nominal"},
+              {"scale", {{"domain", {"measured", "spec"}}, {"range", {{1, 0}, {5, 3}}}}},
+              {"title", "roof source"}}},
+            {"tooltip", tooltip({{"roof", "nominal"}, {"source", "nominal"}})}}}};
+}
+
+// A hyperparameter's value for a color channel: a number where it is one, else its text.
+json param_value(const Run& r, const std::string& key) {
+  if (const auto n = r.number(key)) return *n;
+  auto it = r.params.find(key);
+  return it == r.params.end() ? json(nullptr) : json(it->second);
+}
+
+void roofline_chart(ChartSet& cs, const RooflineView& v, const std::string& color) {
+  const std::string table = roof_table(cs, v), pts = table + "-runs";
+  const auto [lo, hi] = roof_range(v);
   json points = json::array();
-  for (const Run* r : v.runs) {
-    auto it = r->params.find(color);
-    points.push_back(
-        {{"config", r->config},
-         {"family", r->family},
-         {"intensity", r->metric("arithmetic_intensity")},
-         {"achieved", r->metric("achieved_flops")},
-         {"utilization", num_or_null(r->metric("flops_utilization"))},
-         {color, it == r->params.end()
-                     ? json(nullptr)
-                     : json(r->number(color) ? json(*r->number(color)) : json(it->second))}});
-  }
+  for (const Run* r : v.runs)
+    points.push_back({{"config", r->config},
+                      {"family", r->family},
+                      {"intensity", r->metric("arithmetic_intensity")},
+                      {"achieved", r->metric("achieved_flops")},
+                      {"utilization", num_or_null(r->metric("flops_utilization"))},
+                      {color, param_value(*r, color)}});
   cs.tables[pts] = points;
   json ridges = json::array();
   for (const auto& [d, x] : v.ridges)
@@ -289,29 +312,11 @@ void roofline_chart(ChartSet& cs, const RooflineView& v, const std::string& colo
   json spec = base(v.platform + ": roofline");
   spec["width"] = 560, spec["height"] = 360;
   spec["layer"] = json::array(
-      {{{"data", {{"name", table}}},
-        {"mark", {{"type", "line"}, {"clip", true}}},
-        {"encoding",
-         {{"x", xs},
-          {"y",
-           {{"field", "flops"},
-            {"type", "quantitative"},
-            {"scale", {{"type", "log"}}},
-            {"title", "FLOP/s"},
-            {"axis", {{"format", "~s"}}}}},
-          {"detail", {{"field", "roof"}}},
-          {"order", {{"field", "order"}}},
-          {"color",
-           {{"field", "roof"},
-            {"type", "nominal"},
-            {"title", "roof"},
-            {"scale", {{"scheme", "tableau10"}}}}},
-          {"strokeDash",
-           {{"field", "source"},
-            {"type", "nominal"},
-            {"scale", {{"domain", {"measured", "spec"}}, {"range", {{1, 0}, {5, 3}}}}},
-            {"title", "roof source"}}},
-          {"tooltip", tooltip({{"roof", "nominal"}, {"source", "nominal"}})}}}},
+      {roof_layer(table, xs,
+                  {{"field", "roof"},
+                   {"type", "nominal"},
+                   {"title", "roof"},
+                   {"scale", {{"scheme", "tableau10"}}}}),
        {{"data", {{"name", pts}}},
         {"mark",
          {{"type", "point"}, {"filled", true}, {"size", 30}, {"opacity", 0.75}, {"tooltip", true}}},
@@ -361,7 +366,7 @@ void roofline_chart(ChartSet& cs, const RooflineView& v, const std::string& colo
 // Operators of the stored profiles under the platform's roofs (ParaDnn section 4.2): each
 // point is one operator name and shape in one profiled config, per step.
 void op_roofline_chart(ChartSet& cs, const RooflineView& v) {
-  const std::string roofs = "roof-" + v.platform, pts = "oproof-" + v.platform;
+  const std::string roofs = roof_table(cs, v), pts = "oproof-" + v.platform;
   json points = json::array();
   for (const auto& [prof, op] : v.ops)
     points.push_back({{"config", prof->config},
@@ -374,34 +379,16 @@ void op_roofline_chart(ChartSet& cs, const RooflineView& v) {
                       {"time_share", prof->step_us > 0 ? op->total_us / prof->step_us : 0.0},
                       {"flops_source", op->flops_source}});
   cs.tables[pts] = points;
-  if (!cs.tables.contains(roofs)) cs.tables[roofs] = json::array();
   json spec = base(v.platform + ": operator roofline");
   spec["width"] = 560, spec["height"] = 360;
   spec["layer"] = json::array(
-      {{{"data", {{"name", roofs}}},
-        {"mark", {{"type", "line"}, {"clip", true}}},
-        {"encoding",
-         {{"x",
-           {{"field", "intensity"},
-            {"type", "quantitative"},
-            {"scale", {{"type", "log"}}},
-            {"title", "arithmetic intensity (FLOPs/byte)"},
-            {"axis", {{"format", "~s"}}}}},
-          {"y",
-           {{"field", "flops"},
-            {"type", "quantitative"},
-            {"scale", {{"type", "log"}}},
-            {"title", "FLOP/s"},
-            {"axis", {{"format", "~s"}}}}},
-          {"detail", {{"field", "roof"}}},
-          {"order", {{"field", "order"}}},
-          {"color", {{"value", "#777"}}},
-          {"strokeDash",
-           {{"field", "source"},
-            {"type", "nominal"},
-            {"scale", {{"domain", {"measured", "spec"}}, {"range", {{1, 0}, {5, 3}}}}},
-            {"title", "roof source"}}},
-          {"tooltip", tooltip({{"roof", "nominal"}, {"source", "nominal"}})}}}},
+      {roof_layer(roofs,
+                  {{"field", "intensity"},
+                   {"type", "quantitative"},
+                   {"scale", {{"type", "log"}}},
+                   {"title", "arithmetic intensity (FLOPs/byte)"},
+                   {"axis", {{"format", "~s"}}}},
+                  {{"value", "#777"}}),
        {{"data", {{"name", pts}}},
         {"mark", {{"type", "point"}, {"filled", true}, {"opacity", 0.75}, {"tooltip", true}}},
         {"encoding",
@@ -539,15 +526,12 @@ void comparison_charts(ChartSet& cs, const ComparisonView& c, const std::string&
   const std::string section = comparison_section(c.axis);
   json rows = json::array();
   for (const auto& p : c.points) {
-    auto it = p.params.find(color);
-    rows.push_back(
-        {{"config", p.config},
-         {"family", p.family},
-         {"speedup", *p.value},
-         {"params", p.run ? num_or_null(p.run->metric("params")) : json(nullptr)},
-         {color, it == p.params.end() ? json(nullptr)
-                                      : json(p.run->number(color) ? json(*p.run->number(color))
-                                                                  : json(it->second))}});
+    rows.push_back({{"config", p.config},
+                    {"family", p.family},
+                    {"speedup", *p.value},
+                    {"params", p.run ? num_or_null(p.run->metric("params")) : json(nullptr)},
+                    // The compared parameter itself is not in p.params: no color by it.
+                    {color, p.params.count(color) ? param_value(*p.run, color) : json(nullptr)}});
   }
   cs.tables[table] = rows;
   const std::string title = c.axis + ": " + c.b + " over " + c.a;

@@ -75,13 +75,7 @@ MemoryRun measure_memory(const Config& input, const MemoryOptions& o) {
       return run;
     }
     MemoryTracker tracker;
-    torch::manual_seed(o.seed);
-    auto workload = build_workload(config);
-    const torch::Dtype dtype = dtype_of(config);
-    workload->module().to(device, dtype);
-    workload->module().train();
-    const Batch batch = workload->make_batch(device, dtype, o.seed);
-    auto opt = make_optimizer(config, workload->module());
+    auto [workload, batch, opt] = prepare_training(config, device, o.seed);
     for (const auto& p : workload->module().parameters()) m.params += p.numel();
     for (int i = 0; i < o.warmup_steps; ++i) train_step(*workload, *opt, batch, device);
 

@@ -246,13 +246,7 @@ ProfileRun profile_config(const Config& input, const ProfileOptions& o) {
       run.error = "profile: only the CPU is profiled so far (device " + config.get("device") + ")";
       return run;
     }
-    torch::manual_seed(o.seed);
-    auto workload = build_workload(config);
-    const torch::Dtype dtype = dtype_of(config);
-    workload->module().to(device, dtype);
-    workload->module().train();
-    const Batch batch = workload->make_batch(device, dtype, o.seed);
-    auto opt = make_optimizer(config, workload->module());
+    auto [workload, batch, opt] = prepare_training(config, device, o.seed);
 
     // The last half of the warm-up, timed, gives the step time without the profiler.
     double unprofiled = 0;

@@ -7,11 +7,11 @@
 
 #include "model/workload.h"
 #include "platform/blas.h"
-#include "runner/stack_runtime.h"
-#include "runner/torchscript.h"
 #include "platform/host.h"
 #include "runner/phase.h"
+#include "runner/stack_runtime.h"
 #include "runner/threads.h"
+#include "runner/torchscript.h"
 #include "spec/errors.h"
 
 namespace tb {
@@ -55,7 +55,8 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const Config& config,
     return std::make_unique<torch::optim::RMSprop>(
         params, torch::optim::RMSpropOptions(1e-3).alpha(0.9).momentum(0.9).eps(1.0));
   if (kind == "momentum")
-    return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(1e-3).momentum(0.9));
+    return std::make_unique<torch::optim::SGD>(params,
+                                               torch::optim::SGDOptions(1e-3).momentum(0.9));
   return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(1e-3));
 }
 
@@ -79,6 +80,20 @@ void train_step(Workload& w, torch::optim::Optimizer& opt, const Batch& batch,
     opt.step();
     synchronize(device);
   }
+}
+
+TrainingSetup prepare_training(const Config& config, torch::Device device, uint64_t seed,
+                               const std::string& mode) {
+  TrainingSetup t;
+  torch::manual_seed(seed);
+  t.workload = build_workload(config);
+  const torch::Dtype dtype = dtype_of(config);
+  t.workload->module().to(device, dtype);
+  t.workload->module().train();
+  t.batch = t.workload->make_batch(device, dtype, seed);
+  if (mode == "torchscript") t.workload = trace_workload(std::move(t.workload), t.batch);
+  t.optimizer = make_optimizer(config, t.workload->module());
+  return t;
 }
 
 std::optional<RunResult> refuse_before_running(const Config& config, const RunOptions& options) {
@@ -135,15 +150,10 @@ RunResult run_config(const Config& input, const RunOptions& options) {
   try {
     const torch::Device device(r.device);
     if (device.is_cuda() && !torch::cuda::is_available())
-      return done(Status::kUnsupported, "device " + r.device + ": this LibTorch has no CUDA device");
-    torch::manual_seed(options.seed);
-    auto workload = build_workload(config);
-    const torch::Dtype dtype = dtype_of(config);
-    workload->module().to(device, dtype);
-    workload->module().train();
-    const Batch batch = workload->make_batch(device, dtype, options.seed);
-    if (options.stack.mode == "torchscript") workload = trace_workload(std::move(workload), batch);
-    auto opt = make_optimizer(config, workload->module());
+      return done(Status::kUnsupported,
+                  "device " + r.device + ": this LibTorch has no CUDA device");
+    auto [workload, batch, opt] =
+        prepare_training(config, device, options.seed, options.stack.mode);
     r.examples_per_step = workload->examples_per_step();
 
     SteadyStateMonitor monitor(options.timing);
@@ -176,7 +186,8 @@ RunResult run_config(const Config& input, const RunOptions& options) {
     r.achieved_flops = r.cost.flops() / r.steps.mean;
     if (r.peak_flops && *r.peak_flops > 0) r.flops_utilization = r.achieved_flops / *r.peak_flops;
     if (options.platform)
-      r.roofline = place_on_roofline(*options.platform, dtype, r.cost.intensity(), r.achieved_flops);
+      r.roofline =
+          place_on_roofline(*options.platform, dtype, r.cost.intensity(), r.achieved_flops);
   }
   return done(Status::kOk, "");
 }

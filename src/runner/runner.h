@@ -32,6 +32,17 @@ RunResult run_config(const Config& config, const RunOptions& options);
 // exceeds the limit: oom-predicted), or nullopt when it may run.
 std::optional<RunResult> refuse_before_running(const Config& config, const RunOptions& options);
 
+// A config's model on its device in training mode, its synthetic batch and its optimizer:
+// what every measurement (run, profile, memory) starts from. mode "torchscript" traces
+// the loss (runner/torchscript.h).
+struct TrainingSetup {
+  std::unique_ptr<Workload> workload;
+  Batch batch;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+};
+TrainingSetup prepare_training(const Config& config, torch::Device device, uint64_t seed,
+                               const std::string& mode = "eager");
+
 // Times one training step of an already built workload, for callers that drive
 // their own loop (benchmarks): zero grads, forward, loss, backward, optimizer step.
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const Config& config,

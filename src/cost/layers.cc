@@ -159,6 +159,9 @@ LayerCost softmax_xent(const std::string& name, double rows, int64_t classes, in
 OptimizerCost optimizer(const std::string& kind) {
   // rmsprop: v = a*v + (1-a)*g*g (4), d = sqrt(v) + eps (2), m = mu*m + g/d (3), p -= lr*m (2)
   if (kind == "rmsprop") return {11, 4, 3, 2};
+  // adam (LibTorch): m = b1*m + (1-b1)*g (2), v = b2*v + (1-b2)*g*g (3),
+  // d = sqrt(v)/sqrt(bc2) + eps (3), p -= step*m/d (2); bias corrections are scalars.
+  if (kind == "adam") return {10, 4, 3, 2};
   if (kind == "momentum") return {4, 3, 2, 1};  // m = mu*m + g (2), p -= lr*m (2)
   if (kind == "sgd") return {2, 2, 1, 0};       // p -= lr*g
   throw std::invalid_argument("unknown optimizer " + kind);

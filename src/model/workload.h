@@ -26,8 +26,20 @@ class Workload {
   virtual Batch make_batch(torch::Device device, torch::Dtype dtype, uint64_t seed) = 0;
   // Forward pass and loss (softmax cross-entropy for the generated families).
   virtual torch::Tensor loss(const Batch& batch) = 0;
-  // Examples (the family's throughput unit) consumed by one step.
+  // Examples (sequences, images, episodes' frames...) consumed by one step.
   virtual int64_t examples_per_step() const = 0;
+  // The family's throughput unit (FamilySchema::unit) consumed by one step: tokens for
+  // translation, seconds of audio for speech, frames for reinforcement learning.
+  virtual double units_per_step() const { return double(examples_per_step()); }
+
+  // A step that is not "loss, backward, one optimizer step" (WGAN-GP's critic and
+  // generator updates, A3C's asynchronous workers) is written here: return true after
+  // doing the whole step, marking its parts with PhaseScope (model/phase.h). `opt` is the
+  // runner's optimizer over module().parameters(); a workload may use its own instead.
+  virtual bool custom_step(torch::optim::Optimizer& opt, const Batch& batch) { return false; }
+  // Optimizers the workload owns (used by custom_step), so their state is counted as
+  // optimizer state in memory breakdowns.
+  virtual std::vector<torch::optim::Optimizer*> own_optimizers() { return {}; }
 };
 
 using WorkloadBuilder = std::function<std::unique_ptr<Workload>(const Config&)>;

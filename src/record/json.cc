@@ -119,6 +119,9 @@ json to_json(const RunResult& r, bool with_layers) {
   }
   j["metrics"] = {{"examples_per_step", r.examples_per_step},
                   {"examples_per_s", r.examples_per_s},
+                  {"unit", r.unit},
+                  {"units_per_step", r.units_per_step},
+                  {"units_per_s", r.units_per_s},
                   {"achieved_flops", r.achieved_flops},
                   {"peak_flops", opt(r.peak_flops)},
                   {"flops_utilization", opt(r.flops_utilization)},

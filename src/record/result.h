@@ -35,6 +35,11 @@ struct RunResult {
   std::vector<double> step_times;  // raw seconds, warm-up included
   int64_t examples_per_step = 0;
   double examples_per_s = 0;
+  // The family's own throughput unit (FamilySchema::unit): images, tokens, audio_s,
+  // frames; "examples" for generated families, where units_per_s == examples_per_s.
+  std::string unit = "examples";
+  double units_per_step = 0;
+  double units_per_s = 0;
   double achieved_flops = 0;  // analytic FLOPs per step / mean step time
   std::optional<double> peak_flops;  // of the platform, when a description is available
   std::optional<double> flops_utilization;

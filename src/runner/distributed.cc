@@ -21,7 +21,7 @@
 #include "model/workload.h"
 #include "platform/blas.h"
 #include "runner/cpu_usage.h"
-#include "runner/phase.h"
+#include "model/phase.h"
 #include "runner/threads.h"
 #include "spec/errors.h"
 
@@ -262,6 +262,7 @@ RunResult run_distributed(const Config& input, const RunOptions& options, const 
                                  config.family(), config.get("workers"), env.world));
   RunResult r;
   r.family = config.family();
+  r.unit = find_family_schema(r.family)->unit;
   r.started_at = now_iso();
   r.threads = apply_threads(int(config.get_int("threads")));
   r.blas_threads = detect_blas().threads;
@@ -328,6 +329,7 @@ RunResult run_distributed(const Config& input, const RunOptions& options, const 
     GradientReducer reducer(job.pg, workload->module().parameters(),
                             int64_t(dist.bucket_mib * (1 << 20)));
     r.examples_per_step = workload->examples_per_step() * env.world;
+    r.units_per_step = workload->units_per_step() * env.world;
 
     SteadyStateMonitor monitor(options.timing);
     std::vector<double> times, exposed, busy;
@@ -431,7 +433,10 @@ RunResult run_distributed(const Config& input, const RunOptions& options, const 
         {"bucket_mib", dist.bucket_mib},
         {"timeout_s", dist.timeout_s},
     };
-    if (env.rank == 0) r.examples_per_s = aggregate;
+    if (env.rank == 0) {
+      r.examples_per_s = aggregate;
+      r.units_per_s = aggregate * workload->units_per_step() / workload->examples_per_step();
+    }
   } catch (const c10::Error& e) {
     new Job(job);
     return done(

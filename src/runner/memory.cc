@@ -13,12 +13,16 @@ namespace tb {
 namespace {
 
 // The tensors an optimizer holds per parameter (LibTorch's RMSprop: square_avg and,
-// with momentum, momentum_buffer; SGD with momentum: momentum_buffer).
+// with momentum, momentum_buffer; Adam: exp_avg, exp_avg_sq; SGD with momentum:
+// momentum_buffer).
 std::vector<torch::Tensor> optimizer_state(torch::optim::Optimizer& opt) {
   std::vector<torch::Tensor> out;
   for (auto& [key, state] : opt.state()) {
     if (auto* r = dynamic_cast<torch::optim::RMSpropParamState*>(state.get())) {
       for (const auto& t : {r->square_avg(), r->momentum_buffer(), r->grad_avg()})
+        if (t.defined()) out.push_back(t);
+    } else if (auto* a = dynamic_cast<torch::optim::AdamParamState*>(state.get())) {
+      for (const auto& t : {a->exp_avg(), a->exp_avg_sq(), a->max_exp_avg_sq()})
         if (t.defined()) out.push_back(t);
     } else if (auto* s = dynamic_cast<torch::optim::SGDParamState*>(state.get())) {
       if (s->momentum_buffer().defined()) out.push_back(s->momentum_buffer());
@@ -40,6 +44,8 @@ void claim_owners(const MemoryTracker& tracker, Workload& w, torch::optim::Optim
     claim(p.grad(), kGradients);
   }
   for (const auto& t : optimizer_state(opt)) claim(t, kOptimizerState);
+  for (auto* own : w.own_optimizers())
+    for (const auto& t : optimizer_state(*own)) claim(t, kOptimizerState);
   for (const auto& t : batch.inputs) claim(t, kInputs);
   claim(batch.target, kInputs);
 }

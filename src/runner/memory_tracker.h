@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runner/phase.h"
+#include "model/phase.h"
 
 namespace tb {
 

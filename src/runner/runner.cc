@@ -8,7 +8,7 @@
 #include "model/workload.h"
 #include "platform/blas.h"
 #include "platform/host.h"
-#include "runner/phase.h"
+#include "model/phase.h"
 #include "runner/stack_runtime.h"
 #include "runner/threads.h"
 #include "runner/torchscript.h"
@@ -54,6 +54,8 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const Config& config,
   if (kind == "rmsprop")
     return std::make_unique<torch::optim::RMSprop>(
         params, torch::optim::RMSpropOptions(1e-3).alpha(0.9).momentum(0.9).eps(1.0));
+  if (kind == "adam")
+    return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(1e-3));
   if (kind == "momentum")
     return std::make_unique<torch::optim::SGD>(params,
                                                torch::optim::SGDOptions(1e-3).momentum(0.9));
@@ -66,6 +68,10 @@ void train_step(Workload& w, torch::optim::Optimizer& opt, const Batch& batch,
   // step is the same on every LibTorch release.
   for (auto& group : opt.param_groups())
     for (auto& p : group.params()) p.mutable_grad().reset();
+  if (w.custom_step(opt, batch)) {
+    synchronize(device);
+    return;
+  }
   torch::Tensor loss;
   {
     PhaseScope phase(Phase::kForward);
@@ -104,6 +110,7 @@ std::optional<RunResult> refuse_before_running(const Config& config, const RunOp
   RunResult r;
   r.config = config.str();
   r.family = config.family();
+  r.unit = find_family_schema(r.family)->unit;
   r.device = config.get("device");
   r.cost = cost;
   r.status = Status::kOomPredicted;
@@ -117,6 +124,7 @@ RunResult run_config(const Config& input, const RunOptions& options) {
   Config config = input;
   RunResult r;
   r.family = config.family();
+  r.unit = find_family_schema(r.family)->unit;
   r.started_at = now_iso();
   r.threads = apply_threads(int(config.get_int("threads")));
   apply_stack(options.stack);
@@ -155,6 +163,7 @@ RunResult run_config(const Config& input, const RunOptions& options) {
     auto [workload, batch, opt] =
         prepare_training(config, device, options.seed, options.stack.mode);
     r.examples_per_step = workload->examples_per_step();
+    r.units_per_step = workload->units_per_step();
 
     SteadyStateMonitor monitor(options.timing);
     const CpuSnapshot cpu_begin = cpu_snapshot();
@@ -183,6 +192,7 @@ RunResult run_config(const Config& input, const RunOptions& options) {
 
   if (r.steps.mean > 0) {
     r.examples_per_s = r.examples_per_step / r.steps.mean;
+    r.units_per_s = r.units_per_step / r.steps.mean;
     r.achieved_flops = r.cost.flops() / r.steps.mean;
     if (r.peak_flops && *r.peak_flops > 0) r.flops_utilization = r.achieved_flops / *r.peak_flops;
     if (options.platform)

@@ -12,12 +12,14 @@ const ParamSpec* FamilySchema::find(const std::string& param) const {
   return nullptr;
 }
 
-std::vector<ParamSpec> common_params(int64_t default_batch) {
+std::vector<ParamSpec> common_params(int64_t default_batch, const std::string& default_optimizer) {
   return {
       {"batch", "examples per training step", std::to_string(default_batch), 1, 1 << 20, {}},
       {"dtype", "number format of weights and activations", "fp32", 0, 0, {"fp32", "bf16"}},
-      {"optimizer", "rmsprop (decay 0.9, momentum 0.9, eps 1.0, as ParaDnn), sgd or momentum (0.9)",
-       "rmsprop", 0, 0, {"rmsprop", "sgd", "momentum"}},
+      {"optimizer",
+       "rmsprop (decay 0.9, momentum 0.9, eps 1.0, as ParaDnn), sgd, momentum (0.9) or adam "
+       "(betas 0.9, 0.999)",
+       default_optimizer, 0, 0, {"rmsprop", "sgd", "momentum", "adam"}},
       // 0 means "all cores"; a result always records the number actually used.
       {"threads", "intra-op and BLAS threads (0 = all cores)", "0", 0, 4096, {}},
       {"device", "torch device: cpu, cuda, cuda:N", "cpu", 0, 0, {}},

@@ -26,11 +26,23 @@ struct FamilySchema {
   std::string summary;
   std::vector<ParamSpec> params;
   std::string example;  // a complete config string, used in --help
+  // Reference models (the TBD / ParaDnn real-model suite) name their task, e.g. "image
+  // classification"; generated ParaDnn families leave it empty.
+  std::string task;
+  // What one unit of throughput is: "examples" for generated families, "images",
+  // "tokens", "audio_s" or "frames" for reference models (Workload::units_per_step).
+  std::string unit = "examples";
+  // The batch sizes `trainbench suite --batch-sweep` runs (TBD Figs. 4-6, 8).
+  std::vector<int64_t> batch_sweep;
+  bool is_reference() const { return !task.empty(); }
   const ParamSpec* find(const std::string& param) const;
 };
 
 // The parameters every family shares, appended after the family's own.
-std::vector<ParamSpec> common_params(int64_t default_batch);
+// The optimizer defaults to ParaDnn's RMSprop; reference models pass what they are
+// trained with (e.g. "momentum" for ResNet-50, "adam" for the Transformer).
+std::vector<ParamSpec> common_params(int64_t default_batch,
+                                     const std::string& default_optimizer = "rmsprop");
 
 void register_family_schema(FamilySchema schema);
 const FamilySchema* find_family_schema(const std::string& name);

@@ -26,6 +26,9 @@ struct MetricColumn {
 const std::vector<MetricColumn>& metric_columns() {
   static const std::vector<MetricColumn> m = {
       {"examples_per_s", "REAL", {"metrics", "examples_per_s"}},
+      // The family's own unit (images, tokens, audio_s, frames); added to older stores.
+      {"unit", "TEXT", {"metrics", "unit"}},
+      {"units_per_s", "REAL", {"metrics", "units_per_s"}},
       {"achieved_flops", "REAL", {"metrics", "achieved_flops"}},
       {"flops_utilization", "REAL", {"metrics", "flops_utilization"}},
       {"peak_flops", "REAL", {"metrics", "peak_flops"}},

@@ -1,4 +1,4 @@
-#include "runner/phase.h"
+#include "model/phase.h"
 
 namespace tb {
 namespace {

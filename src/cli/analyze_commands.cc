@@ -201,7 +201,8 @@ Command add_compare(CLI::App& app) {
 Command add_report(CLI::App& app) {
   struct Args {
     std::vector<std::string> stores, compare;
-    std::string out, metric = "flops_utilization", title = "trainbench report", color = "batch";
+    std::string out, metric = "flops_utilization", title = "trainbench report", color = "batch",
+                tta_platform;
     bool second_order = false;
   };
   auto a = std::make_shared<Args>();
@@ -218,15 +219,20 @@ Command add_report(CLI::App& app) {
                   "AXIS:A:B comparisons to draw (default: every axis among platform, stack and "
                   "dtype with two values)");
   sub->add_flag("--second-order", a->second_order, "add pairwise product terms to the regressions");
+  sub->add_option("--tta-platform", a->tta_platform,
+                  "accelerator of the time-to-accuracy section, for stores with `emulate "
+                  "--store` results (default: the platform they ran on)");
   sub->footer(
       "Examples:\n"
       "  trainbench report out/demo.db -o out/report.html\n"
+      "  trainbench report tta.db -o tta.html --tta-platform example-systolic-accelerator\n"
       "  trainbench report xeon.db epyc.db -o cpus.html --compare platform:host-xeon:host-epyc\n"
       "  trainbench report out/demo.db -o util.html --metric examples_per_s --color nodes\n"
       "The file embeds its chart libraries and data: it opens offline in any browser.");
   return {sub, [a]() {
             ReportOptions o;
             o.title = a->title;
+            o.tta_platform = a->tta_platform;
             o.summary.metric = a->metric;
             o.summary.second_order = a->second_order;
             o.charts.color_param = a->color;

@@ -24,5 +24,7 @@ Command add_memory(CLI::App& app);   // profile_command.cc
 Command add_quantize(CLI::App& app);  // numerics_commands.cc
 Command add_formats(CLI::App& app);   // numerics_commands.cc
 Command add_emulate(CLI::App& app);   // emulate_command.cc
+Command add_simulate(CLI::App& app);  // simulate_command.cc
+Command add_tta(CLI::App& app);       // tta_command.cc
 
 }  // namespace tb::cli

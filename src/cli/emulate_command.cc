@@ -4,9 +4,14 @@
 
 #include "cli/commands.h"
 #include "emulation/emulate.h"
+#include "platform/characterize.h"
+#include "platform/host.h"
 #include "record/context.h"
+#include "record/emulation.h"
 #include "record/json.h"
 #include "spec/errors.h"
+#include "runner/sweep_runner.h"
+#include "store/store.h"
 
 namespace tb::cli {
 
@@ -14,7 +19,8 @@ Command add_emulate(CLI::App& app) {
   struct Args {
     emu::EmulationOptions o;
     std::string weights = "off", activations = "off", errors = "off", weight_grads = "off",
-                state = "off", master = "off", all, loss_scale = "none", unit, activation = "relu";
+                state = "off", master = "off", all, loss_scale = "none", unit, activation = "relu",
+                store;
     uint64_t quant_seed = 0;
     bool json = false, quiet = false;
   };
@@ -43,6 +49,9 @@ Command add_emulate(CLI::App& app) {
   sub->add_option("--unit", a->unit,
                   "every matmul/conv on a custom MAD unit: mad:mul=,acc=,... | ext:PATH");
   sub->add_option("--activation", a->activation, "relu|tanh|sigmoid|tanh-pwl|sigmoid-pwl|ext:PATH");
+  sub->add_option("--store", a->store,
+                  "results store to add the variant and its per-seed results to (for "
+                  "`trainbench tta`)");
   sub->add_flag("--json", a->json, "JSON instead of a table");
   sub->add_flag("--quiet", a->quiet, "no progress lines on stderr");
   sub->footer(
@@ -50,6 +59,7 @@ Command add_emulate(CLI::App& app) {
       "e5m2/stochastic.\n"
       "Examples:\n"
       "  trainbench emulate --seeds 5 --target 0.85\n"
+      "  trainbench emulate --all e4m3 --errors e5m2 --seeds 3 --store tta.db\n"
       "  trainbench emulate --all e4m3 --errors e5m2 --loss-scale dynamic --seeds 3\n"
       "  trainbench emulate --weights fp8_152 --errors fp8_152 --weight-grads fp8_152 \\\n"
       "      --master fp16_169 --optimizer-state fp16_169 --loss-scale static:1024\n"
@@ -81,21 +91,21 @@ Command add_emulate(CLI::App& app) {
         };
         const auto r = emu::emulate(a->o, p, progress);
         const auto& s = r.summary;
+        if (!a->store.empty()) {
+          auto store = Store::open(a->store);
+          std::string why;
+          const auto described =
+              load_cached_platform(platform_cache_path(), host_fingerprint(), &why);
+          const int64_t platform = store->platform_id(
+              platform_identity(), described ? described->name : "host-" + host_info().hostname,
+              described ? to_json(*described) : nlohmann::json());
+          store->add_emulation(variant_descriptor(r.options, p), seeds_json(r), platform,
+                               store->stack_id(stack_identity()));
+          if (!a->quiet) std::cerr << "emulate: stored in " << a->store << "\n";
+        }
         if (a->json) {
           nlohmann::json runs = nlohmann::json::array();
-          for (const auto& run : r.runs) {
-            nlohmann::json curve = nlohmann::json::array();
-            for (const auto& [it, acc] : run.curve) curve.push_back({it, acc});
-            runs.push_back({{"seed", run.seed},
-                            {"iterations_to_target",
-                             run.iterations ? nlohmann::json(*run.iterations) : nlohmann::json()},
-                            {"reached", bool(run.iterations)},
-                            {"best_accuracy", run.best_accuracy},
-                            {"skipped_steps", run.skipped_steps},
-                            {"final_loss_scale", run.final_loss_scale},
-                            {"seconds", run.seconds},
-                            {"curve", curve}});
-          }
+          for (const auto& run : r.runs) runs.push_back(to_json(run));
           nlohmann::json summary = {{"runs", s.runs}, {"reached", s.reached}};
           if (s.reached == s.runs) {
             summary["mean"] = s.mean;

@@ -24,13 +24,15 @@ int main(int argc, char** argv) {
       "  trainbench export demo.db --format csv -o runs.csv\n"
       "  trainbench profile fc:layers=4,nodes=1024,batch=512 --trace fc.trace.json\n"
       "  trainbench memory --batch 32,64,128,256 --budget 8GiB cnn:blocks=1,filters=16,image=64\n"
-      "  trainbench quantize --format e4m3 3.3 448 500");
+      "  trainbench quantize --format e4m3 3.3 448 500\n"
+      "  trainbench simulate fc:layers=4,nodes=1024,batch=512 --platform tpu-v2-board");
   const std::vector<tb::cli::Command> commands = {
       tb::cli::add_run(app), tb::cli::add_cost(app), tb::cli::add_families(app),
       tb::cli::add_platform(app), tb::cli::add_sweep(app), tb::cli::add_merge(app),
       tb::cli::add_export(app), tb::cli::add_profile(app), tb::cli::add_memory(app),
       tb::cli::add_analyze(app), tb::cli::add_compare(app), tb::cli::add_report(app),
-      tb::cli::add_quantize(app), tb::cli::add_formats(app), tb::cli::add_emulate(app)};
+      tb::cli::add_quantize(app), tb::cli::add_formats(app), tb::cli::add_emulate(app),
+      tb::cli::add_simulate(app), tb::cli::add_tta(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

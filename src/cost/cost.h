@@ -23,6 +23,10 @@ struct LayerCost {
   double bytes_written = 0;
   double saved_bytes = 0;   // tensors this layer creates that stay alive until backward
   double output_bytes = 0;  // its forward output
+  // The forward GEMM as (M x K) times (K x N), done gemm_count times (convolutions as
+  // im2col, recurrent layers once per time step); zero for layers without one. The
+  // simulator maps it and its two backward GEMMs onto a systolic array.
+  int64_t gemm_m = 0, gemm_n = 0, gemm_k = 0, gemm_count = 0;
 };
 
 // Memory a training step needs, by TBD's categories (bytes).
@@ -57,5 +61,8 @@ using CostDescription = std::function<ModelCost(const Config&, int64_t elem_byte
 void register_cost(const std::string& family, CostDescription cost);
 bool has_cost(const std::string& family);
 StepCost step_cost(const Config& config);
+// The same for a model described directly (the emulation phase's Fashion-MNIST models),
+// at `elem_bytes` per element, trained with `optimizer` (sgd, momentum, rmsprop, adam).
+StepCost step_cost(ModelCost model, const std::string& optimizer, int64_t elem_bytes);
 
 }  // namespace tb

@@ -18,6 +18,7 @@ LayerCost linear(const std::string& name, double rows, int64_t in, int64_t out, 
                        (rows * in + rows * out));
   l.bytes_written = eb * (rows * out + (input_grad ? rows * in : 0) + w + out);
   l.output_bytes = eb * rows * out;
+  l.gemm_m = int64_t(rows), l.gemm_n = out, l.gemm_k = in, l.gemm_count = 1;
   return l;
 }
 
@@ -37,6 +38,8 @@ LayerCost conv2d(const std::string& name, const Conv2dShape& s, int64_t eb, bool
   l.bytes_read = eb * ((weights + x) + (input_grad ? weights + y : 0) + (x + y));
   l.bytes_written = eb * (y + (input_grad ? x : 0) + weights);
   l.output_bytes = eb * y;
+  l.gemm_m = s.batch * s.out_h() * s.out_w(), l.gemm_n = s.cout, l.gemm_k = s.cin * s.k * s.k;
+  l.gemm_count = 1;
   return l;
 }
 
@@ -141,6 +144,8 @@ LayerCost recurrent(const std::string& name, const std::string& cell, int64_t ba
   l.bytes_written = eb * 3 * fwd_write;
   l.saved_bytes = eb * L * kept * B * H;  // includes the layer's outputs h_t
   l.output_bytes = eb * L * B * H;
+  // Per step: [x_t, h_{t-1}] times the stacked gate weights.
+  l.gemm_m = batch, l.gemm_n = gates * hidden, l.gemm_k = in + hidden, l.gemm_count = length;
   return l;
 }
 

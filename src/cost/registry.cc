@@ -26,8 +26,10 @@ StepCost step_cost(const Config& config) {
   if (it == descriptions().end())
     throw UsageError(fmt::format("no cost description for family '{}'", config.family()));
   const int64_t eb = dtype_bytes(config.get("dtype"));
-  ModelCost model = it->second(config, eb);
+  return step_cost(it->second(config, eb), config.get("optimizer"), eb);
+}
 
+StepCost step_cost(ModelCost model, const std::string& optimizer, int64_t eb) {
   StepCost s;
   s.layers = std::move(model.layers);
   double largest_output = 0;
@@ -40,7 +42,7 @@ StepCost step_cost(const Config& config) {
     s.memory.feature_maps += l.saved_bytes;
     largest_output = std::max(largest_output, l.output_bytes);
   }
-  const auto opt = cost::optimizer(config.get("optimizer"));
+  const auto opt = cost::optimizer(optimizer);
   const double p = double(s.params);
   s.opt_flops = opt.flops_per_param * p;
   s.opt_bytes = eb * (opt.reads_per_param + opt.writes_per_param) * p;

@@ -10,6 +10,8 @@
 #include "record/context.h"
 #include "record/files.h"
 #include "report/run_table.h"
+#include "platform/registry.h"
+#include "report/simulation_views.h"
 #include "report/vega_assets.h"
 
 namespace tb {
@@ -218,7 +220,7 @@ void section(std::string& h, const ChartSet& cs, const std::string& name) {
 }  // namespace
 
 std::string render_report(const RunSet& runs, const Summary& s, const ChartSet& cs,
-                          const ReportOptions& o) {
+                          const ReportOptions& o, const SimulationSections& sim) {
   const Context ctx = current_context();
   std::string h;
   h.reserve(2 << 20);
@@ -245,7 +247,9 @@ std::string render_report(const RunSet& runs, const Summary& s, const ChartSet& 
                                                         {"profiles", "Profiles"},
                                                         {"stacks", "Software stacks"},
                                                         {"comparisons", "Comparisons"},
-                                                        {"scaling", "Scaling"}})
+                                                        {"scaling", "Scaling"},
+                                                        {"simulation", "Simulation"},
+                                                        {"tta", "Time to accuracy"}})
     if (sections.count(id)) h += "<a href=\"#" + id + "\">" + label + "</a>";
   h += "</nav><div id=\"tb-errors\"></div><main>";
 
@@ -318,6 +322,20 @@ std::string render_report(const RunSet& runs, const Summary& s, const ChartSet& 
     }
     h += "</table>";
   }
+  if (sections.count("simulation")) {
+    h += "<h2 id=\"simulation\">Simulation: the accelerator model against measured runs</h2>";
+    section(h, cs, "simulation");
+    h += "<p>Relative error of the predicted step time, |predicted - measured| / measured, over "
+         "the ok runs of each platform with a stored description (docs/numerics.md).</p>";
+    h += sim.validation_html;
+  }
+  if (sections.count("tta")) {
+    h += "<h2 id=\"tta\">Time to accuracy on " + html_escape(sim.tta_platform) + "</h2>";
+    section(h, cs, "tta");
+    h += "<p>Emulated iterations to the target accuracy times the simulated step time at the "
+         "variant's format; a variant whose seeds did not all reach the target has no number.</p>";
+    h += sim.tta_html;
+  }
   h += "<p style=\"font-size:12px;color:#666\">Charts: " + html_escape(vega_assets().versions) +
        " (inlined). FLOPs are 2 x multiply-accumulates; see docs/cost-model.md.</p></main>";
 
@@ -350,8 +368,32 @@ ReportStats write_report(const std::vector<std::string>& stores, const std::stri
                          const ReportOptions& o) {
   const RunSet runs = load_runs(stores);
   const Summary s = summarize(runs, o.summary);
-  const ChartSet cs = build_charts(runs, s, o.charts);
-  const std::string html = render_report(runs, s, cs, o);
+  ChartSet cs = build_charts(runs, s, o.charts);
+  SimulationSections extra;
+  std::vector<sim::Validation> validations;
+  for (auto& v : sim::validate(runs))
+    if (!v.points.empty()) validations.push_back(std::move(v));
+  if (!validations.empty()) {
+    add_validation_chart(cs, validations);
+    extra.validation_html = validation_table_html(validations);
+  }
+  const auto emulations = load_emulations(stores);
+  if (!emulations.empty()) {
+    std::optional<PlatformDescription> accel;
+    if (!o.tta_platform.empty()) {
+      accel = find_platform(o.tta_platform);
+    } else {
+      for (const auto& info : runs.platforms)
+        if (info.name == emulations.front().platform && info.description) accel = info.description;
+    }
+    if (accel) {
+      const TtaResult tta = time_to_accuracy(emulations, *accel);
+      add_tta_chart(cs, tta);
+      extra.tta_html = tta_table_html(tta);
+      extra.tta_platform = accel->name;
+    }
+  }
+  const std::string html = render_report(runs, s, cs, o, extra);
   write_file_atomically(out, html);
   return {runs.runs.size(), cs.charts.size(), s.observations.size(), html.size()};
 }

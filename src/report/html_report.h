@@ -15,6 +15,14 @@ struct ReportOptions {
   SummaryOptions summary;
   ChartOptions charts;
   std::string title = "trainbench report";
+  // The accelerator of the time-to-accuracy section (a platform name or file); empty: the
+  // stored description of the platform the emulations ran on.
+  std::string tta_platform;
+};
+
+// HTML tables of the simulation sections (report/simulation_views.h), empty when absent.
+struct SimulationSections {
+  std::string validation_html, tta_html, tta_platform;
 };
 
 // Text from data (configs, platform names, errors) goes through these two and nowhere else.
@@ -23,7 +31,7 @@ std::string html_escape(std::string_view text);
 std::string json_for_script(const nlohmann::json& j);
 
 std::string render_report(const RunSet& runs, const Summary& s, const ChartSet& charts,
-                          const ReportOptions& o);
+                          const ReportOptions& o, const SimulationSections& sim = {});
 
 struct ReportStats {
   size_t runs = 0, charts = 0, observations = 0, bytes = 0;

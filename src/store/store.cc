@@ -147,6 +147,20 @@ CREATE TABLE IF NOT EXISTS memory (
   estimate_total_bytes REAL,
   detail TEXT NOT NULL,
   UNIQUE (config, platform_id, stack_id));
+CREATE TABLE IF NOT EXISTS emulation_variant (
+  id INTEGER PRIMARY KEY,
+  descriptor TEXT NOT NULL,
+  platform_id INTEGER NOT NULL REFERENCES platform(id),
+  stack_id INTEGER NOT NULL REFERENCES stack(id),
+  recorded_at TEXT,
+  model TEXT, policy TEXT, cost_config TEXT, target REAL,
+  UNIQUE (descriptor, platform_id));
+CREATE TABLE IF NOT EXISTS emulation_seed (
+  variant_id INTEGER NOT NULL REFERENCES emulation_variant(id),
+  seed INTEGER NOT NULL,
+  iterations INTEGER, best_accuracy REAL, skipped_steps INTEGER, final_loss_scale REAL,
+  seconds REAL, curve TEXT NOT NULL,
+  UNIQUE (variant_id, seed));
 )";
 
 std::string utc_now() {
@@ -562,6 +576,76 @@ std::vector<json> Store::memory_breakdowns(const std::string& config) {
     m["platform_id"] = st.integer(1);
     m["stack_id"] = st.integer(2);
     out.push_back(std::move(m));
+  }
+  return out;
+}
+
+void Store::add_emulation(const json& variant, const std::vector<json>& seeds, int64_t platform,
+                          int64_t stack) {
+  sql::Transaction t(*db_);
+  const std::string descriptor = variant.dump();
+  {
+    auto st = db_->prepare(
+        "INSERT INTO emulation_variant (descriptor, platform_id, stack_id, recorded_at, model, "
+        "policy, cost_config, target) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(descriptor, "
+        "platform_id) DO UPDATE SET stack_id = excluded.stack_id, recorded_at = "
+        "excluded.recorded_at");
+    st.bind(1, descriptor).bind(2, platform).bind(3, stack).bind(4, utc_now());
+    st.bind(5, variant.value("model", "")).bind(6, variant.value("policy", ""));
+    st.bind(7, variant.value("cost_config", "")).bind(8, variant.value("target", 0.0));
+    st.run();
+  }
+  int64_t id = 0;
+  {
+    auto st = db_->prepare(
+        "SELECT id FROM emulation_variant WHERE descriptor = ? AND platform_id = ?");
+    st.bind(1, descriptor).bind(2, platform);
+    if (!st.step()) throw std::runtime_error("emulation variant not stored");
+    id = st.integer(0);
+  }
+  auto st = db_->prepare(
+      "INSERT OR REPLACE INTO emulation_seed (variant_id, seed, iterations, best_accuracy, "
+      "skipped_steps, final_loss_scale, seconds, curve) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+  for (const auto& r : seeds) {
+    st.bind(1, id).bind(2, r.at("seed").get<int64_t>());
+    const json& it = r.at("iterations_to_target");
+    if (it.is_number())
+      st.bind(3, it.get<int64_t>());
+    else
+      st.bind_null(3);
+    st.bind(4, r.value("best_accuracy", 0.0)).bind(5, r.value("skipped_steps", int64_t(0)));
+    st.bind(6, r.value("final_loss_scale", 1.0)).bind(7, r.value("seconds", 0.0));
+    st.bind(8, r.at("curve").dump());
+    st.run();
+  }
+  t.commit();
+}
+
+std::vector<json> Store::emulations() {
+  std::vector<json> out;
+  if (!has_table("emulation_variant")) return out;  // a store from before emulation results
+  auto v = db_->prepare(
+      "SELECT id, descriptor, platform_id, stack_id FROM emulation_variant ORDER BY id");
+  auto s = db_->prepare(
+      "SELECT seed, iterations, best_accuracy, skipped_steps, final_loss_scale, seconds, curve "
+      "FROM emulation_seed WHERE variant_id = ? ORDER BY seed");
+  while (v.step()) {
+    json e = {{"variant", json::parse(v.text(1))},
+              {"platform_id", v.integer(2)},
+              {"stack_id", v.integer(3)},
+              {"seeds", json::array()}};
+    s.bind(1, v.integer(0));
+    while (s.step())
+      e["seeds"].push_back({{"seed", s.integer(0)},
+                            {"iterations_to_target", s.is_null(1) ? json() : json(s.integer(1))},
+                            {"reached", !s.is_null(1)},
+                            {"best_accuracy", s.real(2)},
+                            {"skipped_steps", s.integer(3)},
+                            {"final_loss_scale", s.real(4)},
+                            {"seconds", s.real(5)},
+                            {"curve", json::parse(s.text(6))}});
+    s.reset();
+    out.push_back(std::move(e));
   }
   return out;
 }

@@ -16,8 +16,8 @@ inline constexpr int kStoreSchemaVersion = 1;
 // transaction. Tables: meta (schema version), platform, stack (the software that ran),
 // run (one row per config per platform per stack, every hyperparameter its own column,
 // the metrics of `trainbench run`, raw step times, the full result JSON), and, added
-// without a version change, profile_run/profile (per-operator profiles) and memory
-// (measured memory breakdowns). See docs/sweeps.md and docs/profiling.md.
+// without a version change, profile_run/profile (per-operator profiles), memory
+// (measured memory breakdowns) and emulation_variant/emulation_seed (emulation results). See docs/sweeps.md and docs/profiling.md.
 class Store {
  public:
   // Opens or creates a store. A file that is not a trainbench store, or is corrupt, is
@@ -62,6 +62,14 @@ class Store {
   // their platform_id and stack_id.
   void add_memory(const nlohmann::json& breakdown, int64_t platform, int64_t stack);
   std::vector<nlohmann::json> memory_breakdowns(const std::string& config = "");
+  // Emulation results (`trainbench emulate --store`): one emulation_variant row per variant
+  // descriptor (`variant`: model, formats per point, rounding, unit, activation, loss
+  // scaling, target, ...) and one emulation_seed row per seed (iterations to the target or
+  // null, best accuracy, the accuracy curve). Seeds already stored for the same variant and
+  // platform are replaced. Read back as {variant, platform_id, stack_id, seeds: [...]}.
+  void add_emulation(const nlohmann::json& variant, const std::vector<nlohmann::json>& seeds,
+                     int64_t platform, int64_t stack);
+  std::vector<nlohmann::json> emulations();
   std::string integrity_check();  // "ok" or SQLite's report
   const std::string& path() const { return path_; }
 

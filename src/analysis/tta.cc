@@ -1,0 +1,188 @@
+#include "analysis/tta.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "cost/fashion_mnist.h"
+#include "emulation/emulate.h"
+#include "simulate/accelerator_model.h"
+#include "spec/errors.h"
+#include "store/store.h"
+
+namespace tb {
+
+std::vector<StoredEmulation> load_emulations(const std::vector<std::string>& stores) {
+  std::vector<StoredEmulation> out;
+  for (const auto& path : stores) {
+    auto store = Store::open_read_only(path);
+    std::map<int64_t, std::string> names;
+    for (const auto& p : store->platforms())
+      names[p.at("id").get<int64_t>()] = p.at("name").get<std::string>();
+    for (const auto& e : store->emulations())
+      out.push_back({path, names[e.at("platform_id").get<int64_t>()], e.at("variant"),
+                     e.at("seeds").get<std::vector<nlohmann::json>>()});
+  }
+  return out;
+}
+
+namespace {
+
+bool is_fp32_baseline(const nlohmann::json& v) {
+  if (v.value("unit", "") != "" || v.value("loss_scale", "none") != "none") return false;
+  if (v.value("activation", "relu") != "relu") return false;
+  for (const auto& [k, p] : v.at("points").items())
+    if (p.value("format", "off") != "off" && p.value("format", "") != "fp32") return false;
+  return true;
+}
+
+}  // namespace
+
+TtaResult time_to_accuracy(const std::vector<StoredEmulation>& emulations,
+                           const PlatformDescription& accel, const std::string& baseline) {
+  TtaResult r;
+  r.platform = accel.name;
+  for (const auto& e : emulations) {
+    TtaVariant v;
+    v.source = &e;
+    v.policy = e.variant.value("policy", "");
+    v.model = e.variant.value("model", "");
+    v.format = e.variant.value("format", "fp32");
+    v.cost_config = e.variant.value("cost_config", "");
+    v.target = e.variant.value("target", 0.0);
+    std::vector<emu::SeedRun> runs;
+    for (const auto& s : e.seeds) {
+      emu::SeedRun sr;
+      const auto& it = s.at("iterations_to_target");
+      if (it.is_number()) sr.iterations = it.get<int64_t>();
+      runs.push_back(sr);
+    }
+    const emu::Summary sum = emu::summarize(runs);
+    v.seeds = sum.runs;
+    v.reached = sum.reached;
+    v.mean_iterations = sum.mean, v.stddev_iterations = sum.stddev;
+    v.min_iterations = sum.min, v.max_iterations = sum.max;
+    v.mlperf_iterations = sum.mlperf_mean;
+    std::string model;
+    int64_t batch = 0;
+    if (!cost::parse_fashion_mnist_cost_config(v.cost_config, &model, &batch))
+      throw UsageError(
+          fmt::format("{}: emulation '{}' names no network the cost model knows ('{}')", e.store,
+                      v.policy, v.cost_config));
+    const sim::SimFormat f = sim::resolve_format(accel, v.format);
+    v.format_note = f.note;
+    v.step_s = sim::simulate_step(accel, cost::fashion_mnist_cost(model, batch), 4, f).step_s;
+    if (v.all_reached()) {
+      v.tta_s = v.mean_iterations * v.step_s;
+      v.tta_min_s = v.min_iterations * v.step_s;
+      v.tta_max_s = v.max_iterations * v.step_s;
+      if (v.mlperf_iterations) v.tta_mlperf_s = *v.mlperf_iterations * v.step_s;
+    }
+    r.variants.push_back(std::move(v));
+  }
+  // The baseline of each (model, target).
+  std::vector<size_t> bases;
+  if (!baseline.empty()) {
+    size_t chosen = r.variants.size();
+    try {
+      size_t used = 0;
+      const long n = std::stol(baseline, &used);
+      if (used == baseline.size() && n >= 1 && size_t(n) <= r.variants.size())
+        chosen = size_t(n - 1);
+    } catch (const std::exception&) {
+    }
+    for (size_t i = 0; chosen == r.variants.size() && i < r.variants.size(); ++i)
+      if (r.variants[i].policy == baseline) chosen = i;
+    if (chosen == r.variants.size())
+      throw UsageError(
+          fmt::format("--baseline '{}' matches no stored variant (give its number "
+                      "or policy text; 1..{})",
+                      baseline, r.variants.size()));
+    bases.push_back(chosen);
+  } else {
+    for (size_t i = 0; i < r.variants.size(); ++i) {
+      const auto& v = r.variants[i];
+      if (!is_fp32_baseline(v.source->variant)) continue;
+      const bool taken = std::any_of(bases.begin(), bases.end(), [&](size_t b) {
+        return r.variants[b].model == v.model && r.variants[b].target == v.target;
+      });
+      if (!taken) bases.push_back(i);
+    }
+  }
+  for (size_t b : bases) {
+    r.variants[b].baseline = true;
+    const auto& base = r.variants[b];
+    for (auto& v : r.variants)
+      if (v.model == base.model && v.target == base.target && v.tta_s && base.tta_s)
+        v.speedup = *base.tta_s / *v.tta_s;
+  }
+  return r;
+}
+
+namespace {
+nlohmann::json opt(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json();
+}
+}  // namespace
+
+nlohmann::json to_json(const TtaResult& r) {
+  nlohmann::json vs = nlohmann::json::array();
+  for (const auto& v : r.variants) {
+    nlohmann::json it = {{"seeds", v.seeds}, {"reached", v.reached}};
+    if (v.all_reached()) {
+      it["mean"] = v.mean_iterations;
+      it["stddev"] = v.stddev_iterations;
+      it["min"] = v.min_iterations;
+      it["max"] = v.max_iterations;
+      it["mlperf_mean"] = opt(v.mlperf_iterations);
+    }
+    vs.push_back({{"policy", v.policy},
+                  {"model", v.model},
+                  {"target", v.target},
+                  {"format", v.format},
+                  {"format_note", v.format_note},
+                  {"cost_config", v.cost_config},
+                  {"iterations", it},
+                  {"status", v.all_reached() ? "reached" : "not reached"},
+                  {"step_s", v.step_s},
+                  {"tta_s", opt(v.tta_s)},
+                  {"tta_mlperf_s", opt(v.tta_mlperf_s)},
+                  {"tta_min_s", opt(v.tta_min_s)},
+                  {"tta_max_s", opt(v.tta_max_s)},
+                  {"speedup_vs_baseline", opt(v.speedup)},
+                  {"baseline", v.baseline},
+                  {"variant", v.source ? v.source->variant : nlohmann::json()}});
+  }
+  return {{"platform", r.platform}, {"variants", vs}};
+}
+
+std::string format_tta(const TtaResult& r) {
+  std::ostringstream o;
+  o << fmt::format("time to accuracy on {}: emulated iterations x simulated step time\n",
+                   r.platform);
+  if (r.variants.empty())
+    o << "no emulation results in the store(s): run `trainbench emulate --store`\n";
+  for (size_t i = 0; i < r.variants.size(); ++i) {
+    const auto& v = r.variants[i];
+    o << fmt::format("\n{}. {}{}\n   model {}, target {}, format {}: step {:.4g} ms\n", i + 1,
+                     v.policy, v.baseline ? "  [baseline]" : "", v.model, v.target, v.format,
+                     v.step_s * 1e3);
+    if (!v.format_note.empty()) o << "   note: " << v.format_note << "\n";
+    if (!v.all_reached()) {
+      o << fmt::format("   not reached: {} of {} seeds reached the target\n", v.reached, v.seeds);
+      continue;
+    }
+    o << fmt::format(
+        "   iterations: mean {:.1f} (sd {:.1f}, {:.0f}..{:.0f}, {} seeds), MLPerf mean {}\n",
+        v.mean_iterations, v.stddev_iterations, v.min_iterations, v.max_iterations, v.seeds,
+        v.mlperf_iterations ? fmt::format("{:.1f}", *v.mlperf_iterations) : "- (< 3 seeds)");
+    o << fmt::format("   TTA: {:.4g} s (MLPerf {}, range {:.4g}..{:.4g} s){}\n", *v.tta_s,
+                     v.tta_mlperf_s ? fmt::format("{:.4g} s", *v.tta_mlperf_s) : "-", *v.tta_min_s,
+                     *v.tta_max_s,
+                     v.speedup ? fmt::format(", {:.2f}x the baseline's speed", *v.speedup) : "");
+  }
+  return o.str();
+}
+
+}  // namespace tb

@@ -1,0 +1,57 @@
+#pragma once
+// Time-to-accuracy (divide and conquer, the combination): for each stored emulation
+// variant, iterations-to-accuracy from the emulation phase times the step time the
+// accelerator model predicts for the emulated network at the variant's format.
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "platform/description.h"
+
+namespace tb {
+
+// An emulation result as stored (Store::emulations()), with the store and platform it
+// came from.
+struct StoredEmulation {
+  std::string store, platform;
+  nlohmann::json variant;
+  std::vector<nlohmann::json> seeds;
+};
+// Reads every store read-only; stores from before emulation results give none.
+std::vector<StoredEmulation> load_emulations(const std::vector<std::string>& stores);
+
+struct TtaVariant {
+  std::string policy, model, format, cost_config;
+  double target = 0;
+  int seeds = 0, reached = 0;
+  // Over the seeds that reached the target; meaningful only when all did (otherwise the
+  // variant is "not reached" and carries no number).
+  double mean_iterations = 0, stddev_iterations = 0, min_iterations = 0, max_iterations = 0;
+  std::optional<double> mlperf_iterations;  // without the fastest and slowest (>= 3 seeds)
+  double step_s = 0;                        // simulated on the accelerator
+  std::string format_note;                  // when the accelerator lacks the format's peak
+  std::optional<double> tta_s, tta_mlperf_s, tta_min_s, tta_max_s;
+  std::optional<double> speedup;  // baseline's TTA / this TTA (same model and target)
+  bool baseline = false;
+  const StoredEmulation* source = nullptr;
+  bool all_reached() const { return seeds > 0 && reached == seeds; }
+};
+
+struct TtaResult {
+  std::string platform;
+  std::vector<TtaVariant> variants;
+};
+
+// `baseline`: the 1-based number of the variant to compare against, or its policy text;
+// empty: per model and target, the variant with every point off, no unit and no loss
+// scaling (fp32). Throws UsageError for a baseline that matches no variant, or an
+// emulation whose network the cost model does not know.
+TtaResult time_to_accuracy(const std::vector<StoredEmulation>& emulations,
+                           const PlatformDescription& accelerator,
+                           const std::string& baseline = "");
+
+nlohmann::json to_json(const TtaResult& r);
+std::string format_tta(const TtaResult& r);
+
+}  // namespace tb

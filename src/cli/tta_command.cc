@@ -1,0 +1,53 @@
+#include <iostream>
+
+#include "analysis/tta.h"
+#include "cli/commands.h"
+#include "platform/registry.h"
+#include "record/json.h"
+#include "spec/errors.h"
+
+namespace tb::cli {
+
+Command add_tta(CLI::App& app) {
+  struct Args {
+    std::vector<std::string> stores;
+    std::string platform, baseline;
+    bool json = false;
+  };
+  auto a = std::make_shared<Args>();
+  auto* sub = app.add_subcommand(
+      "tta", "Time to accuracy on an accelerator: emulated iterations x simulated step time");
+  sub->add_option("--store", a->stores, "results store(s) holding `emulate --store` results")
+      ->required();
+  sub->add_option("--platform", a->platform, "the accelerator: a platform name or file")
+      ->required();
+  sub->add_option("--baseline", a->baseline,
+                  "the variant to compare against: its number or policy text (default: the "
+                  "fp32 variant of each model and target)");
+  sub->add_flag("--json", a->json, "JSON instead of text");
+  sub->footer(
+      "Examples:\n"
+      "  trainbench emulate --seeds 5 --store tta.db\n"
+      "  trainbench emulate --all e4m3 --errors e5m2 --loss-scale dynamic --seeds 5 --store "
+      "tta.db\n"
+      "  trainbench tta --store tta.db --platform example-systolic-accelerator\n"
+      "  trainbench tta --store tta.db --platform tpu-v2-board --baseline 1 --json\n"
+      "A variant whose seeds did not all reach the target is \"not reached\", never a number.");
+  return {sub, [a]() {
+            const PlatformDescription p = find_platform(a->platform);
+            const auto emulations = load_emulations(a->stores);  // the result points into it
+            const TtaResult r = time_to_accuracy(emulations, p, a->baseline);
+            if (a->json)
+              std::cout << nlohmann::json{{"schema_version", kSchemaVersion},
+                                          {"kind", "trainbench.tta"},
+                                          {"context", to_json(current_context())},
+                                          {"results", to_json(r)}}
+                               .dump(2)
+                        << "\n";
+            else
+              std::cout << format_tta(r);
+            return 0;
+          }};
+}
+
+}  // namespace tb::cli

@@ -1,0 +1,178 @@
+#include "report/simulation_views.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "analysis/summary.h"
+#include "report/html_report.h"
+
+namespace tb {
+namespace {
+
+using json = nlohmann::json;
+
+json base(const std::string& title) {
+  return {{"$schema", "https://vega.github.io/schema/vega-lite/v5.json"},
+          {"title", title},
+          {"config", {{"view", {{"stroke", nullptr}}}, {"font", "system-ui, sans-serif"}}}};
+}
+
+std::string pct(double f) { return fmt::format("{:.1f}%", 100 * f); }
+
+}  // namespace
+
+void add_validation_chart(ChartSet& cs, const std::vector<sim::Validation>& vs) {
+  json rows = json::array();
+  double lo = 0, hi = 0;
+  for (const auto& v : vs)
+    for (const auto& p : v.points) {
+      rows.push_back({{"platform", v.platform},
+                      {"family", p.family},
+                      {"config", p.config},
+                      {"measured_s", p.measured_s},
+                      {"predicted_s", p.predicted_s},
+                      {"error", p.error()},
+                      {"bound", p.bound}});
+      for (double t : {p.measured_s, p.predicted_s}) {
+        lo = lo == 0 ? t : std::min(lo, t);
+        hi = std::max(hi, t);
+      }
+    }
+  if (rows.empty()) return;
+  cs.tables["validation"] = rows;
+  cs.tables["validation-line"] = json::array({{{"t", lo / 1.5}}, {{"t", hi * 1.5}}});
+  json spec = base("Predicted vs measured step time");
+  spec["width"] = 420;
+  spec["height"] = 320;
+  const json log = {{"type", "log"}};
+  spec["layer"] = json::array(
+      {{{"data", {{"name", "validation-line"}}},
+        {"mark", {{"type", "line"}, {"color", "#999"}, {"strokeDash", {4, 4}}}},
+        {"encoding",
+         {{"x", {{"field", "t"}, {"type", "quantitative"}, {"scale", log}}},
+          {"y", {{"field", "t"}, {"type", "quantitative"}, {"scale", log}}}}}},
+       {{"data", {{"name", "validation"}}},
+        {"mark", {{"type", "point"}, {"filled", true}, {"tooltip", true}}},
+        {"encoding",
+         {{"x",
+           {{"field", "measured_s"},
+            {"type", "quantitative"},
+            {"scale", log},
+            {"title", "measured step time (s)"}}},
+          {"y",
+           {{"field", "predicted_s"},
+            {"type", "quantitative"},
+            {"scale", log},
+            {"title", "predicted step time (s)"}}},
+          {"color", {{"field", "family"}, {"type", "nominal"}}},
+          {"shape", {{"field", "bound"}, {"type", "nominal"}}},
+          {"tooltip",
+           json::array({{{"field", "config"}, {"type", "nominal"}},
+                        {{"field", "measured_s"}, {"type", "quantitative"}},
+                        {{"field", "predicted_s"}, {"type", "quantitative"}},
+                        {{"field", "error"}, {"type", "quantitative"}, {"format", ".1%"}},
+                        {{"field", "bound"}, {"type", "nominal"}}})}}}}});
+  cs.charts.push_back(
+      {chart_id("validation"),
+       "simulation",
+       "Accelerator model vs measured step times",
+       "Each point is a measured run; its prediction comes from the platform's own stored "
+       "description (roofline per layer and phase). On the dashed line the model is exact; "
+       "below it the model is optimistic.",
+       {"validation", "validation-line"},
+       "validation",
+       spec});
+}
+
+void add_tta_chart(ChartSet& cs, const TtaResult& r) {
+  json rows = json::array();
+  for (size_t i = 0; i < r.variants.size(); ++i) {
+    const auto& v = r.variants[i];
+    if (!v.source) continue;
+    const std::string label = fmt::format("{}. {} ({})", i + 1, v.format, v.model);
+    for (const auto& s : v.source->seeds)
+      for (const auto& pt : s.at("curve"))
+        rows.push_back({{"variant", label},
+                        {"policy", v.policy},
+                        {"seed", s.at("seed")},
+                        {"iteration", pt.at(0)},
+                        {"accuracy", pt.at(1)},
+                        {"time_s", pt.at(0).get<double>() * v.step_s}});
+  }
+  if (rows.empty()) return;
+  cs.tables["tta"] = rows;
+  json spec = base("Test accuracy vs simulated training time on " + r.platform);
+  spec["data"] = {{"name", "tta"}};
+  spec["width"] = 480;
+  spec["height"] = 300;
+  spec["mark"] = {{"type", "line"}, {"point", true}, {"tooltip", true}, {"opacity", 0.8}};
+  spec["encoding"] = {
+      {"x", {{"field", "time_s"}, {"type", "quantitative"}, {"title", "simulated time (s)"}}},
+      {"y",
+       {{"field", "accuracy"},
+        {"type", "quantitative"},
+        {"scale", {{"zero", false}}},
+        {"title", "test accuracy"}}},
+      {"color", {{"field", "variant"}, {"type", "nominal"}}},
+      {"detail", {{"field", "seed"}, {"type", "nominal"}}},
+      {"tooltip", json::array({{{"field", "policy"}, {"type", "nominal"}},
+                               {{"field", "seed"}, {"type", "nominal"}},
+                               {{"field", "iteration"}, {"type", "quantitative"}},
+                               {{"field", "accuracy"}, {"type", "quantitative"}}})}};
+  cs.charts.push_back(
+      {chart_id("tta"),
+       "tta",
+       "Time to accuracy per variant",
+       "Emulated accuracy curves (one line per seed) with iterations turned into time by the "
+       "accelerator model's step time for the variant's format.",
+       {"tta"},
+       "tta",
+       spec});
+}
+
+std::string validation_table_html(const std::vector<sim::Validation>& vs) {
+  std::string h =
+      "<table><tr><th>platform</th><th>family</th><th>runs</th><th>median |pred-meas|/meas</th>"
+      "<th>p90</th><th>median pred/meas</th></tr>";
+  for (const auto& v : vs) {
+    auto row = [&](const std::string& fam, const sim::ErrorStats& s) {
+      h += "<tr><td>" + html_escape(v.platform) + "</td><td>" + html_escape(fam) +
+           "</td><td class=\"num\">" + std::to_string(s.n) + "</td><td class=\"num\">" +
+           pct(s.median) + "</td><td class=\"num\">" + pct(s.p90) + "</td><td class=\"num\">" +
+           fmt::format("{:.3f}", s.median_ratio) + "</td></tr>";
+    };
+    for (const auto& [f, s] : v.per_family) row(f, s);
+    row("all", v.all);
+  }
+  return h + "</table>";
+}
+
+std::string tta_table_html(const TtaResult& r) {
+  std::string h =
+      "<table><tr><th>#</th><th>variant</th><th>model</th><th>format</th><th>seeds "
+      "reached</th><th>iterations (mean &plusmn; sd)</th><th>MLPerf mean</th><th>simulated "
+      "step</th><th>TTA</th><th>speedup vs baseline</th></tr>";
+  for (size_t i = 0; i < r.variants.size(); ++i) {
+    const auto& v = r.variants[i];
+    h += "<tr><td>" + std::to_string(i + 1) + "</td><td><code>" + html_escape(v.policy) +
+         "</code>" + (v.baseline ? " (baseline)" : "") + "</td><td>" + html_escape(v.model) +
+         "</td><td>" + html_escape(v.format) + "</td><td class=\"num\">" +
+         fmt::format("{} of {}", v.reached, v.seeds) + "</td>";
+    if (!v.all_reached()) {
+      h += "<td colspan=\"2\">not reached</td><td class=\"num\">" +
+           fmt::format("{:.4g} ms", v.step_s * 1e3) + "</td><td>not reached</td><td></td></tr>";
+      continue;
+    }
+    h += "<td class=\"num\">" +
+         fmt::format("{:.1f} &plusmn; {:.1f}", v.mean_iterations, v.stddev_iterations) +
+         "</td><td class=\"num\">" +
+         (v.mlperf_iterations ? fmt::format("{:.1f}", *v.mlperf_iterations) : "&ndash;") +
+         "</td><td class=\"num\">" + fmt::format("{:.4g} ms", v.step_s * 1e3) +
+         "</td><td class=\"num\">" + fmt::format("{:.4g} s", *v.tta_s) + "</td><td class=\"num\">" +
+         (v.speedup ? fmt::format("{:.2f}x", *v.speedup) : "&ndash;") + "</td></tr>";
+  }
+  return h + "</table>";
+}
+
+}  // namespace tb

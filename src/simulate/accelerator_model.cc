@@ -1,0 +1,281 @@
+#include "simulate/accelerator_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "numerics/format.h"
+#include "spec/errors.h"
+
+namespace tb::sim {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The peak a format of `bits` would run at, most specific first. Integer and fixed-point
+// formats prefer int8; block formats count as their elements.
+std::vector<std::string> peak_candidates(const std::string& name, double bits, bool integer) {
+  std::vector<std::string> c;
+  for (const char* d : {"fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8"})
+    if (name == d) c.push_back(d);
+  if (bits <= 8.5) {
+    if (integer) c.push_back("int8");
+    c.insert(c.end(), {"fp8", "int8", "bf16", "fp16", "fp32"});
+  } else if (bits <= 16.5) {
+    c.insert(c.end(), {"bf16", "fp16", "fp32"});
+  } else if (bits <= 32.5) {
+    c.insert(c.end(), {"fp32", "tf32", "fp64"});
+  } else {
+    c.insert(c.end(), {"fp64", "fp32"});
+  }
+  return c;
+}
+
+}  // namespace
+
+SystolicMapping map_gemm(int64_t m, int64_t n, int64_t k, int64_t count,
+                         const PlatformDescription::Systolic& a) {
+  SystolicMapping s;
+  if (m <= 0 || n <= 0 || k <= 0 || count <= 0) return s;
+  const bool ws = a.dataflow != "output-stationary";
+  const int64_t on_rows = ws ? k : m, streamed = ws ? m : k;
+  s.folds = ceil_div(on_rows, a.rows) * ceil_div(n, a.cols);
+  s.fill_cycles = (a.rows - 1) + (a.cols - 1);
+  s.drain_cycles = a.rows;
+  s.stream_cycles = streamed;
+  s.fold_cycles = s.fill_cycles + s.stream_cycles + s.drain_cycles;
+  s.cycles = double(s.folds) * double(s.fold_cycles) * double(count);
+  s.utilization = double(m) * n * k * count / (double(a.rows) * a.cols * s.cycles);
+  return s;
+}
+
+SimFormat resolve_format(const PlatformDescription& p, const std::string& format) {
+  SimFormat f;
+  f.name = format;
+  bool integer = false;
+  if (format == "fp64") {
+    f.bits = 64;
+  } else if (format == "tf32") {
+    f.bits = 32;  // stored as fp32
+  } else if (format == "fp8") {
+    f.bits = 8;
+  } else {
+    try {
+      const num::Format nf = num::parse_format(format);
+      f.bits = nf.bits_per_element();
+      integer = nf.kind == num::Format::Kind::kFixed || format.find("int") != std::string::npos;
+    } catch (const std::exception& e) {
+      throw UsageError(
+          fmt::format("unknown format '{}' (see trainbench formats): {}", format, e.what()));
+    }
+  }
+  if (p.peak_tflops.empty())
+    throw UsageError(fmt::format("platform '{}' states no peak FLOP/s", p.name));
+  for (const auto& d : peak_candidates(format, f.bits, integer))
+    if (p.peak_tflops.count(d)) {
+      f.peak_dtype = d;
+      break;
+    }
+  if (f.peak_dtype.empty()) {  // the slowest stated peak: never flatter the accelerator
+    f.peak_dtype = p.peak_tflops.begin()->first;
+    for (const auto& [d, tf] : p.peak_tflops)
+      if (tf < p.peak_tflops.at(f.peak_dtype)) f.peak_dtype = d;
+  }
+  const bool exact = f.peak_dtype == format || (format == "e4m3" && f.peak_dtype == "fp8") ||
+                     (format == "e5m2" && f.peak_dtype == "fp8");
+  if (!exact)
+    f.note = fmt::format("{} states no {} peak: using its {} peak for {} ({} bits)", p.name, format,
+                         f.peak_dtype, format, f.bits);
+  return f;
+}
+
+double LayerTime::time_s() const {
+  double t = 0;
+  for (const auto& ph : phases) t += ph.time_s();
+  return t;
+}
+
+Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
+                         double config_elem_bytes, const SimFormat& f, const SimOptions& o) {
+  Simulation s;
+  s.platform = p.name;
+  s.format = f;
+  s.peak_flops = p.peak_flops(f.peak_dtype).value_or(0) * o.peak_share;
+  s.bandwidth = p.bandwidth();
+  if (s.peak_flops <= 0 || s.bandwidth <= 0)
+    throw UsageError(
+        fmt::format("platform '{}' lacks a {} peak or a bandwidth", p.name, f.peak_dtype));
+  const double width = (f.bits / 8) / config_elem_bytes;
+  auto finish = [&](PhaseTime& ph) {
+    double matmul_s = ph.matmul_flops / s.peak_flops;
+    if (ph.mapping && ph.mapping->utilization > 0) matmul_s /= ph.mapping->utilization;
+    // Work off the array (elementwise, reductions) runs at the format's peak.
+    ph.compute_s = matmul_s + (ph.flops - ph.matmul_flops) / s.peak_flops;
+    ph.memory_s = ph.bytes / s.bandwidth;
+  };
+  for (const auto& l : cost.layers) {
+    LayerTime lt{l.name, l.op, {}};
+    // The cost model keeps one byte count for forward and backward; each phase the layer
+    // has gets an equal share (exact to a few percent for GEMM layers, whose three phases
+    // each move about W + X + Y).
+    const bool has_dw = l.bwd_weight_flops > 0;
+    const bool has_dx = l.bwd_input_flops > 0 || !has_dw;
+    const int n = 1 + has_dx + has_dw;
+    const double bytes = (l.bytes_read + l.bytes_written) * width / n;
+    const bool gemm = l.gemm_count > 0 && l.fwd_matmul_flops > 0;
+    auto mapped = [&](int64_t m, int64_t nn, int64_t k) -> std::optional<SystolicMapping> {
+      if (!gemm || !p.systolic_array) return std::nullopt;
+      return map_gemm(m, nn, k, l.gemm_count, *p.systolic_array);
+    };
+    PhaseTime fwd{"forward", l.fwd_flops, l.fwd_matmul_flops, bytes};
+    fwd.mapping = mapped(l.gemm_m, l.gemm_n, l.gemm_k);
+    finish(fwd);
+    lt.phases.push_back(fwd);
+    if (has_dx) {
+      // dX (M x K) = dY (M x N) W^T (N x K)
+      PhaseTime dx{"backward-input", l.bwd_input_flops,
+                   gemm && l.bwd_input_flops > 0 ? l.fwd_matmul_flops : 0, bytes};
+      if (dx.matmul_flops > 0) dx.mapping = mapped(l.gemm_m, l.gemm_k, l.gemm_n);
+      finish(dx);
+      lt.phases.push_back(dx);
+    }
+    if (has_dw) {
+      // dW (K x N) = X^T (K x M) dY (M x N)
+      PhaseTime dw{"backward-weight", l.bwd_weight_flops, gemm ? l.fwd_matmul_flops : 0, bytes};
+      if (dw.matmul_flops > 0) dw.mapping = mapped(l.gemm_k, l.gemm_n, l.gemm_m);
+      finish(dw);
+      lt.phases.push_back(dw);
+    }
+    s.layers.push_back(std::move(lt));
+  }
+  PhaseTime opt{"optimizer", cost.opt_flops, 0, cost.opt_bytes * width};
+  finish(opt);
+  s.layers.push_back({"optimizer", "optimizer", {opt}});
+  for (const auto& l : s.layers)
+    for (const auto& ph : l.phases) {
+      const double t = ph.time_s();
+      s.step_s += t;
+      s.phase_s[ph.phase] += t;
+      (ph.memory_bound() ? s.memory_bound_s : s.compute_bound_s) += t;
+    }
+  // Inputs stay as loaded; everything else is held at the format's width.
+  s.memory_bytes = (cost.memory.total() - cost.memory.inputs) * width + cost.memory.inputs;
+  s.capacity_bytes = p.memory_gb * 1e9;
+  if (s.capacity_bytes > 0 && s.memory_bytes > s.capacity_bytes) s.status = "oom-predicted";
+  return s;
+}
+
+Simulation simulate_config(const PlatformDescription& p, const Config& config,
+                           const std::string& format, const SimOptions& o) {
+  const std::string dtype = config.has("dtype") ? config.get("dtype") : "fp32";
+  const SimFormat f = resolve_format(p, format.empty() ? dtype : format);
+  Simulation s = simulate_step(p, step_cost(config), double(dtype_bytes(dtype)), f, o);
+  s.config = config.str();
+  return s;
+}
+
+namespace {
+
+std::vector<const LayerTime*> top(const Simulation& s, size_t n) {
+  std::vector<const LayerTime*> v;
+  for (const auto& l : s.layers) v.push_back(&l);
+  std::stable_sort(v.begin(), v.end(), [](const LayerTime* a, const LayerTime* b) {
+    return a->time_s() > b->time_s();
+  });
+  if (v.size() > n) v.resize(n);
+  return v;
+}
+
+nlohmann::json mapping_json(const SystolicMapping& m) {
+  return {{"folds", m.folds},
+          {"fold_cycles", m.fold_cycles},
+          {"fill_cycles", m.fill_cycles},
+          {"drain_cycles", m.drain_cycles},
+          {"stream_cycles", m.stream_cycles},
+          {"cycles", m.cycles},
+          {"utilization", m.utilization}};
+}
+
+}  // namespace
+
+nlohmann::json to_json(const Simulation& s, size_t top_layers) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& l : s.layers) {
+    nlohmann::json phases = nlohmann::json::array();
+    for (const auto& ph : l.phases) {
+      nlohmann::json j = {{"phase", ph.phase},
+                          {"flops", ph.flops},
+                          {"matmul_flops", ph.matmul_flops},
+                          {"bytes", ph.bytes},
+                          {"compute_s", ph.compute_s},
+                          {"memory_s", ph.memory_s},
+                          {"time_s", ph.time_s()},
+                          {"bound", ph.memory_bound() ? "memory" : "compute"}};
+      if (ph.mapping) j["systolic"] = mapping_json(*ph.mapping);
+      phases.push_back(j);
+    }
+    layers.push_back({{"name", l.name}, {"op", l.op}, {"time_s", l.time_s()}, {"phases", phases}});
+  }
+  nlohmann::json topj = nlohmann::json::array();
+  for (const auto* l : top(s, top_layers)) topj.push_back(l->name);
+  return {{"platform", s.platform},
+          {"config", s.config},
+          {"format",
+           {{"name", s.format.name},
+            {"bits", s.format.bits},
+            {"peak_dtype", s.format.peak_dtype},
+            {"note", s.format.note}}},
+          {"status", s.status},
+          {"peak_flops", s.peak_flops},
+          {"bandwidth", s.bandwidth},
+          {"step_s", s.step_s},
+          {"compute_bound_s", s.compute_bound_s},
+          {"memory_bound_s", s.memory_bound_s},
+          {"phase_s", s.phase_s},
+          {"memory_bytes", s.memory_bytes},
+          {"capacity_bytes", s.capacity_bytes},
+          {"top_layers", topj},
+          {"layers", layers}};
+}
+
+std::string format_simulation(const Simulation& s, size_t top_layers) {
+  std::ostringstream o;
+  o << fmt::format("{} on {} in {} ({} bits, {} peak {:.4g} TFLOP/s, {:.4g} GB/s)\n", s.config,
+                   s.platform, s.format.name, s.format.bits, s.format.peak_dtype,
+                   s.peak_flops / 1e12, s.bandwidth / 1e9);
+  if (!s.format.note.empty()) o << "note: " << s.format.note << "\n";
+  o << fmt::format("predicted step time: {:.4g} ms{}\n", s.step_s * 1e3,
+                   s.status == "ok" ? "" : "  (" + s.status + ")");
+  o << fmt::format("memory: {:.3g} GB of {:.3g} GB\n", s.memory_bytes / 1e9,
+                   s.capacity_bytes / 1e9);
+  const double t = s.step_s > 0 ? s.step_s : 1;
+  o << fmt::format("bound: compute {:.1f}%, memory {:.1f}%\n", 100 * s.compute_bound_s / t,
+                   100 * s.memory_bound_s / t);
+  o << "phases:";
+  for (const char* ph : {"forward", "backward-input", "backward-weight", "optimizer"})
+    if (s.phase_s.count(ph)) o << fmt::format(" {} {:.1f}%", ph, 100 * s.phase_s.at(ph) / t);
+  o << "\n\n";
+  o << fmt::format("{:<32} {:<12} {:>10} {:>7}  {}\n", "layer", "op", "ms", "share",
+                   "per phase: ms, bound, array utilization");
+  for (const auto* l : top(s, top_layers)) {
+    std::string detail;
+    for (const auto& ph : l->phases) {
+      detail += fmt::format("{}{} {:.3g} {}", detail.empty() ? "" : "; ",
+                            ph.phase == "forward"           ? "fwd"
+                            : ph.phase == "backward-input"  ? "dx"
+                            : ph.phase == "backward-weight" ? "dw"
+                                                            : "opt",
+                            ph.time_s() * 1e3, ph.memory_bound() ? "mem" : "cmp");
+      if (ph.mapping)
+        detail +=
+            fmt::format(" {:.0f}% ({} folds)", 100 * ph.mapping->utilization, ph.mapping->folds);
+    }
+    o << fmt::format("{:<32} {:<12} {:>10.4g} {:>6.1f}%  {}\n", l->name, l->op, l->time_s() * 1e3,
+                     100 * l->time_s() / t, detail);
+  }
+  return o.str();
+}
+
+}  // namespace tb::sim

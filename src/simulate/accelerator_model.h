@@ -1,0 +1,88 @@
+#pragma once
+// The simulation phase (divide and conquer, step 2): the time of one training step on a
+// described accelerator, predicted from the cost model's FLOPs and bytes, never measured.
+// Per layer and phase: max(FLOPs / (peak x mapping efficiency), bytes / bandwidth), the
+// mapping efficiency being that of the layer's GEMMs on the systolic array when the
+// description has one. Conventions in docs/numerics.md ("Simulation phase").
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cost/cost.h"
+#include "platform/description.h"
+
+namespace tb::sim {
+
+// A GEMM (M x K) x (K x N) on a rows x cols array. Weight-stationary: K on rows, N on
+// columns, the M rows of the input stream through; output-stationary: M on rows, N on
+// columns, the K terms stream through. Each fold takes
+//   fill (rows - 1 + cols - 1: the operand skew reaches the far corner)
+//   + the streamed dimension
+//   + rows (weights loaded before the fold, or results shifted out after it)
+// cycles (SCALE-Sim's 2R + C + T - 2).
+struct SystolicMapping {
+  int64_t folds = 0;
+  int64_t fold_cycles = 0, fill_cycles = 0, drain_cycles = 0, stream_cycles = 0;
+  double cycles = 0;       // folds x fold_cycles x count
+  double utilization = 0;  // useful MACs / (rows x cols x cycles)
+};
+SystolicMapping map_gemm(int64_t m, int64_t n, int64_t k, int64_t count,
+                         const PlatformDescription::Systolic& array);
+
+// The number format the accelerator computes and stores in, and which of its peaks that
+// uses. `note` says when the description lacks the format's peak and another was taken.
+struct SimFormat {
+  std::string name;        // as given: fp32, bf16, e4m3, int8, fixed:w=8,f=4, ...
+  double bits = 32;        // per element, block scales amortized
+  std::string peak_dtype;  // the peak_tflops key used
+  std::string note;
+};
+// Throws UsageError for an unknown format or a description without any peak.
+SimFormat resolve_format(const PlatformDescription& p, const std::string& format);
+
+struct PhaseTime {
+  std::string phase;  // forward, backward-input, backward-weight, optimizer
+  double flops = 0, matmul_flops = 0, bytes = 0;
+  double compute_s = 0, memory_s = 0;
+  std::optional<SystolicMapping> mapping;  // the phase's GEMM, on a systolic array
+  double time_s() const { return std::max(compute_s, memory_s); }
+  bool memory_bound() const { return memory_s > compute_s; }
+};
+
+struct LayerTime {
+  std::string name, op;
+  std::vector<PhaseTime> phases;
+  double time_s() const;
+};
+
+struct Simulation {
+  std::string platform, config;
+  SimFormat format;
+  double peak_flops = 0, bandwidth = 0;
+  std::vector<LayerTime> layers;  // in forward order; the optimizer is one more "layer"
+  double step_s = 0;
+  double compute_bound_s = 0, memory_bound_s = 0;  // step time in phases of each bound
+  std::map<std::string, double> phase_s;           // per phase
+  double memory_bytes = 0, capacity_bytes = 0;
+  std::string status = "ok";  // ok or oom-predicted
+};
+
+struct SimOptions {
+  // Fraction of the peak available: a CPU run on `threads` of `cores` cores gets that share.
+  double peak_share = 1;
+};
+
+// `cost` is at the config's dtype (`config_elem_bytes` per element); bytes are rescaled to
+// the format's width.
+Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
+                         double config_elem_bytes, const SimFormat& f, const SimOptions& o = {});
+// The config's cost at its own dtype, or at `format` when given (else the config's dtype).
+Simulation simulate_config(const PlatformDescription& p, const Config& config,
+                           const std::string& format = "", const SimOptions& o = {});
+
+nlohmann::json to_json(const Simulation& s, size_t top_layers = 10);
+std::string format_simulation(const Simulation& s, size_t top_layers = 10);
+
+}  // namespace tb::sim

@@ -1,0 +1,119 @@
+#include "simulate/validation.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "simulate/accelerator_model.h"
+#include "spec/config.h"
+
+namespace tb::sim {
+namespace {
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = q * double(v.size() - 1);
+  const size_t lo = size_t(pos);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - double(lo)) * (v[hi] - v[lo]);
+}
+
+nlohmann::json stats_json(const ErrorStats& s) {
+  return {{"runs", s.n}, {"median", s.median}, {"p90", s.p90}, {"median_ratio", s.median_ratio}};
+}
+
+}  // namespace
+
+ErrorStats error_stats(const std::vector<ValidationPoint>& points) {
+  ErrorStats s;
+  s.n = points.size();
+  std::vector<double> e, r;
+  for (const auto& p : points) {
+    e.push_back(p.error());
+    r.push_back(p.predicted_s / p.measured_s);
+  }
+  s.median = percentile(e, 0.5);
+  s.p90 = percentile(e, 0.9);
+  s.median_ratio = percentile(r, 0.5);
+  return s;
+}
+
+std::vector<Validation> validate(const RunSet& runs,
+                                 const std::optional<PlatformDescription>& description) {
+  std::vector<Validation> out;
+  for (const auto& info : runs.platforms) {
+    const std::optional<PlatformDescription>& d = description ? description : info.description;
+    if (!d) continue;
+    Validation v;
+    v.platform = info.name;
+    for (const auto& r : runs.runs) {
+      if (r.platform != info.name || !r.ok()) continue;
+      double measured = r.metric("step_median_s");
+      if (!(measured > 0)) measured = r.metric("step_mean_s");
+      if (!(measured > 0)) {
+        v.skipped.push_back(r.config + ": no measured step time");
+        continue;
+      }
+      try {
+        const Config c = parse_config(r.config);
+        SimOptions o;
+        if (d->kind == "cpu" && d->cores > 0 && c.has("threads")) {
+          const int64_t t = c.get_int("threads");
+          if (t > 0 && t < d->cores) o.peak_share = double(t) / d->cores;
+        }
+        const Simulation s = simulate_config(*d, c, "", o);
+        v.points.push_back({r.config, r.family, info.name, s.step_s, measured,
+                            s.memory_bound_s > s.compute_bound_s ? "memory" : "compute"});
+      } catch (const std::exception& e) {
+        v.skipped.push_back(r.config + ": " + e.what());
+      }
+    }
+    v.all = error_stats(v.points);
+    std::map<std::string, std::vector<ValidationPoint>> fam;
+    for (const auto& p : v.points) fam[p.family].push_back(p);
+    for (const auto& [f, pts] : fam) v.per_family[f] = error_stats(pts);
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+nlohmann::json to_json(const Validation& v) {
+  nlohmann::json points = nlohmann::json::array(), fam = nlohmann::json::object();
+  for (const auto& p : v.points)
+    points.push_back({{"config", p.config},
+                      {"family", p.family},
+                      {"predicted_s", p.predicted_s},
+                      {"measured_s", p.measured_s},
+                      {"error", p.error()},
+                      {"bound", p.bound}});
+  for (const auto& [f, s] : v.per_family) fam[f] = stats_json(s);
+  return {{"platform", v.platform},
+          {"errors", stats_json(v.all)},
+          {"per_family", fam},
+          {"points", points},
+          {"skipped", v.skipped}};
+}
+
+std::string format_validation(const std::vector<Validation>& vs) {
+  std::ostringstream o;
+  if (vs.empty()) o << "no platform with a description in the store(s): nothing to validate\n";
+  for (const auto& v : vs) {
+    o << fmt::format("platform {}: {} runs predicted, {} skipped\n", v.platform, v.points.size(),
+                     v.skipped.size());
+    o << fmt::format("{:<10} {:>5} {:>14} {:>14} {:>22}\n", "family", "runs", "median error",
+                     "p90 error", "median pred/measured");
+    auto row = [&](const std::string& name, const ErrorStats& s) {
+      o << fmt::format("{:<10} {:>5} {:>13.1f}% {:>13.1f}% {:>22.3f}\n", name, s.n, 100 * s.median,
+                       100 * s.p90, s.median_ratio);
+    };
+    for (const auto& [f, s] : v.per_family) row(f, s);
+    row("all", v.all);
+    for (const auto& s : v.skipped) o << "  skipped " << s << "\n";
+    o << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace tb::sim

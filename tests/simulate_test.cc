@@ -1,0 +1,237 @@
+// The accelerator model (src/simulate/): systolic mapping by hand, roofline bounds, format
+// width, capacity, and the validation's error arithmetic on a synthetic store.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "analysis/runs.h"
+#include "cost/layers.h"
+#include "report/html_report.h"
+#include "simulate/accelerator_model.h"
+#include "simulate/validation.h"
+#include "spec/config.h"
+#include "spec/errors.h"
+#include "store/store.h"
+#include "support/cli.h"
+#include "support/synthetic_store.h"
+
+namespace tb {
+namespace {
+
+PlatformDescription accelerator(double tflops, double gbps, int rows = 0, int cols = 0,
+                                const std::string& dataflow = "weight-stationary") {
+  PlatformDescription p;
+  p.name = "test-accel";
+  p.kind = "accelerator";
+  p.source = "test";
+  p.memory_gb = 16;
+  p.memory_bandwidth_gbps = gbps;
+  p.peak_tflops = {{"fp32", tflops}, {"bf16", tflops}};
+  if (rows > 0) p.systolic_array = PlatformDescription::Systolic{rows, cols, dataflow};
+  return p;
+}
+
+StepCost one_linear(double rows, int64_t in, int64_t out) {
+  StepCost c;
+  c.layers.push_back(cost::linear("fc", rows, in, out, 4, true));
+  return c;
+}
+
+TEST(Systolic, WeightStationaryFoldsFillAndDrainByHand) {
+  // M=10, N=6, K=5 on 4x4: K over rows in ceil(5/4)=2, N over columns in ceil(6/4)=2 -> 4
+  // folds; each: fill 3+3, stream M=10, drain (weight load) 4 = 20 cycles.
+  const auto m = sim::map_gemm(10, 6, 5, 1, {4, 4, "weight-stationary"});
+  EXPECT_EQ(m.folds, 4);
+  EXPECT_EQ(m.fill_cycles, 6);
+  EXPECT_EQ(m.drain_cycles, 4);
+  EXPECT_EQ(m.stream_cycles, 10);
+  EXPECT_EQ(m.fold_cycles, 20);
+  EXPECT_DOUBLE_EQ(m.cycles, 80);
+  EXPECT_DOUBLE_EQ(m.utilization, 300.0 / (16 * 80));
+}
+
+TEST(Systolic, OutputStationaryStreamsK) {
+  // M=10 over rows in 3, N=6 over columns in 2 -> 6 folds of 6 + 5 + 4 = 15 cycles.
+  const auto m = sim::map_gemm(10, 6, 5, 3, {4, 4, "output-stationary"});
+  EXPECT_EQ(m.folds, 6);
+  EXPECT_EQ(m.fold_cycles, 15);
+  EXPECT_DOUBLE_EQ(m.cycles, 3 * 90);
+  EXPECT_DOUBLE_EQ(m.utilization, 300.0 / (16 * 90));
+}
+
+TEST(Systolic, ALargeGemmApproachesFullUtilization) {
+  const auto m = sim::map_gemm(100000, 128, 128, 1, {128, 128, "weight-stationary"});
+  EXPECT_EQ(m.folds, 1);
+  EXPECT_GT(m.utilization, 0.995);
+  EXPECT_LT(m.utilization, 1.0);
+}
+
+TEST(Simulate, RooflineBoundSwitchesWithBandwidth) {
+  const StepCost c = one_linear(256, 512, 512);
+  const auto f32 = [](const PlatformDescription& p) { return sim::resolve_format(p, "fp32"); };
+  const auto fast_mem = accelerator(1, 1e6), slow_mem = accelerator(1, 1);
+  const auto a = sim::simulate_step(fast_mem, c, 4, f32(fast_mem));
+  const auto b = sim::simulate_step(slow_mem, c, 4, f32(slow_mem));
+  const auto& l = c.layers[0];
+  const double flops = l.fwd_flops + l.bwd_input_flops + l.bwd_weight_flops;
+  const double bytes = l.bytes_read + l.bytes_written;
+  EXPECT_DOUBLE_EQ(a.memory_bound_s, 0);
+  EXPECT_NEAR(a.step_s, flops / 1e12, 1e-15);
+  EXPECT_DOUBLE_EQ(b.compute_bound_s, 0);
+  EXPECT_NEAR(b.step_s, bytes / 1e9, 1e-12);
+  EXPECT_EQ(a.layers[0].phases.size(), 3u);
+  EXPECT_EQ(a.layers.back().name, "optimizer");
+}
+
+TEST(Simulate, HalfTheFormatWidthHalvesTheBytes) {
+  const StepCost c = one_linear(256, 512, 512);
+  const auto p = accelerator(1, 1);  // memory-bound: time follows bytes
+  const auto a = sim::simulate_step(p, c, 4, sim::resolve_format(p, "fp32"));
+  const auto b = sim::simulate_step(p, c, 4, sim::resolve_format(p, "bf16"));
+  EXPECT_DOUBLE_EQ(b.format.bits, 16);
+  EXPECT_NEAR(b.step_s, a.step_s / 2, 1e-12);
+  double ba = 0, bb = 0;
+  for (const auto& ph : a.layers[0].phases) ba += ph.bytes;
+  for (const auto& ph : b.layers[0].phases) bb += ph.bytes;
+  EXPECT_DOUBLE_EQ(bb, ba / 2);
+}
+
+TEST(Simulate, MappingEfficiencySlowsTheComputeBoundGemm) {
+  const StepCost c = one_linear(10, 5, 6);  // the hand example's forward GEMM
+  const auto p = accelerator(1, 1e9, 4, 4);
+  const auto s = sim::simulate_step(p, c, 4, sim::resolve_format(p, "fp32"));
+  const auto& fwd = s.layers[0].phases[0];
+  ASSERT_TRUE(fwd.mapping);
+  EXPECT_DOUBLE_EQ(fwd.mapping->utilization, 300.0 / (16 * 80));
+  EXPECT_NEAR(fwd.compute_s, 600 / (1e12 * fwd.mapping->utilization) + (fwd.flops - 600) / 1e12,
+              1e-18);
+  // dX is (M x K) = (M x N)(N x K): 10 x 5 from K'=6.
+  const auto& dx = s.layers[0].phases[1];
+  ASSERT_TRUE(dx.mapping);
+  EXPECT_EQ(dx.mapping->folds, 2 * 2);  // ceil(6/4) rows x ceil(5/4) columns
+}
+
+TEST(Simulate, FormatFallbackIsStatedAndUnknownFormatsRefused) {
+  PlatformDescription p = accelerator(1, 1);
+  p.peak_tflops = {{"bf16", 100}, {"fp8", 200}};
+  EXPECT_EQ(sim::resolve_format(p, "e4m3").peak_dtype, "fp8");
+  EXPECT_TRUE(sim::resolve_format(p, "e4m3").note.empty());
+  const auto f = sim::resolve_format(p, "fp32");  // no fp32 peak: the slowest stated one
+  EXPECT_EQ(f.peak_dtype, "bf16");
+  EXPECT_NE(f.note.find("no fp32 peak"), std::string::npos);
+  EXPECT_EQ(sim::resolve_format(p, "int8").peak_dtype, "fp8");
+  EXPECT_THROW(sim::resolve_format(p, "fp7x"), UsageError);
+}
+
+TEST(Simulate, CapacityExceededIsOomPredicted) {
+  PlatformDescription p = accelerator(1, 100);
+  const Config c = parse_config("fc:layers=4,nodes=4096,batch=64");
+  EXPECT_EQ(sim::simulate_config(p, c).status, "ok");
+  p.memory_gb = 0.01;
+  EXPECT_EQ(sim::simulate_config(p, c).status, "oom-predicted");
+}
+
+TEST(Simulate, EveryFamilyWithACostDescriptionSimulates) {
+  const PlatformDescription p = accelerator(100, 1000, 128, 128);
+  for (const char* text :
+       {"fc:layers=2,nodes=256,batch=32", "cnn:block=residual,filters=8,image=32,output=10,batch=4",
+        "rnn:cell=lstm,embed=64,length=8,vocab=256,batch=8"}) {
+    const auto s = sim::simulate_config(p, parse_config(text));
+    EXPECT_GT(s.step_s, 0) << text;
+    double sum = 0;
+    for (const auto& [ph, t] : s.phase_s) sum += t;
+    EXPECT_NEAR(sum, s.step_s, 1e-12 * s.step_s) << text;
+    EXPECT_NEAR(s.compute_bound_s + s.memory_bound_s, s.step_s, 1e-12 * s.step_s) << text;
+  }
+}
+
+TEST(Validation, ErrorPercentiles) {
+  std::vector<sim::ValidationPoint> pts;
+  for (double e : {0.1, 0.5, 0.3, 0.2, 0.4}) pts.push_back({"c", "fc", "p", 1 + e, 1.0});
+  const auto s = sim::error_stats(pts);
+  EXPECT_EQ(s.n, 5u);
+  EXPECT_NEAR(s.median, 0.3, 1e-12);
+  EXPECT_NEAR(s.p90, 0.46, 1e-12);  // 0.4 + 0.6 x (0.5 - 0.4)
+  EXPECT_NEAR(s.median_ratio, 1.3, 1e-12);
+}
+
+TEST(Validation, PredictsEveryOkRunOfASyntheticStore) {
+  const std::string path =
+      ::testing::TempDir() + "/simvalidate-" + std::to_string(getpid()) + ".db";
+  std::remove(path.c_str());
+  {
+    auto store = Store::open(path);
+    testing::SyntheticOptions o;
+    o.runs = 40;
+    testing::fill_synthetic_store(*store, o);
+  }
+  const RunSet runs = load_runs({path});
+  const auto vs = sim::validate(runs);
+  ASSERT_EQ(vs.size(), 2u);  // "slow" and "fast", both with descriptions
+  size_t ok = 0;
+  for (const auto& r : runs.runs) ok += r.ok();
+  size_t predicted = 0;
+  for (const auto& v : vs) {
+    predicted += v.points.size();
+    EXPECT_TRUE(v.skipped.empty());
+    const auto& d =
+        *std::find_if(runs.platforms.begin(), runs.platforms.end(), [&](const PlatformInfo& i) {
+           return i.name == v.platform;
+         })->description;
+    for (const auto& p : v.points) {
+      EXPECT_DOUBLE_EQ(p.predicted_s, sim::simulate_config(d, parse_config(p.config)).step_s);
+      const tb::Run& r = *std::find_if(runs.runs.begin(), runs.runs.end(), [&](const tb::Run& x) {
+        return x.config == p.config && x.platform == v.platform;
+      });
+      EXPECT_DOUBLE_EQ(p.measured_s, r.metric("step_median_s"));
+    }
+    EXPECT_EQ(v.per_family.at("fc").n, v.points.size());
+    EXPECT_DOUBLE_EQ(v.per_family.at("fc").median, v.all.median);
+  }
+  EXPECT_EQ(predicted, ok);
+  // An override description replaces every stored one.
+  PlatformDescription big = accelerator(1000, 1e6);
+  const auto over = sim::validate(runs, big);
+  ASSERT_EQ(over.size(), 2u);
+  EXPECT_LT(over[0].points[0].predicted_s, vs[0].points[0].predicted_s);
+  // The report gains the section: the chart and the error table.
+  const std::string out = ::testing::TempDir() + "/simreport-" + std::to_string(getpid()) + ".html";
+  write_report({path}, out, {});
+  std::ifstream in(out);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_NE(ss.str().find("id=\"simulation\""), std::string::npos);
+  EXPECT_NE(ss.str().find("median |pred-meas|/meas"), std::string::npos);
+  std::remove(out.c_str());
+  std::remove(path.c_str());
+}
+
+TEST(SimulateCli, UnknownPlatformAndFormatExit2WithOneLine) {
+  const auto a = testing::run_cli("simulate fc:layers=2,nodes=64,batch=8 --platform no-such-accel");
+  EXPECT_EQ(a.status, 2);
+  EXPECT_NE(a.err.find("no-such-accel"), std::string::npos) << a.err;
+  EXPECT_EQ(std::count(a.err.begin(), a.err.end(), '\n'), 1) << a.err;
+  const auto b = testing::run_cli(
+      "simulate fc:layers=2,nodes=64,batch=8 --platform tpu-v2-board --format fp7x");
+  EXPECT_EQ(b.status, 2);
+  EXPECT_NE(b.err.find("fp7x"), std::string::npos) << b.err;
+  EXPECT_EQ(std::count(b.err.begin(), b.err.end(), '\n'), 1) << b.err;
+}
+
+TEST(SimulateCli, JsonCarriesSchemaContextAndBreakdown) {
+  const auto o = testing::run_cli(
+      "simulate fc:layers=2,nodes=256,batch=64 --platform example-systolic-accelerator "
+      "--format e4m3 --json");
+  ASSERT_EQ(o.status, 0) << o.err;
+  const auto j = nlohmann::json::parse(o.out);
+  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_TRUE(j.contains("context"));
+  const auto& r = j["results"][0];
+  EXPECT_EQ(r["format"]["peak_dtype"], "fp8");
+  EXPECT_GT(r["step_s"].get<double>(), 0);
+  EXPECT_TRUE(r["layers"][0]["phases"][0].contains("systolic"));
+}
+
+}  // namespace
+}  // namespace tb

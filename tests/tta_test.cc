@@ -1,0 +1,249 @@
+// Time to accuracy: emulation results in the store, the emulated networks' cost, TTA
+// arithmetic and "not reached" on stored synthetic results, and the CLI's errors.
+#include "analysis/tta.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "cost/fashion_mnist.h"
+#include "record/emulation.h"
+#include "report/html_report.h"
+#include "simulate/accelerator_model.h"
+#include "spec/errors.h"
+#include "store/store.h"
+#include "support/cli.h"
+
+namespace tb {
+namespace {
+
+using json = nlohmann::json;
+
+std::string temp_store(const std::string& name) {
+  const std::string path =
+      ::testing::TempDir() + "/" + name + "-" + std::to_string(getpid()) + ".db";
+  std::remove(path.c_str());
+  return path;
+}
+
+json seed(int64_t s, std::optional<int64_t> iterations) {
+  json curve = json::array({{100, 0.7}, {200, 0.8}, {300, 0.86}});
+  return {{"seed", s},
+          {"iterations_to_target", iterations ? json(*iterations) : json()},
+          {"reached", bool(iterations)},
+          {"best_accuracy", iterations ? 0.86 : 0.84},
+          {"skipped_steps", 0},
+          {"final_loss_scale", 1.0},
+          {"seconds", 1.5},
+          {"curve", curve}};
+}
+
+json variant(const std::string& format, const std::string& policy) {
+  json points = json::object();
+  for (const char* p :
+       {"weights", "activations", "errors", "weight_grads", "optimizer_state", "master"})
+    points[p] = format == "fp32" ? json{{"format", "off"}}
+                                 : json{{"format", format}, {"rounding", "nearest-even"}};
+  return {{"model", "mlp"},       {"batch", 64},
+          {"target", 0.85},       {"points", points},
+          {"loss_scale", "none"}, {"unit", ""},
+          {"activation", "relu"}, {"policy", policy},
+          {"format", format},     {"cost_config", cost::fashion_mnist_cost_config("mlp", 64)}};
+}
+
+// Three variants: fp32 {100, 200, 300}, e4m3 {150, 150, 300}, bf16 with a seed that never
+// reached the target.
+std::string filled_store() {
+  const std::string path = temp_store("tta");
+  auto store = Store::open(path);
+  const int64_t p = store->platform_id({{"host", "h"}}, "h", json());
+  const int64_t s = store->stack_id({{"blas", "x"}});
+  store->add_emulation(variant("fp32", "fp32 policy"), {seed(1, 100), seed(2, 200), seed(3, 300)},
+                       p, s);
+  store->add_emulation(variant("e4m3", "e4m3 policy"), {seed(1, 150), seed(2, 150), seed(3, 300)},
+                       p, s);
+  store->add_emulation(variant("bf16", "bf16 policy"), {seed(1, 100), seed(2, std::nullopt)}, p, s);
+  return path;
+}
+
+PlatformDescription accel() {
+  PlatformDescription p;
+  p.name = "accel";
+  p.kind = "accelerator";
+  p.source = "test";
+  p.memory_gb = 16;
+  p.memory_bandwidth_gbps = 100;
+  p.peak_tflops = {{"fp32", 1}, {"bf16", 2}, {"fp8", 4}};
+  p.systolic_array = PlatformDescription::Systolic{16, 16, "weight-stationary"};
+  return p;
+}
+
+TEST(EmulationStore, RoundTripsVariantSeedsAndCurves) {
+  const std::string path = filled_store();
+  auto store = Store::open_read_only(path);
+  const auto e = store->emulations();
+  ASSERT_EQ(e.size(), 3u);
+  EXPECT_EQ(e[0]["variant"], variant("fp32", "fp32 policy"));
+  ASSERT_EQ(e[1]["seeds"].size(), 3u);
+  EXPECT_EQ(e[1]["seeds"][0], seed(1, 150));
+  EXPECT_TRUE(e[2]["seeds"][1]["iterations_to_target"].is_null());
+  EXPECT_EQ(e[2]["seeds"][1]["curve"], seed(2, std::nullopt)["curve"]);
+  std::remove(path.c_str());
+}
+
+TEST(EmulationStore, SameVariantAgainReplacesItsSeeds) {
+  const std::string path = filled_store();
+  {
+    auto store = Store::open(path);
+    const int64_t p = store->platform_id({{"host", "h"}}, "h", json());
+    store->add_emulation(variant("fp32", "fp32 policy"), {seed(1, 400)}, p,
+                         store->stack_id({{"blas", "x"}}));
+    const auto e = store->emulations();
+    ASSERT_EQ(e.size(), 3u);
+    EXPECT_EQ(e[0]["seeds"][0]["iterations_to_target"], 400);
+    EXPECT_EQ(e[0]["seeds"].size(), 3u);  // seeds 2 and 3 kept
+  }
+  std::remove(path.c_str());
+}
+
+TEST(EmulationStore, AStoreFromBeforeEmulationTablesStillOpens) {
+  const std::string path = temp_store("old");
+  {
+    auto store = Store::open(path);
+    store->platform_id({{"host", "h"}}, "h", json());
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE emulation_seed; DROP TABLE emulation_variant;", nullptr,
+                         nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  EXPECT_TRUE(Store::open_read_only(path)->emulations().empty());
+  EXPECT_TRUE(load_emulations({path}).empty());
+  auto store = Store::open(path);  // read-write: the tables are added
+  const int64_t p = store->platform_id({{"host", "h"}}, "h", json());
+  store->add_emulation(variant("fp32", "x"), {seed(1, 5)}, p, store->stack_id({{"b", 1}}));
+  EXPECT_EQ(store->emulations().size(), 1u);
+  std::remove(path.c_str());
+}
+
+TEST(FashionMnistCost, ParametersAndGemmFlopsOfBothModels) {
+  const StepCost mlp = cost::fashion_mnist_cost("mlp", 64);
+  EXPECT_EQ(mlp.params, 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
+  EXPECT_DOUBLE_EQ(mlp.fwd_matmul_flops, 2.0 * 64 * (784 * 256 + 256 * 128 + 128 * 10));
+  const StepCost cnn = cost::fashion_mnist_cost("cnn", 32);
+  EXPECT_EQ(cnn.params, 8 * 25 + 8 + 16 * 8 * 25 + 16 + 16 * 7 * 7 * 10 + 10);
+  EXPECT_DOUBLE_EQ(cnn.fwd_matmul_flops,
+                   2.0 * 32 * (28 * 28 * 8 * 25 + 14 * 14 * 16 * 8 * 25 + 16 * 7 * 7 * 10));
+  EXPECT_THROW(cost::fashion_mnist_cost("resnet", 1), UsageError);
+  std::string model;
+  int64_t batch = 0;
+  ASSERT_TRUE(cost::parse_fashion_mnist_cost_config("fashion-mnist-cnn:batch=32", &model, &batch));
+  EXPECT_EQ(model, "cnn");
+  EXPECT_EQ(batch, 32);
+  EXPECT_FALSE(cost::parse_fashion_mnist_cost_config("fc:layers=1", &model, &batch));
+}
+
+TEST(Tta, IterationsTimesSimulatedStepAgainstTheFp32Baseline) {
+  const std::string path = filled_store();
+  const PlatformDescription p = accel();
+  const TtaResult r = time_to_accuracy(load_emulations({path}), p);
+  ASSERT_EQ(r.variants.size(), 3u);
+  const StepCost c = cost::fashion_mnist_cost("mlp", 64);
+  const double step32 = sim::simulate_step(p, c, 4, sim::resolve_format(p, "fp32")).step_s;
+  const double step8 = sim::simulate_step(p, c, 4, sim::resolve_format(p, "e4m3")).step_s;
+  EXPECT_LT(step8, step32);
+  const auto& base = r.variants[0];
+  EXPECT_TRUE(base.baseline);
+  EXPECT_DOUBLE_EQ(base.step_s, step32);
+  EXPECT_DOUBLE_EQ(*base.tta_s, 200 * step32);
+  EXPECT_DOUBLE_EQ(*base.tta_mlperf_s, 200 * step32);  // drop 100 and 300
+  EXPECT_DOUBLE_EQ(*base.speedup, 1);
+  const auto& f8 = r.variants[1];
+  EXPECT_DOUBLE_EQ(*f8.tta_s, 200 * step8);
+  EXPECT_DOUBLE_EQ(*f8.tta_mlperf_s, 150 * step8);
+  EXPECT_DOUBLE_EQ(*f8.tta_min_s, 150 * step8);
+  EXPECT_DOUBLE_EQ(*f8.tta_max_s, 300 * step8);
+  EXPECT_DOUBLE_EQ(*f8.speedup, step32 / step8);
+  // Not reached: counted, never a number.
+  const auto& nr = r.variants[2];
+  EXPECT_EQ(nr.seeds, 2);
+  EXPECT_EQ(nr.reached, 1);
+  EXPECT_FALSE(nr.tta_s);
+  EXPECT_FALSE(nr.speedup);
+  const json j = to_json(r);
+  EXPECT_TRUE(j["variants"][2]["tta_s"].is_null());
+  EXPECT_EQ(j["variants"][2]["status"], "not reached");
+  EXPECT_NE(format_tta(r).find("not reached: 1 of 2"), std::string::npos);
+  std::remove(path.c_str());
+}
+
+TEST(Tta, ChosenBaselineAndBadBaseline) {
+  const std::string path = filled_store();
+  const auto e = load_emulations({path});
+  const TtaResult r = time_to_accuracy(e, accel(), "2");
+  EXPECT_TRUE(r.variants[1].baseline);
+  EXPECT_FALSE(r.variants[0].baseline);
+  EXPECT_DOUBLE_EQ(*r.variants[1].speedup, 1);
+  EXPECT_LT(*r.variants[0].speedup, 1);
+  EXPECT_TRUE(time_to_accuracy(e, accel(), "e4m3 policy").variants[1].baseline);
+  EXPECT_THROW(time_to_accuracy(e, accel(), "9"), UsageError);
+  std::remove(path.c_str());
+}
+
+TEST(Tta, ComputeFormatIsTheWidestGemmInput) {
+  emu::Policy p;
+  EXPECT_EQ(compute_format(p), "fp32");
+  p.weights = emu::QuantPoint::parse("e4m3");
+  EXPECT_EQ(compute_format(p), "fp32");  // activations still fp32
+  p.activations = emu::QuantPoint::parse("e4m3");
+  p.errors = emu::QuantPoint::parse("e5m2");
+  EXPECT_EQ(compute_format(p), "e4m3");
+  p.errors = emu::QuantPoint::parse("bf16");
+  EXPECT_EQ(compute_format(p), "bf16");
+  emu::EmulationOptions o;
+  const json v = variant_descriptor(o, p);
+  EXPECT_EQ(v["points"]["errors"]["format"], "bf16");
+  EXPECT_EQ(v["points"]["master"]["format"], "off");
+  EXPECT_EQ(v["cost_config"], "fashion-mnist-mlp:batch=64");
+}
+
+TEST(Tta, ReportSectionWithTableAndChart) {
+  const std::string path = filled_store();
+  const std::string out = ::testing::TempDir() + "/tta-" + std::to_string(getpid()) + ".html";
+  ReportOptions o;
+  o.tta_platform = "tpu-v2-board";
+  const ReportStats st = write_report({path}, out, o);
+  EXPECT_GE(st.charts, 1u);
+  std::ifstream in(out);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string h = ss.str();
+  EXPECT_NE(h.find("Time to accuracy on tpu-v2-board"), std::string::npos);
+  EXPECT_NE(h.find("not reached"), std::string::npos);
+  EXPECT_NE(h.find("\"tta\""), std::string::npos);  // the chart's table
+  std::remove(out.c_str());
+  std::remove(path.c_str());
+}
+
+TEST(TtaCli, UnknownPlatformAndMissingStoreExit2WithOneLine) {
+  const std::string path = filled_store();
+  const auto a = testing::run_cli("tta --store " + path + " --platform no-such-accel");
+  EXPECT_EQ(a.status, 2);
+  EXPECT_NE(a.err.find("no-such-accel"), std::string::npos) << a.err;
+  EXPECT_EQ(std::count(a.err.begin(), a.err.end(), '\n'), 1) << a.err;
+  const auto b = testing::run_cli("tta --store /nonexistent/x.db --platform tpu-v2-board");
+  EXPECT_EQ(b.status, 2);
+  EXPECT_EQ(std::count(b.err.begin(), b.err.end(), '\n'), 1) << b.err;
+  const auto c = testing::run_cli("tta --store " + path + " --platform tpu-v2-board --json");
+  ASSERT_EQ(c.status, 0) << c.err;
+  const json j = json::parse(c.out);
+  EXPECT_EQ(j["results"]["variants"].size(), 3u);
+  EXPECT_TRUE(j.contains("context"));
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace tb

@@ -149,7 +149,8 @@ TEST(FashionMnistCost, ParametersAndGemmFlopsOfBothModels) {
 TEST(Tta, IterationsTimesSimulatedStepAgainstTheFp32Baseline) {
   const std::string path = filled_store();
   const PlatformDescription p = accel();
-  const TtaResult r = time_to_accuracy(load_emulations({path}), p);
+  const auto e = load_emulations({path});  // the result points into it
+  const TtaResult r = time_to_accuracy(e, p);
   ASSERT_EQ(r.variants.size(), 3u);
   const StepCost c = cost::fashion_mnist_cost("mlp", 64);
   const double step32 = sim::simulate_step(p, c, 4, sim::resolve_format(p, "fp32")).step_s;

@@ -28,9 +28,9 @@ class ImageNet {
     return {-1, 3, image, image};
   }
   // Rectangular kernel kh x kw, padding ph x pw.
-  FeatureMap conv(const std::string& name, const FeatureMap& x, int64_t cout, int64_t kh,
-                  int64_t kw, int64_t stride, int64_t ph, int64_t pw, int64_t groups = 1,
-                  bool bias = false) {
+  FeatureMap conv_rect(const std::string& name, const FeatureMap& x, int64_t cout, int64_t kh,
+                       int64_t kw, int64_t stride, int64_t ph, int64_t pw, int64_t groups = 1,
+                       bool bias = false) {
     keep(x);
     vision::ConvGeometry g{batch_, x.c,    x.h, x.w, cout,   kh,  kw,
                            stride, stride, ph,  pw,  groups, bias};
@@ -38,7 +38,7 @@ class ImageNet {
   }
   FeatureMap conv(const std::string& name, const FeatureMap& x, int64_t cout, int64_t k,
                   int64_t stride = 1, int64_t pad = 0, int64_t groups = 1, bool bias = false) {
-    return conv(name, x, cout, k, k, stride, pad, pad, groups, bias);
+    return conv_rect(name, x, cout, k, k, stride, pad, pad, groups, bias);
   }
   FeatureMap bn(const std::string& name, const FeatureMap& x) {
     keep(x);

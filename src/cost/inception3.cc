@@ -12,20 +12,21 @@ using cost::FeatureMap;
 
 struct Inception {
   cost::ImageNet& n;
-  FeatureMap conv(const std::string& name, const FeatureMap& x, int64_t cout, int64_t kh,
-                  int64_t kw, int64_t stride = 1, int64_t ph = 0, int64_t pw = 0) {
-    auto y = n.conv(name + ".conv", x, cout, kh, kw, stride, ph, pw);
+  FeatureMap rect(const std::string& name, const FeatureMap& x, int64_t cout, int64_t kh,
+                  int64_t kw, int64_t ph, int64_t pw) {
+    auto y = n.conv_rect(name + ".conv", x, cout, kh, kw, 1, ph, pw);
     return n.relu(name + ".relu", n.bn(name + ".bn", y));
   }
   FeatureMap conv(const std::string& name, const FeatureMap& x, int64_t cout, int64_t k,
                   int64_t stride = 1, int64_t pad = 0) {
-    return conv(name, x, cout, k, k, stride, pad, pad);
+    auto y = n.conv(name + ".conv", x, cout, k, stride, pad);
+    return n.relu(name + ".relu", n.bn(name + ".bn", y));
   }
   FeatureMap row(const std::string& name, const FeatureMap& x, int64_t cout, int64_t k) {
-    return conv(name, x, cout, 1, k, 1, 0, k / 2);
+    return rect(name, x, cout, 1, k, 0, k / 2);
   }
   FeatureMap col(const std::string& name, const FeatureMap& x, int64_t cout, int64_t k) {
-    return conv(name, x, cout, k, 1, 1, k / 2, 0);
+    return rect(name, x, cout, k, 1, k / 2, 0);
   }
   FeatureMap pool_branch(const std::string& p, const FeatureMap& x, int64_t cout) {
     return conv(p + "branch_pool", n.avgpool(p + "avg_pool", x, 3, 1, 1), cout, 1);

@@ -97,7 +97,7 @@ struct DenseNetImpl : nn::Module {
   }
   torch::Tensor forward(const torch::Tensor& x) {
     auto y = features->forward(x).relu_();
-    return classifier->forward(torch::flatten(torch::adaptive_avg_pool2d(y, 1), 1));
+    return classifier->forward(torch::flatten(torch::adaptive_avg_pool2d(y, {1, 1}), 1));
   }
   nn::Sequential features;
   nn::Linear classifier{nullptr};

@@ -35,10 +35,10 @@ BasicConv2d sq(int64_t in, int64_t out, int64_t k, int64_t stride = 1, int64_t p
 }
 // The factorised 1x7 / 7x1 (1x3 / 3x1) kernels, padded to keep the size.
 BasicConv2d row(int64_t in, int64_t out, int64_t k) {
-  return BasicConv2d(in, out, {1, k}, 1, {0, k / 2});
+  return BasicConv2d(in, out, std::array<int64_t, 2>{1, k}, 1, std::array<int64_t, 2>{0, k / 2});
 }
 BasicConv2d col(int64_t in, int64_t out, int64_t k) {
-  return BasicConv2d(in, out, {k, 1}, 1, {k / 2, 0});
+  return BasicConv2d(in, out, std::array<int64_t, 2>{k, 1}, 1, std::array<int64_t, 2>{k / 2, 0});
 }
 
 torch::Tensor same_avg_pool(const torch::Tensor& x) { return torch::avg_pool2d(x, 3, 1, 1); }
@@ -151,7 +151,7 @@ struct InceptionAuxImpl : nn::Module {
         fc(register_module("fc", nn::Linear(768, classes))) {}
   torch::Tensor forward(const torch::Tensor& x) {
     auto y = conv1->forward(conv0->forward(torch::avg_pool2d(x, 5, 3)));
-    return fc->forward(torch::flatten(torch::adaptive_avg_pool2d(y, 1), 1));
+    return fc->forward(torch::flatten(torch::adaptive_avg_pool2d(y, {1, 1}), 1));
   }
   BasicConv2d conv0, conv1;
   nn::Linear fc;
@@ -209,7 +209,7 @@ struct Inception3Impl : nn::Module {
     torch::Tensor aux;
     if (is_training()) aux = AuxLogits->forward(x);
     x = Mixed_7c->forward(Mixed_7b->forward(Mixed_7a->forward(x)));
-    x = torch::flatten(dropout->forward(torch::adaptive_avg_pool2d(x, 1)), 1);
+    x = torch::flatten(dropout->forward(torch::adaptive_avg_pool2d(x, {1, 1})), 1);
     return {fc->forward(x), aux};
   }
   BasicConv2d Conv2d_1a_3x3, Conv2d_2a_3x3, Conv2d_2b_3x3, Conv2d_3b_1x1, Conv2d_4a_3x3;

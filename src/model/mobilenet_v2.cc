@@ -85,7 +85,7 @@ struct MobileNetV2Impl : nn::Module {
     }
   }
   torch::Tensor forward(const torch::Tensor& x) {
-    auto y = torch::flatten(torch::adaptive_avg_pool2d(features->forward(x), 1), 1);
+    auto y = torch::flatten(torch::adaptive_avg_pool2d(features->forward(x), {1, 1}), 1);
     return classifier->forward(y);
   }
   nn::Sequential features, classifier;

@@ -67,9 +67,9 @@ TEST(VisionModels, ParameterCountsMatchTorchvisionAndTheCostModel) {
     EXPECT_EQ(built, r.params) << r.family;
     EXPECT_EQ(step_cost(c).params, built) << r.family;
     // The image size changes no parameter; the class count changes only the classifiers.
-    EXPECT_EQ(step_cost(parse_config(std::string(r.family) + ":classes=10,batch=1")).params,
+    EXPECT_EQ(step_cost(parse_config(std::string(r.family) + ":classes=10,batch=2")).params,
               total(named_shapes(
-                        build_workload(parse_config(std::string(r.family) + ":classes=10,batch=1"))
+                        build_workload(parse_config(std::string(r.family) + ":classes=10,batch=2"))
                             ->module())
                         .first))
         << r.family;
@@ -113,7 +113,7 @@ TEST(VisionModels, NamesAndShapesMatchTorchvision) {
     (kind == "p" ? reference[model].first : reference[model].second)[name] = dims;
   }
   for (const auto& r : kModels) {
-    auto w = build_workload(parse_config(std::string(r.small) + ",batch=1"));
+    auto w = build_workload(parse_config(std::string(r.small) + ",batch=2"));
     const auto built = named_shapes(w->module());
     ASSERT_TRUE(reference.count(r.family)) << r.family;
     EXPECT_EQ(total(reference[r.family].first), r.params) << r.family;
@@ -157,21 +157,21 @@ TEST(VisionModels, ForwardConvolutionFlopsMatchTheProfiler) {
 }
 
 TEST(VisionModels, FullSizeForwardFlopsAreTheKnownOnes) {
-  // Forward multiply-accumulates of one 224x224 image (299 for Inception-v3, without its
+  // Forward multiply-accumulates per 224x224 image (299 for Inception-v3, without its
   // auxiliary head), as LibTorch's profiler counts them for torchvision's own models in
   // eval mode (conv2d + addmm), measured with /usr/bin/python3 and torchvision 0.14.
-  const std::pair<const char*, double> macs[] = {{"resnet50:batch=1", 4.089184256e9},
-                                                 {"densenet121:batch=1", 2.834161664e9},
-                                                 {"mobilenet_v2:batch=1", 0.300774272e9},
-                                                 {"squeezenet1_1:batch=1", 0.349151936e9},
-                                                 {"inception3:batch=1", 5.713216096e9}};
+  const std::pair<const char*, double> macs[] = {{"resnet50:batch=2", 4.089184256e9},
+                                                 {"densenet121:batch=2", 2.834161664e9},
+                                                 {"mobilenet_v2:batch=2", 0.300774272e9},
+                                                 {"squeezenet1_1:batch=2", 0.349151936e9},
+                                                 {"inception3:batch=2", 5.713216096e9}};
   for (const auto& [text, expected] : macs) {
     const StepCost c = step_cost(parse_config(text));
     double fwd = c.fwd_matmul_flops;
     if (std::string(text).rfind("inception3", 0) == 0)
       for (const auto& l : c.layers)
         if (l.name.rfind("AuxLogits.", 0) == 0) fwd -= l.fwd_matmul_flops;
-    EXPECT_NEAR(fwd / 2 / expected, 1.0, 1e-6) << text << " GMACs " << fwd / 2e9;
+    EXPECT_NEAR(fwd / 2 / 2 / expected, 1.0, 1e-6) << text << " GMACs per image " << fwd / 4e9;
   }
 }
 
@@ -240,6 +240,9 @@ TEST(VisionModels, CliRunsAStepAndRejectsTooSmallInception) {
   auto bad = testing::run_cli("run inception3:image=224,batch=2");
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.err.find("224"), std::string::npos) << bad.err;
+  bad = testing::run_cli("run inception3:batch=1");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("batch=1"), std::string::npos) << bad.err;
 }
 
 }  // namespace

@@ -11,10 +11,12 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "cost/cost.h"
 #include "model/workload.h"
+#include "runner/profile.h"
 #include "runner/runner.h"
 #include "support/cli.h"
 
@@ -172,6 +174,34 @@ TEST(VisionModels, FullSizeForwardFlopsAreTheKnownOnes) {
       for (const auto& l : c.layers)
         if (l.name.rfind("AuxLogits.", 0) == 0) fwd -= l.fwd_matmul_flops;
     EXPECT_NEAR(fwd / 2 / 2 / expected, 1.0, 1e-6) << text << " GMACs per image " << fwd / 4e9;
+  }
+}
+
+// The operators these models emit (grouped convolutions, ReLU6 as hardtanh, cat, dropout,
+// average pooling) are in the profile's cost table, so a profile's FLOPs add up to the cost
+// model's. Backward differs by what the operators cannot show: the first convolution's
+// unneeded input gradient, bias gradients, pooling kernel sizes.
+TEST(VisionModels, ProfiledOperatorFlopsAddUpToTheCostModel) {
+  for (const char* text :
+       {"mobilenet_v2:image=32,batch=2,threads=1", "squeezenet1_1:image=32,batch=2,threads=1"}) {
+    ProfileOptions o;
+    o.warmup_steps = 1;
+    o.steps = 1;
+    o.peak_flops = 1e11;
+    const ProfileRun run = profile_config(parse_config(text), o);
+    ASSERT_EQ(run.status, Status::kOk) << run.error;
+    const StepCost c = step_cost(parse_config(text));
+    const auto phase = run.profile.phase_flops();
+    EXPECT_NEAR(phase.at("forward") / c.fwd_flops, 1.0, 0.03) << text;
+    EXPECT_NEAR(phase.at("backward") / c.bwd_flops, 1.0, 0.06) << text;
+    std::set<std::string> ops;
+    for (const auto& op : run.profile.ops) ops.insert(op.name);
+    if (std::string(text).rfind("mobilenet", 0) == 0) {
+      EXPECT_TRUE(ops.count("aten::hardtanh_") || ops.count("aten::hardtanh")) << text;
+      EXPECT_TRUE(ops.count("aten::hardtanh_backward")) << text;
+    } else {
+      EXPECT_TRUE(ops.count("aten::cat")) << text;
+    }
   }
 }
 

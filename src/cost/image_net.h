@@ -3,7 +3,7 @@
 // call appends the layer's cost (cost/layers.h) and returns the feature map it produced.
 // It also decides what is kept for backward: a feature map is counted once, at the layer
 // that made it, when a consumer needs it (convolutions, BN and linear layers keep their
-// input, ReLU and ReLU6 their output, max pooling its input and indices); average
+// input, ReLU its output, ReLU6 its input, max pooling its input and indices); average
 // pooling, concatenation and the residual add keep nothing.
 #include <algorithm>
 #include <cmath>
@@ -50,9 +50,7 @@ class ImageNet {
     return y;
   }
   FeatureMap relu6(const std::string& name, const FeatureMap& x) {
-    auto y = push(vision::relu6(name, elements(x), eb_), x.c, x.h, x.w);
-    keep(y);
-    return y;
+    return push(vision::relu6(name, elements(x), eb_), x.c, x.h, x.w);
   }
   FeatureMap maxpool(const std::string& name, const FeatureMap& x, int64_t k, int64_t stride,
                      int64_t pad = 0, bool ceil_mode = false) {

@@ -58,7 +58,8 @@ struct ConvGeometry {
 };
 LayerCost conv(const std::string& name, const ConvGeometry& g, int64_t eb, bool input_grad);
 
-// min(max(x, 0), 6): two comparisons per element forward, two (both bounds) backward.
+// min(max(x, 0), 6): two comparisons per element forward, two (both bounds) backward;
+// keeps its input.
 LayerCost relu6(const std::string& name, double elements, int64_t eb);
 // k x k average pooling (padded positions counted, as count_include_pad): k^2 FLOPs per
 // output forward (k^2 - 1 adds, one division) and k^2 backward (spreading dy / k^2).

@@ -173,3 +173,75 @@ OptimizerCost optimizer(const std::string& kind) {
 }
 
 }  // namespace tb::cost
+
+// ---- Image-classification reference models: see layers.h.
+namespace tb::cost::vision {
+
+LayerCost conv(const std::string& name, const ConvGeometry& g, int64_t eb, bool input_grad) {
+  LayerCost l{name, g.groups > 1 ? "gconv2d" : "conv2d"};
+  const double cin_per_group = double(g.cin) / g.groups;
+  const double weights = double(g.cout) * cin_per_group * g.kh * g.kw;
+  const double x = double(g.batch) * g.cin * g.h * g.w;
+  const double y = double(g.batch) * g.cout * g.out_h() * g.out_w();
+  const double mac = y * cin_per_group * g.kh * g.kw;
+  const double bias = g.bias ? y : 0;  // one add per output, one column-sum term backward
+  l.params = int64_t(weights) + (g.bias ? g.cout : 0);
+  l.fwd_matmul_flops = 2 * mac;
+  l.fwd_flops = 2 * mac + bias;
+  l.bwd_input_flops = input_grad ? 2 * mac : 0;
+  l.bwd_weight_flops = 2 * mac + bias;
+  const double b = g.bias ? g.cout : 0;
+  l.bytes_read = eb * ((weights + b + x) + (input_grad ? weights + y : 0) + (x + y));
+  l.bytes_written = eb * (y + (input_grad ? x : 0) + weights + b);
+  l.output_bytes = eb * y;
+  return l;
+}
+
+LayerCost relu6(const std::string& name, double e, int64_t eb) {
+  LayerCost l{name, "relu6"};
+  l.fwd_flops = 2 * e;
+  l.bwd_input_flops = 2 * e;
+  l.bytes_read = eb * (e + 2 * e);
+  l.bytes_written = eb * (e + e);
+  // hardtanh's backward reads its input, which LibTorch keeps apart from the output even
+  // when the op runs in place (it computes out of place and copies back): measured with
+  // `trainbench memory mobilenet_v2`. The output is kept by its consumer.
+  l.saved_bytes = eb * e;
+  l.output_bytes = eb * e;
+  return l;
+}
+
+LayerCost avgpool(const std::string& name, int64_t batch, int64_t channels, int64_t in_hw,
+                  int64_t out_hw, int64_t k, int64_t eb) {
+  LayerCost l{name, "avgpool"};
+  const double x = double(batch) * channels * in_hw, y = double(batch) * channels * out_hw;
+  l.fwd_flops = y * k * k;
+  l.bwd_input_flops = y * k * k;
+  l.bytes_read = eb * (x + y);  // forward x; backward dy
+  l.bytes_written = eb * (y + x);
+  l.output_bytes = eb * y;
+  return l;
+}
+
+LayerCost concat(const std::string& name, double e, int64_t eb) {
+  LayerCost l{name, "concat"};
+  l.bytes_read = eb * e;
+  l.bytes_written = eb * e;
+  l.output_bytes = eb * e;
+  return l;
+}
+
+LayerCost dropout(const std::string& name, double e, int64_t eb) {
+  LayerCost l{name, "dropout"};
+  l.fwd_flops = 2 * e;
+  l.bwd_input_flops = e;
+  // forward: write the mask, scale it in place, read it and x, write y; backward: read dy
+  // and the mask, write dx.
+  l.bytes_read = eb * (e + 2 * e + 2 * e);
+  l.bytes_written = eb * (e + e + e + e);
+  l.saved_bytes = eb * e;
+  l.output_bytes = eb * e;
+  return l;
+}
+
+}  // namespace tb::cost::vision

@@ -42,3 +42,35 @@ struct OptimizerCost {
 OptimizerCost optimizer(const std::string& kind);
 
 }  // namespace tb::cost
+
+// ---- Image-classification reference models (resnet50, inception3, densenet121,
+// mobilenet_v2, squeezenet1_1). In a namespace of their own so that formulas other
+// families append cannot collide by name.
+namespace tb::cost::vision {
+
+// A convolution of any kernel shape, stride, padding and grouping (depthwise: groups ==
+// cin == cout), with or without bias. Each output element takes cin/groups x kh x kw MACs.
+struct ConvGeometry {
+  int64_t batch, cin, h, w, cout, kh, kw, sh, sw, ph, pw, groups;
+  bool bias;
+  int64_t out_h() const { return (h + 2 * ph - kh) / sh + 1; }
+  int64_t out_w() const { return (w + 2 * pw - kw) / sw + 1; }
+};
+LayerCost conv(const std::string& name, const ConvGeometry& g, int64_t eb, bool input_grad);
+
+// min(max(x, 0), 6): two comparisons per element forward, two (both bounds) backward;
+// keeps its input.
+LayerCost relu6(const std::string& name, double elements, int64_t eb);
+// k x k average pooling (padded positions counted, as count_include_pad): k^2 FLOPs per
+// output forward (k^2 - 1 adds, one division) and k^2 backward (spreading dy / k^2).
+LayerCost avgpool(const std::string& name, int64_t batch, int64_t channels, int64_t in_hw,
+                  int64_t out_hw, int64_t k, int64_t eb);
+// Channel concatenation of `elements` elements in all: a copy, no FLOPs; its backward
+// hands out views of the gradient (no traffic).
+LayerCost concat(const std::string& name, double elements, int64_t eb);
+// Training-mode dropout as LibTorch computes it on the CPU: a Bernoulli mask scaled by
+// 1/(1-p) (1 FLOP per element), times the input (1); backward multiplies by the mask (1),
+// which is kept.
+LayerCost dropout(const std::string& name, double elements, int64_t eb);
+
+}  // namespace tb::cost::vision

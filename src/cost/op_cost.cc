@@ -116,6 +116,15 @@ OpCost op_cost(const std::string& full_name, const std::vector<std::vector<int64
     c = {numel(dims(0)), in_bytes, true};  // e.g. the bias gradient
   } else if (const double per = elementwise_flops_per_element(name); per > 0) {
     c = {per * largest, in_bytes + eb * largest, true};
+  } else if (one_of(name, {"hardtanh", "hardtanh_", "relu6", "relu6_", "hardtanh_backward"})) {
+    // ReLU6 (MobileNetV2): a comparison with each bound, forward and backward.
+    c = {2 * numel(dims(0)), in_bytes + eb * numel(dims(0)), true};
+  } else if (name == "avg_pool2d_backward" || name == "_adaptive_avg_pool2d_backward") {
+    // One FLOP per input-gradient element (the kernel size is not in the recorded shapes).
+    c = {numel(dims(1)), in_bytes + eb * numel(dims(1)), true};
+  } else if (name == "cat" || name == "bernoulli_") {
+    // cat's tensor list has no recorded shapes; dropout's mask draw does no arithmetic.
+    c = {0, in_bytes, true};
   } else {
     c = {0, in_bytes, false};
   }
@@ -137,6 +146,7 @@ std::string op_class(const std::string& full_name) {
     return "rnn";
   if (has("embedding") || has("Embedding")) return "embedding";
   if (elementwise_flops_per_element(n) > 0 || has("Relu") || has("Threshold") || has("Add") ||
+      has("hardtanh") || has("Hardtanh") || has("dropout") || has("bernoulli") ||
       has("Mul") || has("Tanh") || has("Sigmoid"))
     return "elementwise";
   if (one_of(n, {"sum", "mean", "max", "min", "norm"}) || has("Sum") || has("Mean"))

@@ -101,7 +101,7 @@ std::vector<torch::Tensor> ResNetImpl::stages(const torch::Tensor& x) {
 
 torch::Tensor ResNetImpl::forward(const torch::Tensor& x) {
   auto c5 = stages(x).back();
-  return fc->forward(torch::flatten(torch::adaptive_avg_pool2d(c5, 1), 1));
+  return fc->forward(torch::flatten(torch::adaptive_avg_pool2d(c5, {1, 1}), 1));
 }
 
 }  // namespace tb

@@ -102,7 +102,7 @@ Rollout roll_out(PongEnv& env, Net& net, int64_t t_max, std::mt19937_64& rng,
     if (r.done) env.reset();
   }
   double ret = done.back() ? 0.0 : net->forward(observation(env, opts)).second.item<double>();
-  std::vector<float> returns(size_t(t_max));
+  std::vector<float> returns(static_cast<size_t>(t_max));
   for (int64_t t = t_max - 1; t >= 0; --t) {
     ret = rewards[t] + (done[t] ? 0.0 : kGamma * ret);
     returns[t] = float(ret);

@@ -60,6 +60,10 @@ TEST(Cost, OptimizerChoiceChangesOnlyOptimizerTerms) {
   EXPECT_EQ(s.memory.optimizer_state, 0);
 }
 
+// wgan_gp and a3c are not here: their step is not loss() (critic and generator updates,
+// actors acting before they learn), so the cost model's forward FLOPs cover more than one
+// loss(). tests/gan_rl_models_test.cc checks their parameter counts against the built module
+// and a3c's training-forward FLOPs against the profiler.
 const char* kConfigs[] = {
     "fc:layers=1,nodes=8,input=16,output=4,batch=2",
     "fc:layers=3,nodes=64,input=100,output=10,batch=16",

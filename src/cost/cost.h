@@ -55,6 +55,9 @@ struct StepCost {
 struct ModelCost {
   std::vector<LayerCost> layers;
   double input_bytes = 0;
+  // Optimizer updates per parameter per step, on average: more than 1 where a step updates
+  // some weights several times (WGAN-GP's critic, A3C's shared weights once per actor).
+  double optimizer_updates = 1;
 };
 using CostDescription = std::function<ModelCost(const Config&, int64_t elem_bytes)>;
 

@@ -172,6 +172,68 @@ OptimizerCost optimizer(const std::string& kind) {
   throw std::invalid_argument("unknown optimizer " + kind);
 }
 
+// --- Adversarial and reinforcement-learning reference models (wgan_gp, a3c) ---
+
+LayerCost conv2d_general(const std::string& name, const ConvShape& s, bool bias, int64_t eb,
+                         bool input_grad) {
+  LayerCost l{name, "conv2d"};
+  const double weights = double(s.cout) * s.cin * s.k * s.k;
+  const double x = double(s.batch) * s.cin * s.h * s.w;
+  const double y = double(s.batch) * s.cout * s.out_h() * s.out_w();
+  const double mac = y * s.cin * s.k * s.k;
+  const double b = bias ? s.cout : 0;
+  l.params = int64_t(weights + b);
+  l.fwd_matmul_flops = 2 * mac;
+  l.fwd_flops = 2 * mac + (bias ? y : 0);
+  l.bwd_input_flops = input_grad ? 2 * mac : 0;
+  l.bwd_weight_flops = 2 * mac + (bias ? y : 0);
+  l.bytes_read = eb * ((weights + b + x) + (input_grad ? weights + y : 0) + (x + y));
+  l.bytes_written = eb * (y + (input_grad ? x : 0) + weights + b);
+  l.output_bytes = eb * y;
+  return l;
+}
+
+LayerCost layernorm(const std::string& name, int64_t batch, int64_t channels, int64_t hw,
+                    int64_t eb) {
+  LayerCost l = batchnorm(name, batch, channels, hw, eb);
+  l.op = "layernorm";
+  return l;
+}
+
+LayerCost meanpool2(const std::string& name, int64_t batch, int64_t channels, int64_t h, int64_t w,
+                    int64_t eb) {
+  LayerCost l{name, "avgpool"};
+  const double x = double(batch) * channels * h * w, y = x / 4;
+  l.fwd_flops = 4 * y;      // 3 adds and a division per output
+  l.bwd_input_flops = x;    // each input gets its output's gradient / 4
+  l.bytes_read = eb * (x + y);
+  l.bytes_written = eb * (y + x);
+  l.output_bytes = eb * y;
+  return l;
+}
+
+LayerCost upsample2(const std::string& name, int64_t batch, int64_t channels, int64_t h, int64_t w,
+                    int64_t eb) {
+  LayerCost l{name, "upsample"};
+  const double x = double(batch) * channels * h * w, y = 4 * x;
+  l.bwd_input_flops = 3 * x;  // the sum of the four copies' gradients; forward only copies
+  l.bytes_read = eb * (x + y);
+  l.bytes_written = eb * (y + x);
+  l.output_bytes = eb * y;
+  return l;
+}
+
+LayerCost tanh_layer(const std::string& name, double e, int64_t eb) {
+  LayerCost l{name, "tanh"};
+  l.fwd_flops = e;
+  l.bwd_input_flops = 3 * e;  // dy * (1 - y^2)
+  l.bytes_read = eb * (e + 2 * e);
+  l.bytes_written = eb * (e + e);
+  l.saved_bytes = eb * e;  // its output
+  l.output_bytes = eb * e;
+  return l;
+}
+
 }  // namespace tb::cost
 
 // ---- Image-classification reference models: see layers.h.

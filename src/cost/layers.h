@@ -41,6 +41,28 @@ struct OptimizerCost {
 };
 OptimizerCost optimizer(const std::string& kind);
 
+// --- Adversarial and reinforcement-learning reference models (wgan_gp, a3c) ---
+// A convolution with any padding and an optional bias (one FLOP per output element
+// forward, one in the bias gradient), unlike conv2d above (padding k/2, no bias).
+struct ConvShape {
+  int64_t batch, cin, h, w, cout, k, stride, pad;
+  int64_t out_h() const { return (h + 2 * pad - k) / stride + 1; }
+  int64_t out_w() const { return (w + 2 * pad - k) / stride + 1; }
+};
+LayerCost conv2d_general(const std::string& name, const ConvShape& s, bool bias, int64_t eb,
+                         bool input_grad);
+// Layer norm over (C, H, W) with a per-channel scale and shift: the same arithmetic per
+// element as batch norm, over the other axes.
+LayerCost layernorm(const std::string& name, int64_t batch, int64_t channels, int64_t hw,
+                    int64_t eb);
+// 2x2 mean pool, stride 2, of a batch x channels x h x w input.
+LayerCost meanpool2(const std::string& name, int64_t batch, int64_t channels, int64_t h, int64_t w,
+                    int64_t eb);
+// Nearest-neighbour 2x upsampling of a batch x channels x h x w input.
+LayerCost upsample2(const std::string& name, int64_t batch, int64_t channels, int64_t h, int64_t w,
+                    int64_t eb);
+LayerCost tanh_layer(const std::string& name, double elements, int64_t eb);
+
 }  // namespace tb::cost
 
 // ---- Image-classification reference models (resnet50, inception3, densenet121,

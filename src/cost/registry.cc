@@ -44,8 +44,8 @@ StepCost step_cost(ModelCost model, const std::string& optimizer, int64_t eb) {
   }
   const auto opt = cost::optimizer(optimizer);
   const double p = double(s.params);
-  s.opt_flops = opt.flops_per_param * p;
-  s.opt_bytes = eb * (opt.reads_per_param + opt.writes_per_param) * p;
+  s.opt_flops = opt.flops_per_param * p * model.optimizer_updates;
+  s.opt_bytes = eb * (opt.reads_per_param + opt.writes_per_param) * p * model.optimizer_updates;
   s.bytes += s.opt_bytes;
   s.memory.weights = eb * p;
   s.memory.gradients = eb * p;

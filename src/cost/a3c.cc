@@ -1,0 +1,74 @@
+// Cost description of the a3c family (model/a3c.cc). One step, with N = actors and
+// T = batch (t_max):
+//   act    N (T + 1) forward passes on one stacked frame each: T to choose the actions, one
+//          for the bootstrap value (no gradient)
+//   train  the training forward and backward of N rollouts of T frames (the first
+//          convolution's input, the frames, takes no gradient)
+// and N updates of the shared weights per step (ModelCost::optimizer_updates). The actors'
+// local copies of the weights and gradients (2 x N x params) are not in the memory
+// estimate's categories. The game's own work (rendering, preprocessing) is not FLOPs.
+#include "cost/layers.h"
+#include "model/atari_env.h"
+
+namespace tb {
+namespace {
+
+std::vector<LayerCost> network(double batch, int64_t actions, int64_t eb) {
+  std::vector<LayerCost> ls;
+  auto keep = [&] { ls.back().saved_bytes += ls.back().output_bytes; };
+  const int64_t b = int64_t(batch);
+  const cost::ConvShape c1{b, PongEnv::kStack, PongEnv::kSide, PongEnv::kSide, 16, 8, 4, 0};
+  ls.push_back(cost::conv2d_general("conv1", c1, true, eb, false));
+  ls.push_back(cost::relu("relu1", double(b) * 16 * c1.out_h() * c1.out_w(), eb));
+  keep();
+  const cost::ConvShape c2{b, 16, c1.out_h(), c1.out_w(), 32, 4, 2, 0};
+  ls.push_back(cost::conv2d_general("conv2", c2, true, eb, true));
+  ls.push_back(cost::relu("relu2", double(b) * 32 * c2.out_h() * c2.out_w(), eb));
+  keep();
+  ls.push_back(cost::linear("fc", batch, 32 * c2.out_h() * c2.out_w(), 256, eb, true));
+  ls.push_back(cost::relu("relu3", batch * 256, eb));
+  keep();
+  ls.push_back(cost::linear("policy", batch, 256, actions, eb, true));
+  ls.push_back(cost::linear("value", batch, 256, 1, eb, true));
+  // log-softmax, the chosen action's log-probability and the entropy
+  ls.push_back(cost::softmax_xent("loss", batch, actions, eb));
+  return ls;
+}
+
+ModelCost a3c_cost(const Config& cfg, int64_t eb) {
+  const int64_t N = cfg.get_int("actors"), T = cfg.get_int("batch");
+  const int64_t A = PongEnv::kActions;
+  ModelCost m;
+  // Acting runs one frame at a time, so every forward pass reads all the weights again.
+  const double acts = double(N * (T + 1));
+  double input = double(PongEnv::kStack) * PongEnv::kSide * PongEnv::kSide * eb, features = 0;
+  for (auto l : network(1, A, eb)) {
+    if (l.op == "softmax_xent") continue;     // acting samples from a softmax: not the loss
+    if (l.name == "value") input = features;  // both heads read the fc features
+    const double out = l.output_bytes;
+    l.name = "act." + l.name;
+    l.fwd_flops *= acts, l.fwd_matmul_flops *= acts;
+    l.bytes_read = acts * (l.params * eb + input);
+    l.bytes_written = acts * out;
+    l.params = 0;
+    l.bwd_input_flops = l.bwd_weight_flops = 0;
+    l.saved_bytes = 0;
+    l.output_bytes = out;
+    if (l.name == "act.relu3") features = out;
+    input = out;
+    m.layers.push_back(std::move(l));
+  }
+  for (auto l : network(double(N * T), A, eb)) {
+    l.name = "train." + l.name;
+    m.layers.push_back(std::move(l));
+  }
+  // the rollouts' frames, actions and returns
+  m.input_bytes = double(N * T) * (PongEnv::kStack * PongEnv::kSide * PongEnv::kSide * eb + 8 + eb);
+  m.optimizer_updates = double(N);
+  return m;
+}
+
+const bool registered = (register_cost("a3c", a3c_cost), true);
+
+}  // namespace
+}  // namespace tb

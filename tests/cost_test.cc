@@ -74,6 +74,10 @@ const char* kConfigs[] = {
     "rnn:cell=rnn,layers=1,embed=16,length=5,vocab=32,batch=3",
     "rnn:cell=lstm,layers=2,embed=16,length=5,vocab=32,batch=3",
     "rnn:cell=gru,layers=3,embed=12,length=4,vocab=20,batch=2",
+    // translation and speech reference models (tests/sequence_models_test.cc has more)
+    "transformer:layers=1,d_model=16,heads=2,ff=24,vocab=30,seq=7,batch=3",
+    "seq2seq:layers=2,hidden=8,src_vocab=20,tgt_vocab=30,min_len=2,max_len=5,batch=4",
+    "deepspeech2:rnn_type=gru,rnn_layers=1,hidden=8,min_frames=20,max_frames=30,batch=2",
 };
 
 TEST(Cost, ParameterCountsMatchTheBuiltModule) {

@@ -234,6 +234,111 @@ LayerCost tanh_layer(const std::string& name, double e, int64_t eb) {
   return l;
 }
 
+// ---- Translation and speech reference models (transformer, seq2seq, deepspeech2) ----
+
+LayerCost elementwise(const std::string& name, const std::string& op, double e, double fwd,
+                      double bwd, double saved, int64_t eb) {
+  LayerCost l{name, op};
+  l.fwd_flops = fwd * e;
+  l.bwd_input_flops = bwd * e;
+  l.bytes_read = eb * (e + (bwd > 0 ? e + saved * e : 0));
+  l.bytes_written = eb * (e + (bwd > 0 ? e : 0));
+  l.saved_bytes = eb * saved * e;
+  l.output_bytes = eb * e;
+  return l;
+}
+
+LayerCost layernorm(const std::string& name, double rows, int64_t dim, int64_t eb) {
+  LayerCost l{name, "layernorm"};
+  const double e = rows * dim;
+  l.params = 2 * dim;
+  l.fwd_flops = 7 * e;
+  l.bwd_input_flops = 9 * e;
+  l.bwd_weight_flops = 3 * e;
+  l.bytes_read = eb * 3 * e;
+  l.bytes_written = eb * 2 * e;
+  l.saved_bytes = eb * e + 2 * 4 * rows;  // its input; mean and 1/std per row (fp32)
+  l.output_bytes = eb * e;
+  return l;
+}
+
+LayerCost attention(const std::string& name, int64_t batch, int64_t heads, int64_t q_len,
+                    int64_t k_len, int64_t key_dim, int64_t value_dim, double score_ops,
+                    bool dropout, bool q_scale, int64_t eb) {
+  LayerCost l{name, "attention"};
+  const double B = batch, scores = B * heads * q_len * k_len;
+  const double q = B * q_len * key_dim, k = B * k_len * key_dim, v = B * k_len * value_dim,
+               out = B * q_len * value_dim;
+  const double matmul = 2 * B * q_len * k_len * (key_dim + value_dim);  // Q K^T and P V
+  const double per_score = score_ops + 5 + (dropout ? 1 : 0);
+  l.fwd_matmul_flops = matmul;
+  l.fwd_flops = matmul + scores * per_score + (q_scale ? q : 0);
+  // dQ, dK (from dScores) and dP, dV (from dOut): each GEMM twice; softmax backward 3.
+  l.bwd_input_flops = 2 * matmul + scores * (score_ops + 3 + (dropout ? 1 : 0)) + (q_scale ? q : 0);
+  // Backward reads about twice what the forward does.
+  l.bytes_read = eb * 3 * (q + k + v + 2 * scores);
+  l.bytes_written = eb * 3 * (scores + out);
+  l.saved_bytes = eb * (q + k + v + scores * (dropout ? 2 : 1));  // inputs, weights, mask
+  l.output_bytes = eb * out;
+  return l;
+}
+
+LayerCost conv2d_rect(const std::string& name, int64_t batch, int64_t cin, int64_t h, int64_t w,
+                      int64_t cout, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t eb,
+                      bool input_grad) {
+  LayerCost l{name, "conv2d"};
+  const int64_t ho = (h + 2 * (kh / 2) - kh) / sh + 1, wo = (w + 2 * (kw / 2) - kw) / sw + 1;
+  const double weights = double(cout) * cin * kh * kw;
+  const double x = double(batch) * cin * h * w, y = double(batch) * cout * ho * wo;
+  const double mac = y * cin * kh * kw;
+  l.params = int64_t(weights);
+  l.fwd_matmul_flops = l.fwd_flops = 2 * mac;
+  l.bwd_input_flops = input_grad ? 2 * mac : 0;
+  l.bwd_weight_flops = 2 * mac;
+  l.bytes_read = eb * ((weights + x) + (input_grad ? weights + y : 0) + (x + y));
+  l.bytes_written = eb * (y + (input_grad ? x : 0) + weights);
+  l.saved_bytes = eb * y;  // BN follows: its input
+  l.output_bytes = eb * y;
+  return l;
+}
+
+LayerCost ctc(const std::string& name, double frames, double lattice, int64_t classes,
+              int64_t eb) {
+  LayerCost l{name, "ctc"};
+  // Per lattice state and frame: a log-sum-exp of up to three predecessors plus the
+  // emission, 10 FLOPs, for alpha (forward) and again for beta (backward), then 3 to
+  // combine alpha and beta into the gradient; per frame and class 3 more (exp, subtract,
+  // scale). Computed in fp32 whatever the model's dtype.
+  l.fwd_flops = 10 * lattice;
+  l.bwd_input_flops = 13 * lattice + 3 * frames * classes;
+  l.bytes_read = 4.0 * (frames * classes * 2 + lattice);
+  l.bytes_written = 4.0 * (2 * lattice + frames * classes);
+  l.saved_bytes = 4.0 * lattice;  // alpha
+  l.output_bytes = 4.0 * frames * classes;
+  return l;
+}
+
+LayerCost linear_nobias(const std::string& name, double rows, int64_t in, int64_t out,
+                        int64_t eb, bool input_grad, bool tied) {
+  LayerCost l = linear(name, rows, in, out, eb, input_grad);
+  l.params = tied ? 0 : in * out;
+  l.fwd_flops -= rows * out;
+  l.bwd_weight_flops -= rows * out;
+  l.bytes_read -= eb * out;
+  l.bytes_written -= eb * out;
+  return l;
+}
+
+void scale_to_packed(LayerCost& l, double f) {
+  l.fwd_flops *= f;
+  l.fwd_matmul_flops *= f;
+  l.bwd_input_flops *= f;
+  l.bwd_weight_flops *= f;
+  l.bytes_read *= f;
+  l.bytes_written *= f;
+  l.saved_bytes *= f;
+}
+
 }  // namespace tb::cost
 
 // ---- Image-classification reference models: see layers.h.

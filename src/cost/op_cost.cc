@@ -55,6 +55,43 @@ double elementwise_flops_per_element(const std::string& op) {
   return -1;
 }
 
+
+// Operators of the translation and speech models (transformer, seq2seq, deepspeech2):
+// attention softmax, LayerNorm, dropout, masks, hardtanh, CTC, the embedding gradient.
+// Returns false for an op it does not know.
+bool sequence_op_cost(const std::string& name, const std::vector<std::vector<int64_t>>& shapes,
+                      int64_t eb, double in_bytes, double largest, OpCost& c) {
+  auto n0 = [&]() { return shapes.empty() ? 0.0 : numel(shapes[0]); };
+  if (name == "_softmax") {
+    c = {5 * n0(), in_bytes + eb * n0(), true};  // max, subtract, exp, sum, divide
+  } else if (name == "_softmax_backward_data") {
+    c = {3 * n0(), in_bytes + eb * n0(), true};
+  } else if (name == "native_layer_norm") {
+    c = {7 * n0(), in_bytes + eb * n0(), true};
+  } else if (name == "native_layer_norm_backward") {
+    c = {12 * n0(), in_bytes + eb * n0(), true};  // 9 input + 3 weight, as BatchNorm
+  } else if (name == "native_dropout" || name == "native_dropout_backward" ||
+             name == "masked_fill" || name == "masked_fill_" || name == "hardtanh" ||
+             name == "hardtanh_" || name == "hardtanh_backward") {
+    c = {largest, in_bytes + eb * largest, true};  // one multiply, select or clamp each
+  } else if (name == "embedding_dense_backward") {
+    c = {n0(), in_bytes + eb * n0(), true};  // scatter-add of the output gradient
+  } else if ((name == "_ctc_loss" || name == "_ctc_loss_backward") && shapes.size() >= 2 &&
+             shapes[0].size() == 3) {
+    // log_probs [T, B, C] (backward: grad first), targets [B, S]: the lattice at its
+    // padded size (the recorded shapes carry no lengths), as cost::ctc counts it.
+    const auto& lp = name == "_ctc_loss" ? shapes[0] : shapes[1];
+    const auto& tg = name == "_ctc_loss" ? shapes[1] : shapes[2];
+    if (lp.size() != 3 || tg.empty()) return false;
+    const double frames = double(lp[0]) * lp[1], states = 2.0 * tg.back() + 1;
+    c = {name == "_ctc_loss" ? 10 * frames * states : 13 * frames * states + 3 * frames * lp[2],
+         in_bytes + 4.0 * frames * states, true};
+  } else {
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int64_t profiler_dtype_bytes(const std::string& d) {
@@ -114,6 +151,8 @@ OpCost op_cost(const std::string& full_name, const std::vector<std::vector<int64
     c = {numel(dims(0)), in_bytes, true};
   } else if (name == "sum" && !dims(0).empty()) {
     c = {numel(dims(0)), in_bytes, true};  // e.g. the bias gradient
+  } else if (sequence_op_cost(name, shapes, eb, in_bytes, largest, c)) {
+    // counted there
   } else if (const double per = elementwise_flops_per_element(name); per > 0) {
     c = {per * largest, in_bytes + eb * largest, true};
   } else if (one_of(name, {"hardtanh", "hardtanh_", "relu6", "relu6_", "hardtanh_backward"})) {
@@ -138,7 +177,10 @@ std::string op_class(const std::string& full_name) {
       has("MmBackward") || has("Bmm"))
     return "matmul";
   if (has("conv") || has("Convolution")) return "conv";
-  if (has("batch_norm") || has("BatchNorm")) return "normalization";
+  if (has("batch_norm") || has("BatchNorm") || has("layer_norm") || has("LayerNorm"))
+    return "normalization";
+  if (has("ctc") || has("Ctc")) return "softmax-loss";
+  if (has("hardtanh") || has("Hardtanh") || has("dropout") || has("Dropout")) return "elementwise";
   if (has("pool") || has("Pool")) return "pooling";
   if (has("softmax") || has("Softmax") || has("nll_loss") || has("NllLoss") || has("cross_entropy"))
     return "softmax-loss";

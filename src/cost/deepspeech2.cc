@@ -34,11 +34,11 @@ ModelCost deepspeech2_cost(const Config& c, int64_t eb) {
   auto& out = m.layers;
   out.push_back(cost::conv2d_rect("conv1", B, 1, F0, T, 32, 41, 11, 2, 2, eb, false));
   out.push_back(cost::batchnorm("bn1", B, 32, F1 * T1, eb));
-  out.push_back(cost::elementwise("hardtanh1", "hardtanh", double(B) * 32 * F1 * T1, 1, 1, 0, eb));
+  out.push_back(cost::elementwise("hardtanh1", "hardtanh", double(B) * 32 * F1 * T1, 2, 2, 0, eb));
   out.push_back(cost::elementwise("mask1", "mul", double(B) * 32 * F1 * T1, 1, 1, 1, eb));
   out.push_back(cost::conv2d_rect("conv2", B, 32, F1, T1, 32, 21, 11, 2, 1, eb, true));
   out.push_back(cost::batchnorm("bn2", B, 32, F2 * T1, eb));
-  out.push_back(cost::elementwise("hardtanh2", "hardtanh", double(B) * 32 * F2 * T1, 1, 1, 0, eb));
+  out.push_back(cost::elementwise("hardtanh2", "hardtanh", double(B) * 32 * F2 * T1, 2, 2, 0, eb));
   out.push_back(cost::elementwise("mask2", "mul", double(B) * 32 * F2 * T1, 1, 1, 1, eb));
   int64_t in = 32 * F2;
   for (int64_t i = 0; i < layers; ++i) {

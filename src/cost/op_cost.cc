@@ -57,7 +57,8 @@ double elementwise_flops_per_element(const std::string& op) {
 
 
 // Operators of the translation and speech models (transformer, seq2seq, deepspeech2):
-// attention softmax, LayerNorm, dropout, masks, hardtanh, CTC, the embedding gradient.
+// attention softmax, LayerNorm, dropout, masks, CTC, the embedding gradient (hardtanh is
+// counted with ReLU6 below).
 // Returns false for an op it does not know.
 bool sequence_op_cost(const std::string& name, const std::vector<std::vector<int64_t>>& shapes,
                       int64_t eb, double in_bytes, double largest, OpCost& c) {
@@ -71,9 +72,8 @@ bool sequence_op_cost(const std::string& name, const std::vector<std::vector<int
   } else if (name == "native_layer_norm_backward") {
     c = {12 * n0(), in_bytes + eb * n0(), true};  // 9 input + 3 weight, as BatchNorm
   } else if (name == "native_dropout" || name == "native_dropout_backward" ||
-             name == "masked_fill" || name == "masked_fill_" || name == "hardtanh" ||
-             name == "hardtanh_" || name == "hardtanh_backward") {
-    c = {largest, in_bytes + eb * largest, true};  // one multiply, select or clamp each
+             name == "masked_fill" || name == "masked_fill_") {
+    c = {largest, in_bytes + eb * largest, true};  // one multiply or select each
   } else if (name == "embedding_dense_backward") {
     c = {n0(), in_bytes + eb * n0(), true};  // scatter-add of the output gradient
   } else if ((name == "_ctc_loss" || name == "_ctc_loss_backward") && shapes.size() >= 2 &&
@@ -156,7 +156,8 @@ OpCost op_cost(const std::string& full_name, const std::vector<std::vector<int64
   } else if (const double per = elementwise_flops_per_element(name); per > 0) {
     c = {per * largest, in_bytes + eb * largest, true};
   } else if (one_of(name, {"hardtanh", "hardtanh_", "relu6", "relu6_", "hardtanh_backward"})) {
-    // ReLU6 (MobileNetV2): a comparison with each bound, forward and backward.
+    // ReLU6 (MobileNetV2) and DeepSpeech2's hardtanh(0, 20): a comparison with each bound,
+    // forward and backward.
     c = {2 * numel(dims(0)), in_bytes + eb * numel(dims(0)), true};
   } else if (name == "avg_pool2d_backward" || name == "_adaptive_avg_pool2d_backward") {
     // One FLOP per input-gradient element (the kernel size is not in the recorded shapes).

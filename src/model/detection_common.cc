@@ -121,4 +121,35 @@ torch::Tensor normalize(const torch::Tensor& images) {
   return (images - mean) / std;
 }
 
+void calibrate_frozen_bn(ResNetImpl& net) {
+  torch::NoGradGuard no_grad;
+  auto gen = at::detail::createCPUGenerator(12345);
+  auto x = normalize(at::rand({2, 3, 128, 128}, gen));
+  auto set = [](nn::AnyModule& bn, const torch::Tensor& in) {
+    auto* f = bn.ptr()->as<FrozenBatchNorm2dImpl>();
+    f->running_mean.copy_(in.mean({0, 2, 3}));
+    f->running_var.copy_(in.var({0, 2, 3}, /*unbiased=*/false));
+    return bn.forward(in);
+  };
+  auto y = torch::relu(set(net.bn1, net.conv1->forward(x)));
+  y = torch::max_pool2d(y, 3, 2, 1);
+  for (auto* stage : {&net.layer1, &net.layer2, &net.layer3, &net.layer4}) {
+    for (const auto& m : (*stage)->children()) {
+      auto& b = *m->as<BottleneckImpl>();
+      auto o = torch::relu(set(b.bn1, b.conv1->forward(y)));
+      o = torch::relu(set(b.bn2, b.conv2->forward(o)));
+      o = set(b.bn3, b.conv3->forward(o));
+      auto skip = y;
+      if (b.downsample) {
+        auto ds = b.downsample->ptr(0)->as<nn::Conv2dImpl>()->forward(y);
+        auto* f = b.downsample->ptr(1)->as<FrozenBatchNorm2dImpl>();
+        f->running_mean.copy_(ds.mean({0, 2, 3}));
+        f->running_var.copy_(ds.var({0, 2, 3}, false));
+        skip = f->forward(ds);
+      }
+      y = torch::relu(o + skip);
+    }
+  }
+}
+
 }  // namespace tb::det

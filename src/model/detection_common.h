@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "model/resnet.h"
 #include "model/workload.h"
 #include "spec/config.h"
 
@@ -45,5 +46,13 @@ class DetectionData {
 // GeneralizedRCNNTransform's normalisation with ImageNet's mean and std. Its resizing
 // is left out: images are generated at the target size (docs/models/detection.md).
 torch::Tensor normalize(const torch::Tensor& images);
+
+// Stands in for an ImageNet-pretrained backbone's FrozenBatchNorm2d statistics: sets each
+// one's mean and variance to those of its input on a small batch of random images, layer
+// by layer. With the identity statistics of a fresh FrozenBatchNorm2d the activations of
+// a randomly initialised ResNet grow ~50x by C5, the RPN's box deltas saturate, proposals
+// collapse onto the whole image and NMS leaves far fewer than the 512 RoIs per image a
+// real (pretrained) training step samples.
+void calibrate_frozen_bn(ResNetImpl& net);
 
 }  // namespace tb::det

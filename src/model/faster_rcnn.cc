@@ -85,7 +85,9 @@ class FasterRcnnWorkload : public Workload {
   explicit FasterRcnnWorkload(const Config& c)
       : data_(c),
         net_(c.get("backbone") == "resnet101" ? std::vector<int64_t>{3, 4, 23, 3}
-                                              : std::vector<int64_t>{3, 4, 6, 3}) {}
+                                              : std::vector<int64_t>{3, 4, 6, 3}) {
+    det::calibrate_frozen_bn(*net_->backbone->body);
+  }
   nn::Module& module() override { return *net_; }
   Batch make_batch(torch::Device device, torch::Dtype dtype, uint64_t seed) override {
     return data_.make(device, dtype, seed);

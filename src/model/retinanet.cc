@@ -79,7 +79,7 @@ TORCH_MODULE(RetinaNet);
 
 class RetinaNetWorkload : public Workload {
  public:
-  explicit RetinaNetWorkload(const Config& c) : data_(c) {}
+  explicit RetinaNetWorkload(const Config& c) : data_(c) { det::calibrate_frozen_bn(*net_->body); }
   nn::Module& module() override { return *net_; }
   Batch make_batch(torch::Device device, torch::Dtype dtype, uint64_t seed) override {
     return data_.make(device, dtype, seed);

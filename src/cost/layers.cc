@@ -339,6 +339,74 @@ void scale_to_packed(LayerCost& l, double f) {
   l.saved_bytes *= f;
 }
 
+// ---- Detection (faster_rcnn, retinanet) ----
+
+LayerCost conv2d_ext(const std::string& name, const Conv2dShape& s, int64_t eb, bool input_grad,
+                     bool weight_grad, bool bias) {
+  LayerCost l = conv2d(name, s, eb, input_grad);
+  const double x = double(s.batch) * s.cin * s.h * s.w;
+  const double y = double(s.batch) * s.cout * s.out_h() * s.out_w();
+  if (!weight_grad) {
+    l.bwd_weight_flops = 0;
+    l.bytes_read -= eb * (x + y);
+    l.bytes_written -= eb * double(s.cout) * s.cin * s.k * s.k;
+  }
+  if (bias) {
+    l.params += s.cout;
+    l.fwd_flops += y;  // the bias add, outside the GEMM
+    l.bytes_read += eb * s.cout;
+    if (weight_grad) {
+      l.bwd_weight_flops += y;  // the bias gradient: a sum over positions
+      l.bytes_written += eb * s.cout;
+    }
+  }
+  return l;
+}
+
+LayerCost frozen_batchnorm(const std::string& name, int64_t batch, int64_t channels, int64_t hw,
+                           int64_t eb, bool input_grad) {
+  LayerCost l{name, "frozen_batchnorm"};
+  const double e = double(batch) * channels * hw;
+  l.fwd_flops = 2 * e;                     // scale and shift
+  l.bwd_input_flops = input_grad ? e : 0;  // times the scale
+  l.bytes_read = eb * (e + (input_grad ? e : 0));
+  l.bytes_written = eb * (e + (input_grad ? e : 0));
+  l.output_bytes = eb * e;
+  return l;
+}
+
+LayerCost upsample_nearest(const std::string& name, double out_elements, int64_t eb) {
+  LayerCost l{name, "upsample"};
+  // Forward copies; backward sums the gradients of the copies of each input.
+  l.bwd_input_flops = out_elements;
+  l.bytes_read = eb * 2 * out_elements;
+  l.bytes_written = eb * 2 * out_elements;
+  l.output_bytes = eb * out_elements;
+  return l;
+}
+
+LayerCost roi_align(const std::string& name, double rois, int64_t channels, int64_t out,
+                    int64_t sampling, int64_t eb) {
+  LayerCost l{name, "roi_align"};
+  const double bins = rois * channels * out * out, samples = bins * sampling * sampling;
+  // Each sample: 4 corner products summed (8); each bin: one division for the average.
+  l.fwd_flops = 8 * samples + bins;
+  l.bwd_input_flops = 8 * samples + bins;  // the same weights scatter the gradient back
+  l.bytes_read = eb * (4 * samples + bins);
+  l.bytes_written = eb * (bins + 4 * samples);
+  l.output_bytes = eb * bins;
+  return l;
+}
+
+LayerCost normalize(const std::string& name, double elements, int64_t eb) {
+  LayerCost l{name, "normalize"};
+  l.fwd_flops = 2 * elements;
+  l.bytes_read = eb * elements;
+  l.bytes_written = eb * elements;
+  l.output_bytes = eb * elements;
+  return l;
+}
+
 }  // namespace tb::cost
 
 // ---- Image-classification reference models: see layers.h.

@@ -95,6 +95,22 @@ LayerCost linear_nobias(const std::string& name, double rows, int64_t in, int64_
 // scaled too, a small overestimate of the saving.
 void scale_to_packed(LayerCost& l, double fraction);
 
+// ---- Detection (faster_rcnn, retinanet) ----
+// A convolution that may have a bias (FPN, detection heads) and frozen weights (the
+// detection backbones' bottom stages): no weight gradient when !weight_grad.
+LayerCost conv2d_ext(const std::string& name, const Conv2dShape& s, int64_t eb, bool input_grad,
+                     bool weight_grad, bool bias);
+// FrozenBatchNorm2d: y = x * scale + shift with fixed per-channel terms.
+LayerCost frozen_batchnorm(const std::string& name, int64_t batch, int64_t channels, int64_t hw,
+                           int64_t eb, bool input_grad);
+// Nearest-neighbour upsampling to `out_elements` outputs (the FPN's top-down path).
+LayerCost upsample_nearest(const std::string& name, double out_elements, int64_t eb);
+// RoIAlign of `rois` boxes to out x out bins of `sampling`^2 bilinear samples each.
+LayerCost roi_align(const std::string& name, double rois, int64_t channels, int64_t out,
+                    int64_t sampling, int64_t eb);
+// Input normalisation (x - mean) / std, forward only.
+LayerCost normalize(const std::string& name, double elements, int64_t eb);
+
 }  // namespace tb::cost
 
 // ---- Image-classification reference models (resnet50, inception3, densenet121,

@@ -1,0 +1,45 @@
+// Cost description of retinanet (model/retinanet.cc): the backbone, FPN P3-P7 and both
+// heads on every level. Left out: anchor matching, box encoding and the focal and L1
+// losses (element-wise work over anchors x classes, small next to the heads).
+#include <fmt/format.h>
+
+#include "cost/detection_backbone.h"
+
+namespace tb {
+namespace {
+
+constexpr int64_t kClasses = 91, kAnchorsPerLocation = 9;
+
+ModelCost retinanet_cost(const Config& cfg, int64_t eb) {
+  const int64_t B = cfg.get_int("batch"), H = cfg.get_int("height"), W = cfg.get_int("width");
+  cost::check_detection_size(H, W);
+  ModelCost m;
+  cost::DetectionTracker t{m, eb, B};
+  m.layers.push_back(cost::normalize("transform.normalize", double(B) * 3 * H * W, eb));
+  auto c = cost::resnet_body(t, {3, 4, 6, 3}, H, W);
+  auto p = cost::fpn(t, {c[1], c[2], c[3]}, /*p6p7=*/true);
+  for (const auto& [head, outputs] :
+       {std::pair{"classification_head", kAnchorsPerLocation * kClasses},
+        std::pair{"regression_head", kAnchorsPerLocation * 4}}) {
+    for (size_t l = 0; l < p.size(); ++l) {
+      cost::FeatureMap x = p[l];
+      // One head shared by all levels: its parameters count once.
+      for (int i = 0; i < 4; ++i) {
+        x = t.conv(fmt::format("head.{}.conv.{}.0@P{}", head, i, l + 3), x, 256, 3, 1, true, true);
+        if (l > 0) t.share_params();
+        t.relu(fmt::format("head.{}.conv.{}.1@P{}", head, i, l + 3), x);
+      }
+      t.conv(fmt::format("head.{}.{}@P{}", head,
+                         outputs == 4 * kAnchorsPerLocation ? "bbox_reg" : "cls_logits", l + 3),
+             x, outputs, 3, 1, true, true);
+      if (l > 0) t.share_params();
+    }
+  }
+  m.input_bytes = double(B) * 3 * H * W * eb + double(B) * cfg.get_int("max_boxes") * (16 + 8);
+  return m;
+}
+
+const bool registered = (register_cost("retinanet", retinanet_cost), true);
+
+}  // namespace
+}  // namespace tb

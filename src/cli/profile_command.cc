@@ -152,6 +152,7 @@ Command add_profile(CLI::App& app) {
       "  trainbench profile cnn:blocks=1,filters=16,image=64,batch=8 --trace cnn.trace.json\n"
       "  trainbench profile rnn:cell=lstm,embed=256,length=20,batch=32 --top 30 --steps 10\n"
       "  trainbench profile fc:nodes=2048,batch=1024 --json -o profile.json --store runs.db\n"
+      "  trainbench profile torchscript:path=/abs/model.pt,input=3x32x32,batch=8\n"
       "Times and FLOPs are per step. Open the trace in https://ui.perfetto.dev or "
       "chrome://tracing.\n"
       "Exit status: 0 ok, 1 the config did not run (see its status), 2 bad input.");
@@ -181,6 +182,11 @@ Command add_profile(CLI::App& app) {
               std::cout << "config    " << r["config"].get<std::string>() << "\nstatus    "
                         << to_string(run.status) << "\nreason    " << run.error << "\n";
             if (!a->output.empty()) write_file_atomically(a->output, doc.dump(2) + "\n");
+            // A model that cannot be trained (a broken TorchScript file) is bad input.
+            if (run.status == Status::kInvalid) {
+              std::cerr << "trainbench: " << run.error << "\n";
+              return 2;
+            }
             if (run.status != Status::kOk) return 1;
             if (!a->trace.empty()) {
               write_file_atomically(a->trace,
@@ -257,6 +263,7 @@ Command add_memory(CLI::App& app) {
             std::vector<MemoryBreakdown> measured;
             json results = json::array();
             bool all_ok = true;
+            std::string invalid;  // a model that cannot be trained: bad input, status 2
             for (const auto& c : configs) {
               if (!a->json && tty) std::cerr << "measuring " << c.str() << " ...\n";
               const MemoryRun run = measure_memory(c, a->options);
@@ -273,6 +280,7 @@ Command add_memory(CLI::App& app) {
                 }
               } else {
                 all_ok = false;
+                if (run.status == Status::kInvalid) invalid = run.error;
                 if (!a->json)
                   std::cout << "config       " << c.str() << "\nstatus       "
                             << to_string(run.status) << " (" << run.error << ")\n";
@@ -288,6 +296,10 @@ Command add_memory(CLI::App& app) {
             }
             if (a->json) std::cout << doc.dump(2) << "\n";
             if (!a->output.empty()) write_file_atomically(a->output, doc.dump(2) + "\n");
+            if (!invalid.empty()) {
+              std::cerr << "trainbench: " << invalid << "\n";
+              return 2;
+            }
             return all_ok ? 0 : 1;
           }};
 }

@@ -1,12 +1,13 @@
 // `trainbench suite`: the reference models' configs built from their schemas, and the
 // command run through the sweep machinery (child processes, store, resumption).
+#include "spec/suite.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
 
 #include "spec/errors.h"
-#include "spec/suite.h"
 #include "store/store.h"
 #include "support/cli.h"
 #include "support/fake_reference.h"
@@ -82,8 +83,7 @@ TEST(SuiteCli, ListAndBadModel) {
 // The binary has no reference families of its own in every build; a generated family
 // named with --models goes through the same child-process machinery.
 TEST(SuiteCli, RunsIntoAStoreAndResumes) {
-  const std::string store =
-      ::testing::TempDir() + "/suite-cli-" + std::to_string(getpid()) + ".db";
+  const std::string store = ::testing::TempDir() + "/suite-cli-" + std::to_string(getpid()) + ".db";
   std::remove(store.c_str());
   const std::string args = "suite --models fc --store " + store + " --budget 0.2 --timeout 300";
   const auto first = testing::run_cli(args);

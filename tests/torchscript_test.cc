@@ -100,19 +100,21 @@ TEST_F(TorchScript, MlpTrainsWithFlopsFromTheProfiler) {
   EXPECT_DOUBLE_EQ(r.cost.memory.weights, 4.0 * double(analytic.params));
   // The JSON (and so the store) says where the FLOPs came from.
   EXPECT_EQ(to_json(r, false)["cost"]["source"], "profiler");
-  EXPECT_EQ(to_json(run_config(parse_config(kSameMlp + std::string(",threads=1")), [] {
-              RunOptions o = quick();
-              o.timing.fixed_steps = 2;
-              return o;
-            }()), false)["cost"]["source"],
+  EXPECT_EQ(to_json(run_config(parse_config(kSameMlp + std::string(",threads=1")),
+                               [] {
+                                 RunOptions o = quick();
+                                 o.timing.fixed_steps = 2;
+                                 return o;
+                               }()),
+                    false)["cost"]["source"],
             "analytic");
 }
 
 TEST_F(TorchScript, CnnRegressionAndTwoInputs) {
-  const RunResult cnn = run_config(
-      parse_config("torchscript:path=" + file("cnn.pt") +
-                   ",input=3x16x16,target=regression,batch=4,optimizer=adam,threads=1"),
-      quick());
+  const RunResult cnn =
+      run_config(parse_config("torchscript:path=" + file("cnn.pt") +
+                              ",input=3x16x16,target=regression,batch=4,optimizer=adam,threads=1"),
+                 quick());
   ASSERT_EQ(cnn.status, Status::kOk) << cnn.error;
   EXPECT_EQ(cnn.cost.params, 3 * 8 * 9 + 8 + 2 * 8 + 8 * 5 + 5);
   EXPECT_GT(cnn.cost.fwd_matmul_flops, 2.0 * 4 * 16 * 16 * 8 * 27 * 0.99);  // the convolution
@@ -207,7 +209,8 @@ TEST_F(TorchScript, CliSugarRoundTripsAndSweepRecordsInvalid) {
   const auto runs = store->runs();
   ASSERT_EQ(runs.size(), 2u);
   EXPECT_EQ(runs[0]["status"], "invalid");
-  EXPECT_NE(runs[0]["error"].get<std::string>().find("not a TorchScript archive"), std::string::npos);
+  EXPECT_NE(runs[0]["error"].get<std::string>().find("not a TorchScript archive"),
+            std::string::npos);
   EXPECT_EQ(runs[1]["status"], "ok");
   EXPECT_EQ(runs[1]["cost_source"], "profiler");
 }

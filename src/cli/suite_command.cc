@@ -39,7 +39,8 @@ Command add_suite(CLI::App& app) {
   auto a = std::make_shared<Args>();
   auto* sub = app.add_subcommand(
       "suite", "Run the reference models (TBD/ParaDnn real-model suite) into a results store");
-  sub->add_flag("--list", a->list, "list the suite: model, task, unit, default config, batch sweep");
+  sub->add_flag("--list", a->list,
+                "list the suite: model, task, unit, default config, batch sweep");
   sub->add_flag("--batch-sweep", a->batch_sweep,
                 "run each model over its batch sweep (TBD Figs. 4-6) instead of its default batch");
   sub->add_option("--models", a->models,
@@ -58,19 +59,24 @@ Command add_suite(CLI::App& app) {
                   "stop a config when its 95% CI half-width is within this fraction of the mean")
       ->check(CLI::Range(1e-4, 0.5))
       ->capture_default_str();
-  sub->add_option("--sweep-budget", a->sweep_budget, "seconds for the whole suite; re-run to resume")
+  sub->add_option("--sweep-budget", a->sweep_budget,
+                  "seconds for the whole suite; re-run to resume")
       ->check(CLI::Range(0.1, 1e9));
-  sub->add_option("--memory-limit", a->memory_limit_gib, "GiB per config (default: 90% of available)")
+  sub->add_option("--memory-limit", a->memory_limit_gib,
+                  "GiB per config (default: 90% of available)")
       ->check(CLI::PositiveNumber);
-  sub->add_flag("--rerun", a->rerun, "run configs the store already has for this platform and stack");
+  sub->add_flag("--rerun", a->rerun,
+                "run configs the store already has for this platform and stack");
   sub->add_flag("--retry-failed", a->retry_failed,
                 "run again the configs recorded crashed, oom or timeout");
   sub->add_flag("--profile", a->profile, "also profile every config that ran ok (costs time)");
   sub->footer(
       "Examples:\n"
       "  trainbench suite --list\n"
-      "  trainbench suite --store suite.db                      # every model at its default config\n"
-      "  trainbench suite --batch-sweep --store suite.db        # throughput vs batch (TBD Figs. 4-6)\n"
+      "  trainbench suite --store suite.db                      # every model at its default "
+      "config\n"
+      "  trainbench suite --batch-sweep --store suite.db        # throughput vs batch (TBD Figs. "
+      "4-6)\n"
       "  trainbench suite --models resnet50,transformer --timeout 600 --store suite.db\n"
       "  trainbench suite --batch-sweep --dry-run\n"
       "  trainbench report suite.db demo.db -o report.html     # stars among the generated models\n"
@@ -96,7 +102,8 @@ Command add_suite(CLI::App& app) {
               return 0;
             }
             if (configs.empty())
-              throw UsageError("suite: no reference models in this build (name families with --models)");
+              throw UsageError(
+                  "suite: no reference models in this build (name families with --models)");
             auto store = Store::open(a->store);
             SweepOptions o;
             o.binary = "/proc/self/exe";
@@ -105,9 +112,9 @@ Command add_suite(CLI::App& app) {
             o.timeout_s = a->timeout;
             o.target_ci = a->target_ci;
             o.sweep_budget_s = a->sweep_budget;
-            o.memory_limit = int64_t(a->memory_limit_gib > 0
-                                         ? a->memory_limit_gib * double(1LL << 30)
-                                         : 0.9 * double(available_memory_bytes()));
+            o.memory_limit =
+                int64_t(a->memory_limit_gib > 0 ? a->memory_limit_gib * double(1LL << 30)
+                                                : 0.9 * double(available_memory_bytes()));
             o.rerun = a->rerun;
             o.retry_failed = a->retry_failed;
             o.profile = a->profile;

@@ -13,9 +13,10 @@ namespace tb {
 
 std::vector<std::vector<int64_t>> parse_shapes(const std::string& text) {
   auto bad = [&](const std::string& why) {
-    return UsageError(fmt::format("torchscript: input={}: {} (expected SHAPE[+SHAPE...], "
-                                  "SHAPE like 3x224x224, without the batch dimension)",
-                                  text, why));
+    return UsageError(
+        fmt::format("torchscript: input={}: {} (expected SHAPE[+SHAPE...], "
+                    "SHAPE like 3x224x224, without the batch dimension)",
+                    text, why));
   };
   std::vector<std::vector<int64_t>> out;
   size_t start = 0;
@@ -83,7 +84,8 @@ struct ScriptedImpl : torch::nn::Module {
     };
     for (const auto& p : jit.named_parameters(/*recurse=*/true))
       register_parameter(name_of(p.name), p.value, p.value.requires_grad());
-    for (const auto& b : jit.named_buffers(/*recurse=*/true)) register_buffer(name_of(b.name), b.value);
+    for (const auto& b : jit.named_buffers(/*recurse=*/true))
+      register_buffer(name_of(b.name), b.value);
   }
   void train(bool on) override {
     torch::nn::Module::train(on);
@@ -134,7 +136,7 @@ class TorchScriptWorkload : public Workload {
     torch::Tensor out;
     {
       torch::NoGradGuard no_grad;
-      out = forward(b);
+      out = forward(b, /*checking=*/true);
     }
     if (regression_) {
       b.target = torch::randn_like(out);
@@ -154,7 +156,7 @@ class TorchScriptWorkload : public Workload {
   }
 
   torch::Tensor loss(const Batch& b) override {
-    const torch::Tensor out = forward(b);
+    const torch::Tensor out = forward(b, /*checking=*/false);
     if (regression_) return torch::mse_loss(out, b.target);
     return torch::nn::functional::cross_entropy(out, b.target);
   }
@@ -162,12 +164,18 @@ class TorchScriptWorkload : public Workload {
   int64_t examples_per_step() const override { return batch_; }
 
  private:
-  torch::Tensor forward(const Batch& b) {
+  // `checking`: the first pass, where an error means the module rejects the inputs; later
+  // errors (out of memory, ...) keep their own status.
+  torch::Tensor forward(const Batch& b, bool checking) {
     std::vector<torch::jit::IValue> in(b.inputs.begin(), b.inputs.end());
     torch::jit::IValue out;
     try {
       out = net_->jit.forward(in);
     } catch (const c10::Error& e) {
+      const std::string what = e.what_without_backtrace();
+      if (!checking || what.find("can't allocate memory") != std::string::npos ||
+          what.find("out of memory") != std::string::npos)
+        throw;
       throw InvalidModel(fmt::format("torchscript: the module rejects input={} (batch {}): {}",
                                      shapes_text(shapes_), batch_, module_error(e)));
     }
@@ -201,18 +209,21 @@ FamilySchema torchscript_schema() {
       "labels (classes = output dim 1) or MSE on a random target; FLOPs from the profiler",
       {path,
        input,
-       {"target", "classes (cross-entropy) or regression (MSE)", "classes", 0, 0,
+       {"target",
+        "classes (cross-entropy) or regression (MSE)",
+        "classes",
+        0,
+        0,
         {"classes", "regression"}}},
       "torchscript:path=model.pt,input=3x32x32,target=classes,batch=8"};
   for (auto& p : common_params(8, "sgd")) s.params.push_back(p);
   return s;
 }
 
-const bool registered = (register_family(torchscript_schema(),
-                                         [](const Config& c) {
-                                           return std::make_unique<TorchScriptWorkload>(c);
-                                         }),
-                         true);
+const bool registered =
+    (register_family(torchscript_schema(),
+                     [](const Config& c) { return std::make_unique<TorchScriptWorkload>(c); }),
+     true);
 
 }  // namespace
 }  // namespace tb

@@ -16,8 +16,9 @@ class FakeReferenceWorkload : public Workload {
   torch::nn::Module& module() override { return *net_; }
   Batch make_batch(torch::Device device, torch::Dtype dtype, uint64_t seed) override {
     torch::manual_seed(seed);
-    return {{torch::rand({batch_, 16}, torch::TensorOptions().device(device)).to(dtype)},
-            torch::randint(0, 4, {batch_}, torch::TensorOptions().device(device).dtype(torch::kLong))};
+    return {
+        {torch::rand({batch_, 16}, torch::TensorOptions().device(device)).to(dtype)},
+        torch::randint(0, 4, {batch_}, torch::TensorOptions().device(device).dtype(torch::kLong))};
   }
   torch::Tensor loss(const Batch& b) override {
     return torch::nn::functional::cross_entropy(net_->forward(b.inputs[0]), b.target);
@@ -33,8 +34,8 @@ class FakeReferenceWorkload : public Workload {
 
 inline void register_fake_reference() {
   static const bool once = [] {
-    FamilySchema s{kFakeReference, "test-only reference model: Linear(16, 4)", {},
-                   "fake_reference:batch=4"};
+    FamilySchema s{
+        kFakeReference, "test-only reference model: Linear(16, 4)", {}, "fake_reference:batch=4"};
     s.task = "image classification";
     s.unit = "images";
     s.batch_sweep = {8, 2, 4};

@@ -192,6 +192,16 @@ TEST_F(TorchScript, CliSugarRoundTripsAndSweepRecordsInvalid) {
   EXPECT_EQ(config.rfind("torchscript:path=/", 0), 0u) << config;  // made absolute
   EXPECT_NE(config.find("input=4+6,target=regression,batch=8"), std::string::npos) << config;
   EXPECT_EQ(doc["results"][0]["cost"]["source"], "profiler");
+  // profile and memory take the same sugar, and refuse a broken file the same way.
+  const auto prof = testing::run_cli("profile --torchscript " + file("mlp.pt") +
+                                     " --input 32 --warmup 1 --steps 1 --json");
+  ASSERT_EQ(prof.status, 0) << prof.err;
+  EXPECT_GT(
+      nlohmann::json::parse(prof.out)["results"][0]["profile"]["flops_per_step"].get<double>(), 0)
+      << prof.out.substr(0, 2000);
+  const auto mem = testing::run_cli("memory --torchscript " + file("garbage.pt") + " --input 32");
+  EXPECT_EQ(mem.status, 2) << mem.err;
+  EXPECT_NE(mem.err.find("not a TorchScript archive"), std::string::npos) << mem.err;
   // A sweep records a broken file as invalid and goes on with the next config.
   const std::string db = dir_ + "/sweep.db";
   auto store = Store::open(db);

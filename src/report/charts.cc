@@ -705,6 +705,7 @@ void reference_scatter_chart(ChartSet& cs, const RunSet& runs) {
                     {"flops_per_step", r->metric("flops_per_step")},
                     {"value", r->metric(y)}});
   }
+  if (rows.empty()) return;
   cs.tables["ref-scatter"] = rows;
   const MetricInfo& m = metric_info(y);
   const json tip = tooltip({{"config", "nominal"},
@@ -775,6 +776,7 @@ void reference_batch_charts(ChartSet& cs, const std::vector<const Run*>& refs) {
                         {"kind", label},
                         {"value", r->metric(metric)}});
   }
+  if (rows.empty()) return;
   cs.tables["ref-throughput"] = rows;
   cs.tables["ref-utilization"] = util;
   json spec = base("Reference models: throughput vs mini-batch size");
@@ -810,6 +812,7 @@ void reference_batch_charts(ChartSet& cs, const std::vector<const Run*>& refs) {
                        {"ref-throughput"},
                        "ref-throughput",
                        spec});
+  if (util.empty()) return;
   json uspec = base("Reference models: utilization vs mini-batch size");
   uspec["data"] = {{"name", "ref-utilization"}};
   uspec["facet"] = {{"field", "kind"}, {"type", "nominal"}, {"title", nullptr}};

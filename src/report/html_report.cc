@@ -216,13 +216,13 @@ void reference_table(std::string& h, const RunSet& runs) {
                                                                 : r->metric("examples_per_s");
     const double step = r->metric("step_mean_s");
     h += "<tr><td>" + html_escape(r->family) + "</td><td>" +
-         html_escape(schema ? schema->task : "") + "</td><td class="num">" +
-         (batch ? fmt::format("{:g}", *batch) : "") + "</td><td class="num">" +
+         html_escape(schema ? schema->task : "") + "</td><td class=\"num\">" +
+         (batch ? fmt::format("{:g}", *batch) : "") + "</td><td class=\"num\">" +
          (r->ok() && std::isfinite(thr) ? fmt::format("{:.4g} {}/s", thr, html_escape(r->unit))
                                         : "\u2013") +
-         "</td><td class="num">" + pct_or_dash(r->metric("flops_utilization")) +
-         "</td><td class="num">" + pct_or_dash(r->metric("cpu_utilization")) +
-         "</td><td class="num">" +
+         "</td><td class=\"num\">" + pct_or_dash(r->metric("flops_utilization")) +
+         "</td><td class=\"num\">" + pct_or_dash(r->metric("cpu_utilization")) +
+         "</td><td class=\"num\">" +
          (std::isfinite(step) ? fmt::format("{:.4g} ms", 1e3 * step) : "\u2013") + "</td><td>" +
          html_escape(r->platform) + "</td><td>" + html_escape(r->status) +
          (r->error.empty() ? "" : ": " + html_escape(r->error)) + "</td><td><code>" +

@@ -57,8 +57,10 @@ namespace {
 
 // The interesting line of a TorchScript interpreter error: its own first line is only
 // "The following operation failed in the TorchScript interpreter."
-std::string module_error(const c10::Error& e) {
-  const std::string msg = e.what_without_backtrace();
+std::string module_error(const std::exception& e) {
+  // c10::Error's what() carries a C++ backtrace; the interpreter's JITException does not.
+  const auto* c10 = dynamic_cast<const c10::Error*>(&e);
+  const std::string msg = c10 ? c10->what_without_backtrace() : e.what();
   std::string first;
   size_t start = 0;
   while (start < msg.size()) {
@@ -107,7 +109,7 @@ class TorchScriptWorkload : public Workload {
     torch::jit::Module m;
     try {
       m = torch::jit::load(path_);
-    } catch (const c10::Error& e) {
+    } catch (const std::exception& e) {
       throw InvalidModel(fmt::format("torchscript: path={}: not a TorchScript archive ({})", path_,
                                      module_error(e)));
     }
@@ -171,8 +173,8 @@ class TorchScriptWorkload : public Workload {
     torch::jit::IValue out;
     try {
       out = net_->jit.forward(in);
-    } catch (const c10::Error& e) {
-      const std::string what = e.what_without_backtrace();
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
       if (!checking || what.find("can't allocate memory") != std::string::npos ||
           what.find("out of memory") != std::string::npos)
         throw;

@@ -48,10 +48,13 @@ TEST(ReportBrowser, EveryChartRendersWithoutConsoleErrors) {
   const std::string store = dir + "/synthetic.db", html = dir + "/report.html";
   {
     auto s = Store::open(store);
-    testing::fill_synthetic_store(*s, {});
+    testing::SyntheticOptions o;
+    o.reference = true;  // reference-model stars and the Reference models section too
+    testing::fill_synthetic_store(*s, o);
   }
   const ReportStats st = write_report({store}, html, {});
-  ASSERT_GE(st.charts, 8u);  // sensitivity, heat map, box, 2 rooflines, 3 comparison charts
+  // sensitivity, heat maps, box, 2 rooflines, 3 comparison charts, 3 reference charts
+  ASSERT_GE(st.charts, 11u);
 
   // A fresh profile per run; --virtual-time-budget lets the asynchronous rendering finish.
   const std::string flags =
@@ -71,6 +74,8 @@ TEST(ReportBrowser, EveryChartRendersWithoutConsoleErrors) {
   EXPECT_EQ(std::stoul(m[1]), st.charts);
   EXPECT_EQ(count(d, "data-rendered=\"1\""), st.charts);
   EXPECT_GE(count(d, "class=\"marks\""), st.charts);
+  EXPECT_NE(d.find("id=\"refthroughput\""), std::string::npos);
+  EXPECT_NE(d.find("id=\"refutil\""), std::string::npos);
   // The page copies console errors and warnings into #tb-errors; it must stay empty.
   EXPECT_NE(d.find("<div id=\"tb-errors\"></div>"), std::string::npos)
       << d.substr(d.find("tb-errors"), 2000);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "analysis/summary.h"
@@ -143,6 +144,61 @@ TEST(Report, ViewsRenderAsCsvAndJson) {
   EXPECT_EQ(doc.at("schema_version"), 1);
   EXPECT_TRUE(doc.at("context").contains("host"));
   EXPECT_EQ(rows_csv(nlohmann::json::array({{{"a", "x,\"y\""}}})), "a\n\"x,\"\"y\"\"\"\n");
+}
+
+TEST(Report, ReferenceModelsAreStarsWithTheirOwnSection) {
+  const std::string path = ::testing::TempDir() + "/refs-" + std::to_string(getpid()) + ".db";
+  std::remove(path.c_str());
+  {
+    auto store = Store::open(path);
+    testing::SyntheticOptions o;
+    o.runs = 60;
+    o.reference = true;
+    testing::fill_synthetic_store(*store, o);
+  }
+  EXPECT_TRUE(is_reference_family(testing::kFakeReference));
+  EXPECT_FALSE(is_reference_family("fc"));
+  EXPECT_FALSE(is_reference_family("a_family_of_another_build"));  // unknown: generated
+  const RunSet runs = load_runs({path});
+  ASSERT_EQ(reference_runs(runs, true).size(), 6u);  // 3 batches x 2 platforms
+  EXPECT_EQ(reference_runs(runs, true).front()->unit, "images");
+  const Summary s = summarize(runs);
+  const ChartSet cs = build_charts(runs, s);
+  std::set<std::string> ids;
+  size_t stars = 0;
+  for (const auto& c : cs.charts) {
+    ids.insert(c.id);
+    const std::string spec = c.spec.dump();
+    if (spec.find("\"shape\":\"star\"") != std::string::npos) {
+      ++stars;
+      EXPECT_NE(spec.find("datum.reference"), std::string::npos) << c.id;
+    }
+    if (c.id == "refthroughput" || c.id == "refutil" || c.id == "refscatter")
+      EXPECT_EQ(c.section, "reference");
+  }
+  EXPECT_TRUE(ids.count("refthroughput") && ids.count("refutil") && ids.count("refscatter"));
+  EXPECT_GE(stars, 3u);  // the model-size scatter (2 panels) and a roofline per platform
+  // Throughput in the model's own unit: two images per example in the fake model.
+  const auto& thr = cs.tables["ref-throughput"];
+  ASSERT_EQ(thr.size(), 6u);
+  for (const auto& r : runs.runs)
+    if (r.family == testing::kFakeReference) {
+      EXPECT_NEAR(r.metric("units_per_s"), 2 * r.metric("examples_per_s"), 1e-6);
+      bool found = false;
+      for (const auto& row : thr)
+        found |= row["config"] == r.config && row["platform"] == r.platform &&
+                 std::abs(row["throughput"].get<double>() - r.metric("units_per_s")) < 1e-6;
+      EXPECT_TRUE(found) << r.config;
+    }
+  EXPECT_EQ(cs.tables["ref-utilization"].size(), 12u);  // FLOPS and CPU per run
+  for (const auto& row : cs.tables["ref-scatter"])
+    EXPECT_EQ(row["reference"].get<bool>(), row["family"] == testing::kFakeReference);
+
+  const std::string html = render_report(runs, s, cs, {});
+  EXPECT_NE(html.find("<h2 id=\"reference\">Reference models</h2>"), std::string::npos);
+  EXPECT_NE(html.find("href=\"#reference\""), std::string::npos);
+  EXPECT_NE(html.find("image classification"), std::string::npos);
+  EXPECT_NE(html.find("images/s"), std::string::npos);
 }
 
 }  // namespace

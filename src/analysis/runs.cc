@@ -5,6 +5,7 @@
 #include <set>
 
 #include "spec/errors.h"
+#include "spec/family.h"
 #include "spec/stack.h"
 #include "store/store.h"
 
@@ -29,6 +30,18 @@ std::vector<const Run*> RunSet::of_family(const std::string& family, bool ok_onl
   std::vector<const Run*> out;
   for (const auto& r : runs)
     if ((family.empty() || r.family == family) && (!ok_only || r.ok())) out.push_back(&r);
+  return out;
+}
+
+bool is_reference_family(const std::string& family) {
+  const FamilySchema* s = find_family_schema(family);
+  return s && s->is_reference();
+}
+
+std::vector<const Run*> reference_runs(const RunSet& runs, bool ok_only) {
+  std::vector<const Run*> out;
+  for (const auto& r : runs.runs)
+    if ((!ok_only || r.ok()) && is_reference_family(r.family)) out.push_back(&r);
   return out;
 }
 
@@ -149,7 +162,8 @@ const std::vector<std::string>& metric_columns() {
     for (const auto& m : metric_infos()) v.push_back(m.name);
     for (const char* extra :
          {"peak_flops", "ci95_relative", "samples", "warmup_steps", "bytes_per_step", "step_p5_s",
-          "step_p95_s", "comm_share", "per_worker_examples_per_s", "allreduce_bytes_per_step"})
+          "step_p95_s", "comm_share", "per_worker_examples_per_s", "allreduce_bytes_per_step",
+          "units_per_s"})
       v.push_back(extra);
     return v;
   }();
@@ -200,6 +214,9 @@ RunSet load_runs(const std::vector<std::string>& paths) {
       if (row.contains("end_reason") && row["end_reason"].is_string())
         r.end_reason = row["end_reason"];
       r.store = path;
+      if (row.contains("unit") && row["unit"].is_string()) r.unit = row["unit"];
+      if (row.contains("cost_source") && row["cost_source"].is_string())
+        r.cost_source = row["cost_source"];
       for (const auto& m : metric_columns())
         if (row.contains(m) && row[m].is_number()) r.metrics[m] = row[m].get<double>();
       const auto key = std::make_tuple(r.config, r.platform, r.stack);

@@ -19,6 +19,8 @@ struct Run {
   std::string stack;       // a short label of the software stack (see stack_label)
   std::string store;       // the file it came from
   std::string end_reason;  // why sampling stopped: converged, budget, ...
+  std::string unit = "examples";  // of units_per_s: images, tokens, audio_s, frames
+  std::string cost_source;        // "analytic", "profiler", or "" in older stores
   std::map<std::string, std::string> params;  // from the config text
   std::map<std::string, double> metrics;      // the store's numeric metric columns present
   bool ok() const { return status == "ok"; }
@@ -54,6 +56,12 @@ struct RunSet {
   std::vector<std::string> families() const;  // sorted
   std::vector<const Run*> of_family(const std::string& family, bool ok_only) const;
 };
+
+// Whether a family is one of the reference models (TBD / ParaDnn real-model suite) as this
+// binary knows them; a family it does not know (another build's) counts as generated.
+bool is_reference_family(const std::string& family);
+// The runs of reference models, in the order loaded.
+std::vector<const Run*> reference_runs(const RunSet& runs, bool ok_only);
 
 // Reads every store read-only. Throws UsageError for a missing or foreign file.
 RunSet load_runs(const std::vector<std::string>& store_paths);

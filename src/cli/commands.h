@@ -1,5 +1,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
+#include <map>
+#include <string>
 
 namespace tb::cli {
 
@@ -26,5 +28,12 @@ Command add_formats(CLI::App& app);   // numerics_commands.cc
 Command add_emulate(CLI::App& app);   // emulate_command.cc
 Command add_simulate(CLI::App& app);  // simulate_command.cc
 Command add_tta(CLI::App& app);       // tta_command.cc
+Command add_suite(CLI::App& app);     // suite_command.cc
+
+// `--torchscript FILE` (run, profile, memory): the torchscript family with path=FILE made
+// absolute, so the printed config re-runs from any directory; `--input 3x8x8,16` lists its
+// inputs with ',' on the command line and '+' in the config.
+void apply_torchscript_sugar(const std::string& file, std::string& family,
+                             std::map<std::string, std::string>& params);
 
 }  // namespace tb::cli

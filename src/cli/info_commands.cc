@@ -55,6 +55,7 @@ Command add_families(CLI::App& app) {
       std::cout << fmt::format("{}: {}\n  example: {}\n", s->name, s->summary, s->example);
       for (const auto& p : s->params) {
         std::string range = p.is_choice() ? fmt::format("{}", fmt::join(p.choices, "|"))
+                            : p.is_text()        ? "text"
                             : p.name == "device" ? "cpu|cuda|cuda:N"
                                                  : fmt::format("{}..{}", p.min, p.max);
         std::cout << fmt::format("  {:<10} {:<28} default {:<10} {}\n", p.name, range,

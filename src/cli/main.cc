@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
       "  trainbench families\n"
       "  trainbench platform --list\n"
       "  trainbench sweep demo --store demo.db\n"
+      "  trainbench suite --batch-sweep --store suite.db\n"
       "  trainbench export demo.db --format csv -o runs.csv\n"
       "  trainbench profile fc:layers=4,nodes=1024,batch=512 --trace fc.trace.json\n"
       "  trainbench memory --batch 32,64,128,256 --budget 8GiB cnn:blocks=1,filters=16,image=64\n"
@@ -32,7 +33,7 @@ int main(int argc, char** argv) {
       tb::cli::add_export(app), tb::cli::add_profile(app), tb::cli::add_memory(app),
       tb::cli::add_analyze(app), tb::cli::add_compare(app), tb::cli::add_report(app),
       tb::cli::add_quantize(app), tb::cli::add_formats(app), tb::cli::add_emulate(app),
-      tb::cli::add_simulate(app), tb::cli::add_tta(app)};
+      tb::cli::add_simulate(app), tb::cli::add_tta(app), tb::cli::add_suite(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

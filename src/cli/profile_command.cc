@@ -53,6 +53,33 @@ std::pair<int64_t, int64_t> store_keys(Store& store) {
   return {platform, store.stack_id(stack_identity())};
 }
 
+// The config of `profile`/`memory`: the positional config string, or --torchscript FILE
+// with --input and --target (as `run` takes them).
+struct TorchScriptArgs {
+  std::string file, input, target;
+};
+void add_torchscript_options(CLI::App* sub, TorchScriptArgs& t) {
+  sub->add_option("--torchscript", t.file,
+                  "instead of a config: this TorchScript file, with --input SHAPE[,SHAPE...] "
+                  "(no batch dimension) and --target classes|regression (docs/suite.md)");
+  sub->add_option("--input", t.input, "with --torchscript: input shapes, e.g. 3x224x224");
+  sub->add_option("--target", t.target, "with --torchscript: classes or regression");
+}
+Config config_of(const std::string& text, const TorchScriptArgs& t) {
+  if (t.file.empty()) {
+    if (!t.input.empty() || !t.target.empty()) throw UsageError("--input and --target need --torchscript");
+    if (text.empty()) throw UsageError("give a config string or --torchscript FILE");
+    return parse_config(text);
+  }
+  if (!text.empty()) throw UsageError("give a config string or --torchscript, not both");
+  std::string family;
+  std::map<std::string, std::string> params;
+  if (!t.input.empty()) params["input"] = t.input;
+  if (!t.target.empty()) params["target"] = t.target;
+  apply_torchscript_sugar(t.file, family, params);
+  return make_config(family, {params.begin(), params.end()});
+}
+
 json document(const char* kind, json results) {
   return {{"schema_version", kSchemaVersion},
           {"kind", kind},
@@ -117,6 +144,7 @@ std::vector<int64_t> parse_batches(const std::string& text) {
 Command add_profile(CLI::App& app) {
   struct Args {
     std::string config, trace, output, store, platform;
+    TorchScriptArgs ts;
     bool json = false;
     size_t top = 15;
     double peak_gflops = 0;
@@ -125,8 +153,8 @@ Command add_profile(CLI::App& app) {
   auto a = std::make_shared<Args>();
   auto* sub = app.add_subcommand(
       "profile", "Per-operator breakdown of steady-state training steps (LibTorch's profiler)");
-  sub->add_option("config", a->config, "config string, e.g. fc:layers=4,nodes=1024,batch=512")
-      ->required();
+  sub->add_option("config", a->config, "config string, e.g. fc:layers=4,nodes=1024,batch=512");
+  add_torchscript_options(sub, a->ts);
   sub->add_option("--warmup", a->options.warmup_steps, "unprofiled steps first")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
@@ -152,11 +180,12 @@ Command add_profile(CLI::App& app) {
       "  trainbench profile cnn:blocks=1,filters=16,image=64,batch=8 --trace cnn.trace.json\n"
       "  trainbench profile rnn:cell=lstm,embed=256,length=20,batch=32 --top 30 --steps 10\n"
       "  trainbench profile fc:nodes=2048,batch=1024 --json -o profile.json --store runs.db\n"
+      "  trainbench profile --torchscript model.pt --input 3x32x32 --target classes\n"
       "Times and FLOPs are per step. Open the trace in https://ui.perfetto.dev or "
       "chrome://tracing.\n"
       "Exit status: 0 ok, 1 the config did not run (see its status), 2 bad input.");
   return {sub, [a]() {
-            const Config config = parse_config(a->config);
+            const Config config = config_of(a->config, a->ts);
             check_writable("--trace", a->trace);
             check_writable("--out", a->output);
             if (a->peak_gflops > 0) a->options.peak_flops = a->peak_gflops * 1e9;
@@ -181,6 +210,11 @@ Command add_profile(CLI::App& app) {
               std::cout << "config    " << r["config"].get<std::string>() << "\nstatus    "
                         << to_string(run.status) << "\nreason    " << run.error << "\n";
             if (!a->output.empty()) write_file_atomically(a->output, doc.dump(2) + "\n");
+            // A model that cannot be trained (a broken TorchScript file) is bad input.
+            if (run.status == Status::kInvalid) {
+              std::cerr << "trainbench: " << run.error << "\n";
+              return 2;
+            }
             if (run.status != Status::kOk) return 1;
             if (!a->trace.empty()) {
               write_file_atomically(a->trace,
@@ -201,6 +235,7 @@ Command add_profile(CLI::App& app) {
 Command add_memory(CLI::App& app) {
   struct Args {
     std::string config, batches, budget, output, store;
+    TorchScriptArgs ts;
     bool json = false, timeline = false;
     MemoryOptions options;
   };
@@ -209,8 +244,8 @@ Command add_memory(CLI::App& app) {
       "memory",
       "Measured memory breakdown of a training step: weights, gradients, optimizer, "
       "feature maps, workspace");
-  sub->add_option("config", a->config, "config string, e.g. fc:layers=4,nodes=1024,batch=512")
-      ->required();
+  sub->add_option("config", a->config, "config string, e.g. fc:layers=4,nodes=1024,batch=512");
+  add_torchscript_options(sub, a->ts);
   sub->add_option(
       "--batch", a->batches,
       "measure at these batch sizes (comma-separated): the stacked breakdown per batch");
@@ -229,11 +264,12 @@ Command add_memory(CLI::App& app) {
       "  trainbench memory --batch 32,64,128,256 --budget 8GiB cnn:blocks=2,filters=32,image=128\n"
       "  trainbench memory rnn:cell=lstm,embed=512,length=50 --batch 16,32,64 --json --timeline\n"
       "  trainbench memory fc:nodes=4096 --batch 256,512,1024 --store runs.db\n"
+      "  trainbench memory --torchscript model.pt --input 3x32x32 --batch 8,16,32\n"
       "Measured by counting every allocation LibTorch makes through its CPU allocator; memory\n"
       "the BLAS or oneDNN allocate for themselves is not seen. docs/profiling.md has the details.\n"
       "Exit status: 0 ok, 1 some batch did not run (see its status), 2 bad input.");
   return {sub, [a]() {
-            Config config = parse_config(a->config);
+            Config config = config_of(a->config, a->ts);
             std::vector<int64_t> batches = {config.get_int("batch")};
             if (!a->batches.empty()) batches = parse_batches(a->batches);
             std::optional<double> budget;
@@ -257,6 +293,7 @@ Command add_memory(CLI::App& app) {
             std::vector<MemoryBreakdown> measured;
             json results = json::array();
             bool all_ok = true;
+            std::string invalid;  // a model that cannot be trained: bad input, status 2
             for (const auto& c : configs) {
               if (!a->json && tty) std::cerr << "measuring " << c.str() << " ...\n";
               const MemoryRun run = measure_memory(c, a->options);
@@ -273,6 +310,7 @@ Command add_memory(CLI::App& app) {
                 }
               } else {
                 all_ok = false;
+                if (run.status == Status::kInvalid) invalid = run.error;
                 if (!a->json)
                   std::cout << "config       " << c.str() << "\nstatus       "
                             << to_string(run.status) << " (" << run.error << ")\n";
@@ -288,6 +326,10 @@ Command add_memory(CLI::App& app) {
             }
             if (a->json) std::cout << doc.dump(2) << "\n";
             if (!a->output.empty()) write_file_atomically(a->output, doc.dump(2) + "\n");
+            if (!invalid.empty()) {
+              std::cerr << "trainbench: " << invalid << "\n";
+              return 2;
+            }
             return all_ok ? 0 : 1;
           }};
 }

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 #include <set>
 
@@ -25,6 +26,7 @@ namespace {
 struct RunArgs {
   std::vector<std::string> configs;
   std::string family;
+  std::string torchscript;  // sugar for --family torchscript --path FILE
   std::string stack;
   std::map<std::string, std::string> params;  // --<param> VALUE, for --family
   bool json = false, per_layer = false;
@@ -109,6 +111,28 @@ void add_param_options(CLI::App* sub, RunArgs& a) {
 
 }  // namespace
 
+void apply_torchscript_sugar(const std::string& file, std::string& family,
+                             std::map<std::string, std::string>& params) {
+  if (file.empty()) {
+    if (family == "torchscript" && params.count("input"))
+      std::replace(params["input"].begin(), params["input"].end(), ',', '+');
+    return;
+  }
+  if (!family.empty() && family != "torchscript")
+    throw UsageError("--torchscript " + file + " cannot be combined with --family " + family);
+  if (params.count("path")) throw UsageError("--torchscript and --path name the same file: give one");
+  family = "torchscript";
+  std::string path = file;
+  if (!path.empty() && path[0] != '/') {
+    char cwd[4096];
+    if (getcwd(cwd, sizeof cwd)) path = std::string(cwd) + "/" + path;
+  }
+  params["path"] = path;
+  if (!params.count("input"))
+    throw UsageError("--torchscript " + file + ": give the input shapes, e.g. --input 3x224x224");
+  std::replace(params["input"].begin(), params["input"].end(), ',', '+');
+}
+
 Command add_run(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   auto* sub = app.add_subcommand("run", "Train configs and measure their steady-state step time");
@@ -118,6 +142,9 @@ Command add_run(CLI::App& app) {
   sub->add_option("--stack", a->stack,
                   "software stack, e.g. blas=blis-pthread,blas_threads=2,onednn=off,mode=torchscript");
   sub->add_option("--family", a->family, "build the config from --<param> options instead");
+  sub->add_option("--torchscript", a->torchscript,
+                  "train this TorchScript file (torch.jit.save): --family torchscript --path FILE; "
+                  "with --input SHAPE[,SHAPE...] (no batch dimension) and --target classes|regression");
   sub->add_flag("--json", a->json, "print a versioned JSON document instead of a table");
   sub->add_flag("--per-layer", a->per_layer, "include the per-layer cost in the output");
   sub->add_flag("--memory", a->memory,
@@ -174,11 +201,14 @@ Command add_run(CLI::App& app) {
       "  trainbench run fc:nodes=1024,batch=512 --memory      # + measured memory breakdown\n"
       "  trainbench run fc:nodes=2048,batch=512 stack:blas=blis-pthread,mode=torchscript\n"
       "  trainbench run fc:nodes=1024,batch=64,threads=1 --workers 2   # data-parallel, 2 processes\n"
+      "  trainbench run --torchscript model.pt --input 3x32x32 --target classes --batch 16\n"
+      "  trainbench run torchscript:path=/abs/mlp.pt,input=64,target=regression,batch=32\n"
       "  torchrun --nnodes 2 --nproc-per-node 1 ... trainbench run fc:batch=64 --workers 2  # per rank\n"
       "Every result prints its config with threads resolved: paste it to re-run.\n"
       "Exit status: 0 all ok, 1 some config not ok (see its status), 2 bad input.");
   return {sub, [a]() {
     std::vector<Config> configs;
+    apply_torchscript_sugar(a->torchscript, a->family, a->params);
     if (!a->family.empty()) {
       std::vector<std::pair<std::string, std::string>> given(a->params.begin(), a->params.end());
       configs.push_back(make_config(a->family, given));
@@ -289,6 +319,13 @@ Command add_run(CLI::App& app) {
     else
       std::cout << format_context(ctx);
     if (!a->output.empty()) write_file_atomically(a->output, doc.dump(2) + "\n");
+    // A model that cannot be trained (a broken TorchScript file) is bad input, though it
+    // is only found out while building it: one line and status 2, the result printed too.
+    for (const auto& r : results)
+      if (r.status == Status::kInvalid) {
+        std::cerr << "trainbench: " << r.error << "\n";
+        return 2;
+      }
     for (const auto& r : results)
       if (r.status != Status::kOk) return 1;
     return 0;

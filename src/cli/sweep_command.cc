@@ -116,7 +116,8 @@ Command add_sweep(CLI::App& app) {
             if (a->sample > 0) configs = sample_configs(configs, spec, a->sample, a->seed, a->lhs);
             if (a->order == "cost")
               std::stable_sort(configs.begin(), configs.end(), [](const Config& x, const Config& y) {
-                return step_cost(x).flops() < step_cost(y).flops();
+                auto flops = [](const Config& c) { return has_cost(c.family()) ? step_cost(c).flops() : 0.0; };
+                return flops(x) < flops(y);
               });
             int shard_n = 0, shard_i = 0;  // --shard auto over more than one rank
             if (a->shard == "auto") {
@@ -142,7 +143,7 @@ Command add_sweep(CLI::App& app) {
                                        "predicted", "config");
               double flops = 0;
               for (size_t i = 0; i < configs.size(); ++i) {
-                const StepCost c = step_cost(configs[i]);
+                const StepCost c = has_cost(configs[i].family()) ? step_cost(configs[i]) : StepCost{};
                 flops += c.flops();
                 std::cout << fmt::format("{:>5}  {:>12} {:>10} {:<14} {}\n", i + 1, si(c.flops(), ""),
                                          bytes_iec(c.memory.total()),

@@ -39,6 +39,9 @@ struct MemoryEstimate {
 };
 
 struct StepCost {
+  // "analytic": from the family's cost description; "profiler": counted from one profiled
+  // training step, for models without one (runner/profile.h measured_step_cost).
+  std::string source = "analytic";
   std::vector<LayerCost> layers;
   int64_t params = 0;
   double fwd_flops = 0, fwd_matmul_flops = 0, bwd_flops = 0, opt_flops = 0;

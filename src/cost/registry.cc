@@ -24,7 +24,10 @@ bool has_cost(const std::string& family) { return descriptions().count(family) >
 StepCost step_cost(const Config& config) {
   auto it = descriptions().find(config.family());
   if (it == descriptions().end())
-    throw UsageError(fmt::format("no cost description for family '{}'", config.family()));
+    throw UsageError(fmt::format(
+        "no cost description for family '{}': its FLOPs are counted by the profiler when it "
+        "runs (trainbench run or profile)",
+        config.family()));
   const int64_t eb = dtype_bytes(config.get("dtype"));
   return step_cost(it->second(config, eb), config.get("optimizer"), eb);
 }

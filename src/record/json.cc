@@ -32,7 +32,8 @@ json to_json(const Context& c) {
 }
 
 json to_json(const StepCost& c, bool with_layers) {
-  json j = {{"params", c.params},
+  json j = {{"source", c.source},
+            {"params", c.params},
             {"flops_per_step", c.flops()},
             {"forward_flops", c.fwd_flops},
             {"forward_matmul_flops", c.fwd_matmul_flops},

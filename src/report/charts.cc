@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
 
 namespace tb {
 namespace {
@@ -284,17 +286,48 @@ json param_value(const Run& r, const std::string& key) {
   return it == r.params.end() ? json(nullptr) : json(it->second);
 }
 
+// ParaDnn draws real models as labelled stars among the generated ones: the layers that
+// do it over a table with a boolean "reference" and a "family" column.
+json star_layers(const std::string& table, const std::string& x, const std::string& y,
+                 const json& tip) {
+  const json filter = {{{"filter", "datum.reference"}}};
+  const json enc_x = {{"field", x}, {"type", "quantitative"}},
+             enc_y = {{"field", y}, {"type", "quantitative"}};
+  return json::array(
+      {{{"data", {{"name", table}}},
+        {"transform", filter},
+        {"mark",
+         {{"type", "point"},
+          {"shape", "star"},
+          {"size", 220},
+          {"filled", true},
+          {"color", "#f2b01e"},
+          {"stroke", "#5a3d00"},
+          {"strokeWidth", 1},
+          {"tooltip", true}}},
+        {"encoding", {{"x", enc_x}, {"y", enc_y}, {"tooltip", tip}}}},
+       {{"data", {{"name", table}}},
+        {"transform", filter},
+        {"mark", {{"type", "text"}, {"align", "left"}, {"dx", 9}, {"dy", -7}, {"fontSize", 10}}},
+        {"encoding", {{"x", enc_x}, {"y", enc_y}, {"text", {{"field", "family"}}}}}}});
+}
+
 void roofline_chart(ChartSet& cs, const RooflineView& v, const std::string& color) {
   const std::string table = roof_table(cs, v), pts = table + "-runs";
   const auto [lo, hi] = roof_range(v);
   json points = json::array();
-  for (const Run* r : v.runs)
+  bool any_reference = false;
+  for (const Run* r : v.runs) {
+    const bool ref = is_reference_family(r->family);
+    any_reference |= ref;
     points.push_back({{"config", r->config},
                       {"family", r->family},
+                      {"reference", ref},
                       {"intensity", r->metric("arithmetic_intensity")},
                       {"achieved", r->metric("achieved_flops")},
                       {"utilization", num_or_null(r->metric("flops_utilization"))},
                       {color, param_value(*r, color)}});
+  }
   cs.tables[pts] = points;
   json ridges = json::array();
   for (const auto& [d, x] : v.ridges)
@@ -318,6 +351,7 @@ void roofline_chart(ChartSet& cs, const RooflineView& v, const std::string& colo
                    {"title", "roof"},
                    {"scale", {{"scheme", "tableau10"}}}}),
        {{"data", {{"name", pts}}},
+        {"transform", {{{"filter", "!datum.reference"}}}},
         {"mark",
          {{"type", "point"}, {"filled", true}, {"size", 30}, {"opacity", 0.75}, {"tooltip", true}}},
         {"encoding",
@@ -350,6 +384,13 @@ void roofline_chart(ChartSet& cs, const RooflineView& v, const std::string& colo
          {{"x", {{"field", "intensity"}, {"type", "quantitative"}}},
           {"y", {{"field", "flops"}, {"type", "quantitative"}}},
           {"text", {{"field", "label"}}}}}}});
+  if (any_reference)
+    for (auto& layer : star_layers(pts, "intensity", "achieved",
+                                   tooltip({{"config", "nominal"},
+                                            {"intensity", "quantitative"},
+                                            {"achieved", "quantitative"},
+                                            {"utilization", "quantitative"}})))
+      spec["layer"].push_back(layer);
   spec["resolve"] = {{"scale", {{"color", "independent"}}}};
   cs.charts.push_back(
       {chart_id("roof", v.platform),
@@ -357,7 +398,8 @@ void roofline_chart(ChartSet& cs, const RooflineView& v, const std::string& colo
        spec["title"].get<std::string>(),
        "Solid lines are measured roofs, dashed ones the specification's; each point is a run "
        "(analytic FLOPs and bytes per step, measured time), filled by " +
-           color + ", shaped by family. Diamonds mark the ridge points.",
+           color + ", shaped by family; stars are reference models. Diamonds mark the ridge "
+           "points.",
        {table, pts, table + "-ridges"},
        pts,
        spec});
@@ -640,6 +682,172 @@ void scaling_chart(ChartSet& cs, const std::vector<ScalingSeries>& series) {
        spec});
 }
 
+// ParaDnn Figs. 1, 3, 5: FLOPS utilization (or achieved FLOP/s without a platform peak)
+// against model size and work per step, generated models as points, reference models as
+// labelled stars.
+void reference_scatter_chart(ChartSet& cs, const RunSet& runs) {
+  std::vector<const Run*> ok;
+  bool has_util = false;
+  for (const auto& r : runs.runs)
+    if (r.ok() && std::isfinite(r.metric("params")) && r.metric("params") > 0 &&
+        std::isfinite(r.metric("flops_per_step")) && r.metric("flops_per_step") > 0) {
+      ok.push_back(&r);
+      has_util |= std::isfinite(r.metric("flops_utilization"));
+    }
+  const std::string y = has_util ? "flops_utilization" : "achieved_flops";
+  json rows = json::array();
+  for (const Run* r : ok) {
+    if (!std::isfinite(r->metric(y))) continue;
+    rows.push_back({{"config", r->config},
+                    {"family", r->family},
+                    {"reference", is_reference_family(r->family)},
+                    {"params", r->metric("params")},
+                    {"flops_per_step", r->metric("flops_per_step")},
+                    {"value", r->metric(y)}});
+  }
+  if (rows.empty()) return;
+  cs.tables["ref-scatter"] = rows;
+  const MetricInfo& m = metric_info(y);
+  const json tip = tooltip({{"config", "nominal"},
+                            {"params", "quantitative"},
+                            {"flops_per_step", "quantitative"},
+                            {"value", "quantitative"}});
+  json spec = base(m.label + " vs model size: reference models among the generated ones");
+  spec["hconcat"] = json::array();
+  for (const auto& [x, title] : std::vector<std::pair<std::string, std::string>>{
+           {"params", "trainable parameters"}, {"flops_per_step", "FLOPs per training step"}}) {
+    json panel = {{"width", 300}, {"height", 240}};
+    panel["layer"] = json::array(
+        {{{"data", {{"name", "ref-scatter"}}},
+          {"transform", {{{"filter", "!datum.reference"}}}},
+          {"mark",
+           {{"type", "point"}, {"filled", true}, {"size", 24}, {"opacity", 0.6}, {"tooltip", true}}},
+          {"encoding",
+           {{"x",
+             {{"field", x},
+              {"type", "quantitative"},
+              {"scale", {{"type", "log"}}},
+              {"title", title},
+              {"axis", {{"format", "~s"}}}}},
+            {"y",
+             {{"field", "value"},
+              {"type", "quantitative"},
+              {"title", m.label},
+              {"axis", {{"format", m.unit.rfind("fraction", 0) == 0 ? "%" : "~s"}}}}},
+            {"color", {{"field", "family"}, {"type", "nominal"}, {"title", "generated family"}}},
+            {"tooltip", tip}}}}});
+    for (auto& layer : star_layers("ref-scatter", x, "value", tip)) panel["layer"].push_back(layer);
+    spec["hconcat"].push_back(panel);
+  }
+  cs.charts.push_back({chart_id("refscatter"),
+                       "reference",
+                       spec["title"].get<std::string>(),
+                       "Each point is a measured run of a generated family; stars are reference "
+                       "models, labelled (ParaDnn Figs. 1, 3, 5). FLOPs of models without a cost "
+                       "description are the profiler's.",
+                       {"ref-scatter"},
+                       "ref-scatter",
+                       spec});
+}
+
+// TBD Figs. 4-6: each reference model's throughput, in its own unit, and its FLOPS and
+// CPU utilization, against the mini-batch size.
+void reference_batch_charts(ChartSet& cs, const std::vector<const Run*>& refs) {
+  json rows = json::array(), util = json::array();
+  for (const Run* r : refs) {
+    const auto batch = r->number("batch");
+    if (!batch) continue;
+    const double thr = std::isfinite(r->metric("units_per_s")) ? r->metric("units_per_s")
+                                                                : r->metric("examples_per_s");
+    rows.push_back({{"model", r->family + " (" + r->unit + "/s)"},
+                    {"family", r->family},
+                    {"platform", r->platform},
+                    {"config", r->config},
+                    {"batch", *batch},
+                    {"throughput", num_or_null(thr)},
+                    {"unit", r->unit}});
+    for (const auto& [metric, label] : std::vector<std::pair<std::string, std::string>>{
+             {"flops_utilization", "FLOPS utilization"}, {"cpu_utilization", "CPU utilization"}})
+      if (std::isfinite(r->metric(metric)))
+        util.push_back({{"family", r->family},
+                        {"platform", r->platform},
+                        {"config", r->config},
+                        {"batch", *batch},
+                        {"kind", label},
+                        {"value", r->metric(metric)}});
+  }
+  if (rows.empty()) return;
+  cs.tables["ref-throughput"] = rows;
+  cs.tables["ref-utilization"] = util;
+  json spec = base("Reference models: throughput vs mini-batch size");
+  spec["data"] = {{"name", "ref-throughput"}};
+  spec["facet"] = {{"field", "model"}, {"type", "nominal"}, {"title", nullptr}};
+  spec["columns"] = 3;
+  spec["resolve"] = {{"scale", {{"y", "independent"}, {"x", "independent"}}}};
+  spec["spec"] = {
+      {"width", 220},
+      {"height", 160},
+      {"mark", {{"type", "line"}, {"point", true}, {"tooltip", true}}},
+      {"encoding",
+       {{"x",
+         {{"field", "batch"},
+          {"type", "quantitative"},
+          {"scale", {{"type", "log"}, {"base", 2}}},
+          {"title", "mini-batch size"}}},
+        {"y",
+         {{"field", "throughput"},
+          {"type", "quantitative"},
+          {"title", "throughput (unit/s)"},
+          {"axis", {{"format", "~s"}}}}},
+        {"color", {{"field", "platform"}, {"type", "nominal"}}},
+        {"tooltip", tooltip({{"config", "nominal"},
+                             {"throughput", "quantitative"},
+                             {"unit", "nominal"},
+                             {"platform", "nominal"}})}}}};
+  cs.charts.push_back({chart_id("refthroughput"),
+                       "reference",
+                       spec["title"].get<std::string>(),
+                       "One panel per model, throughput in the model's own unit (images, tokens, "
+                       "seconds of audio, frames) per second, as TBD Figs. 4-6.",
+                       {"ref-throughput"},
+                       "ref-throughput",
+                       spec});
+  if (util.empty()) return;
+  json uspec = base("Reference models: utilization vs mini-batch size");
+  uspec["data"] = {{"name", "ref-utilization"}};
+  uspec["facet"] = {{"field", "kind"}, {"type", "nominal"}, {"title", nullptr}};
+  uspec["resolve"] = {{"scale", {{"y", "independent"}}}};
+  uspec["spec"] = {
+      {"width", 280},
+      {"height", 200},
+      {"mark", {{"type", "line"}, {"point", true}, {"tooltip", true}}},
+      {"encoding",
+       {{"x",
+         {{"field", "batch"},
+          {"type", "quantitative"},
+          {"scale", {{"type", "log"}, {"base", 2}}},
+          {"title", "mini-batch size"}}},
+        {"y",
+         {{"field", "value"},
+          {"type", "quantitative"},
+          {"title", "utilization"},
+          {"axis", {{"format", "%"}}}}},
+        {"color", {{"field", "family"}, {"type", "nominal"}, {"title", "model"}}},
+        {"detail", {{"field", "platform"}}},
+        {"tooltip", tooltip({{"config", "nominal"},
+                             {"kind", "nominal"},
+                             {"value", "quantitative"},
+                             {"platform", "nominal"}})}}}};
+  cs.charts.push_back({chart_id("refutil"),
+                       "reference",
+                       uspec["title"].get<std::string>(),
+                       "FLOPS utilization (against the platform's peak) and CPU utilization (busy "
+                       "cores over all cores, TBD eq. 3) of each reference model per batch size.",
+                       {"ref-utilization"},
+                       "ref-utilization",
+                       uspec});
+}
+
 }  // namespace
 
 ChartSet build_charts(const RunSet& runs, const Summary& s, const ChartOptions& o) {
@@ -664,6 +872,11 @@ ChartSet build_charts(const RunSet& runs, const Summary& s, const ChartOptions& 
   for (const auto& c : s.comparisons)
     if (!c.points.empty()) comparison_charts(cs, c, o.color_param);
   if (!s.scaling.empty()) scaling_chart(cs, s.scaling);
+  const auto refs = reference_runs(runs, /*ok_only=*/true);
+  if (!refs.empty()) {
+    reference_scatter_chart(cs, runs);
+    reference_batch_charts(cs, refs);
+  }
   return cs;
 }
 

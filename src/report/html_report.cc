@@ -13,6 +13,7 @@
 #include "platform/registry.h"
 #include "report/simulation_views.h"
 #include "report/vega_assets.h"
+#include "spec/family.h"
 
 namespace tb {
 
@@ -204,6 +205,34 @@ void status_table(std::string& h, const Summary& s) {
   h += "</table>";
 }
 
+// TBD Table III's measurements per reference model and batch: throughput in the model's
+// own unit, FLOPS and CPU utilization, step time.
+void reference_table(std::string& h, const RunSet& runs) {
+  h += "<table><tr><th>model</th><th>task</th><th>batch</th><th>throughput</th><th>FLOPS "
+       "utilization</th><th>CPU utilization</th><th>step time</th><th>platform</th><th>status</th>"
+       "<th>config</th></tr>";
+  for (const Run* r : reference_runs(runs, /*ok_only=*/false)) {
+    const FamilySchema* schema = find_family_schema(r->family);
+    const auto batch = r->number("batch");
+    const double thr = std::isfinite(r->metric("units_per_s")) ? r->metric("units_per_s")
+                                                                : r->metric("examples_per_s");
+    const double step = r->metric("step_mean_s");
+    h += "<tr><td>" + html_escape(r->family) + "</td><td>" +
+         html_escape(schema ? schema->task : "") + "</td><td class=\"num\">" +
+         (batch ? fmt::format("{:g}", *batch) : "") + "</td><td class=\"num\">" +
+         (r->ok() && std::isfinite(thr) ? fmt::format("{:.4g} {}/s", thr, html_escape(r->unit))
+                                        : "\u2013") +
+         "</td><td class=\"num\">" + pct_or_dash(r->metric("flops_utilization")) +
+         "</td><td class=\"num\">" + pct_or_dash(r->metric("cpu_utilization")) +
+         "</td><td class=\"num\">" +
+         (std::isfinite(step) ? fmt::format("{:.4g} ms", 1e3 * step) : "\u2013") + "</td><td>" +
+         html_escape(r->platform) + "</td><td>" + html_escape(r->status) +
+         (r->error.empty() ? "" : ": " + html_escape(r->error)) + "</td><td><code>" +
+         html_escape(r->config) + "</code></td></tr>";
+  }
+  h += "</table>";
+}
+
 void figure(std::string& h, const Chart& c) {
   h += "<figure class=\"chart\" id=\"" + html_escape(c.id) +
        "\"><div class=\"vis\"></div><figcaption>" + html_escape(c.caption) +
@@ -241,7 +270,8 @@ std::string render_report(const RunSet& runs, const Summary& s, const ChartSet& 
   for (const auto& c : cs.charts) sections.insert(c.section);
   h += "<nav><a href=\"#observations\">Observations</a><a href=\"#platforms\">Platforms</a>";
   for (const auto& [id, label] :
-       std::vector<std::pair<std::string, std::string>>{{"families", "Families"},
+       std::vector<std::pair<std::string, std::string>>{{"reference", "Reference models"},
+                                                        {"families", "Families"},
                                                         {"distributions", "Distributions"},
                                                         {"rooflines", "Rooflines"},
                                                         {"profiles", "Profiles"},
@@ -270,6 +300,12 @@ std::string render_report(const RunSet& runs, const Summary& s, const ChartSet& 
   h += "</p>";
   status_table(h, s);
 
+  if (sections.count("reference")) {
+    h += "<h2 id=\"reference\">Reference models</h2><p>The real-model suite (<code>trainbench "
+         "suite</code>, docs/suite.md) beside the generated families: stars in the charts.</p>";
+    reference_table(h, runs);
+    section(h, cs, "reference");
+  }
   if (sections.count("families")) {
     h += "<h2 id=\"families\">Families: sensitivity and heat maps</h2>";
     section(h, cs, "families");

@@ -46,9 +46,10 @@ std::string format_result(const RunResult& r) {
   }
   const auto& c = r.cost;
   out += fmt::format("cost      {} params, {} per step (fwd {}, bwd {}, opt {}), {} moved, "
-                     "intensity {:.1f} FLOP/B\n",
+                     "intensity {:.1f} FLOP/B{}\n",
                      si(double(c.params), ""), si(c.flops(), "FLOP"), si(c.fwd_flops, ""),
-                     si(c.bwd_flops, ""), si(c.opt_flops, ""), bytes_iec(c.bytes), c.intensity());
+                     si(c.bwd_flops, ""), si(c.opt_flops, ""), bytes_iec(c.bytes), c.intensity(),
+                     c.source == "analytic" ? "" : " (counted by the " + c.source + ")");
   out += fmt::format("memory    estimated {} (weights {}, gradients {}, optimizer {}, feature maps "
                      "{}, inputs {}, workspace {})\n",
                      bytes_iec(c.memory.total()), bytes_iec(c.memory.weights),

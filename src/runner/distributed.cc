@@ -269,7 +269,7 @@ RunResult run_distributed(const Config& input, const RunOptions& options, const 
   config.set("threads", std::to_string(r.threads));
   r.config = config.str();
   r.device = config.get("device");
-  r.cost = step_cost(config);
+  if (has_cost(config.family())) r.cost = step_cost(config);
   r.peak_flops = options.peak_flops;
   if (!r.peak_flops && options.platform)
     r.peak_flops = options.platform->peak_flops(config.get("dtype"));

@@ -5,6 +5,7 @@
 #include "cost/cost.h"
 #include "model/workload.h"
 #include "runner/memory_tracker.h"
+#include "runner/profile.h"
 #include "runner/runner.h"
 #include "runner/threads.h"
 #include "spec/errors.h"
@@ -69,8 +70,7 @@ MemoryRun measure_memory(const Config& input, const MemoryOptions& o) {
   MemoryBreakdown& m = run.breakdown;
   m.config = config.str();
   m.batch = config.get_int("batch");
-  const StepCost cost = step_cost(config);
-  m.estimate = cost.memory;
+  if (has_cost(config.family())) m.estimate = step_cost(config).memory;
   m.dtype_bytes = dtype_bytes(config.get("dtype"));
   try {
     const torch::Device device(config.get("device"));
@@ -82,6 +82,8 @@ MemoryRun measure_memory(const Config& input, const MemoryOptions& o) {
     }
     MemoryTracker tracker;
     auto [workload, batch, opt] = prepare_training(config, device, o.seed);
+    if (!has_cost(config.family()))
+      m.estimate = measured_step_cost(config, *workload, *opt, batch, device).memory;
     for (const auto& p : workload->module().parameters()) m.params += p.numel();
     for (int i = 0; i < o.warmup_steps; ++i) train_step(*workload, *opt, batch, device);
 
@@ -131,6 +133,9 @@ MemoryRun measure_memory(const Config& input, const MemoryOptions& o) {
     run.status =
         msg.find("can't allocate memory") != std::string::npos ? Status::kOom : Status::kCrashed;
     run.error = msg.substr(0, msg.find('\n'));
+  } catch (const InvalidModel& e) {
+    run.status = Status::kInvalid;
+    run.error = e.what();
   } catch (const std::bad_alloc&) {
     run.status = Status::kOom;
     run.error = "std::bad_alloc while measuring memory";

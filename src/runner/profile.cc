@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "cost/cost.h"
+#include "cost/layers.h"
 #include "cost/op_cost.h"
 #include "model/workload.h"
 #include "runner/cpu_usage.h"
@@ -215,6 +216,33 @@ Profile aggregate(const std::vector<OpEvent>& events, int steps, std::vector<Tra
   return p;
 }
 
+std::vector<OpEvent> op_events(torch::autograd::profiler::ProfilerResult& result) {
+  std::vector<OpEvent> events;
+  for (const auto& e : result.events()) {
+    if (e.deviceType() != c10::DeviceType::CPU) continue;
+    OpEvent x;
+    x.name = e.name();
+    x.start_us = double(e.startUs());
+    x.dur_us = double(e.durationUs());
+    x.tid = e.startThreadId();
+    x.user_scope = e.scope() == uint8_t(at::RecordScope::USER_SCOPE);
+    if (e.hasShapes())
+      for (const auto& s : e.shapes()) x.shapes.push_back(s);
+    if (e.hasTypes())
+      for (const auto& d : e.dtypes()) x.dtypes.push_back(d);
+    x.profiler_flops = double(e.flops());
+    events.push_back(std::move(x));
+  }
+  return events;
+}
+
+torch::autograd::profiler::ProfilerConfig profiler_config() {
+  using namespace torch::autograd::profiler;
+  return ProfilerConfig(ProfilerState::KINETO, /*report_input_shapes=*/true,
+                        /*profile_memory=*/false, /*with_stack=*/false, /*with_flops=*/true,
+                        /*with_modules=*/false);
+}
+
 Status classify(const std::string& message) {
   if (message.find("not implemented for") != std::string::npos ||
       message.find("not supported") != std::string::npos)
@@ -231,6 +259,47 @@ Profile aggregate_profile(const std::vector<OpEvent>& events, int steps) {
   return aggregate(events, steps, nullptr);
 }
 
+StepCost measured_step_cost(const Config& config, Workload& w, torch::optim::Optimizer& opt,
+                            const Batch& batch, torch::Device device) {
+  using namespace torch::autograd::profiler;
+  train_step(w, opt, batch, device);
+  const ProfilerConfig pc = profiler_config();
+  const std::set<torch::profiler::impl::ActivityType> activities = {
+      torch::profiler::impl::ActivityType::CPU};
+  prepareProfiler(pc, activities);
+  enableProfiler(pc, activities);
+  {
+    RECORD_USER_SCOPE("tb::step");
+    train_step(w, opt, batch, device);
+  }
+  auto result = disableProfiler();
+  const Profile p = aggregate(op_events(*result), 1, nullptr);
+
+  StepCost c;
+  c.source = "profiler";
+  for (const auto& op : p.ops) {
+    if (op.phase == "forward") {
+      c.fwd_flops += op.flops;
+      if (op.op_class == "matmul" || op.op_class == "conv") c.fwd_matmul_flops += op.flops;
+    } else if (op.phase == "backward") {
+      c.bwd_flops += op.flops;
+    } else {
+      c.opt_flops += op.flops;  // the optimizer and anything outside the three phases
+    }
+  }
+  c.bytes = p.bytes;
+  for (const auto& t : w.module().parameters())
+    if (t.requires_grad()) c.params += t.numel();
+  const int64_t eb = dtype_bytes(config.get("dtype"));
+  const double params = double(c.params);
+  c.memory.weights = eb * params;
+  c.memory.gradients = eb * params;
+  c.memory.optimizer_state = eb * cost::optimizer(config.get("optimizer")).state_per_param * params;
+  for (const auto& t : batch.inputs) c.memory.inputs += double(t.nbytes());
+  if (batch.target.defined()) c.memory.inputs += double(batch.target.nbytes());
+  return c;
+}
+
 ProfileRun profile_config(const Config& input, const ProfileOptions& o) {
   using namespace torch::autograd::profiler;
   using Clock = std::chrono::steady_clock;
@@ -238,7 +307,8 @@ ProfileRun profile_config(const Config& input, const ProfileOptions& o) {
   Config config = input;
   run.threads = apply_threads(int(config.get_int("threads")));
   config.set("threads", std::to_string(run.threads));
-  const StepCost cost = step_cost(config);
+  StepCost cost;
+  if (has_cost(config.family())) cost = step_cost(config);
   try {
     const torch::Device device(config.get("device"));
     if (!device.is_cpu()) {
@@ -247,6 +317,7 @@ ProfileRun profile_config(const Config& input, const ProfileOptions& o) {
       return run;
     }
     auto [workload, batch, opt] = prepare_training(config, device, o.seed);
+    if (!has_cost(config.family())) cost = measured_step_cost(config, *workload, *opt, batch, device);
 
     // The last half of the warm-up, timed, gives the step time without the profiler.
     double unprofiled = 0;
@@ -260,9 +331,7 @@ ProfileRun profile_config(const Config& input, const ProfileOptions& o) {
       }
     }
 
-    const ProfilerConfig pc(ProfilerState::KINETO, /*report_input_shapes=*/true,
-                            /*profile_memory=*/false, /*with_stack=*/false, /*with_flops=*/true,
-                            /*with_modules=*/false);
+    const ProfilerConfig pc = profiler_config();
     const std::set<torch::profiler::impl::ActivityType> activities = {
         torch::profiler::impl::ActivityType::CPU};
     prepareProfiler(pc, activities);
@@ -277,22 +346,7 @@ ProfileRun profile_config(const Config& input, const ProfileOptions& o) {
     const ThreadSnapshot threads1 = thread_snapshot();
     const CpuSnapshot cpu1 = cpu_snapshot();
 
-    std::vector<OpEvent> events;
-    for (const auto& e : result->events()) {
-      if (e.deviceType() != c10::DeviceType::CPU) continue;
-      OpEvent x;
-      x.name = e.name();
-      x.start_us = double(e.startUs());
-      x.dur_us = double(e.durationUs());
-      x.tid = e.startThreadId();
-      x.user_scope = e.scope() == uint8_t(at::RecordScope::USER_SCOPE);
-      if (e.hasShapes())
-        for (const auto& s : e.shapes()) x.shapes.push_back(s);
-      if (e.hasTypes())
-        for (const auto& d : e.dtypes()) x.dtypes.push_back(d);
-      x.profiler_flops = double(e.flops());
-      events.push_back(std::move(x));
-    }
+    const std::vector<OpEvent> events = op_events(*result);
     run.profile = aggregate(events, o.steps, o.keep_trace ? &run.trace : nullptr);
     Profile& p = run.profile;
     p.config = config.str();
@@ -317,6 +371,9 @@ ProfileRun profile_config(const Config& input, const ProfileOptions& o) {
     const std::string msg = e.what_without_backtrace();
     run.status = classify(msg);
     run.error = msg.substr(0, msg.find('\n'));
+  } catch (const InvalidModel& e) {
+    run.status = Status::kInvalid;
+    run.error = e.what();
   } catch (const std::bad_alloc&) {
     run.status = Status::kOom;
     run.error = "std::bad_alloc during profiling";

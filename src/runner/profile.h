@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "model/workload.h"
 #include "platform/description.h"
 #include "record/profile.h"
 #include "record/result.h"
@@ -42,6 +43,14 @@ struct OpEvent {
 // to the phase whose tb::<phase> range contains it, computes self time and counts FLOPs
 // and bytes once per operator tree. `steps` divides everything to per-step figures.
 Profile aggregate_profile(const std::vector<OpEvent>& events, int steps);
+
+// The cost of one training step counted by the profiler, for families without a cost
+// description (a TorchScript file): FLOPs per phase and bytes as `profile` counts them (the
+// cost model's conventions, the profiler's count where it has one), parameters and the
+// memory the weights, gradients, optimizer state and inputs take. Runs one unprofiled step
+// (optimizer state, the graph executor's first run) and one profiled step. source "profiler".
+StepCost measured_step_cost(const Config& config, Workload& w, torch::optim::Optimizer& opt,
+                            const Batch& batch, torch::Device device);
 
 // Builds the config's workload, runs warm-up steps, then profiles `steps` training steps
 // with LibTorch's (Kineto) profiler. Problems of the run come back as a status.

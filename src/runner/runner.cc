@@ -9,6 +9,7 @@
 #include "platform/blas.h"
 #include "platform/host.h"
 #include "model/phase.h"
+#include "runner/profile.h"
 #include "runner/stack_runtime.h"
 #include "runner/threads.h"
 #include "runner/torchscript.h"
@@ -103,6 +104,8 @@ TrainingSetup prepare_training(const Config& config, torch::Device device, uint6
 }
 
 std::optional<RunResult> refuse_before_running(const Config& config, const RunOptions& options) {
+  // Without a cost description nothing is known before the model is built.
+  if (!has_cost(config.family())) return std::nullopt;
   const StepCost cost = step_cost(config);
   const double limit =
       options.memory_limit > 0 ? options.memory_limit : double(available_memory_bytes());
@@ -136,7 +139,8 @@ RunResult run_config(const Config& input, const RunOptions& options) {
   config.set("threads", std::to_string(r.threads));
   r.config = config.str();
   r.device = config.get("device");
-  r.cost = step_cost(config);
+  const bool analytic = has_cost(config.family());
+  if (analytic) r.cost = step_cost(config);
   const std::string dtype = config.get("dtype");
   r.peak_flops = options.peak_flops;
   if (!r.peak_flops && options.platform) r.peak_flops = options.platform->peak_flops(dtype);
@@ -164,6 +168,7 @@ RunResult run_config(const Config& input, const RunOptions& options) {
         prepare_training(config, device, options.seed, options.stack.mode);
     r.examples_per_step = workload->examples_per_step();
     r.units_per_step = workload->units_per_step();
+    if (!analytic) r.cost = measured_step_cost(config, *workload, *opt, batch, device);
 
     SteadyStateMonitor monitor(options.timing);
     const CpuSnapshot cpu_begin = cpu_snapshot();
@@ -182,6 +187,8 @@ RunResult run_config(const Config& input, const RunOptions& options) {
   } catch (const c10::Error& e) {
     const std::string msg = first_line(e.what_without_backtrace());
     return done(classify(msg), msg);
+  } catch (const InvalidModel& e) {
+    return done(Status::kInvalid, e.what());
   } catch (const std::bad_alloc&) {
     return done(Status::kOom, "std::bad_alloc during the run");
   } catch (const UsageError&) {

@@ -122,7 +122,7 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
       dead.status = r.status;
       dead.error = r.error;
       dead.device = c.get("device");
-      dead.cost = step_cost(c);
+      if (has_cost(c.family())) dead.cost = step_cost(c);
       result = to_json(dead, false);
     }
     if (!r.stderr_tail.empty() && r.status != Status::kOk) result["stderr_tail"] = r.stderr_tail;

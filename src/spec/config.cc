@@ -42,6 +42,11 @@ std::string check_value(const FamilySchema& schema, const ParamSpec& p, const st
       if (c == raw) return raw;
     throw UsageError(fmt::format("{}: expected one of {}", where, join(p.choices)));
   }
+  if (p.is_text()) {
+    if (raw.find(',') != std::string::npos)
+      throw UsageError(fmt::format("{}: ',' cannot appear in a config value", where));
+    return p.text(raw);
+  }
   if (p.name == "device") {
     const std::string device = canonical_device(raw);
     if (device.empty()) throw UsageError(fmt::format("{}: expected cpu, cuda or cuda:N (N < 64)", where));

@@ -11,4 +11,13 @@ class UsageError : public std::runtime_error {
   explicit UsageError(const std::string& what) : std::runtime_error(what) {}
 };
 
+// A well-formed config naming a model that cannot be trained: a missing or broken
+// TorchScript file, an input shape the module rejects. Unlike UsageError it only becomes
+// known while building the model, so the run reports it as status `invalid` (a sweep
+// records it and goes on); `trainbench run` still exits 2 with its one line.
+class InvalidModel : public std::runtime_error {
+ public:
+  explicit InvalidModel(const std::string& what) : std::runtime_error(what) {}
+};
+
 }  // namespace tb

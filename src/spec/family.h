@@ -1,5 +1,6 @@
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,7 +18,11 @@ struct ParamSpec {
   // Left out of the config text at its default: for parameters added after results were
   // stored, so those results keep the text (and identity) they were stored under.
   bool omit_default = false;
+  // Non-empty: a text parameter (a file path, a shape list). It returns the value's
+  // canonical text or throws UsageError; the text cannot hold ',' (the config separator).
+  std::function<std::string(const std::string&)> text;
   bool is_choice() const { return !choices.empty(); }
+  bool is_text() const { return bool(text); }
 };
 
 // What a family is called and which parameters it takes, in canonical order.

@@ -156,14 +156,24 @@ SweepSpec parse_sweep(const std::string& text, const std::string& origin) {
       fail(origin, fam->source(), "family", "unknown family '" + fam->get() + "' (known: " + names + ")");
     }
     SweepGrid grid{schema->name, {}};
+    // Values are checked in a config whose required parameters (torchscript's path) take
+    // the grid's first values; the others keep their defaults, so an error is the value's own.
+    std::vector<std::pair<std::string, std::string>> firsts;
+    for (const auto& p : schema->params)
+      if (const toml::node* n = t.get(p.name); n && p.default_value.empty())
+        firsts.emplace_back(p.name, axis_values(origin, *n, p.name)[0]);
     for (const auto& p : schema->params) {
       const toml::node* n = t.get(p.name);
       if (!n) continue;
       SweepAxis axis{p.name, axis_values(origin, *n, p.name)};
       for (const auto& v : axis.values) {  // validate every value now, with its line
         try {
-          Config probe = make_config(schema->name, {});
-          probe.set(p.name, v);
+          auto given = firsts;
+          bool replaced = false;
+          for (auto& [k, x] : given)
+            if (k == p.name) x = v, replaced = true;
+          if (!replaced) given.emplace_back(p.name, v);
+          make_config(schema->name, given);
         } catch (const UsageError& e) {
           fail(origin, n->source(), p.name, e.what());
         }

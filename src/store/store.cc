@@ -47,6 +47,9 @@ const std::vector<MetricColumn>& metric_columns() {
       {"bytes_per_step", "REAL", {"cost", "bytes_per_step"}},
       {"arithmetic_intensity", "REAL", {"cost", "arithmetic_intensity"}},
       {"memory_estimate_bytes", "REAL", {"cost", "memory_estimate_bytes", "total"}},
+      // "analytic" (the family's cost description) or "profiler" (counted from one
+      // profiled step, for models without one: TorchScript files).
+      {"cost_source", "TEXT", {"cost", "source"}},
       {"roofline_bound", "TEXT", {"roofline", "bound"}},
       // Data-parallel runs (docs/scale-out.md); added to older stores when opened.
       {"workers", "INTEGER", {"distributed", "workers"}},
@@ -366,7 +369,7 @@ void Store::add_run(const json& r, int64_t platform, int64_t stack, const std::s
   }
   for (const auto& [k, v] : c.values()) {
     const ParamSpec* p = c.schema().find(k);
-    if (p && !p->is_choice() && k != "device")
+    if (p && !p->is_choice() && !p->is_text() && k != "device")
       st.bind(i++, int64_t(std::stoll(v)));  // numbers compare as numbers in SQL
     else
       st.bind(i++, v);

@@ -5,7 +5,9 @@
 #include <random>
 #include <string>
 
+#include "spec/config.h"
 #include "store/store.h"
+#include "support/fake_reference.h"
 
 namespace tb::testing {
 
@@ -16,6 +18,9 @@ struct SyntheticOptions {
   double noise = 0.005;
   // Text planted in a failed run's error and a platform's name, to check escaping.
   std::string hostile = "<script>alert('x')</script>&";
+  // Also runs of a reference model (support/fake_reference.h) at batches 2, 4, 8 on both
+  // platforms, with its own unit (images) and CPU utilization; not counted in `runs`.
+  bool reference = false;
 };
 
 // util = 0.30 + 0.08 z(log2 batch) + 0.04 z(log2 nodes) - 0.02 z(layers) + noise, where z
@@ -55,6 +60,34 @@ inline void fill_synthetic_store(Store& store, const SyntheticOptions& o) {
   };
   std::mt19937_64 rng(o.seed);
   std::normal_distribution<double> noise(0, o.noise);
+  if (o.reference) {
+    register_fake_reference();
+    for (int64_t platform : {slow, fast})
+      for (int64_t batch : {2, 4, 8}) {
+        const std::string config =
+            make_config(kFakeReference, {{"batch", std::to_string(batch)}, {"threads", "2"}}).str();
+        if (store.run_status(config, platform, stack) != "") continue;
+        const double peak = platform == fast ? 0.6e12 : 0.4e12;
+        const double util = 0.05 * std::log2(double(batch)), params = 68;
+        const double flops = 6 * params * double(batch), step = flops / (util * peak);
+        nlohmann::json r = {{"config", config}, {"status", "ok"}};
+        r["metrics"] = {{"examples_per_s", double(batch) / step},
+                        {"unit", "images"},
+                        {"units_per_s", 2.0 * double(batch) / step},
+                        {"achieved_flops", flops / step},
+                        {"flops_utilization", util},
+                        {"cpu_utilization_process", 0.4 + 0.1 * std::log2(double(batch))},
+                        {"peak_flops", peak}};
+        r["timing"] = {{"mean_s", step}, {"median_s", step}, {"ci95_relative", 0.004},
+                       {"samples", 40}, {"end_reason", "converged"}};
+        r["cost"] = {{"source", "analytic"},
+                     {"params", int64_t(params)},
+                     {"flops_per_step", flops},
+                     {"bytes_per_step", 4 * 3 * params},
+                     {"arithmetic_intensity", flops / (4 * 3 * params)}};
+        store.add_run(r, platform, stack, "suite", false);
+      }
+  }
   for (int64_t platform : {slow, fast})
     for (double l : layers)
       for (double ln : lnodes)

@@ -1,0 +1,74 @@
+#include "spec/suite.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "spec/errors.h"
+
+namespace tb {
+
+std::vector<const FamilySchema*> reference_families() {
+  std::vector<const FamilySchema*> out;
+  for (const auto* s : family_schemas())
+    if (s->is_reference()) out.push_back(s);
+  return out;
+}
+
+std::vector<std::string> split_models(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    std::string item = text.substr(start, comma - start);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) out.push_back(item);
+    start = comma + 1;
+  }
+  return out;
+}
+
+SweepSpec suite_sweep(const std::vector<std::string>& models, bool batch_sweep) {
+  std::vector<const FamilySchema*> chosen;
+  if (models.empty()) {
+    chosen = reference_families();
+  } else {
+    std::set<std::string> seen;
+    for (const auto& m : models) {
+      const FamilySchema* s = find_family_schema(m);
+      if (!s) {
+        std::string names;
+        for (const auto* r : reference_families()) names += (names.empty() ? "" : ", ") + r->name;
+        throw UsageError(fmt::format("suite: unknown model '{}' (reference models: {})", m,
+                                     names.empty() ? "none in this build" : names));
+      }
+      if (seen.insert(m).second) chosen.push_back(s);
+    }
+  }
+  SweepSpec spec;
+  spec.name = batch_sweep ? "suite-batch" : "suite";
+  spec.origin = "built-in suite";
+  spec.description = batch_sweep ? "reference models over their batch sweeps"
+                                 : "reference models at their default configs";
+  for (const auto* s : chosen) {
+    SweepGrid g{s->name, {}};
+    if (batch_sweep && !s->batch_sweep.empty()) {
+      std::vector<int64_t> batches = s->batch_sweep;
+      std::sort(batches.begin(), batches.end());
+      batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
+      SweepAxis axis{"batch", {}};
+      for (int64_t b : batches) axis.values.push_back(std::to_string(b));
+      g.axes.push_back(std::move(axis));
+    }
+    spec.grids.push_back(std::move(g));
+  }
+  return spec;
+}
+
+std::vector<Config> suite_configs(const std::vector<std::string>& models, bool batch_sweep) {
+  return expand_sweep(suite_sweep(models, batch_sweep));
+}
+
+}  // namespace tb

@@ -74,8 +74,8 @@ TEST(ReportBrowser, EveryChartRendersWithoutConsoleErrors) {
   EXPECT_EQ(std::stoul(m[1]), st.charts);
   EXPECT_EQ(count(d, "data-rendered=\"1\""), st.charts);
   EXPECT_GE(count(d, "class=\"marks\""), st.charts);
-  EXPECT_NE(d.find("id=\"refthroughput\""), std::string::npos);
-  EXPECT_NE(d.find("id=\"refutil\""), std::string::npos);
+  EXPECT_NE(d.find("id=\"chart-refthroughput\""), std::string::npos);
+  EXPECT_NE(d.find("id=\"chart-refutil\""), std::string::npos);
   // The page copies console errors and warnings into #tb-errors; it must stay empty.
   EXPECT_NE(d.find("<div id=\"tb-errors\"></div>"), std::string::npos)
       << d.substr(d.find("tb-errors"), 2000);

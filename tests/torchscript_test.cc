@@ -56,8 +56,11 @@ class TorchScript : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = ::testing::TempDir() + "/tb-torchscript-" + std::to_string(getpid());
     if (access("/usr/bin/python3", X_OK) != 0) return;
-    std::string cmd = "mkdir -p " + dir_ + " && /usr/bin/python3 - " + dir_ + " > " + dir_ +
-                      ".log 2>&1 <<'EOF'\n" + kMakeModules + "\nEOF\n";
+    // From a file: torch.jit.script reads the classes' source with inspect, which fails on stdin.
+    if (std::system(("mkdir -p " + dir_).c_str()) != 0) return;
+    std::ofstream(dir_ + "/make.py") << kMakeModules;
+    const std::string cmd =
+        "/usr/bin/python3 " + dir_ + "/make.py " + dir_ + " > " + dir_ + ".log 2>&1";
     ready_ = std::system(cmd.c_str()) == 0 && access((dir_ + "/garbage.pt").c_str(), R_OK) == 0;
   }
   static void TearDownTestSuite() { std::system(("rm -rf " + dir_ + " " + dir_ + ".log").c_str()); }

@@ -286,6 +286,11 @@ json param_value(const Run& r, const std::string& key) {
   return it == r.params.end() ? json(nullptr) : json(it->second);
 }
 
+// A five-pointed star in Vega's unit symbol box: this Vega has no built-in "star" shape.
+const char* kStarPath =
+    "M0,-1L0.2245,-0.309L0.951,-0.309L0.363,0.118L0.588,0.809L0,0.382L-0.588,0.809L-0.363,0.118"
+    "L-0.951,-0.309L-0.2245,-0.309Z";
+
 // ParaDnn draws real models as labelled stars among the generated ones: the layers that
 // do it over a table with a boolean "reference" and a "family" column.
 json star_layers(const std::string& table, const std::string& x, const std::string& y,
@@ -298,7 +303,7 @@ json star_layers(const std::string& table, const std::string& x, const std::stri
         {"transform", filter},
         {"mark",
          {{"type", "point"},
-          {"shape", "star"},
+          {"shape", kStarPath},
           {"size", 220},
           {"filled", true},
           {"color", "#f2b01e"},

@@ -54,6 +54,7 @@ TEST(Suite, BatchSweepFollowsTheSchema) {
 }
 
 TEST(Suite, UnknownModelIsAUsageErrorNamingIt) {
+  testing::register_fake_reference();  // ctest runs each test in a process of its own
   try {
     suite_configs({"fake_reference", "resnet5O"}, false);
     FAIL() << "no error";

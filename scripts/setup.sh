@@ -83,13 +83,19 @@ fi
 
 # The main job: characterize this machine (cached after the first time), run the demo
 # sweep into a results store (resumable: a second run skips what is done), profile two of
-# its configs and measure one's memory, export it, and write the report.
+# its configs and measure one's memory, run two reference models, check the simulator against
+# the measurements, export it all, and write the report.
 mkdir -p out
 "$build"/trainbench platform
 "$build"/trainbench sweep demo --store out/demo.db
 "$build"/trainbench profile fc:layers=4,nodes=512,batch=256 --store out/demo.db --top 5
 "$build"/trainbench profile cnn:block=residual,filters=16,image=32,output=10,batch=32 --store out/demo.db --top 5
 "$build"/trainbench memory cnn:block=residual,filters=16,image=32,output=10 --batch 16,32 --store out/demo.db
+# Two of the reference models, drawn as stars among the generated ones (the whole suite,
+# `trainbench suite --batch-sweep`, takes hours on a small CPU).
+"$build"/trainbench suite --models squeezenet1_1,mobilenet_v2 --store out/demo.db --budget 10
+# The accelerator model's prediction of this machine's step times against the measured ones.
+"$build"/trainbench simulate --validate out/demo.db
 "$build"/trainbench export out/demo.db --format csv -o out/demo.csv
 "$build"/trainbench report out/demo.db -o out/report.html --title "trainbench demo"
 echo "results: $(pwd)/out/demo.db (SQLite), $(pwd)/out/demo.csv"

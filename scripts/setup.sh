@@ -28,6 +28,10 @@ packages=(
 [ "$mode" = test ] && packages+=(chromium)
 # Network namespaces, veth pairs and traffic shaping for tests/distributed_test.cc.
 [ "$mode" = test ] && packages+=(iproute2)
+# The reference definitions (torchvision, torch.nn) the model tests compare parameter names,
+# shapes and counts with, and that make the TorchScript test modules. Tests only: trainbench
+# itself never runs Python, and the tests carry the reference numbers for when it is absent.
+[ "$mode" = test ] && packages+=(python3-torchvision)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

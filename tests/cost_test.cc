@@ -1,8 +1,9 @@
-#include <gtest/gtest.h>
-#include <torch/csrc/autograd/profiler_kineto.h>
-
 #include "cost/cost.h"
+
+#include <gtest/gtest.h>
+
 #include "model/workload.h"
+#include "support/forward_profile.h"
 
 namespace tb {
 namespace {
@@ -42,8 +43,8 @@ TEST(Cost, Bf16HalvesBytesNotFlops) {
 }
 
 TEST(Cost, CnnStemByHand) {
-  const StepCost c = step_cost(parse_config(
-      "cnn:block=residual,blocks=1,filters=4,image=32,output=10,batch=2"));
+  const StepCost c =
+      step_cost(parse_config("cnn:block=residual,blocks=1,filters=4,image=32,output=10,batch=2"));
   const LayerCost& stem = c.layers[0];
   ASSERT_EQ(stem.op, "conv2d");
   // 7x7/2, padding 3: 32 -> 16; 2 * batch * cout * 16 * 16 * cin * 49
@@ -89,33 +90,14 @@ TEST(Cost, ParameterCountsMatchTheBuiltModule) {
 
 // LibTorch's own profiler counts FLOPs for mm/addmm/bmm and conv2d; the cost model's
 // GEMM/convolution forward FLOPs must agree within 1%.
-double profiled_forward_flops(const Config& c) {
-  using namespace torch::autograd::profiler;
-  auto w = build_workload(c);
-  const Batch batch = w->make_batch(torch::kCPU, torch::kFloat32, 1);
-  enableProfiler(ProfilerConfig(ProfilerState::KINETO, /*report_input_shapes=*/true,
-                                /*profile_memory=*/false, /*with_stack=*/false,
-                                /*with_flops=*/true, /*with_modules=*/false),
-                 {torch::profiler::impl::ActivityType::CPU});
-  w->loss(batch);
-  auto result = disableProfiler();
-  double flops = 0;
-  for (const auto& e : result->events()) {
-    const std::string n = e.name();
-    if (n == "aten::mm" || n == "aten::addmm" || n == "aten::bmm" || n == "aten::conv2d")
-      flops += double(e.flops());
-  }
-  return flops;
-}
-
 TEST(Cost, ForwardMatmulFlopsMatchTheProfiler) {
   for (const char* text : kConfigs) {
     const Config c = parse_config(text);
-    const double profiled = profiled_forward_flops(c);
+    const double profiled = testing::profile_forward(c).matmul;
     const double modeled = step_cost(c).fwd_matmul_flops;
     ASSERT_GT(profiled, 0) << text;
-    EXPECT_NEAR(modeled / profiled, 1.0, 0.01) << text << " model " << modeled << " profiler "
-                                               << profiled;
+    EXPECT_NEAR(modeled / profiled, 1.0, 0.01)
+        << text << " model " << modeled << " profiler " << profiled;
   }
 }
 

@@ -3,13 +3,13 @@
 // counts carried here otherwise), one training step at a tiny image size, and their cost
 // descriptions against the built modules and the profiler.
 #include <gtest/gtest.h>
-#include <torch/csrc/autograd/profiler_kineto.h>
 
 #include <cmath>
 
 #include "cost/cost.h"
 #include "model/workload.h"
 #include "spec/errors.h"
+#include "support/forward_profile.h"
 #include "support/torchvision_ref.h"
 
 namespace tb {
@@ -132,28 +132,11 @@ TEST(DetectionModels, ImageSizeMustBeAMultipleOf32) {
 // The cost model's GEMM/convolution FLOPs against the profiler's count of one forward pass.
 // Faster R-CNN's RoI heads run on the sampled RoIs, 512 per image whenever an image has that
 // many proposals (the cost model's assumption): at 192x192 it does, so 1% holds.
-double profiled_forward_flops(const Config& c) {
-  using namespace torch::autograd::profiler;
-  auto w = build_workload(c);
-  const Batch batch = w->make_batch(torch::kCPU, torch::kFloat32, 1);
-  enableProfiler(ProfilerConfig(ProfilerState::KINETO, true, false, false, true, false),
-                 {torch::profiler::impl::ActivityType::CPU});
-  w->loss(batch);
-  auto result = disableProfiler();
-  double flops = 0;
-  for (const auto& e : result->events()) {
-    const std::string n = e.name();
-    if (n == "aten::mm" || n == "aten::addmm" || n == "aten::bmm" || n == "aten::conv2d")
-      flops += double(e.flops());
-  }
-  return flops;
-}
-
 TEST(DetectionModels, ForwardMatmulFlopsMatchTheProfiler) {
   for (const char* text : {"faster_rcnn:height=192,width=192,batch=1,max_boxes=4",
                            "retinanet:height=128,width=128,batch=1,max_boxes=4"}) {
     const Config c = parse_config(text);
-    const double profiled = profiled_forward_flops(c);
+    const double profiled = testing::profile_forward(c).matmul;
     const double modeled = step_cost(c).fwd_matmul_flops;
     ASSERT_GT(profiled, 0) << text;
     EXPECT_NEAR(modeled / profiled, 1.0, 0.01)

@@ -53,6 +53,19 @@ TEST(Extension, BadLibrariesGetClearErrors) {
   EXPECT_NE(error_of([&] { p.set_activation("softplus"); }).find("softplus"), std::string::npos);
 }
 
+// A point's own seed (`--quant-seed`) and the run's stream both pick the stochastic bits.
+TEST(Emulation, StochasticStreamMixesThePointSeedWithTheRuns) {
+  const auto x = torch::rand({4096}) * 3;
+  auto bits = [&](uint64_t point_seed, uint64_t run_stream) {
+    auto q = tb::emu::QuantPoint::parse("e5m2/stochastic", point_seed);
+    q.reseed(run_stream);
+    return q.apply(x);
+  };
+  EXPECT_TRUE(torch::equal(bits(1, 5), bits(1, 5)));
+  EXPECT_FALSE(torch::equal(bits(1, 5), bits(2, 5)));
+  EXPECT_FALSE(torch::equal(bits(1, 5), bits(1, 6)));
+}
+
 TEST(Emulation, ApproximateActivationsAndTheirGradients) {
   const auto x = torch::linspace(-6, 6, 1201).requires_grad_(true);
   for (const char* name : {"tanh-pwl", "sigmoid-pwl"}) {

@@ -2,7 +2,6 @@
 // sizes against hand counts, one real training step each, the gradient penalty's second
 // derivative, the game, and the units a step is worth.
 #include <gtest/gtest.h>
-#include <torch/csrc/autograd/profiler_kineto.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -16,6 +15,7 @@
 #include "runner/runner.h"
 #include "spec/errors.h"
 #include "support/cli.h"
+#include "support/forward_profile.h"
 
 namespace tb {
 namespace {
@@ -224,9 +224,9 @@ TEST(Pong, IsDeterministicAndEndsAtTwentyOnePoints) {
 
 TEST(A3c, ParameterCountsMatchTheHandCount) {
   // conv 4->16 8x8 + bias, conv 16->32 4x4 + bias, fc 32*9*9 -> 256, policy 256 -> 3, value
-  const int64_t expected =
+  constexpr int64_t expected =
       (16 * 4 * 64 + 16) + (32 * 16 * 16 + 32) + (2592 * 256 + 256) + (256 * 3 + 3) + (256 + 1);
-  EXPECT_EQ(expected, 677172);
+  static_assert(expected == 677172, "the count docs/models/gan-rl.md quotes");
   for (const char* text : {"a3c", "a3c:actors=3,batch=20"}) {
     const Config c = parse_config(text);
     EXPECT_EQ(count(build_workload(c)->module()), expected) << text;
@@ -256,19 +256,8 @@ TEST(A3c, OneStepOfTwoActorsUpdatesTheSharedWeights) {
 // The training forward of loss() against the cost model's, as cost_test does for the
 // generated families (LibTorch's profiler counts conv2d and addmm FLOPs).
 TEST(A3c, TrainingForwardFlopsMatchTheProfiler) {
-  using namespace torch::autograd::profiler;
   const Config c = parse_config("a3c:actors=1,batch=6");
-  auto w = build_workload(c);
-  const Batch batch = w->make_batch(torch::kCPU, torch::kFloat32, 1);
-  enableProfiler(ProfilerConfig(ProfilerState::KINETO, true, false, false, true, false),
-                 {torch::profiler::impl::ActivityType::CPU});
-  w->loss(batch);
-  auto result = disableProfiler();
-  double profiled = 0;
-  for (const auto& e : result->events()) {
-    const std::string n = e.name();
-    if (n == "aten::mm" || n == "aten::addmm" || n == "aten::conv2d") profiled += double(e.flops());
-  }
+  const double profiled = testing::profile_forward(c).matmul;
   double modeled = 0;
   for (const auto& l : step_cost(c).layers)
     if (l.name.rfind("train.", 0) == 0) modeled += l.fwd_matmul_flops;

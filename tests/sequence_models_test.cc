@@ -2,7 +2,6 @@
 // parameter counts against the reference definitions, the cost descriptions against the
 // built modules and LibTorch's profiler, one training step each at tiny sizes.
 #include <gtest/gtest.h>
-#include <torch/csrc/autograd/profiler_kineto.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -14,6 +13,7 @@
 #include "runner/runner.h"
 #include "spec/errors.h"
 #include "support/cli.h"
+#include "support/forward_profile.h"
 
 namespace tb {
 namespace {
@@ -126,30 +126,6 @@ TEST(SequenceModels, CostParametersMatchTheBuiltModule) {
   }
 }
 
-struct Profiled {
-  double matmul = 0;  // mm, addmm, bmm, conv2d as LibTorch's profiler counts them
-  std::map<std::string, int> calls;
-};
-
-Profiled profile_forward(const Config& c) {
-  using namespace torch::autograd::profiler;
-  auto w = build_workload(c);
-  w->module().train();
-  const Batch batch = w->make_batch(torch::kCPU, torch::kFloat32, 1);
-  enableProfiler(ProfilerConfig(ProfilerState::KINETO, true, false, false, true, false),
-                 {torch::profiler::impl::ActivityType::CPU});
-  w->loss(batch);
-  auto result = disableProfiler();
-  Profiled p;
-  for (const auto& e : result->events()) {
-    const std::string n = e.name();
-    ++p.calls[n];
-    if (n == "aten::mm" || n == "aten::addmm" || n == "aten::bmm" || n == "aten::conv2d")
-      p.matmul += double(e.flops());
-  }
-  return p;
-}
-
 // The cost model counts every GEMM, batched GEMM and convolution of the forward pass;
 // LibTorch's profiler counts the same ones from the shapes it sees (2 x MACs, bias adds
 // left out). Both are exact, so only rounding separates them: 1% as for the generated
@@ -158,7 +134,7 @@ Profiled profile_forward(const Config& c) {
 TEST(SequenceModels, ForwardMatmulFlopsMatchTheProfiler) {
   for (const char* text : kConfigs) {
     const Config c = parse_config(text);
-    const Profiled p = profile_forward(c);
+    const auto p = testing::profile_forward(c);
     const double modeled = step_cost(c).fwd_matmul_flops;
     ASSERT_GT(p.matmul, 0) << text;
     EXPECT_NEAR(modeled / p.matmul, 1.0, 0.01)
@@ -167,7 +143,7 @@ TEST(SequenceModels, ForwardMatmulFlopsMatchTheProfiler) {
 }
 
 TEST(SequenceModels, OperatorTableKnowsTheirOperators) {
-  const Profiled t = profile_forward(parse_config(kTransformer));
+  const auto t = testing::profile_forward(parse_config(kTransformer));
   EXPECT_GT(t.calls.count("aten::bmm"), 0u);
   EXPECT_GT(t.calls.count("aten::_softmax"), 0u);
   EXPECT_GT(t.calls.count("aten::native_layer_norm"), 0u);

@@ -3,7 +3,6 @@
 // installed), the cost description against the module and LibTorch's profiler, and one
 // training step each.
 #include <gtest/gtest.h>
-#include <torch/csrc/autograd/profiler_kineto.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -19,6 +18,7 @@
 #include "runner/profile.h"
 #include "runner/runner.h"
 #include "support/cli.h"
+#include "support/forward_profile.h"
 
 namespace tb {
 namespace {
@@ -126,31 +126,12 @@ TEST(VisionModels, NamesAndShapesMatchTorchvision) {
 
 // LibTorch's profiler counts the FLOPs of aten::conv2d (grouped ones included) and
 // aten::addmm; the cost model's forward convolution/GEMM FLOPs must agree within 1%.
-double profiled_forward_flops(const Config& c) {
-  using namespace torch::autograd::profiler;
-  auto w = build_workload(c);
-  const Batch batch = w->make_batch(torch::kCPU, torch::kFloat32, 1);
-  enableProfiler(ProfilerConfig(ProfilerState::KINETO, /*report_input_shapes=*/true,
-                                /*profile_memory=*/false, /*with_stack=*/false,
-                                /*with_flops=*/true, /*with_modules=*/false),
-                 {torch::profiler::impl::ActivityType::CPU});
-  w->loss(batch);
-  auto result = disableProfiler();
-  double flops = 0;
-  for (const auto& e : result->events()) {
-    const std::string n = e.name();
-    if (n == "aten::mm" || n == "aten::addmm" || n == "aten::bmm" || n == "aten::conv2d")
-      flops += double(e.flops());
-  }
-  return flops;
-}
-
 TEST(VisionModels, ForwardConvolutionFlopsMatchTheProfiler) {
   for (const auto& r : kModels) {
     // Two images: Inception's auxiliary head ends in a 1x1 feature map, which batch norm
     // cannot normalise in training mode with a single image.
     const Config c = parse_config(std::string(r.small) + ",batch=2");
-    const double profiled = profiled_forward_flops(c);
+    const double profiled = testing::profile_forward(c).matmul;
     const double modeled = step_cost(c).fwd_matmul_flops;
     ASSERT_GT(profiled, 0) << r.family;
     EXPECT_NEAR(modeled / profiled, 1.0, 0.01)

@@ -11,6 +11,11 @@
 
 namespace tb {
 
+double Run::throughput() const {
+  const double u = metric("units_per_s");
+  return std::isfinite(u) ? u : metric("examples_per_s");
+}
+
 double Run::metric(const std::string& name) const {
   auto it = metrics.find(name);
   return it == metrics.end() ? std::numeric_limits<double>::quiet_NaN() : it->second;
@@ -215,8 +220,6 @@ RunSet load_runs(const std::vector<std::string>& paths) {
         r.end_reason = row["end_reason"];
       r.store = path;
       if (row.contains("unit") && row["unit"].is_string()) r.unit = row["unit"];
-      if (row.contains("cost_source") && row["cost_source"].is_string())
-        r.cost_source = row["cost_source"];
       for (const auto& m : metric_columns())
         if (row.contains(m) && row[m].is_number()) r.metrics[m] = row[m].get<double>();
       const auto key = std::make_tuple(r.config, r.platform, r.stack);

@@ -15,17 +15,18 @@ namespace tb {
 
 struct Run {
   std::string config, family, status, error;
-  std::string platform;    // the platform row's name
-  std::string stack;       // a short label of the software stack (see stack_label)
-  std::string store;       // the file it came from
-  std::string end_reason;  // why sampling stopped: converged, budget, ...
+  std::string platform;           // the platform row's name
+  std::string stack;              // a short label of the software stack (see stack_label)
+  std::string store;              // the file it came from
+  std::string end_reason;         // why sampling stopped: converged, budget, ...
   std::string unit = "examples";  // of units_per_s: images, tokens, audio_s, frames
-  std::string cost_source;        // "analytic", "profiler", or "" in older stores
   std::map<std::string, std::string> params;  // from the config text
   std::map<std::string, double> metrics;      // the store's numeric metric columns present
   bool ok() const { return status == "ok"; }
   // NaN when the run has no such metric.
   double metric(const std::string& name) const;
+  // Throughput in the run's own unit; examples/s for stores from before units existed.
+  double throughput() const;
   // The parameter as a number, when it is one.
   std::optional<double> number(const std::string& param) const;
 };

@@ -9,8 +9,8 @@
 #include "record/context.h"
 #include "record/emulation.h"
 #include "record/json.h"
-#include "spec/errors.h"
 #include "runner/sweep_runner.h"
+#include "spec/errors.h"
 #include "store/store.h"
 
 namespace tb::cli {
@@ -93,14 +93,8 @@ Command add_emulate(CLI::App& app) {
         const auto& s = r.summary;
         if (!a->store.empty()) {
           auto store = Store::open(a->store);
-          std::string why;
-          const auto described =
-              load_cached_platform(platform_cache_path(), host_fingerprint(), &why);
-          const int64_t platform = store->platform_id(
-              platform_identity(), described ? described->name : "host-" + host_info().hostname,
-              described ? to_json(*described) : nlohmann::json());
-          store->add_emulation(variant_descriptor(r.options, p), seeds_json(r), platform,
-                               store->stack_id(stack_identity()));
+          store->add_emulation(variant_descriptor(r.options, p), seeds_json(r),
+                               host_platform_id(*store), store->stack_id(stack_identity()));
           if (!a->quiet) std::cerr << "emulate: stored in " << a->store << "\n";
         }
         if (a->json) {

@@ -45,12 +45,7 @@ std::optional<PlatformDescription> resolve_platform(const std::string& name, boo
 
 // The platform and stack rows of this host and software in a store, as sweeps record them.
 std::pair<int64_t, int64_t> store_keys(Store& store) {
-  std::string why;
-  const auto described = load_cached_platform(platform_cache_path(), host_fingerprint(), &why);
-  const int64_t platform = store.platform_id(
-      platform_identity(), described ? described->name : "host-" + host_info().hostname,
-      described ? to_json(*described) : json());
-  return {platform, store.stack_id(stack_identity())};
+  return {host_platform_id(store), store.stack_id(stack_identity())};
 }
 
 // The config of `profile`/`memory`: the positional config string, or --torchscript FILE
@@ -67,7 +62,8 @@ void add_torchscript_options(CLI::App* sub, TorchScriptArgs& t) {
 }
 Config config_of(const std::string& text, const TorchScriptArgs& t) {
   if (t.file.empty()) {
-    if (!t.input.empty() || !t.target.empty()) throw UsageError("--input and --target need --torchscript");
+    if (!t.input.empty() || !t.target.empty())
+      throw UsageError("--input and --target need --torchscript");
     if (text.empty()) throw UsageError("give a config string or --torchscript FILE");
     return parse_config(text);
   }

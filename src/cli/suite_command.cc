@@ -1,15 +1,10 @@
 // `trainbench suite`: the reference models (TBD / ParaDnn real-model suite) through the
 // sweep machinery: each config in its own process, per-run timeout, statuses, resumable.
 #include <fmt/format.h>
-#include <unistd.h>
 
-#include <atomic>
-#include <csignal>
 #include <iostream>
 
 #include "cli/commands.h"
-#include "platform/host.h"
-#include "report/progress.h"
 #include "runner/sweep_runner.h"
 #include "spec/errors.h"
 #include "spec/suite.h"
@@ -17,9 +12,6 @@
 
 namespace tb::cli {
 namespace {
-
-std::atomic<bool> g_stop{false};
-void on_sigint(int) { g_stop = true; }
 
 std::string batches_text(const FamilySchema& s) {
   std::string out;
@@ -106,24 +98,16 @@ Command add_suite(CLI::App& app) {
                   "suite: no reference models in this build (name families with --models)");
             auto store = Store::open(a->store);
             SweepOptions o;
-            o.binary = "/proc/self/exe";
             o.sweep_name = spec.name;
             o.budget_s = a->budget;
             o.timeout_s = a->timeout;
             o.target_ci = a->target_ci;
             o.sweep_budget_s = a->sweep_budget;
-            o.memory_limit =
-                int64_t(a->memory_limit_gib > 0 ? a->memory_limit_gib * double(1LL << 30)
-                                                : 0.9 * double(available_memory_bytes()));
+            o.memory_limit = int64_t(memory_limit_bytes(a->memory_limit_gib));
             o.rerun = a->rerun;
             o.retry_failed = a->retry_failed;
             o.profile = a->profile;
-            o.stop = &g_stop;
-            std::signal(SIGINT, on_sigint);
-            std::signal(SIGTERM, on_sigint);
-            ProgressPrinter progress(stderr, isatty(STDERR_FILENO));
-            const SweepSummary s = run_sweep(configs, *store, o, std::ref(progress));
-            progress.finish(s);
+            const SweepSummary s = run_sweep_with_progress(configs, *store, o);
             if (!s.harness_error.empty()) {
               std::cerr << "trainbench: suite stopped: " << s.harness_error << "\n";
               return 1;

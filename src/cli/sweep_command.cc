@@ -6,7 +6,6 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "spec/stack.h"
 #include "cost/cost.h"
 #include "platform/host.h"
 #include "report/progress.h"
@@ -14,6 +13,7 @@
 #include "runner/cluster.h"
 #include "runner/sweep_runner.h"
 #include "spec/errors.h"
+#include "spec/stack.h"
 #include "spec/sweep.h"
 #include "store/store.h"
 
@@ -24,6 +24,22 @@ std::atomic<bool> g_stop{false};
 void on_sigint(int) { g_stop = true; }
 
 }  // namespace
+
+SweepSummary run_sweep_with_progress(const std::vector<Config>& configs, Store& store,
+                                     SweepOptions o) {
+  o.binary = "/proc/self/exe";
+  o.stop = &g_stop;
+  std::signal(SIGINT, on_sigint);
+  std::signal(SIGTERM, on_sigint);
+  ProgressPrinter progress(stderr, isatty(STDERR_FILENO));
+  const SweepSummary s = run_sweep(configs, store, o, std::ref(progress));
+  progress.finish(s);
+  return s;
+}
+
+double memory_limit_bytes(double gib) {
+  return gib > 0 ? gib * double(1LL << 30) : 0.9 * double(available_memory_bytes());
+}
 
 Command add_sweep(CLI::App& app) {
   struct Args {
@@ -36,39 +52,53 @@ Command add_sweep(CLI::App& app) {
     double budget = 0, timeout = 0, sweep_budget = 0, memory_limit_gib = 0, merge_timeout = 0;
   };
   auto a = std::make_shared<Args>();
-  auto* sub = app.add_subcommand("sweep", "Run a grid of configs, each in its own process, into a results store");
+  auto* sub = app.add_subcommand(
+      "sweep", "Run a grid of configs, each in its own process, into a results store");
   sub->add_option("sweep", a->sweep, "a built-in sweep name or a TOML sweep file");
-  sub->add_option("-s,--store", a->store, "SQLite results store (created if missing)")->capture_default_str();
+  sub->add_option("-s,--store", a->store, "SQLite results store (created if missing)")
+      ->capture_default_str();
   sub->add_flag("--list", a->list, "list the built-in sweeps");
   sub->add_flag("--dry-run", a->dry_run, "list the configs and their predicted cost; run nothing");
   sub->add_option("--filter", a->filter, "keep configs matching all of key=value, key>=value, ...");
   sub->add_option("--sample", a->sample, "run a sample of N configs")->check(CLI::PositiveNumber);
   sub->add_option("--seed", a->seed, "seed of --sample")->capture_default_str();
-  sub->add_flag("--lhs", a->lhs, "sample by Latin hypercube over the axes (default: uniform random)");
+  sub->add_flag("--lhs", a->lhs,
+                "sample by Latin hypercube over the axes (default: uniform random)");
   sub->add_option("--order", a->order, "grid (as written) or cost (cheapest first)")
-      ->check(CLI::IsMember({"grid", "cost"}))->capture_default_str();
-  sub->add_option("--shard", a->shard,
-                  "run shard I of N (1-based): every N-th config; 'auto': I and N from mpirun/srun's "
-                  "environment, each rank writes STORE.shard-I-of-N.db and rank 0 merges them into STORE");
-  sub->add_option("--merge-timeout", a->merge_timeout,
-                  "with --shard auto: seconds rank 0 waits for the other shards (default: no limit)")
+      ->check(CLI::IsMember({"grid", "cost"}))
+      ->capture_default_str();
+  sub->add_option(
+      "--shard", a->shard,
+      "run shard I of N (1-based): every N-th config; 'auto': I and N from mpirun/srun's "
+      "environment, each rank writes STORE.shard-I-of-N.db and rank 0 merges them into STORE");
+  sub->add_option(
+         "--merge-timeout", a->merge_timeout,
+         "with --shard auto: seconds rank 0 waits for the other shards (default: no limit)")
       ->check(CLI::Range(0.0, 1e9));
   sub->add_option("--budget", a->budget, "seconds of timed steps per config (default: the sweep's)")
       ->check(CLI::Range(0.01, 1e6));
-  sub->add_option("--timeout", a->timeout, "seconds per config, start-up included (default 3 x budget + 60)")
+  sub->add_option("--timeout", a->timeout,
+                  "seconds per config, start-up included (default 3 x budget + 60)")
       ->check(CLI::Range(0.1, 1e7));
-  sub->add_option("--sweep-budget", a->sweep_budget, "seconds for the whole sweep; re-run to resume")
+  sub->add_option("--sweep-budget", a->sweep_budget,
+                  "seconds for the whole sweep; re-run to resume")
       ->check(CLI::Range(0.1, 1e9));
-  sub->add_option("--memory-limit", a->memory_limit_gib, "GiB per config (default: 90% of available)")
+  sub->add_option("--memory-limit", a->memory_limit_gib,
+                  "GiB per config (default: 90% of available)")
       ->check(CLI::PositiveNumber);
-  sub->add_flag("--rerun", a->rerun, "run configs the store already has for this platform and stack");
-  sub->add_flag("--retry-failed", a->retry_failed, "run again the configs recorded crashed, oom or timeout");
-  sub->add_flag("--profile", a->profile,
-                "also profile every config that ran ok and store its per-operator profile (costs time)");
-  sub->add_option("--stack", a->stacks,
-                  "run every config under this software stack (repeatable; replaces the sweep file's stacks)");
-  sub->add_flag("--packages", a->packages,
-                "print the Debian packages the sweep's stacks need (for scripts/setup.sh stacks) and exit");
+  sub->add_flag("--rerun", a->rerun,
+                "run configs the store already has for this platform and stack");
+  sub->add_flag("--retry-failed", a->retry_failed,
+                "run again the configs recorded crashed, oom or timeout");
+  sub->add_flag(
+      "--profile", a->profile,
+      "also profile every config that ran ok and store its per-operator profile (costs time)");
+  sub->add_option(
+      "--stack", a->stacks,
+      "run every config under this software stack (repeatable; replaces the sweep file's stacks)");
+  sub->add_flag(
+      "--packages", a->packages,
+      "print the Debian packages the sweep's stacks need (for scripts/setup.sh stacks) and exit");
   sub->footer(
       "Examples:\n"
       "  trainbench sweep --list\n"
@@ -83,120 +113,119 @@ Command add_sweep(CLI::App& app) {
       "  trainbench sweep fc-cpu --stack blas=blis-pthread --stack mode=torchscript --store s.db\n"
       "Re-running the same command resumes: finished configs are skipped (--rerun to force).\n"
       "Sweep file format: docs/sweeps.md");
-  return {sub, [a]() {
-            if (a->list) {
-              for (const auto& n : builtin_sweep_names()) {
-                const SweepSpec s = find_sweep(n);
-                std::cout << fmt::format("{:<24} {:>6} configs  {}\n", n, expand_sweep(s).size(),
-                                         s.description);
-              }
-              return 0;
-            }
-            if (a->sweep.empty()) throw UsageError("sweep: name a sweep or a file (--list shows the built-in ones)");
-            const SweepSpec spec = find_sweep(a->sweep);
-            std::vector<StackSpec> stacks;
-            for (const auto& t : a->stacks.empty() ? spec.stacks : a->stacks) stacks.push_back(parse_stack(t));
-            if (a->packages) {
-              for (const auto& p : stack_packages(stacks)) std::cout << p << "\n";
-              return 0;
-            }
-            for (const auto& st : stacks)
-              if (st.blas != "default" && !find_blas(st.blas).installed())
-                throw UsageError("sweep: BLAS '" + st.blas + "' is not installed (Debian package " +
-                                 find_blas(st.blas).package + "; run scripts/setup.sh stacks " + a->sweep + ")");
-            std::vector<Config> configs = expand_sweep(spec);
-            if (!a->filter.empty()) {
-              const Filter f = parse_filter(a->filter);
-              check_filter(f, spec);
-              std::vector<Config> kept;
-              for (auto& c : configs)
-                if (f.matches(c)) kept.push_back(c);
-              configs.swap(kept);
-            }
-            if (a->sample > 0) configs = sample_configs(configs, spec, a->sample, a->seed, a->lhs);
-            if (a->order == "cost")
-              std::stable_sort(configs.begin(), configs.end(), [](const Config& x, const Config& y) {
-                auto flops = [](const Config& c) { return has_cost(c.family()) ? step_cost(c).flops() : 0.0; };
-                return flops(x) < flops(y);
-              });
-            int shard_n = 0, shard_i = 0;  // --shard auto over more than one rank
-            if (a->shard == "auto") {
-              std::string source;
-              const auto s = shard_from_launcher(&source);
-              if (!s)
-                throw UsageError(
-                    "--shard auto: no launcher rank in the environment (OMPI_COMM_WORLD_RANK, "
-                    "PMI_RANK, PMIX_RANK or SLURM_PROCID with its size)");
-              if (s->second > 1) {
-                shard_i = s->first, shard_n = s->second;
-                configs = shard(configs, shard_i, shard_n);
-                std::cerr << fmt::format("shard {}/{} ({})\n", shard_i, shard_n, source);
-              }
-            } else if (!a->shard.empty()) {
-              const auto [i, n] = parse_shard(a->shard);
-              configs = shard(configs, i, n);
-            }
-            const double limit = a->memory_limit_gib > 0 ? a->memory_limit_gib * double(1LL << 30)
-                                                         : 0.9 * double(available_memory_bytes());
-            if (a->dry_run) {
-              std::cout << fmt::format("{:>5}  {:>12} {:>10} {:<14} {}\n", "#", "FLOP/step", "memory",
-                                       "predicted", "config");
-              double flops = 0;
-              for (size_t i = 0; i < configs.size(); ++i) {
-                const StepCost c = has_cost(configs[i].family()) ? step_cost(configs[i]) : StepCost{};
-                flops += c.flops();
-                std::cout << fmt::format("{:>5}  {:>12} {:>10} {:<14} {}\n", i + 1, si(c.flops(), ""),
-                                         bytes_iec(c.memory.total()),
-                                         c.memory.total() > limit ? "oom-predicted" : "run",
-                                         configs[i].str());
-              }
-              std::cout << fmt::format("{} configs, {} per step in all; budget {} s per config\n",
-                                       configs.size(), si(flops, "FLOP"),
-                                       a->budget > 0 ? a->budget : spec.budget_s);
-              return 0;
-            }
-            const std::string merged_store = a->store;
-            if (shard_n > 1) a->store = shard_store_path(merged_store, shard_i, shard_n);
-            auto store = Store::open(a->store);
-            SweepOptions o;
-            o.binary = "/proc/self/exe";
-            o.sweep_name = spec.name;
-            o.budget_s = a->budget > 0 ? a->budget : spec.budget_s;
-            o.timeout_s = a->timeout > 0 ? a->timeout : spec.timeout_s;
-            o.target_ci = spec.target_ci;
-            o.sweep_budget_s = a->sweep_budget;
-            o.memory_limit = int64_t(limit);
-            o.rerun = a->rerun;
-            o.retry_failed = a->retry_failed;
-            o.profile = a->profile;
-            o.stacks = stacks;
-            o.stop = &g_stop;
-            std::signal(SIGINT, on_sigint);
-            std::signal(SIGTERM, on_sigint);
-            ProgressPrinter progress(stderr, isatty(STDERR_FILENO));
-            const SweepSummary s = run_sweep(configs, *store, o, std::ref(progress));
-            progress.finish(s);
-            if (shard_n > 1) {
-              // Marked done even when it stopped early, so rank 0 never waits for nothing.
-              mark_shard_done(a->store, s.interrupted             ? "interrupted"
-                                        : s.harness_error.empty() ? "done"
-                                                                  : s.harness_error);
-              if (shard_i == 1) try {
-                  merge_shards(merged_store, shard_n, a->merge_timeout, std::cerr);
-                } catch (const std::runtime_error& e) {
-                  std::cerr << "trainbench: " << e.what() << "\n";
-                  return 1;
-                }
-            }
-            if (!s.harness_error.empty()) {
-              std::cerr << "trainbench: sweep stopped: " << s.harness_error << "\n";
+  return {
+      sub, [a]() {
+        if (a->list) {
+          for (const auto& n : builtin_sweep_names()) {
+            const SweepSpec s = find_sweep(n);
+            std::cout << fmt::format("{:<24} {:>6} configs  {}\n", n, expand_sweep(s).size(),
+                                     s.description);
+          }
+          return 0;
+        }
+        if (a->sweep.empty())
+          throw UsageError("sweep: name a sweep or a file (--list shows the built-in ones)");
+        const SweepSpec spec = find_sweep(a->sweep);
+        std::vector<StackSpec> stacks;
+        for (const auto& t : a->stacks.empty() ? spec.stacks : a->stacks)
+          stacks.push_back(parse_stack(t));
+        if (a->packages) {
+          for (const auto& p : stack_packages(stacks)) std::cout << p << "\n";
+          return 0;
+        }
+        for (const auto& st : stacks)
+          if (st.blas != "default" && !find_blas(st.blas).installed())
+            throw UsageError("sweep: BLAS '" + st.blas + "' is not installed (Debian package " +
+                             find_blas(st.blas).package + "; run scripts/setup.sh stacks " +
+                             a->sweep + ")");
+        std::vector<Config> configs = expand_sweep(spec);
+        if (!a->filter.empty()) {
+          const Filter f = parse_filter(a->filter);
+          check_filter(f, spec);
+          std::vector<Config> kept;
+          for (auto& c : configs)
+            if (f.matches(c)) kept.push_back(c);
+          configs.swap(kept);
+        }
+        if (a->sample > 0) configs = sample_configs(configs, spec, a->sample, a->seed, a->lhs);
+        if (a->order == "cost")
+          std::stable_sort(configs.begin(), configs.end(), [](const Config& x, const Config& y) {
+            auto flops = [](const Config& c) {
+              return has_cost(c.family()) ? step_cost(c).flops() : 0.0;
+            };
+            return flops(x) < flops(y);
+          });
+        int shard_n = 0, shard_i = 0;  // --shard auto over more than one rank
+        if (a->shard == "auto") {
+          std::string source;
+          const auto s = shard_from_launcher(&source);
+          if (!s)
+            throw UsageError(
+                "--shard auto: no launcher rank in the environment (OMPI_COMM_WORLD_RANK, "
+                "PMI_RANK, PMIX_RANK or SLURM_PROCID with its size)");
+          if (s->second > 1) {
+            shard_i = s->first, shard_n = s->second;
+            configs = shard(configs, shard_i, shard_n);
+            std::cerr << fmt::format("shard {}/{} ({})\n", shard_i, shard_n, source);
+          }
+        } else if (!a->shard.empty()) {
+          const auto [i, n] = parse_shard(a->shard);
+          configs = shard(configs, i, n);
+        }
+        const double limit = memory_limit_bytes(a->memory_limit_gib);
+        if (a->dry_run) {
+          std::cout << fmt::format("{:>5}  {:>12} {:>10} {:<14} {}\n", "#", "FLOP/step", "memory",
+                                   "predicted", "config");
+          double flops = 0;
+          for (size_t i = 0; i < configs.size(); ++i) {
+            const StepCost c = has_cost(configs[i].family()) ? step_cost(configs[i]) : StepCost{};
+            flops += c.flops();
+            std::cout << fmt::format("{:>5}  {:>12} {:>10} {:<14} {}\n", i + 1, si(c.flops(), ""),
+                                     bytes_iec(c.memory.total()),
+                                     c.memory.total() > limit ? "oom-predicted" : "run",
+                                     configs[i].str());
+          }
+          std::cout << fmt::format("{} configs, {} per step in all; budget {} s per config\n",
+                                   configs.size(), si(flops, "FLOP"),
+                                   a->budget > 0 ? a->budget : spec.budget_s);
+          return 0;
+        }
+        const std::string merged_store = a->store;
+        if (shard_n > 1) a->store = shard_store_path(merged_store, shard_i, shard_n);
+        auto store = Store::open(a->store);
+        SweepOptions o;
+        o.sweep_name = spec.name;
+        o.budget_s = a->budget > 0 ? a->budget : spec.budget_s;
+        o.timeout_s = a->timeout > 0 ? a->timeout : spec.timeout_s;
+        o.target_ci = spec.target_ci;
+        o.sweep_budget_s = a->sweep_budget;
+        o.memory_limit = int64_t(limit);
+        o.rerun = a->rerun;
+        o.retry_failed = a->retry_failed;
+        o.profile = a->profile;
+        o.stacks = stacks;
+        const SweepSummary s = run_sweep_with_progress(configs, *store, o);
+        if (shard_n > 1) {
+          // Marked done even when it stopped early, so rank 0 never waits for nothing.
+          mark_shard_done(a->store, s.interrupted             ? "interrupted"
+                                    : s.harness_error.empty() ? "done"
+                                                              : s.harness_error);
+          if (shard_i == 1) try {
+              merge_shards(merged_store, shard_n, a->merge_timeout, std::cerr);
+            } catch (const std::runtime_error& e) {
+              std::cerr << "trainbench: " << e.what() << "\n";
               return 1;
             }
-            std::cout << "store: " << store->path() << " (" << store->count_runs() << " runs";
-            if (a->profile) std::cout << ", " << s.profiled << " profiled";
-            std::cout << ")\n";
-            return s.interrupted ? 130 : 0;
-          }};
+        }
+        if (!s.harness_error.empty()) {
+          std::cerr << "trainbench: sweep stopped: " << s.harness_error << "\n";
+          return 1;
+        }
+        std::cout << "store: " << store->path() << " (" << store->count_runs() << " runs";
+        if (a->profile) std::cout << ", " << s.profiled << " profiled";
+        std::cout << ")\n";
+        return s.interrupted ? 130 : 0;
+      }};
 }
 
 }  // namespace tb::cli

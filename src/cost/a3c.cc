@@ -17,12 +17,13 @@ std::vector<LayerCost> network(double batch, int64_t actions, int64_t eb) {
   std::vector<LayerCost> ls;
   auto keep = [&] { ls.back().saved_bytes += ls.back().output_bytes; };
   const int64_t b = int64_t(batch);
-  const cost::ConvShape c1{b, PongEnv::kStack, PongEnv::kSide, PongEnv::kSide, 16, 8, 4, 0};
-  ls.push_back(cost::conv2d_general("conv1", c1, true, eb, false));
+  const cost::ConvGeometry c1{
+      b, PongEnv::kStack, PongEnv::kSide, PongEnv::kSide, 16, 8, 8, 4, 4, 0, 0, 1, true};
+  ls.push_back(cost::conv("conv1", c1, eb, false));
   ls.push_back(cost::relu("relu1", double(b) * 16 * c1.out_h() * c1.out_w(), eb));
   keep();
-  const cost::ConvShape c2{b, 16, c1.out_h(), c1.out_w(), 32, 4, 2, 0};
-  ls.push_back(cost::conv2d_general("conv2", c2, true, eb, true));
+  const cost::ConvGeometry c2{b, 16, c1.out_h(), c1.out_w(), 32, 4, 4, 2, 2, 0, 0, 1, true};
+  ls.push_back(cost::conv("conv2", c2, eb, true));
   ls.push_back(cost::relu("relu2", double(b) * 32 * c2.out_h() * c2.out_w(), eb));
   keep();
   ls.push_back(cost::linear("fc", batch, 32 * c2.out_h() * c2.out_w(), 256, eb, true));

@@ -18,7 +18,9 @@ struct Tracker {
     keep();
     h = s.out_h(), w = s.out_w(), c = cout;
   }
-  void bn(const std::string& name) { m.layers.push_back(cost::batchnorm(name, batch, c, h * w, eb)); }
+  void bn(const std::string& name) {
+    m.layers.push_back(cost::batchnorm(name, batch, c, h * w, eb));
+  }
   void relu(const std::string& name) {
     m.layers.push_back(cost::relu(name, double(batch) * c * h * w, eb));
     keep();
@@ -75,7 +77,8 @@ ModelCost cnn_cost(const Config& cfg, int64_t eb) {
       t.relu(p + ".relu");
     }
   }
-  m.layers.push_back(cost::global_avgpool(fmt::format("features.{}", index), B, t.c, t.h * t.w, eb));
+  m.layers.push_back(
+      cost::global_avgpool(fmt::format("features.{}", index), B, t.c, t.h * t.w, eb));
   t.keep();
   m.layers.push_back(cost::linear(fmt::format("features.{}", index + 2), B, t.c, output, eb, true));
   m.layers.push_back(cost::softmax_xent("loss", B, output, eb));

@@ -32,11 +32,16 @@ ModelCost deepspeech2_cost(const Config& c, int64_t eb) {
   const double rows = double(B) * T1, real = real_frames / rows;
   ModelCost m;
   auto& out = m.layers;
-  out.push_back(cost::conv2d_rect("conv1", B, 1, F0, T, 32, 41, 11, 2, 2, eb, false));
+  // Padding kh/2 x kw/2, no bias; BN follows and keeps the output.
+  auto conv = [&](const char* name, const cost::ConvGeometry& g, bool input_grad) {
+    out.push_back(cost::conv(name, g, eb, input_grad));
+    out.back().saved_bytes = out.back().output_bytes;
+  };
+  conv("conv1", {B, 1, F0, T, 32, 41, 11, 2, 2, 20, 5, 1, false}, false);
   out.push_back(cost::batchnorm("bn1", B, 32, F1 * T1, eb));
   out.push_back(cost::elementwise("hardtanh1", "hardtanh", double(B) * 32 * F1 * T1, 2, 2, 0, eb));
   out.push_back(cost::elementwise("mask1", "mul", double(B) * 32 * F1 * T1, 1, 1, 1, eb));
-  out.push_back(cost::conv2d_rect("conv2", B, 32, F1, T1, 32, 21, 11, 2, 1, eb, true));
+  conv("conv2", {B, 32, F1, T1, 32, 21, 11, 2, 1, 10, 5, 1, false}, true);
   out.push_back(cost::batchnorm("bn2", B, 32, F2 * T1, eb));
   out.push_back(cost::elementwise("hardtanh2", "hardtanh", double(B) * 32 * F2 * T1, 2, 2, 0, eb));
   out.push_back(cost::elementwise("mask2", "mul", double(B) * 32 * F2 * T1, 1, 1, 1, eb));

@@ -32,9 +32,8 @@ class ImageNet {
                        int64_t kw, int64_t stride, int64_t ph, int64_t pw, int64_t groups = 1,
                        bool bias = false) {
     keep(x);
-    vision::ConvGeometry g{batch_, x.c,    x.h, x.w, cout,   kh,  kw,
-                           stride, stride, ph,  pw,  groups, bias};
-    return push(vision::conv(name, g, eb_, x.layer >= 0), cout, g.out_h(), g.out_w());
+    const ConvGeometry g{batch_, x.c, x.h, x.w, cout, kh, kw, stride, stride, ph, pw, groups, bias};
+    return push(cost::conv(name, g, eb_, x.layer >= 0), cout, g.out_h(), g.out_w());
   }
   FeatureMap conv(const std::string& name, const FeatureMap& x, int64_t cout, int64_t k,
                   int64_t stride = 1, int64_t pad = 0, int64_t groups = 1, bool bias = false) {
@@ -50,7 +49,10 @@ class ImageNet {
     return y;
   }
   FeatureMap relu6(const std::string& name, const FeatureMap& x) {
-    return push(vision::relu6(name, elements(x), eb_), x.c, x.h, x.w);
+    // min(max(x, 0), 6): a comparison with each bound, forward and backward. It keeps its
+    // input: hardtanh's backward reads it, and LibTorch keeps it apart from the output even
+    // in place (measured with `trainbench memory mobilenet_v2`).
+    return push(cost::elementwise(name, "relu6", elements(x), 2, 2, 1, eb_), x.c, x.h, x.w);
   }
   FeatureMap maxpool(const std::string& name, const FeatureMap& x, int64_t k, int64_t stride,
                      int64_t pad = 0, bool ceil_mode = false) {

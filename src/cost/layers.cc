@@ -14,8 +14,8 @@ LayerCost linear(const std::string& name, double rows, int64_t in, int64_t out, 
   l.bwd_input_flops = input_grad ? 2 * mac : 0;
   l.bwd_weight_flops = 2 * mac + rows * out;  // + bias gradient (column sum)
   // forward: read W, b, X; write Y. dX: read W, dY; write dX. dW: read X, dY; write dW, db.
-  l.bytes_read = eb * ((w + out + rows * in) + (input_grad ? w + rows * out : 0) +
-                       (rows * in + rows * out));
+  l.bytes_read =
+      eb * ((w + out + rows * in) + (input_grad ? w + rows * out : 0) + (rows * in + rows * out));
   l.bytes_written = eb * (rows * out + (input_grad ? rows * in : 0) + w + out);
   l.output_bytes = eb * rows * out;
   l.gemm_m = int64_t(rows), l.gemm_n = out, l.gemm_k = in, l.gemm_count = 1;
@@ -25,22 +25,38 @@ LayerCost linear(const std::string& name, double rows, int64_t in, int64_t out, 
 int64_t Conv2dShape::out_h() const { return (h + 2 * (k / 2) - k) / stride + 1; }
 int64_t Conv2dShape::out_w() const { return (w + 2 * (k / 2) - k) / stride + 1; }
 
-LayerCost conv2d(const std::string& name, const Conv2dShape& s, int64_t eb, bool input_grad) {
-  LayerCost l{name, "conv2d"};
-  const double weights = double(s.cout) * s.cin * s.k * s.k;
-  const double x = double(s.batch) * s.cin * s.h * s.w;
-  const double y = double(s.batch) * s.cout * s.out_h() * s.out_w();
-  const double mac = y * s.cin * s.k * s.k;
-  l.params = int64_t(weights);  // no bias: BN follows every convolution
-  l.fwd_matmul_flops = l.fwd_flops = 2 * mac;
+LayerCost conv(const std::string& name, const ConvGeometry& g, int64_t eb, bool input_grad,
+               bool weight_grad) {
+  LayerCost l{name, g.groups > 1 ? "gconv2d" : "conv2d"};
+  const double cin_per_group = double(g.cin) / g.groups;
+  const double weights = double(g.cout) * cin_per_group * g.kh * g.kw;
+  const double x = double(g.batch) * g.cin * g.h * g.w;
+  const double y = double(g.batch) * g.cout * g.out_h() * g.out_w();
+  const double mac = y * cin_per_group * g.kh * g.kw;
+  const double b = g.bias ? g.cout : 0;
+  const double bias_flops = g.bias ? y : 0;
+  l.params = int64_t(weights + b);
+  l.fwd_matmul_flops = 2 * mac;
+  l.fwd_flops = 2 * mac + bias_flops;
   l.bwd_input_flops = input_grad ? 2 * mac : 0;
-  l.bwd_weight_flops = 2 * mac;
-  l.bytes_read = eb * ((weights + x) + (input_grad ? weights + y : 0) + (x + y));
-  l.bytes_written = eb * (y + (input_grad ? x : 0) + weights);
+  // The weight gradient reads the input and the output gradient and writes dW (and db).
+  l.bwd_weight_flops = weight_grad ? 2 * mac + bias_flops : 0;
+  l.bytes_read =
+      eb * ((weights + b + x) + (input_grad ? weights + y : 0) + (weight_grad ? x + y : 0));
+  l.bytes_written = eb * (y + (input_grad ? x : 0) + (weight_grad ? weights + b : 0));
   l.output_bytes = eb * y;
-  l.gemm_m = s.batch * s.out_h() * s.out_w(), l.gemm_n = s.cout, l.gemm_k = s.cin * s.k * s.k;
-  l.gemm_count = 1;
+  l.gemm_m = g.batch * g.out_h() * g.out_w();
+  l.gemm_n = g.cout / g.groups;
+  l.gemm_k = g.cin / g.groups * g.kh * g.kw;
+  l.gemm_count = g.groups;
   return l;
+}
+
+LayerCost conv2d(const std::string& name, const Conv2dShape& s, int64_t eb, bool input_grad) {
+  return conv(
+      name,
+      {s.batch, s.cin, s.h, s.w, s.cout, s.k, s.k, s.stride, s.stride, s.k / 2, s.k / 2, 1, false},
+      eb, input_grad);
 }
 
 LayerCost batchnorm(const std::string& name, int64_t batch, int64_t channels, int64_t hw,
@@ -48,9 +64,9 @@ LayerCost batchnorm(const std::string& name, int64_t batch, int64_t channels, in
   LayerCost l{name, "batchnorm"};
   const double e = double(batch) * channels * hw;
   l.params = 2 * channels;
-  l.fwd_flops = 7 * e;         // mean 1, variance 2, normalize 2, scale and shift 2
-  l.bwd_input_flops = 9 * e;   // the three-term input-gradient formula
-  l.bwd_weight_flops = 3 * e;  // d(gamma) = sum(dy * xhat), d(beta) = sum(dy)
+  l.fwd_flops = 7 * e;              // mean 1, variance 2, normalize 2, scale and shift 2
+  l.bwd_input_flops = 9 * e;        // the three-term input-gradient formula
+  l.bwd_weight_flops = 3 * e;       // d(gamma) = sum(dy * xhat), d(beta) = sum(dy)
   l.bytes_read = eb * (e + e + e);  // forward x; backward x and dy
   l.bytes_written = eb * (e + e);   // forward y; backward dx
   l.output_bytes = eb * e;
@@ -80,10 +96,10 @@ LayerCost maxpool(const std::string& name, int64_t batch, int64_t channels, int6
                   int64_t out_hw, int64_t k, int64_t eb) {
   LayerCost l{name, "maxpool"};
   const double x = double(batch) * channels * in_hw, y = double(batch) * channels * out_hw;
-  l.fwd_flops = y * (k * k - 1);  // comparisons count as FLOPs; backward only scatters
-  l.bytes_read = eb * x + (eb * y + 8 * y);          // forward x; backward dy and indices
-  l.bytes_written = (eb * y + 8 * y) + eb * x;       // forward y and int64 indices; backward dx
-  l.saved_bytes = 8 * y;                             // the indices
+  l.fwd_flops = y * (k * k - 1);             // comparisons count as FLOPs; backward only scatters
+  l.bytes_read = eb * x + (eb * y + 8 * y);  // forward x; backward dy and indices
+  l.bytes_written = (eb * y + 8 * y) + eb * x;  // forward y and int64 indices; backward dx
+  l.saved_bytes = 8 * y;                        // the indices
   l.output_bytes = eb * y;
   return l;
 }
@@ -112,8 +128,8 @@ LayerCost embedding(const std::string& name, double tokens, int64_t vocab, int64
   return l;
 }
 
-LayerCost recurrent(const std::string& name, const std::string& cell, int64_t batch,
-                    int64_t length, int64_t in, int64_t hidden, int64_t eb) {
+LayerCost recurrent(const std::string& name, const std::string& cell, int64_t batch, int64_t length,
+                    int64_t in, int64_t hidden, int64_t eb) {
   // gates: 1 (rnn), 4 (lstm), 3 (gru); elementwise FLOPs per hidden unit per step,
   // gate additions and activations included (tanh and sigmoid count as 1);
   // tensors kept per hidden unit per step for backward; state tensors per step.
@@ -174,41 +190,10 @@ OptimizerCost optimizer(const std::string& kind) {
 
 // --- Adversarial and reinforcement-learning reference models (wgan_gp, a3c) ---
 
-LayerCost conv2d_general(const std::string& name, const ConvShape& s, bool bias, int64_t eb,
-                         bool input_grad) {
-  LayerCost l{name, "conv2d"};
-  const double weights = double(s.cout) * s.cin * s.k * s.k;
-  const double x = double(s.batch) * s.cin * s.h * s.w;
-  const double y = double(s.batch) * s.cout * s.out_h() * s.out_w();
-  const double mac = y * s.cin * s.k * s.k;
-  const double b = bias ? s.cout : 0;
-  l.params = int64_t(weights + b);
-  l.fwd_matmul_flops = 2 * mac;
-  l.fwd_flops = 2 * mac + (bias ? y : 0);
-  l.bwd_input_flops = input_grad ? 2 * mac : 0;
-  l.bwd_weight_flops = 2 * mac + (bias ? y : 0);
-  l.bytes_read = eb * ((weights + b + x) + (input_grad ? weights + y : 0) + (x + y));
-  l.bytes_written = eb * (y + (input_grad ? x : 0) + weights + b);
-  l.output_bytes = eb * y;
-  return l;
-}
-
 LayerCost layernorm(const std::string& name, int64_t batch, int64_t channels, int64_t hw,
                     int64_t eb) {
   LayerCost l = batchnorm(name, batch, channels, hw, eb);
   l.op = "layernorm";
-  return l;
-}
-
-LayerCost meanpool2(const std::string& name, int64_t batch, int64_t channels, int64_t h, int64_t w,
-                    int64_t eb) {
-  LayerCost l{name, "avgpool"};
-  const double x = double(batch) * channels * h * w, y = x / 4;
-  l.fwd_flops = 4 * y;      // 3 adds and a division per output
-  l.bwd_input_flops = x;    // each input gets its output's gradient / 4
-  l.bytes_read = eb * (x + y);
-  l.bytes_written = eb * (y + x);
-  l.output_bytes = eb * y;
   return l;
 }
 
@@ -220,17 +205,6 @@ LayerCost upsample2(const std::string& name, int64_t batch, int64_t channels, in
   l.bytes_read = eb * (x + y);
   l.bytes_written = eb * (y + x);
   l.output_bytes = eb * y;
-  return l;
-}
-
-LayerCost tanh_layer(const std::string& name, double e, int64_t eb) {
-  LayerCost l{name, "tanh"};
-  l.fwd_flops = e;
-  l.bwd_input_flops = 3 * e;  // dy * (1 - y^2)
-  l.bytes_read = eb * (e + 2 * e);
-  l.bytes_written = eb * (e + e);
-  l.saved_bytes = eb * e;  // its output
-  l.output_bytes = eb * e;
   return l;
 }
 
@@ -283,27 +257,7 @@ LayerCost attention(const std::string& name, int64_t batch, int64_t heads, int64
   return l;
 }
 
-LayerCost conv2d_rect(const std::string& name, int64_t batch, int64_t cin, int64_t h, int64_t w,
-                      int64_t cout, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t eb,
-                      bool input_grad) {
-  LayerCost l{name, "conv2d"};
-  const int64_t ho = (h + 2 * (kh / 2) - kh) / sh + 1, wo = (w + 2 * (kw / 2) - kw) / sw + 1;
-  const double weights = double(cout) * cin * kh * kw;
-  const double x = double(batch) * cin * h * w, y = double(batch) * cout * ho * wo;
-  const double mac = y * cin * kh * kw;
-  l.params = int64_t(weights);
-  l.fwd_matmul_flops = l.fwd_flops = 2 * mac;
-  l.bwd_input_flops = input_grad ? 2 * mac : 0;
-  l.bwd_weight_flops = 2 * mac;
-  l.bytes_read = eb * ((weights + x) + (input_grad ? weights + y : 0) + (x + y));
-  l.bytes_written = eb * (y + (input_grad ? x : 0) + weights);
-  l.saved_bytes = eb * y;  // BN follows: its input
-  l.output_bytes = eb * y;
-  return l;
-}
-
-LayerCost ctc(const std::string& name, double frames, double lattice, int64_t classes,
-              int64_t eb) {
+LayerCost ctc(const std::string& name, double frames, double lattice, int64_t classes, int64_t eb) {
   LayerCost l{name, "ctc"};
   // Per lattice state and frame: a log-sum-exp of up to three predecessors plus the
   // emission, 10 FLOPs, for alpha (forward) and again for beta (backward), then 3 to
@@ -318,8 +272,8 @@ LayerCost ctc(const std::string& name, double frames, double lattice, int64_t cl
   return l;
 }
 
-LayerCost linear_nobias(const std::string& name, double rows, int64_t in, int64_t out,
-                        int64_t eb, bool input_grad, bool tied) {
+LayerCost linear_nobias(const std::string& name, double rows, int64_t in, int64_t out, int64_t eb,
+                        bool input_grad, bool tied) {
   LayerCost l = linear(name, rows, in, out, eb, input_grad);
   l.params = tied ? 0 : in * out;
   l.fwd_flops -= rows * out;
@@ -340,28 +294,6 @@ void scale_to_packed(LayerCost& l, double f) {
 }
 
 // ---- Detection (faster_rcnn, retinanet) ----
-
-LayerCost conv2d_ext(const std::string& name, const Conv2dShape& s, int64_t eb, bool input_grad,
-                     bool weight_grad, bool bias) {
-  LayerCost l = conv2d(name, s, eb, input_grad);
-  const double x = double(s.batch) * s.cin * s.h * s.w;
-  const double y = double(s.batch) * s.cout * s.out_h() * s.out_w();
-  if (!weight_grad) {
-    l.bwd_weight_flops = 0;
-    l.bytes_read -= eb * (x + y);
-    l.bytes_written -= eb * double(s.cout) * s.cin * s.k * s.k;
-  }
-  if (bias) {
-    l.params += s.cout;
-    l.fwd_flops += y;  // the bias add, outside the GEMM
-    l.bytes_read += eb * s.cout;
-    if (weight_grad) {
-      l.bwd_weight_flops += y;  // the bias gradient: a sum over positions
-      l.bytes_written += eb * s.cout;
-    }
-  }
-  return l;
-}
 
 LayerCost frozen_batchnorm(const std::string& name, int64_t batch, int64_t channels, int64_t hw,
                            int64_t eb, bool input_grad) {
@@ -411,40 +343,6 @@ LayerCost normalize(const std::string& name, double elements, int64_t eb) {
 
 // ---- Image-classification reference models: see layers.h.
 namespace tb::cost::vision {
-
-LayerCost conv(const std::string& name, const ConvGeometry& g, int64_t eb, bool input_grad) {
-  LayerCost l{name, g.groups > 1 ? "gconv2d" : "conv2d"};
-  const double cin_per_group = double(g.cin) / g.groups;
-  const double weights = double(g.cout) * cin_per_group * g.kh * g.kw;
-  const double x = double(g.batch) * g.cin * g.h * g.w;
-  const double y = double(g.batch) * g.cout * g.out_h() * g.out_w();
-  const double mac = y * cin_per_group * g.kh * g.kw;
-  const double bias = g.bias ? y : 0;  // one add per output, one column-sum term backward
-  l.params = int64_t(weights) + (g.bias ? g.cout : 0);
-  l.fwd_matmul_flops = 2 * mac;
-  l.fwd_flops = 2 * mac + bias;
-  l.bwd_input_flops = input_grad ? 2 * mac : 0;
-  l.bwd_weight_flops = 2 * mac + bias;
-  const double b = g.bias ? g.cout : 0;
-  l.bytes_read = eb * ((weights + b + x) + (input_grad ? weights + y : 0) + (x + y));
-  l.bytes_written = eb * (y + (input_grad ? x : 0) + weights + b);
-  l.output_bytes = eb * y;
-  return l;
-}
-
-LayerCost relu6(const std::string& name, double e, int64_t eb) {
-  LayerCost l{name, "relu6"};
-  l.fwd_flops = 2 * e;
-  l.bwd_input_flops = 2 * e;
-  l.bytes_read = eb * (e + 2 * e);
-  l.bytes_written = eb * (e + e);
-  // hardtanh's backward reads its input, which LibTorch keeps apart from the output even
-  // when the op runs in place (it computes out of place and copies back): measured with
-  // `trainbench memory mobilenet_v2`. The output is kept by its consumer.
-  l.saved_bytes = eb * e;
-  l.output_bytes = eb * e;
-  return l;
-}
 
 LayerCost avgpool(const std::string& name, int64_t batch, int64_t channels, int64_t in_hw,
                   int64_t out_hw, int64_t k, int64_t eb) {

@@ -12,6 +12,21 @@ namespace tb::cost {
 LayerCost linear(const std::string& name, double rows, int64_t in, int64_t out, int64_t eb,
                  bool input_grad);
 
+// A convolution of any kernel shape, stride, padding and grouping (depthwise: groups ==
+// cin == cout), with or without bias. Each output element takes cin/groups x kh x kw MACs;
+// the layer is `groups` GEMMs of (batch x oh x ow) x (cout/groups) x (cin/groups x kh x kw).
+// A bias adds one FLOP per output forward and one to the weight gradient. `weight_grad`:
+// false for frozen weights (the detection backbones' bottom stages).
+struct ConvGeometry {
+  int64_t batch, cin, h, w, cout, kh, kw, sh, sw, ph, pw, groups;
+  bool bias;
+  int64_t out_h() const { return (h + 2 * ph - kh) / sh + 1; }
+  int64_t out_w() const { return (w + 2 * pw - kw) / sw + 1; }
+};
+LayerCost conv(const std::string& name, const ConvGeometry& g, int64_t eb, bool input_grad,
+               bool weight_grad = true);
+
+// The generated families' convolution: square kernel, padding k/2, no bias (BN follows).
 struct Conv2dShape {
   int64_t batch, cin, h, w, cout, k, stride;
   int64_t out_h() const;  // padding k/2, as the builders use
@@ -28,11 +43,10 @@ LayerCost maxpool(const std::string& name, int64_t batch, int64_t channels, int6
                   int64_t out_hw, int64_t k, int64_t eb);
 LayerCost global_avgpool(const std::string& name, int64_t batch, int64_t channels, int64_t hw,
                          int64_t eb);
-LayerCost embedding(const std::string& name, double tokens, int64_t vocab, int64_t dim,
-                    int64_t eb);
+LayerCost embedding(const std::string& name, double tokens, int64_t vocab, int64_t dim, int64_t eb);
 // One stacked recurrent layer over `length` steps; cell is rnn, lstm or gru.
-LayerCost recurrent(const std::string& name, const std::string& cell, int64_t batch,
-                    int64_t length, int64_t in, int64_t hidden, int64_t eb);
+LayerCost recurrent(const std::string& name, const std::string& cell, int64_t batch, int64_t length,
+                    int64_t in, int64_t hidden, int64_t eb);
 LayerCost softmax_xent(const std::string& name, double rows, int64_t classes, int64_t eb);
 
 // Optimizer FLOPs and bytes per parameter per step, and its state (elements per parameter).
@@ -42,34 +56,21 @@ struct OptimizerCost {
 OptimizerCost optimizer(const std::string& kind);
 
 // --- Adversarial and reinforcement-learning reference models (wgan_gp, a3c) ---
-// A convolution with any padding and an optional bias (one FLOP per output element
-// forward, one in the bias gradient), unlike conv2d above (padding k/2, no bias).
-struct ConvShape {
-  int64_t batch, cin, h, w, cout, k, stride, pad;
-  int64_t out_h() const { return (h + 2 * pad - k) / stride + 1; }
-  int64_t out_w() const { return (w + 2 * pad - k) / stride + 1; }
-};
-LayerCost conv2d_general(const std::string& name, const ConvShape& s, bool bias, int64_t eb,
-                         bool input_grad);
 // Layer norm over (C, H, W) with a per-channel scale and shift: the same arithmetic per
 // element as batch norm, over the other axes.
 LayerCost layernorm(const std::string& name, int64_t batch, int64_t channels, int64_t hw,
                     int64_t eb);
-// 2x2 mean pool, stride 2, of a batch x channels x h x w input.
-LayerCost meanpool2(const std::string& name, int64_t batch, int64_t channels, int64_t h, int64_t w,
-                    int64_t eb);
 // Nearest-neighbour 2x upsampling of a batch x channels x h x w input.
 LayerCost upsample2(const std::string& name, int64_t batch, int64_t channels, int64_t h, int64_t w,
                     int64_t eb);
-LayerCost tanh_layer(const std::string& name, double elements, int64_t eb);
 
 // ---- Translation and speech reference models (transformer, seq2seq, deepspeech2) ----
 
 // An element-wise op over `elements` values: `fwd` FLOPs per element forward, `bwd` per
 // element for its input gradient, `saved` values per element kept for backward (a dropout
 // mask, an activation's input).
-LayerCost elementwise(const std::string& name, const std::string& op, double elements,
-                      double fwd, double bwd, double saved, int64_t eb);
+LayerCost elementwise(const std::string& name, const std::string& op, double elements, double fwd,
+                      double bwd, double saved, int64_t eb);
 // LayerNorm over the last `dim` features of `rows` rows: the batch-norm counts per element
 // (7 forward, 9 input gradient, 3 for gamma and beta), statistics per row.
 LayerCost layernorm(const std::string& name, double rows, int64_t dim, int64_t eb);
@@ -80,26 +81,18 @@ LayerCost layernorm(const std::string& name, double rows, int64_t dim, int64_t e
 LayerCost attention(const std::string& name, int64_t batch, int64_t heads, int64_t q_len,
                     int64_t k_len, int64_t key_dim, int64_t value_dim, double score_ops,
                     bool dropout, bool q_scale, int64_t eb);
-// Conv2d with a kh x kw kernel, stride (sh, sw), padding (kh/2, kw/2), no bias.
-LayerCost conv2d_rect(const std::string& name, int64_t batch, int64_t cin, int64_t h, int64_t w,
-                      int64_t cout, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t eb,
-                      bool input_grad);
 // CTC loss over `frames` output frames in all (sum of the utterances' lengths) and
 // `lattice` = sum over utterances of frames x (2 x label length + 1) states.
 LayerCost ctc(const std::string& name, double frames, double lattice, int64_t classes, int64_t eb);
 // A Linear without bias (`tied`: its weight belongs to another layer, e.g. an embedding).
-LayerCost linear_nobias(const std::string& name, double rows, int64_t in, int64_t out,
-                        int64_t eb, bool input_grad, bool tied = false);
+LayerCost linear_nobias(const std::string& name, double rows, int64_t in, int64_t out, int64_t eb,
+                        bool input_grad, bool tied = false);
 // Scales the work and activations of a layer costed at its padded size to the part that
 // is real (packed sequences: `fraction` = real tokens / padded tokens). Weight bytes are
 // scaled too, a small overestimate of the saving.
 void scale_to_packed(LayerCost& l, double fraction);
 
 // ---- Detection (faster_rcnn, retinanet) ----
-// A convolution that may have a bias (FPN, detection heads) and frozen weights (the
-// detection backbones' bottom stages): no weight gradient when !weight_grad.
-LayerCost conv2d_ext(const std::string& name, const Conv2dShape& s, int64_t eb, bool input_grad,
-                     bool weight_grad, bool bias);
 // FrozenBatchNorm2d: y = x * scale + shift with fixed per-channel terms.
 LayerCost frozen_batchnorm(const std::string& name, int64_t batch, int64_t channels, int64_t hw,
                            int64_t eb, bool input_grad);
@@ -118,19 +111,6 @@ LayerCost normalize(const std::string& name, double elements, int64_t eb);
 // families append cannot collide by name.
 namespace tb::cost::vision {
 
-// A convolution of any kernel shape, stride, padding and grouping (depthwise: groups ==
-// cin == cout), with or without bias. Each output element takes cin/groups x kh x kw MACs.
-struct ConvGeometry {
-  int64_t batch, cin, h, w, cout, kh, kw, sh, sw, ph, pw, groups;
-  bool bias;
-  int64_t out_h() const { return (h + 2 * ph - kh) / sh + 1; }
-  int64_t out_w() const { return (w + 2 * pw - kw) / sw + 1; }
-};
-LayerCost conv(const std::string& name, const ConvGeometry& g, int64_t eb, bool input_grad);
-
-// min(max(x, 0), 6): two comparisons per element forward, two (both bounds) backward;
-// keeps its input.
-LayerCost relu6(const std::string& name, double elements, int64_t eb);
 // k x k average pooling (padded positions counted, as count_include_pad): k^2 FLOPs per
 // output forward (k^2 - 1 adds, one division) and k^2 backward (spreading dy / k^2).
 LayerCost avgpool(const std::string& name, int64_t batch, int64_t channels, int64_t in_hw,

@@ -55,7 +55,6 @@ double elementwise_flops_per_element(const std::string& op) {
   return -1;
 }
 
-
 // Operators of the translation and speech models (transformer, seq2seq, deepspeech2):
 // attention softmax, LayerNorm, dropout, masks, CTC, the embedding gradient (hardtanh is
 // counted with ReLU6 below).
@@ -181,7 +180,8 @@ std::string op_class(const std::string& full_name) {
   if (has("batch_norm") || has("BatchNorm") || has("layer_norm") || has("LayerNorm"))
     return "normalization";
   if (has("ctc") || has("Ctc")) return "softmax-loss";
-  if (has("hardtanh") || has("Hardtanh") || has("dropout") || has("Dropout")) return "elementwise";
+  if (has("hardtanh") || has("Hardtanh") || has("dropout") || has("Dropout") || has("bernoulli"))
+    return "elementwise";
   if (has("pool") || has("Pool")) return "pooling";
   if (has("softmax") || has("Softmax") || has("nll_loss") || has("NllLoss") || has("cross_entropy"))
     return "softmax-loss";
@@ -189,7 +189,6 @@ std::string op_class(const std::string& full_name) {
     return "rnn";
   if (has("embedding") || has("Embedding")) return "embedding";
   if (elementwise_flops_per_element(n) > 0 || has("Relu") || has("Threshold") || has("Add") ||
-      has("hardtanh") || has("Hardtanh") || has("dropout") || has("bernoulli") ||
       has("Mul") || has("Tanh") || has("Sigmoid"))
     return "elementwise";
   if (one_of(n, {"sum", "mean", "max", "min", "norm"}) || has("Sum") || has("Mean"))

@@ -22,7 +22,7 @@ ModelCost retinanet_cost(const Config& cfg, int64_t eb) {
        {std::pair{"classification_head", kAnchorsPerLocation * kClasses},
         std::pair{"regression_head", kAnchorsPerLocation * 4}}) {
     for (size_t l = 0; l < p.size(); ++l) {
-      cost::FeatureMap x = p[l];
+      cost::DetectionMap x = p[l];
       // One head shared by all levels: its parameters count once.
       for (int i = 0; i < 4; ++i) {
         x = t.conv(fmt::format("head.{}.conv.{}.0@P{}", head, i, l + 3), x, 256, 3, 1, true, true);

@@ -26,8 +26,8 @@ struct Net {
   void keep() { layers.back().saved_bytes += layers.back().output_bytes; }
   void conv(const std::string& name, int64_t cin, int64_t hw, int64_t cout, int64_t k, bool bias,
             bool input_grad = true) {
-    layers.push_back(
-        cost::conv2d_general(name, {batch, cin, hw, hw, cout, k, 1, k / 2}, bias, eb, input_grad));
+    layers.push_back(cost::conv(name, {batch, cin, hw, hw, cout, k, k, 1, 1, k / 2, k / 2, 1, bias},
+                                eb, input_grad));
   }
   void relu(const std::string& name, int64_t c, int64_t hw) {
     layers.push_back(cost::relu(name, double(batch) * c * hw * hw, eb));
@@ -66,7 +66,7 @@ std::vector<LayerCost> generator(int64_t batch, int64_t dim, int64_t eb) {
   n.layers.push_back(cost::batchnorm("bn", batch, dim, hw * hw, eb));
   n.relu("relu", dim, hw);
   n.conv("output", dim, hw, 3, 3, true);
-  n.layers.push_back(cost::tanh_layer("tanh", double(batch) * 3 * hw * hw, eb));
+  n.layers.push_back(cost::elementwise("tanh", "tanh", double(batch) * 3 * hw * hw, 1, 3, 1, eb));
   return n.layers;
 }
 
@@ -86,8 +86,9 @@ std::vector<LayerCost> critic(int64_t batch, int64_t dim, int64_t eb, bool image
     n.layers.push_back(cost::layernorm(p + "ln2", batch, in, hw * hw, eb));
     n.relu(p + "relu2", in, hw);
     n.conv(p + "conv2", in, hw, out, 3, true);
-    n.layers.push_back(cost::meanpool2(p + "pool", batch, out, hw, hw, eb));
-    n.layers.push_back(cost::meanpool2(p + "shortcut.pool", batch, in, hw, hw, eb));
+    n.layers.push_back(cost::vision::avgpool(p + "pool", batch, out, hw * hw, hw * hw / 4, 2, eb));
+    n.layers.push_back(
+        cost::vision::avgpool(p + "shortcut.pool", batch, in, hw * hw, hw * hw / 4, 2, eb));
     n.keep();
     n.conv(p + "shortcut", in, hw / 2, out, 1, true);
     hw /= 2;

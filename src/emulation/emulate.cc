@@ -255,8 +255,10 @@ SeedRun train_one(const EmulationOptions& o, const Policy& given, const Dataset&
     const auto loss =
         torch::nn::functional::cross_entropy(logits, train.labels.index_select(0, idx));
     (loss * ls.scale).backward();
+    // Only dynamic loss scaling looks at overflow; the check reads every gradient.
     bool finite = true;
-    for (auto& p : net.params) finite = finite && torch::isfinite(p.grad()).all().item<bool>();
+    if (ls.dynamic)
+      for (auto& p : net.params) finite = finite && torch::isfinite(p.grad()).all().item<bool>();
     if (!finite && ls.dynamic) {  // skip the step, halve the scale
       ls.scale /= 2;
       ls.good = 0;

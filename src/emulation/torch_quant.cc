@@ -7,7 +7,7 @@
 namespace tb::emu {
 
 QuantPoint::QuantPoint(num::Format format, num::Rounding rounding, uint64_t seed)
-    : format_(std::move(format)), rounding_(rounding), seed_(seed) {}
+    : format_(std::move(format)), rounding_(rounding), base_seed_(seed), seed_(seed) {}
 
 QuantPoint QuantPoint::parse(const std::string& text, uint64_t seed) {
   if (text.empty() || text == "off" || text == "none") return {};
@@ -26,7 +26,7 @@ QuantPoint QuantPoint::parse(const std::string& text, uint64_t seed) {
 std::string QuantPoint::str() const {
   if (!enabled()) return "off";
   if (ext_) return "ext:" + ext_->path();
-  const std::string f = format_->name.empty() ? format_->str() : format_->name;
+  const std::string f = format_->display_name();
   return rounding_ == num::Rounding::kNearestEven ? f : f + "/" + num::rounding_name(rounding_);
 }
 

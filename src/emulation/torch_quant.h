@@ -28,9 +28,10 @@ class QuantPoint {
   const num::Format& format() const { return *format_; }
   num::Rounding rounding() const { return rounding_; }
   std::string str() const;
-  // A fresh stochastic stream: a run seeded the same way draws the same bits.
-  void reseed(uint64_t seed) {
-    seed_ = seed;
+  // A fresh stochastic stream for one run, mixed with the point's own seed (parse's
+  // `seed`, i.e. `--quant-seed`): a run seeded the same way draws the same bits.
+  void reseed(uint64_t run_stream) {
+    seed_ = base_seed_ * 0x9E3779B97F4A7C15ull + run_stream;
     calls_ = 0;
   }
 
@@ -43,7 +44,8 @@ class QuantPoint {
   std::optional<num::Format> format_;
   std::shared_ptr<const num::Extension> ext_;
   num::Rounding rounding_ = num::Rounding::kNearestEven;
-  uint64_t seed_ = 0;
+  uint64_t base_seed_ = 0;  // as parsed
+  uint64_t seed_ = 0;       // the current stream
   mutable std::atomic<uint64_t> calls_{0};
 
  public:
@@ -51,12 +53,14 @@ class QuantPoint {
       : format_(o.format_),
         ext_(o.ext_),
         rounding_(o.rounding_),
+        base_seed_(o.base_seed_),
         seed_(o.seed_),
         calls_(o.calls_.load()) {}
   QuantPoint& operator=(const QuantPoint& o) {
     format_ = o.format_;
     ext_ = o.ext_;
     rounding_ = o.rounding_;
+    base_seed_ = o.base_seed_;
     seed_ = o.seed_;
     calls_ = o.calls_.load();
     return *this;

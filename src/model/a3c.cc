@@ -68,7 +68,9 @@ struct Actor {
   std::mt19937_64 rng;
   Net local;
   torch::Tensor loss;
-  double last_loss = 0;
+  // Kept as a tensor and read only by tests (last_losses): reading it in the step would
+  // synchronise an asynchronous device every update.
+  torch::Tensor last_loss;
 };
 
 torch::Tensor observation(const PongEnv& env, const torch::TensorOptions& opts) {
@@ -167,7 +169,7 @@ class A3cWorkload : public Workload {
           local[i].mutable_grad().reset();  // else the next backward accumulates into it
         }
         optimizer_->step();
-        a->last_loss = a->loss.item<double>();
+        a->last_loss = a->loss.detach();
         a->loss = torch::Tensor();
       }
     }
@@ -180,7 +182,8 @@ class A3cWorkload : public Workload {
 
   std::vector<double> losses() const {
     std::vector<double> out;
-    for (const auto& a : actors_) out.push_back(a->last_loss);
+    for (const auto& a : actors_)
+      out.push_back(a->last_loss.defined() ? a->last_loss.item<double>() : 0.0);
     return out;
   }
 

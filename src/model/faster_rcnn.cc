@@ -222,7 +222,7 @@ class FasterRcnnWorkload : public Workload {
 };
 
 FamilySchema faster_rcnn_schema() {
-  FamilySchema s{
+  return det::detection_schema(
       "faster_rcnn",
       "Faster R-CNN with a ResNet-FPN backbone as torchvision 0.14 trains it, on synthetic "
       "COCO-shaped images and boxes (91 classes)",
@@ -232,14 +232,7 @@ FamilySchema faster_rcnn_schema() {
         0,
         0,
         {"resnet50", "resnet101"}}},
-      "faster_rcnn:backbone=resnet50,height=800,width=1088,max_boxes=14,batch=2,dtype=fp32",
-      "object detection",
-      "images",
-      {1, 2, 4, 8}};
-  for (auto& p : det::data_params()) s.params.push_back(p);
-  // torchvision's detection reference trains with SGD, momentum 0.9, 2 images per GPU.
-  for (auto& p : common_params(2, "momentum")) s.params.push_back(p);
-  return s;
+      "faster_rcnn:backbone=resnet50,height=800,width=1088,max_boxes=14,batch=2,dtype=fp32");
 }
 
 const bool registered =

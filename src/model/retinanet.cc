@@ -132,19 +132,11 @@ class RetinaNetWorkload : public Workload {
 };
 
 FamilySchema retinanet_schema() {
-  FamilySchema s{
+  return det::detection_schema(
       "retinanet",
       "RetinaNet with a ResNet-50-FPN backbone (P3-P7) as torchvision 0.14 trains it, on "
       "synthetic COCO-shaped images and boxes (91 classes)",
-      {},
-      "retinanet:height=800,width=1088,max_boxes=14,batch=2,dtype=fp32",
-      "object detection",
-      "images",
-      {1, 2, 4, 8}};
-  for (auto& p : det::data_params()) s.params.push_back(p);
-  // torchvision's detection reference: SGD, momentum 0.9, 2 images per GPU.
-  for (auto& p : common_params(2, "momentum")) s.params.push_back(p);
-  return s;
+      {}, "retinanet:height=800,width=1088,max_boxes=14,batch=2,dtype=fp32");
 }
 
 const bool registered =

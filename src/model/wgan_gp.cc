@@ -177,12 +177,11 @@ class WganWorkload : public Workload {
         PhaseScope phase(Phase::kOptimizer);
         critic_opt_->step();
       }
-      last_critic_loss = loss.item<double>();
+      last_critic_loss = loss.detach();
     }
     // The generator's update needs the critic's input gradient only.
     for (auto& p : net_->critic->parameters()) p.set_requires_grad(false);
     release_grads(*net_->critic);
-    release_grads(*net_->generator);
     torch::Tensor loss;
     {
       PhaseScope phase(Phase::kForward);
@@ -197,7 +196,7 @@ class WganWorkload : public Workload {
       PhaseScope phase(Phase::kOptimizer);
       generator_opt_->step();
     }
-    last_generator_loss = loss.item<double>();
+    last_generator_loss = loss.detach();
     return true;
   }
   std::vector<torch::optim::Optimizer*> own_optimizers() override {
@@ -205,7 +204,9 @@ class WganWorkload : public Workload {
     return {critic_opt_.get(), generator_opt_.get()};
   }
 
-  double last_critic_loss = 0, last_generator_loss = 0;
+  // Read only by tests (last_losses): reading them in the step would synchronise an
+  // asynchronous device every update.
+  torch::Tensor last_critic_loss, last_generator_loss;
 
  private:
   // Made on first use, after the runner has moved the module to its device and dtype.
@@ -257,8 +258,9 @@ const bool registered =
 
 double last_losses(Workload& w, double* generator) {
   auto& g = dynamic_cast<WganWorkload&>(w);
-  if (generator) *generator = g.last_generator_loss;
-  return g.last_critic_loss;
+  auto value = [](const torch::Tensor& t) { return t.defined() ? t.item<double>() : 0.0; };
+  if (generator) *generator = value(g.last_generator_loss);
+  return value(g.last_critic_loss);
 }
 
 }  // namespace wgan

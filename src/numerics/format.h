@@ -89,6 +89,8 @@ struct Format {
 
   // Canonical text, every field spelled out: parse_format(str()) == *this.
   std::string str() const;
+  // The preset name when it has one, else str(): how results and tables name it.
+  std::string display_name() const { return name.empty() ? str() : name; }
   // Total bits per element (block formats: element bits, plus the scale amortized).
   double bits_per_element() const;
   bool operator==(const Format& o) const;

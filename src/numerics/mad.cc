@@ -62,12 +62,6 @@ struct Rounder {
   }
 };
 
-bool is_fp32(const Format& f) {
-  return f.kind == Format::Kind::kFloat && f.fp.exp_bits == 8 && f.fp.man_bits == 23 &&
-         f.fp.bias == 127 && f.fp.subnormals && f.fp.special == Special::kIeee &&
-         f.fp.overflow == Overflow::kInfinity;
-}
-
 void rows(const MadUnit& u, const float* A, const float* B, float* C, int64_t r0, int64_t r1,
           int64_t N, int64_t K) {
   const int64_t W = std::max(1, u.width);
@@ -77,7 +71,8 @@ void rows(const MadUnit& u, const float* A, const float* B, float* C, int64_t r0
   QuantOptions qo;
   qo.rounding = u.rounding;
   qo.seed = 0x5eed;
-  Rounder rp{u.product, qo, is_fp32(u.product)}, ra{u.accumulator, qo, is_fp32(u.accumulator)};
+  Rounder rp{u.product, qo, u.product == Format{}},
+      ra{u.accumulator, qo, u.accumulator == Format{}};
   const bool odd_p = !wide(u.product), odd_a = !wide(u.accumulator);
   uint64_t draw = 0;  // stochastic rounding: a fresh stream position per rounded vector
   auto add_into = [&](float* dst, const float* src) {
@@ -124,12 +119,10 @@ std::string order_name(MadUnit::Order o) {
   return "?";
 }
 
-std::string short_name(const Format& f) { return f.name.empty() ? f.str() : f.name; }
-
 }  // namespace
 
 std::string MadUnit::str() const {
-  std::string s = "mad:mul=" + short_name(product) + ",acc=" + short_name(accumulator) +
+  std::string s = "mad:mul=" + product.display_name() + ",acc=" + accumulator.display_name() +
                   ",width=" + std::to_string(width) + ",order=" + order_name(order);
   if (rounding != Rounding::kNearestEven) s += ",rounding=" + rounding_name(rounding);
   return s;

@@ -1,3 +1,4 @@
+#include "platform/host.h"
 #include "platform/characterize.h"
 
 #include <ATen/Parallel.h>
@@ -23,12 +24,6 @@ nlohmann::json trials_json(const Trials& t) {
   return {{"trials", t.values}, {"best", t.best()}, {"median", t.median()}};
 }
 
-std::string today() {
-  std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
 
 void mkdirs(const std::string& path) {
   for (size_t i = 1; i <= path.size(); ++i)
@@ -70,7 +65,7 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
   p.cores = h.physical_cores;
   p.memory_gb = double(h.mem_total) / 1e9;
   p.source = fmt::format("measured by trainbench {} on {}: GEMM via LibTorch {}, STREAM triad",
-                         TB_VERSION, today(), TORCH_VERSION);
+                         TB_VERSION, utc_now_iso(), TORCH_VERSION);
   nlohmann::json measurements;
 
   for (const auto& dtype : o.dtypes) {
@@ -137,7 +132,7 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
                       {"size_bytes", c.size_bytes},
                       {"instances", c.instances}});
   p.extra = {{"kind_of_document", "trainbench.platform"},
-             {"measured_at", today()},
+             {"measured_at", utc_now_iso()},
              {"spec_peak_tflops", spec_peaks},
              {"spec_peak_formula", formulas},
              {"machine",

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <unistd.h>
 
+#include <ctime>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -125,6 +126,13 @@ HostInfo host_info() {
   h.sockets = std::max<int>(1, int(packages.size()));
   h.physical_cores = cores.empty() ? h.logical_cpus : int(cores.size());
   return h;
+}
+
+std::string utc_now_iso() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
 }
 
 }  // namespace tb

@@ -33,5 +33,7 @@ HostInfo host_info();
 int64_t last_level_cache_bytes(const HostInfo& h);
 int64_t available_memory_bytes();
 int online_cpus();
+// The host's clock now, ISO 8601 UTC to the second: how every stored time is written.
+std::string utc_now_iso();
 
 }  // namespace tb

@@ -15,13 +15,12 @@ std::string compute_format(const emu::Policy& p) {
       any = true;
       if (q->str().rfind("ext:", 0) != 0) {
         b = q->format().bits_per_element();
-        name = q->format().name.empty() ? q->format().str() : q->format().name;
+        name = q->format().display_name();
       }
     }
     if (b > bits) bits = b, widest = name;
   }
-  if (!any && p.mad)
-    return p.mad->product.name.empty() ? p.mad->product.str() : p.mad->product.name;
+  if (!any && p.mad) return p.mad->product.display_name();
   return widest;
 }
 
@@ -40,7 +39,7 @@ nlohmann::json variant_descriptor(const emu::EmulationOptions& o, const emu::Pol
     } else if (q->str().rfind("ext:", 0) == 0) {
       points[name] = {{"format", q->str()}};
     } else {
-      points[name] = {{"format", q->format().name.empty() ? q->format().str() : q->format().name},
+      points[name] = {{"format", q->format().display_name()},
                       {"rounding", num::rounding_name(q->rounding())}};
     }
   }

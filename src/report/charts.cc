@@ -8,23 +8,24 @@
 #include <set>
 
 namespace tb {
-namespace {
 
 using json = nlohmann::json;
 
-json tooltip(std::initializer_list<std::pair<const char*, const char*>> fields) {
+json chart_tooltip(std::initializer_list<std::pair<const char*, const char*>> fields) {
   json t = json::array();
   for (const auto& [f, type] : fields) t.push_back({{"field", f}, {"type", type}});
   return t;
 }
 
-json num_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
-
-json base(const std::string& title) {
+json chart_base(const std::string& title) {
   return {{"$schema", "https://vega.github.io/schema/vega-lite/v5.json"},
           {"title", title},
           {"config", {{"view", {{"stroke", nullptr}}}, {"font", "system-ui, sans-serif"}}}};
 }
+
+namespace {
+
+json num_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 
 // The value in a cell as text: percentages for fractions, 3 significant digits otherwise.
 std::string value_format(const MetricInfo& m) {
@@ -42,7 +43,7 @@ void sensitivity_chart(ChartSet& cs, const FamilyView& f, const MetricInfo& m) {
          {"scale", i < r.log2_scaled.size() ? (r.log2_scaled[i] ? "log2" : "linear") : "product"},
          {"sign", r.weights[i] >= 0 ? "positive" : "negative"}});
   cs.tables[table] = rows;
-  json spec = base(f.family + ": sensitivity of " + m.label);
+  json spec = chart_base(f.family + ": sensitivity of " + m.label);
   spec["data"] = {{"name", table}};
   spec["width"] = 360;
   spec["mark"] = {{"type", "bar"}, {"tooltip", true}};
@@ -58,7 +59,7 @@ void sensitivity_chart(ChartSet& cs, const FamilyView& f, const MetricInfo& m) {
         {"scale", {{"domain", {"positive", "negative"}}, {"range", {"#3b7dd8", "#d8573b"}}}},
         {"legend", nullptr}}},
       {"tooltip",
-       tooltip({{"term", "nominal"}, {"weight", "quantitative"}, {"scale", "nominal"}})}};
+       chart_tooltip({{"term", "nominal"}, {"weight", "quantitative"}, {"scale", "nominal"}})}};
   cs.charts.push_back(
       {chart_id("sens", f.family),
        "families",
@@ -88,16 +89,16 @@ void heat_chart(ChartSet& cs, const FamilyView& f, const MetricInfo& m) {
   cs.tables[table] = rows;
   std::string fixed;
   for (const auto& [k, v] : h.fixed) fixed += (fixed.empty() ? "" : ", ") + k + "=" + v;
-  json spec = base(f.family + ": " + m.label + " over " + h.x + " and " + h.y);
+  json spec = chart_base(f.family + ": " + m.label + " over " + h.x + " and " + h.y);
   spec["data"] = {{"name", table}};
   spec["width"] = std::max<size_t>(200, 44 * h.xs.size());
   spec["height"] = std::max<size_t>(120, 26 * h.ys.size());
   const json x = {{"field", h.x}, {"type", "ordinal"}, {"sort", "ascending"}, {"title", h.x}};
   const json y = {{"field", h.y}, {"type", "ordinal"}, {"sort", "descending"}, {"title", h.y}};
-  const json tip = tooltip({{"config", "nominal"},
-                            {"status", "nominal"},
-                            {"value", "quantitative"},
-                            {"error", "nominal"}});
+  const json tip = chart_tooltip({{"config", "nominal"},
+                                  {"status", "nominal"},
+                                  {"value", "quantitative"},
+                                  {"error", "nominal"}});
   spec["layer"] = json::array(
       {{{"transform", {{{"filter", "datum.value != null"}}}},
         {"mark", {{"type", "rect"}, {"tooltip", true}}},
@@ -168,17 +169,17 @@ void box_chart(ChartSet& cs, const std::string& id, const std::string& section,
   }
   cs.tables[table] = rows;
   cs.tables[table + "-outliers"] = outliers;
-  json spec = base(title);
+  json spec = chart_base(title);
   spec["width"] = 420;
   const json scale = log_scale ? json{{"type", "log"}} : json{{"zero", false}};
   const json y = {{"field", "group"}, {"type", "nominal"}, {"title", nullptr}};
-  const json tip = tooltip({{"group", "nominal"},
-                            {"n", "quantitative"},
-                            {"p2", "quantitative"},
-                            {"p9", "quantitative"},
-                            {"p50", "quantitative"},
-                            {"p91", "quantitative"},
-                            {"p98", "quantitative"}});
+  const json tip = chart_tooltip({{"group", "nominal"},
+                                  {"n", "quantitative"},
+                                  {"p2", "quantitative"},
+                                  {"p9", "quantitative"},
+                                  {"p50", "quantitative"},
+                                  {"p91", "quantitative"},
+                                  {"p98", "quantitative"}});
   spec["layer"] = json::array(
       {{{"data", {{"name", table}}},
         {"mark", {{"type", "rule"}, {"tooltip", true}}},
@@ -205,7 +206,7 @@ void box_chart(ChartSet& cs, const std::string& id, const std::string& section,
         {"encoding",
          {{"y", y},
           {"x", {{"field", "value"}, {"type", "quantitative"}}},
-          {"tooltip", tooltip({{"config", "nominal"}, {"value", "quantitative"}})}}}}});
+          {"tooltip", chart_tooltip({{"config", "nominal"}, {"value", "quantitative"}})}}}}});
   cs.charts.push_back({id, section, title, caption, {table, table + "-outliers"}, table, spec});
 }
 
@@ -276,7 +277,7 @@ json roof_layer(const std::string& table, const json& x, const json& color) {
               {"type", "nominal"},
               {"scale", {{"domain", {"measured", "spec"}}, {"range", {{1, 0}, {5, 3}}}}},
               {"title", "roof source"}}},
-            {"tooltip", tooltip({{"roof", "nominal"}, {"source", "nominal"}})}}}};
+            {"tooltip", chart_tooltip({{"roof", "nominal"}, {"source", "nominal"}})}}}};
 }
 
 // A hyperparameter's value for a color channel: a number where it is one, else its text.
@@ -347,7 +348,7 @@ void roofline_chart(ChartSet& cs, const RooflineView& v, const std::string& colo
                    {"scale", {{"type", "log"}, {"domain", {lo, hi}}}},
                    {"title", "arithmetic intensity (FLOPs/byte)"},
                    {"axis", {{"format", "~s"}}}};
-  json spec = base(v.platform + ": roofline");
+  json spec = chart_base(v.platform + ": roofline");
   spec["width"] = 560, spec["height"] = 360;
   spec["layer"] = json::array(
       {roof_layer(table, xs,
@@ -368,10 +369,10 @@ void roofline_chart(ChartSet& cs, const RooflineView& v, const std::string& colo
             {"type", "quantitative"},
             {"scale", {{"type", "log"}, {"scheme", "plasma"}}},
             {"title", color}}},
-          {"tooltip", tooltip({{"config", "nominal"},
-                               {"intensity", "quantitative"},
-                               {"achieved", "quantitative"},
-                               {"utilization", "quantitative"}})}}}},
+          {"tooltip", chart_tooltip({{"config", "nominal"},
+                                     {"intensity", "quantitative"},
+                                     {"achieved", "quantitative"},
+                                     {"utilization", "quantitative"}})}}}},
        {{"data", {{"name", table + "-ridges"}}},
         {"mark",
          {{"type", "point"},
@@ -382,7 +383,7 @@ void roofline_chart(ChartSet& cs, const RooflineView& v, const std::string& colo
         {"encoding",
          {{"x", {{"field", "intensity"}, {"type", "quantitative"}}},
           {"y", {{"field", "flops"}, {"type", "quantitative"}}},
-          {"tooltip", tooltip({{"label", "nominal"}})}}}},
+          {"tooltip", chart_tooltip({{"label", "nominal"}})}}}},
        {{"data", {{"name", table + "-ridges"}}},
         {"mark", {{"type", "text"}, {"align", "left"}, {"dx", 6}, {"dy", 12}, {"fontSize", 10}}},
         {"encoding",
@@ -391,10 +392,10 @@ void roofline_chart(ChartSet& cs, const RooflineView& v, const std::string& colo
           {"text", {{"field", "label"}}}}}}});
   if (any_reference)
     for (auto& layer : star_layers(pts, "intensity", "achieved",
-                                   tooltip({{"config", "nominal"},
-                                            {"intensity", "quantitative"},
-                                            {"achieved", "quantitative"},
-                                            {"utilization", "quantitative"}})))
+                                   chart_tooltip({{"config", "nominal"},
+                                                  {"intensity", "quantitative"},
+                                                  {"achieved", "quantitative"},
+                                                  {"utilization", "quantitative"}})))
       spec["layer"].push_back(layer);
   spec["resolve"] = {{"scale", {{"color", "independent"}}}};
   cs.charts.push_back(
@@ -403,7 +404,8 @@ void roofline_chart(ChartSet& cs, const RooflineView& v, const std::string& colo
        spec["title"].get<std::string>(),
        "Solid lines are measured roofs, dashed ones the specification's; each point is a run "
        "(analytic FLOPs and bytes per step, measured time), filled by " +
-           color + ", shaped by family; stars are reference models. Diamonds mark the ridge "
+           color +
+           ", shaped by family; stars are reference models. Diamonds mark the ridge "
            "points.",
        {table, pts, table + "-ridges"},
        pts,
@@ -426,7 +428,7 @@ void op_roofline_chart(ChartSet& cs, const RooflineView& v) {
                       {"time_share", prof->step_us > 0 ? op->total_us / prof->step_us : 0.0},
                       {"flops_source", op->flops_source}});
   cs.tables[pts] = points;
-  json spec = base(v.platform + ": operator roofline");
+  json spec = chart_base(v.platform + ": operator roofline");
   spec["width"] = 560, spec["height"] = 360;
   spec["layer"] = json::array(
       {roof_layer(roofs,
@@ -448,13 +450,13 @@ void op_roofline_chart(ChartSet& cs, const RooflineView& v) {
             {"title", "operator class"}}},
           {"shape", {{"field", "phase"}, {"type", "nominal"}}},
           {"size", {{"field", "time_share"}, {"type", "quantitative"}, {"title", "share of step"}}},
-          {"tooltip", tooltip({{"operator", "nominal"},
-                               {"shapes", "nominal"},
-                               {"phase", "nominal"},
-                               {"config", "nominal"},
-                               {"achieved", "quantitative"},
-                               {"intensity", "quantitative"},
-                               {"time_share", "quantitative"}})}}}}});
+          {"tooltip", chart_tooltip({{"operator", "nominal"},
+                                     {"shapes", "nominal"},
+                                     {"phase", "nominal"},
+                                     {"config", "nominal"},
+                                     {"achieved", "quantitative"},
+                                     {"intensity", "quantitative"},
+                                     {"time_share", "quantitative"}})}}}}});
   cs.charts.push_back(
       {chart_id("oproof", v.platform),
        "profiles",
@@ -481,7 +483,7 @@ void profile_breakdown_chart(ChartSet& cs, const std::vector<ProfileRow>& profil
                       {"share", total > 0 ? us / total : 0.0}});
   }
   cs.tables["profile-classes"] = rows;
-  json spec = base("Step time by operator class");
+  json spec = chart_base("Step time by operator class");
   spec["data"] = {{"name", "profile-classes"}};
   spec["width"] = 520;
   spec["mark"] = {{"type", "bar"}, {"tooltip", true}};
@@ -501,10 +503,10 @@ void profile_breakdown_chart(ChartSet& cs, const std::vector<ProfileRow>& profil
                         {"type", "nominal"},
                         {"scale", {{"scheme", "category10"}}},
                         {"title", "operator class"}}},
-                      {"tooltip", tooltip({{"config", "nominal"},
-                                           {"class", "nominal"},
-                                           {"self_us", "quantitative"},
-                                           {"share", "quantitative"}})}};
+                      {"tooltip", chart_tooltip({{"config", "nominal"},
+                                                 {"class", "nominal"},
+                                                 {"self_us", "quantitative"},
+                                                 {"share", "quantitative"}})}};
   cs.charts.push_back({chart_id("opclass"),
                        "profiles",
                        "Step time by operator class",
@@ -532,7 +534,7 @@ void memory_chart(ChartSet& cs, const std::vector<MemoryRow>& memory) {
            {"estimate_bytes", v.contains("estimate_bytes") ? v["estimate_bytes"] : json(nullptr)}});
   }
   cs.tables["memory"] = rows;
-  json spec = base("Memory by category at the step's peak");
+  json spec = chart_base("Memory by category at the step's peak");
   spec["data"] = {{"name", "memory"}};
   spec["width"] = 520;
   spec["mark"] = {{"type", "bar"}, {"tooltip", true}};
@@ -549,11 +551,11 @@ void memory_chart(ChartSet& cs, const std::vector<MemoryRow>& memory) {
         {"title", "bytes"},
         {"axis", {{"format", "~s"}}}}},
       {"color", {{"field", "category"}, {"type", "nominal"}, {"scale", {{"scheme", "tableau10"}}}}},
-      {"tooltip", tooltip({{"config", "nominal"},
-                           {"category", "nominal"},
-                           {"bytes", "quantitative"},
-                           {"peak_bytes", "quantitative"},
-                           {"estimate_bytes", "quantitative"}})}};
+      {"tooltip", chart_tooltip({{"config", "nominal"},
+                                 {"category", "nominal"},
+                                 {"bytes", "quantitative"},
+                                 {"peak_bytes", "quantitative"},
+                                 {"estimate_bytes", "quantitative"}})}};
   cs.charts.push_back(
       {chart_id("memory"),
        "profiles",
@@ -582,7 +584,7 @@ void comparison_charts(ChartSet& cs, const ComparisonView& c, const std::string&
   }
   cs.tables[table] = rows;
   const std::string title = c.axis + ": " + c.b + " over " + c.a;
-  json spec = base(title + ", speedup vs model size");
+  json spec = chart_base(title + ", speedup vs model size");
   spec["width"] = 520, spec["height"] = 300;
   spec["layer"] = json::array(
       {{{"data", {{"name", table}}},
@@ -606,9 +608,9 @@ void comparison_charts(ChartSet& cs, const ComparisonView& c, const std::string&
             {"type", "quantitative"},
             {"scale", {{"type", "log"}, {"scheme", "plasma"}}},
             {"title", color}}},
-          {"tooltip", tooltip({{"config", "nominal"},
-                               {"speedup", "quantitative"},
-                               {"params", "quantitative"}})}}}},
+          {"tooltip", chart_tooltip({{"config", "nominal"},
+                                     {"speedup", "quantitative"},
+                                     {"params", "quantitative"}})}}}},
        {{"data", {{"values", json::array({{{"y", 1}}})}}},
         {"mark", {{"type", "rule"}, {"strokeDash", {4, 3}}, {"color", "#555"}}},
         {"encoding", {{"y", {{"field", "y"}, {"type", "quantitative"}}}}}}});
@@ -659,7 +661,7 @@ void scaling_chart(ChartSet& cs, const std::vector<ScalingSeries>& series) {
            {"utilization", s.utilization.count(n) ? json(s.utilization.at(n)) : json(nullptr)},
            {"serial_fraction", num_or_null(s.serial_fraction)}});
   cs.tables["scaling"] = rows;
-  json spec = base("Throughput vs threads and workers");
+  json spec = chart_base("Throughput vs threads and workers");
   spec["data"] = {{"name", "scaling"}};
   spec["hconcat"] = json::array();
   for (const auto& [field, title] : std::vector<std::pair<std::string, std::string>>{
@@ -672,10 +674,10 @@ void scaling_chart(ChartSet& cs, const std::vector<ScalingSeries>& series) {
           {{"x", {{"field", "count"}, {"type", "ordinal"}, {"title", "threads or workers"}}},
            {"y", {{"field", field}, {"type", "quantitative"}, {"title", title}}},
            {"color", {{"field", "series"}, {"type", "nominal"}, {"legend", nullptr}}},
-           {"tooltip", tooltip({{"config", "nominal"},
-                                {"examples_per_s", "quantitative"},
-                                {"utilization", "quantitative"},
-                                {"serial_fraction", "quantitative"}})}}}});
+           {"tooltip", chart_tooltip({{"config", "nominal"},
+                                      {"examples_per_s", "quantitative"},
+                                      {"utilization", "quantitative"},
+                                      {"serial_fraction", "quantitative"}})}}}});
   cs.charts.push_back(
       {chart_id("scaling"),
        "scaling",
@@ -713,11 +715,11 @@ void reference_scatter_chart(ChartSet& cs, const RunSet& runs) {
   if (rows.empty()) return;
   cs.tables["ref-scatter"] = rows;
   const MetricInfo& m = metric_info(y);
-  const json tip = tooltip({{"config", "nominal"},
-                            {"params", "quantitative"},
-                            {"flops_per_step", "quantitative"},
-                            {"value", "quantitative"}});
-  json spec = base(m.label + " vs model size: reference models among the generated ones");
+  const json tip = chart_tooltip({{"config", "nominal"},
+                                  {"params", "quantitative"},
+                                  {"flops_per_step", "quantitative"},
+                                  {"value", "quantitative"}});
+  json spec = chart_base(m.label + " vs model size: reference models among the generated ones");
   spec["hconcat"] = json::array();
   for (const auto& [x, title] : std::vector<std::pair<std::string, std::string>>{
            {"params", "trainable parameters"}, {"flops_per_step", "FLOPs per training step"}}) {
@@ -726,7 +728,11 @@ void reference_scatter_chart(ChartSet& cs, const RunSet& runs) {
         {{{"data", {{"name", "ref-scatter"}}},
           {"transform", {{{"filter", "!datum.reference"}}}},
           {"mark",
-           {{"type", "point"}, {"filled", true}, {"size", 24}, {"opacity", 0.6}, {"tooltip", true}}},
+           {{"type", "point"},
+            {"filled", true},
+            {"size", 24},
+            {"opacity", 0.6},
+            {"tooltip", true}}},
           {"encoding",
            {{"x",
              {{"field", x},
@@ -757,13 +763,20 @@ void reference_scatter_chart(ChartSet& cs, const RunSet& runs) {
 
 // TBD Figs. 4-6: each reference model's throughput, in its own unit, and its FLOPS and
 // CPU utilization, against the mini-batch size.
+// The x encoding of TBD's per-batch-size charts.
+json batch_axis() {
+  return {{"field", "batch"},
+          {"type", "quantitative"},
+          {"scale", {{"type", "log"}, {"base", 2}}},
+          {"title", "mini-batch size"}};
+}
+
 void reference_batch_charts(ChartSet& cs, const std::vector<const Run*>& refs) {
   json rows = json::array(), util = json::array();
   for (const Run* r : refs) {
     const auto batch = r->number("batch");
     if (!batch) continue;
-    const double thr = std::isfinite(r->metric("units_per_s")) ? r->metric("units_per_s")
-                                                                : r->metric("examples_per_s");
+    const double thr = r->throughput();
     rows.push_back({{"model", r->family + " (" + r->unit + "/s)"},
                     {"family", r->family},
                     {"platform", r->platform},
@@ -784,31 +797,26 @@ void reference_batch_charts(ChartSet& cs, const std::vector<const Run*>& refs) {
   if (rows.empty()) return;
   cs.tables["ref-throughput"] = rows;
   cs.tables["ref-utilization"] = util;
-  json spec = base("Reference models: throughput vs mini-batch size");
+  json spec = chart_base("Reference models: throughput vs mini-batch size");
   spec["data"] = {{"name", "ref-throughput"}};
   spec["facet"] = {{"field", "model"}, {"type", "nominal"}, {"title", nullptr}};
   spec["columns"] = 3;
   spec["resolve"] = {{"scale", {{"y", "independent"}, {"x", "independent"}}}};
-  spec["spec"] = {
-      {"width", 220},
-      {"height", 160},
-      {"mark", {{"type", "line"}, {"point", true}, {"tooltip", true}}},
-      {"encoding",
-       {{"x",
-         {{"field", "batch"},
-          {"type", "quantitative"},
-          {"scale", {{"type", "log"}, {"base", 2}}},
-          {"title", "mini-batch size"}}},
-        {"y",
-         {{"field", "throughput"},
-          {"type", "quantitative"},
-          {"title", "throughput (unit/s)"},
-          {"axis", {{"format", "~s"}}}}},
-        {"color", {{"field", "platform"}, {"type", "nominal"}}},
-        {"tooltip", tooltip({{"config", "nominal"},
-                             {"throughput", "quantitative"},
-                             {"unit", "nominal"},
-                             {"platform", "nominal"}})}}}};
+  spec["spec"] = {{"width", 220},
+                  {"height", 160},
+                  {"mark", {{"type", "line"}, {"point", true}, {"tooltip", true}}},
+                  {"encoding",
+                   {{"x", batch_axis()},
+                    {"y",
+                     {{"field", "throughput"},
+                      {"type", "quantitative"},
+                      {"title", "throughput (unit/s)"},
+                      {"axis", {{"format", "~s"}}}}},
+                    {"color", {{"field", "platform"}, {"type", "nominal"}}},
+                    {"tooltip", chart_tooltip({{"config", "nominal"},
+                                               {"throughput", "quantitative"},
+                                               {"unit", "nominal"},
+                                               {"platform", "nominal"}})}}}};
   cs.charts.push_back({chart_id("refthroughput"),
                        "reference",
                        spec["title"].get<std::string>(),
@@ -818,31 +826,26 @@ void reference_batch_charts(ChartSet& cs, const std::vector<const Run*>& refs) {
                        "ref-throughput",
                        spec});
   if (util.empty()) return;
-  json uspec = base("Reference models: utilization vs mini-batch size");
+  json uspec = chart_base("Reference models: utilization vs mini-batch size");
   uspec["data"] = {{"name", "ref-utilization"}};
   uspec["facet"] = {{"field", "kind"}, {"type", "nominal"}, {"title", nullptr}};
   uspec["resolve"] = {{"scale", {{"y", "independent"}}}};
-  uspec["spec"] = {
-      {"width", 280},
-      {"height", 200},
-      {"mark", {{"type", "line"}, {"point", true}, {"tooltip", true}}},
-      {"encoding",
-       {{"x",
-         {{"field", "batch"},
-          {"type", "quantitative"},
-          {"scale", {{"type", "log"}, {"base", 2}}},
-          {"title", "mini-batch size"}}},
-        {"y",
-         {{"field", "value"},
-          {"type", "quantitative"},
-          {"title", "utilization"},
-          {"axis", {{"format", "%"}}}}},
-        {"color", {{"field", "family"}, {"type", "nominal"}, {"title", "model"}}},
-        {"detail", {{"field", "platform"}}},
-        {"tooltip", tooltip({{"config", "nominal"},
-                             {"kind", "nominal"},
-                             {"value", "quantitative"},
-                             {"platform", "nominal"}})}}}};
+  uspec["spec"] = {{"width", 280},
+                   {"height", 200},
+                   {"mark", {{"type", "line"}, {"point", true}, {"tooltip", true}}},
+                   {"encoding",
+                    {{"x", batch_axis()},
+                     {"y",
+                      {{"field", "value"},
+                       {"type", "quantitative"},
+                       {"title", "utilization"},
+                       {"axis", {{"format", "%"}}}}},
+                     {"color", {{"field", "family"}, {"type", "nominal"}, {"title", "model"}}},
+                     {"detail", {{"field", "platform"}}},
+                     {"tooltip", chart_tooltip({{"config", "nominal"},
+                                                {"kind", "nominal"},
+                                                {"value", "quantitative"},
+                                                {"platform", "nominal"}})}}}};
   cs.charts.push_back({chart_id("refutil"),
                        "reference",
                        uspec["title"].get<std::string>(),

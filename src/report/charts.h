@@ -22,6 +22,11 @@ struct ChartSet {
   nlohmann::json tables = nlohmann::json::object();  // name -> array of flat rows
 };
 
+// The parts every chart spec starts from: the Vega-Lite schema, its title and the look.
+nlohmann::json chart_base(const std::string& title);
+// A tooltip listing these fields with their Vega-Lite types.
+nlohmann::json chart_tooltip(std::initializer_list<std::pair<const char*, const char*>> fields);
+
 struct ChartOptions {
   std::string color_param = "batch";  // what colors roofline and comparison points
 };

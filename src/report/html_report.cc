@@ -7,10 +7,10 @@
 #include <map>
 #include <set>
 
+#include "platform/registry.h"
 #include "record/context.h"
 #include "record/files.h"
 #include "report/run_table.h"
-#include "platform/registry.h"
 #include "report/simulation_views.h"
 #include "report/vega_assets.h"
 #include "spec/family.h"
@@ -214,8 +214,7 @@ void reference_table(std::string& h, const RunSet& runs) {
   for (const Run* r : reference_runs(runs, /*ok_only=*/false)) {
     const FamilySchema* schema = find_family_schema(r->family);
     const auto batch = r->number("batch");
-    const double thr = std::isfinite(r->metric("units_per_s")) ? r->metric("units_per_s")
-                                                                : r->metric("examples_per_s");
+    const double thr = r->throughput();
     const double step = r->metric("step_mean_s");
     h += "<tr><td>" + html_escape(r->family) + "</td><td>" +
          html_escape(schema ? schema->task : "") + "</td><td class=\"num\">" +

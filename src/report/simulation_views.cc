@@ -12,12 +12,6 @@ namespace {
 
 using json = nlohmann::json;
 
-json base(const std::string& title) {
-  return {{"$schema", "https://vega.github.io/schema/vega-lite/v5.json"},
-          {"title", title},
-          {"config", {{"view", {{"stroke", nullptr}}}, {"font", "system-ui, sans-serif"}}}};
-}
-
 std::string pct(double f) { return fmt::format("{:.1f}%", 100 * f); }
 
 }  // namespace
@@ -42,7 +36,7 @@ void add_validation_chart(ChartSet& cs, const std::vector<sim::Validation>& vs) 
   if (rows.empty()) return;
   cs.tables["validation"] = rows;
   cs.tables["validation-line"] = json::array({{{"t", lo / 1.5}}, {{"t", hi * 1.5}}});
-  json spec = base("Predicted vs measured step time");
+  json spec = chart_base("Predicted vs measured step time");
   spec["width"] = 420;
   spec["height"] = 320;
   const json log = {{"type", "log"}};
@@ -102,7 +96,7 @@ void add_tta_chart(ChartSet& cs, const TtaResult& r) {
   }
   if (rows.empty()) return;
   cs.tables["tta"] = rows;
-  json spec = base("Test accuracy vs simulated training time on " + r.platform);
+  json spec = chart_base("Test accuracy vs simulated training time on " + r.platform);
   spec["data"] = {{"name", "tta"}};
   spec["width"] = 480;
   spec["height"] = 300;
@@ -116,10 +110,10 @@ void add_tta_chart(ChartSet& cs, const TtaResult& r) {
         {"title", "test accuracy"}}},
       {"color", {{"field", "variant"}, {"type", "nominal"}}},
       {"detail", {{"field", "seed"}, {"type", "nominal"}}},
-      {"tooltip", json::array({{{"field", "policy"}, {"type", "nominal"}},
-                               {{"field", "seed"}, {"type", "nominal"}},
-                               {{"field", "iteration"}, {"type", "quantitative"}},
-                               {{"field", "accuracy"}, {"type", "quantitative"}}})}};
+      {"tooltip", chart_tooltip({{"policy", "nominal"},
+                                 {"seed", "nominal"},
+                                 {"iteration", "quantitative"},
+                                 {"accuracy", "quantitative"}})}};
   cs.charts.push_back(
       {chart_id("tta"),
        "tta",

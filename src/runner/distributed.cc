@@ -1,3 +1,4 @@
+#include "platform/host.h"
 #include "runner/distributed.h"
 
 // ProcessGroupGloo.hpp compiles to nothing unless USE_C10D_GLOO is defined, which
@@ -18,10 +19,10 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "model/phase.h"
 #include "model/workload.h"
 #include "platform/blas.h"
 #include "runner/cpu_usage.h"
-#include "model/phase.h"
 #include "runner/threads.h"
 #include "spec/errors.h"
 
@@ -34,12 +35,6 @@ double seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-std::string now_iso() {
-  std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
 
 const char* env_var(const char* name) {
   const char* v = std::getenv(name);
@@ -262,8 +257,8 @@ RunResult run_distributed(const Config& input, const RunOptions& options, const 
                                  config.family(), config.get("workers"), env.world));
   RunResult r;
   r.family = config.family();
-  r.unit = find_family_schema(r.family)->unit;
-  r.started_at = now_iso();
+  r.unit = config.schema().unit;
+  r.started_at = utc_now_iso();
   r.threads = apply_threads(int(config.get_int("threads")));
   r.blas_threads = detect_blas().threads;
   config.set("threads", std::to_string(r.threads));
@@ -276,7 +271,7 @@ RunResult run_distributed(const Config& input, const RunOptions& options, const 
   auto done = [&](Status s, const std::string& why) {
     r.status = s;
     r.error = why;
-    r.finished_at = now_iso();
+    r.finished_at = utc_now_iso();
     return r;
   };
   if (r.device != "cpu")

@@ -82,8 +82,7 @@ MemoryRun measure_memory(const Config& input, const MemoryOptions& o) {
     }
     MemoryTracker tracker;
     auto [workload, batch, opt] = prepare_training(config, device, o.seed);
-    if (!has_cost(config.family()))
-      m.estimate = measured_step_cost(config, *workload, *opt, batch, device).memory;
+    if (!has_cost(config.family())) m.estimate = workload_memory_estimate(config, *workload, batch);
     for (const auto& p : workload->module().parameters()) m.params += p.numel();
     for (int i = 0; i < o.warmup_steps; ++i) train_step(*workload, *opt, batch, device);
 

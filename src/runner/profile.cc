@@ -259,22 +259,10 @@ Profile aggregate_profile(const std::vector<OpEvent>& events, int steps) {
   return aggregate(events, steps, nullptr);
 }
 
-StepCost measured_step_cost(const Config& config, Workload& w, torch::optim::Optimizer& opt,
-                            const Batch& batch, torch::Device device) {
-  using namespace torch::autograd::profiler;
-  train_step(w, opt, batch, device);
-  const ProfilerConfig pc = profiler_config();
-  const std::set<torch::profiler::impl::ActivityType> activities = {
-      torch::profiler::impl::ActivityType::CPU};
-  prepareProfiler(pc, activities);
-  enableProfiler(pc, activities);
-  {
-    RECORD_USER_SCOPE("tb::step");
-    train_step(w, opt, batch, device);
-  }
-  auto result = disableProfiler();
-  const Profile p = aggregate(op_events(*result), 1, nullptr);
-
+namespace {
+// A per-step profile as a StepCost (source "profiler"): FLOPs by phase and bytes.
+StepCost cost_from_profile(const Profile& p, const Config& config, Workload& w,
+                           const Batch& batch) {
   StepCost c;
   c.source = "profiler";
   for (const auto& op : p.ops) {
@@ -290,14 +278,40 @@ StepCost measured_step_cost(const Config& config, Workload& w, torch::optim::Opt
   c.bytes = p.bytes;
   for (const auto& t : w.module().parameters())
     if (t.requires_grad()) c.params += t.numel();
-  const int64_t eb = dtype_bytes(config.get("dtype"));
-  const double params = double(c.params);
-  c.memory.weights = eb * params;
-  c.memory.gradients = eb * params;
-  c.memory.optimizer_state = eb * cost::optimizer(config.get("optimizer")).state_per_param * params;
-  for (const auto& t : batch.inputs) c.memory.inputs += double(t.nbytes());
-  if (batch.target.defined()) c.memory.inputs += double(batch.target.nbytes());
+  c.memory = workload_memory_estimate(config, w, batch);
   return c;
+}
+}  // namespace
+
+StepCost measured_step_cost(const Config& config, Workload& w, torch::optim::Optimizer& opt,
+                            const Batch& batch, torch::Device device) {
+  using namespace torch::autograd::profiler;
+  train_step(w, opt, batch, device);
+  const ProfilerConfig pc = profiler_config();
+  const std::set<torch::profiler::impl::ActivityType> activities = {
+      torch::profiler::impl::ActivityType::CPU};
+  prepareProfiler(pc, activities);
+  enableProfiler(pc, activities);
+  {
+    RECORD_USER_SCOPE("tb::step");
+    train_step(w, opt, batch, device);
+  }
+  auto result = disableProfiler();
+  return cost_from_profile(aggregate(op_events(*result), 1, nullptr), config, w, batch);
+}
+
+MemoryEstimate workload_memory_estimate(const Config& config, Workload& w, const Batch& batch) {
+  double params = 0;
+  for (const auto& t : w.module().parameters())
+    if (t.requires_grad()) params += double(t.numel());
+  const int64_t eb = dtype_bytes(config.get("dtype"));
+  MemoryEstimate m;
+  m.weights = eb * params;
+  m.gradients = eb * params;
+  m.optimizer_state = eb * cost::optimizer(config.get("optimizer")).state_per_param * params;
+  for (const auto& t : batch.inputs) m.inputs += double(t.nbytes());
+  if (batch.target.defined()) m.inputs += double(batch.target.nbytes());
+  return m;
 }
 
 ProfileRun profile_config(const Config& input, const ProfileOptions& o) {
@@ -317,7 +331,6 @@ ProfileRun profile_config(const Config& input, const ProfileOptions& o) {
       return run;
     }
     auto [workload, batch, opt] = prepare_training(config, device, o.seed);
-    if (!has_cost(config.family())) cost = measured_step_cost(config, *workload, *opt, batch, device);
 
     // The last half of the warm-up, timed, gives the step time without the profiler.
     double unprofiled = 0;
@@ -348,6 +361,8 @@ ProfileRun profile_config(const Config& input, const ProfileOptions& o) {
 
     const std::vector<OpEvent> events = op_events(*result);
     run.profile = aggregate(events, o.steps, o.keep_trace ? &run.trace : nullptr);
+    // Without a cost description the model's FLOPs are the profiled ones (docs/suite.md).
+    if (!has_cost(config.family())) cost = cost_from_profile(run.profile, config, *workload, batch);
     Profile& p = run.profile;
     p.config = config.str();
     p.dtype = config.get("dtype");

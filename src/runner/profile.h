@@ -51,6 +51,9 @@ Profile aggregate_profile(const std::vector<OpEvent>& events, int steps);
 // (optimizer state, the graph executor's first run) and one profiled step. source "profiler".
 StepCost measured_step_cost(const Config& config, Workload& w, torch::optim::Optimizer& opt,
                             const Batch& batch, torch::Device device);
+// The part of that cost no step is needed for: the memory of the trainable weights, their
+// gradients and optimizer state, and the batch.
+MemoryEstimate workload_memory_estimate(const Config& config, Workload& w, const Batch& batch);
 
 // Builds the config's workload, runs warm-up steps, then profiles `steps` training steps
 // with LibTorch's (Kineto) profiler. Problems of the run come back as a status.

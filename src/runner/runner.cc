@@ -5,10 +5,10 @@
 #include <chrono>
 #include <ctime>
 
+#include "model/phase.h"
 #include "model/workload.h"
 #include "platform/blas.h"
 #include "platform/host.h"
-#include "model/phase.h"
 #include "runner/profile.h"
 #include "runner/stack_runtime.h"
 #include "runner/threads.h"
@@ -20,12 +20,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string now_iso() {
-  std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
 
 void synchronize(torch::Device device) {
   // CPU work is synchronous; an accelerator must be drained before the clock is read.
@@ -113,13 +107,13 @@ std::optional<RunResult> refuse_before_running(const Config& config, const RunOp
   RunResult r;
   r.config = config.str();
   r.family = config.family();
-  r.unit = find_family_schema(r.family)->unit;
+  r.unit = config.schema().unit;
   r.device = config.get("device");
   r.cost = cost;
   r.status = Status::kOomPredicted;
   r.error = fmt::format("estimated training memory {:.2f} GiB exceeds the {:.2f} GiB available",
                         cost.memory.total() / (1 << 30), limit / (1 << 30));
-  r.started_at = r.finished_at = now_iso();
+  r.started_at = r.finished_at = utc_now_iso();
   return r;
 }
 
@@ -127,8 +121,8 @@ RunResult run_config(const Config& input, const RunOptions& options) {
   Config config = input;
   RunResult r;
   r.family = config.family();
-  r.unit = find_family_schema(r.family)->unit;
-  r.started_at = now_iso();
+  r.unit = config.schema().unit;
+  r.started_at = utc_now_iso();
   r.threads = apply_threads(int(config.get_int("threads")));
   apply_stack(options.stack);
   r.blas_threads = detect_blas().threads;
@@ -147,7 +141,7 @@ RunResult run_config(const Config& input, const RunOptions& options) {
   auto done = [&](Status s, const std::string& why) {
     r.status = s;
     r.error = why;
-    r.finished_at = now_iso();
+    r.finished_at = utc_now_iso();
     return r;
   };
 

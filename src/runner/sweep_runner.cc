@@ -29,6 +29,14 @@ nlohmann::json stack_identity() {
           {"runtime_env", env}};
 }
 
+int64_t host_platform_id(Store& store) {
+  std::string why;
+  const auto described = load_cached_platform(platform_cache_path(), host_fingerprint(), &why);
+  return store.platform_id(platform_identity(),
+                           described ? described->name : "host-" + host_info().hostname,
+                           described ? to_json(*described) : nlohmann::json());
+}
+
 SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const SweepOptions& o,
                        const std::function<void(const SweepEvent&)>& on_event) {
   using Clock = std::chrono::steady_clock;
@@ -42,11 +50,7 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
     for (size_t k = 0; k < stacks.size(); ++k) items.push_back({&c, k});
   sum.total = items.size();
 
-  std::string why;
-  const auto described = load_cached_platform(platform_cache_path(), host_fingerprint(), &why);
-  const int64_t platform = store.platform_id(
-      platform_identity(), described ? described->name : "host-" + host_info().hostname,
-      described ? to_json(*described) : nlohmann::json());
+  const int64_t platform = host_platform_id(store);
   std::vector<int64_t> stack_ids;
   for (const auto& st : stacks) {
     nlohmann::json identity = stack_identity();
@@ -74,7 +78,8 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
     Config c = *items[i].first;
     if (c.get_int("threads") == 0) c.set("threads", std::to_string(online_cpus()));
     const std::string text = c.str();
-    SweepEvent ev{i, items.size(), stack_spec.is_default() ? text : text + " " + stack_spec.str(), "", "", 0};
+    SweepEvent ev{i,  items.size(), stack_spec.is_default() ? text : text + " " + stack_spec.str(),
+                  "", "",           0};
     RunOptions ro;
     ro.memory_limit = double(memory_limit);
     const std::string recorded = o.rerun ? "" : store.run_status(text, platform, stack);
@@ -102,8 +107,13 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
     ev.outcome = "running";
     on_event(ev);
     ChildOptions co{o.binary, timeout, memory_limit, o.stop};
-    std::vector<std::string> args = {"run", text, "--json", "--budget", fmt::format("{}", o.budget_s),
-                                     "--target-ci", fmt::format("{}", o.target_ci)};
+    std::vector<std::string> args = {"run",
+                                     text,
+                                     "--json",
+                                     "--budget",
+                                     fmt::format("{}", o.budget_s),
+                                     "--target-ci",
+                                     fmt::format("{}", o.target_ci)};
     if (!stack_spec.is_default()) args.insert(args.end(), {"--stack", stack_spec.str()});
     const ChildOutcome r = run_child(args, co);
     if (r.interrupted) {
@@ -135,13 +145,14 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
       ev.detail = fmt::format("{:.1f} examples/s", result["metrics"].value("examples_per_s", 0.0));
       if (o.profile && stack_spec.is_default()) {
         // A profile that fails costs the config nothing: its run is already recorded.
-        const ChildOutcome p = run_child(
-            {"profile", text, "--json", "--steps", std::to_string(o.profile_steps)}, co);
+        const ChildOutcome p =
+            run_child({"profile", text, "--json", "--steps", std::to_string(o.profile_steps)}, co);
         if (p.status == Status::kOk && p.result.contains("profile")) {
           store.add_profile(p.result["profile"], platform, stack);
           ++sum.profiled;
         } else if (!p.interrupted) {
-          ev.detail += "; profile failed: " + (p.error.empty() ? p.result.value("error", std::string()) : p.error);
+          ev.detail += "; profile failed: " +
+                       (p.error.empty() ? p.result.value("error", std::string()) : p.error);
         }
       }
     } else {

@@ -1,5 +1,4 @@
 #pragma once
-#include "spec/stack.h"
 #include <atomic>
 #include <functional>
 #include <string>
@@ -7,20 +6,21 @@
 
 #include "record/result.h"
 #include "spec/config.h"
+#include "spec/stack.h"
 #include "store/store.h"
 
 namespace tb {
 
 struct SweepOptions {
-  std::string binary;           // the trainbench executable that runs each config
+  std::string binary;  // the trainbench executable that runs each config
   std::string sweep_name;
-  double budget_s = 10;         // per config: the timed loop
-  double timeout_s = 0;         // per config: the whole child; 0: 3 x budget + 60 s
+  double budget_s = 10;  // per config: the timed loop
+  double timeout_s = 0;  // per config: the whole child; 0: 3 x budget + 60 s
   double target_ci = 0.01;
-  double sweep_budget_s = 0;    // 0: none; past it no new config starts
-  int64_t memory_limit = 0;     // bytes per child; 0: 90% of the memory available at start
-  bool rerun = false;           // run configs the store already has for this platform/stack
-  bool retry_failed = false;    // run again those recorded crashed, oom or timeout
+  double sweep_budget_s = 0;  // 0: none; past it no new config starts
+  int64_t memory_limit = 0;   // bytes per child; 0: 90% of the memory available at start
+  bool rerun = false;         // run configs the store already has for this platform/stack
+  bool retry_failed = false;  // run again those recorded crashed, oom or timeout
   // Also profile every config that ran ok (`trainbench profile` in its own process) and
   // record the per-operator profile in the store. Costs a few extra steps per config.
   bool profile = false;
@@ -52,6 +52,10 @@ struct SweepSummary {
 // measured description) and the software stack. Stored once per store.
 nlohmann::json platform_identity();
 nlohmann::json stack_identity();
+
+// The platform row of this host in a store, as every stored result names it: the cached
+// measured description when there is one, else the host's name.
+int64_t host_platform_id(Store& store);
 
 // Runs each config in its own child process and records every finished one in the store
 // in its own transaction; configs predicted not to fit are recorded as oom-predicted

@@ -5,20 +5,12 @@
 #include <algorithm>
 #include <sstream>
 
+#include "analysis/analysis.h"
 #include "simulate/accelerator_model.h"
 #include "spec/config.h"
 
 namespace tb::sim {
 namespace {
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double pos = q * double(v.size() - 1);
-  const size_t lo = size_t(pos);
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - double(lo)) * (v[hi] - v[lo]);
-}
 
 nlohmann::json stats_json(const ErrorStats& s) {
   return {{"runs", s.n}, {"median", s.median}, {"p90", s.p90}, {"median_ratio", s.median_ratio}};
@@ -34,9 +26,9 @@ ErrorStats error_stats(const std::vector<ValidationPoint>& points) {
     e.push_back(p.error());
     r.push_back(p.predicted_s / p.measured_s);
   }
-  s.median = percentile(e, 0.5);
-  s.p90 = percentile(e, 0.9);
-  s.median_ratio = percentile(r, 0.5);
+  s.median = percentile(e, 50);
+  s.p90 = percentile(e, 90);
+  s.median_ratio = percentile(r, 50);
   return s;
 }
 

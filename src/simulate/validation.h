@@ -23,7 +23,7 @@ struct ErrorStats {
   double median = 0, p90 = 0;  // of |predicted - measured| / measured
   double median_ratio = 0;     // of predicted / measured: below 1, the model is optimistic
 };
-// Linear-interpolated percentiles (q in [0, 1]) of the errors.
+// Linear-interpolated percentiles of the errors (analysis/analysis.h percentile).
 ErrorStats error_stats(const std::vector<ValidationPoint>& points);
 
 struct Validation {

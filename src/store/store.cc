@@ -1,3 +1,4 @@
+#include "platform/host.h"
 #include "store/store.h"
 
 #include <fmt/format.h>
@@ -166,12 +167,6 @@ CREATE TABLE IF NOT EXISTS emulation_seed (
   UNIQUE (variant_id, seed));
 )";
 
-std::string utc_now() {
-  std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
 
 const char* kMemoryCategoryColumns[] = {"weights",   "gradients",   "optimizer_state",
                                         "feature_maps", "workspace", "temporaries",
@@ -493,7 +488,7 @@ void Store::add_profile(const json& p, int64_t platform, int64_t stack) {
   db_->prepare(
          "INSERT INTO profile_run (config, platform_id, stack_id, recorded_at, steps, step_us, "
          "flops_per_step, model_flops_per_step, summary) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
-      .bind(1, config).bind(2, platform).bind(3, stack).bind(4, utc_now())
+      .bind(1, config).bind(2, platform).bind(3, stack).bind(4, utc_now_iso())
       .bind(5, p.value("steps", int64_t(0))).bind(6, p.value("step_us", 0.0))
       .bind(7, p.value("flops_per_step", 0.0)).bind(8, p.value("model_flops_per_step", 0.0))
       .bind(9, summary.dump()).run();
@@ -555,7 +550,7 @@ void Store::add_memory(const json& m, int64_t platform, int64_t stack) {
       "peak_bytes, weights, gradients, optimizer_state, feature_maps, workspace, temporaries, "
       "inputs, other, estimate_total_bytes, detail) VALUES "
       "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  st.bind(1, config).bind(2, platform).bind(3, stack).bind(4, utc_now());
+  st.bind(1, config).bind(2, platform).bind(3, stack).bind(4, utc_now_iso());
   st.bind(5, m.value("batch", int64_t(0))).bind(6, m.value("peak_bytes", 0.0));
   int i = 7;
   for (const char* c : kMemoryCategoryColumns) {
@@ -593,7 +588,7 @@ void Store::add_emulation(const json& variant, const std::vector<json>& seeds, i
         "policy, cost_config, target) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(descriptor, "
         "platform_id) DO UPDATE SET stack_id = excluded.stack_id, recorded_at = "
         "excluded.recorded_at");
-    st.bind(1, descriptor).bind(2, platform).bind(3, stack).bind(4, utc_now());
+    st.bind(1, descriptor).bind(2, platform).bind(3, stack).bind(4, utc_now_iso());
     st.bind(5, variant.value("model", "")).bind(6, variant.value("policy", ""));
     st.bind(7, variant.value("cost_config", "")).bind(8, variant.value("target", 0.0));
     st.run();

@@ -144,6 +144,53 @@ TEST(Emulation, IterationsToAccuracyIsReproducibleAndReportsMisses) {
   EXPECT_EQ(d.summary.reached, 0);
 }
 
+TEST(Emulation, AFamilyConfigTrainsToAccuracyWithItsFormats) {
+  if (!std::ifstream(std::string(tb::emu::kFashionMnistDir) + "/t10k-labels-idx1-ubyte.gz"))
+    GTEST_SKIP() << "dataset-fashion-mnist not installed";
+  tb::emu::EmulationOptions o;
+  o.model = "fc:layers=1,nodes=64,input=784,output=10";
+  o.target = 0.70;
+  o.eval_every = 25;
+  o.max_iters = 400;
+  o.eval_examples = 1000;
+  o.seeds = 1;
+  const auto plain = tb::emu::emulate(o, {});
+  ASSERT_TRUE(plain.runs[0].iterations.has_value()) << plain.runs[0].best_accuracy;
+  // The stored model is the config as trained.
+  EXPECT_EQ(plain.options.model,
+            "fc:layers=1,nodes=64,input=784,output=10,batch=64,dtype=fp32,optimizer=momentum,"
+            "threads=0,device=cpu");
+  EXPECT_EQ(tb::emu::emulate(o, {}).runs[0].curve, plain.runs[0].curve);  // reproducible
+  tb::emu::Policy q;
+  q.weights = q.activations = tb::emu::QuantPoint::parse("e4m3");
+  q.errors = q.weight_grads = tb::emu::QuantPoint::parse("e5m2");
+  q.loss_scale = "dynamic:1024";
+  const auto fp8 = tb::emu::emulate(o, q);
+  EXPECT_TRUE(fp8.runs[0].iterations.has_value()) << fp8.runs[0].best_accuracy;
+  EXPECT_NE(fp8.runs[0].curve, plain.runs[0].curve);  // the formats changed the training
+  // A format too coarse to train reaches nothing: the points are really applied.
+  tb::emu::Policy coarse;
+  coarse.weights = tb::emu::QuantPoint::parse("fixed:w=2,f=0");
+  o.max_iters = 100;
+  const auto bad = tb::emu::emulate(o, coarse);
+  EXPECT_LT(bad.runs[0].best_accuracy, 0.5);
+  // Shapes that do not fit the data, and operators only the built-in models have.
+  EXPECT_NE(error_of([&] {
+              o.model = "cnn:image=224,output=10";
+              tb::emu::emulate(o, {});
+            }).find("image=224"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              o.model = "rnn:cell=lstm";
+              tb::emu::emulate(o, {});
+            }).find("only the fc and cnn families"),
+            std::string::npos);
+  tb::emu::Policy mad;
+  mad.set_unit("mad:mul=e5m2,acc=fp16,width=4,order=lanes");
+  o.model = "cnn:blocks=1,filters=4,image=28,output=10";
+  EXPECT_NE(error_of([&] { tb::emu::emulate(o, mad); }).find("MAD unit"), std::string::npos);
+}
+
 TEST(Emulation, MadUnitAndExtensionTrainTheMlp) {
   if (!std::ifstream(std::string(tb::emu::kFashionMnistDir) + "/t10k-labels-idx1-ubyte.gz"))
     GTEST_SKIP() << "dataset-fashion-mnist not installed";

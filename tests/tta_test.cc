@@ -8,10 +8,12 @@
 
 #include <cstdio>
 
+#include "cost/cost.h"
 #include "cost/fashion_mnist.h"
 #include "record/emulation.h"
 #include "report/html_report.h"
 #include "simulate/accelerator_model.h"
+#include "spec/config.h"
 #include "spec/errors.h"
 #include "store/store.h"
 #include "support/cli.h"
@@ -108,6 +110,24 @@ TEST(EmulationStore, SameVariantAgainReplacesItsSeeds) {
   std::remove(path.c_str());
 }
 
+TEST(EmulationStore, MergeCarriesVariantsOverOnce) {
+  const std::string path = filled_store(), merged = temp_store("tta-merged");
+  {
+    auto in = Store::open_read_only(path);
+    auto out = Store::open(merged);
+    out->merge_from(*in);
+    out->merge_from(*in);
+    const auto e = out->emulations();
+    ASSERT_EQ(e.size(), 3u);
+    EXPECT_EQ(e[1]["variant"], variant("e4m3", "e4m3 policy"));
+    ASSERT_EQ(e[1]["seeds"].size(), 3u);
+    EXPECT_EQ(e[1]["seeds"][2], seed(3, 300));
+    EXPECT_TRUE(e[2]["seeds"][1]["iterations_to_target"].is_null());
+  }
+  std::remove(path.c_str());
+  std::remove(merged.c_str());
+}
+
 TEST(EmulationStore, AStoreFromBeforeEmulationTablesStillOpens) {
   const std::string path = temp_store("old");
   {
@@ -178,6 +198,37 @@ TEST(Tta, IterationsTimesSimulatedStepAgainstTheFp32Baseline) {
   EXPECT_TRUE(j["variants"][2]["tta_s"].is_null());
   EXPECT_EQ(j["variants"][2]["status"], "not reached");
   EXPECT_NE(format_tta(r).find("not reached: 1 of 2"), std::string::npos);
+  std::remove(path.c_str());
+}
+
+TEST(Tta, AFamilyConfigIsSimulatedFromItsOwnCostDescription) {
+  const std::string path = temp_store("tta-family");
+  const std::string config =
+      "fc:layers=2,nodes=64,input=784,output=10,batch=32,optimizer=momentum";
+  {
+    auto store = Store::open(path);
+    const int64_t p = store->platform_id({{"host", "h"}}, "h", json());
+    const int64_t s = store->stack_id({{"blas", "x"}});
+    json v = variant("fp32", "fp32 policy");
+    v["model"] = config;
+    v["cost_config"] = config;
+    store->add_emulation(v, {seed(1, 100)}, p, s);
+    v["cost_config"] = "no-such-family:x=1";
+    v["policy"] = "broken";
+    store->add_emulation(v, {seed(1, 100)}, p, s);
+  }
+  const PlatformDescription p = accel();
+  const auto e = load_emulations({path});
+  std::vector<StoredEmulation> good(e.begin(), e.begin() + 1);
+  const TtaResult r = time_to_accuracy(good, p);
+  ASSERT_EQ(r.variants.size(), 1u);
+  const double step =
+      sim::simulate_step(p, step_cost(parse_config(config)), 4, sim::resolve_format(p, "fp32"))
+          .step_s;
+  EXPECT_GT(step, 0);
+  EXPECT_DOUBLE_EQ(r.variants[0].step_s, step);
+  EXPECT_DOUBLE_EQ(*r.variants[0].tta_s, 100 * step);
+  EXPECT_THROW(time_to_accuracy(e, p), UsageError);  // the second names no known network
   std::remove(path.c_str());
 }
 

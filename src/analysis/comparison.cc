@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "spec/errors.h"
+#include "spec/family.h"
 
 namespace tb {
 namespace {
@@ -12,7 +13,11 @@ std::string side_of(const Run& r, const std::string& axis) {
   if (axis == "platform") return r.platform;
   if (axis == "stack") return r.stack;
   auto it = r.params.find(axis);
-  return it == r.params.end() ? std::string() : it->second;
+  if (it != r.params.end()) return it->second;
+  // A parameter left out of the config text is at its default (ParamSpec::omit_default).
+  if (const FamilySchema* s = find_family_schema(r.family))
+    if (const ParamSpec* p = s->find(axis)) return p->default_value;
+  return {};
 }
 
 // What must be equal for two runs to be the same experiment on either side.

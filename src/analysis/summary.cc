@@ -38,7 +38,7 @@ Summary summarize(const RunSet& runs, const SummaryOptions& o) {
   // By default every other value of an axis is compared with its first (the baseline),
   // a few at most: three BLAS libraries give two comparisons against the first.
   if (comparisons.empty())
-    for (const std::string axis : {"platform", "stack", "dtype"}) {
+    for (const std::string axis : {"platform", "stack", "dtype", "numerics"}) {
       const auto v = axis_values(runs, axis);
       for (size_t i = 1; i < v.size() && i <= 4; ++i) comparisons.push_back({axis, v[0], v[i]});
     }

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <sstream>
 
+#include "cost/cost.h"
 #include "cost/fashion_mnist.h"
 #include "emulation/emulate.h"
 #include "simulate/accelerator_model.h"
+#include "spec/config.h"
 #include "spec/errors.h"
 #include "store/store.h"
 
@@ -66,13 +68,25 @@ TtaResult time_to_accuracy(const std::vector<StoredEmulation>& emulations,
     v.mlperf_iterations = sum.mlperf_mean;
     std::string model;
     int64_t batch = 0;
-    if (!cost::parse_fashion_mnist_cost_config(v.cost_config, &model, &batch))
-      throw UsageError(
-          fmt::format("{}: emulation '{}' names no network the cost model knows ('{}')", e.store,
-                      v.policy, v.cost_config));
+    StepCost cost;
+    if (cost::parse_fashion_mnist_cost_config(v.cost_config, &model, &batch)) {
+      cost = cost::fashion_mnist_cost(model, batch);
+    } else {
+      // A family config (`emulate --model fc:...`): its own cost description.
+      std::optional<Config> c;
+      try {
+        c = parse_config(v.cost_config);
+      } catch (const UsageError&) {
+      }
+      if (!c || !has_cost(c->family()))
+        throw UsageError(
+            fmt::format("{}: emulation '{}' names no network the cost model knows ('{}')",
+                        e.store, v.policy, v.cost_config));
+      cost = step_cost(*c);
+    }
     const sim::SimFormat f = sim::resolve_format(accel, v.format);
     v.format_note = f.note;
-    v.step_s = sim::simulate_step(accel, cost::fashion_mnist_cost(model, batch), 4, f).step_s;
+    v.step_s = sim::simulate_step(accel, cost, 4, f).step_s;
     if (v.all_reached()) {
       v.tta_s = v.mean_iterations * v.step_s;
       v.tta_min_s = v.min_iterations * v.step_s;

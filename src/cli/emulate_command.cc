@@ -27,7 +27,9 @@ Command add_emulate(CLI::App& app) {
   auto a = std::make_shared<Args>();
   auto* sub = app.add_subcommand(
       "emulate", "Train Fashion-MNIST in a proposed format/unit/operator: iterations to accuracy");
-  sub->add_option("--model", a->o.model, "mlp (784-256-128-10) | cnn (two conv5x5 + linear)");
+  sub->add_option("--model", a->o.model,
+                  "mlp (784-256-128-10) | cnn (two conv5x5 + linear) | an fc config with "
+                  "input=784,output=10 | a cnn config with image=28,output=10");
   sub->add_option("--target", a->o.target, "test accuracy to reach (DAWNBench rule)");
   sub->add_option("--seeds", a->o.seeds, "runs, seeds first-seed, first-seed+1, ...");
   sub->add_option("--first-seed", a->o.first_seed, "seed of the first run");
@@ -64,6 +66,8 @@ Command add_emulate(CLI::App& app) {
       "  trainbench emulate --weights fp8_152 --errors fp8_152 --weight-grads fp8_152 \\\n"
       "      --master fp16_169 --optimizer-state fp16_169 --loss-scale static:1024\n"
       "  trainbench emulate --model cnn --activation tanh-pwl --target 0.8 --seeds 2\n"
+      "  trainbench emulate --model fc:layers=2,nodes=512,input=784,output=10 --all bf16 \\\n"
+      "      --lr 0.02 --seeds 3 --store tta.db\n"
       "  trainbench emulate --unit mad:mul=e5m2,acc=fp16,width=4,order=lanes --eval-examples 2000");
   return {
       sub, [a]() {

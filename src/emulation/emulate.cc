@@ -4,7 +4,9 @@
 #include <cmath>
 #include <numeric>
 
+#include "emulation/family_training.h"
 #include "emulation/fashion_mnist.h"
+#include "numerics/policy.h"
 #include "runner/threads.h"
 #include "spec/errors.h"
 
@@ -197,32 +199,9 @@ double accuracy(Net& net, const Dataset& test, int64_t examples) {
   return double(correct) / double(examples);
 }
 
-struct LossScale {
-  bool dynamic = false;
-  double scale = 1;
-  int64_t good = 0;
+struct LossScale : num::LossScale {
+  int64_t good = 0;  // steps since the last overflow or growth
 };
-
-LossScale parse_loss_scale(const std::string& text) {
-  LossScale s;
-  auto number = [&](const std::string& v) {
-    char* end = nullptr;
-    const double d = std::strtod(v.c_str(), &end);
-    if (v.empty() || *end || !(d > 0) || !std::isfinite(d))
-      throw UsageError("loss scale '" + text + "': expected none, static:S or dynamic[:S0]");
-    return d;
-  };
-  if (text == "none") return s;
-  if (text.rfind("static:", 0) == 0) {
-    s.scale = number(text.substr(7));
-  } else if (text == "dynamic" || text.rfind("dynamic:", 0) == 0) {
-    s.dynamic = true;
-    s.scale = text == "dynamic" ? 65536.0 : number(text.substr(8));
-  } else {
-    number("");
-  }
-  return s;
-}
 
 SeedRun train_one(const EmulationOptions& o, const Policy& given, const Dataset& train,
                   const Dataset& test, uint64_t seed, const Progress& progress) {
@@ -236,7 +215,7 @@ SeedRun train_one(const EmulationOptions& o, const Policy& given, const Dataset&
   Net net(o.model, policy);
   std::vector<torch::Tensor> velocity;
   for (const auto& p : net.params) velocity.push_back(torch::zeros_like(p));
-  LossScale ls = parse_loss_scale(policy.loss_scale);
+  LossScale ls{num::parse_loss_scale(policy.loss_scale)};
   SeedRun run;
   run.seed = seed;
   const int64_t n = train.images.size(0);
@@ -360,9 +339,15 @@ Summary summarize(const std::vector<SeedRun>& runs) {
   return s;
 }
 
-EmulationResult emulate(const EmulationOptions& o, const Policy& p, const Progress& progress) {
-  if (o.model != "mlp" && o.model != "cnn")
-    throw UsageError("model '" + o.model + "' (expected mlp or cnn)");
+EmulationResult emulate(const EmulationOptions& given, const Policy& p,
+                        const Progress& progress) {
+  EmulationOptions o = given;
+  const bool family = is_family_model(o.model);
+  if (family) {
+    o.model = fashion_mnist_family_config(o.model, std::max<int64_t>(o.batch, 1)).str();
+  } else if (o.model != "mlp" && o.model != "cnn") {
+    throw UsageError("model '" + o.model + "' (expected mlp, cnn, or an fc or cnn config)");
+  }
   if (o.batch < 1 || o.batch > 60000) throw UsageError("batch " + std::to_string(o.batch));
   if (o.eval_every < 1) throw UsageError("eval-every " + std::to_string(o.eval_every));
   if (o.max_iters < 1) throw UsageError("max-iters " + std::to_string(o.max_iters));
@@ -371,14 +356,15 @@ EmulationResult emulate(const EmulationOptions& o, const Policy& p, const Progre
   if (!(o.target > 0 && o.target <= 1)) throw UsageError("target accuracy must be in (0, 1]");
   if (o.seeds < 1 || o.seeds > 1000) throw UsageError("seeds " + std::to_string(o.seeds));
   if (!(o.lr > 0)) throw UsageError("lr must be positive");
-  parse_loss_scale(p.loss_scale);
+  num::parse_loss_scale(p.loss_scale);
   apply_threads(o.threads);
   const Dataset train = load_fashion_mnist("train"), test = load_fashion_mnist("test");
   EmulationResult r;
   r.options = o;
   r.policy = p.str();
   for (int s = 0; s < o.seeds; ++s)
-    r.runs.push_back(train_one(o, p, train, test, o.first_seed + uint64_t(s), progress));
+    r.runs.push_back(family ? train_family(o, p, train, test, o.first_seed + uint64_t(s), progress)
+                            : train_one(o, p, train, test, o.first_seed + uint64_t(s), progress));
   r.summary = summarize(r.runs);
   return r;
 }

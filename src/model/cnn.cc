@@ -3,6 +3,7 @@
 // filters x{1,2,4,8} and strides {1,2,2,2} -> global average pool -> Linear(output).
 // Global (adaptive) pooling lets any image size work; the original code's fixed 7x7
 // pool broke on images smaller than 224.
+#include "model/activation_point.h"
 #include "model/workload.h"
 
 namespace tb {
@@ -32,8 +33,8 @@ struct BlockImpl : nn::Module {
     }
   }
   torch::Tensor forward(const torch::Tensor& x) {
-    auto skip = shortcut ? shortcut->forward(x) : x;
-    return torch::relu(body->forward(x) + skip);
+    auto skip = shortcut ? forward_with_points(shortcut, x) : x;
+    return torch::relu(forward_with_points(body, x) + skip);
   }
   nn::Sequential body{nullptr}, shortcut{nullptr};
 };
@@ -59,7 +60,7 @@ struct CnnNetImpl : nn::Module {
     features->push_back(nn::Linear(in, output));
     register_module("features", features);
   }
-  torch::Tensor forward(const torch::Tensor& x) { return features->forward(x); }
+  torch::Tensor forward(const torch::Tensor& x) { return forward_with_points(features, x); }
   nn::Sequential features;
 };
 TORCH_MODULE(CnnNet);
@@ -80,10 +81,14 @@ class CnnWorkload : public Workload {
     auto y = torch::randint(0, output_, {batch_}, opts.dtype(torch::kLong));
     return {{x}, y};
   }
+  torch::Tensor logits(const Batch& b) override {
+    return activation_point(net_->forward(b.inputs[0]));
+  }
   torch::Tensor loss(const Batch& b) override {
-    return torch::nn::functional::cross_entropy(net_->forward(b.inputs[0]), b.target);
+    return torch::nn::functional::cross_entropy(logits(b), b.target);
   }
   int64_t examples_per_step() const override { return batch_; }
+  bool has_activation_points() const override { return true; }
 
  private:
   CnnNet net_;

@@ -1,4 +1,5 @@
 // ParaDnn fully-connected family: input -> layers x (Linear(nodes) + ReLU) -> Linear(output).
+#include "model/activation_point.h"
 #include "model/workload.h"
 
 namespace tb {
@@ -15,7 +16,7 @@ struct FcNetImpl : torch::nn::Module {
     body->push_back(torch::nn::Linear(in, output));
     register_module("body", body);
   }
-  torch::Tensor forward(const torch::Tensor& x) { return body->forward(x); }
+  torch::Tensor forward(const torch::Tensor& x) { return forward_with_points(body, x); }
   torch::nn::Sequential body;
 };
 TORCH_MODULE(FcNet);
@@ -36,10 +37,14 @@ class FcWorkload : public Workload {
     auto y = torch::randint(0, output_, {batch_}, opts.dtype(torch::kLong));
     return {{x}, y};
   }
+  torch::Tensor logits(const Batch& b) override {
+    return activation_point(net_->forward(b.inputs[0]));
+  }
   torch::Tensor loss(const Batch& b) override {
-    return torch::nn::functional::cross_entropy(net_->forward(b.inputs[0]), b.target);
+    return torch::nn::functional::cross_entropy(logits(b), b.target);
   }
   int64_t examples_per_step() const override { return batch_; }
+  bool has_activation_points() const override { return true; }
 
  private:
   FcNet net_;

@@ -1,6 +1,7 @@
 // ParaDnn recurrent family: embedding(vocab, embed) -> `layers` stacked cells of
 // width `embed` over `length` steps -> Linear to vocab; next-token labels.
 // The cell type is a real parameter (the original code always built a basic RNN).
+#include "model/activation_point.h"
 #include "model/workload.h"
 
 namespace tb {
@@ -23,7 +24,8 @@ struct RnnNetImpl : nn::Module {
   }
   // tokens: [length, batch] -> logits [length * batch, vocab]
   torch::Tensor forward(const torch::Tensor& tokens, torch::Dtype dtype) {
-    auto x = embedding->forward(tokens).to(dtype);
+    // Points at the cells' input and output; LibTorch's fused cells keep their gates inside.
+    auto x = activation_point(embedding->forward(tokens).to(dtype));
     torch::Tensor h;
     if (lstm) {
       h = std::get<0>(lstm->forward(x));
@@ -32,7 +34,7 @@ struct RnnNetImpl : nn::Module {
     } else {
       h = std::get<0>(rnn->forward(x));
     }
-    return head->forward(h.reshape({-1, h.size(2)}));
+    return activation_point(head->forward(activation_point(h.reshape({-1, h.size(2)}))));
   }
   std::string cell_type;
   nn::Embedding embedding{nullptr};
@@ -63,6 +65,7 @@ class RnnWorkload : public Workload {
     return torch::nn::functional::cross_entropy(net_->forward(b.inputs[0], dtype_), b.target);
   }
   int64_t examples_per_step() const override { return batch_; }
+  bool has_activation_points() const override { return true; }
 
  private:
   RnnNet net_;

@@ -26,6 +26,9 @@ class Workload {
   virtual Batch make_batch(torch::Device device, torch::Dtype dtype, uint64_t seed) = 0;
   // Forward pass and loss (softmax cross-entropy for the generated families).
   virtual torch::Tensor loss(const Batch& batch) = 0;
+  // The logits of a classifier family, so that accuracy can be measured on real data
+  // (`emulate --model fc:...`); undefined where the family has none.
+  virtual torch::Tensor logits(const Batch& batch) { return {}; }
   // Examples (sequences, images, episodes' frames...) consumed by one step.
   virtual int64_t examples_per_step() const = 0;
   // The family's throughput unit (FamilySchema::unit) consumed by one step: tokens for
@@ -40,6 +43,9 @@ class Workload {
   // Optimizers the workload owns (used by custom_step), so their state is counted as
   // optimizer state in memory breakdowns.
   virtual std::vector<torch::optim::Optimizer*> own_optimizers() { return {}; }
+  // True when the forward pass calls activation_point (model/activation_point.h), so that
+  // emulated activation and error formats reach it.
+  virtual bool has_activation_points() const { return false; }
 };
 
 using WorkloadBuilder = std::function<std::unique_ptr<Workload>(const Config&)>;

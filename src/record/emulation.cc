@@ -1,6 +1,7 @@
 #include "record/emulation.h"
 
 #include "cost/fashion_mnist.h"
+#include "emulation/family_training.h"
 
 namespace tb {
 
@@ -60,7 +61,9 @@ nlohmann::json variant_descriptor(const emu::EmulationOptions& o, const emu::Pol
           {"activation", p.activation},
           {"policy", p.str()},
           {"format", compute_format(p)},
-          {"cost_config", cost::fashion_mnist_cost_config(o.model, o.batch)}};
+          {"cost_config", emu::is_family_model(o.model)
+                              ? emu::fashion_mnist_family_config(o.model, o.batch).str()
+                              : cost::fashion_mnist_cost_config(o.model, o.batch)}};
 }
 
 nlohmann::json to_json(const emu::SeedRun& r) {

@@ -135,6 +135,9 @@ MemoryRun measure_memory(const Config& input, const MemoryOptions& o) {
   } catch (const InvalidModel& e) {
     run.status = Status::kInvalid;
     run.error = e.what();
+  } catch (const Unsupported& e) {
+    run.status = Status::kUnsupported;
+    run.error = e.what();
   } catch (const std::bad_alloc&) {
     run.status = Status::kOom;
     run.error = "std::bad_alloc while measuring memory";

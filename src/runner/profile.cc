@@ -389,6 +389,9 @@ ProfileRun profile_config(const Config& input, const ProfileOptions& o) {
   } catch (const InvalidModel& e) {
     run.status = Status::kInvalid;
     run.error = e.what();
+  } catch (const Unsupported& e) {
+    run.status = Status::kUnsupported;
+    run.error = e.what();
   } catch (const std::bad_alloc&) {
     run.status = Status::kOom;
     run.error = "std::bad_alloc during profiling";

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <ctime>
 
+#include "emulation/numerics_workload.h"
 #include "model/phase.h"
 #include "model/workload.h"
 #include "platform/blas.h"
@@ -88,6 +89,11 @@ TrainingSetup prepare_training(const Config& config, torch::Device device, uint6
   TrainingSetup t;
   torch::manual_seed(seed);
   t.workload = build_workload(config);
+  const num::NumericsPolicy numerics = num::parse_numerics(config.get("numerics"));
+  if (!numerics.is_fp32() && mode == "torchscript")
+    throw Unsupported("numerics=" + numerics.str() + " in torchscript mode: a traced step " +
+                      "has no activation points");
+  t.workload = emu::with_numerics(std::move(t.workload), numerics, seed);
   const torch::Dtype dtype = dtype_of(config);
   t.workload->module().to(device, dtype);
   t.workload->module().train();
@@ -183,6 +189,8 @@ RunResult run_config(const Config& input, const RunOptions& options) {
     return done(classify(msg), msg);
   } catch (const InvalidModel& e) {
     return done(Status::kInvalid, e.what());
+  } catch (const Unsupported& e) {
+    return done(Status::kUnsupported, e.what());
   } catch (const std::bad_alloc&) {
     return done(Status::kOom, "std::bad_alloc during the run");
   } catch (const UsageError&) {

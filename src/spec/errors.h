@@ -20,4 +20,11 @@ class InvalidModel : public std::runtime_error {
   explicit InvalidModel(const std::string& what) : std::runtime_error(what) {}
 };
 
+// A well-formed config asking for something this build or this family cannot do (emulated
+// activation formats in a family without activation points, ...): status `unsupported`.
+class Unsupported : public std::runtime_error {
+ public:
+  explicit Unsupported(const std::string& what) : std::runtime_error(what) {}
+};
+
 }  // namespace tb

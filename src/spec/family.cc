@@ -4,6 +4,8 @@
 #include <map>
 #include <memory>
 
+#include "numerics/policy.h"
+
 namespace tb {
 
 const ParamSpec* FamilySchema::find(const std::string& param) const {
@@ -26,6 +28,13 @@ std::vector<ParamSpec> common_params(int64_t default_batch, const std::string& d
       // Data-parallel worker processes, each with `batch` examples (docs/scale-out.md).
       {"workers", "data-parallel worker processes, each training on its own batch", "1", 1, 4096, {},
        true},
+      // Emulated number formats (docs/numerics.md, "Formats in any family"); omitted at fp32
+      // so that results stored before it existed keep their configs.
+      {"numerics",
+       "emulated number formats: fp32, a format for every point (e4m3), or w:/a:/e:/g:/o:/m:/ls: "
+       "items joined by '+'",
+       "fp32", 0, 0, {}, true,
+       [](const std::string& v) { return num::parse_numerics(v).str(); }},
   };
 }
 

@@ -442,7 +442,8 @@ int64_t Store::merge_from(Store& other) {
   return added;
 }
 
-// Profiles and memory breakdowns come along with the runs; one already here is kept.
+// Profiles, memory breakdowns and emulation results come along with the runs; one already
+// here is kept.
 void Store::merge_extras_from(Store& other) {
   auto ids = [&](int64_t platform, int64_t stack) {
     auto p = other.db_->prepare("SELECT identity, name, detail FROM platform WHERE id = ?");
@@ -467,12 +468,23 @@ void Store::merge_extras_from(Store& other) {
     prof.erase("stack_id");
     add_profile(prof, p, s);
   }
-  if (!other.has_table("memory")) return;
-  auto src = other.db_->prepare("SELECT platform_id, stack_id, detail FROM memory ORDER BY id");
-  while (src.step()) {
-    const auto [p, s] = ids(src.integer(0), src.integer(1));
-    const json m = json::parse(src.text(2));
-    if (!present("memory", m["config"].get<std::string>(), p, s)) add_memory(m, p, s);
+  if (other.has_table("memory")) {
+    auto src = other.db_->prepare("SELECT platform_id, stack_id, detail FROM memory ORDER BY id");
+    while (src.step()) {
+      const auto [p, s] = ids(src.integer(0), src.integer(1));
+      const json m = json::parse(src.text(2));
+      if (!present("memory", m["config"].get<std::string>(), p, s)) add_memory(m, p, s);
+    }
+  }
+  for (const json& e : other.emulations()) {
+    const auto [p, s] = ids(e["platform_id"].get<int64_t>(), e["stack_id"].get<int64_t>());
+    if (has_table("emulation_variant")) {
+      auto st = db_->prepare(
+          "SELECT COUNT(*) FROM emulation_variant WHERE descriptor = ? AND platform_id = ?");
+      st.bind(1, e["variant"].dump()).bind(2, p);
+      if (st.step() && st.integer(0) > 0) continue;
+    }
+    add_emulation(e["variant"], e["seeds"].get<std::vector<json>>(), p, s);
   }
 }
 

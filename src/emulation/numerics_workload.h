@@ -1,0 +1,63 @@
+#pragma once
+// Emulated number formats in any family's training step (a config's `numerics=` value,
+// numerics/policy.h): the workload is wrapped so that each step
+//   forward:   rounds the weights to their format (float32 masters kept aside) and, through
+//              the family's activation points, the activations and their gradients;
+//   backward:  the gradients of the (loss x scale) flow back through those points;
+//   optimizer: restores the masters, rounds the (still scaled) weight gradients, unscales
+//              them, skips the step on overflow under dynamic loss scaling, steps, then rounds
+//              the optimizer state and the masters.
+// What this measures is the cost of emulating the formats on this machine (and, run to
+// accuracy, their effect on training); the formats' speed on hardware is simulate/'s job.
+#include <memory>
+
+#include "emulation/emulate.h"
+#include "model/activation_point.h"
+#include "model/workload.h"
+#include "numerics/policy.h"
+
+namespace tb::emu {
+
+// A Policy holding the text policy's points; stochastic points draw from `seed`.
+// Throws UsageError (an extension that will not load, ...).
+Policy policy_from(const num::NumericsPolicy& text, uint64_t seed);
+
+class NumericsWorkload : public Workload {
+ public:
+  NumericsWorkload(std::unique_ptr<Workload> inner, Policy policy);
+  torch::nn::Module& module() override { return inner_->module(); }
+  Batch make_batch(torch::Device device, torch::Dtype dtype, uint64_t seed) override {
+    return inner_->make_batch(device, dtype, seed);
+  }
+  torch::Tensor loss(const Batch& batch) override;
+  torch::Tensor logits(const Batch& batch) override;
+  int64_t examples_per_step() const override { return inner_->examples_per_step(); }
+  double units_per_step() const override { return inner_->units_per_step(); }
+  bool has_activation_points() const override { return inner_->has_activation_points(); }
+  bool custom_step(torch::optim::Optimizer& opt, const Batch& batch) override;
+
+  int64_t skipped_steps() const { return skipped_steps_; }  // overflows under dynamic scaling
+  double loss_scale() const { return scale_.scale; }
+
+ private:
+  // Weights to their format for a forward pass, float32 masters kept in masters_; and back.
+  void round_weights(std::vector<torch::Tensor>& params);
+  void restore_weights(std::vector<torch::Tensor>& params);
+
+  std::unique_ptr<Workload> inner_;
+  Policy policy_;
+  num::LossScale scale_;
+  ActivationHook hook_;
+  std::vector<torch::Tensor> masters_;
+  int64_t good_steps_ = 0, skipped_steps_ = 0;
+};
+
+// `inner` itself when the policy rounds nothing and scales no loss. Throws Unsupported when
+// the policy needs what the workload lacks: activation points for activation/error formats,
+// the runner's step (a workload with its own optimizers runs its own step). The policy's MAD
+// unit and activation are emulate's own models' (UsageError here).
+std::unique_ptr<Workload> with_numerics(std::unique_ptr<Workload> inner, Policy policy);
+std::unique_ptr<Workload> with_numerics(std::unique_ptr<Workload> inner,
+                                        const num::NumericsPolicy& policy, uint64_t seed);
+
+}  // namespace tb::emu

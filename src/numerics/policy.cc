@@ -1,0 +1,122 @@
+#include "numerics/policy.h"
+
+#include <cmath>
+#include <cstdlib>
+
+#include "numerics/format.h"
+#include "spec/errors.h"
+
+namespace tb::num {
+namespace {
+
+// Checks one point's text the way emulation will read it (QuantPoint::parse).
+void check_point(const std::string& text, const std::string& whole) {
+  if (text == "off") return;
+  if (text.rfind("ext:", 0) == 0) {
+    if (text.size() == 4) throw UsageError("numerics '" + whole + "': ext: needs a library path");
+    return;
+  }
+  const std::string p = point_from_config(text);
+  const auto slash = p.rfind('/');
+  try {
+    parse_format(p.substr(0, slash));
+    if (slash != std::string::npos) parse_rounding(p.substr(slash + 1));
+  } catch (const UsageError& e) {
+    throw UsageError("numerics '" + whole + "': " + e.what());
+  }
+}
+
+}  // namespace
+
+std::string point_from_config(const std::string& point) {
+  std::string s = point;
+  for (char& c : s)
+    if (c == ';') c = ',';
+  return s;
+}
+
+std::string point_to_config(const std::string& point) {
+  std::string s = point;
+  for (char& c : s)
+    if (c == ',') c = ';';
+  return s;
+}
+
+LossScale parse_loss_scale(const std::string& text) {
+  LossScale s;
+  auto number = [&](const std::string& v) {
+    char* end = nullptr;
+    const double d = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end || !(d > 0) || !std::isfinite(d))
+      throw UsageError("loss scale '" + text + "': expected none, static:S or dynamic[:S0]");
+    return d;
+  };
+  if (text == "none") return s;
+  if (text.rfind("static:", 0) == 0) {
+    s.scale = number(text.substr(7));
+  } else if (text == "dynamic" || text.rfind("dynamic:", 0) == 0) {
+    s.dynamic = true;
+    s.scale = text == "dynamic" ? 65536.0 : number(text.substr(8));
+  } else {
+    number("");
+  }
+  return s;
+}
+
+bool NumericsPolicy::is_fp32() const {
+  for (const auto& p : points)
+    if (p != "off") return false;
+  return loss_scale == "none";
+}
+
+std::string NumericsPolicy::str() const {
+  if (is_fp32()) return "fp32";
+  bool uniform = points[0] != "off";
+  for (const auto& p : points) uniform = uniform && p == points[0];
+  std::string s;
+  if (uniform) {
+    s = points[0];
+  } else {
+    for (size_t i = 0; i < points.size(); ++i)
+      if (points[i] != "off") s += (s.empty() ? "" : "+") + std::string(kKeys[i]) + ":" + points[i];
+  }
+  if (loss_scale != "none") s += (s.empty() ? "" : "+") + std::string("ls:") + loss_scale;
+  return s;
+}
+
+NumericsPolicy parse_numerics(const std::string& text) {
+  NumericsPolicy p;
+  if (text == "fp32") return p;
+  if (text.empty()) throw UsageError("numerics '': expected fp32 or ITEM[+ITEM...]");
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t plus = text.find('+', start);
+    const std::string item =
+        text.substr(start, plus == std::string::npos ? std::string::npos : plus - start);
+    start = plus == std::string::npos ? text.size() + 1 : plus + 1;
+    if (item.empty()) throw UsageError("numerics '" + text + "': empty item");
+    const auto colon = item.find(':');
+    const std::string key = colon == std::string::npos ? "" : item.substr(0, colon);
+    const std::string value = item.substr(colon + 1);
+    if (key == "ls") {
+      parse_loss_scale(value);
+      p.loss_scale = value;
+      continue;
+    }
+    bool found = false;
+    for (size_t i = 0; i < NumericsPolicy::kKeys.size(); ++i) {
+      if (key == NumericsPolicy::kKeys[i]) {
+        check_point(value, text);
+        p.points[i] = value;
+        found = true;
+      }
+    }
+    if (found) continue;
+    // No known key: the whole item is a point for all six places (`e4m3`, `fixed:w=8;f=4`).
+    check_point(item, text);
+    p.points.fill(item);
+  }
+  return p;
+}
+
+}  // namespace tb::num

@@ -1,0 +1,53 @@
+// A number-format policy as one line of text, so that it can sit in a config
+// (`fc:...,numerics=w:e4m3+a:e4m3+e:e5m2+g:e5m2`) and every result that used it can be re-run
+// by pasting its config. Grammar (docs/numerics.md, "Formats in any family"):
+//   numerics = ITEM ('+' ITEM)*
+//   ITEM     = KEY ':' POINT        KEY: w weights, a activations, e errors (activation
+//                                   gradients), g weight gradients, o optimizer state,
+//                                   m master weights, ls loss scale
+//            | POINT                the same POINT at all six places
+//   POINT    = FORMAT['/'ROUNDING] | ext:PATH | off       (ls: none | static:S | dynamic[:S0])
+// A config value cannot hold ',', so a format descriptor writes its commas as ';'
+// (`fixed:w=8;f=4`). Only the text lives here; applying it to tensors is emulation/'s job.
+#pragma once
+#include <array>
+#include <string>
+
+namespace tb::num {
+
+struct NumericsPolicy {
+  // In the order of the KEY list above; "off" leaves values in float32.
+  static constexpr std::array<const char*, 6> kKeys = {"w", "a", "e", "g", "o", "m"};
+  std::array<std::string, 6> points = {"off", "off", "off", "off", "off", "off"};
+  std::string loss_scale = "none";
+
+  const std::string& weights() const { return points[0]; }
+  const std::string& activations() const { return points[1]; }
+  const std::string& errors() const { return points[2]; }
+  const std::string& weight_grads() const { return points[3]; }
+  const std::string& optimizer_state() const { return points[4]; }
+  const std::string& master() const { return points[5]; }
+  bool is_fp32() const;  // nothing rounded and no loss scale: the plain training step
+  // Canonical text: parse_numerics(str()) == *this. "fp32" when nothing is rounded.
+  std::string str() const;
+  bool operator==(const NumericsPolicy& o) const {
+    return points == o.points && loss_scale == o.loss_scale;
+  }
+};
+
+// `none` (scale 1), `static:S`, or `dynamic[:S0]` (start at S0, default 65536; halve and
+// skip the step on overflow, double after 2000 good steps). Throws tb::UsageError.
+struct LossScale {
+  bool dynamic = false;
+  double scale = 1;
+};
+LossScale parse_loss_scale(const std::string& text);
+
+// Throws tb::UsageError naming the bad item.
+NumericsPolicy parse_numerics(const std::string& text);
+
+// A point's text with ';' restored to ',' for parse_format (and the reverse for config text).
+std::string point_from_config(const std::string& point);
+std::string point_to_config(const std::string& point);
+
+}  // namespace tb::num

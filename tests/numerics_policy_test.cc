@@ -1,0 +1,80 @@
+// A number-format policy as config text (numerics/policy.h) and as a config value.
+#include <gtest/gtest.h>
+
+#include "numerics/policy.h"
+#include "spec/config.h"
+#include "spec/errors.h"
+
+namespace {
+
+using tb::num::parse_numerics;
+
+std::string error_of(const std::string& text) {
+  try {
+    parse_numerics(text);
+  } catch (const tb::UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(NumericsPolicy, TextRoundTripsCanonically) {
+  EXPECT_TRUE(parse_numerics("fp32").is_fp32());
+  EXPECT_EQ(parse_numerics("fp32").str(), "fp32");
+
+  const auto all = parse_numerics("e4m3");
+  for (const auto& p : all.points) EXPECT_EQ(p, "e4m3");
+  EXPECT_EQ(all.str(), "e4m3");
+
+  // Keys in any order come back in the canonical w, a, e, g, o, m, ls order.
+  const auto mixed = parse_numerics("ls:dynamic:1024+g:e5m2+e:e5m2+a:e4m3+w:e4m3");
+  EXPECT_EQ(mixed.weights(), "e4m3");
+  EXPECT_EQ(mixed.activations(), "e4m3");
+  EXPECT_EQ(mixed.errors(), "e5m2");
+  EXPECT_EQ(mixed.weight_grads(), "e5m2");
+  EXPECT_EQ(mixed.optimizer_state(), "off");
+  EXPECT_EQ(mixed.master(), "off");
+  EXPECT_EQ(mixed.loss_scale, "dynamic:1024");
+  EXPECT_EQ(mixed.str(), "w:e4m3+a:e4m3+e:e5m2+g:e5m2+ls:dynamic:1024");
+  EXPECT_EQ(parse_numerics(mixed.str()), mixed);
+
+  // A later item overrides an earlier one; a uniform item sets all six points.
+  const auto over = parse_numerics("bf16/stochastic+m:off");
+  EXPECT_EQ(over.weights(), "bf16/stochastic");
+  EXPECT_EQ(over.master(), "off");
+  EXPECT_EQ(parse_numerics(over.str()), over);
+
+  // Descriptors write their commas as ';' and keep them so.
+  const auto fixed = parse_numerics("w:fixed:w=8;f=4");
+  EXPECT_EQ(fixed.weights(), "fixed:w=8;f=4");
+  EXPECT_EQ(tb::num::point_from_config(fixed.weights()), "fixed:w=8,f=4");
+  EXPECT_EQ(tb::num::point_to_config("fixed:w=8,f=4"), "fixed:w=8;f=4");
+  EXPECT_EQ(parse_numerics("ls:static:128").str(), "ls:static:128");
+}
+
+TEST(NumericsPolicy, BadTextNamesTheItem) {
+  EXPECT_NE(error_of("w:e9m9").find("e9m9"), std::string::npos);
+  EXPECT_NE(error_of("w:e9m9").find("numerics 'w:e9m9'"), std::string::npos);
+  EXPECT_NE(error_of("a:bf16/sideways").find("sideways"), std::string::npos);
+  EXPECT_NE(error_of("ls:dynamic:-1").find("dynamic:-1"), std::string::npos);
+  EXPECT_NE(error_of("e4m3++w:bf16").find("empty item"), std::string::npos);
+  EXPECT_NE(error_of("").find("numerics ''"), std::string::npos);
+  EXPECT_NE(error_of("w:ext:").find("library path"), std::string::npos);
+  EXPECT_EQ(error_of("w:ext:/some/lib.so"), "");  // loaded when the run starts, not here
+}
+
+TEST(NumericsPolicy, IsAConfigValueEveryFamilyTakes) {
+  const auto c = tb::parse_config("fc:layers=1,nodes=8,numerics=g:e5m2+w:e4m3");
+  EXPECT_EQ(c.get("numerics"), "w:e4m3+g:e5m2");
+  EXPECT_NE(c.str().find(",numerics=w:e4m3+g:e5m2"), std::string::npos);
+  EXPECT_EQ(tb::parse_config(c.str()), c);
+  // At fp32 the key is left out, so results stored before it existed keep their text.
+  const auto plain = tb::parse_config("fc:layers=1,nodes=8,numerics=fp32");
+  EXPECT_EQ(plain.str().find("numerics"), std::string::npos);
+  EXPECT_EQ(plain.get("numerics"), "fp32");
+  EXPECT_EQ(tb::parse_config("resnet50:batch=2,numerics=bf16").get("numerics"), "bf16");
+  EXPECT_THROW(tb::parse_config("fc:numerics=w:fixed:w=8,f=4"), tb::UsageError);
+  EXPECT_THROW(tb::parse_config("cnn:numerics=nope"), tb::UsageError);
+}
+
+}  // namespace

@@ -1,0 +1,157 @@
+// Emulated number formats in a generated family's training step (emulation/numerics_workload.h):
+// each point rounds what it names, checked against a hand-written reference step.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "emulation/numerics_workload.h"
+#include "runner/runner.h"
+#include "spec/errors.h"
+
+namespace {
+
+using namespace tb;
+
+const char* kFc = "fc:layers=1,nodes=6,input=5,output=3,batch=7,threads=1,optimizer=";
+
+torch::Tensor q(const torch::Tensor& x, const std::string& format) {
+  return emu::QuantPoint::parse(format).apply(x);
+}
+
+struct Stepped {
+  TrainingSetup t;
+  std::vector<torch::Tensor> before;  // parameter values before the step
+};
+
+Stepped one_step(const std::string& optimizer, const std::string& numerics) {
+  Stepped s;
+  s.t = prepare_training(parse_config(std::string(kFc) + optimizer + ",numerics=" + numerics),
+                         torch::kCPU, 3);
+  for (const auto& p : s.t.workload->module().parameters()) s.before.push_back(p.detach().clone());
+  train_step(*s.t.workload, *s.t.optimizer, s.t.batch, torch::kCPU);
+  return s;
+}
+
+// fc with one hidden layer: the gradients of the step, computed by hand from parameter values
+// `w` (already rounded as the policy would) with activations rounded to `act` ("off": none).
+std::vector<torch::Tensor> reference_grads(std::vector<torch::Tensor> w, const Batch& b,
+                                           const std::string& act) {
+  for (auto& t : w) t = t.detach().clone().requires_grad_(true);
+  auto a = [&](const torch::Tensor& x) { return act == "off" ? x : q(x, act); };
+  // Straight-through: the rounding is an identity for the gradient.
+  auto ste = [&](const torch::Tensor& x) { return x + (a(x.detach()) - x.detach()); };
+  auto h = torch::relu(torch::nn::functional::linear(ste(b.inputs[0]), w[0], w[1]));
+  auto logits = ste(torch::nn::functional::linear(ste(h), w[2], w[3]));
+  torch::nn::functional::cross_entropy(logits, b.target).backward();
+  std::vector<torch::Tensor> g;
+  for (auto& t : w) g.push_back(t.grad());
+  return g;
+}
+
+TEST(NumericsWorkload, Fp32IsThePlainWorkload) {
+  auto inner = build_workload(parse_config("fc:layers=1,nodes=4"));
+  Workload* raw = inner.get();
+  EXPECT_EQ(emu::with_numerics(std::move(inner), num::parse_numerics("fp32"), 1).get(), raw);
+}
+
+TEST(NumericsWorkload, WeightsAreRoundedForTheStepAndMastersKept) {
+  const Stepped s = one_step("sgd", "w:e4m3");
+  std::vector<torch::Tensor> rounded;
+  bool changed = false;
+  for (const auto& w : s.before) {
+    rounded.push_back(q(w, "e4m3"));
+    changed = changed || !torch::equal(rounded.back(), w);
+  }
+  ASSERT_TRUE(changed) << "e4m3 left every weight as it was: the test shows nothing";
+  const auto ref = reference_grads(rounded, s.t.batch, "off");
+  const auto params = s.t.workload->module().parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(params[i].grad(), ref[i], 1e-5, 1e-6)) << i;
+    // SGD (lr 1e-3) updated the float32 master, not the rounded copy.
+    EXPECT_TRUE(torch::allclose(params[i].detach(), s.before[i] - 1e-3 * ref[i], 1e-6, 1e-7))
+        << i;
+  }
+}
+
+TEST(NumericsWorkload, ActivationsAreRoundedAtTheFamilysPoints) {
+  const Stepped s = one_step("sgd", "a:e4m3");
+  const auto ref = reference_grads(s.before, s.t.batch, "e4m3");
+  const auto plain = reference_grads(s.before, s.t.batch, "off");
+  const auto params = s.t.workload->module().parameters();
+  bool differs = false;
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(params[i].grad(), ref[i], 1e-5, 1e-6)) << i;
+    differs = differs || !torch::allclose(ref[i], plain[i], 1e-5, 1e-6);
+  }
+  EXPECT_TRUE(differs) << "rounding the activations changed no gradient: the test shows nothing";
+}
+
+TEST(NumericsWorkload, OptimizerStateAndMastersEndInTheirFormats) {
+  const Stepped s = one_step("momentum", "o:e5m2+m:bf16");
+  const auto params = s.t.workload->module().parameters();
+  for (const auto& p : params) EXPECT_TRUE(torch::equal(p.detach(), q(p.detach(), "bf16")));
+  int buffers = 0;
+  for (auto& [key, state] : s.t.optimizer->state()) {
+    const auto& m = dynamic_cast<torch::optim::SGDParamState&>(*state).momentum_buffer();
+    EXPECT_TRUE(torch::equal(m, q(m, "e5m2")));
+    ++buffers;
+  }
+  EXPECT_EQ(buffers, int(params.size()));
+}
+
+TEST(NumericsWorkload, DynamicLossScalingSkipsAStepThatOverflows) {
+  // e5m3 has IEEE infinities and overflows to them beyond 61440: errors scaled by 1e6 do.
+  const Stepped bad = one_step("sgd", "e:e5m3+ls:dynamic:1000000");
+  const auto params = bad.t.workload->module().parameters();
+  for (size_t i = 0; i < params.size(); ++i)
+    EXPECT_TRUE(torch::equal(params[i].detach(), bad.before[i])) << i;
+  // The same scale without the overflowing format steps, and unscales the gradients.
+  const Stepped good = one_step("sgd", "ls:dynamic:1000000");
+  const auto ref = reference_grads(good.before, good.t.batch, "off");
+  const auto updated = good.t.workload->module().parameters();
+  for (size_t i = 0; i < updated.size(); ++i) {
+    EXPECT_FALSE(torch::equal(updated[i].detach(), good.before[i])) << i;
+    EXPECT_TRUE(torch::allclose(updated[i].grad(), ref[i], 1e-4, 1e-6)) << i;
+  }
+}
+
+struct NoPoints : Workload {
+  torch::nn::Linear net{2, 2};
+  torch::nn::Module& module() override { return *net; }
+  Batch make_batch(torch::Device, torch::Dtype, uint64_t) override { return {}; }
+  torch::Tensor loss(const Batch&) override { return {}; }
+  int64_t examples_per_step() const override { return 1; }
+};
+
+struct OwnStep : NoPoints {
+  torch::optim::SGD opt{net->parameters(), torch::optim::SGDOptions(0.1)};
+  std::vector<torch::optim::Optimizer*> own_optimizers() override { return {&opt}; }
+};
+
+TEST(NumericsWorkload, RefusesWhatTheFamilyCannotDo) {
+  EXPECT_THROW(emu::with_numerics(std::make_unique<NoPoints>(), num::parse_numerics("a:e4m3"), 1),
+               Unsupported);
+  EXPECT_THROW(emu::with_numerics(std::make_unique<NoPoints>(), num::parse_numerics("e:e5m2"), 1),
+               Unsupported);
+  EXPECT_NO_THROW(emu::with_numerics(std::make_unique<NoPoints>(),
+                                     num::parse_numerics("w:e4m3+g:e5m2+o:bf16+m:bf16"), 1));
+  EXPECT_THROW(emu::with_numerics(std::make_unique<OwnStep>(), num::parse_numerics("w:e4m3"), 1),
+               Unsupported);
+}
+
+TEST(NumericsWorkload, RunsReportTheirStatusAndKeepTheirConfig) {
+  RunOptions o;
+  o.timing.fixed_steps = 3;
+  const RunResult ok =
+      run_config(parse_config("cnn:blocks=1,filters=4,image=16,output=3,batch=2,threads=1,"
+                              "numerics=e4m3+ls:dynamic"),
+                 o);
+  ASSERT_EQ(ok.status, Status::kOk) << ok.error;
+  EXPECT_NE(ok.config.find("numerics=e4m3+ls:dynamic"), std::string::npos);
+  EXPECT_EQ(parse_config(ok.config).str(), ok.config);
+  const RunResult refused = run_config(
+      parse_config("squeezenet1_1:batch=1,image=64,threads=1,numerics=a:bf16"), o);
+  EXPECT_EQ(refused.status, Status::kUnsupported);
+  EXPECT_NE(refused.error.find("no activation points"), std::string::npos) << refused.error;
+}
+
+}  // namespace

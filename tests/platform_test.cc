@@ -184,7 +184,7 @@ TEST(PlatformMeasure, QuickCharacterizationIsAValidDescription) {
                    (m["overhead"]["forward"]["median"].get<double>() +
                     m["overhead"]["backward"]["median"].get<double>()) /
                        2);
-  for (const auto& pt : p.efficiency->gemm["fp32"]) {
+  for (const auto& pt : p.efficiency->gemm.at("fp32")) {
     EXPECT_TRUE(pt.n == 128 || pt.n == 256) << pt.n;
     EXPECT_GT(pt.fraction_of_peak, 0);
     EXPECT_LE(pt.fraction_of_peak, 1);

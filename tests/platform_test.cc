@@ -137,6 +137,13 @@ TEST(PlatformCache, InvalidatedWhenHardwareOrLibraryChanges) {
     EXPECT_FALSE(load_cached_platform(path, changed, &why)) << key;
     EXPECT_NE(why.find(std::string(key) + " changed"), std::string::npos) << why;
   }
+  // A cache written before descriptions carried an efficiency is measured again.
+  nlohmann::json before = fp;
+  before["method_version"] = 1;
+  p.extra["fingerprint"] = before;
+  save_cached_platform(path, p);
+  EXPECT_FALSE(load_cached_platform(path, fp, &why));
+  EXPECT_NE(why.find("method_version changed: 1 -> 2"), std::string::npos) << why;
   EXPECT_FALSE(load_cached_platform(path + ".missing", fp, &why));
   std::ofstream(path) << "garbage";
   EXPECT_FALSE(load_cached_platform(path, fp, &why));
@@ -169,6 +176,19 @@ TEST(PlatformMeasure, QuickCharacterizationIsAValidDescription) {
   const auto& m = p.extra["measurements"];
   EXPECT_TRUE(m["stream"]["validated"].get<bool>());
   EXPECT_EQ(m["gemm"]["fp32"]["sizes"][0]["trials"].size(), 2u);  // every trial kept
+  // The efficiency comes from the micro-benchmarks stored beside it.
+  ASSERT_TRUE(p.efficiency);
+  EXPECT_GT(p.efficiency->op_overhead_us, 0);
+  EXPECT_EQ(m["overhead"]["forward"]["trials"].size(), 2u);
+  EXPECT_DOUBLE_EQ(p.efficiency->op_overhead_us,
+                   (m["overhead"]["forward"]["median"].get<double>() +
+                    m["overhead"]["backward"]["median"].get<double>()) /
+                       2);
+  for (const auto& pt : p.efficiency->gemm.at("fp32")) {
+    EXPECT_TRUE(pt.n == 128 || pt.n == 256) << pt.n;
+    EXPECT_GT(pt.fraction_of_peak, 0);
+    EXPECT_LE(pt.fraction_of_peak, 1);
+  }
   EXPECT_EQ(to_json(parse_platform(to_json(p), "measured")), to_json(p));
 }
 

@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 
 #include "analysis/runs.h"
 #include "cost/layers.h"
+#include "platform/registry.h"
 #include "report/html_report.h"
 #include "simulate/accelerator_model.h"
 #include "simulate/validation.h"
@@ -146,6 +148,165 @@ TEST(Simulate, EveryFamilyWithACostDescriptionSimulates) {
   }
 }
 
+PlatformDescription::Efficiency curve(std::vector<PlatformDescription::GemmPoint> fp32,
+                                      double op_overhead_us = 0) {
+  PlatformDescription::Efficiency e;
+  e.op_overhead_us = op_overhead_us;
+  if (!fp32.empty()) e.gemm["fp32"] = std::move(fp32);
+  return e;
+}
+
+TEST(Efficiency, GemmFractionIsLogLogInterpolatedAndClampedAtTheEnds) {
+  PlatformDescription p = accelerator(1, 1);
+  EXPECT_DOUBLE_EQ(p.gemm_fraction("fp32", 100), 1);  // no efficiency: the pure roofline
+  p.efficiency = curve({{16, 0.01}, {256, 0.64}, {1024, 0.8}});
+  // 64 is halfway from 16 to 256 in log n, so the fraction is the geometric mean.
+  EXPECT_NEAR(p.gemm_fraction("fp32", 64), std::sqrt(0.01 * 0.64), 1e-12);
+  EXPECT_NEAR(p.gemm_fraction("fp32", 512), std::sqrt(0.64 * 0.8), 1e-12);
+  EXPECT_DOUBLE_EQ(p.gemm_fraction("fp32", 256), 0.64);
+  EXPECT_DOUBLE_EQ(p.gemm_fraction("fp32", 2), 0.01);
+  EXPECT_DOUBLE_EQ(p.gemm_fraction("fp32", 1e6), 0.8);
+  EXPECT_DOUBLE_EQ(p.gemm_fraction("bf16", 64), 1);  // no bf16 curve stated
+}
+
+TEST(Efficiency, EquivalentSquareSizeMatchesIntensity) {
+  EXPECT_DOUBLE_EQ(sim::equivalent_square_n(64, 64, 64), 64);
+  // A thin im2col GEMM (a 3x3 convolution of 8 channels on 32x32 images, batch 16) has the
+  // intensity of a 21.6-square GEMM, though its FLOPs are those of a 211-square one.
+  const double n = sim::equivalent_square_n(16384, 8, 72);
+  EXPECT_NEAR(n, 3.0 * 16384 * 8 * 72 / (16384 * 72 + 72 * 8 + 16384 * 8), 1e-9);
+  EXPECT_LT(n, 22);
+  EXPECT_GT(std::cbrt(16384.0 * 8 * 72), 211);
+}
+
+TEST(Efficiency, TheCurveSlowsEachGemmPhaseByItsFraction) {
+  const StepCost c = one_linear(256, 256, 256);  // square: n = 256 in all three phases
+  PlatformDescription p = accelerator(1, 1e9);   // compute-bound
+  const auto f = sim::resolve_format(p, "fp32");
+  const auto a = sim::simulate_step(p, c, 4, f);
+  p.efficiency = curve({{16, 0.1}, {4096, 0.4}});
+  const double frac = p.gemm_fraction("fp32", 256);
+  EXPECT_NEAR(frac, 0.1 * std::pow(4.0, 0.5), 1e-12);  // 256 is halfway in log n
+  const auto b = sim::simulate_step(p, c, 4, f);
+  ASSERT_EQ(b.layers[0].phases.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const auto &pa = a.layers[0].phases[i], &pb = b.layers[0].phases[i];
+    EXPECT_DOUBLE_EQ(pb.gemm_fraction, frac) << pb.phase;
+    const double other = (pa.flops - pa.matmul_flops) / 1e12;
+    EXPECT_NEAR(pb.compute_s, pa.matmul_flops / (1e12 * frac) + other, 1e-15) << pb.phase;
+  }
+  EXPECT_DOUBLE_EQ(b.overhead_s, 0);  // op_overhead_us 0: nothing added
+}
+
+TEST(Efficiency, OverheadAddsOperatorsTimesTheStatedCost) {
+  // One linear layer by hand: 1 forward operator, dX and dW, weight and bias accumulated
+  // (2), zeroed and updated once each (SGD: 2 FLOPs per parameter, one update).
+  StepCost c = one_linear(64, 32, 16);
+  c.params = c.layers[0].params;
+  c.opt_flops = 2.0 * c.params;
+  const auto ops = sim::count_operators(c);
+  EXPECT_DOUBLE_EQ(ops.forward, 1);
+  EXPECT_DOUBLE_EQ(ops.backward, 2 + 2);
+  EXPECT_DOUBLE_EQ(ops.optimizer, 2 * (1 + 1));
+  PlatformDescription p = accelerator(1, 100);
+  const auto f = sim::resolve_format(p, "fp32");
+  const auto a = sim::simulate_step(p, c, 4, f);
+  p.efficiency = curve({}, 10);
+  const auto b = sim::simulate_step(p, c, 4, f);
+  EXPECT_DOUBLE_EQ(b.ops.total(), 9);
+  EXPECT_NEAR(b.overhead_s, 9 * 10e-6, 1e-18);
+  EXPECT_NEAR(b.step_s - a.step_s, 9 * 10e-6, 1e-15);
+  EXPECT_DOUBLE_EQ(b.compute_bound_s, a.compute_bound_s);  // the roofs are untouched
+  EXPECT_DOUBLE_EQ(b.memory_bound_s, a.memory_bound_s);
+  EXPECT_NEAR(b.compute_bound_s + b.memory_bound_s + b.overhead_s, b.step_s, 1e-15);
+}
+
+TEST(Efficiency, RecurrentLayersDispatchTheirCellPerTimeStep) {
+  StepCost c;
+  c.layers.push_back(cost::recurrent("lstm0", "lstm", 8, 16, 32, 32, 4));
+  c.layers.push_back(cost::recurrent("rnn0", "rnn", 8, 16, 32, 32, 4));
+  const auto ops = sim::count_operators(c);
+  EXPECT_DOUBLE_EQ(ops.forward, 16 * 12 + 16 * 3);
+  EXPECT_DOUBLE_EQ(ops.backward, 2 * (16 * 12 + 16 * 3) + 2 * 4);
+}
+
+TEST(Efficiency, DescriptionsWithoutItPredictExactlyWhatTheyDidBefore) {
+  const StepCost c = one_linear(256, 512, 512);
+  const auto p = accelerator(1, 30);
+  const auto s = sim::simulate_step(p, c, 4, sim::resolve_format(p, "fp32"));
+  double sum = 0;
+  for (const auto& l : s.layers)
+    for (const auto& ph : l.phases) {
+      sum += std::max(ph.compute_s, ph.memory_s);
+      EXPECT_DOUBLE_EQ(ph.gemm_fraction, 1);
+      if (ph.matmul_flops > 0) EXPECT_NEAR(ph.compute_s, ph.flops / 1e12, 1e-18);
+    }
+  EXPECT_DOUBLE_EQ(s.step_s, sum);
+  EXPECT_DOUBLE_EQ(s.overhead_s, 0);
+  EXPECT_DOUBLE_EQ(s.ops.total(), 0);
+  // The shipped registry states none, so every known platform keeps its roofline.
+  for (const auto& known : list_platforms(nullptr)) EXPECT_FALSE(known.efficiency) << known.name;
+}
+
+nlohmann::json described(const nlohmann::json& efficiency) {
+  nlohmann::json j = to_json(accelerator(1, 1));
+  j["efficiency"] = efficiency;
+  return j;
+}
+
+TEST(Efficiency, JsonRoundTripSortsTheCurve) {
+  const auto j = described(
+      {{"op_overhead_us", 6.5},
+       {"gemm",
+        {{"fp32",
+          {{{"n", 256}, {"fraction_of_peak", 0.7}}, {{"n", 16}, {"fraction_of_peak", 0.02}}}},
+         {"bf16", {{{"n", 64}, {"fraction_of_peak", 0.3}}}}}}});
+  const PlatformDescription p = parse_platform(j, "t.json");
+  ASSERT_TRUE(p.efficiency);
+  EXPECT_DOUBLE_EQ(p.efficiency->op_overhead_us, 6.5);
+  ASSERT_EQ(p.efficiency->gemm.at("fp32").size(), 2u);
+  EXPECT_EQ(p.efficiency->gemm.at("fp32")[0].n, 16);
+  EXPECT_DOUBLE_EQ(p.efficiency->gemm.at("fp32")[1].fraction_of_peak, 0.7);
+  EXPECT_FALSE(p.extra.contains("efficiency"));  // a field of its own, not an extra
+  const nlohmann::json again = to_json(p);
+  EXPECT_EQ(again["efficiency"]["gemm"]["fp32"][0]["n"], 16);
+  EXPECT_EQ(to_json(parse_platform(again, "again.json")), again);
+  // An old description (no efficiency) round-trips without gaining one.
+  const auto old = to_json(accelerator(1, 1));
+  EXPECT_FALSE(old.contains("efficiency"));
+  EXPECT_FALSE(parse_platform(old, "old.json").efficiency);
+}
+
+TEST(Efficiency, BadValuesAreRefusedNamingTheField) {
+  auto refused = [](const nlohmann::json& e, const std::string& field) {
+    try {
+      parse_platform(described(e), "bad.json");
+      ADD_FAILURE() << "accepted " << e.dump();
+    } catch (const UsageError& err) {
+      EXPECT_NE(std::string(err.what()).find("field '" + field + "'"), std::string::npos)
+          << err.what();
+    }
+  };
+  refused({{"op_overhead_us", -1}}, "efficiency.op_overhead_us");
+  refused({{"op_overhead_us", "5"}}, "efficiency.op_overhead_us");
+  refused({{"gemm", {{"fp32", {{{"n", 16}, {"fraction_of_peak", 1.5}}}}}}},
+          "efficiency.gemm.fp32[0].fraction_of_peak");
+  refused({{"gemm", {{"fp32", {{{"n", 16}, {"fraction_of_peak", 0}}}}}}},
+          "efficiency.gemm.fp32[0].fraction_of_peak");
+  refused({{"gemm",
+            {{"fp32",
+              {{{"n", 16}, {"fraction_of_peak", 0.5}}, {{"n", -2}, {"fraction_of_peak", 0.5}}}}}}},
+          "efficiency.gemm.fp32[1].n");
+  refused({{"gemm",
+            {{"fp32",
+              {{{"n", 16}, {"fraction_of_peak", 0.5}}, {{"n", 16}, {"fraction_of_peak", 0.6}}}}}}},
+          "efficiency.gemm.fp32");
+  refused({{"gemm", {{"fp33", {{{"n", 16}, {"fraction_of_peak", 0.5}}}}}}}, "efficiency.gemm.fp33");
+  refused({{"gemm", {{"fp32", nlohmann::json::array()}}}}, "efficiency.gemm.fp32");
+  refused({{"op_overhead", 5}}, "efficiency.op_overhead");
+  refused(5, "efficiency");
+}
+
 TEST(Validation, ErrorPercentiles) {
   std::vector<sim::ValidationPoint> pts;
   for (double e : {0.1, 0.5, 0.3, 0.2, 0.4}) pts.push_back({"c", "fc", "p", 1 + e, 1.0});
@@ -231,6 +392,31 @@ TEST(SimulateCli, JsonCarriesSchemaContextAndBreakdown) {
   EXPECT_EQ(r["format"]["peak_dtype"], "fp8");
   EXPECT_GT(r["step_s"].get<double>(), 0);
   EXPECT_TRUE(r["layers"][0]["phases"][0].contains("systolic"));
+}
+
+TEST(SimulateCli, EfficiencyInAFileShowsAsOverheadAndBadValuesExit2) {
+  const std::string dir = ::testing::TempDir() + "/simeff-" + std::to_string(getpid());
+  const std::string good = dir + "-good.json", bad = dir + "-bad.json";
+  nlohmann::json j = described(
+      {{"op_overhead_us", 10}, {"gemm", {{"fp32", {{{"n", 16}, {"fraction_of_peak", 0.1}}}}}}});
+  std::ofstream(good) << j.dump();
+  j["efficiency"]["op_overhead_us"] = -3;
+  std::ofstream(bad) << j.dump();
+  const auto o =
+      testing::run_cli("simulate fc:layers=2,nodes=64,batch=8 --platform " + good + " --json");
+  ASSERT_EQ(o.status, 0) << o.err;
+  const auto r = nlohmann::json::parse(o.out)["results"][0];
+  EXPECT_NEAR(r["overhead_s"].get<double>(), r["operators"]["total"].get<double>() * 10e-6, 1e-12);
+  EXPECT_GT(r["operators"]["optimizer"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(r["layers"][0]["phases"][0]["gemm_fraction"].get<double>(), 0.1);
+  const auto t = testing::run_cli("simulate fc:layers=2,nodes=64,batch=8 --platform " + good);
+  EXPECT_NE(t.out.find("overhead: "), std::string::npos) << t.out;
+  const auto b = testing::run_cli("simulate fc:layers=2,nodes=64,batch=8 --platform " + bad);
+  EXPECT_EQ(b.status, 2);
+  EXPECT_NE(b.err.find("efficiency.op_overhead_us"), std::string::npos) << b.err;
+  EXPECT_EQ(std::count(b.err.begin(), b.err.end(), '\n'), 1) << b.err;
+  std::remove(good.c_str());
+  std::remove(bad.c_str());
 }
 
 }  // namespace

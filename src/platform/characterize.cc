@@ -18,7 +18,8 @@ namespace tb {
 namespace {
 
 // Bump when the measurement method changes, so old caches are re-measured.
-constexpr int kMethodVersion = 1;
+// 2: the description gains `efficiency` (per-operator overhead, GEMM curve down to n = 16).
+constexpr int kMethodVersion = 2;
 
 nlohmann::json trials_json(const Trials& t) {
   return {{"trials", t.values}, {"best", t.best()}, {"median", t.median()}};
@@ -64,9 +65,24 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
   p.kind = "cpu";
   p.cores = h.physical_cores;
   p.memory_gb = double(h.mem_total) / 1e9;
-  p.source = fmt::format("measured by trainbench {} on {}: GEMM via LibTorch {}, STREAM triad",
-                         TB_VERSION, utc_now_iso(), TORCH_VERSION);
+  p.source = fmt::format(
+      "measured by trainbench {} on {}: GEMM via LibTorch {}, STREAM triad, operator overhead",
+      TB_VERSION, utc_now_iso(), TORCH_VERSION);
   nlohmann::json measurements;
+
+  // Measured first: the GEMM curve takes this floor out of every call.
+  std::optional<OverheadMeasurement> overhead;
+  if (o.overhead) {
+    say("per-operator overhead");
+    overhead = measure_overhead(o.trials, o.trial_s);
+    measurements["overhead"] = {{"unit", "us"},
+                                {"chain", overhead->chain},
+                                {"kernel", "y = y * w + w on 8 floats, then sum().backward()"},
+                                {"mm_call", trials_json(overhead->mm_call_us)},
+                                {"forward", trials_json(overhead->forward_us)},
+                                {"backward", trials_json(overhead->backward_us)}};
+  }
+  PlatformDescription::Efficiency efficiency;
 
   for (const auto& dtype : o.dtypes) {
     say("GEMM " + dtype);
@@ -80,6 +96,13 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
     measurements["gemm"][dtype] = {
         {"unit", "GFLOP/s"}, {"sizes", sizes}, {"best_n", g.best_n}, {"best", g.best_gflops}};
     p.peak_tflops[dtype] = g.best_gflops / 1000;
+    if (overhead)
+      for (const auto& [n, f] : gemm_fractions(g, g.best_gflops, overhead->mm_call_us.median()))
+        efficiency.gemm[dtype].push_back({n, f});
+  }
+  if (overhead) {
+    efficiency.op_overhead_us = overhead->op_overhead_us();
+    p.efficiency = efficiency;
   }
 
   // STREAM wants each array at least 4x the last-level cache; stay within a third of

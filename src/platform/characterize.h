@@ -9,18 +9,21 @@
 namespace tb {
 
 struct CharacterizeOptions {
-  std::vector<int64_t> gemm_sizes = {256, 512, 1024, 2048, 3072};
+  // The small sizes are there for the efficiency curve: the peak comes from the large ones.
+  std::vector<int64_t> gemm_sizes = {16, 32, 64, 128, 256, 512, 1024, 2048, 3072};
   std::vector<std::string> dtypes = {"fp32", "bf16"};
   int trials = 5;
   double trial_s = 0.15;
   int fma_units = 2;      // per core; the CPU does not say, see docs/platforms.md
   bool sweep = true;      // the working-set sweep for cache roofs
+  bool overhead = true;   // the per-operator overhead for the description's efficiency
   int64_t stream_elements = 0;  // per array; 0: 4x the last-level cache, as STREAM asks
   std::function<void(const std::string&)> progress;  // one line per phase, optional
 };
 
 // Measures this machine and returns its description: empirical roofs (peak GEMM per
-// dtype, STREAM triad, cache bandwidths), spec roofs (theoretical peaks), the machine's
+// dtype, STREAM triad, cache bandwidths), the efficiency below them (achieved GEMM
+// fraction per size, per-operator overhead), spec roofs (theoretical peaks), the machine's
 // facts and every trial, in the registry's format.
 PlatformDescription characterize_host(const CharacterizeOptions& options);
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <set>
 
@@ -21,9 +22,9 @@ const std::set<std::string> kMeasuredKeys = {"kind_of_document", "measured_at", 
                                              "spec_peak_formula", "machine", "measurements",
                                              "fingerprint", "notes"};
 const std::set<std::string> kKnownKeys = {
-    "schema_version", "name", "description", "kind", "source", "cores",
-    "memory_gb", "memory_bandwidth_gbps", "peak_tflops", "cache_bandwidth_gbps",
-    "systolic_array"};
+    "schema_version", "name",      "description",           "kind",        "source",
+    "cores",          "memory_gb", "memory_bandwidth_gbps", "peak_tflops", "cache_bandwidth_gbps",
+    "systolic_array", "efficiency"};
 
 struct Reader {
   const json& j;
@@ -69,7 +70,67 @@ struct Reader {
   }
 };
 
+PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r) {
+  if (!e.is_object()) r.fail("efficiency", "expected an object, got " + e.dump());
+  PlatformDescription::Efficiency out;
+  for (const auto& [k, v] : e.items()) {
+    const std::string field = "efficiency." + k;
+    if (k == "op_overhead_us") {
+      // Zero is a statement (no per-operator cost), unlike the roofs, which must be positive.
+      if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() > 1e6)
+        r.fail(field, "expected microseconds in [0, 1e6], got " + v.dump());
+      out.op_overhead_us = v.get<double>();
+    } else if (k == "gemm") {
+      if (!v.is_object()) r.fail(field, "expected an object of dtypes, got " + v.dump());
+      for (const auto& [dtype, pts] : v.items()) {
+        const std::string df = field + "." + dtype;
+        if (!kDtypes.count(dtype)) r.fail(df, "unknown dtype (expected one of peak_tflops' keys)");
+        if (!pts.is_array() || pts.empty())
+          r.fail(df, "expected a non-empty array of {\"n\", \"fraction_of_peak\"}");
+        std::vector<PlatformDescription::GemmPoint> curve;
+        for (size_t i = 0; i < pts.size(); ++i) {
+          const std::string pf = fmt::format("{}[{}]", df, i);
+          const json& pt = pts[i];
+          if (!pt.is_object() || pt.size() != 2 || !pt.contains("n") ||
+              !pt.contains("fraction_of_peak"))
+            r.fail(pf, "expected {\"n\": size, \"fraction_of_peak\": f}, got " + pt.dump());
+          const json &n = pt["n"], &f = pt["fraction_of_peak"];
+          if (!n.is_number_integer() || n.get<int64_t>() <= 0 || n.get<int64_t>() > 10000000)
+            r.fail(pf + ".n", "expected a positive integer, got " + n.dump());
+          if (!f.is_number() || !(f.get<double>() > 0) || f.get<double>() > 1)
+            r.fail(pf + ".fraction_of_peak", "expected a number in (0, 1], got " + f.dump());
+          curve.push_back({n.get<int64_t>(), f.get<double>()});
+        }
+        std::sort(curve.begin(), curve.end(),
+                  [](const auto& a, const auto& b) { return a.n < b.n; });
+        for (size_t i = 1; i < curve.size(); ++i)
+          if (curve[i].n == curve[i - 1].n)
+            r.fail(df, fmt::format("n = {} appears twice", curve[i].n));
+        out.gemm[dtype] = std::move(curve);
+      }
+    } else {
+      r.fail(field, "unknown key (expected op_overhead_us or gemm)");
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+double PlatformDescription::gemm_fraction(const std::string& dtype, double n) const {
+  if (!efficiency) return 1;
+  auto it = efficiency->gemm.find(dtype);
+  if (it == efficiency->gemm.end() || it->second.empty() || !(n > 0)) return 1;
+  const auto& c = it->second;
+  if (n <= c.front().n) return c.front().fraction_of_peak;
+  if (n >= c.back().n) return c.back().fraction_of_peak;
+  size_t i = 1;
+  while (c[i].n < n) ++i;
+  const auto &a = c[i - 1], &b = c[i];
+  const double t = std::log(n / a.n) / std::log(double(b.n) / a.n);
+  return std::exp(std::log(a.fraction_of_peak) +
+                  t * (std::log(b.fraction_of_peak) - std::log(a.fraction_of_peak)));
+}
 
 std::optional<double> PlatformDescription::peak_flops(const std::string& dtype) const {
   auto it = peak_tflops.find(dtype);
@@ -135,11 +196,15 @@ PlatformDescription parse_platform(const json& j, const std::string& origin) {
                                             sa.dataflow + "'");
     p.systolic_array = sa;
   }
+  if (const json* e = r.get("efficiency", false)) p.efficiency = parse_efficiency(*e, r);
   for (const auto& [k, v] : j.items()) {
     if (kKnownKeys.count(k)) continue;
     if (!kMeasuredKeys.count(k))
-      r.fail(k, "unknown key (a typo? known: name, description, kind, source, cores, memory_gb, "
-                "memory_bandwidth_gbps, peak_tflops, cache_bandwidth_gbps, systolic_array, notes)");
+      r.fail(
+          k,
+          "unknown key (a typo? known: name, description, kind, source, cores, memory_gb, "
+          "memory_bandwidth_gbps, peak_tflops, cache_bandwidth_gbps, systolic_array, efficiency, "
+          "notes)");
     p.extra[k] = v;
   }
   return p;
@@ -175,6 +240,16 @@ json to_json(const PlatformDescription& p) {
     j["systolic_array"] = {{"rows", p.systolic_array->rows},
                            {"cols", p.systolic_array->cols},
                            {"dataflow", p.systolic_array->dataflow}};
+  if (p.efficiency) {
+    json e = {{"op_overhead_us", p.efficiency->op_overhead_us}};
+    for (const auto& [dtype, curve] : p.efficiency->gemm) {
+      json pts = json::array();
+      for (const auto& pt : curve)
+        pts.push_back({{"n", pt.n}, {"fraction_of_peak", pt.fraction_of_peak}});
+      e["gemm"][dtype] = pts;
+    }
+    j["efficiency"] = e;
+  }
   return j;
 }
 

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace tb {
 
@@ -26,6 +27,18 @@ struct PlatformDescription {
     std::string dataflow;  // weight-stationary, output-stationary
   };
   std::optional<Systolic> systolic_array;
+  // How far below its roofs the platform runs in practice: measured by `trainbench
+  // platform` for this host (micro-benchmarks, never the runs being predicted), optional in
+  // a hand-written description. Without it the simulator is a pure roofline.
+  struct GemmPoint {
+    int64_t n = 0;                // square n x n x n GEMM
+    double fraction_of_peak = 0;  // of peak_tflops[dtype], the fixed per-call cost excluded
+  };
+  struct Efficiency {
+    double op_overhead_us = 0;  // per operator (forward, backward or optimizer) of a step
+    std::map<std::string, std::vector<GemmPoint>> gemm;  // per dtype, ascending n
+  };
+  std::optional<Efficiency> efficiency;
   nlohmann::json extra = nlohmann::json::object();  // everything else in the file (measurements, machine, ...), kept
 
   // Peak FLOP/s for a dtype, if the description states one.
@@ -35,6 +48,9 @@ struct PlatformDescription {
   std::optional<double> ridge(const std::string& dtype) const;
   // The roofline: attainable FLOP/s at an arithmetic intensity (FLOPs/byte).
   std::optional<double> attainable(const std::string& dtype, double intensity) const;
+  // The achieved fraction of the dtype's peak for a square GEMM of size n: log-log
+  // interpolation between the stated points, clamped at both ends; 1 without a curve.
+  double gemm_fraction(const std::string& dtype, double n) const;
 };
 
 // Validates and reads a description. `origin` (a file name) starts every error

@@ -30,6 +30,25 @@ struct GemmMeasurement {
 GemmMeasurement measure_gemm(const std::string& dtype, const std::vector<int64_t>& sizes,
                              int trials, double trial_s);
 
+// The fixed cost of a framework operator, which the simulator adds per operator of a step
+// while the GEMM curve keeps only what scales with the work (docs/platforms.md).
+struct OverheadMeasurement {
+  int chain = 0;       // tiny operators per timed forward + backward
+  Trials mm_call_us;   // torch::mm_out on 1 x 1 matrices, no autograd: the GEMM floor
+  Trials forward_us;   // per operator recorded by autograd, 8-element tensors
+  Trials backward_us;  // per autograd node run by backward()
+  // Per operator of a training step: forward and backward operators averaged.
+  double op_overhead_us() const { return (forward_us.median() + backward_us.median()) / 2; }
+};
+// `trials` timed windows of at least `trial_s` seconds each, after a warm-up.
+OverheadMeasurement measure_overhead(int trials, double trial_s);
+
+// Per GEMM size, the median rate's fraction of `peak_gflops` once `floor_us` (the fixed
+// cost of one call) is taken out of each call's time; sizes whose call is no longer than
+// the floor are left out. Clamped at 1 (the peak is the best trial, a point the median).
+std::vector<std::pair<int64_t, double>> gemm_fractions(const GemmMeasurement& g, double peak_gflops,
+                                                       double floor_us);
+
 struct StreamMeasurement {
   int64_t elements = 0;  // per array, doubles
   Trials copy, scale, add, triad;  // GB/s, STREAM's byte counting

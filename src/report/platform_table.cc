@@ -44,6 +44,15 @@ std::string format_platform(const PlatformDescription& p) {
   if (p.systolic_array)
     out += fmt::format("array     {} x {} systolic, {}\n", p.systolic_array->rows,
                        p.systolic_array->cols, p.systolic_array->dataflow);
+  if (p.efficiency) {
+    out += fmt::format("overhead  {:.3g} us per operator\n", p.efficiency->op_overhead_us);
+    for (const auto& [dtype, c] : p.efficiency->gemm) {
+      out += fmt::format("gemm eff  {:<5}", dtype);
+      for (const auto& pt : c)
+        out += fmt::format(" n={}: {:.0f}%", pt.n, 100 * pt.fraction_of_peak);
+      out += " of peak (the per-call floor excluded)\n";
+    }
+  }
   const auto formulas = p.extra.value("spec_peak_formula", nlohmann::json::object());
   for (const auto& [dtype, f] : formulas.items())
     out += fmt::format("spec      {}: {}\n", dtype, f.get<std::string>());

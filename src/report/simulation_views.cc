@@ -72,8 +72,9 @@ void add_validation_chart(ChartSet& cs, const std::vector<sim::Validation>& vs) 
        "simulation",
        "Accelerator model vs measured step times",
        "Each point is a measured run; its prediction comes from the platform's own stored "
-       "description (roofline per layer and phase). On the dashed line the model is exact; "
-       "below it the model is optimistic.",
+       "description (roofline per layer and phase, with its measured efficiency when it has one: "
+       "GEMM fraction of peak by size, per-operator overhead). On the dashed line the model is "
+       "exact; below it the model is optimistic.",
        {"validation", "validation-line"},
        "validation",
        spec});

@@ -33,7 +33,38 @@ std::vector<std::string> peak_candidates(const std::string& name, double bits, b
   return c;
 }
 
+bool recurrent(const std::string& op) { return op == "rnn" || op == "lstm" || op == "gru"; }
+
+// LibTorch's CPU cells per time step, the input projection done once for the sequence:
+// tanh: hidden projection, add, tanh; LSTM: projection, add, chunk, 3 sigmoid, 2 tanh,
+// 3 mul, add; GRU: two projections, two chunks, 2 sigmoid, tanh and 7 mul/add/sub.
+double cell_operators(const std::string& op) { return op == "lstm" ? 12 : op == "gru" ? 14 : 3; }
+
 }  // namespace
+
+OpCount count_operators(const StepCost& cost) {
+  OpCount c;
+  double tensors = 0;
+  for (const auto& l : cost.layers) {
+    const double fwd =
+        recurrent(l.op) ? std::max<int64_t>(1, l.gemm_count) * cell_operators(l.op) : 1;
+    c.forward += fwd;
+    c.backward += fwd * ((l.bwd_input_flops > 0) + (l.bwd_weight_flops > 0));
+    if (l.params > 0) tensors += recurrent(l.op) ? 4 : 2;
+  }
+  // The optimizers' in-place updates do about 2 FLOPs per element each (SGD: 1 update of 2
+  // FLOPs, RMSprop: 11 FLOPs in 5 to 6 updates); optimizer_updates > 1 is folded in.
+  const double per_param = cost.params > 0 ? cost.opt_flops / double(cost.params) : 0;
+  const double updates = per_param > 0 ? std::max(1.0, std::round(per_param / 2)) : 0;
+  c.backward += tensors;                  // AccumulateGrad
+  c.optimizer = tensors * (updates + 1);  // + zero_grad
+  return c;
+}
+
+double equivalent_square_n(double m, double n, double k) {
+  const double faces = m * k + k * n + m * n;
+  return faces > 0 ? 3 * m * n * k / faces : 0;
+}
 
 SystolicMapping map_gemm(int64_t m, int64_t n, int64_t k, int64_t count,
                          const PlatformDescription::Systolic& a) {
@@ -109,7 +140,7 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
         fmt::format("platform '{}' lacks a {} peak or a bandwidth", p.name, f.peak_dtype));
   const double width = (f.bits / 8) / config_elem_bytes;
   auto finish = [&](PhaseTime& ph) {
-    double matmul_s = ph.matmul_flops / s.peak_flops;
+    double matmul_s = ph.matmul_flops / (s.peak_flops * ph.gemm_fraction);
     if (ph.mapping && ph.mapping->utilization > 0) matmul_s /= ph.mapping->utilization;
     // Work off the array (elementwise, reductions) runs at the format's peak.
     ph.compute_s = matmul_s + (ph.flops - ph.matmul_flops) / s.peak_flops;
@@ -125,26 +156,36 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     const int n = 1 + has_dx + has_dw;
     const double bytes = (l.bytes_read + l.bytes_written) * width / n;
     const bool gemm = l.gemm_count > 0 && l.fwd_matmul_flops > 0;
+    // The three GEMMs of a layer are permutations of one shape: one intensity, one fraction.
+    const double fraction =
+        gemm ? p.gemm_fraction(f.peak_dtype, equivalent_square_n(l.gemm_m, l.gemm_n, l.gemm_k)) : 1;
     auto mapped = [&](int64_t m, int64_t nn, int64_t k) -> std::optional<SystolicMapping> {
       if (!gemm || !p.systolic_array) return std::nullopt;
       return map_gemm(m, nn, k, l.gemm_count, *p.systolic_array);
     };
     PhaseTime fwd{"forward", l.fwd_flops, l.fwd_matmul_flops, bytes};
     fwd.mapping = mapped(l.gemm_m, l.gemm_n, l.gemm_k);
+    if (fwd.matmul_flops > 0) fwd.gemm_fraction = fraction;
     finish(fwd);
     lt.phases.push_back(fwd);
     if (has_dx) {
       // dX (M x K) = dY (M x N) W^T (N x K)
       PhaseTime dx{"backward-input", l.bwd_input_flops,
                    gemm && l.bwd_input_flops > 0 ? l.fwd_matmul_flops : 0, bytes};
-      if (dx.matmul_flops > 0) dx.mapping = mapped(l.gemm_m, l.gemm_k, l.gemm_n);
+      if (dx.matmul_flops > 0) {
+        dx.mapping = mapped(l.gemm_m, l.gemm_k, l.gemm_n);
+        dx.gemm_fraction = fraction;
+      }
       finish(dx);
       lt.phases.push_back(dx);
     }
     if (has_dw) {
       // dW (K x N) = X^T (K x M) dY (M x N)
       PhaseTime dw{"backward-weight", l.bwd_weight_flops, gemm ? l.fwd_matmul_flops : 0, bytes};
-      if (dw.matmul_flops > 0) dw.mapping = mapped(l.gemm_k, l.gemm_n, l.gemm_m);
+      if (dw.matmul_flops > 0) {
+        dw.mapping = mapped(l.gemm_k, l.gemm_n, l.gemm_m);
+        dw.gemm_fraction = fraction;
+      }
       finish(dw);
       lt.phases.push_back(dw);
     }
@@ -160,6 +201,13 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
       s.phase_s[ph.phase] += t;
       (ph.memory_bound() ? s.memory_bound_s : s.compute_bound_s) += t;
     }
+  // Added, not overlapped: on a CPU the thread that dispatches an operator then waits for it.
+  if (p.efficiency) {
+    s.ops = count_operators(cost);
+    s.op_overhead_s = p.efficiency->op_overhead_us * 1e-6;
+    s.overhead_s = s.ops.total() * s.op_overhead_s;
+    s.step_s += s.overhead_s;
+  }
   // Inputs stay as loaded; everything else is held at the format's width.
   s.memory_bytes = (cost.memory.total() - cost.memory.inputs) * width + cost.memory.inputs;
   s.capacity_bytes = p.memory_gb * 1e9;
@@ -214,6 +262,7 @@ nlohmann::json to_json(const Simulation& s, size_t top_layers) {
                           {"time_s", ph.time_s()},
                           {"bound", ph.memory_bound() ? "memory" : "compute"}};
       if (ph.mapping) j["systolic"] = mapping_json(*ph.mapping);
+      if (ph.matmul_flops > 0) j["gemm_fraction"] = ph.gemm_fraction;
       phases.push_back(j);
     }
     layers.push_back({{"name", l.name}, {"op", l.op}, {"time_s", l.time_s()}, {"phases", phases}});
@@ -233,6 +282,13 @@ nlohmann::json to_json(const Simulation& s, size_t top_layers) {
           {"step_s", s.step_s},
           {"compute_bound_s", s.compute_bound_s},
           {"memory_bound_s", s.memory_bound_s},
+          {"overhead_s", s.overhead_s},
+          {"op_overhead_s", s.op_overhead_s},
+          {"operators",
+           {{"forward", s.ops.forward},
+            {"backward", s.ops.backward},
+            {"optimizer", s.ops.optimizer},
+            {"total", s.ops.total()}}},
           {"phase_s", s.phase_s},
           {"memory_bytes", s.memory_bytes},
           {"capacity_bytes", s.capacity_bytes},
@@ -251,14 +307,20 @@ std::string format_simulation(const Simulation& s, size_t top_layers) {
   o << fmt::format("memory: {:.3g} GB of {:.3g} GB\n", s.memory_bytes / 1e9,
                    s.capacity_bytes / 1e9);
   const double t = s.step_s > 0 ? s.step_s : 1;
-  o << fmt::format("bound: compute {:.1f}%, memory {:.1f}%\n", 100 * s.compute_bound_s / t,
-                   100 * s.memory_bound_s / t);
+  o << fmt::format("bound: compute {:.1f}%, memory {:.1f}%, overhead {:.1f}%\n",
+                   100 * s.compute_bound_s / t, 100 * s.memory_bound_s / t, 100 * s.overhead_s / t);
+  if (s.op_overhead_s > 0)
+    o << fmt::format(
+        "overhead: {:.0f} operators (forward {:.0f}, backward {:.0f}, optimizer {:.0f}) x {:.3g} "
+        "us = {:.4g} ms\n",
+        s.ops.total(), s.ops.forward, s.ops.backward, s.ops.optimizer, s.op_overhead_s * 1e6,
+        s.overhead_s * 1e3);
   o << "phases:";
   for (const char* ph : {"forward", "backward-input", "backward-weight", "optimizer"})
     if (s.phase_s.count(ph)) o << fmt::format(" {} {:.1f}%", ph, 100 * s.phase_s.at(ph) / t);
   o << "\n\n";
   o << fmt::format("{:<32} {:<12} {:>10} {:>7}  {}\n", "layer", "op", "ms", "share",
-                   "per phase: ms, bound, array utilization");
+                   "per phase: ms, bound, array utilization, GEMM fraction of peak");
   for (const auto* l : top(s, top_layers)) {
     std::string detail;
     for (const auto& ph : l->phases) {
@@ -271,6 +333,7 @@ std::string format_simulation(const Simulation& s, size_t top_layers) {
       if (ph.mapping)
         detail +=
             fmt::format(" {:.0f}% ({} folds)", 100 * ph.mapping->utilization, ph.mapping->folds);
+      if (ph.gemm_fraction < 1) detail += fmt::format(" gemm {:.0f}%", 100 * ph.gemm_fraction);
     }
     o << fmt::format("{:<32} {:<12} {:>10.4g} {:>6.1f}%  {}\n", l->name, l->op, l->time_s() * 1e3,
                      100 * l->time_s() / t, detail);

@@ -3,7 +3,9 @@
 // described accelerator, predicted from the cost model's FLOPs and bytes, never measured.
 // Per layer and phase: max(FLOPs / (peak x mapping efficiency), bytes / bandwidth), the
 // mapping efficiency being that of the layer's GEMMs on the systolic array when the
-// description has one. Conventions in docs/numerics.md ("Simulation phase").
+// description has one, times the achieved fraction of peak its `efficiency` states for the
+// GEMM's size; plus a fixed cost per framework operator when it states one. Conventions in
+// docs/numerics.md ("Simulation phase").
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -47,6 +49,7 @@ struct PhaseTime {
   double flops = 0, matmul_flops = 0, bytes = 0;
   double compute_s = 0, memory_s = 0;
   std::optional<SystolicMapping> mapping;  // the phase's GEMM, on a systolic array
+  double gemm_fraction = 1;                // of the peak, from the description's GEMM curve
   double time_s() const { return std::max(compute_s, memory_s); }
   bool memory_bound() const { return memory_s > compute_s; }
 };
@@ -57,13 +60,31 @@ struct LayerTime {
   double time_s() const;
 };
 
+// The framework operators one training step dispatches, estimated from the cost model
+// (docs/numerics.md): a layer is one forward operator (a recurrent layer, its cell's
+// operators per time step) and one backward operator per gradient it computes; each
+// parameter tensor (weight and bias: 2 per layer with parameters, 4 for a recurrent one)
+// adds its gradient accumulation, its zeroing and the optimizer's in-place updates.
+struct OpCount {
+  double forward = 0, backward = 0, optimizer = 0;
+  double total() const { return forward + backward + optimizer; }
+};
+OpCount count_operators(const StepCost& cost);
+// The edge n of the square GEMM with the same arithmetic intensity as (M x K)(K x N),
+// 3MNK / (MK + KN + MN): n for a square one, less for a thin one, which runs as slowly as
+// a small square one does.
+double equivalent_square_n(double m, double n, double k);
+
 struct Simulation {
   std::string platform, config;
   SimFormat format;
   double peak_flops = 0, bandwidth = 0;
   std::vector<LayerTime> layers;  // in forward order; the optimizer is one more "layer"
-  double step_s = 0;
+  double step_s = 0;              // the phases' sum plus overhead_s
   double compute_bound_s = 0, memory_bound_s = 0;  // step time in phases of each bound
+  OpCount ops;
+  double op_overhead_s = 0;  // per operator, from the description (0: none stated)
+  double overhead_s = 0;     // ops.total() x op_overhead_s
   std::map<std::string, double> phase_s;           // per phase
   double memory_bytes = 0, capacity_bytes = 0;
   std::string status = "ok";  // ok or oom-predicted

@@ -16,6 +16,20 @@ nlohmann::json stats_json(const ErrorStats& s) {
   return {{"runs", s.n}, {"median", s.median}, {"p90", s.p90}, {"median_ratio", s.median_ratio}};
 }
 
+std::string describe_model(const PlatformDescription& d) {
+  if (!d.efficiency) return "roofline (the description states no efficiency)";
+  std::string curves;
+  for (const auto& [dtype, c] : d.efficiency->gemm)
+    curves += fmt::format("{}{} {} points n={}..{}", curves.empty() ? "" : ", ", dtype, c.size(),
+                          c.front().n, c.back().n);
+  return fmt::format(
+      "roofline x GEMM efficiency ({}) + {:.3g} us per operator, from the "
+      "description's efficiency{}",
+      curves.empty() ? "no curve" : curves, d.efficiency->op_overhead_us,
+      d.extra.contains("measurements") ? " (trainbench platform's micro-benchmarks, not these runs)"
+                                       : "");
+}
+
 }  // namespace
 
 ErrorStats error_stats(const std::vector<ValidationPoint>& points) {
@@ -40,6 +54,7 @@ std::vector<Validation> validate(const RunSet& runs,
     if (!d) continue;
     Validation v;
     v.platform = info.name;
+    v.model = describe_model(*d);
     for (const auto& r : runs.runs) {
       if (r.platform != info.name || !r.ok()) continue;
       double measured = r.metric("step_median_s");
@@ -56,8 +71,9 @@ std::vector<Validation> validate(const RunSet& runs,
           if (t > 0 && t < d->cores) o.peak_share = double(t) / d->cores;
         }
         const Simulation s = simulate_config(*d, c, "", o);
-        v.points.push_back({r.config, r.family, info.name, s.step_s, measured,
-                            s.memory_bound_s > s.compute_bound_s ? "memory" : "compute"});
+        const char* bound = s.memory_bound_s > s.compute_bound_s ? "memory" : "compute";
+        if (s.overhead_s > std::max(s.memory_bound_s, s.compute_bound_s)) bound = "overhead";
+        v.points.push_back({r.config, r.family, info.name, s.step_s, measured, bound});
       } catch (const std::exception& e) {
         v.skipped.push_back(r.config + ": " + e.what());
       }
@@ -81,19 +97,16 @@ nlohmann::json to_json(const Validation& v) {
                       {"error", p.error()},
                       {"bound", p.bound}});
   for (const auto& [f, s] : v.per_family) fam[f] = stats_json(s);
-  return {{"platform", v.platform},
-          {"errors", stats_json(v.all)},
-          {"per_family", fam},
-          {"points", points},
-          {"skipped", v.skipped}};
+  return {{"platform", v.platform}, {"model", v.model}, {"errors", stats_json(v.all)},
+          {"per_family", fam},      {"points", points}, {"skipped", v.skipped}};
 }
 
 std::string format_validation(const std::vector<Validation>& vs) {
   std::ostringstream o;
   if (vs.empty()) o << "no platform with a description in the store(s): nothing to validate\n";
   for (const auto& v : vs) {
-    o << fmt::format("platform {}: {} runs predicted, {} skipped\n", v.platform, v.points.size(),
-                     v.skipped.size());
+    o << fmt::format("platform {}: {} runs predicted, {} skipped\nmodel: {}\n", v.platform,
+                     v.points.size(), v.skipped.size(), v.model);
     o << fmt::format("{:<10} {:>5} {:>14} {:>14} {:>22}\n", "family", "runs", "median error",
                      "p90 error", "median pred/measured");
     auto row = [&](const std::string& name, const ErrorStats& s) {

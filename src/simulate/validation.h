@@ -14,7 +14,7 @@ namespace tb::sim {
 struct ValidationPoint {
   std::string config, family, platform;
   double predicted_s = 0, measured_s = 0;
-  std::string bound;  // the larger share of the predicted step: compute or memory
+  std::string bound;  // the largest share of the predicted step: compute, memory or overhead
   double error() const { return std::abs(predicted_s - measured_s) / measured_s; }
 };
 
@@ -28,6 +28,10 @@ ErrorStats error_stats(const std::vector<ValidationPoint>& points);
 
 struct Validation {
   std::string platform;
+  // What the prediction rests on: the pure roofline, or the roofline with the
+  // description's efficiency (which trainbench platform measures with micro-benchmarks,
+  // so the runs being predicted play no part in it).
+  std::string model;
   std::vector<ValidationPoint> points;
   ErrorStats all;
   std::map<std::string, ErrorStats> per_family;

@@ -1,0 +1,78 @@
+#include <chrono>
+
+#include "platform/measure.h"
+
+namespace tb {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+OverheadMeasurement measure_overhead(int trials, double trial_s) {
+  OverheadMeasurement m;
+  // Long enough that backward()'s own start-up is spread thin, short enough that the
+  // graph stays in cache.
+  m.chain = 64;
+  {
+    torch::NoGradGuard no_grad;
+    auto a = torch::ones({1, 1}), b = torch::ones({1, 1}), c = torch::empty({1, 1});
+    for (int i = 0; i < 100; ++i) torch::mm_out(c, a, b);
+    for (int t = 0; t < trials; ++t) {
+      int64_t calls = 0;
+      const auto t0 = Clock::now();
+      do {
+        for (int i = 0; i < 100; ++i) torch::mm_out(c, a, b);
+        calls += 100;
+      } while (seconds_since(t0) < trial_s);
+      m.mm_call_us.values.push_back(seconds_since(t0) / calls * 1e6);
+    }
+  }
+  // A chain of tiny multiply-adds with a gradient: what a small model's step is made of,
+  // without any arithmetic worth the name.
+  auto x = torch::ones({8}, torch::requires_grad());
+  const auto w = torch::full({8}, 0.5);
+  auto step = [&](double* fwd_s, double* bwd_s) {
+    const auto t0 = Clock::now();
+    torch::Tensor y = x;
+    for (int i = 0; i < m.chain; i += 2) y = (y * w) + w;
+    const auto t1 = Clock::now();
+    y.sum().backward();
+    *fwd_s += std::chrono::duration<double>(t1 - t0).count();
+    *bwd_s += seconds_since(t1);
+    x.grad().zero_();
+  };
+  double f = 0, b = 0;
+  for (int i = 0; i < 20; ++i) step(&f, &b);
+  for (int t = 0; t < trials; ++t) {
+    f = b = 0;
+    int64_t steps = 0;
+    const auto t0 = Clock::now();
+    do step(&f, &b), ++steps;
+    while (seconds_since(t0) < trial_s);
+    // sum() is one more operator and one more node; zero_() runs outside both timings.
+    m.forward_us.values.push_back(f / steps / (m.chain + 1) * 1e6);
+    m.backward_us.values.push_back(b / steps / (m.chain + 1) * 1e6);
+  }
+  return m;
+}
+
+std::vector<std::pair<int64_t, double>> gemm_fractions(const GemmMeasurement& g, double peak_gflops,
+                                                       double floor_us) {
+  std::vector<std::pair<int64_t, double>> out;
+  if (!(peak_gflops > 0)) return out;
+  for (const auto& s : g.sizes) {
+    const double flops = 2.0 * s.n * s.n * s.n, rate = s.gflops.median() * 1e9;
+    if (!(rate > 0)) continue;
+    const double kernel_s = flops / rate - floor_us * 1e-6;
+    if (!(kernel_s > 0)) continue;
+    out.push_back({s.n, std::min(1.0, flops / kernel_s / (peak_gflops * 1e9))});
+  }
+  return out;
+}
+
+}  // namespace tb

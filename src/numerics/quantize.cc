@@ -7,10 +7,6 @@
 #include <mutex>
 #include <thread>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 #include "numerics/round_bits.h"
 #include "spec/errors.h"
 
@@ -292,8 +288,12 @@ TB_INLINE void whole_block(const float* x, float* y, const BlockGrids& bg, const
 #pragma GCC unroll 1
   for (size_t i = 0; i < B; ++i) {
     const uint32_t a = as_bits(x[i]) & 0x7FFFFFFFu;
-    special |= uint32_t(a >= kInfBits);
-    amax = a >= kInfBits ? amax : (a > amax ? a : amax);
+    const uint32_t inf_nan = uint32_t(a >= kInfBits);
+    special |= inf_nan;
+    // Inf and NaN count as 0: a max and an or reduction, which vectorise (a conditional max
+    // does not).
+    const uint32_t finite = a & (inf_nan - 1u);
+    amax = finite > amax ? finite : amax;
   }
   if (bg.mx && special) {  // the NaN scale: the whole block is NaN
     for (size_t i = 0; i < B; ++i) y[i] = as_float(kQuietNan);
@@ -335,8 +335,10 @@ TB_INLINE void block_rows(const float* in, float* out, size_t n, size_t row, siz
       uint32_t amax = 0, special = 0;
       for (size_t i = 0; i < len; ++i) {
         const uint32_t a = as_bits(x[i]) & 0x7FFFFFFFu;
-        special |= uint32_t(a >= kInfBits);
-        amax = a >= kInfBits ? amax : (a > amax ? a : amax);
+        const uint32_t inf_nan = uint32_t(a >= kInfBits);
+        special |= inf_nan;
+        const uint32_t finite = a & (inf_nan - 1u);
+        amax = finite > amax ? finite : amax;
       }
       if (bg.mx && special) {  // the NaN scale: the whole block is NaN
         for (size_t i = 0; i < len; ++i) y[i] = as_float(kQuietNan);
@@ -460,56 +462,6 @@ void quantize_serial(const Format& f, const float* in, float* out, size_t n, con
   }
 }
 
-// Outputs this large (per thread) are not read again before they leave the caches, so they
-// are written with non-temporal stores: a plain store first reads the line it writes to
-// (read-for-ownership), a third memory transfer per element on top of the read and the write.
-// The kernels fill a small tile that stays in L1, which is then streamed out; the values are
-// the kernels' own, bit for bit.
-constexpr size_t kStreamMin = size_t(1) << 20;
-constexpr size_t kTile = 4096;
-
-#if defined(__x86_64__)
-void stream_out(const float* src, float* dst, size_t n) {
-  size_t i = 0;
-  for (; i < n && (reinterpret_cast<uintptr_t>(dst + i) & 15) != 0; ++i) dst[i] = src[i];
-  for (; i + 4 <= n; i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
-  for (; i < n; ++i) dst[i] = src[i];
-}
-#endif
-
-void quantize_chunk(const Format& f, const float* in, float* out, size_t n, const QuantOptions& o,
-                    uint64_t offset) {
-#if defined(__x86_64__)
-  size_t tile = 0;
-  QuantOptions part = o;
-  if (n >= kStreamMin) {
-    if (f.kind != Format::Kind::kBlock) {
-      tile = kTile;
-    } else {
-      // Tiles are whole rows, or whole blocks of a single row, so no block is split.
-      const size_t row = o.row ? o.row : n, block = size_t(f.blk.block);
-      if (row >= n && block <= kTile) {
-        tile = kTile / block * block;
-        part.row = 0;
-      } else if (row <= kTile) {
-        tile = kTile / row * row;
-      }
-    }
-  }
-  if (tile != 0) {
-    alignas(64) float buf[kTile];
-    for (size_t i = 0; i < n; i += tile) {
-      const size_t len = std::min(tile, n - i);
-      quantize_serial(f, in + i, buf, len, part, offset + i);
-      stream_out(buf, out + i, len);
-    }
-    _mm_sfence();  // non-temporal stores are weakly ordered: make them visible before returning
-    return;
-  }
-#endif
-  quantize_serial(f, in, out, n, o, offset);
-}
-
 }  // namespace
 
 kernel::Grid kernel::float_grid(const FloatFormat& f) { return make_grid(f, 0, false); }
@@ -547,7 +499,7 @@ void quantize(const Format& f, const float* in, float* out, size_t n, const Quan
   int threads = o.threads > 0 ? o.threads : int(std::thread::hardware_concurrency());
   // Below ~64K elements a thread costs more than it saves.
   threads = int(std::min<size_t>(size_t(std::max(threads, 1)), n / 65536 + 1));
-  if (threads <= 1) return quantize_chunk(f, in, out, n, o, o.offset);
+  if (threads <= 1) return quantize_serial(f, in, out, n, o, o.offset);
   // Chunks start on a row (block formats) so every block is whole in one chunk.
   size_t unit = 64;
   if (f.kind == Format::Kind::kBlock) {
@@ -564,7 +516,7 @@ void quantize(const Format& f, const float* in, float* out, size_t n, const Quan
     // A single row split on block boundaries: each chunk is rows of whole blocks.
     if (f.kind == Format::Kind::kBlock && (o.row == 0 || o.row >= n)) part.row = 0;
     pool.emplace_back([&f, in, out, b, e, part, &o] {
-      quantize_chunk(f, in + b, out + b, e - b, part, o.offset + b);
+      quantize_serial(f, in + b, out + b, e - b, part, o.offset + b);
     });
   }
   for (auto& th : pool) th.join();

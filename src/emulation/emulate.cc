@@ -224,6 +224,25 @@ LossScale parse_loss_scale(const std::string& text) {
   return s;
 }
 
+// Dynamic loss scaling's overflow check: whether every gradient is finite. One pass over each
+// float32 gradient's bits with no temporaries, where torch::isfinite(g).all().item() would
+// allocate a mask and reduce it for every parameter on every step.
+bool grads_finite(const std::vector<torch::Tensor>& params) {
+  for (const auto& p : params) {
+    const torch::Tensor& g = p.grad();
+    if (g.scalar_type() != torch::kFloat || !g.device().is_cpu() || !g.is_contiguous()) {
+      if (!torch::isfinite(g).all().item<bool>()) return false;
+      continue;
+    }
+    const auto* bits = reinterpret_cast<const uint32_t*>(g.data_ptr<float>());
+    const int64_t n = g.numel();
+    uint32_t special = 0;
+    for (int64_t i = 0; i < n; ++i) special |= uint32_t((bits[i] & 0x7F800000u) == 0x7F800000u);
+    if (special) return false;
+  }
+  return true;
+}
+
 SeedRun train_one(const EmulationOptions& o, const Policy& given, const Dataset& train,
                   const Dataset& test, uint64_t seed, const Progress& progress) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -256,9 +275,7 @@ SeedRun train_one(const EmulationOptions& o, const Policy& given, const Dataset&
         torch::nn::functional::cross_entropy(logits, train.labels.index_select(0, idx));
     (loss * ls.scale).backward();
     // Only dynamic loss scaling looks at overflow; the check reads every gradient.
-    bool finite = true;
-    if (ls.dynamic)
-      for (auto& p : net.params) finite = finite && torch::isfinite(p.grad()).all().item<bool>();
+    const bool finite = !ls.dynamic || grads_finite(net.params);
     if (!finite && ls.dynamic) {  // skip the step, halve the scale
       ls.scale /= 2;
       ls.good = 0;
@@ -266,7 +283,9 @@ SeedRun train_one(const EmulationOptions& o, const Policy& given, const Dataset&
     } else {
       torch::NoGradGuard no_grad;
       for (size_t i = 0; i < net.params.size(); ++i) {
-        auto g = net.params[i].grad() / ls.scale;
+        // In place: the gradient is dropped before the next step anyway.
+        torch::Tensor& g = net.params[i].mutable_grad();
+        g.div_(ls.scale);
         velocity[i].mul_(o.momentum).add_(g);
         policy.optimizer_state.apply_(velocity[i]);
         net.params[i].sub_(velocity[i] * o.lr);

@@ -41,6 +41,9 @@ class QuantPoint {
   void apply_(torch::Tensor& x) const;  // in place
 
  private:
+  // The options of one call (stochastic rounding: the next stream of this point).
+  num::QuantOptions options() const;
+
   std::optional<num::Format> format_;
   std::shared_ptr<const num::Extension> ext_;
   num::Rounding rounding_ = num::Rounding::kNearestEven;

@@ -126,8 +126,15 @@ TB_INLINE uint32_t round_bits(uint32_t xb, const Grid& g, uint32_t rnd) {
   // into the exponent field is the carry into the next binade). s > 24: the result is 0 or
   // one quantum.
   const uint32_t in_binade = sel(kr != 0, base + (kr << sc), 0u);
-  const uint32_t tiny = sel(up != 0, pow2_bits(q), 0u);
-  uint32_t mag = sel(s <= 0, a, sel(s > 24, tiny, in_binade));
+  uint32_t mag;
+  if constexpr (R == Rounding::kStochastic) {
+    const uint32_t tiny = sel(up != 0, pow2_bits(q), 0u);
+    mag = sel(s <= 0, a, sel(s > 24, tiny, in_binade));
+  } else {
+    // s > 24 means |x| < 2^(q-1), below half a quantum: the deterministic modes never round
+    // it up, and then k = 0 and kr = 0, so in_binade is already the 0 it rounds to.
+    mag = sel(s <= 0, a, in_binade);
+  }
   mag = sel((mag > g.max_bits) | (a == kInfBits), g.ovf_bits, mag);
   const uint32_t out_sign = sign & sel(mag != 0, 0x80000000u, g.zero_sign);
   return sel(a > kInfBits, sign | kQuietNan, out_sign | mag);

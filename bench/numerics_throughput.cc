@@ -154,7 +154,7 @@ int main(int argc, char** argv) {
       {"remainder (interaction; can be < 0)", t_rest}};
   json breakdown = json::object();
   for (const auto& [what, t] : parts) {
-    std::cout << fmt::format("    {:<40} {:>10}  {:5.1f}%\n", what, fmt_time(t), 100 * t / t_full);
+    std::cout << fmt::format("    {:<40} {:8.3f} ms  {:5.1f}%\n", what, t * 1e3, 100 * t / t_full);
     breakdown[what] = t;
   }
   doc["matmul"] = {

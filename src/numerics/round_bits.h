@@ -105,11 +105,13 @@ TB_INLINE uint32_t round_bits(uint32_t xb, const Grid& g, uint32_t rnd) {
   uint32_t up;
   if constexpr (R == Rounding::kStochastic) {
     // P(up) = rem / 2^s exactly for s <= 32 (rnd / 2^32 < rem / 2^s), to 2^-32 beyond.
-    const int ss = imin(imax(s, 0), 56);
-    const uint32_t r = sel(ss >= 25, sig, rem);
-    const uint32_t thr_lo = r << imin(imax(32 - ss, 0), 31);
-    const uint32_t thr_hi = r >> imin(imax(ss - 32, 0), 31);
-    // ss <= 7 never happens with rem > 0 at 32 - ss = 32 bits of shift; ss == 0 means exact.
+    // rem is the whole significand once s >= 25 (sc stops at 25, sig < 2^24). Each shift
+    // count is exact where its side of the select is taken (1 <= ss <= 32: 32 - ss; ss > 32:
+    // ss - 32, up to 24 where r >> 24 = 0); the `& 31` only keeps the other side defined.
+    // s <= 0 is exact and never rounds up.
+    const int ss = imin(s, 56);
+    const uint32_t thr_lo = rem << ((32 - ss) & 31);
+    const uint32_t thr_hi = rem >> ((ss - 32) & 31);
     const uint32_t thr = sel(ss <= 32, thr_lo, thr_hi);
     up = uint32_t(s > 0) & uint32_t(rnd < thr);
   } else if constexpr (R == Rounding::kNearestEven) {

@@ -139,7 +139,26 @@ int main(int argc, char** argv) {
     std::cout << fmt::format("  {:<48} {:7.3f} GFLOP/s  {:8.1f}x slower\n", u, gf, mm_gf / gf);
     mads.push_back({{"unit", u}, {"gflops", gf}, {"slowdown_vs_mm", mm_gf / gf}});
   }
-  doc["matmul"] = {{"size", msize}, {"torch_mm_gflops", mm_gf}, {"units", mads}};
+  // Where the time of the full unit (e5m2 products, fp16 sums) goes, from the first four
+  // units, which differ from each other only in what is rounded: the loops and float32
+  // arithmetic alone (fp32/fp32); what rounding each product adds (exact product, round to
+  // odd, round to e5m2); what rounding each sum adds (TwoSum, round to odd, round to fp16).
+  const double t_loop = median(mad_t[units[0]]), t_full = median(mad_t[units[3]]);
+  const double t_prod = median(mad_t[units[1]]) - t_loop, t_sum = median(mad_t[units[2]]) - t_loop;
+  const double t_rest = t_full - t_loop - t_prod - t_sum;
+  std::cout << fmt::format("  where the time of {} goes ({}):\n", units[3], fmt_time(t_full));
+  const std::vector<std::pair<std::string, double>> parts = {
+      {"loops, loads/stores, fp32 multiply-add", t_loop},
+      {"rounding products to e5m2", t_prod},
+      {"rounding sums to fp16", t_sum},
+      {"remainder (interaction; can be < 0)", t_rest}};
+  json breakdown = json::object();
+  for (const auto& [what, t] : parts) {
+    std::cout << fmt::format("    {:<40} {:8.3f} ms  {:5.1f}%\n", what, t * 1e3, 100 * t / t_full);
+    breakdown[what] = t;
+  }
+  doc["matmul"] = {
+      {"size", msize}, {"torch_mm_gflops", mm_gf}, {"units", mads}, {"breakdown_s", breakdown}};
 
   std::cout << fmt::format(
       "SUMMARY numerics_throughput: slowest quantizer at {:.0f}% of copy bandwidth ({:.1f} "

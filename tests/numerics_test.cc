@@ -486,4 +486,104 @@ TEST(NumericsMad, OrderAndWidthMatterAndRoundTrip) {
   EXPECT_THROW(tb::num::parse_mad("mad:order=random"), tb::UsageError);
 }
 
+// The scalar definition of the unit, one element of C at a time: each exact product and each
+// exact sum rounded to odd in float32 (TwoSum for the sum's error), then quantize_one() to the
+// format; fp32 itself is plain float arithmetic. mad_matmul's vectorised kernel must agree
+// with it bit for bit (NaNs compare as NaN: which of two NaN operands an addition propagates
+// is the compiler's choice).
+float odd_ref(float s, float err) {
+  if (err == 0 || !std::isfinite(s)) return s;
+  const bool beyond = (err > 0) == (s > 0);
+  return from_bits((beyond ? bits(s) : bits(s) - 1) | 1u);
+}
+float mul_ref(const Format& f, Rounding r, float a, float b) {
+  if (f == Format{}) return a * b;
+  const double d = double(a) * double(b);
+  const float p = float(d);
+  return quantize_one(f, odd_ref(p, float(d - double(p))), r);
+}
+float add_ref(const Format& f, Rounding r, float a, float b) {
+  if (f == Format{}) return a + b;
+  const float s = a + b, bb = s - a, err = (a - (s - bb)) + (b - bb);
+  return quantize_one(f, odd_ref(s, err), r);
+}
+float mad_ref(const tb::num::MadUnit& u, const float* A, const float* B, int64_t i, int64_t j,
+              int64_t N, int64_t K) {
+  using Order = tb::num::MadUnit::Order;
+  const auto& P = u.product;
+  const auto& S = u.accumulator;
+  const Rounding r = u.rounding;
+  const int64_t W = u.width;
+  const auto tree = [&](std::vector<float> v) {
+    for (int64_t step = 1; step < int64_t(v.size()); step *= 2)
+      for (int64_t a = 0; a + step < int64_t(v.size()); a += 2 * step)
+        v[a] = add_ref(S, r, v[a], v[a + step]);
+    return v[0];
+  };
+  std::vector<float> lanes(u.order == Order::kLanes ? W : 1, 0.0f);
+  for (int64_t k0 = 0; k0 < K; k0 += W) {
+    std::vector<float> group;
+    for (int64_t k = k0; k < std::min(K, k0 + W); ++k) {
+      const float p = mul_ref(P, r, A[i * K + k], B[k * N + j]);
+      if (u.order == Order::kTree) group.push_back(p);
+      float& acc = lanes[u.order == Order::kLanes ? k - k0 : 0];
+      if (u.order != Order::kTree) acc = add_ref(S, r, acc, p);
+    }
+    if (u.order == Order::kTree) lanes[0] = add_ref(S, r, lanes[0], tree(group));
+  }
+  return u.order == Order::kLanes ? tree(lanes) : lanes[0];
+}
+
+TEST(NumericsMad, VectorisedKernelMatchesScalarDefinition) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> ud(-2, 2);
+  std::uniform_int_distribution<int> pick(0, 15);
+  // Values that exercise every branch of the rounding: ties of the narrow formats, values
+  // that overflow fp16/e5m2, float32 subnormals and the formats' own subnormals, signed
+  // zeros, Inf and NaN; the rest ordinary.
+  const float specials[] = {0.0f,
+                            -0.0f,
+                            1.0f + std::ldexp(1.0f, -11),
+                            1.125f,
+                            -1.375f,
+                            65504.0f,
+                            70000.0f,
+                            -1e9f,
+                            std::ldexp(1.0f, -140),
+                            -1e-40f,
+                            std::ldexp(1.0f, -16),
+                            std::ldexp(3.0f, -18),
+                            INFINITY,
+                            -INFINITY,
+                            NAN};
+  auto value = [&](bool rare) {
+    const int c = pick(rng);
+    if (rare && c < 15) return specials[c];
+    return c < 4 ? quantize_one(parse_format("e4m3"), ud(rng)) : ud(rng) * (c < 12 ? 1.0f : 300.0f);
+  };
+  const int64_t M = 3, N = 70, K = 37;  // N: a full column tile and a partial one
+  for (const char* unit :
+       {"mad:mul=e5m2,acc=fp16,width=4,order=lanes", "mad:mul=e4m3,acc=bf16,width=3,order=tree",
+        "mad:mul=fp32,acc=fp16,width=1,order=sequential",
+        "mad:mul=e5m2,acc=fp32,width=8,order=lanes", "mad:mul=fp32,acc=fp32,width=4,order=lanes",
+        "mad:mul=bf16,acc=e5m2,width=5,order=tree",
+        "mad:mul=e5m2,acc=fp16,width=4,order=lanes,rounding=ties-away",
+        "mad:mul=e4m3fnuz,acc=e2m1,width=2,order=sequential,rounding=toward-zero"}) {
+    const auto u = tb::num::parse_mad(unit);
+    for (int trial = 0; trial < 4; ++trial) {
+      std::vector<float> A(M * K), B(K * N), C(M * N);
+      for (auto& v : A) v = value(trial > 0 && pick(rng) < 3);
+      for (auto& v : B) v = value(trial > 0 && pick(rng) < 3);
+      tb::num::mad_matmul(u, A.data(), B.data(), C.data(), M, N, K, 1 + trial % 2);
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          const float want = mad_ref(u, A.data(), B.data(), i, j, N, K);
+          EXPECT_TRUE(same(C[i * N + j], want))
+              << unit << " trial " << trial << " C[" << i << "," << j << "] = " << C[i * N + j]
+              << " (" << bits(C[i * N + j]) << "), expected " << want << " (" << bits(want) << ")";
+        }
+    }
+  }
+}
+
 }  // namespace

@@ -149,6 +149,38 @@ TEST(NumericsTorch, TensorAdapterMatchesTheLibraryAndKeepsBlocksInRows) {
   EXPECT_FALSE(tb::emu::QuantPoint::parse("off").enabled());
 }
 
+// Tensors large enough to be split over at::parallel_for's threads (over a million elements),
+// and rounding in place (apply_, as optimizer state and master weights are): the same values,
+// and for stochastic rounding the same draws, as one serial call of the library.
+TEST(NumericsTorch, LargeTensorsAndInPlaceRoundingMatchTheLibrary) {
+  torch::manual_seed(1);
+  const auto x = torch::randn({1100, 1024}) * 10;
+  const std::vector<float> xs(x.data_ptr<float>(), x.data_ptr<float>() + x.numel());
+  for (const char* name : {"e5m2", "mxfp8_e4m3", "bfp8", "fixed:w=8,f=4"}) {
+    for (const auto r : {tb::num::Rounding::kNearestEven, tb::num::Rounding::kStochastic}) {
+      const auto f = parse_format(name);
+      tb::num::QuantOptions o;
+      o.rounding = r;
+      o.seed = 77;
+      o.row = 1024;
+      const auto want = tb::num::quantize(f, xs, o);
+      const auto got = tb::emu::quantize_tensor(x, f, o);
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), got.data_ptr<float>())) << name;
+    }
+  }
+  // apply_ rounds in place and draws the same stream as apply.
+  tb::emu::QuantPoint a = tb::emu::QuantPoint::parse("e5m2/stochastic", 3);
+  tb::emu::QuantPoint b = tb::emu::QuantPoint::parse("e5m2/stochastic", 3);
+  torch::Tensor y = x.clone();
+  const auto* storage = y.data_ptr<float>();
+  const auto version = y._version();
+  a.apply_(y);
+  EXPECT_EQ(y.data_ptr<float>(), storage);
+  EXPECT_GT(y._version(), version);  // autograd sees the in-place change
+  EXPECT_TRUE(torch::equal(y, b.apply(x)));
+  EXPECT_FALSE(torch::equal(y, x));
+}
+
 TEST(NumericsTorch, QuantizeOpRoundsForwardValueAndBackwardGradient) {
   const auto x = torch::tensor({1.1f, -3.3f, 500.0f}, torch::requires_grad());
   const auto fwd = tb::emu::QuantPoint::parse("fp:e=4,m=3,special=fn,overflow=sat");

@@ -1,11 +1,11 @@
 #include "emulation/emulate.h"
 
-#include <chrono>
 #include <cmath>
 #include <numeric>
 
 #include "emulation/family_training.h"
 #include "emulation/fashion_mnist.h"
+#include "emulation/to_target.h"
 #include "numerics/policy.h"
 #include "runner/threads.h"
 #include "spec/errors.h"
@@ -188,24 +188,12 @@ struct Net : torch::nn::Module {
   std::vector<torch::Tensor> params;
 };
 
-double accuracy(Net& net, const Dataset& test, int64_t examples) {
-  torch::NoGradGuard no_grad;
-  int64_t correct = 0;
-  for (int64_t i = 0; i < examples; i += 1000) {
-    const int64_t n = std::min<int64_t>(1000, examples - i);
-    const auto logits = net.forward(test.images.slice(0, i, i + n));
-    correct += logits.argmax(1).eq(test.labels.slice(0, i, i + n)).sum().item<int64_t>();
-  }
-  return double(correct) / double(examples);
-}
-
 struct LossScale : num::LossScale {
   int64_t good = 0;  // steps since the last overflow or growth
 };
 
 SeedRun train_one(const EmulationOptions& o, const Policy& given, const Dataset& train,
                   const Dataset& test, uint64_t seed, const Progress& progress) {
-  const auto t0 = std::chrono::steady_clock::now();
   torch::manual_seed(seed);
   Policy policy = given;
   uint64_t stream = seed * 16;
@@ -216,60 +204,38 @@ SeedRun train_one(const EmulationOptions& o, const Policy& given, const Dataset&
   std::vector<torch::Tensor> velocity;
   for (const auto& p : net.params) velocity.push_back(torch::zeros_like(p));
   LossScale ls{num::parse_loss_scale(policy.loss_scale)};
-  SeedRun run;
-  run.seed = seed;
-  const int64_t n = train.images.size(0);
-  auto gen = at::detail::createCPUGenerator(seed);
-  torch::Tensor order = torch::randperm(n, gen);
-  int64_t cursor = 0;
-  for (int64_t it = 1; it <= o.max_iters; ++it) {
-    if (cursor + o.batch > n) {
-      order = torch::randperm(n, gen);
-      cursor = 0;
-    }
-    const auto idx = order.slice(0, cursor, cursor + o.batch);
-    cursor += o.batch;
+  int64_t skipped = 0;
+  Learner learner;
+  learner.step = [&](const torch::Tensor& images, const torch::Tensor& labels) {
     for (auto& p : net.params) p.mutable_grad() = torch::Tensor();
-    const auto logits = net.forward(train.images.index_select(0, idx));
-    const auto loss =
-        torch::nn::functional::cross_entropy(logits, train.labels.index_select(0, idx));
+    const auto loss = torch::nn::functional::cross_entropy(net.forward(images), labels);
     (loss * ls.scale).backward();
     // Only dynamic loss scaling looks at overflow; the check reads every gradient.
-    bool finite = true;
-    if (ls.dynamic)
-      for (auto& p : net.params) finite = finite && torch::isfinite(p.grad()).all().item<bool>();
-    if (!finite && ls.dynamic) {  // skip the step, halve the scale
+    if (ls.dynamic && !grads_finite(net.params)) {  // skip the step, halve the scale
       ls.scale /= 2;
       ls.good = 0;
-      ++run.skipped_steps;
-    } else {
-      torch::NoGradGuard no_grad;
-      for (size_t i = 0; i < net.params.size(); ++i) {
-        auto g = net.params[i].grad() / ls.scale;
-        velocity[i].mul_(o.momentum).add_(g);
-        policy.optimizer_state.apply_(velocity[i]);
-        net.params[i].sub_(velocity[i] * o.lr);
-        policy.master.apply_(net.params[i]);
-      }
-      if (ls.dynamic && ++ls.good == 2000) {
-        ls.scale *= 2;
-        ls.good = 0;
-      }
+      ++skipped;
+      return;
     }
-    if (it % o.eval_every == 0 || it == o.max_iters) {
-      const double acc = accuracy(net, test, o.eval_examples);
-      run.curve.push_back({it, acc});
-      run.best_accuracy = std::max(run.best_accuracy, acc);
-      if (progress) progress(run, it, acc);
-      if (acc >= o.target) {  // DAWNBench: the first evaluation at or above the target
-        run.iterations = it;
-        break;
-      }
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < net.params.size(); ++i) {
+      // In place: the gradient is dropped before the next step anyway.
+      torch::Tensor& g = net.params[i].mutable_grad();
+      g.div_(ls.scale);
+      velocity[i].mul_(o.momentum).add_(g);
+      policy.optimizer_state.apply_(velocity[i]);
+      net.params[i].sub_(velocity[i] * o.lr);
+      policy.master.apply_(net.params[i]);
     }
-  }
-  run.final_loss_scale = ls.scale;
-  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return run;
+    if (ls.dynamic && ++ls.good == 2000) {
+      ls.scale *= 2;
+      ls.good = 0;
+    }
+  };
+  learner.logits = [&](const torch::Tensor& images) { return net.forward(images); };
+  learner.skipped_steps = [&] { return skipped; };
+  learner.loss_scale = [&] { return ls.scale; };
+  return train_to_target(o, train, test, seed, learner, progress);
 }
 
 }  // namespace

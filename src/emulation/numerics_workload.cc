@@ -104,10 +104,7 @@ bool NumericsWorkload::custom_step(torch::optim::Optimizer& opt, const Batch& ba
     if (scale_.scale != 1) g.div_(scale_.scale);
   }
   if (scale_.dynamic) {
-    // One read of the device per step: all gradients checked at once.
-    std::vector<torch::Tensor> ok;
-    for (auto& g : grads) ok.push_back(torch::isfinite(g).all());
-    if (!ok.empty() && !torch::stack(ok).all().item<bool>()) {
+    if (!grads_finite(params)) {
       scale_.scale /= 2;
       good_steps_ = 0;
       ++skipped_steps_;

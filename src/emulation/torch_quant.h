@@ -7,6 +7,7 @@
 #include <atomic>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "numerics/extension.h"
 #include "numerics/format.h"
@@ -41,6 +42,9 @@ class QuantPoint {
   void apply_(torch::Tensor& x) const;  // in place
 
  private:
+  // The options of one call (stochastic rounding: the next stream of this point).
+  num::QuantOptions options() const;
+
   std::optional<num::Format> format_;
   std::shared_ptr<const num::Extension> ext_;
   num::Rounding rounding_ = num::Rounding::kNearestEven;
@@ -70,6 +74,12 @@ class QuantPoint {
 // Quantizes a float32 tensor (any shape; made contiguous) into a new tensor.
 torch::Tensor quantize_tensor(const torch::Tensor& x, const num::Format& f,
                               const num::QuantOptions& o);
+
+// Dynamic loss scaling's overflow check: whether every parameter's gradient is finite. One
+// pass over each float32 gradient's bits with no temporaries, where
+// torch::isfinite(g).all().item() would allocate a mask and reduce it for every parameter on
+// every step. Parameters without a gradient count as finite.
+bool grads_finite(const std::vector<torch::Tensor>& params);
 
 // y = forward.apply(x); in backward, dL/dx = backward.apply(dL/dy) (straight-through for the
 // rounding itself). Either point may be disabled.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "numerics/quantize.h"
+#include "numerics/round_bits.h"
 #include "spec/errors.h"
 
 namespace tb::num {
@@ -107,6 +108,156 @@ void rows(const MadUnit& u, const float* A, const float* B, float* C, int64_t r0
   }
 }
 
+// --- The fused kernel ---------------------------------------------------------------------
+// The same arithmetic as rows() for every element of C, term by term and in the same order, but
+// with the rounding done inline by the float-grid kernel instead of a quantize() call per
+// vector of N, and the loops blocked: a tile of kTileN columns of C is computed for one row
+// at a time, its accumulators in L1 and the tile of B it reads in L1/L2. Each operation
+// is branch-free, so the loops over a tile's columns vectorise (AVX-512 where the CPU has it).
+// It serves the float formats whose rounding is deterministic; stochastic rounding (whose
+// random stream follows rows()' call order) and fixed-point formats take rows().
+
+using kernel::as_bits;
+using kernel::as_float;
+using kernel::Grid;
+using kernel::round_bits;
+using kernel::sel;
+
+constexpr int64_t kTileN = 64;
+
+// odd_from() without branches: the same comparisons, as selects.
+TB_INLINE float odd_from_bf(float s, float err) {
+  const uint32_t sb = as_bits(s);
+  const bool keep = (err == 0) | ((sb & 0x7FFFFFFFu) >= kernel::kInfBits);
+  const bool beyond = (err > 0) == (s > 0);
+  return as_float(sel(keep, sb, (sb - uint32_t(!beyond)) | 1u));
+}
+
+// PP / PA: the product / accumulator format is fp32 itself (float32 arithmetic, no rounding).
+template <Rounding R, bool PP>
+TB_INLINE float fused_product(float a, float b, const Grid& gp) {
+  if constexpr (PP) {
+    return a * b;
+  } else {
+    const double d = double(a) * double(b);
+    const float f = float(d);
+    const float odd = odd_from_bf(f, float(d - double(f)));
+    return as_float(round_bits<R>(as_bits(odd), gp, 0));
+  }
+}
+
+template <Rounding R, bool PA>
+TB_INLINE float fused_sum(float a, float b, const Grid& ga) {
+  if constexpr (PA) {
+    return a + b;
+  } else {
+    const float s = a + b;
+    const float bb = s - a;
+    const float err = (a - (s - bb)) + (b - bb);
+    return as_float(round_bits<R>(as_bits(odd_from_bf(s, err)), ga, 0));
+  }
+}
+
+// The three vector operations of a dot-product tile.
+template <Rounding R, bool PP, bool PA>
+struct TileOps {
+  // acc = S(acc + P(a * b)), elementwise.
+  TB_NUM_CLONES static void mac(float* __restrict acc, float a, const float* __restrict b,
+                                int64_t n, const Grid& gp, const Grid& ga) {
+    const Grid p = gp, s = ga;
+    for (int64_t j = 0; j < n; ++j)
+      acc[j] = fused_sum<R, PA>(acc[j], fused_product<R, PP>(a, b[j], p), s);
+  }
+  // dst = P(a * b)
+  TB_NUM_CLONES static void mul(float* __restrict dst, float a, const float* __restrict b,
+                                int64_t n, const Grid& gp) {
+    const Grid p = gp;
+    for (int64_t j = 0; j < n; ++j) dst[j] = fused_product<R, PP>(a, b[j], p);
+  }
+  // dst = S(dst + src)
+  TB_NUM_CLONES static void add(float* __restrict dst, const float* __restrict src, int64_t n,
+                                const Grid& ga) {
+    const Grid s = ga;
+    for (int64_t j = 0; j < n; ++j) dst[j] = fused_sum<R, PA>(dst[j], src[j], s);
+  }
+};
+
+template <Rounding R, bool PP, bool PA>
+void fused_rows(const MadUnit& u, const float* A, const float* B, float* C, int64_t r0, int64_t r1,
+                int64_t N, int64_t K, const Grid& gp, const Grid& ga) {
+  using Ops = TileOps<R, PP, PA>;
+  const int64_t W = std::max(1, u.width);
+  const int64_t T = kTileN;
+  const int64_t lanes = u.order == MadUnit::Order::kLanes ? W : 1;
+  // Accumulators (lane t at acc + t * T) and, for the tree order, a group of W products.
+  std::vector<float> acc_v(size_t(lanes * T)), group_v(size_t(W * T));
+  float* acc = acc_v.data();
+  float* group = group_v.data();
+  // Pairwise tree over `count` tiles stored back to back in v; the sum ends in v[0].
+  auto tree = [&](float* v, int64_t count, int64_t n) {
+    for (int64_t step = 1; step < count; step *= 2)
+      for (int64_t a = 0; a + step < count; a += 2 * step)
+        Ops::add(v + a * T, v + (a + step) * T, n, ga);
+  };
+  for (int64_t j0 = 0; j0 < N; j0 += T) {
+    const int64_t n = std::min(T, N - j0);
+    for (int64_t i = r0; i < r1; ++i) {
+      const float* a_row = A + i * K;
+      std::fill(acc, acc + lanes * T, 0.0f);
+      for (int64_t k0 = 0; k0 < K; k0 += W) {
+        const int64_t kn = std::min(W, K - k0);
+        switch (u.order) {
+          case MadUnit::Order::kSequential:
+            for (int64_t t = 0; t < kn; ++t)
+              Ops::mac(acc, a_row[k0 + t], B + (k0 + t) * N + j0, n, gp, ga);
+            break;
+          case MadUnit::Order::kLanes:
+            for (int64_t t = 0; t < kn; ++t)
+              Ops::mac(acc + t * T, a_row[k0 + t], B + (k0 + t) * N + j0, n, gp, ga);
+            break;
+          case MadUnit::Order::kTree:
+            for (int64_t t = 0; t < kn; ++t)
+              Ops::mul(group + t * T, a_row[k0 + t], B + (k0 + t) * N + j0, n, gp);
+            tree(group, kn, n);
+            Ops::add(acc, group, n, ga);
+            break;
+        }
+      }
+      if (u.order == MadUnit::Order::kLanes) tree(acc, lanes, n);
+      std::copy(acc, acc + n, C + i * N + j0);
+    }
+  }
+}
+
+using FusedFn = void (*)(const MadUnit&, const float*, const float*, float*, int64_t, int64_t,
+                         int64_t, int64_t, const Grid&, const Grid&);
+
+template <Rounding R>
+FusedFn fused_for(bool pp, bool pa) {
+  if (pp) return pa ? fused_rows<R, true, true> : fused_rows<R, true, false>;
+  return pa ? fused_rows<R, false, true> : fused_rows<R, false, false>;
+}
+
+// The fused kernel for this unit, or null where rows() must do it.
+FusedFn fused_kernel(const MadUnit& u) {
+  const auto usable = [](const Format& f) {
+    return f == Format{} || (f.kind == Format::Kind::kFloat && !wide(f));
+  };
+  if (!usable(u.product) || !usable(u.accumulator)) return nullptr;
+  const bool pp = u.product == Format{}, pa = u.accumulator == Format{};
+  switch (u.rounding) {
+    case Rounding::kNearestEven:
+      return fused_for<Rounding::kNearestEven>(pp, pa);
+    case Rounding::kTiesAway:
+      return fused_for<Rounding::kTiesAway>(pp, pa);
+    case Rounding::kTowardZero:
+      return fused_for<Rounding::kTowardZero>(pp, pa);
+    case Rounding::kStochastic:
+      return nullptr;
+  }
+  return nullptr;
+}
+
 std::string order_name(MadUnit::Order o) {
   switch (o) {
     case MadUnit::Order::kSequential:
@@ -182,13 +333,27 @@ void mad_matmul(const MadUnit& u, const float* A, const float* B, float* C, int6
                 int64_t K, int threads) {
   if (threads <= 0) threads = int(std::thread::hardware_concurrency());
   threads = int(std::max<int64_t>(1, std::min<int64_t>(threads, M)));
-  if (threads == 1) return rows(u, A, B, C, 0, M, N, K);
+  const FusedFn fused = fused_kernel(u);
+  Grid gp{}, ga{};
+  if (fused) {
+    // quantize() checks the format on every call; rows() would have thrown here.
+    if (u.product != Format{}) validate(u.product.fp), gp = kernel::float_grid(u.product.fp);
+    if (u.accumulator != Format{})
+      validate(u.accumulator.fp), ga = kernel::float_grid(u.accumulator.fp);
+  }
+  auto run = [&](int64_t b, int64_t e) {
+    if (fused)
+      fused(u, A, B, C, b, e, N, K, gp, ga);
+    else
+      rows(u, A, B, C, b, e, N, K);
+  };
+  if (threads == 1) return run(0, M);
   std::vector<std::thread> pool;
   const int64_t per = (M + threads - 1) / threads;
   for (int t = 0; t < threads; ++t) {
     const int64_t b = t * per, e = std::min(M, b + per);
     if (b >= e) break;
-    pool.emplace_back([&, b, e] { rows(u, A, B, C, b, e, N, K); });
+    pool.emplace_back([&, b, e] { run(b, e); });
   }
   for (auto& th : pool) th.join();
 }

@@ -7,140 +7,49 @@
 #include <mutex>
 #include <thread>
 
+#include "numerics/round_bits.h"
 #include "spec/errors.h"
-
-// Function multi-versioning: each loop is compiled for AVX-512, AVX2 and baseline x86-64 and
-// the loader picks one, so the plain loops below vectorise without -march flags.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TB_NUM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define TB_NUM_CLONES
-#endif
-#define TB_INLINE inline __attribute__((always_inline))
 
 namespace tb::num {
 namespace {
 
-TB_INLINE uint32_t as_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-TB_INLINE float as_float(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+using namespace kernel;
 
-TB_INLINE uint32_t hash32(uint32_t x) {
-  x ^= x >> 16;
-  x *= 0x7feb352du;
-  x ^= x >> 15;
-  x *= 0x846ca68bu;
-  x ^= x >> 16;
-  return x;
-}
-
-constexpr uint32_t kQuietNan = 0x7FC00000u;
-constexpr uint32_t kInfBits = 0x7F800000u;
-
-// Everything the float kernel needs, with the format's scale folded in: a block format's
-// elements are the element format's grid multiplied by the block's power of two.
-struct Grid {
-  int emin;            // exponent of the smallest normal value
-  int man_bits;        // stored mantissa bits
-  int sub;             // 1: subnormals; 0: below emin the grid is {0, 2^emin}
-  uint32_t max_bits;   // float32 magnitude bits of the largest finite value
-  uint32_t ovf_bits;   // what overflow (and an Inf input) becomes: max, Inf or NaN
-  uint32_t zero_sign;  // 0 where the format has no negative zero (fnuz), else 0x80000000
+// Stochastic rounding's generator, keyed by the 64-bit index (seed, offset + i). Within a
+// stretch where the index's high word is constant the loops count in 32 bits, which keeps the
+// vectorised loop free of 64-bit lanes; the bits drawn are the same.
+struct SrKey {
+  uint32_t k0, k1;
+  explicit SrKey(uint64_t seed)
+      : k0(hash32(uint32_t(seed) ^ 0x9e3779b9u)), k1(hash32(uint32_t(seed >> 32) + 0x632be5abu)) {}
+  TB_INLINE uint32_t hi(uint64_t idx) const { return uint32_t(idx >> 32) + k1; }
+  TB_INLINE uint32_t bits(uint32_t lo, uint32_t hi_key) const {
+    return hash32(hash32(lo + k0) ^ hi_key);
+  }
 };
 
-// Branch-free select: GCC's if-conversion gives up on nested ternaries, so the kernel spells
-// every choice as masks and the loop vectorises.
-TB_INLINE uint32_t mask_of(bool c) { return 0u - uint32_t(c); }
-TB_INLINE uint32_t sel(bool c, uint32_t a, uint32_t b) {
-  const uint32_t m = mask_of(c);
-  return (a & m) | (b & ~m);
-}
-TB_INLINE int isel(bool c, int a, int b) {
-  const int m = -int(c);
-  return (a & m) | (b & ~m);
-}
-TB_INLINE int imin(int a, int b) { return isel(a < b, a, b); }
-TB_INLINE int imax(int a, int b) { return isel(a > b, a, b); }
-
-// Bits of 2^e for -149 <= e <= 127.
-TB_INLINE uint32_t pow2_bits(int e) {
-  const int sh = imin(imax(e + 149, 0), 31);
-  const int ex = imax(e + 127, 0);
-  return sel(e >= -126, uint32_t(ex) << 23, 1u << sh);
-}
-
-// One element. Rounds |x| to a multiple of its quantum 2^q in the format's grid (as if the
-// exponent were unbounded), then checks overflow. The magnitude is kept as a 24-bit integer
-// significand `sig` times 2^e0, so rounding is integer arithmetic on the low s = q - e0 bits.
-template <Rounding R>
-TB_INLINE uint32_t round_bits(uint32_t xb, const Grid& g, uint32_t rnd) {
-  const uint32_t sign = xb & 0x80000000u;
-  const uint32_t a = xb & 0x7FFFFFFFu;
-  const int be = int(a >> 23);
-  const uint32_t mant = a & 0x7FFFFFu;
-  const uint32_t sig = mant | sel(be != 0, 0x800000u, 0u);
-  const int bn = imax(be, 1);
-  // floor(log2|x|); for float32 subnormals the int->float conversion finds the leading bit.
-  const int sub_exp = int(as_bits(float(int32_t(mant))) >> 23) - 127 - 149;
-  const int ex = isel(be != 0, be - 127, sub_exp);
-  const int below = g.emin - g.man_bits * g.sub;
-  const int q = isel(ex >= g.emin, ex - g.man_bits, below);
-  const int s = q - (bn - 150);
-  const int sc = imin(imax(s, 0), 25);
-  const uint32_t mask = (1u << sc) - 1u;
-  const uint32_t rem = sig & mask;
-  const uint32_t k = sig >> sc;
-  const uint32_t half = (1u << sc) >> 1;
-  uint32_t up;
-  if constexpr (R == Rounding::kStochastic) {
-    // P(up) = rem / 2^s exactly for s <= 32 (rnd / 2^32 < rem / 2^s), to 2^-32 beyond.
-    const int ss = imin(imax(s, 0), 56);
-    const uint32_t r = sel(ss >= 25, sig, rem);
-    const uint32_t thr_lo = r << imin(imax(32 - ss, 0), 31);
-    const uint32_t thr_hi = r >> imin(imax(ss - 32, 0), 31);
-    // ss <= 7 never happens with rem > 0 at 32 - ss = 32 bits of shift; ss == 0 means exact.
-    const uint32_t thr = sel(ss <= 32, thr_lo, thr_hi);
-    up = uint32_t(s > 0) & uint32_t(rnd < thr);
-  } else if constexpr (R == Rounding::kNearestEven) {
-    up = uint32_t(s > 0) & (uint32_t(rem > half) | (uint32_t(rem == half) & k));
-  } else if constexpr (R == Rounding::kTiesAway) {
-    up = uint32_t(s > 0) & uint32_t(rem >= half);
-  } else {
-    up = 0;
-  }
-  up &= 1u;
-  const uint32_t kr = k + up;
-  const uint32_t base = uint32_t(bn - 1) << 23;
-  // s <= 24 keeps kr << s <= 2^24, where base + significand is the float32 encoding (a carry
-  // into the exponent field is the carry into the next binade). s > 24: the result is 0 or
-  // one quantum.
-  const uint32_t in_binade = sel(kr != 0, base + (kr << sc), 0u);
-  const uint32_t tiny = sel(up != 0, pow2_bits(q), 0u);
-  uint32_t mag = sel(s <= 0, a, sel(s > 24, tiny, in_binade));
-  mag = sel((mag > g.max_bits) | (a == kInfBits), g.ovf_bits, mag);
-  const uint32_t out_sign = sign & sel(mag != 0, 0x80000000u, g.zero_sign);
-  return sel(a > kInfBits, sign | kQuietNan, out_sign | mag);
+// Elements [i, i + len) of a call whose first element has index `offset` share the high word.
+TB_INLINE size_t same_high_word(uint64_t offset, size_t i, size_t n) {
+  const uint64_t room = (uint64_t(1) << 32) - ((offset + i) & 0xFFFFFFFFu);
+  return size_t(std::min<uint64_t>(n - i, room));
 }
 
 template <Rounding R>
 TB_INLINE void float_loop(const float* in, float* out, size_t n, Grid g, uint64_t seed,
                           uint64_t offset) {
-  const uint32_t k0 = hash32(uint32_t(seed) ^ 0x9e3779b9u);
-  const uint32_t k1 = hash32(uint32_t(seed >> 32) + 0x632be5abu);
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t rnd = 0;
-    if constexpr (R == Rounding::kStochastic) {
-      const uint64_t idx = offset + i;
-      rnd = hash32(hash32(uint32_t(idx) + k0) ^ (uint32_t(idx >> 32) + k1));
+  if constexpr (R == Rounding::kStochastic) {
+    const SrKey key(seed);
+    for (size_t i0 = 0; i0 < n;) {
+      const size_t len = same_high_word(offset, i0, n);
+      const uint32_t hi = key.hi(offset + i0), lo = uint32_t(offset + i0);
+      const float* x = in + i0;
+      float* y = out + i0;
+      for (size_t i = 0; i < len; ++i)
+        y[i] = as_float(round_bits<R>(as_bits(x[i]), g, key.bits(lo + uint32_t(i), hi)));
+      i0 += len;
     }
-    out[i] = as_float(round_bits<R>(as_bits(in[i]), g, rnd));
+  } else {
+    for (size_t i = 0; i < n; ++i) out[i] = as_float(round_bits<R>(as_bits(in[i]), g, 0));
   }
 }
 
@@ -242,20 +151,20 @@ TB_INLINE void fixed_body(const float* in, float* out, size_t n, int frac, doubl
   }
 }
 
-TB_NUM_CLONES void fixed_rne(const float* in, float* out, size_t n, int f, double lo, double hi,
-                             uint64_t s, uint64_t o) {
+TB_NUM_CLONES TB_NUM_NO_TRAPS void fixed_rne(const float* in, float* out, size_t n, int f,
+                                             double lo, double hi, uint64_t s, uint64_t o) {
   fixed_body<Rounding::kNearestEven>(in, out, n, f, lo, hi, s, o);
 }
-TB_NUM_CLONES void fixed_away(const float* in, float* out, size_t n, int f, double lo, double hi,
-                              uint64_t s, uint64_t o) {
+TB_NUM_CLONES TB_NUM_NO_TRAPS void fixed_away(const float* in, float* out, size_t n, int f,
+                                              double lo, double hi, uint64_t s, uint64_t o) {
   fixed_body<Rounding::kTiesAway>(in, out, n, f, lo, hi, s, o);
 }
-TB_NUM_CLONES void fixed_rtz(const float* in, float* out, size_t n, int f, double lo, double hi,
-                             uint64_t s, uint64_t o) {
+TB_NUM_CLONES TB_NUM_NO_TRAPS void fixed_rtz(const float* in, float* out, size_t n, int f,
+                                             double lo, double hi, uint64_t s, uint64_t o) {
   fixed_body<Rounding::kTowardZero>(in, out, n, f, lo, hi, s, o);
 }
-TB_NUM_CLONES void fixed_sr(const float* in, float* out, size_t n, int f, double lo, double hi,
-                            uint64_t s, uint64_t o) {
+TB_NUM_CLONES TB_NUM_NO_TRAPS void fixed_sr(const float* in, float* out, size_t n, int f, double lo,
+                                            double hi, uint64_t s, uint64_t o) {
   fixed_body<Rounding::kStochastic>(in, out, n, f, lo, hi, s, o);
 }
 
@@ -359,37 +268,88 @@ struct BlockGrids {
   std::vector<Grid> by_exp;  // index: shared exponent - lo
 };
 
-template <Rounding R>
+// The shared exponent's grid for a block whose largest finite magnitude is `amax`.
+TB_INLINE const Grid& block_grid(const BlockGrids& bg, uint32_t amax) {
+  const int be = int(amax >> 23);
+  const int e = be ? be - 127 : int(as_bits(float(int32_t(amax))) >> 23) - 127 - 149;
+  const int se = amax == 0 ? bg.lo : std::min(std::max(e - bg.emax_elem, bg.lo), bg.hi);
+  return bg.by_exp[size_t(se - bg.lo)];
+}
+
+// A whole block of a compile-time size B: the loops have a constant trip count, so they compile
+// to a few full vectors with no remainder loop, which matters for blocks of 16 or 32 elements
+// where the loop set-up would otherwise cost as much as the work. (No private copies of the
+// block: a wide load of narrower stores stalls store forwarding.)
+template <Rounding R, size_t B>
+TB_INLINE void whole_block(const float* x, float* y, const BlockGrids& bg, const SrKey& key,
+                           uint64_t base) {
+  uint32_t amax = 0, special = 0;
+  // Not unrolled before vectorisation: fully unrolled bodies this long are left scalar.
+#pragma GCC unroll 1
+  for (size_t i = 0; i < B; ++i) {
+    const uint32_t a = as_bits(x[i]) & 0x7FFFFFFFu;
+    const uint32_t inf_nan = uint32_t(a >= kInfBits);
+    special |= inf_nan;
+    // Inf and NaN count as 0: a max and an or reduction, which vectorise (a conditional max
+    // does not).
+    const uint32_t finite = a & (inf_nan - 1u);
+    amax = finite > amax ? finite : amax;
+  }
+  if (bg.mx && special) {  // the NaN scale: the whole block is NaN
+    for (size_t i = 0; i < B; ++i) y[i] = as_float(kQuietNan);
+    return;
+  }
+  const Grid g = block_grid(bg, amax);
+  if constexpr (R == Rounding::kStochastic) {
+    if (uint32_t(base) > 0xFFFFFFFFu - B) {  // the index's high word changes inside the block
+      for (size_t i = 0; i < B; ++i)
+        y[i] = as_float(
+            round_bits<R>(as_bits(x[i]), g, key.bits(uint32_t(base + i), key.hi(base + i))));
+      return;
+    }
+    const uint32_t hi = key.hi(base), lo = uint32_t(base);
+#pragma GCC unroll 1
+    for (size_t i = 0; i < B; ++i)
+      y[i] = as_float(round_bits<R>(as_bits(x[i]), g, key.bits(lo + uint32_t(i), hi)));
+  } else {
+#pragma GCC unroll 1
+    for (size_t i = 0; i < B; ++i) y[i] = as_float(round_bits<R>(as_bits(x[i]), g, 0));
+  }
+}
+
+template <Rounding R, size_t B>
 TB_INLINE void block_rows(const float* in, float* out, size_t n, size_t row, size_t block,
                           const BlockGrids& bg, uint64_t seed, uint64_t offset) {
-  const uint32_t k0 = hash32(uint32_t(seed) ^ 0x9e3779b9u);
-  const uint32_t k1 = hash32(uint32_t(seed >> 32) + 0x632be5abu);
+  const SrKey key(seed);
   for (size_t r0 = 0; r0 < n; r0 += row) {
     const size_t rn = std::min(row, n - r0);
     for (size_t b0 = 0; b0 < rn; b0 += block) {
       const size_t len = std::min(block, rn - b0);
       const float* x = in + r0 + b0;
       float* y = out + r0 + b0;
+      const uint64_t base = offset + r0 + b0;
+      if (B != 0 && len == B) {
+        whole_block<R, B>(x, y, bg, key, base);
+        continue;
+      }
       uint32_t amax = 0, special = 0;
       for (size_t i = 0; i < len; ++i) {
         const uint32_t a = as_bits(x[i]) & 0x7FFFFFFFu;
-        special |= uint32_t(a >= kInfBits);
-        amax = a >= kInfBits ? amax : (a > amax ? a : amax);
+        const uint32_t inf_nan = uint32_t(a >= kInfBits);
+        special |= inf_nan;
+        const uint32_t finite = a & (inf_nan - 1u);
+        amax = finite > amax ? finite : amax;
       }
       if (bg.mx && special) {  // the NaN scale: the whole block is NaN
         for (size_t i = 0; i < len; ++i) y[i] = as_float(kQuietNan);
         continue;
       }
-      const int be = int(amax >> 23);
-      const int e = be ? be - 127 : int(as_bits(float(int32_t(amax))) >> 23) - 127 - 149;
-      const int se = amax == 0 ? bg.lo : std::min(std::max(e - bg.emax_elem, bg.lo), bg.hi);
-      const Grid g = bg.by_exp[size_t(se - bg.lo)];
-      const uint64_t base = offset + r0 + b0;
+      const Grid g = block_grid(bg, amax);
       for (size_t i = 0; i < len; ++i) {
         uint32_t rnd = 0;
         if constexpr (R == Rounding::kStochastic) {
           const uint64_t idx = base + i;
-          rnd = hash32(hash32(uint32_t(idx) + k0) ^ (uint32_t(idx >> 32) + k1));
+          rnd = key.bits(uint32_t(idx), key.hi(idx));
         }
         y[i] = as_float(round_bits<R>(as_bits(x[i]), g, rnd));
       }
@@ -397,21 +357,30 @@ TB_INLINE void block_rows(const float* in, float* out, size_t n, size_t row, siz
   }
 }
 
+// Blocks of 16 (bfp8) and 32 (MX) elements get their own instances; other sizes the loop.
+template <Rounding R>
+TB_INLINE void block_any(const float* in, float* out, size_t n, size_t row, size_t block,
+                         const BlockGrids& bg, uint64_t seed, uint64_t offset) {
+  if (block == 32) return block_rows<R, 32>(in, out, n, row, block, bg, seed, offset);
+  if (block == 16) return block_rows<R, 16>(in, out, n, row, block, bg, seed, offset);
+  block_rows<R, 0>(in, out, n, row, block, bg, seed, offset);
+}
+
 TB_NUM_CLONES void block_rne(const float* in, float* out, size_t n, size_t row, size_t block,
                              const BlockGrids& bg, uint64_t s, uint64_t o) {
-  block_rows<Rounding::kNearestEven>(in, out, n, row, block, bg, s, o);
+  block_any<Rounding::kNearestEven>(in, out, n, row, block, bg, s, o);
 }
 TB_NUM_CLONES void block_away(const float* in, float* out, size_t n, size_t row, size_t block,
                               const BlockGrids& bg, uint64_t s, uint64_t o) {
-  block_rows<Rounding::kTiesAway>(in, out, n, row, block, bg, s, o);
+  block_any<Rounding::kTiesAway>(in, out, n, row, block, bg, s, o);
 }
 TB_NUM_CLONES void block_rtz(const float* in, float* out, size_t n, size_t row, size_t block,
                              const BlockGrids& bg, uint64_t s, uint64_t o) {
-  block_rows<Rounding::kTowardZero>(in, out, n, row, block, bg, s, o);
+  block_any<Rounding::kTowardZero>(in, out, n, row, block, bg, s, o);
 }
 TB_NUM_CLONES void block_sr(const float* in, float* out, size_t n, size_t row, size_t block,
                             const BlockGrids& bg, uint64_t s, uint64_t o) {
-  block_rows<Rounding::kStochastic>(in, out, n, row, block, bg, s, o);
+  block_any<Rounding::kStochastic>(in, out, n, row, block, bg, s, o);
 }
 
 Grid bfp_grid(const BlockFormat& f, int e) {
@@ -494,6 +463,8 @@ void quantize_serial(const Format& f, const float* in, float* out, size_t n, con
 }
 
 }  // namespace
+
+kernel::Grid kernel::float_grid(const FloatFormat& f) { return make_grid(f, 0, false); }
 
 uint32_t random_bits(uint64_t seed, uint64_t index) {
   const uint32_t k0 = hash32(uint32_t(seed) ^ 0x9e3779b9u);

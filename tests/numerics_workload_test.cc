@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <set>
+
 #include "emulation/numerics_workload.h"
+#include "runner/profile.h"
 #include "runner/runner.h"
 #include "spec/errors.h"
 
@@ -152,6 +155,20 @@ TEST(NumericsWorkload, RunsReportTheirStatusAndKeepTheirConfig) {
       parse_config("squeezenet1_1:batch=1,image=64,threads=1,numerics=a:bf16"), o);
   EXPECT_EQ(refused.status, Status::kUnsupported);
   EXPECT_NE(refused.error.find("no activation points"), std::string::npos) << refused.error;
+}
+
+TEST(NumericsWorkload, ProfilesShowTheRoundingAsItsOwnOperatorClass) {
+  ProfileOptions o;
+  o.warmup_steps = 1;
+  o.steps = 2;
+  const ProfileRun r = profile_config(
+      parse_config("fc:layers=1,nodes=16,input=8,output=4,batch=4,threads=1,numerics=bf16"), o);
+  ASSERT_EQ(r.status, Status::kOk) << r.error;
+  std::set<std::string> phases;
+  for (const auto& op : r.profile.ops)
+    if (op.op_class == "quantize") phases.insert(op.phase);
+  // Weights and activations in forward, errors in backward, state and masters in the optimizer.
+  EXPECT_EQ(phases, (std::set<std::string>{"forward", "backward", "optimizer"}));
 }
 
 }  // namespace

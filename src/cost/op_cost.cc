@@ -173,6 +173,8 @@ OpCost op_cost(const std::string& full_name, const std::vector<std::vector<int64
 std::string op_class(const std::string& full_name) {
   std::string n = full_name.rfind("aten::", 0) == 0 ? full_name.substr(6) : full_name;
   auto has = [&](const char* s) { return n.find(s) != std::string::npos; };
+  // Emulated number formats (emulation/torch_quant.cc): the cost of emulating, not the model's.
+  if (n.rfind("tb::quantize", 0) == 0 || has("QuantizeFunction")) return "quantize";
   if (one_of(n, {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear"}) || has("Addmm") ||
       has("MmBackward") || has("Bmm"))
     return "matmul";

@@ -196,10 +196,7 @@ SeedRun train_one(const EmulationOptions& o, const Policy& given, const Dataset&
                   const Dataset& test, uint64_t seed, const Progress& progress) {
   torch::manual_seed(seed);
   Policy policy = given;
-  uint64_t stream = seed * 16;
-  for (QuantPoint* q : {&policy.weights, &policy.activations, &policy.errors, &policy.weight_grads,
-                        &policy.optimizer_state, &policy.master})
-    q->reseed(stream++);
+  policy.reseed(seed);
   Net net(o.model, policy);
   std::vector<torch::Tensor> velocity;
   for (const auto& p : net.params) velocity.push_back(torch::zeros_like(p));
@@ -270,6 +267,12 @@ void Policy::set_activation(const std::string& text) {
   }
   if (text != "relu" && text != "tanh" && text != "sigmoid")
     approx_activation(torch::zeros({1}), text);  // validates the name
+}
+
+void Policy::reseed(uint64_t run_seed) {
+  uint64_t stream = run_seed * 16;
+  for (QuantPoint* q : {&weights, &activations, &errors, &weight_grads, &optimizer_state, &master})
+    q->reseed(stream++);
 }
 
 std::string Policy::str() const {

@@ -29,6 +29,8 @@ struct Policy {
   void set_unit(const std::string& text);
   void set_activation(const std::string& text);
   std::string str() const;
+  // Every point's stochastic stream for one run: runs seeded the same draw the same bits.
+  void reseed(uint64_t run_seed);
 };
 
 // Piecewise-linear tanh and sigmoid (33 knots), with the segment slope as their gradient.

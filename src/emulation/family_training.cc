@@ -48,10 +48,7 @@ SeedRun train_family(const EmulationOptions& o, const Policy& given, const Datas
   const Config config = fashion_mnist_family_config(o.model, o.batch);
   torch::manual_seed(seed);
   Policy policy = given;
-  uint64_t stream = seed * 16;
-  for (QuantPoint* q : {&policy.weights, &policy.activations, &policy.errors, &policy.weight_grads,
-                        &policy.optimizer_state, &policy.master})
-    q->reseed(stream++);
+  policy.reseed(seed);
   std::unique_ptr<Workload> w = with_numerics(build_workload(config), std::move(policy));
   w->module().train();
   torch::optim::SGD opt(w->module().parameters(),

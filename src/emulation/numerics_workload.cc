@@ -61,21 +61,19 @@ torch::Tensor NumericsWorkload::logits(const Batch& batch) {
 void NumericsWorkload::round_weights(std::vector<torch::Tensor>& params) {
   if (!policy_.weights.enabled()) return;
   torch::NoGradGuard no_grad;
-  if (masters_.size() != params.size()) {
-    masters_.clear();
-    for (auto& p : params) masters_.push_back(torch::empty_like(p));
-  }
-  for (size_t i = 0; i < params.size(); ++i) {
-    masters_[i].copy_(params[i]);
-    torch::Tensor data = params[i].data();
-    policy_.weights.apply_(data);
+  // The parameters are pointed at rounded copies (set_data: no copy back and forth); the
+  // optimizer and autograd hold the same parameter objects, so they see what the forward pass
+  // used until restore_weights points them back at the masters.
+  masters_.clear();
+  for (auto& p : params) {
+    masters_.push_back(p.data());
+    p.set_data(policy_.weights.apply(masters_.back()));
   }
 }
 
 void NumericsWorkload::restore_weights(std::vector<torch::Tensor>& params) {
   if (!policy_.weights.enabled()) return;
-  torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < params.size(); ++i) params[i].data().copy_(masters_[i]);
+  for (size_t i = 0; i < params.size(); ++i) params[i].set_data(masters_[i]);
 }
 
 bool NumericsWorkload::custom_step(torch::optim::Optimizer& opt, const Batch& batch) {
@@ -130,12 +128,10 @@ Policy policy_from(const num::NumericsPolicy& text, uint64_t seed) {
   Policy p;
   QuantPoint* points[] = {&p.weights,      &p.activations,     &p.errors,
                           &p.weight_grads, &p.optimizer_state, &p.master};
-  uint64_t stream = seed * 16;
-  for (size_t i = 0; i < text.points.size(); ++i) {
+  for (size_t i = 0; i < text.points.size(); ++i)
     *points[i] = QuantPoint::parse(num::point_from_config(text.points[i]), seed);
-    points[i]->reseed(stream++);
-  }
   p.loss_scale = text.loss_scale;
+  p.reseed(seed);
   return p;
 }
 

@@ -1,6 +1,7 @@
 #include "emulation/torch_quant.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 
 #include "spec/errors.h"
 
@@ -85,6 +86,8 @@ num::QuantOptions QuantPoint::options() const {
 
 torch::Tensor QuantPoint::apply(const torch::Tensor& x) const {
   if (!enabled()) return x;
+  // An operator of its own in profiles, so the emulation's cost shows as one row.
+  RECORD_FUNCTION("tb::quantize", std::vector<c10::IValue>({x}));
   if (ext_) {
     const torch::Tensor in = x.to(torch::kFloat).contiguous();
     torch::Tensor out = torch::empty_like(in);
@@ -102,6 +105,7 @@ torch::Tensor QuantPoint::apply(const torch::Tensor& x) const {
 
 void QuantPoint::apply_(torch::Tensor& x) const {
   if (!enabled()) return;
+  RECORD_FUNCTION("tb::quantize_", std::vector<c10::IValue>({x}));
   torch::NoGradGuard no_grad;
   // The common case (optimizer state, master weights) rounds in place: no new tensor, no copy.
   if (format_ && x.scalar_type() == torch::kFloat && x.device().is_cpu() && x.is_contiguous()) {

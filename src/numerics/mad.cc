@@ -15,23 +15,15 @@
 namespace tb::num {
 namespace {
 
-inline uint32_t fbits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-inline float ffrom(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+using kernel::as_bits;
+using kernel::as_float;
 
 // Round to odd: truncate toward zero and set the last bit when anything was lost. A value
 // rounded to odd with two or more spare bits rounds correctly to the narrower format.
 inline float odd_from(float s, float err) {
   if (err == 0 || !std::isfinite(s)) return s;
   const bool beyond = (err > 0) == (s > 0);  // the exact value is farther from zero than s
-  return ffrom((beyond ? fbits(s) : fbits(s) - 1) | 1u);
+  return as_float((beyond ? as_bits(s) : as_bits(s) - 1) | 1u);
 }
 
 inline float odd_product(float a, float b) {

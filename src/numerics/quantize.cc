@@ -280,21 +280,28 @@ TB_INLINE const Grid& block_grid(const BlockGrids& bg, uint32_t amax) {
 // to a few full vectors with no remainder loop, which matters for blocks of 16 or 32 elements
 // where the loop set-up would otherwise cost as much as the work. (No private copies of the
 // block: a wide load of narrower stores stalls store forwarding.)
-template <Rounding R, size_t B>
-TB_INLINE void whole_block(const float* x, float* y, const BlockGrids& bg, const SrKey& key,
-                           uint64_t base) {
-  uint32_t amax = 0, special = 0;
+// The largest finite magnitude's bits in a block, and whether it holds Inf or NaN. Inf and
+// NaN count as 0: a max and an or reduction, which vectorise (a conditional max does not).
+TB_INLINE uint32_t block_amax(const float* x, size_t n, uint32_t* special) {
+  uint32_t amax = 0, sp = 0;
   // Not unrolled before vectorisation: fully unrolled bodies this long are left scalar.
 #pragma GCC unroll 1
-  for (size_t i = 0; i < B; ++i) {
+  for (size_t i = 0; i < n; ++i) {
     const uint32_t a = as_bits(x[i]) & 0x7FFFFFFFu;
     const uint32_t inf_nan = uint32_t(a >= kInfBits);
-    special |= inf_nan;
-    // Inf and NaN count as 0: a max and an or reduction, which vectorise (a conditional max
-    // does not).
+    sp |= inf_nan;
     const uint32_t finite = a & (inf_nan - 1u);
     amax = finite > amax ? finite : amax;
   }
+  *special = sp;
+  return amax;
+}
+
+template <Rounding R, size_t B>
+TB_INLINE void whole_block(const float* x, float* y, const BlockGrids& bg, const SrKey& key,
+                           uint64_t base) {
+  uint32_t special = 0;
+  const uint32_t amax = block_amax(x, B, &special);
   if (bg.mx && special) {  // the NaN scale: the whole block is NaN
     for (size_t i = 0; i < B; ++i) y[i] = as_float(kQuietNan);
     return;
@@ -332,14 +339,8 @@ TB_INLINE void block_rows(const float* in, float* out, size_t n, size_t row, siz
         whole_block<R, B>(x, y, bg, key, base);
         continue;
       }
-      uint32_t amax = 0, special = 0;
-      for (size_t i = 0; i < len; ++i) {
-        const uint32_t a = as_bits(x[i]) & 0x7FFFFFFFu;
-        const uint32_t inf_nan = uint32_t(a >= kInfBits);
-        special |= inf_nan;
-        const uint32_t finite = a & (inf_nan - 1u);
-        amax = finite > amax ? finite : amax;
-      }
+      uint32_t special = 0;
+      const uint32_t amax = block_amax(x, len, &special);
       if (bg.mx && special) {  // the NaN scale: the whole block is NaN
         for (size_t i = 0; i < len; ++i) y[i] = as_float(kQuietNan);
         continue;

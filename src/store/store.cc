@@ -5,8 +5,10 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 
+#include <chrono>
 #include <ctime>
 #include <fstream>
+#include <thread>
 
 #include "spec/config.h"
 #include "spec/errors.h"
@@ -205,8 +207,21 @@ std::unique_ptr<Store> Store::open(const std::string& path, bool create) {
     db = std::make_unique<sql::Database>(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     // WAL needs shared memory between the writers, so it is only safe on one host; on a
     // network filesystem the rollback journal with file locks is used instead.
-    db->exec(on_network_filesystem(path) ? "PRAGMA journal_mode=DELETE;"
-                                         : "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+    const char* mode = on_network_filesystem(path)
+                           ? "PRAGMA journal_mode=DELETE;"
+                           : "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;";
+    // Switching the journal mode needs the file to itself and can fail at once with "database
+    // is locked" (no busy wait) while another process starting on the same new store holds
+    // it for a moment: retry for a few seconds.
+    for (int attempt = 0;; ++attempt) {
+      try {
+        db->exec(mode);
+        break;
+      } catch (const std::exception& e) {
+        if (attempt >= 100 || std::string(e.what()).find("locked") == std::string::npos) throw;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
     db->exec("PRAGMA foreign_keys=ON;");
   } catch (const std::exception& e) {
     throw UsageError("store '" + path + "': " + e.what());

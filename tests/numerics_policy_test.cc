@@ -52,6 +52,21 @@ TEST(NumericsPolicy, TextRoundTripsCanonically) {
   EXPECT_EQ(parse_numerics("ls:static:128").str(), "ls:static:128");
 }
 
+TEST(NumericsPolicy, PerLayerPointsWinOverGlobalOnesAndRoundTrip) {
+  const auto p = parse_numerics("w.0:bf16+e4m3+a.2:off+ls:static:8");
+  EXPECT_EQ(p.weights(), "e4m3");
+  EXPECT_EQ(p.layers.at(0)[0], "bf16");
+  EXPECT_EQ(p.layers.at(0)[1], "");  // layer 0's activations: the global point
+  EXPECT_EQ(p.layers.at(2)[1], "off");
+  EXPECT_EQ(p.str(), "e4m3+w.0:bf16+a.2:off+ls:static:8");
+  EXPECT_EQ(parse_numerics(p.str()), p);
+  EXPECT_TRUE(parse_numerics("w.3:off").is_fp32());
+  EXPECT_EQ(parse_numerics("w.3:off").str(), "fp32");
+  EXPECT_NE(error_of("w.x:e4m3").find("layer 'x'"), std::string::npos);
+  EXPECT_NE(error_of("ls.1:dynamic").find("global"), std::string::npos);
+  EXPECT_NE(error_of("w.0:e9m9").find("e9m9"), std::string::npos);
+}
+
 TEST(NumericsPolicy, BadTextNamesTheItem) {
   EXPECT_NE(error_of("w:e9m9").find("e9m9"), std::string::npos);
   EXPECT_NE(error_of("w:e9m9").find("numerics 'w:e9m9'"), std::string::npos);

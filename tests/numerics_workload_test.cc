@@ -75,6 +75,24 @@ TEST(NumericsWorkload, WeightsAreRoundedForTheStepAndMastersKept) {
   }
 }
 
+TEST(NumericsWorkload, PerLayerPointsApplyToTheirLayerOnly) {
+  // Layer 0 (the hidden Linear) keeps float32 weights; layer 1 (the output Linear) takes e4m3.
+  const Stepped s = one_step("momentum", "w:e4m3+w.0:off+o.1:e5m2");
+  const std::vector<torch::Tensor> rounded = {s.before[0], s.before[1], q(s.before[2], "e4m3"),
+                                              q(s.before[3], "e4m3")};
+  ASSERT_FALSE(torch::equal(rounded[2], s.before[2]));
+  const auto ref = reference_grads(rounded, s.t.batch, "off");
+  const auto params = s.t.workload->module().parameters();
+  for (size_t i = 0; i < params.size(); ++i)
+    EXPECT_TRUE(torch::allclose(params[i].grad(), ref[i], 1e-5, 1e-6)) << i;
+  // Momentum buffers: rounded to e5m2 in layer 1 only.
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto& st = *s.t.optimizer->state().at(c10::guts::to_string(params[i].unsafeGetTensorImpl()));
+    const auto& m = dynamic_cast<const torch::optim::SGDParamState&>(st).momentum_buffer();
+    EXPECT_EQ(torch::equal(m, q(m, "e5m2")), i >= 2) << i;
+  }
+}
+
 TEST(NumericsWorkload, ActivationsAreRoundedAtTheFamilysPoints) {
   const Stepped s = one_step("sgd", "a:e4m3");
   const auto ref = reference_grads(s.before, s.t.batch, "e4m3");

@@ -4,6 +4,8 @@
 
 #include "cli/commands.h"
 #include "emulation/emulate.h"
+#include "emulation/numerics_workload.h"
+#include "numerics/policy.h"
 #include "platform/characterize.h"
 #include "platform/host.h"
 #include "record/context.h"
@@ -20,7 +22,7 @@ Command add_emulate(CLI::App& app) {
     emu::EmulationOptions o;
     std::string weights = "off", activations = "off", errors = "off", weight_grads = "off",
                 state = "off", master = "off", all, loss_scale = "none", unit, activation = "relu",
-                store;
+                store, numerics;
     uint64_t quant_seed = 0;
     bool json = false, quiet = false;
   };
@@ -46,6 +48,9 @@ Command add_emulate(CLI::App& app) {
   sub->add_option("--weight-grads", a->weight_grads, "... of weight gradients");
   sub->add_option("--optimizer-state", a->state, "... of the momentum buffer after each step");
   sub->add_option("--master", a->master, "... of the stored (master) weights after each step");
+  sub->add_option("--numerics", a->numerics,
+                  "all points as numerics= text (docs/numerics.md), per layer with KEY.N items; "
+                  "instead of the per-point options");
   sub->add_option("--quant-seed", a->quant_seed, "stochastic rounding seed (mixed with the run's)");
   sub->add_option("--loss-scale", a->loss_scale, "none | static:S | dynamic[:S0]");
   sub->add_option("--unit", a->unit,
@@ -68,9 +73,11 @@ Command add_emulate(CLI::App& app) {
       "  trainbench emulate --model cnn --activation tanh-pwl --target 0.8 --seeds 2\n"
       "  trainbench emulate --model fc:layers=2,nodes=512,input=784,output=10 --all bf16 \\\n"
       "      --lr 0.02 --seeds 3 --store tta.db\n"
+      "  trainbench emulate --model fc:layers=2,nodes=512,input=784,output=10 \\\n"
+      "      --numerics 'e4m3+e:e5m2+w.0:bf16+a.0:bf16+ls:dynamic'   # first layer in bf16\n"
       "  trainbench emulate --unit mad:mul=e5m2,acc=fp16,width=4,order=lanes --eval-examples 2000");
   return {
-      sub, [a]() {
+      sub, [a, sub]() {
         // The emulated formats define their own subnormals; the runtime's flush-to-zero would
         // silently change LibTorch's arithmetic on them.
         at::globalContext().setFlushDenormal(false);
@@ -86,6 +93,13 @@ Command add_emulate(CLI::App& app) {
         p.optimizer_state = point(a->state, 4);
         p.master = point(a->master, 5);
         p.loss_scale = a->loss_scale;
+        if (!a->numerics.empty()) {
+          for (const auto* o : {"--all", "--weights", "--activations", "--errors", "--weight-grads",
+                                "--optimizer-state", "--master", "--loss-scale"})
+            if (sub->count(o))
+              throw UsageError(std::string("--numerics and ") + o + " both set the points");
+          p = emu::policy_from(num::parse_numerics(a->numerics), a->quant_seed);
+        }
         p.set_activation(a->activation);
         p.set_unit(a->unit);
         const auto progress = [&](const emu::SeedRun& r, int64_t it, double acc) {

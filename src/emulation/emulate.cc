@@ -273,6 +273,22 @@ void Policy::reseed(uint64_t run_seed) {
   uint64_t stream = run_seed * 16;
   for (QuantPoint* q : {&weights, &activations, &errors, &weight_grads, &optimizer_state, &master})
     q->reseed(stream++);
+  for (auto& [layer, points] : layers)
+    for (auto& q : points)
+      // A stream apart from every run's global ones.
+      if (q)
+        q->reseed(0xD1B54A32D192ED03ull * (run_seed + 1) + uint64_t(layer) * 6 +
+                  uint64_t(&q - points.data()));
+}
+
+const QuantPoint& Policy::at(int place, int layer) const {
+  if (layer >= 0) {
+    const auto it = layers.find(layer);
+    if (it != layers.end() && it->second[size_t(place)]) return *it->second[size_t(place)];
+  }
+  const QuantPoint* global[] = {&weights,      &activations,     &errors,
+                                &weight_grads, &optimizer_state, &master};
+  return *global[place];
 }
 
 std::string Policy::str() const {
@@ -280,6 +296,11 @@ std::string Policy::str() const {
                   " errors=" + errors.str() + " weight-grads=" + weight_grads.str() +
                   " optimizer-state=" + optimizer_state.str() + " master=" + master.str() +
                   " loss-scale=" + loss_scale + " activation=" + activation;
+  const char* keys[] = {"weights", "activations", "errors", "weight-grads", "optimizer-state",
+                        "master"};
+  for (const auto& [layer, points] : layers)
+    for (size_t i = 0; i < points.size(); ++i)
+      if (points[i]) s += " " + std::string(keys[i]) + "." + std::to_string(layer) + "=" + points[i]->str();
   if (mad) s += " unit=" + mad->str();
   if (ext_unit) s += " unit=ext:" + ext_unit->path();
   return s;
@@ -312,6 +333,9 @@ EmulationResult emulate(const EmulationOptions& given, const Policy& p,
                         const Progress& progress) {
   EmulationOptions o = given;
   const bool family = is_family_model(o.model);
+  if (!family && !p.layers.empty())
+    throw UsageError("per-layer points apply to family models (--model fc:... or cnn:...), not "
+                     "to the built-in " + o.model);
   if (family) {
     o.model = fashion_mnist_family_config(o.model, std::max<int64_t>(o.batch, 1)).str();
   } else if (o.model != "mlp" && o.model != "cnn") {

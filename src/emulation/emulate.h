@@ -4,7 +4,9 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <array>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +22,13 @@ namespace tb::emu {
 // rounded after every update.
 struct Policy {
   QuantPoint weights, activations, errors, weight_grads, optimizer_state, master;
+  // Per-layer points (`KEY.N` in numerics text), in the order weights, activations, errors,
+  // weight_grads, optimizer_state, master; unset: the global point. Layers are the model's
+  // Linear and Conv2d modules in module order; only the numerics= wrapper (family models)
+  // applies them.
+  std::map<int, std::array<std::optional<QuantPoint>, 6>> layers;
+  // The point for place 0..5 (order above) of a layer; layer < 0: the global point.
+  const QuantPoint& at(int place, int layer) const;
   std::string loss_scale = "none";  // none | static:S | dynamic[:S0]
   std::optional<num::MadUnit> mad;  // every matrix multiply (and conv, via unfold) on this unit
   std::shared_ptr<const num::Extension> ext_unit;  // ... or on an extension's tb_mad

@@ -7,24 +7,22 @@
 namespace tb::emu {
 namespace {
 
-// Every state tensor LibTorch's optimizers keep per parameter.
-std::vector<torch::Tensor> state_tensors(torch::optim::Optimizer& opt) {
+// The state tensors LibTorch's optimizers keep for one parameter.
+std::vector<torch::Tensor> state_tensors(torch::optim::OptimizerParamState& state) {
   std::vector<torch::Tensor> out;
   auto add = [&](const torch::Tensor& t) {
     if (t.defined()) out.push_back(t);
   };
-  for (auto& [key, state] : opt.state()) {
-    if (auto* s = dynamic_cast<torch::optim::SGDParamState*>(state.get())) {
-      add(s->momentum_buffer());
-    } else if (auto* a = dynamic_cast<torch::optim::AdamParamState*>(state.get())) {
-      add(a->exp_avg());
-      add(a->exp_avg_sq());
-      add(a->max_exp_avg_sq());
-    } else if (auto* r = dynamic_cast<torch::optim::RMSpropParamState*>(state.get())) {
-      add(r->square_avg());
-      add(r->momentum_buffer());
-      add(r->grad_avg());
-    }
+  if (auto* s = dynamic_cast<torch::optim::SGDParamState*>(&state)) {
+    add(s->momentum_buffer());
+  } else if (auto* a = dynamic_cast<torch::optim::AdamParamState*>(&state)) {
+    add(a->exp_avg());
+    add(a->exp_avg_sq());
+    add(a->max_exp_avg_sq());
+  } else if (auto* r = dynamic_cast<torch::optim::RMSpropParamState*>(&state)) {
+    add(r->square_avg());
+    add(r->momentum_buffer());
+    add(r->grad_avg());
   }
   return out;
 }
@@ -35,9 +33,27 @@ NumericsWorkload::NumericsWorkload(std::unique_ptr<Workload> inner, Policy polic
     : inner_(std::move(inner)),
       policy_(std::move(policy)),
       scale_(num::parse_loss_scale(policy_.loss_scale)) {
-  hook_ = [this](const torch::Tensor& x) {
-    return quantize_op(x, policy_.activations, policy_.errors);
+  int layer = 0;
+  for (const auto& m : inner_->module().modules()) {
+    if (!m->as<torch::nn::Linear>() && !m->as<torch::nn::Conv2d>()) continue;
+    module_layer_[m.get()] = layer;
+    for (const auto& p : m->parameters(/*recurse=*/false))
+      param_layer_[p.unsafeGetTensorImpl()] = layer;
+    ++layer;
+  }
+  rounds_weights_ = policy_.weights.enabled();
+  for (const auto& [l, points] : policy_.layers)
+    rounds_weights_ = rounds_weights_ || (points[0] && points[0]->enabled());
+  hook_ = [this](const torch::Tensor& x, const torch::nn::Module* m) {
+    const auto it = m ? module_layer_.find(m) : module_layer_.end();
+    const int l = it == module_layer_.end() ? -1 : it->second;
+    return quantize_op(x, policy_.at(1, l), policy_.at(2, l));
   };
+}
+
+int NumericsWorkload::layer_of(const torch::Tensor& param) const {
+  const auto it = param_layer_.find(param.unsafeGetTensorImpl());
+  return it == param_layer_.end() ? -1 : it->second;
 }
 
 torch::Tensor NumericsWorkload::loss(const Batch& batch) {
@@ -59,7 +75,7 @@ torch::Tensor NumericsWorkload::logits(const Batch& batch) {
 }
 
 void NumericsWorkload::round_weights(std::vector<torch::Tensor>& params) {
-  if (!policy_.weights.enabled()) return;
+  if (!rounds_weights_) return;
   torch::NoGradGuard no_grad;
   // The parameters are pointed at rounded copies (set_data: no copy back and forth); the
   // optimizer and autograd hold the same parameter objects, so they see what the forward pass
@@ -67,12 +83,13 @@ void NumericsWorkload::round_weights(std::vector<torch::Tensor>& params) {
   masters_.clear();
   for (auto& p : params) {
     masters_.push_back(p.data());
-    p.set_data(policy_.weights.apply(masters_.back()));
+    const QuantPoint& q = policy_.at(0, layer_of(p));
+    if (q.enabled()) p.set_data(q.apply(masters_.back()));
   }
 }
 
 void NumericsWorkload::restore_weights(std::vector<torch::Tensor>& params) {
-  if (!policy_.weights.enabled()) return;
+  if (!rounds_weights_) return;
   for (size_t i = 0; i < params.size(); ++i) params[i].set_data(masters_[i]);
 }
 
@@ -94,11 +111,10 @@ bool NumericsWorkload::custom_step(torch::optim::Optimizer& opt, const Batch& ba
   PhaseScope phase(Phase::kOptimizer);
   torch::NoGradGuard no_grad;
   restore_weights(params);
-  std::vector<torch::Tensor> grads;
-  for (auto& p : params)
-    if (p.grad().defined()) grads.push_back(p.mutable_grad());
-  for (auto& g : grads) {
-    policy_.weight_grads.apply_(g);
+  for (auto& p : params) {
+    if (!p.grad().defined()) continue;
+    torch::Tensor& g = p.mutable_grad();
+    policy_.at(3, layer_of(p)).apply_(g);
     if (scale_.scale != 1) g.div_(scale_.scale);
   }
   if (scale_.dynamic) {
@@ -114,13 +130,20 @@ bool NumericsWorkload::custom_step(torch::optim::Optimizer& opt, const Batch& ba
     }
   }
   opt.step();
-  if (policy_.optimizer_state.enabled())
-    for (auto& t : state_tensors(opt)) policy_.optimizer_state.apply_(t);
-  if (policy_.master.enabled())
-    for (auto& p : params) {
-      torch::Tensor data = p.data();
-      policy_.master.apply_(data);
+  for (auto& p : params) {
+    const int l = layer_of(p);
+    const QuantPoint& state = policy_.at(4, l);
+    if (state.enabled()) {
+      const auto it = opt.state().find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+      if (it != opt.state().end())
+        for (auto& t : state_tensors(*it->second)) state.apply_(t);
     }
+    const QuantPoint& master = policy_.at(5, l);
+    if (master.enabled()) {
+      torch::Tensor data = p.data();
+      master.apply_(data);
+    }
+  }
   return true;
 }
 
@@ -130,6 +153,10 @@ Policy policy_from(const num::NumericsPolicy& text, uint64_t seed) {
                           &p.weight_grads, &p.optimizer_state, &p.master};
   for (size_t i = 0; i < text.points.size(); ++i)
     *points[i] = QuantPoint::parse(num::point_from_config(text.points[i]), seed);
+  for (const auto& [layer, texts] : text.layers)
+    for (size_t i = 0; i < texts.size(); ++i)
+      if (!texts[i].empty())
+        p.layers[layer][i] = QuantPoint::parse(num::point_from_config(texts[i]), seed);
   p.loss_scale = text.loss_scale;
   p.reseed(seed);
   return p;
@@ -144,12 +171,18 @@ std::unique_ptr<Workload> with_numerics(std::unique_ptr<Workload> inner, Policy 
                                 &policy.optimizer_state, &policy.master};
   bool any = policy.loss_scale != "none";
   for (const QuantPoint* q : points) any = any || q->enabled();
+  bool activations = policy.activations.enabled() || policy.errors.enabled();
+  for (const auto& [layer, lp] : policy.layers)
+    for (size_t i = 0; i < lp.size(); ++i) {
+      any = any || (lp[i] && lp[i]->enabled());
+      if (i == 1 || i == 2) activations = activations || (lp[i] && lp[i]->enabled());
+    }
   if (!any) return inner;
   if (!inner->own_optimizers().empty())
     throw Unsupported(policy.str() +
                       ": this family runs its own training step, which does not apply emulated "
                       "formats");
-  if ((policy.activations.enabled() || policy.errors.enabled()) && !inner->has_activation_points())
+  if (activations && !inner->has_activation_points())
     throw Unsupported(policy.str() +
                       ": this family has no activation points (fc, cnn and rnn have); round "
                       "only weights, weight gradients, optimizer state and masters");

@@ -9,6 +9,7 @@
 //              the optimizer state and the masters.
 // What this measures is the cost of emulating the formats on this machine (and, run to
 // accuracy, their effect on training); the formats' speed on hardware is simulate/'s job.
+#include <map>
 #include <memory>
 
 #include "emulation/emulate.h"
@@ -44,8 +45,15 @@ class NumericsWorkload : public Workload {
   void round_weights(std::vector<torch::Tensor>& params);
   void restore_weights(std::vector<torch::Tensor>& params);
 
+  int layer_of(const torch::Tensor& param) const;
+
   std::unique_ptr<Workload> inner_;
   Policy policy_;
+  // Layers (Policy::layers): the Linear and Conv2d modules in module order, and their
+  // parameters.
+  std::map<const torch::nn::Module*, int> module_layer_;
+  std::map<const void*, int> param_layer_;
+  bool rounds_weights_ = false;
   num::LossScale scale_;
   ActivationHook hook_;
   std::vector<torch::Tensor> masters_;

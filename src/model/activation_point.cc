@@ -6,14 +6,14 @@ thread_local const ActivationHook* current_hook = nullptr;
 }  // namespace
 
 torch::Tensor activation_point(const torch::Tensor& x) {
-  return current_hook ? (*current_hook)(x) : x;
+  return current_hook ? (*current_hook)(x, nullptr) : x;
 }
 
 torch::Tensor forward_with_points(torch::nn::Sequential& s, torch::Tensor x) {
   for (auto& m : *s) {
     if (current_hook && (m.type_info() == typeid(torch::nn::LinearImpl) ||
                          m.type_info() == typeid(torch::nn::Conv2dImpl)))
-      x = (*current_hook)(x);
+      x = (*current_hook)(x, m.ptr().get());
     x = m.forward(x);
   }
   return x;

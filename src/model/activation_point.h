@@ -9,7 +9,10 @@
 
 namespace tb {
 
-using ActivationHook = std::function<torch::Tensor(const torch::Tensor&)>;
+// x and the Linear or Conv2d module it is the input of (null: the logits, or a point that is
+// no layer's input).
+using ActivationHook =
+    std::function<torch::Tensor(const torch::Tensor&, const torch::nn::Module* layer)>;
 
 // x itself when no hook is installed on this thread.
 torch::Tensor activation_point(const torch::Tensor& x);

@@ -66,6 +66,9 @@ LossScale parse_loss_scale(const std::string& text) {
 bool NumericsPolicy::is_fp32() const {
   for (const auto& p : points)
     if (p != "off") return false;
+  for (const auto& [layer, ps] : layers)
+    for (const auto& p : ps)
+      if (!p.empty() && p != "off") return false;
   return loss_scale == "none";
 }
 
@@ -80,6 +83,11 @@ std::string NumericsPolicy::str() const {
     for (size_t i = 0; i < points.size(); ++i)
       if (points[i] != "off") s += (s.empty() ? "" : "+") + std::string(kKeys[i]) + ":" + points[i];
   }
+  for (const auto& [layer, ps] : layers)
+    for (size_t i = 0; i < ps.size(); ++i)
+      if (!ps[i].empty())
+        s += (s.empty() ? "" : "+") + std::string(kKeys[i]) + "." + std::to_string(layer) + ":" +
+             ps[i];
   if (loss_scale != "none") s += (s.empty() ? "" : "+") + std::string("ls:") + loss_scale;
   return s;
 }
@@ -96,8 +104,20 @@ NumericsPolicy parse_numerics(const std::string& text) {
     start = plus == std::string::npos ? text.size() + 1 : plus + 1;
     if (item.empty()) throw UsageError("numerics '" + text + "': empty item");
     const auto colon = item.find(':');
-    const std::string key = colon == std::string::npos ? "" : item.substr(0, colon);
+    std::string key = colon == std::string::npos ? "" : item.substr(0, colon);
+    int layer = -1;
+    const auto dot = key.find('.');
+    if (dot != std::string::npos && dot > 0 && dot <= 2) {
+      const std::string n = key.substr(dot + 1);
+      if (n.empty() || n.size() > 6 || n.find_first_not_of("0123456789") != std::string::npos)
+        throw UsageError("numerics '" + text + "': layer '" + n + "' in '" + item +
+                         "' (expected KEY.N with N a layer number)");
+      layer = std::stoi(n);
+      key = key.substr(0, dot);
+    }
     const std::string value = item.substr(colon + 1);
+    if (key == "ls" && layer >= 0)
+      throw UsageError("numerics '" + text + "': the loss scale is global, not per layer");
     if (key == "ls") {
       parse_loss_scale(value);
       p.loss_scale = value;
@@ -107,15 +127,22 @@ NumericsPolicy parse_numerics(const std::string& text) {
     for (size_t i = 0; i < NumericsPolicy::kKeys.size(); ++i) {
       if (key == NumericsPolicy::kKeys[i]) {
         check_point(value, text);
-        p.points[i] = value;
+        if (layer >= 0)
+          p.layers[layer][i] = value;
+        else
+          p.points[i] = value;
         found = true;
       }
     }
     if (found) continue;
+    if (layer >= 0)
+      throw UsageError("numerics '" + text + "': '" + key + "' in '" + item +
+                       "' (per-layer keys: w, a, e, g, o, m)");
     // No known key: the whole item is a point for all six places (`e4m3`, `fixed:w=8;f=4`).
     check_point(item, text);
     p.points.fill(item);
   }
+  if (p.is_fp32()) return NumericsPolicy{};  // `w.0:off` and the like: nothing is rounded
   return p;
 }
 

@@ -2,15 +2,18 @@
 // (`fc:...,numerics=w:e4m3+a:e4m3+e:e5m2+g:e5m2`) and every result that used it can be re-run
 // by pasting its config. Grammar (docs/numerics.md, "Formats in any family"):
 //   numerics = ITEM ('+' ITEM)*
-//   ITEM     = KEY ':' POINT        KEY: w weights, a activations, e errors (activation
+//   ITEM     = KEY['.'N] ':' POINT  KEY: w weights, a activations, e errors (activation
 //                                   gradients), g weight gradients, o optimizer state,
 //                                   m master weights, ls loss scale
 //            | POINT                the same POINT at all six places
+//   KEY.N sets one layer's point (layers: the model's Linear and Conv2d modules, 0-based, in
+//   module order); it wins over the KEY's global point whatever the item order.
 //   POINT    = FORMAT['/'ROUNDING] | ext:PATH | off       (ls: none | static:S | dynamic[:S0])
 // A config value cannot hold ',', so a format descriptor writes its commas as ';'
 // (`fixed:w=8;f=4`). Only the text lives here; applying it to tensors is emulation/'s job.
 #pragma once
 #include <array>
+#include <map>
 #include <string>
 
 namespace tb::num {
@@ -20,6 +23,8 @@ struct NumericsPolicy {
   static constexpr std::array<const char*, 6> kKeys = {"w", "a", "e", "g", "o", "m"};
   std::array<std::string, 6> points = {"off", "off", "off", "off", "off", "off"};
   std::string loss_scale = "none";
+  // Per-layer points: layer -> points, "" where the layer takes the global point.
+  std::map<int, std::array<std::string, 6>> layers;
 
   const std::string& weights() const { return points[0]; }
   const std::string& activations() const { return points[1]; }
@@ -31,7 +36,7 @@ struct NumericsPolicy {
   // Canonical text: parse_numerics(str()) == *this. "fp32" when nothing is rounded.
   std::string str() const;
   bool operator==(const NumericsPolicy& o) const {
-    return points == o.points && loss_scale == o.loss_scale;
+    return points == o.points && loss_scale == o.loss_scale && layers == o.layers;
   }
 };
 

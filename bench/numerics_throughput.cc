@@ -202,7 +202,8 @@ int main(int argc, char** argv) {
       "SUMMARY numerics_throughput: slowest quantizer at {:.0f}% of copy bandwidth ({:.1f} "
       "GB/s; target >= 50%); fp8 MLP step {:.2f}x fp32 at one thread, {:.2f}x at all cores "
       "(target <= 1.5x); MAD matmul {:.0f}x slower than torch::mm\n",
-      100 * worst, copy_gbps, step_ratio_1, step_ratio, mm_gf / (flops / median(mad_t[units[3]]) / 1e9));
+      100 * worst, copy_gbps, step_ratio_1, step_ratio,
+      mm_gf / (flops / median(mad_t[units[3]]) / 1e9));
   write_json(args.out, doc);
   return 0;
 }

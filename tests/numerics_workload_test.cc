@@ -1,11 +1,12 @@
 // Emulated number formats in a generated family's training step (emulation/numerics_workload.h):
 // each point rounds what it names, checked against a hand-written reference step.
+#include "emulation/numerics_workload.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <set>
 
-#include "emulation/numerics_workload.h"
 #include "runner/profile.h"
 #include "runner/runner.h"
 #include "spec/errors.h"
@@ -70,8 +71,7 @@ TEST(NumericsWorkload, WeightsAreRoundedForTheStepAndMastersKept) {
   for (size_t i = 0; i < params.size(); ++i) {
     EXPECT_TRUE(torch::allclose(params[i].grad(), ref[i], 1e-5, 1e-6)) << i;
     // SGD (lr 1e-3) updated the float32 master, not the rounded copy.
-    EXPECT_TRUE(torch::allclose(params[i].detach(), s.before[i] - 1e-3 * ref[i], 1e-6, 1e-7))
-        << i;
+    EXPECT_TRUE(torch::allclose(params[i].detach(), s.before[i] - 1e-3 * ref[i], 1e-6, 1e-7)) << i;
   }
 }
 
@@ -87,7 +87,8 @@ TEST(NumericsWorkload, PerLayerPointsApplyToTheirLayerOnly) {
     EXPECT_TRUE(torch::allclose(params[i].grad(), ref[i], 1e-5, 1e-6)) << i;
   // Momentum buffers: rounded to e5m2 in layer 1 only.
   for (size_t i = 0; i < params.size(); ++i) {
-    const auto& st = *s.t.optimizer->state().at(c10::guts::to_string(params[i].unsafeGetTensorImpl()));
+    const auto& st =
+        *s.t.optimizer->state().at(c10::guts::to_string(params[i].unsafeGetTensorImpl()));
     const auto& m = dynamic_cast<const torch::optim::SGDParamState&>(st).momentum_buffer();
     EXPECT_EQ(torch::equal(m, q(m, "e5m2")), i >= 2) << i;
   }
@@ -169,8 +170,8 @@ TEST(NumericsWorkload, RunsReportTheirStatusAndKeepTheirConfig) {
   ASSERT_EQ(ok.status, Status::kOk) << ok.error;
   EXPECT_NE(ok.config.find("numerics=e4m3+ls:dynamic"), std::string::npos);
   EXPECT_EQ(parse_config(ok.config).str(), ok.config);
-  const RunResult refused = run_config(
-      parse_config("squeezenet1_1:batch=1,image=64,threads=1,numerics=a:bf16"), o);
+  const RunResult refused =
+      run_config(parse_config("squeezenet1_1:batch=1,image=64,threads=1,numerics=a:bf16"), o);
   EXPECT_EQ(refused.status, Status::kUnsupported);
   EXPECT_NE(refused.error.find("no activation points"), std::string::npos) << refused.error;
 }

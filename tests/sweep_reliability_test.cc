@@ -1,6 +1,8 @@
 // Sweeps as a long job meets the world: killed at random moments, configs that crash,
 // hang or eat memory, Ctrl-C, bad files, foreign stores.
 #include <gtest/gtest.h>
+
+#include <cstdio>
 #include <signal.h>
 #include <fcntl.h>
 #include <sys/wait.h>
@@ -16,8 +18,12 @@
 
 namespace {
 
+// A fresh path: a file left by an earlier run whose process had the same pid is removed
+// (a stale merged.db once made a merge look like it duplicated runs).
 std::string tmp(const std::string& name) {
-  return ::testing::TempDir() + "/tb-" + std::to_string(getpid()) + "-" + name;
+  const std::string path = ::testing::TempDir() + "/tb-" + std::to_string(getpid()) + "-" + name;
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+  return path;
 }
 
 void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
@@ -218,9 +224,10 @@ TEST(SweepReliability, ShardsMergeToTheUnsplitSweep) {
     EXPECT_TRUE(a.count(config)) << config;
   }
   const std::string before = read(merged);
-  EXPECT_EQ(run({"export", merged, "--format", "csv", "-o", tmp("runs.csv")}, log), 0);
+  const std::string csv_path = tmp("runs.csv");
+  EXPECT_EQ(run({"export", merged, "--format", "csv", "-o", csv_path}, log), 0);
   EXPECT_TRUE(read(merged) == before) << "export modified its input";
-  const std::string csv = read(tmp("runs.csv"));
+  const std::string csv = read(csv_path);
   EXPECT_NE(csv.substr(0, csv.find('\n')).find("p_nodes"), std::string::npos);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 13);  // header + 12 runs
 }

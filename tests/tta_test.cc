@@ -203,8 +203,7 @@ TEST(Tta, IterationsTimesSimulatedStepAgainstTheFp32Baseline) {
 
 TEST(Tta, AFamilyConfigIsSimulatedFromItsOwnCostDescription) {
   const std::string path = temp_store("tta-family");
-  const std::string config =
-      "fc:layers=2,nodes=64,input=784,output=10,batch=32,optimizer=momentum";
+  const std::string config = "fc:layers=2,nodes=64,input=784,output=10,batch=32,optimizer=momentum";
   {
     auto store = Store::open(path);
     const int64_t p = store->platform_id({{"host", "h"}}, "h", json());

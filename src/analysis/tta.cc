@@ -80,8 +80,8 @@ TtaResult time_to_accuracy(const std::vector<StoredEmulation>& emulations,
       }
       if (!c || !has_cost(c->family()))
         throw UsageError(
-            fmt::format("{}: emulation '{}' names no network the cost model knows ('{}')",
-                        e.store, v.policy, v.cost_config));
+            fmt::format("{}: emulation '{}' names no network the cost model knows ('{}')", e.store,
+                        v.policy, v.cost_config));
       cost = step_cost(*c);
     }
     const sim::SimFormat f = sim::resolve_format(accel, v.format);

@@ -200,12 +200,14 @@ Command add_run(CLI::App& app) {
       "  trainbench run fc:nodes=4096,batch=8192 --platform tpu-v2-board --steps 3  # roofline\n"
       "  trainbench run fc:nodes=1024,batch=512 --memory      # + measured memory breakdown\n"
       "  trainbench run fc:nodes=2048,batch=512 stack:blas=blis-pthread,mode=torchscript\n"
-      "  trainbench run fc:nodes=1024,batch=64,threads=1 --workers 2   # data-parallel, 2 processes\n"
+      "  trainbench run fc:nodes=1024,batch=64,threads=1 --workers 2   # data-parallel, 2 "
+      "processes\n"
       "  trainbench run fc:nodes=512,batch=64,numerics=w:e4m3+a:e4m3+e:e5m2+g:e5m2+ls:dynamic\n"
       "      # emulated formats in the step (docs/numerics.md); numerics=bf16: bf16 everywhere\n"
       "  trainbench run --torchscript model.pt --input 3x32x32 --target classes --batch 16\n"
       "  trainbench run torchscript:path=/abs/mlp.pt,input=64,target=regression,batch=32\n"
-      "  torchrun --nnodes 2 --nproc-per-node 1 ... trainbench run fc:batch=64 --workers 2  # per rank\n"
+      "  torchrun --nnodes 2 --nproc-per-node 1 ... trainbench run fc:batch=64 --workers 2  # per "
+      "rank\n"
       "Every result prints its config with threads resolved: paste it to re-run.\n"
       "Exit status: 0 all ok, 1 some config not ok (see its status), 2 bad input.");
   return {sub, [a]() {

@@ -296,11 +296,12 @@ std::string Policy::str() const {
                   " errors=" + errors.str() + " weight-grads=" + weight_grads.str() +
                   " optimizer-state=" + optimizer_state.str() + " master=" + master.str() +
                   " loss-scale=" + loss_scale + " activation=" + activation;
-  const char* keys[] = {"weights", "activations", "errors", "weight-grads", "optimizer-state",
-                        "master"};
+  const char* keys[] = {"weights",      "activations",     "errors",
+                        "weight-grads", "optimizer-state", "master"};
   for (const auto& [layer, points] : layers)
     for (size_t i = 0; i < points.size(); ++i)
-      if (points[i]) s += " " + std::string(keys[i]) + "." + std::to_string(layer) + "=" + points[i]->str();
+      if (points[i])
+        s += " " + std::string(keys[i]) + "." + std::to_string(layer) + "=" + points[i]->str();
   if (mad) s += " unit=" + mad->str();
   if (ext_unit) s += " unit=ext:" + ext_unit->path();
   return s;
@@ -329,13 +330,14 @@ Summary summarize(const std::vector<SeedRun>& runs) {
   return s;
 }
 
-EmulationResult emulate(const EmulationOptions& given, const Policy& p,
-                        const Progress& progress) {
+EmulationResult emulate(const EmulationOptions& given, const Policy& p, const Progress& progress) {
   EmulationOptions o = given;
   const bool family = is_family_model(o.model);
   if (!family && !p.layers.empty())
-    throw UsageError("per-layer points apply to family models (--model fc:... or cnn:...), not "
-                     "to the built-in " + o.model);
+    throw UsageError(
+        "per-layer points apply to family models (--model fc:... or cnn:...), not "
+        "to the built-in " +
+        o.model);
   if (family) {
     o.model = fashion_mnist_family_config(o.model, std::max<int64_t>(o.batch, 1)).str();
   } else if (o.model != "mlp" && o.model != "cnn") {

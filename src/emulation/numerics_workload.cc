@@ -164,11 +164,11 @@ Policy policy_from(const num::NumericsPolicy& text, uint64_t seed) {
 
 std::unique_ptr<Workload> with_numerics(std::unique_ptr<Workload> inner, Policy policy) {
   if (policy.mad || policy.ext_unit || policy.activation != "relu")
-    throw UsageError("a MAD unit or an approximate activation works in emulate's mlp and cnn "
-                     "models only, not in a family's layers");
-  const QuantPoint* points[] = {&policy.weights,      &policy.activations,
-                                &policy.errors,       &policy.weight_grads,
-                                &policy.optimizer_state, &policy.master};
+    throw UsageError(
+        "a MAD unit or an approximate activation works in emulate's mlp and cnn "
+        "models only, not in a family's layers");
+  const QuantPoint* points[] = {&policy.weights,      &policy.activations,     &policy.errors,
+                                &policy.weight_grads, &policy.optimizer_state, &policy.master};
   bool any = policy.loss_scale != "none";
   for (const QuantPoint* q : points) any = any || q->enabled();
   bool activations = policy.activations.enabled() || policy.errors.enabled();

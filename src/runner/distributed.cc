@@ -277,9 +277,9 @@ RunResult run_distributed(const Config& input, const RunOptions& options, const 
   if (r.device != "cpu")
     return done(Status::kUnsupported, "workers > 1 runs on cpu only (Gloo); NCCL is not wired up");
   if (config.get("numerics") != "fp32")
-    return done(Status::kUnsupported,
-                "numerics=" + config.get("numerics") + " with workers > 1: the data-parallel "
-                "step does not apply emulated formats");
+    return done(Status::kUnsupported, "numerics=" + config.get("numerics") +
+                                          " with workers > 1: the data-parallel "
+                                          "step does not apply emulated formats");
   if (auto refused = refuse_before_running(config, options)) {
     refused->config = r.config;
     refused->threads = r.threads;

@@ -161,7 +161,8 @@ Profile aggregate(const std::vector<OpEvent>& events, int steps, std::vector<Tra
     OpStats& s = rows[{e.name, shapes, a.phase}];
     if (s.calls == 0) {
       s.name = e.name, s.shapes = shapes, s.phase = a.phase, s.op_class = cost::op_class(e.name);
-      if (a.phase == "optimizer" && s.op_class != "memory" && s.op_class != "quantize") s.op_class = "optimizer";
+      if (a.phase == "optimizer" && s.op_class != "memory" && s.op_class != "quantize")
+        s.op_class = "optimizer";
     }
     s.calls += 1;
     s.total_us += e.dur_us;

@@ -21,19 +21,31 @@ std::vector<ParamSpec> common_params(int64_t default_batch, const std::string& d
       {"optimizer",
        "rmsprop (decay 0.9, momentum 0.9, eps 1.0, as ParaDnn), sgd, momentum (0.9) or adam "
        "(betas 0.9, 0.999)",
-       default_optimizer, 0, 0, {"rmsprop", "sgd", "momentum", "adam"}},
+       default_optimizer,
+       0,
+       0,
+       {"rmsprop", "sgd", "momentum", "adam"}},
       // 0 means "all cores"; a result always records the number actually used.
       {"threads", "intra-op and BLAS threads (0 = all cores)", "0", 0, 4096, {}},
       {"device", "torch device: cpu, cuda, cuda:N", "cpu", 0, 0, {}},
       // Data-parallel worker processes, each with `batch` examples (docs/scale-out.md).
-      {"workers", "data-parallel worker processes, each training on its own batch", "1", 1, 4096, {},
+      {"workers",
+       "data-parallel worker processes, each training on its own batch",
+       "1",
+       1,
+       4096,
+       {},
        true},
       // Emulated number formats (docs/numerics.md, "Formats in any family"); omitted at fp32
       // so that results stored before it existed keep their configs.
       {"numerics",
        "emulated number formats: fp32, a format for every point (e4m3), or w:/a:/e:/g:/o:/m:/ls: "
        "items joined by '+'",
-       "fp32", 0, 0, {}, true,
+       "fp32",
+       0,
+       0,
+       {},
+       true,
        [](const std::string& v) { return num::parse_numerics(v).str(); }},
   };
 }

@@ -1,4 +1,3 @@
-#include "platform/host.h"
 #include "store/store.h"
 
 #include <fmt/format.h>
@@ -10,6 +9,7 @@
 #include <fstream>
 #include <thread>
 
+#include "platform/host.h"
 #include "spec/config.h"
 #include "spec/errors.h"
 #include "spec/family.h"

@@ -339,7 +339,7 @@ EmulationResult emulate(const EmulationOptions& given, const Policy& p, const Pr
         "to the built-in " +
         o.model);
   if (family) {
-    o.model = fashion_mnist_family_config(o.model, std::max<int64_t>(o.batch, 1)).str();
+    o.model = fashion_mnist_family_config(o.model, o.batch).str();
   } else if (o.model != "mlp" && o.model != "cnn") {
     throw UsageError("model '" + o.model + "' (expected mlp, cnn, or an fc or cnn config)");
   }

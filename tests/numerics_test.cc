@@ -7,6 +7,10 @@
 #include <limits>
 #include <random>
 
+#if defined(__SSE2__)
+#include <xmmintrin.h>
+#endif
+
 #include "numerics/format.h"
 #include "numerics/mad.h"
 #include "numerics/quantize.h"
@@ -37,7 +41,9 @@ float from_bits(uint32_t u) {
 // The obvious algorithm, in double: find the quantum of |x| in the format's grid, divide,
 // round the quotient, multiply back, then check overflow. Slow and independent of the
 // kernel's bit manipulation.
-double reference(double x, const FloatFormat& f, Rounding r) {
+// Stochastic rounding rounds up where rnd / 2^32 < the fraction of a quantum above the lower
+// neighbour, to 2^-32: rnd < floor(fraction * 2^32) (exact in double).
+double reference(double x, const FloatFormat& f, Rounding r, uint32_t rnd = 0) {
   if (std::isnan(x)) return std::numeric_limits<double>::quiet_NaN();
   const double mx = f.max_finite();
   const double ovf = f.overflow == Overflow::kSaturate ? mx
@@ -60,6 +66,7 @@ double reference(double x, const FloatFormat& f, Rounding r) {
     if (r == Rounding::kNearestEven)
       k = (d > 0.5 || (d == 0.5 && std::fmod(fl, 2) == 1)) ? fl + 1 : fl;
     if (r == Rounding::kTiesAway) k = d >= 0.5 ? fl + 1 : fl;
+    if (r == Rounding::kStochastic) k = double(rnd) < std::floor(std::ldexp(d, 32)) ? fl + 1 : fl;
     v = std::ldexp(k, q);
     if (v > mx) v = ovf;
   }
@@ -253,13 +260,16 @@ TEST(NumericsFormat, MatchesTheReferenceEverywhereThatMatters) {
     for (float p : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, std::numeric_limits<float>::max(),
                     std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::min()})
       probes.push_back(p);
-    for (Rounding r : {Rounding::kNearestEven, Rounding::kTiesAway, Rounding::kTowardZero}) {
+    for (Rounding r : {Rounding::kNearestEven, Rounding::kTiesAway, Rounding::kTowardZero,
+                       Rounding::kStochastic}) {
       QuantOptions o;
       o.rounding = r;
+      o.seed = 5;
       const auto got = tb::num::quantize(f, probes, o);
       int bad = 0;
       for (size_t i = 0; i < probes.size() && bad < 5; ++i) {
-        const float want = float(reference(double(probes[i]), f.fp, r));
+        const float want =
+            float(reference(double(probes[i]), f.fp, r, tb::num::random_bits(o.seed, i)));
         if (!same(got[i], want)) {
           ++bad;
           ADD_FAILURE() << name << " " << tb::num::rounding_name(r) << " x=" << probes[i] << " (0x"
@@ -398,6 +408,61 @@ TEST(NumericsFormat, BlockFloatingPoint) {
   EXPECT_EQ(y[4], float(std::ldexp(std::nearbyint(0.1f * 64), -6)));
 }
 
+// Every element of many blocks against the definition: the block's shared exponent (from
+// block_exponent), then the element rounded on its grid by the double-precision reference.
+// MX: element format (saturating) at scale 2^(E - 127); BFP: m-bit magnitudes times
+// 2^(e - m + 1), saturating. Both modes, blocks of every magnitude.
+TEST(NumericsFormat, BlocksMatchTheReferenceElementByElement) {
+  std::mt19937 rng(21);
+  std::normal_distribution<double> nd(0, 1);
+  std::uniform_int_distribution<int> ex(-40, 40);
+  for (const char* name : {"mxfp8_e4m3", "mxfp6_e3m2", "mxfp4_e2m1", "bfp8", "bfp:block=4,m=3"}) {
+    const Format f = parse_format(name);
+    const size_t b = size_t(f.blk.block);
+    std::vector<float> x(b * 400);
+    for (size_t k = 0; k < x.size() / b; ++k) {
+      const int e = ex(rng);
+      for (size_t i = 0; i < b; ++i) x[k * b + i] = float(std::ldexp(nd(rng), e));
+    }
+    for (Rounding r : {Rounding::kNearestEven, Rounding::kStochastic}) {
+      QuantOptions o;
+      o.rounding = r;
+      o.seed = 8;
+      const auto y = tb::num::quantize(f, x, o);
+      int bad = 0;
+      for (size_t k = 0; k < x.size() / b && bad < 5; ++k) {
+        const int se = tb::num::block_exponent(f.blk, x.data() + k * b, b);
+        for (size_t i = 0; i < b; ++i) {
+          const size_t j = k * b + i;
+          const uint32_t rnd = tb::num::random_bits(o.seed, j);
+          double want;
+          if (f.blk.kind == tb::num::BlockFormat::Kind::kMx) {
+            FloatFormat el = parse_format(f.blk.element).fp;
+            el.overflow = Overflow::kSaturate;
+            const int s = se - 127;
+            want = std::ldexp(reference(std::ldexp(double(x[j]), -s), el, r, rnd), s);
+          } else {
+            const double quantum = std::ldexp(1.0, se - f.blk.man_bits + 1);
+            const double t = std::fabs(double(x[j])) / quantum, fl = std::floor(t), d = t - fl;
+            double kk = fl;
+            if (r == Rounding::kNearestEven)
+              kk = (d > 0.5 || (d == 0.5 && std::fmod(fl, 2) == 1)) ? fl + 1 : fl;
+            else
+              kk = double(rnd) < std::floor(std::ldexp(d, 32)) ? fl + 1 : fl;
+            kk = std::min(kk, std::ldexp(1.0, f.blk.man_bits) - 1);
+            want = std::copysign(kk * quantum, double(x[j]));
+          }
+          if (!same(y[j], float(want))) {
+            ++bad;
+            ADD_FAILURE() << name << " " << tb::num::rounding_name(r) << " block " << k
+                          << " x=" << x[j] << " got " << y[j] << " want " << want;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(NumericsFormat, ThreadsAndChunksDoNotChangeResults) {
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0, 10);
@@ -421,6 +486,72 @@ TEST(NumericsFormat, ThreadsAndChunksDoNotChangeResults) {
     }
   }
 }
+
+// Outputs past the caches are written with non-temporal stores a tile at a time: the same
+// values, whatever the alignment, tile remainder, row length or rounding.
+TEST(NumericsFormat, StreamedOutputsMatchCachedOnes) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0, 3);
+  std::vector<float> x(50001);
+  for (auto& v : x) v = nd(rng);
+  for (const char* name : {"e4m3", "bf16", "fp:e=8,m=3,bias=140", "mxfp8_e4m3", "bfp8",
+                           "fixed:w=8,f=4"}) {
+    for (Rounding r : {Rounding::kNearestEven, Rounding::kStochastic}) {
+      for (size_t shift : {0, 1, 3}) {  // output misaligned by 0, 4 and 12 bytes
+        QuantOptions o;
+        o.rounding = r;
+        o.seed = 2;
+        o.row = 1000;
+        const size_t n = x.size() - shift;
+        std::vector<float> cached(n), streamed(n + 4);
+        tb::num::quantize(parse_format(name), x.data(), cached.data(), n, o);
+        o.stream_above = 1000;
+        o.threads = 2;
+        tb::num::quantize(parse_format(name), x.data(), streamed.data() + shift, n, o);
+        EXPECT_TRUE(std::equal(cached.begin(), cached.end(), streamed.begin() + shift,
+                               [](float a, float b) { return bits(a) == bits(b); }))
+            << name << " " << tb::num::rounding_name(r) << " shift " << shift;
+      }
+    }
+  }
+}
+
+#if defined(__SSE2__)
+// trainbench's runtime sets flush-to-zero and denormals-are-zero; the kernels that round with
+// float additions (narrow formats) must give the same bits there, subnormal inputs included.
+TEST(NumericsFormat, FlushedDenormalsDoNotChangeResults) {
+  std::vector<float> xs;
+  std::mt19937 rng(5);
+  for (int i = 0; i < 100000; ++i) xs.push_back(from_bits(rng()));
+  for (uint32_t m = 1; m < (1u << 23); m = m * 3 + 1) {  // float32 subnormals and neighbours
+    xs.push_back(from_bits(m));
+    xs.push_back(from_bits(m | 0x80000000u));
+    xs.push_back(from_bits(m + 0x00800000u));
+  }
+  const unsigned saved = _mm_getcsr();
+  std::vector<std::string> names(std::begin(kFloatPresets), std::end(kFloatPresets));
+  // Grids reaching below float32's normals (the float-add kernels must not take them).
+  for (const char* c : {"fp:e=7,m=3,bias=140", "fp:e=7,m=2,bias=130,sub=off"}) names.push_back(c);
+  for (const auto& name : names) {
+    for (Rounding r : {Rounding::kNearestEven, Rounding::kStochastic, Rounding::kTowardZero}) {
+      QuantOptions o;
+      o.rounding = r;
+      o.seed = 3;
+      const auto plain = tb::num::quantize(parse_format(name), xs, o);
+      _mm_setcsr(saved | 0x8040);  // FTZ | DAZ
+      const auto flushed = tb::num::quantize(parse_format(name), xs, o);
+      _mm_setcsr(saved);
+      int bad = 0;
+      for (size_t i = 0; i < xs.size() && bad < 3; ++i)
+        if (!same(plain[i], flushed[i])) {
+          ++bad;
+          ADD_FAILURE() << name << " " << tb::num::rounding_name(r) << " x=0x" << std::hex
+                        << bits(xs[i]) << ": " << bits(plain[i]) << " vs " << bits(flushed[i]);
+        }
+    }
+  }
+}
+#endif
 
 // The custom MAD unit against the obvious sequential loop, rounding each exact product and
 // each exact sum once (in double, where both are exact for these operands).

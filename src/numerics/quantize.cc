@@ -7,6 +7,13 @@
 #include <mutex>
 #include <thread>
 
+#include <unistd.h>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#include <xmmintrin.h>
+#endif
+
 #include "numerics/round_bits.h"
 #include "spec/errors.h"
 
@@ -34,9 +41,10 @@ TB_INLINE size_t same_high_word(uint64_t offset, size_t i, size_t n) {
   return size_t(std::min<uint64_t>(n - i, room));
 }
 
-template <Rounding R>
-TB_INLINE void float_loop(const float* in, float* out, size_t n, Grid g, uint64_t seed,
-                          uint64_t offset) {
+// The kernel: Round(bits, grid, random bits) -> bits.
+template <Rounding R, typename G, typename Round>
+TB_INLINE void float_loop(const float* in, float* out, size_t n, const G& g, uint64_t seed,
+                          uint64_t offset, Round round) {
   if constexpr (R == Rounding::kStochastic) {
     const SrKey key(seed);
     for (size_t i0 = 0; i0 < n;) {
@@ -45,12 +53,19 @@ TB_INLINE void float_loop(const float* in, float* out, size_t n, Grid g, uint64_
       const float* x = in + i0;
       float* y = out + i0;
       for (size_t i = 0; i < len; ++i)
-        y[i] = as_float(round_bits<R>(as_bits(x[i]), g, key.bits(lo + uint32_t(i), hi)));
+        y[i] = as_float(round(as_bits(x[i]), g, key.bits(lo + uint32_t(i), hi)));
       i0 += len;
     }
   } else {
-    for (size_t i = 0; i < n; ++i) out[i] = as_float(round_bits<R>(as_bits(in[i]), g, 0));
+    for (size_t i = 0; i < n; ++i) out[i] = as_float(round(as_bits(in[i]), g, 0u));
   }
+}
+
+template <Rounding R>
+TB_INLINE void float_loop(const float* in, float* out, size_t n, Grid g, uint64_t seed,
+                          uint64_t offset) {
+  float_loop<R>(in, out, n, g, seed, offset,
+                [](uint32_t x, const Grid& gr, uint32_t r) { return round_bits<R>(x, gr, r); });
 }
 
 TB_NUM_CLONES void float_rne(const float* in, float* out, size_t n, Grid g, uint64_t s,
@@ -69,17 +84,50 @@ TB_NUM_CLONES void float_sr(const float* in, float* out, size_t n, Grid g, uint6
   float_loop<Rounding::kStochastic>(in, out, n, g, s, o);
 }
 
+// Kernels for the grids round_bits.h has shortcuts for (same results).
+TB_NUM_CLONES void float_rne_fast(const float* in, float* out, size_t n, FastGrid g) {
+  float_loop<Rounding::kNearestEven>(
+      in, out, n, g, 0, 0,
+      [](uint32_t x, const FastGrid& gr, uint32_t) { return round_nearest_even_fast(x, gr); });
+}
+TB_NUM_CLONES void float_sr_fast(const float* in, float* out, size_t n, FastGrid g, uint64_t seed,
+                                 uint64_t offset) {
+  float_loop<Rounding::kStochastic>(
+      in, out, n, g, seed, offset,
+      [](uint32_t x, const FastGrid& gr, uint32_t r) { return round_stochastic_fast(x, gr, r); });
+}
+TB_NUM_CLONES void float_rne_shift(const float* in, float* out, size_t n, Grid g) {
+  float_loop<Rounding::kNearestEven>(in, out, n, g, 0, 0, [](uint32_t x, const Grid& gr, uint32_t) {
+    return round_bits_shift<Rounding::kNearestEven>(x, gr, 0);
+  });
+}
+TB_NUM_CLONES void float_sr_shift(const float* in, float* out, size_t n, Grid g, uint64_t seed,
+                                  uint64_t offset) {
+  float_loop<Rounding::kStochastic>(
+      in, out, n, g, seed, offset, [](uint32_t x, const Grid& gr, uint32_t r) {
+        return round_bits_shift<Rounding::kStochastic>(x, gr, r);
+      });
+}
+
 void run_grid(const float* in, float* out, size_t n, const Grid& g, Rounding r, uint64_t seed,
               uint64_t offset) {
   switch (r) {
-    case Rounding::kNearestEven:
+    case Rounding::kNearestEven: {
+      FastGrid fg;
+      if (fast_grid(g, &fg)) return float_rne_fast(in, out, n, fg);
+      if (shift_grid(g)) return float_rne_shift(in, out, n, g);
       return float_rne(in, out, n, g, seed, offset);
+    }
     case Rounding::kTiesAway:
       return float_away(in, out, n, g, seed, offset);
     case Rounding::kTowardZero:
       return float_rtz(in, out, n, g, seed, offset);
-    case Rounding::kStochastic:
+    case Rounding::kStochastic: {
+      FastGrid fg;
+      if (fast_grid(g, &fg)) return float_sr_fast(in, out, n, fg, seed, offset);
+      if (shift_grid(g)) return float_sr_shift(in, out, n, g, seed, offset);
       return float_sr(in, out, n, g, seed, offset);
+    }
   }
 }
 
@@ -266,14 +314,17 @@ struct BlockGrids {
   int lo, hi;                // shared exponent range
   int emax_elem;             // MX: element emax; BFP: 0
   std::vector<Grid> by_exp;  // index: shared exponent - lo
+  // The same grids for the round_bits.h shortcuts, where fast_ok says they apply.
+  std::vector<FastGrid> fast_by_exp;
+  std::vector<char> fast_ok;
 };
 
-// The shared exponent's grid for a block whose largest finite magnitude is `amax`.
-TB_INLINE const Grid& block_grid(const BlockGrids& bg, uint32_t amax) {
+// The index of the shared exponent's grid for a block whose largest finite magnitude is `amax`.
+TB_INLINE size_t block_grid(const BlockGrids& bg, uint32_t amax) {
   const int be = int(amax >> 23);
   const int e = be ? be - 127 : int(as_bits(float(int32_t(amax))) >> 23) - 127 - 149;
   const int se = amax == 0 ? bg.lo : std::min(std::max(e - bg.emax_elem, bg.lo), bg.hi);
-  return bg.by_exp[size_t(se - bg.lo)];
+  return size_t(se - bg.lo);
 }
 
 // A whole block of a compile-time size B: the loops have a constant trip count, so they compile
@@ -306,7 +357,24 @@ TB_INLINE void whole_block(const float* x, float* y, const BlockGrids& bg, const
     for (size_t i = 0; i < B; ++i) y[i] = as_float(kQuietNan);
     return;
   }
-  const Grid g = block_grid(bg, amax);
+  const size_t gi = block_grid(bg, amax);
+  const Grid g = bg.by_exp[gi];
+  if (bg.fast_ok[gi]) {
+    const FastGrid fg = bg.fast_by_exp[gi];
+    if constexpr (R == Rounding::kNearestEven) {
+#pragma GCC unroll 1
+      for (size_t i = 0; i < B; ++i) y[i] = as_float(round_nearest_even_fast(as_bits(x[i]), fg));
+      return;
+    } else if constexpr (R == Rounding::kStochastic) {
+      if (uint32_t(base) <= 0xFFFFFFFFu - B) {
+        const uint32_t hi = key.hi(base), lo = uint32_t(base);
+#pragma GCC unroll 1
+        for (size_t i = 0; i < B; ++i)
+          y[i] = as_float(round_stochastic_fast(as_bits(x[i]), fg, key.bits(lo + uint32_t(i), hi)));
+        return;
+      }
+    }
+  }
   if constexpr (R == Rounding::kStochastic) {
     if (uint32_t(base) > 0xFFFFFFFFu - B) {  // the index's high word changes inside the block
       for (size_t i = 0; i < B; ++i)
@@ -345,7 +413,7 @@ TB_INLINE void block_rows(const float* in, float* out, size_t n, size_t row, siz
         for (size_t i = 0; i < len; ++i) y[i] = as_float(kQuietNan);
         continue;
       }
-      const Grid g = block_grid(bg, amax);
+      const Grid g = bg.by_exp[block_grid(bg, amax)];
       for (size_t i = 0; i < len; ++i) {
         uint32_t rnd = 0;
         if constexpr (R == Rounding::kStochastic) {
@@ -419,6 +487,11 @@ const BlockGrids& block_grids(const BlockFormat& f) {
     bg->emax_elem = 0;
     for (int e = bg->lo; e <= bg->hi; ++e) bg->by_exp.push_back(bfp_grid(f, e));
   }
+  for (const Grid& g : bg->by_exp) {
+    FastGrid fg{};
+    bg->fast_ok.push_back(fast_grid(g, &fg));
+    bg->fast_by_exp.push_back(fg);
+  }
   cache.emplace_back(f, std::move(bg));
   return *cache.back().second;
 }
@@ -467,6 +540,23 @@ void quantize_serial(const Format& f, const float* in, float* out, size_t n, con
 
 kernel::Grid kernel::float_grid(const FloatFormat& f) { return make_grid(f, 0, false); }
 
+bool kernel::fast_grid(const Grid& g, FastGrid* out) {
+  if (g.man_bits > 22 || g.max_bits < 0x00800000u || g.max_bits >= kInfBits) return false;
+  FastGrid f;
+  f.emin = g.emin;
+  f.man_bits = g.man_bits;
+  f.below = g.emin - g.man_bits * g.sub;
+  f.ecap = int(g.max_bits >> 23) - 127 + 1;
+  f.max_bits = g.max_bits;
+  f.ovf_bits = g.ovf_bits;
+  f.zero_sign = g.zero_sign;
+  // Every quantum: below, emin - man_bits up to ecap - man_bits.
+  const int qmin = std::min(f.below, f.emin - f.man_bits), qmax = f.ecap - f.man_bits;
+  if (qmin < -125 || qmax + 23 > 127) return false;
+  *out = f;
+  return true;
+}
+
 uint32_t random_bits(uint64_t seed, uint64_t index) {
   const uint32_t k0 = hash32(uint32_t(seed) ^ 0x9e3779b9u);
   const uint32_t k1 = hash32(uint32_t(seed >> 32) + 0x632be5abu);
@@ -495,12 +585,76 @@ int block_exponent(const BlockFormat& f, const float* x, size_t n) {
   return std::min(std::max(floor_log2(amax), lo), bias);
 }
 
+namespace {
+
+// An out-of-place call whose output is larger than the last-level cache is rounded a tile at
+// a time into a buffer that stays in L1 and streamed out with non-temporal stores. Plain
+// stores make the core read each output line before writing it (12 bytes of traffic per
+// element instead of 8), and such an output cannot stay cached anyway. Tiles hold whole rows
+// (block formats); results are the same either way.
+constexpr size_t kStreamTile = 4096;
+
+size_t stream_min_elements() {
+  static const size_t n = [] {
+    long bytes = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (bytes <= 0) bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    if (bytes <= 0) bytes = 32l << 20;
+    return size_t(bytes) / sizeof(float);
+  }();
+  return n;
+}
+
+void quantize_streaming(const Format& f, const float* in, float* out, size_t n,
+                        const QuantOptions& o, uint64_t offset) {
+  size_t tile = kStreamTile;
+  if (f.kind == Format::Kind::kBlock) {
+    const size_t row = o.row ? o.row : n;
+    if (row > kStreamTile) return quantize_serial(f, in, out, n, o, offset);
+    tile = row * (kStreamTile / row);
+  }
+#if defined(__SSE2__)
+  alignas(64) float buf[kStreamTile];
+  size_t i = 0;
+  for (; i < n; i += tile) {
+    const size_t len = std::min(tile, n - i);
+    // The next tile's input, requested now: a heavy kernel leaves the out-of-order window too
+    // few loads in flight to cover memory latency on its own.
+    const size_t ahead = std::min(tile, n - std::min(n, i + tile));
+    for (size_t j = 0; j < ahead; j += 16)
+      _mm_prefetch(reinterpret_cast<const char*>(in + i + tile + j), _MM_HINT_T0);
+    quantize_serial(f, in + i, buf, len, o, offset + i);
+    float* y = out + i;
+    size_t j = 0;
+    for (; j < len && (reinterpret_cast<uintptr_t>(y + j) & 15) != 0; ++j) y[j] = buf[j];
+    for (; j + 4 <= len; j += 4)
+      _mm_stream_si128(reinterpret_cast<__m128i*>(y + j),
+                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(buf + j)));
+    for (; j < len; ++j) y[j] = buf[j];
+  }
+  _mm_sfence();
+#else
+  quantize_serial(f, in, out, n, o, offset);
+#endif
+}
+
+// One thread's share of a call.
+void quantize_part(const Format& f, const float* in, float* out, size_t n, const QuantOptions& o,
+                   uint64_t offset, bool stream) {
+  if (stream) return quantize_streaming(f, in, out, n, o, offset);
+  quantize_serial(f, in, out, n, o, offset);
+}
+
+}  // namespace
+
 void quantize(const Format& f, const float* in, float* out, size_t n, const QuantOptions& o) {
   if (f.kind == Format::Kind::kFloat) validate(f.fp);
   int threads = o.threads > 0 ? o.threads : int(std::thread::hardware_concurrency());
   // Below ~64K elements a thread costs more than it saves.
   threads = int(std::min<size_t>(size_t(std::max(threads, 1)), n / 65536 + 1));
-  if (threads <= 1) return quantize_serial(f, in, out, n, o, o.offset);
+  // Streaming only where input and output do not overlap at all.
+  const size_t stream_above = o.stream_above ? o.stream_above : stream_min_elements();
+  const bool stream = n > stream_above && (out + n <= in || in + n <= out);
+  if (threads <= 1) return quantize_part(f, in, out, n, o, o.offset, stream);
   // Chunks start on a row (block formats) so every block is whole in one chunk.
   size_t unit = 64;
   if (f.kind == Format::Kind::kBlock) {
@@ -516,8 +670,8 @@ void quantize(const Format& f, const float* in, float* out, size_t n, const Quan
     QuantOptions part = o;
     // A single row split on block boundaries: each chunk is rows of whole blocks.
     if (f.kind == Format::Kind::kBlock && (o.row == 0 || o.row >= n)) part.row = 0;
-    pool.emplace_back([&f, in, out, b, e, part, &o] {
-      quantize_serial(f, in + b, out + b, e - b, part, o.offset + b);
+    pool.emplace_back([&f, in, out, b, e, part, &o, stream] {
+      quantize_part(f, in + b, out + b, e - b, part, o.offset + b, stream);
     });
   }
   for (auto& th : pool) th.join();

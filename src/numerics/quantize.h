@@ -21,6 +21,9 @@ struct QuantOptions {
   // of a tensor); a short last block in a row is a block of its own. 0: one row.
   size_t row = 0;
   int threads = 1;  // <= 0: std::thread::hardware_concurrency()
+  // Outputs of more elements than this that do not overlap the input are written with
+  // non-temporal stores, past the caches (same results). 0: the last-level cache's size.
+  size_t stream_above = 0;
 };
 
 // out may equal in.

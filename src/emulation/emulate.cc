@@ -164,8 +164,13 @@ struct Net : torch::nn::Module {
   torch::Tensor q_act(const torch::Tensor& x) {
     return quantize_op(x, policy.activations, policy.errors);
   }
+  // Weight gradients are rounded in the step, in place (the parameter's gradient is what
+  // flows back through this op: each weight is used once).
   torch::Tensor q_w(const torch::Tensor& w) {
-    return quantize_op(w, policy.weights, policy.weight_grads);
+    // Masters kept in the weights' format are already what rounding would give.
+    if (masters_in_format && leaves_unchanged(policy.weights, policy.master)) return w;
+    static const QuantPoint kNone;  // quantize_op keeps a pointer to it for backward
+    return quantize_op(w, policy.weights, kNone);
   }
   torch::Tensor forward(torch::Tensor x) {
     if (kind == "mlp") {
@@ -186,6 +191,7 @@ struct Net : torch::nn::Module {
   std::string kind;
   const Policy& policy;
   std::vector<torch::Tensor> params;
+  bool masters_in_format = false;  // set once a step has rounded the masters
 };
 
 struct LossScale : num::LossScale {
@@ -207,6 +213,11 @@ SeedRun train_one(const EmulationOptions& o, const Policy& given, const Dataset&
     for (auto& p : net.params) p.mutable_grad() = torch::Tensor();
     const auto loss = torch::nn::functional::cross_entropy(net.forward(images), labels);
     (loss * ls.scale).backward();
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& p : net.params)
+        if (p.grad().defined()) policy.weight_grads.apply_(p.mutable_grad());
+    }
     // Only dynamic loss scaling looks at overflow; the check reads every gradient.
     if (ls.dynamic && !grads_finite(net.params)) {  // skip the step, halve the scale
       ls.scale /= 2;
@@ -224,6 +235,7 @@ SeedRun train_one(const EmulationOptions& o, const Policy& given, const Dataset&
       net.params[i].sub_(velocity[i] * o.lr);
       policy.master.apply_(net.params[i]);
     }
+    net.masters_in_format = policy.master.enabled();
     if (ls.dynamic && ++ls.good == 2000) {
       ls.scale *= 2;
       ls.good = 0;

@@ -83,7 +83,10 @@ void NumericsWorkload::round_weights(std::vector<torch::Tensor>& params) {
   masters_.clear();
   for (auto& p : params) {
     masters_.push_back(p.data());
-    const QuantPoint& q = policy_.at(0, layer_of(p));
+    const int l = layer_of(p);
+    const QuantPoint& q = policy_.at(0, l);
+    // Masters kept in the weights' format are already what rounding would give.
+    if (masters_in_format_ && leaves_unchanged(q, policy_.at(5, l))) continue;
     if (q.enabled()) p.set_data(q.apply(masters_.back()));
   }
 }
@@ -144,6 +147,7 @@ bool NumericsWorkload::custom_step(torch::optim::Optimizer& opt, const Batch& ba
       master.apply_(data);
     }
   }
+  masters_in_format_ = true;
   return true;
 }
 

@@ -57,6 +57,9 @@ class NumericsWorkload : public Workload {
   num::LossScale scale_;
   ActivationHook hook_;
   std::vector<torch::Tensor> masters_;
+  // Set once a step has rounded the masters: from then on, layers whose masters are kept in
+  // the weights' format skip the forward rounding (leaves_unchanged).
+  bool masters_in_format_ = false;
   int64_t good_steps_ = 0, skipped_steps_ = 0;
 };
 

@@ -151,6 +151,12 @@ bool grads_finite(const std::vector<torch::Tensor>& params) {
   return true;
 }
 
+bool leaves_unchanged(const QuantPoint& second, const QuantPoint& first) {
+  if (!second.enabled()) return true;
+  if (!first.enabled() || second.is_extension() || first.is_extension()) return false;
+  return second.format().kind != num::Format::Kind::kBlock && second.format() == first.format();
+}
+
 torch::Tensor quantize_op(const torch::Tensor& x, const QuantPoint& forward,
                           const QuantPoint& backward) {
   if (!forward.enabled() && !backward.enabled()) return x;

@@ -26,6 +26,7 @@ class QuantPoint {
   static QuantPoint parse(const std::string& text, uint64_t seed = 0);
 
   bool enabled() const { return format_.has_value() || ext_ != nullptr; }
+  bool is_extension() const { return ext_ != nullptr; }
   const num::Format& format() const { return *format_; }
   num::Rounding rounding() const { return rounding_; }
   std::string str() const;
@@ -70,6 +71,12 @@ class QuantPoint {
     return *this;
   }
 };
+
+// Whether values already rounded by `first` come through `second` unchanged: the same float or
+// fixed-point grid (any rounding mode leaves a value of its grid alone). Not block formats
+// (re-rounding a block can move its shared exponent) or extensions (opaque). Lets the weights'
+// forward rounding be skipped when the master weights are kept in the weights' format.
+bool leaves_unchanged(const QuantPoint& second, const QuantPoint& first);
 
 // Quantizes a float32 tensor (any shape; made contiguous) into a new tensor.
 torch::Tensor quantize_tensor(const torch::Tensor& x, const num::Format& f,

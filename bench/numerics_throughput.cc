@@ -61,6 +61,10 @@ void stream_copy_nt(const float* a, float* c, int64_t lo, int64_t hi) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // trainbench's runtime: passive OpenMP waiting (else the OpenMP and OpenBLAS pools spin
+  // against each other on a small machine) and flushed denormals, as `trainbench` runs.
+  tb::ensure_runtime_environment(argc, argv);
+  tb::prepare_runtime();
   const Args args = parse_args(argc, argv, "numerics_throughput", kUsage);
   const int reps = args.reps > 0 ? args.reps : 7;
   const size_t n = size_t(extra_number(args, "elements", double(default_elements())));

@@ -175,6 +175,7 @@ std::string op_class(const std::string& full_name) {
   auto has = [&](const char* s) { return n.find(s) != std::string::npos; };
   // Emulated number formats (emulation/torch_quant.cc): the cost of emulating, not the model's.
   if (n.rfind("tb::quantize", 0) == 0 || has("QuantizeFunction")) return "quantize";
+  if (n == "tb::unscale_") return "elementwise";  // loss scaling's division and overflow check
   if (one_of(n, {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear"}) || has("Addmm") ||
       has("MmBackward") || has("Bmm"))
     return "matmul";

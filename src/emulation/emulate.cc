@@ -213,13 +213,11 @@ SeedRun train_one(const EmulationOptions& o, const Policy& given, const Dataset&
     for (auto& p : net.params) p.mutable_grad() = torch::Tensor();
     const auto loss = torch::nn::functional::cross_entropy(net.forward(images), labels);
     (loss * ls.scale).backward();
-    {
-      torch::NoGradGuard no_grad;
-      for (auto& p : net.params)
-        if (p.grad().defined()) policy.weight_grads.apply_(p.mutable_grad());
-    }
-    // Only dynamic loss scaling looks at overflow; the check reads every gradient.
-    if (ls.dynamic && !grads_finite(net.params)) {  // skip the step, halve the scale
+    bool finite = true;  // only dynamic loss scaling acts on overflow
+    for (auto& p : net.params)
+      if (p.grad().defined())
+        finite = policy.weight_grads.round_unscale_(p.mutable_grad(), ls.scale) && finite;
+    if (ls.dynamic && !finite) {  // skip the step, halve the scale
       ls.scale /= 2;
       ls.good = 0;
       ++skipped;
@@ -227,9 +225,7 @@ SeedRun train_one(const EmulationOptions& o, const Policy& given, const Dataset&
     }
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < net.params.size(); ++i) {
-      // In place: the gradient is dropped before the next step anyway.
-      torch::Tensor& g = net.params[i].mutable_grad();
-      g.div_(ls.scale);
+      const torch::Tensor& g = net.params[i].grad();
       velocity[i].mul_(o.momentum).add_(g);
       policy.optimizer_state.apply_(velocity[i]);
       net.params[i].sub_(velocity[i] * o.lr);

@@ -114,14 +114,13 @@ bool NumericsWorkload::custom_step(torch::optim::Optimizer& opt, const Batch& ba
   PhaseScope phase(Phase::kOptimizer);
   torch::NoGradGuard no_grad;
   restore_weights(params);
+  bool finite = true;
   for (auto& p : params) {
     if (!p.grad().defined()) continue;
-    torch::Tensor& g = p.mutable_grad();
-    policy_.at(3, layer_of(p)).apply_(g);
-    if (scale_.scale != 1) g.div_(scale_.scale);
+    finite = policy_.at(3, layer_of(p)).round_unscale_(p.mutable_grad(), scale_.scale) && finite;
   }
   if (scale_.dynamic) {
-    if (!grads_finite(params)) {
+    if (!finite) {
       scale_.scale /= 2;
       good_steps_ = 0;
       ++skipped_steps_;

@@ -3,6 +3,8 @@
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 
+#include <atomic>
+
 #include "spec/errors.h"
 
 namespace tb::emu {
@@ -115,6 +117,53 @@ void QuantPoint::apply_(torch::Tensor& x) const {
     return;
   }
   x.copy_(apply(x.detach()));
+}
+
+bool QuantPoint::round_unscale_(torch::Tensor& g, double scale) const {
+  torch::NoGradGuard no_grad;
+  if (ext_ || g.scalar_type() != torch::kFloat || !g.device().is_cpu() || !g.is_contiguous()) {
+    apply_(g);
+    if (scale != 1) g.div_(scale);
+    return torch::isfinite(g).all().item<bool>();
+  }
+  RECORD_FUNCTION(enabled() ? "tb::quantize_" : "tb::unscale_", std::vector<c10::IValue>({g}));
+  const int64_t n = g.numel();
+  if (n == 0) return true;
+  float* x = g.data_ptr<float>();
+  const bool block = format_ && format_->kind == num::Format::Kind::kBlock;
+  const int64_t row = g.dim() > 0 ? std::max<int64_t>(g.size(-1), 1) : 1;
+  // Chunks stay in L1 between the three steps; block formats round whole rows.
+  const int64_t chunk = block ? row * std::max<int64_t>(1, 4096 / row) : 4096;
+  const int64_t chunks = (n + chunk - 1) / chunk;
+  num::QuantOptions o;
+  if (format_) o = options();
+  o.threads = 1;
+  o.row = block ? size_t(row) : 0;
+  // The scalar division LibTorch's div_ does on float32 (the scale converted to float).
+  const float s = float(scale);
+  std::atomic<uint32_t> special{0};
+  // Split over threads only from a million elements, as quantize_into.
+  at::parallel_for(0, chunks, std::max<int64_t>(1, (int64_t(1) << 20) / chunk),
+                   [&](int64_t b, int64_t e) {
+                     uint32_t sp = 0;
+                     for (int64_t c = b; c < e; ++c) {
+                       const int64_t lo = c * chunk, len = std::min(chunk, n - lo);
+                       float* v = x + lo;
+                       if (format_) {
+                         num::QuantOptions part = o;
+                         part.offset = o.offset + uint64_t(lo);
+                         num::quantize(*format_, v, v, size_t(len), part);
+                       }
+                       if (s != 1.0f)
+                         for (int64_t i = 0; i < len; ++i) v[i] = v[i] / s;
+                       const auto* bits = reinterpret_cast<const uint32_t*>(v);
+                       for (int64_t i = 0; i < len; ++i)
+                         sp |= uint32_t((bits[i] & 0x7F800000u) == 0x7F800000u);
+                     }
+                     special.fetch_or(sp);
+                   });
+  g.unsafeGetTensorImpl()->bump_version();
+  return special.load() == 0;
 }
 
 namespace {

@@ -41,6 +41,10 @@ class QuantPoint {
   // take blocks along the last dimension.
   torch::Tensor apply(const torch::Tensor& x) const;
   void apply_(torch::Tensor& x) const;  // in place
+  // A step's weight gradient: rounded in place (where enabled), divided by the loss scale,
+  // and whether every value is then finite. The values of apply_(g), g.div_(scale) and a
+  // finiteness check, in one pass over g in cache-sized chunks instead of three.
+  bool round_unscale_(torch::Tensor& g, double scale) const;
 
  private:
   // The options of one call (stochastic rounding: the next stream of this point).

@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "numerics/quantize.h"
@@ -125,59 +126,80 @@ TB_INLINE float odd_from_bf(float s, float err) {
   return as_float(sel(keep, sb, (sb - uint32_t(!beyond)) | 1u));
 }
 
+// Rounding on a grid: the general kernel, or round_bits.h's shortcut where fast_grid() holds
+// (nearest-even only; same results).
+template <Rounding R>
+TB_INLINE uint32_t round_on(uint32_t x, const Grid& g) {
+  return round_bits<R>(x, g, 0);
+}
+template <Rounding R>
+TB_INLINE uint32_t round_on(uint32_t x, const kernel::FastGrid& g) {
+  static_assert(R == Rounding::kNearestEven, "the float-add shortcut rounds to nearest even");
+  return kernel::round_nearest_even_fast(x, g);
+}
+
 // PP / PA: the product / accumulator format is fp32 itself (float32 arithmetic, no rounding).
-template <Rounding R, bool PP>
-TB_INLINE float fused_product(float a, float b, const Grid& gp) {
+template <Rounding R, bool PP, typename G>
+TB_INLINE float fused_product(float a, float b, const G& gp) {
   if constexpr (PP) {
     return a * b;
   } else {
     const double d = double(a) * double(b);
     const float f = float(d);
     const float odd = odd_from_bf(f, float(d - double(f)));
-    return as_float(round_bits<R>(as_bits(odd), gp, 0));
+    return as_float(round_on<R>(as_bits(odd), gp));
   }
 }
 
-template <Rounding R, bool PA>
-TB_INLINE float fused_sum(float a, float b, const Grid& ga) {
+template <Rounding R, bool PA, typename G>
+TB_INLINE float fused_sum(float a, float b, const G& ga) {
   if constexpr (PA) {
     return a + b;
   } else {
     const float s = a + b;
     const float bb = s - a;
     const float err = (a - (s - bb)) + (b - bb);
-    return as_float(round_bits<R>(as_bits(odd_from_bf(s, err)), ga, 0));
+    return as_float(round_on<R>(as_bits(odd_from_bf(s, err)), ga));
   }
 }
 
-// The three vector operations of a dot-product tile.
-template <Rounding R, bool PP, bool PA>
+// The three vector operations of a dot-product tile; GP / GA: the grid types (Grid, or
+// FastGrid for the shortcut).
+template <Rounding R, bool PP, bool PA, typename GP, typename GA>
 struct TileOps {
   // acc = S(acc + P(a * b)), elementwise.
   TB_NUM_CLONES static void mac(float* __restrict acc, float a, const float* __restrict b,
-                                int64_t n, const Grid& gp, const Grid& ga) {
-    const Grid p = gp, s = ga;
+                                int64_t n, const GP& gp, const GA& ga) {
+    const GP p = gp;
+    const GA s = ga;
     for (int64_t j = 0; j < n; ++j)
       acc[j] = fused_sum<R, PA>(acc[j], fused_product<R, PP>(a, b[j], p), s);
   }
   // dst = P(a * b)
   TB_NUM_CLONES static void mul(float* __restrict dst, float a, const float* __restrict b,
-                                int64_t n, const Grid& gp) {
-    const Grid p = gp;
+                                int64_t n, const GP& gp) {
+    const GP p = gp;
     for (int64_t j = 0; j < n; ++j) dst[j] = fused_product<R, PP>(a, b[j], p);
   }
   // dst = S(dst + src)
   TB_NUM_CLONES static void add(float* __restrict dst, const float* __restrict src, int64_t n,
-                                const Grid& ga) {
-    const Grid s = ga;
+                                const GA& ga) {
+    const GA s = ga;
     for (int64_t j = 0; j < n; ++j) dst[j] = fused_sum<R, PA>(dst[j], src[j], s);
   }
 };
 
-template <Rounding R, bool PP, bool PA>
+// Both grids of a unit, in both representations.
+struct UnitGrids {
+  Grid gp{}, ga{};
+  kernel::FastGrid fp{}, fa{};
+  bool fast_p = false, fast_a = false;
+};
+
+template <Rounding R, bool PP, bool PA, typename GP, typename GA>
 void fused_rows(const MadUnit& u, const float* A, const float* B, float* C, int64_t r0, int64_t r1,
-                int64_t N, int64_t K, const Grid& gp, const Grid& ga) {
-  using Ops = TileOps<R, PP, PA>;
+                int64_t N, int64_t K, const GP& gp, const GA& ga) {
+  using Ops = TileOps<R, PP, PA, GP, GA>;
   const int64_t W = std::max(1, u.width);
   const int64_t T = kTileN;
   const int64_t lanes = u.order == MadUnit::Order::kLanes ? W : 1;
@@ -222,28 +244,56 @@ void fused_rows(const MadUnit& u, const float* A, const float* B, float* C, int6
 }
 
 using FusedFn = void (*)(const MadUnit&, const float*, const float*, float*, int64_t, int64_t,
-                         int64_t, int64_t, const Grid&, const Grid&);
+                         int64_t, int64_t, const UnitGrids&);
 
-template <Rounding R>
-FusedFn fused_for(bool pp, bool pa) {
-  if (pp) return pa ? fused_rows<R, true, true> : fused_rows<R, true, false>;
-  return pa ? fused_rows<R, false, true> : fused_rows<R, false, false>;
+// fused_rows with the unit's grids in the representation the instance takes.
+template <Rounding R, bool PP, bool PA, bool FP, bool FA>
+void fused_with(const MadUnit& u, const float* A, const float* B, float* C, int64_t r0,
+                int64_t r1, int64_t N, int64_t K, const UnitGrids& g) {
+  using GP = std::conditional_t<FP, kernel::FastGrid, Grid>;
+  using GA = std::conditional_t<FA, kernel::FastGrid, Grid>;
+  const GP* gp;
+  const GA* ga;
+  if constexpr (FP) gp = &g.fp; else gp = &g.gp;
+  if constexpr (FA) ga = &g.fa; else ga = &g.ga;
+  fused_rows<R, PP, PA, GP, GA>(u, A, B, C, r0, r1, N, K, *gp, *ga);
 }
 
-// The fused kernel for this unit, or null where rows() must do it.
-FusedFn fused_kernel(const MadUnit& u) {
+template <Rounding R, bool FP, bool FA>
+FusedFn fused_for(bool pp, bool pa) {
+  if (pp) return pa ? fused_with<R, true, true, FP, FA> : fused_with<R, true, false, FP, FA>;
+  return pa ? fused_with<R, false, true, FP, FA> : fused_with<R, false, false, FP, FA>;
+}
+
+// The fused kernel for this unit, with its grids in *g, or null where rows() must do it.
+FusedFn fused_kernel(const MadUnit& u, UnitGrids* g) {
   const auto usable = [](const Format& f) {
     return f == Format{} || (f.kind == Format::Kind::kFloat && !wide(f));
   };
   if (!usable(u.product) || !usable(u.accumulator)) return nullptr;
   const bool pp = u.product == Format{}, pa = u.accumulator == Format{};
+  // quantize() checks the format on every call; rows() would have thrown here.
+  if (!pp) {
+    validate(u.product.fp);
+    g->gp = kernel::float_grid(u.product.fp);
+    g->fast_p = kernel::fast_grid(g->gp, &g->fp);
+  }
+  if (!pa) {
+    validate(u.accumulator.fp);
+    g->ga = kernel::float_grid(u.accumulator.fp);
+    g->fast_a = kernel::fast_grid(g->ga, &g->fa);
+  }
   switch (u.rounding) {
     case Rounding::kNearestEven:
-      return fused_for<Rounding::kNearestEven>(pp, pa);
+      if (g->fast_p)
+        return g->fast_a ? fused_for<Rounding::kNearestEven, true, true>(pp, pa)
+                         : fused_for<Rounding::kNearestEven, true, false>(pp, pa);
+      return g->fast_a ? fused_for<Rounding::kNearestEven, false, true>(pp, pa)
+                       : fused_for<Rounding::kNearestEven, false, false>(pp, pa);
     case Rounding::kTiesAway:
-      return fused_for<Rounding::kTiesAway>(pp, pa);
+      return fused_for<Rounding::kTiesAway, false, false>(pp, pa);
     case Rounding::kTowardZero:
-      return fused_for<Rounding::kTowardZero>(pp, pa);
+      return fused_for<Rounding::kTowardZero, false, false>(pp, pa);
     case Rounding::kStochastic:
       return nullptr;
   }
@@ -325,17 +375,11 @@ void mad_matmul(const MadUnit& u, const float* A, const float* B, float* C, int6
                 int64_t K, int threads) {
   if (threads <= 0) threads = int(std::thread::hardware_concurrency());
   threads = int(std::max<int64_t>(1, std::min<int64_t>(threads, M)));
-  const FusedFn fused = fused_kernel(u);
-  Grid gp{}, ga{};
-  if (fused) {
-    // quantize() checks the format on every call; rows() would have thrown here.
-    if (u.product != Format{}) validate(u.product.fp), gp = kernel::float_grid(u.product.fp);
-    if (u.accumulator != Format{})
-      validate(u.accumulator.fp), ga = kernel::float_grid(u.accumulator.fp);
-  }
+  UnitGrids g;
+  const FusedFn fused = fused_kernel(u, &g);
   auto run = [&](int64_t b, int64_t e) {
     if (fused)
-      fused(u, A, B, C, b, e, N, K, gp, ga);
+      fused(u, A, B, C, b, e, N, K, g);
     else
       rows(u, A, B, C, b, e, N, K);
   };

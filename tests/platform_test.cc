@@ -137,13 +137,13 @@ TEST(PlatformCache, InvalidatedWhenHardwareOrLibraryChanges) {
     EXPECT_FALSE(load_cached_platform(path, changed, &why)) << key;
     EXPECT_NE(why.find(std::string(key) + " changed"), std::string::npos) << why;
   }
-  // A cache written before descriptions carried an efficiency is measured again.
+  // A cache written before descriptions carried a convolution curve is measured again.
   nlohmann::json before = fp;
-  before["method_version"] = 1;
+  before["method_version"] = 2;
   p.extra["fingerprint"] = before;
   save_cached_platform(path, p);
   EXPECT_FALSE(load_cached_platform(path, fp, &why));
-  EXPECT_NE(why.find("method_version changed: 1 -> 2"), std::string::npos) << why;
+  EXPECT_NE(why.find("method_version changed: 2 -> 3"), std::string::npos) << why;
   EXPECT_FALSE(load_cached_platform(path + ".missing", fp, &why));
   std::ofstream(path) << "garbage";
   EXPECT_FALSE(load_cached_platform(path, fp, &why));

@@ -198,6 +198,33 @@ TEST(Efficiency, TheCurveSlowsEachGemmPhaseByItsFraction) {
   EXPECT_DOUBLE_EQ(b.overhead_s, 0);  // op_overhead_us 0: nothing added
 }
 
+TEST(Efficiency, ConvolutionsUseTheirOwnCurveAndOtherGemmsTheGemmOne) {
+  StepCost c = one_linear(256, 256, 256);
+  c.layers.push_back(cost::conv2d("conv", {16, 8, 32, 32, 8, 3, 1}, 4, true));
+  PlatformDescription p = accelerator(1, 1e9);  // compute-bound
+  p.efficiency = curve({{16, 0.5}, {4096, 0.5}});
+  const auto f = sim::resolve_format(p, "fp32");
+  const double n = sim::equivalent_square_n(c.layers[1].gemm_m, c.layers[1].gemm_n,
+                                            c.layers[1].gemm_k);
+  // No conv curve: convolutions run at the GEMM curve's fraction.
+  EXPECT_DOUBLE_EQ(p.conv_fraction("fp32", n), 0.5);
+  const auto a = sim::simulate_step(p, c, 4, f);
+  p.efficiency->conv["fp32"] = {{16, 0.05}, {4096, 0.05}};
+  EXPECT_DOUBLE_EQ(p.conv_fraction("fp32", n), 0.05);
+  EXPECT_DOUBLE_EQ(p.conv_fraction("bf16", n), 1);  // neither curve for bf16
+  const auto b = sim::simulate_step(p, c, 4, f);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_DOUBLE_EQ(b.layers[0].phases[i].gemm_fraction, 0.5);  // the linear layer
+    EXPECT_DOUBLE_EQ(b.layers[0].phases[i].compute_s, a.layers[0].phases[i].compute_s);
+  }
+  for (const auto& ph : b.layers[1].phases) {
+    EXPECT_DOUBLE_EQ(ph.gemm_fraction, 0.05) << ph.phase;
+    EXPECT_NEAR(ph.compute_s, ph.matmul_flops / (1e12 * 0.05) + (ph.flops - ph.matmul_flops) / 1e12,
+                1e-15)
+        << ph.phase;
+  }
+}
+
 TEST(Efficiency, OverheadAddsOperatorsTimesTheStatedCost) {
   // One linear layer by hand: 1 forward operator, dX and dW, weight and bias accumulated
   // (2), zeroed and updated once each (SGD: 2 FLOPs per parameter, one update).
@@ -260,7 +287,10 @@ TEST(Efficiency, JsonRoundTripSortsTheCurve) {
        {"gemm",
         {{"fp32",
           {{{"n", 256}, {"fraction_of_peak", 0.7}}, {{"n", 16}, {"fraction_of_peak", 0.02}}}},
-         {"bf16", {{{"n", 64}, {"fraction_of_peak", 0.3}}}}}}});
+         {"bf16", {{{"n", 64}, {"fraction_of_peak", 0.3}}}}}},
+       {"conv",
+        {{"fp32",
+          {{{"n", 86}, {"fraction_of_peak", 0.38}}, {{"n", 22}, {"fraction_of_peak", 0.04}}}}}}});
   const PlatformDescription p = parse_platform(j, "t.json");
   ASSERT_TRUE(p.efficiency);
   EXPECT_DOUBLE_EQ(p.efficiency->op_overhead_us, 6.5);
@@ -270,6 +300,8 @@ TEST(Efficiency, JsonRoundTripSortsTheCurve) {
   EXPECT_FALSE(p.extra.contains("efficiency"));  // a field of its own, not an extra
   const nlohmann::json again = to_json(p);
   EXPECT_EQ(again["efficiency"]["gemm"]["fp32"][0]["n"], 16);
+  ASSERT_EQ(p.efficiency->conv.at("fp32").size(), 2u);
+  EXPECT_EQ(again["efficiency"]["conv"]["fp32"][0]["n"], 22);
   EXPECT_EQ(to_json(parse_platform(again, "again.json")), again);
   // An old description (no efficiency) round-trips without gaining one.
   const auto old = to_json(accelerator(1, 1));
@@ -303,6 +335,8 @@ TEST(Efficiency, BadValuesAreRefusedNamingTheField) {
           "efficiency.gemm.fp32");
   refused({{"gemm", {{"fp33", {{{"n", 16}, {"fraction_of_peak", 0.5}}}}}}}, "efficiency.gemm.fp33");
   refused({{"gemm", {{"fp32", nlohmann::json::array()}}}}, "efficiency.gemm.fp32");
+  refused({{"conv", {{"fp32", {{{"n", 16}, {"fraction_of_peak", 2}}}}}}},
+          "efficiency.conv.fp32[0].fraction_of_peak");
   refused({{"op_overhead", 5}}, "efficiency.op_overhead");
   refused(5, "efficiency");
 }

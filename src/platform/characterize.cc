@@ -19,7 +19,8 @@ namespace {
 
 // Bump when the measurement method changes, so old caches are re-measured.
 // 2: the description gains `efficiency` (per-operator overhead, GEMM curve down to n = 16).
-constexpr int kMethodVersion = 2;
+// 3: `efficiency.conv`, a convolution curve (forward + backward, 8 to 256 channels).
+constexpr int kMethodVersion = 3;
 
 nlohmann::json trials_json(const Trials& t) {
   return {{"trials", t.values}, {"best", t.best()}, {"median", t.median()}};
@@ -66,7 +67,7 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
   p.cores = h.physical_cores;
   p.memory_gb = double(h.mem_total) / 1e9;
   p.source = fmt::format(
-      "measured by trainbench {} on {}: GEMM via LibTorch {}, STREAM triad, operator overhead",
+      "measured by trainbench {} on {}: GEMM and convolutions via LibTorch {}, STREAM triad, operator overhead",
       TB_VERSION, utc_now_iso(), TORCH_VERSION);
   nlohmann::json measurements;
 
@@ -96,9 +97,26 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
     measurements["gemm"][dtype] = {
         {"unit", "GFLOP/s"}, {"sizes", sizes}, {"best_n", g.best_n}, {"best", g.best_gflops}};
     p.peak_tflops[dtype] = g.best_gflops / 1000;
-    if (overhead)
+    if (overhead) {
       for (const auto& [n, f] : gemm_fractions(g, g.best_gflops, overhead->mm_call_us.median()))
         efficiency.gemm[dtype].push_back({n, f});
+      say("convolution " + dtype);
+      const ConvMeasurement cm = measure_conv(dtype, {8, 16, 32, 64, 128, 256}, o.trials, o.trial_s);
+      nlohmann::json shapes = nlohmann::json::array();
+      for (const auto& s : cm.shapes) {
+        auto j = trials_json(s.gflops);
+        j["channels"] = s.channels;
+        j["n"] = s.n;
+        shapes.push_back(j);
+      }
+      measurements["conv"][dtype] = {
+          {"unit", "GFLOP/s"},
+          {"kernel", "3x3 conv2d, stride 1, pad 1, batch 16, 16x16, C = K; forward + backward"},
+          {"shapes", shapes}};
+      // The simulator adds the layer's forward, dX and dW operators' fixed cost itself.
+      for (const auto& [n, f] : conv_fractions(cm, g.best_gflops, 3 * overhead->op_overhead_us()))
+        efficiency.conv[dtype].push_back({n, f});
+    }
   }
   if (overhead) {
     efficiency.op_overhead_us = overhead->op_overhead_us();

@@ -80,7 +80,7 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
       if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() > 1e6)
         r.fail(field, "expected microseconds in [0, 1e6], got " + v.dump());
       out.op_overhead_us = v.get<double>();
-    } else if (k == "gemm") {
+    } else if (k == "gemm" || k == "conv") {
       if (!v.is_object()) r.fail(field, "expected an object of dtypes, got " + v.dump());
       for (const auto& [dtype, pts] : v.items()) {
         const std::string df = field + "." + dtype;
@@ -106,10 +106,10 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
         for (size_t i = 1; i < curve.size(); ++i)
           if (curve[i].n == curve[i - 1].n)
             r.fail(df, fmt::format("n = {} appears twice", curve[i].n));
-        out.gemm[dtype] = std::move(curve);
+        (k == "gemm" ? out.gemm : out.conv)[dtype] = std::move(curve);
       }
     } else {
-      r.fail(field, "unknown key (expected op_overhead_us or gemm)");
+      r.fail(field, "unknown key (expected op_overhead_us, gemm or conv)");
     }
   }
   return out;
@@ -117,11 +117,15 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
 
 }  // namespace
 
-double PlatformDescription::gemm_fraction(const std::string& dtype, double n) const {
-  if (!efficiency) return 1;
-  auto it = efficiency->gemm.find(dtype);
-  if (it == efficiency->gemm.end() || it->second.empty() || !(n > 0)) return 1;
-  const auto& c = it->second;
+double equivalent_square_n(double m, double n, double k) {
+  const double faces = m * k + k * n + m * n;
+  return faces > 0 ? 3 * m * n * k / faces : 0;
+}
+
+namespace {
+
+// Log-log interpolation in a curve sorted by n, clamped at its ends.
+double interpolate(const std::vector<PlatformDescription::GemmPoint>& c, double n) {
   if (n <= c.front().n) return c.front().fraction_of_peak;
   if (n >= c.back().n) return c.back().fraction_of_peak;
   size_t i = 1;
@@ -130,6 +134,22 @@ double PlatformDescription::gemm_fraction(const std::string& dtype, double n) co
   const double t = std::log(n / a.n) / std::log(double(b.n) / a.n);
   return std::exp(std::log(a.fraction_of_peak) +
                   t * (std::log(b.fraction_of_peak) - std::log(a.fraction_of_peak)));
+}
+
+}  // namespace
+
+double PlatformDescription::gemm_fraction(const std::string& dtype, double n) const {
+  if (!efficiency || !(n > 0)) return 1;
+  auto it = efficiency->gemm.find(dtype);
+  if (it == efficiency->gemm.end() || it->second.empty()) return 1;
+  return interpolate(it->second, n);
+}
+
+double PlatformDescription::conv_fraction(const std::string& dtype, double n) const {
+  if (!efficiency || !(n > 0)) return 1;
+  auto it = efficiency->conv.find(dtype);
+  if (it == efficiency->conv.end() || it->second.empty()) return gemm_fraction(dtype, n);
+  return interpolate(it->second, n);
 }
 
 std::optional<double> PlatformDescription::peak_flops(const std::string& dtype) const {
@@ -242,12 +262,14 @@ json to_json(const PlatformDescription& p) {
                            {"dataflow", p.systolic_array->dataflow}};
   if (p.efficiency) {
     json e = {{"op_overhead_us", p.efficiency->op_overhead_us}};
-    for (const auto& [dtype, curve] : p.efficiency->gemm) {
-      json pts = json::array();
-      for (const auto& pt : curve)
-        pts.push_back({{"n", pt.n}, {"fraction_of_peak", pt.fraction_of_peak}});
-      e["gemm"][dtype] = pts;
-    }
+    for (const auto& [key, curves] :
+         {std::pair{"gemm", &p.efficiency->gemm}, std::pair{"conv", &p.efficiency->conv}})
+      for (const auto& [dtype, curve] : *curves) {
+        json pts = json::array();
+        for (const auto& pt : curve)
+          pts.push_back({{"n", pt.n}, {"fraction_of_peak", pt.fraction_of_peak}});
+        e[key][dtype] = pts;
+      }
     j["efficiency"] = e;
   }
   return j;

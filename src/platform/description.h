@@ -37,6 +37,9 @@ struct PlatformDescription {
   struct Efficiency {
     double op_overhead_us = 0;  // per operator (forward, backward or optimizer) of a step
     std::map<std::string, std::vector<GemmPoint>> gemm;  // per dtype, ascending n
+    // Per dtype, ascending n: convolutions (3x3, forward and both backward passes) keyed by
+    // their im2col GEMM's equivalent square n. Where a dtype has none, convolutions use gemm.
+    std::map<std::string, std::vector<GemmPoint>> conv;
   };
   std::optional<Efficiency> efficiency;
   nlohmann::json extra = nlohmann::json::object();  // everything else in the file (measurements, machine, ...), kept
@@ -51,7 +54,14 @@ struct PlatformDescription {
   // The achieved fraction of the dtype's peak for a square GEMM of size n: log-log
   // interpolation between the stated points, clamped at both ends; 1 without a curve.
   double gemm_fraction(const std::string& dtype, double n) const;
+  // The same for a convolution, from the conv curve where the dtype has one.
+  double conv_fraction(const std::string& dtype, double n) const;
 };
+
+// The edge n of the square GEMM with the same arithmetic intensity as (M x K)(K x N),
+// 3MNK / (MK + KN + MN): n for a square one, less for a thin one, which runs as slowly as
+// a small square one does. The efficiency curves are keyed by it.
+double equivalent_square_n(double m, double n, double k);
 
 // Validates and reads a description. `origin` (a file name) starts every error
 // message, which names the offending field: "tpu.json: field 'peak_tflops.bf16': ...".

@@ -30,6 +30,25 @@ struct GemmMeasurement {
 GemmMeasurement measure_gemm(const std::string& dtype, const std::vector<int64_t>& sizes,
                              int trials, double trial_s);
 
+// Convolutions as a training step runs them: 3x3, stride 1, padding 1, batch 16 on 16x16
+// maps, C = K channels, forward and both backward passes, after warm-up calls.
+struct ConvShape {
+  int64_t channels = 0;
+  double n = 0;         // equivalent square n of the im2col GEMM (M = 16 * 16 * 16, N = C, K = 9C)
+  double flops = 0;     // per forward + backward: 3 x 2 x M x N x K
+  Trials gflops;
+};
+struct ConvMeasurement {
+  std::string dtype;
+  std::vector<ConvShape> shapes;
+};
+ConvMeasurement measure_conv(const std::string& dtype, const std::vector<int64_t>& channels,
+                             int trials, double trial_s);
+// Per shape, the median rate's fraction of `peak_gflops` once `floor_us` per call (the
+// operators' fixed cost, which the simulator adds separately) is taken out.
+std::vector<std::pair<int64_t, double>> conv_fractions(const ConvMeasurement& m,
+                                                       double peak_gflops, double floor_us);
+
 // The fixed cost of a framework operator, which the simulator adds per operator of a step
 // while the GEMM curve keeps only what scales with the work (docs/platforms.md).
 struct OverheadMeasurement {

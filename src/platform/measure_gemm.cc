@@ -1,5 +1,7 @@
 #include <chrono>
+#include <cmath>
 
+#include "platform/description.h"
 #include "platform/measure.h"
 
 namespace tb {
@@ -43,6 +45,55 @@ GemmMeasurement measure_gemm(const std::string& dtype, const std::vector<int64_t
     m.sizes.push_back(std::move(s));
   }
   return m;
+}
+
+ConvMeasurement measure_conv(const std::string& dtype, const std::vector<int64_t>& channels,
+                             int trials, double trial_s) {
+  using Clock = std::chrono::steady_clock;
+  const torch::Dtype t = dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
+  constexpr int64_t kBatch = 16, kHw = 16;
+  ConvMeasurement m;
+  m.dtype = dtype;
+  for (int64_t c : channels) {
+    auto x = torch::randn({kBatch, c, kHw, kHw}).to(t).requires_grad_();
+    auto w = (torch::randn({c, c, 3, 3}) * 0.1).to(t).requires_grad_();
+    const auto gy = torch::ones({kBatch, c, kHw, kHw}).to(t);
+    auto step = [&] {
+      torch::conv2d(x, w, {}, 1, 1).backward(gy);
+      x.mutable_grad() = torch::Tensor();  // each step's gradients are new, as in training
+      w.mutable_grad() = torch::Tensor();
+    };
+    auto w0 = Clock::now();
+    step();
+    step();
+    const double once = std::chrono::duration<double>(Clock::now() - w0).count() / 2;
+    const int64_t calls = std::max<int64_t>(1, int64_t(trial_s / std::max(once, 1e-6)));
+    const double M = double(kBatch * kHw * kHw), N = double(c), K = 9.0 * double(c);
+    ConvShape s{c, equivalent_square_n(M, N, K), 3 * 2 * M * N * K, {}};
+    for (int i = 0; i < trials; ++i) {
+      auto t0 = Clock::now();
+      for (int64_t k = 0; k < calls; ++k) step();
+      const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+      s.gflops.values.push_back(s.flops * double(calls) / dt / 1e9);
+    }
+    m.shapes.push_back(std::move(s));
+  }
+  return m;
+}
+
+std::vector<std::pair<int64_t, double>> conv_fractions(const ConvMeasurement& m,
+                                                       double peak_gflops, double floor_us) {
+  std::vector<std::pair<int64_t, double>> out;
+  if (!(peak_gflops > 0)) return out;
+  for (const auto& s : m.shapes) {
+    const double rate = s.gflops.median() * 1e9;
+    if (!(rate > 0)) continue;
+    const double kernel_s = s.flops / rate - floor_us * 1e-6;
+    const int64_t n = int64_t(std::llround(s.n));
+    if (!(kernel_s > 0) || n < 1 || (!out.empty() && out.back().first >= n)) continue;
+    out.push_back({n, std::min(1.0, s.flops / kernel_s / (peak_gflops * 1e9))});
+  }
+  return out;
 }
 
 }  // namespace tb

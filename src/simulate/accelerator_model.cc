@@ -61,11 +61,6 @@ OpCount count_operators(const StepCost& cost) {
   return c;
 }
 
-double equivalent_square_n(double m, double n, double k) {
-  const double faces = m * k + k * n + m * n;
-  return faces > 0 ? 3 * m * n * k / faces : 0;
-}
-
 SystolicMapping map_gemm(int64_t m, int64_t n, int64_t k, int64_t count,
                          const PlatformDescription::Systolic& a) {
   SystolicMapping s;
@@ -157,8 +152,10 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     const double bytes = (l.bytes_read + l.bytes_written) * width / n;
     const bool gemm = l.gemm_count > 0 && l.fwd_matmul_flops > 0;
     // The three GEMMs of a layer are permutations of one shape: one intensity, one fraction.
+    const double eq_n = equivalent_square_n(l.gemm_m, l.gemm_n, l.gemm_k);
+    const bool conv = l.op == "conv2d" || l.op == "gconv2d";
     const double fraction =
-        gemm ? p.gemm_fraction(f.peak_dtype, equivalent_square_n(l.gemm_m, l.gemm_n, l.gemm_k)) : 1;
+        !gemm ? 1 : conv ? p.conv_fraction(f.peak_dtype, eq_n) : p.gemm_fraction(f.peak_dtype, eq_n);
     auto mapped = [&](int64_t m, int64_t nn, int64_t k) -> std::optional<SystolicMapping> {
       if (!gemm || !p.systolic_array) return std::nullopt;
       return map_gemm(m, nn, k, l.gemm_count, *p.systolic_array);

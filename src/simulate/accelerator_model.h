@@ -70,10 +70,7 @@ struct OpCount {
   double total() const { return forward + backward + optimizer; }
 };
 OpCount count_operators(const StepCost& cost);
-// The edge n of the square GEMM with the same arithmetic intensity as (M x K)(K x N),
-// 3MNK / (MK + KN + MN): n for a square one, less for a thin one, which runs as slowly as
-// a small square one does.
-double equivalent_square_n(double m, double n, double k);
+using tb::equivalent_square_n;  // platform/description.h
 
 struct Simulation {
   std::string platform, config;

@@ -18,14 +18,20 @@ nlohmann::json stats_json(const ErrorStats& s) {
 
 std::string describe_model(const PlatformDescription& d) {
   if (!d.efficiency) return "roofline (the description states no efficiency)";
-  std::string curves;
-  for (const auto& [dtype, c] : d.efficiency->gemm)
-    curves += fmt::format("{}{} {} points n={}..{}", curves.empty() ? "" : ", ", dtype, c.size(),
-                          c.front().n, c.back().n);
+  auto list = [](const std::map<std::string, std::vector<PlatformDescription::GemmPoint>>& m) {
+    std::string curves;
+    for (const auto& [dtype, c] : m)
+      curves += fmt::format("{}{} {} points n={}..{}", curves.empty() ? "" : ", ", dtype,
+                            c.size(), c.front().n, c.back().n);
+    return curves.empty() ? std::string("no curve") : curves;
+  };
+  const std::string conv = d.efficiency->conv.empty()
+                               ? ""
+                               : fmt::format(", convolution efficiency ({})", list(d.efficiency->conv));
   return fmt::format(
-      "roofline x GEMM efficiency ({}) + {:.3g} us per operator, from the "
+      "roofline x GEMM efficiency ({}){} + {:.3g} us per operator, from the "
       "description's efficiency{}",
-      curves.empty() ? "no curve" : curves, d.efficiency->op_overhead_us,
+      list(d.efficiency->gemm), conv, d.efficiency->op_overhead_us,
       d.extra.contains("measurements") ? " (trainbench platform's micro-benchmarks, not these runs)"
                                        : "");
 }

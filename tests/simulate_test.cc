@@ -225,6 +225,29 @@ TEST(Efficiency, ConvolutionsUseTheirOwnCurveAndOtherGemmsTheGemmOne) {
   }
 }
 
+TEST(Efficiency, ElementwiseLayersTakeAtLeastTheirMeasuredTimePerElement) {
+  StepCost c;
+  c.layers.push_back(cost::batchnorm("bn", 32, 16, 256, 4));   // 131072 elements
+  c.layers.push_back(cost::maxpool("pool", 32, 16, 256, 64, 3, 4));
+  c.layers.push_back(cost::vision::dropout("drop", 131072, 4));  // no rate stated
+  PlatformDescription p = accelerator(1, 1000);                // fast memory: roofline ~0
+  const auto f = sim::resolve_format(p, "fp32");
+  const auto a = sim::simulate_step(p, c, 4, f);
+  p.efficiency = curve({});
+  p.efficiency->op_ns_per_element = {{"batchnorm", 3.0}, {"maxpool", 7.5}};
+  const auto b = sim::simulate_step(p, c, 4, f);
+  auto layer_s = [](const sim::LayerTime& l) { return l.time_s(); };
+  EXPECT_NEAR(layer_s(b.layers[0]), 131072 * 3.0e-9, 1e-12);  // per input element
+  EXPECT_NEAR(layer_s(b.layers[1]), 32.0 * 16 * 256 * 7.5e-9, 1e-12);
+  EXPECT_DOUBLE_EQ(layer_s(b.layers[2]), layer_s(a.layers[2]));  // dropout: the roofline
+  for (const auto& ph : b.layers[0].phases) EXPECT_TRUE(ph.memory_bound()) << ph.phase;
+  // Slower memory than the stated rate: the roofline stands.
+  PlatformDescription slow = accelerator(1, 1e-3);
+  slow.efficiency = p.efficiency;
+  const auto r = sim::simulate_step(slow, c, 4, f);
+  EXPECT_GT(layer_s(r.layers[0]), 131072 * 3.0e-9 * 100);
+}
+
 TEST(Efficiency, OverheadAddsOperatorsTimesTheStatedCost) {
   // One linear layer by hand: 1 forward operator, dX and dW, weight and bias accumulated
   // (2), zeroed and updated once each (SGD: 2 FLOPs per parameter, one update).
@@ -290,7 +313,8 @@ TEST(Efficiency, JsonRoundTripSortsTheCurve) {
          {"bf16", {{{"n", 64}, {"fraction_of_peak", 0.3}}}}}},
        {"conv",
         {{"fp32",
-          {{{"n", 86}, {"fraction_of_peak", 0.38}}, {{"n", 22}, {"fraction_of_peak", 0.04}}}}}}});
+          {{{"n", 86}, {"fraction_of_peak", 0.38}}, {{"n", 22}, {"fraction_of_peak", 0.04}}}}}},
+       {"op_ns_per_element", {{"batchnorm", 3.1}, {"relu", 0.9}}}});
   const PlatformDescription p = parse_platform(j, "t.json");
   ASSERT_TRUE(p.efficiency);
   EXPECT_DOUBLE_EQ(p.efficiency->op_overhead_us, 6.5);
@@ -302,6 +326,8 @@ TEST(Efficiency, JsonRoundTripSortsTheCurve) {
   EXPECT_EQ(again["efficiency"]["gemm"]["fp32"][0]["n"], 16);
   ASSERT_EQ(p.efficiency->conv.at("fp32").size(), 2u);
   EXPECT_EQ(again["efficiency"]["conv"]["fp32"][0]["n"], 22);
+  EXPECT_DOUBLE_EQ(p.efficiency->op_ns_per_element.at("batchnorm"), 3.1);
+  EXPECT_EQ(again["efficiency"]["op_ns_per_element"]["relu"], 0.9);
   EXPECT_EQ(to_json(parse_platform(again, "again.json")), again);
   // An old description (no efficiency) round-trips without gaining one.
   const auto old = to_json(accelerator(1, 1));
@@ -337,6 +363,7 @@ TEST(Efficiency, BadValuesAreRefusedNamingTheField) {
   refused({{"gemm", {{"fp32", nlohmann::json::array()}}}}, "efficiency.gemm.fp32");
   refused({{"conv", {{"fp32", {{{"n", 16}, {"fraction_of_peak", 2}}}}}}},
           "efficiency.conv.fp32[0].fraction_of_peak");
+  refused({{"op_ns_per_element", {{"relu", -1}}}}, "efficiency.op_ns_per_element.relu");
   refused({{"op_overhead", 5}}, "efficiency.op_overhead");
   refused(5, "efficiency");
 }

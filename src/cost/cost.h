@@ -23,6 +23,10 @@ struct LayerCost {
   double bytes_written = 0;
   double saved_bytes = 0;   // tensors this layer creates that stay alive until backward
   double output_bytes = 0;  // its forward output
+  // Elements of the layer's largest activation tensor (input or output), for layers whose
+  // work is elementwise (normalization, pooling, activations, adds): what their measured
+  // per-element cost (the platform's efficiency.op_ns_per_element) multiplies. 0: not one.
+  double elements = 0;
   // The forward GEMM as (M x K) times (K x N), done gemm_count times (convolutions as
   // im2col, recurrent layers once per time step); zero for layers without one. The
   // simulator maps it and its two backward GEMMs onto a systolic array.

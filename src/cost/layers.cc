@@ -70,6 +70,7 @@ LayerCost batchnorm(const std::string& name, int64_t batch, int64_t channels, in
   l.bytes_read = eb * (e + e + e);  // forward x; backward x and dy
   l.bytes_written = eb * (e + e);   // forward y; backward dx
   l.output_bytes = eb * e;
+  l.elements = e;
   return l;
 }
 
@@ -80,6 +81,7 @@ LayerCost relu(const std::string& name, double e, int64_t eb) {
   l.bytes_read = eb * (e + 2 * e);  // forward x; backward y and dy
   l.bytes_written = eb * (e + e);
   l.output_bytes = eb * e;
+  l.elements = e;
   return l;
 }
 
@@ -89,6 +91,7 @@ LayerCost add(const std::string& name, double e, int64_t eb) {
   l.bytes_read = eb * 2 * e;
   l.bytes_written = eb * e;
   l.output_bytes = eb * e;
+  l.elements = e;
   return l;
 }
 
@@ -101,6 +104,7 @@ LayerCost maxpool(const std::string& name, int64_t batch, int64_t channels, int6
   l.bytes_written = (eb * y + 8 * y) + eb * x;  // forward y and int64 indices; backward dx
   l.saved_bytes = 8 * y;                        // the indices
   l.output_bytes = eb * y;
+  l.elements = x;
   return l;
 }
 
@@ -113,6 +117,7 @@ LayerCost global_avgpool(const std::string& name, int64_t batch, int64_t channel
   l.bytes_read = eb * (x + y);
   l.bytes_written = eb * (y + x);
   l.output_bytes = eb * y;
+  l.elements = x;
   return l;
 }
 
@@ -353,6 +358,7 @@ LayerCost avgpool(const std::string& name, int64_t batch, int64_t channels, int6
   l.bytes_read = eb * (x + y);  // forward x; backward dy
   l.bytes_written = eb * (y + x);
   l.output_bytes = eb * y;
+  l.elements = x;
   return l;
 }
 

@@ -19,8 +19,23 @@ namespace {
 
 // Bump when the measurement method changes, so old caches are re-measured.
 // 2: the description gains `efficiency` (per-operator overhead, GEMM curve down to n = 16).
-// 3: `efficiency.conv`, a convolution curve (forward + backward, 8 to 256 channels).
+// 3: `efficiency.conv`, a convolution curve (forward + backward, 8 to 256 channels), and
+//    `efficiency.op_ns_per_element` for elementwise layers.
 constexpr int kMethodVersion = 3;
+
+// Runs a measurement on one thread (intra-op and BLAS), then restores the thread counts.
+// The convolution and elementwise rates are one core's: on a small machine, the threading
+// of small operators costs more than it saves, and that cost is not what these measure.
+template <typename F>
+auto one_core(F&& f) {
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  set_blas_threads(1);
+  auto r = f();
+  at::set_num_threads(threads);
+  set_blas_threads(threads);
+  return r;
+}
 
 nlohmann::json trials_json(const Trials& t) {
   return {{"trials", t.values}, {"best", t.best()}, {"median", t.median()}};
@@ -101,7 +116,8 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
       for (const auto& [n, f] : gemm_fractions(g, g.best_gflops, overhead->mm_call_us.median()))
         efficiency.gemm[dtype].push_back({n, f});
       say("convolution " + dtype);
-      const ConvMeasurement cm = measure_conv(dtype, {8, 16, 32, 64, 128, 256}, o.trials, o.trial_s);
+      const ConvMeasurement cm = one_core(
+          [&] { return measure_conv(dtype, {8, 16, 32, 64, 128, 256}, o.trials, o.trial_s); });
       nlohmann::json shapes = nlohmann::json::array();
       for (const auto& s : cm.shapes) {
         auto j = trials_json(s.gflops);
@@ -113,12 +129,22 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
           {"unit", "GFLOP/s"},
           {"kernel", "3x3 conv2d, stride 1, pad 1, batch 16, 16x16, C = K; forward + backward"},
           {"shapes", shapes}};
-      // The simulator adds the layer's forward, dX and dW operators' fixed cost itself.
-      for (const auto& [n, f] : conv_fractions(cm, g.best_gflops, 3 * overhead->op_overhead_us()))
+      // The simulator adds the layer's forward, dX and dW operators' fixed cost itself. One
+      // core's rate against one core's share of the peak: a run on t cores gets t shares.
+      const double core_peak = g.best_gflops / std::max(1, p.cores);
+      for (const auto& [n, f] : conv_fractions(cm, core_peak, 3 * overhead->op_overhead_us()))
         efficiency.conv[dtype].push_back({n, f});
     }
   }
   if (overhead) {
+    say("elementwise layers");
+    nlohmann::json ops = {{"unit", "ns per element"},
+                          {"kernel", "forward + backward, float32 32x16x16x16"}};
+    for (const auto& [op, t] : one_core([&] { return measure_elementwise_ops(o.trials, o.trial_s); })) {
+      ops[op] = trials_json(t);
+      efficiency.op_ns_per_element[op] = t.median();
+    }
+    measurements["elementwise"] = ops;
     efficiency.op_overhead_us = overhead->op_overhead_us();
     p.efficiency = efficiency;
   }

@@ -108,8 +108,15 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
             r.fail(df, fmt::format("n = {} appears twice", curve[i].n));
         (k == "gemm" ? out.gemm : out.conv)[dtype] = std::move(curve);
       }
+    } else if (k == "op_ns_per_element") {
+      if (!v.is_object()) r.fail(field, "expected an object of layer ops, got " + v.dump());
+      for (const auto& [op, ns] : v.items()) {
+        if (!ns.is_number() || !(ns.get<double>() > 0) || ns.get<double>() > 1e6)
+          r.fail(field + "." + op, "expected nanoseconds in (0, 1e6], got " + ns.dump());
+        out.op_ns_per_element[op] = ns.get<double>();
+      }
     } else {
-      r.fail(field, "unknown key (expected op_overhead_us, gemm or conv)");
+      r.fail(field, "unknown key (expected op_overhead_us, gemm, conv or op_ns_per_element)");
     }
   }
   return out;
@@ -270,6 +277,8 @@ json to_json(const PlatformDescription& p) {
           pts.push_back({{"n", pt.n}, {"fraction_of_peak", pt.fraction_of_peak}});
         e[key][dtype] = pts;
       }
+    if (!p.efficiency->op_ns_per_element.empty())
+      e["op_ns_per_element"] = p.efficiency->op_ns_per_element;
     j["efficiency"] = e;
   }
   return j;

@@ -40,6 +40,10 @@ struct PlatformDescription {
     // Per dtype, ascending n: convolutions (3x3, forward and both backward passes) keyed by
     // their im2col GEMM's equivalent square n. Where a dtype has none, convolutions use gemm.
     std::map<std::string, std::vector<GemmPoint>> conv;
+    // Per layer op whose work is elementwise (batchnorm, maxpool, avgpool, relu, add):
+    // nanoseconds per element of its largest tensor, forward + backward, at 4 bytes per
+    // element. Where it exceeds the roofline, the layer takes this long instead.
+    std::map<std::string, double> op_ns_per_element;
   };
   std::optional<Efficiency> efficiency;
   nlohmann::json extra = nlohmann::json::object();  // everything else in the file (measurements, machine, ...), kept

@@ -1,5 +1,6 @@
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,11 @@ ConvMeasurement measure_conv(const std::string& dtype, const std::vector<int64_t
 // operators' fixed cost, which the simulator adds separately) is taken out.
 std::vector<std::pair<int64_t, double>> conv_fractions(const ConvMeasurement& m,
                                                        double peak_gflops, double floor_us);
+
+// Layers whose work is elementwise, forward + backward on a float32 batch of 32 x 16 x 16 x 16
+// (batchnorm, maxpool 3x3 stride 2, global avgpool, relu, add): nanoseconds per element of
+// the layer's largest tensor, per op name as the cost model spells it.
+std::map<std::string, Trials> measure_elementwise_ops(int trials, double trial_s);
 
 // The fixed cost of a framework operator, which the simulator adds per operator of a step
 // while the GEMM curve keeps only what scales with the work (docs/platforms.md).

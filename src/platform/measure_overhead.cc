@@ -1,4 +1,5 @@
 #include <chrono>
+#include <functional>
 
 #include "platform/measure.h"
 
@@ -59,6 +60,39 @@ OverheadMeasurement measure_overhead(int trials, double trial_s) {
     m.backward_us.values.push_back(b / steps / (m.chain + 1) * 1e6);
   }
   return m;
+}
+
+std::map<std::string, Trials> measure_elementwise_ops(int trials, double trial_s) {
+  const std::vector<int64_t> shape = {32, 16, 16, 16};
+  const double elements = 32.0 * 16 * 16 * 16;
+  auto x = torch::randn(shape).requires_grad_();
+  auto x2 = torch::randn(shape).requires_grad_();
+  auto gamma = torch::ones({16}).requires_grad_(), beta = torch::zeros({16}).requires_grad_();
+  auto mean = torch::zeros({16}), var = torch::ones({16});
+  const std::vector<std::pair<std::string, std::function<torch::Tensor()>>> ops = {
+      {"batchnorm",
+       [&] { return torch::batch_norm(x, gamma, beta, mean, var, true, 0.1, 1e-5, false); }},
+      {"maxpool", [&] { return torch::max_pool2d(x, {3, 3}, {2, 2}, {1, 1}); }},
+      {"avgpool", [&] { return torch::adaptive_avg_pool2d(x, {1, 1}); }},
+      {"relu", [&] { return torch::relu(x); }},
+      {"add", [&] { return x + x2; }}};
+  std::map<std::string, Trials> out;
+  for (const auto& [name, forward] : ops) {
+    auto step = [&] {
+      const torch::Tensor y = forward();
+      y.backward(torch::ones_like(y));
+      for (auto* t : {&x, &x2, &gamma, &beta}) t->mutable_grad() = torch::Tensor();
+    };
+    for (int i = 0; i < 3; ++i) step();
+    for (int t = 0; t < trials; ++t) {
+      int64_t steps = 0;
+      const auto t0 = Clock::now();
+      do step(), ++steps;
+      while (seconds_since(t0) < trial_s);
+      out[name].values.push_back(seconds_since(t0) / double(steps) / elements * 1e9);
+    }
+  }
+  return out;
 }
 
 std::vector<std::pair<int64_t, double>> gemm_fractions(const GemmMeasurement& g, double peak_gflops,

@@ -186,6 +186,15 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
       finish(dw);
       lt.phases.push_back(dw);
     }
+    // A measured elementwise rate slower than the roofline: the layer's phases share it.
+    if (p.efficiency && l.elements > 0 && !gemm) {
+      const auto it = p.efficiency->op_ns_per_element.find(l.op);
+      if (it != p.efficiency->op_ns_per_element.end()) {
+        const double total = l.elements * it->second * 1e-9 * double(f.bits) / 32;
+        for (auto& ph : lt.phases)
+          ph.memory_s = std::max(ph.memory_s, total / double(lt.phases.size()));
+      }
+    }
     s.layers.push_back(std::move(lt));
   }
   PhaseTime opt{"optimizer", cost.opt_flops, 0, cost.opt_bytes * width};

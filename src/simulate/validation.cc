@@ -28,10 +28,14 @@ std::string describe_model(const PlatformDescription& d) {
   const std::string conv = d.efficiency->conv.empty()
                                ? ""
                                : fmt::format(", convolution efficiency ({})", list(d.efficiency->conv));
+  std::string ops;
+  for (const auto& [op, ns] : d.efficiency->op_ns_per_element)
+    ops += fmt::format("{}{} {:.2g}", ops.empty() ? "" : ", ", op, ns);
+  if (!ops.empty()) ops = ", elementwise layers at their measured ns per element (" + ops + ")";
   return fmt::format(
-      "roofline x GEMM efficiency ({}){} + {:.3g} us per operator, from the "
+      "roofline x GEMM efficiency ({}){}{} + {:.3g} us per operator, from the "
       "description's efficiency{}",
-      list(d.efficiency->gemm), conv, d.efficiency->op_overhead_us,
+      list(d.efficiency->gemm), conv, ops, d.efficiency->op_overhead_us,
       d.extra.contains("measurements") ? " (trainbench platform's micro-benchmarks, not these runs)"
                                        : "");
 }

@@ -12,7 +12,7 @@ summarize mode: reads the files python_compare.sh collected and prints the media
   /usr/bin/python3 bench/python_compare.py --summarize DIR --out results.json
 
 Run it with Debian's /usr/bin/python3 (python3-torch); the pyenv python3 on PATH has no
-torch. The environment trainbench sets for itself (OMP_WAIT_POLICY, MALLOC_*) is read by
+torch. The environment trainbench sets for itself (GOMP_SPINCOUNT, MALLOC_*) is read by
 the OpenMP runtime and glibc at process start, so it can only be given from outside.
 """
 import argparse
@@ -25,7 +25,7 @@ import time
 FC_DEFAULTS = {"layers": "4", "nodes": "1024", "input": "2000", "output": "200",
                "batch": "512", "dtype": "fp32", "optimizer": "rmsprop", "threads": "0",
                "device": "cpu"}
-RUNTIME_ENV = ("OMP_WAIT_POLICY", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+RUNTIME_ENV = ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
 
 
 def parse_config(text):

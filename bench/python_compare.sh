@@ -36,9 +36,9 @@ if ! "$py" -c 'import torch' 2>/dev/null; then
 fi
 
 # The variables trainbench applies to itself when they are unset (kRuntimeEnv).
-tb_env=(OMP_WAIT_POLICY=PASSIVE MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=68719476736)
+tb_env=(GOMP_SPINCOUNT=10000 MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=68719476736)
 # Start every process from the same environment, without any of them already set.
-clean=(env -u OMP_WAIT_POLICY -u MALLOC_MMAP_THRESHOLD_ -u MALLOC_TRIM_THRESHOLD_ -u TB_RUNTIME_ENV
+clean=(env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u MALLOC_MMAP_THRESHOLD_ -u MALLOC_TRIM_THRESHOLD_ -u TB_RUNTIME_ENV
        -u OMP_NUM_THREADS -u OPENBLAS_NUM_THREADS)
 
 work=$(mktemp -d)

@@ -1,8 +1,9 @@
 // The emulation's costs, each against its fp32 counterpart measured in the same run,
 // interleaved: (1) quantizer throughput in GB/s (read + write) against this machine's copy
-// bandwidth, on arrays 4x the last-level cache (target >= 50%); (2) a training step of the Fashion-MNIST MLP with fp8 at every
-// quantization point against fp32 (target <= 1.5x); (3) the custom-MAD matrix multiply against
-// torch::mm, and where its time goes (products, their rounding, sums, their rounding).
+// bandwidth, on arrays 4x the last-level cache (target >= 50%); (2) a training step of the
+// Fashion-MNIST MLP with fp8 at every quantization point against fp32 (target <= 1.5x); (3) the
+// custom-MAD matrix multiply against torch::mm, and where its time goes (products, their rounding,
+// sums, their rounding).
 #include <emmintrin.h>
 #include <unistd.h>
 

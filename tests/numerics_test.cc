@@ -494,8 +494,8 @@ TEST(NumericsFormat, StreamedOutputsMatchCachedOnes) {
   std::normal_distribution<float> nd(0, 3);
   std::vector<float> x(50001);
   for (auto& v : x) v = nd(rng);
-  for (const char* name : {"e4m3", "bf16", "fp:e=8,m=3,bias=140", "mxfp8_e4m3", "bfp8",
-                           "fixed:w=8,f=4"}) {
+  for (const char* name :
+       {"e4m3", "bf16", "fp:e=8,m=3,bias=140", "mxfp8_e4m3", "bfp8", "fixed:w=8,f=4"}) {
     for (Rounding r : {Rounding::kNearestEven, Rounding::kStochastic}) {
       for (size_t shift : {0, 1, 3}) {  // output misaligned by 0, 4 and 12 bytes
         QuantOptions o;

@@ -204,8 +204,8 @@ TEST(Efficiency, ConvolutionsUseTheirOwnCurveAndOtherGemmsTheGemmOne) {
   PlatformDescription p = accelerator(1, 1e9);  // compute-bound
   p.efficiency = curve({{16, 0.5}, {4096, 0.5}});
   const auto f = sim::resolve_format(p, "fp32");
-  const double n = sim::equivalent_square_n(c.layers[1].gemm_m, c.layers[1].gemm_n,
-                                            c.layers[1].gemm_k);
+  const double n =
+      sim::equivalent_square_n(c.layers[1].gemm_m, c.layers[1].gemm_n, c.layers[1].gemm_k);
   // No conv curve: convolutions run at the GEMM curve's fraction.
   EXPECT_DOUBLE_EQ(p.conv_fraction("fp32", n), 0.5);
   const auto a = sim::simulate_step(p, c, 4, f);
@@ -227,10 +227,10 @@ TEST(Efficiency, ConvolutionsUseTheirOwnCurveAndOtherGemmsTheGemmOne) {
 
 TEST(Efficiency, ElementwiseLayersTakeAtLeastTheirMeasuredTimePerElement) {
   StepCost c;
-  c.layers.push_back(cost::batchnorm("bn", 32, 16, 256, 4));   // 131072 elements
+  c.layers.push_back(cost::batchnorm("bn", 32, 16, 256, 4));  // 131072 elements
   c.layers.push_back(cost::maxpool("pool", 32, 16, 256, 64, 3, 4));
   c.layers.push_back(cost::vision::dropout("drop", 131072, 4));  // no rate stated
-  PlatformDescription p = accelerator(1, 1000);                // fast memory: roofline ~0
+  PlatformDescription p = accelerator(1, 1000);                  // fast memory: roofline ~0
   const auto f = sim::resolve_format(p, "fp32");
   const auto a = sim::simulate_step(p, c, 4, f);
   p.efficiency = curve({});

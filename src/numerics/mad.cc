@@ -246,17 +246,23 @@ void fused_rows(const MadUnit& u, const float* A, const float* B, float* C, int6
 using FusedFn = void (*)(const MadUnit&, const float*, const float*, float*, int64_t, int64_t,
                          int64_t, int64_t, const UnitGrids&);
 
+template <bool First, typename A, typename B>
+const auto& pick(const A& a, const B& b) {
+  if constexpr (First) {
+    return a;
+  } else {
+    return b;
+  }
+}
+
 // fused_rows with the unit's grids in the representation the instance takes.
 template <Rounding R, bool PP, bool PA, bool FP, bool FA>
-void fused_with(const MadUnit& u, const float* A, const float* B, float* C, int64_t r0,
-                int64_t r1, int64_t N, int64_t K, const UnitGrids& g) {
+void fused_with(const MadUnit& u, const float* A, const float* B, float* C, int64_t r0, int64_t r1,
+                int64_t N, int64_t K, const UnitGrids& g) {
   using GP = std::conditional_t<FP, kernel::FastGrid, Grid>;
   using GA = std::conditional_t<FA, kernel::FastGrid, Grid>;
-  const GP* gp;
-  const GA* ga;
-  if constexpr (FP) gp = &g.fp; else gp = &g.gp;
-  if constexpr (FA) ga = &g.fa; else ga = &g.ga;
-  fused_rows<R, PP, PA, GP, GA>(u, A, B, C, r0, r1, N, K, *gp, *ga);
+  fused_rows<R, PP, PA, GP, GA>(u, A, B, C, r0, r1, N, K, pick<FP>(g.fp, g.gp),
+                                pick<FA>(g.fa, g.ga));
 }
 
 template <Rounding R, bool FP, bool FA>

@@ -1,13 +1,13 @@
 #include "numerics/quantize.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <thread>
-
-#include <unistd.h>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -103,10 +103,10 @@ TB_NUM_CLONES void float_rne_shift(const float* in, float* out, size_t n, Grid g
 }
 TB_NUM_CLONES void float_sr_shift(const float* in, float* out, size_t n, Grid g, uint64_t seed,
                                   uint64_t offset) {
-  float_loop<Rounding::kStochastic>(
-      in, out, n, g, seed, offset, [](uint32_t x, const Grid& gr, uint32_t r) {
-        return round_bits_shift<Rounding::kStochastic>(x, gr, r);
-      });
+  float_loop<Rounding::kStochastic>(in, out, n, g, seed, offset,
+                                    [](uint32_t x, const Grid& gr, uint32_t r) {
+                                      return round_bits_shift<Rounding::kStochastic>(x, gr, r);
+                                    });
 }
 
 void run_grid(const float* in, float* out, size_t n, const Grid& g, Rounding r, uint64_t seed,

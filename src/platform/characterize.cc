@@ -82,7 +82,8 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
   p.cores = h.physical_cores;
   p.memory_gb = double(h.mem_total) / 1e9;
   p.source = fmt::format(
-      "measured by trainbench {} on {}: GEMM and convolutions via LibTorch {}, STREAM triad, operator overhead",
+      "measured by trainbench {} on {}: GEMM and convolutions via LibTorch {}, STREAM triad, "
+      "operator overhead",
       TB_VERSION, utc_now_iso(), TORCH_VERSION);
   nlohmann::json measurements;
 
@@ -116,8 +117,9 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
       for (const auto& [n, f] : gemm_fractions(g, g.best_gflops, overhead->mm_call_us.median()))
         efficiency.gemm[dtype].push_back({n, f});
       say("convolution " + dtype);
-      const ConvMeasurement cm = one_core(
-          [&] { return measure_conv(dtype, {8, 16, 32, 64, 128, 256}, o.trials, o.trial_s); });
+      const ConvMeasurement cm = one_core([&] {
+        return measure_conv(dtype, {8, 16, 32, 64, 128, 256}, o.trials, o.trial_s);
+      });
       nlohmann::json shapes = nlohmann::json::array();
       for (const auto& s : cm.shapes) {
         auto j = trials_json(s.gflops);
@@ -140,7 +142,8 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
     say("elementwise layers");
     nlohmann::json ops = {{"unit", "ns per element"},
                           {"kernel", "forward + backward, float32 32x16x16x16"}};
-    for (const auto& [op, t] : one_core([&] { return measure_elementwise_ops(o.trials, o.trial_s); })) {
+    for (const auto& [op, t] :
+         one_core([&] { return measure_elementwise_ops(o.trials, o.trial_s); })) {
       ops[op] = trials_json(t);
       efficiency.op_ns_per_element[op] = t.median();
     }

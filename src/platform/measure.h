@@ -35,8 +35,8 @@ GemmMeasurement measure_gemm(const std::string& dtype, const std::vector<int64_t
 // maps, C = K channels, forward and both backward passes, after warm-up calls.
 struct ConvShape {
   int64_t channels = 0;
-  double n = 0;         // equivalent square n of the im2col GEMM (M = 16 * 16 * 16, N = C, K = 9C)
-  double flops = 0;     // per forward + backward: 3 x 2 x M x N x K
+  double n = 0;      // equivalent square n of the im2col GEMM (M = 16 * 16 * 16, N = C, K = 9C)
+  double flops = 0;  // per forward + backward: 3 x 2 x M x N x K
   Trials gflops;
 };
 struct ConvMeasurement {
@@ -47,8 +47,8 @@ ConvMeasurement measure_conv(const std::string& dtype, const std::vector<int64_t
                              int trials, double trial_s);
 // Per shape, the median rate's fraction of `peak_gflops` once `floor_us` per call (the
 // operators' fixed cost, which the simulator adds separately) is taken out.
-std::vector<std::pair<int64_t, double>> conv_fractions(const ConvMeasurement& m,
-                                                       double peak_gflops, double floor_us);
+std::vector<std::pair<int64_t, double>> conv_fractions(const ConvMeasurement& m, double peak_gflops,
+                                                       double floor_us);
 
 // Layers whose work is elementwise, forward + backward on a float32 batch of 32 x 16 x 16 x 16
 // (batchnorm, maxpool 3x3 stride 2, global avgpool, relu, add): nanoseconds per element of

@@ -81,8 +81,8 @@ ConvMeasurement measure_conv(const std::string& dtype, const std::vector<int64_t
   return m;
 }
 
-std::vector<std::pair<int64_t, double>> conv_fractions(const ConvMeasurement& m,
-                                                       double peak_gflops, double floor_us) {
+std::vector<std::pair<int64_t, double>> conv_fractions(const ConvMeasurement& m, double peak_gflops,
+                                                       double floor_us) {
   std::vector<std::pair<int64_t, double>> out;
   if (!(peak_gflops > 0)) return out;
   for (const auto& s : m.shapes) {

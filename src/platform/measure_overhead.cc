@@ -72,8 +72,14 @@ std::map<std::string, Trials> measure_elementwise_ops(int trials, double trial_s
   const std::vector<std::pair<std::string, std::function<torch::Tensor()>>> ops = {
       {"batchnorm",
        [&] { return torch::batch_norm(x, gamma, beta, mean, var, true, 0.1, 1e-5, false); }},
-      {"maxpool", [&] { return torch::max_pool2d(x, {3, 3}, {2, 2}, {1, 1}); }},
-      {"avgpool", [&] { return torch::adaptive_avg_pool2d(x, {1, 1}); }},
+      {"maxpool",
+       [&] {
+         return torch::max_pool2d(x, {3, 3}, {2, 2}, {1, 1});
+       }},
+      {"avgpool",
+       [&] {
+         return torch::adaptive_avg_pool2d(x, {1, 1});
+       }},
       {"relu", [&] { return torch::relu(x); }},
       {"add", [&] { return x + x2; }}};
   std::map<std::string, Trials> out;

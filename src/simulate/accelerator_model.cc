@@ -154,8 +154,9 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     // The three GEMMs of a layer are permutations of one shape: one intensity, one fraction.
     const double eq_n = equivalent_square_n(l.gemm_m, l.gemm_n, l.gemm_k);
     const bool conv = l.op == "conv2d" || l.op == "gconv2d";
-    const double fraction =
-        !gemm ? 1 : conv ? p.conv_fraction(f.peak_dtype, eq_n) : p.gemm_fraction(f.peak_dtype, eq_n);
+    const double fraction = !gemm  ? 1
+                            : conv ? p.conv_fraction(f.peak_dtype, eq_n)
+                                   : p.gemm_fraction(f.peak_dtype, eq_n);
     auto mapped = [&](int64_t m, int64_t nn, int64_t k) -> std::optional<SystolicMapping> {
       if (!gemm || !p.systolic_array) return std::nullopt;
       return map_gemm(m, nn, k, l.gemm_count, *p.systolic_array);

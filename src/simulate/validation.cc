@@ -21,13 +21,13 @@ std::string describe_model(const PlatformDescription& d) {
   auto list = [](const std::map<std::string, std::vector<PlatformDescription::GemmPoint>>& m) {
     std::string curves;
     for (const auto& [dtype, c] : m)
-      curves += fmt::format("{}{} {} points n={}..{}", curves.empty() ? "" : ", ", dtype,
-                            c.size(), c.front().n, c.back().n);
+      curves += fmt::format("{}{} {} points n={}..{}", curves.empty() ? "" : ", ", dtype, c.size(),
+                            c.front().n, c.back().n);
     return curves.empty() ? std::string("no curve") : curves;
   };
-  const std::string conv = d.efficiency->conv.empty()
-                               ? ""
-                               : fmt::format(", convolution efficiency ({})", list(d.efficiency->conv));
+  const std::string conv = d.efficiency->conv.empty() ? ""
+                                                      : fmt::format(", convolution efficiency ({})",
+                                                                    list(d.efficiency->conv));
   std::string ops;
   for (const auto& [op, ns] : d.efficiency->op_ns_per_element)
     ops += fmt::format("{}{} {:.2g}", ops.empty() ? "" : ", ", op, ns);

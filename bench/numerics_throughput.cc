@@ -4,7 +4,6 @@
 // Fashion-MNIST MLP with fp8 at every quantization point against fp32 (target <= 1.5x); (3) the
 // custom-MAD matrix multiply against torch::mm, and where its time goes (products, their rounding,
 // sums, their rounding).
-#include <emmintrin.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -46,24 +45,11 @@ void stream_copy(const float* a, float* c, int64_t lo, int64_t hi) {
   for (int64_t j = lo; j < hi; ++j) c[j] = a[j];
 }
 
-// The same copy with non-temporal stores (no read of each output line before it is written),
-// as the quantizers use for outputs larger than the last-level cache: the faster of the two
-// copies is the reference.
-void stream_copy_nt(const float* a, float* c, int64_t lo, int64_t hi) {
-  int64_t j = lo;
-  for (; j < hi && (reinterpret_cast<uintptr_t>(c + j) & 15) != 0; ++j) c[j] = a[j];
-  for (; j + 4 <= hi; j += 4)
-    _mm_stream_si128(reinterpret_cast<__m128i*>(c + j),
-                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + j)));
-  for (; j < hi; ++j) c[j] = a[j];
-  _mm_sfence();
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  // trainbench's runtime: passive OpenMP waiting (else the OpenMP and OpenBLAS pools spin
-  // against each other on a small machine) and flushed denormals, as `trainbench` runs.
+  // trainbench's runtime (README: its OpenMP spin count and malloc settings) and flushed
+  // denormals, as `trainbench` runs; without them the two-thread column measures contention.
   tb::ensure_runtime_environment(argc, argv);
   tb::prepare_runtime();
   const Args args = parse_args(argc, argv, "numerics_throughput", kUsage);
@@ -97,9 +83,13 @@ int main(int argc, char** argv) {
     at::parallel_for(0, int64_t(n), int64_t(n / size_t(threads)) + 1,
                      [&](int64_t b, int64_t e) { stream_copy(x.data(), y.data(), b, e); });
   };
+  // The same copy with the non-temporal stores the quantizers use for outputs larger than
+  // the last-level cache: the faster of the two copies is the reference.
   auto copy_nt = [&] {
     at::parallel_for(0, int64_t(n), int64_t(n / size_t(threads)) + 1,
-                     [&](int64_t b, int64_t e) { stream_copy_nt(x.data(), y.data(), b, e); });
+                     [&](int64_t b, int64_t e) {
+                       tb::num::copy_nontemporal(x.data() + b, y.data() + b, size_t(e - b));
+                     });
   };
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"bf16", "nearest-even"},       {"e4m3", "nearest-even"}, {"e5m2", "stochastic"},

@@ -604,6 +604,18 @@ size_t stream_min_elements() {
   return n;
 }
 
+#if defined(__SSE2__)
+// Non-temporal stores of 16 bytes from the first 16-byte boundary of `out`; no fence.
+void stream_out(const float* in, float* out, size_t n) {
+  size_t j = 0;
+  for (; j < n && (reinterpret_cast<uintptr_t>(out + j) & 15) != 0; ++j) out[j] = in[j];
+  for (; j + 4 <= n; j += 4)
+    _mm_stream_si128(reinterpret_cast<__m128i*>(out + j),
+                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + j)));
+  for (; j < n; ++j) out[j] = in[j];
+}
+#endif
+
 void quantize_streaming(const Format& f, const float* in, float* out, size_t n,
                         const QuantOptions& o, uint64_t offset) {
   size_t tile = kStreamTile;
@@ -623,13 +635,7 @@ void quantize_streaming(const Format& f, const float* in, float* out, size_t n,
     for (size_t j = 0; j < ahead; j += 16)
       _mm_prefetch(reinterpret_cast<const char*>(in + i + tile + j), _MM_HINT_T0);
     quantize_serial(f, in + i, buf, len, o, offset + i);
-    float* y = out + i;
-    size_t j = 0;
-    for (; j < len && (reinterpret_cast<uintptr_t>(y + j) & 15) != 0; ++j) y[j] = buf[j];
-    for (; j + 4 <= len; j += 4)
-      _mm_stream_si128(reinterpret_cast<__m128i*>(y + j),
-                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(buf + j)));
-    for (; j < len; ++j) y[j] = buf[j];
+    stream_out(buf, out + i, len);
   }
   _mm_sfence();
 #else
@@ -645,6 +651,15 @@ void quantize_part(const Format& f, const float* in, float* out, size_t n, const
 }
 
 }  // namespace
+
+void copy_nontemporal(const float* in, float* out, size_t n) {
+#if defined(__SSE2__)
+  stream_out(in, out, n);
+  _mm_sfence();
+#else
+  std::memcpy(out, in, n * sizeof(float));
+#endif
+}
 
 void quantize(const Format& f, const float* in, float* out, size_t n, const QuantOptions& o) {
   if (f.kind == Format::Kind::kFloat) validate(f.fp);

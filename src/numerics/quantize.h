@@ -26,6 +26,10 @@ struct QuantOptions {
   size_t stream_above = 0;
 };
 
+// Copies n floats with the stores quantize() uses for outputs past the last-level cache:
+// non-temporal where the CPU has them, then a store fence. A reference copy for benchmarks.
+void copy_nontemporal(const float* in, float* out, size_t n);
+
 // out may equal in.
 void quantize(const Format& f, const float* in, float* out, size_t n, const QuantOptions& o = {});
 std::vector<float> quantize(const Format& f, const std::vector<float>& in,

@@ -68,6 +68,16 @@ struct OverheadMeasurement {
 // `trials` timed windows of at least `trial_s` seconds each, after a warm-up.
 OverheadMeasurement measure_overhead(int trials, double trial_s);
 
+// One measured point of an efficiency curve: its key n, FLOPs per call, median GFLOP/s.
+struct RatePoint {
+  double n = 0, flops = 0, gflops = 0;
+};
+// Per point, the time per call less `floor_us` as a fraction of `peak_gflops` (clamped at 1);
+// points whose call is no longer than the floor, or whose rounded n does not increase, are
+// left out.
+std::vector<std::pair<int64_t, double>> efficiency_curve(const std::vector<RatePoint>& points,
+                                                         double peak_gflops, double floor_us);
+
 // Per GEMM size, the median rate's fraction of `peak_gflops` once `floor_us` (the fixed
 // cost of one call) is taken out of each call's time; sizes whose call is no longer than
 // the floor are left out. Clamped at 1 (the peak is the best trial, a point the median).

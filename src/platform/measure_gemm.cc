@@ -83,17 +83,9 @@ ConvMeasurement measure_conv(const std::string& dtype, const std::vector<int64_t
 
 std::vector<std::pair<int64_t, double>> conv_fractions(const ConvMeasurement& m, double peak_gflops,
                                                        double floor_us) {
-  std::vector<std::pair<int64_t, double>> out;
-  if (!(peak_gflops > 0)) return out;
-  for (const auto& s : m.shapes) {
-    const double rate = s.gflops.median() * 1e9;
-    if (!(rate > 0)) continue;
-    const double kernel_s = s.flops / rate - floor_us * 1e-6;
-    const int64_t n = int64_t(std::llround(s.n));
-    if (!(kernel_s > 0) || n < 1 || (!out.empty() && out.back().first >= n)) continue;
-    out.push_back({n, std::min(1.0, s.flops / kernel_s / (peak_gflops * 1e9))});
-  }
-  return out;
+  std::vector<RatePoint> points;
+  for (const auto& s : m.shapes) points.push_back({s.n, s.flops, s.gflops.median()});
+  return efficiency_curve(points, peak_gflops, floor_us);
 }
 
 }  // namespace tb

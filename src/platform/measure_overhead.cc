@@ -1,4 +1,5 @@
 #include <chrono>
+#include <cmath>
 #include <functional>
 
 #include "platform/measure.h"
@@ -101,18 +102,27 @@ std::map<std::string, Trials> measure_elementwise_ops(int trials, double trial_s
   return out;
 }
 
-std::vector<std::pair<int64_t, double>> gemm_fractions(const GemmMeasurement& g, double peak_gflops,
-                                                       double floor_us) {
+std::vector<std::pair<int64_t, double>> efficiency_curve(const std::vector<RatePoint>& points,
+                                                         double peak_gflops, double floor_us) {
   std::vector<std::pair<int64_t, double>> out;
   if (!(peak_gflops > 0)) return out;
-  for (const auto& s : g.sizes) {
-    const double flops = 2.0 * s.n * s.n * s.n, rate = s.gflops.median() * 1e9;
+  for (const auto& p : points) {
+    const double rate = p.gflops * 1e9;
     if (!(rate > 0)) continue;
-    const double kernel_s = flops / rate - floor_us * 1e-6;
-    if (!(kernel_s > 0)) continue;
-    out.push_back({s.n, std::min(1.0, flops / kernel_s / (peak_gflops * 1e9))});
+    const double kernel_s = p.flops / rate - floor_us * 1e-6;
+    const int64_t n = int64_t(std::llround(p.n));
+    if (!(kernel_s > 0) || n < 1 || (!out.empty() && out.back().first >= n)) continue;
+    out.push_back({n, std::min(1.0, p.flops / kernel_s / (peak_gflops * 1e9))});
   }
   return out;
+}
+
+std::vector<std::pair<int64_t, double>> gemm_fractions(const GemmMeasurement& g, double peak_gflops,
+                                                       double floor_us) {
+  std::vector<RatePoint> points;
+  for (const auto& s : g.sizes)
+    points.push_back({double(s.n), 2.0 * s.n * s.n * s.n, s.gflops.median()});
+  return efficiency_curve(points, peak_gflops, floor_us);
 }
 
 }  // namespace tb

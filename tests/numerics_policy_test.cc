@@ -92,4 +92,14 @@ TEST(NumericsPolicy, IsAConfigValueEveryFamilyTakes) {
   EXPECT_THROW(tb::parse_config("cnn:numerics=nope"), tb::UsageError);
 }
 
+TEST(NumericsPolicy, ComputeFormatIsTheWidestOfWeightsActivationsAndErrors) {
+  using tb::num::parse_numerics;
+  EXPECT_EQ(parse_numerics("w:e4m3+a:e4m3+e:e5m2+g:e5m2").compute_format(), "e4m3");
+  EXPECT_EQ(parse_numerics("w:e4m3+a:bf16+e:e5m2/stochastic").compute_format(), "bf16");
+  EXPECT_EQ(parse_numerics("fixed:w=8;f=4").compute_format(), "fixed:w=8,f=4");
+  // One of the three left in float32 (or opaque): no compute format of its own.
+  EXPECT_EQ(parse_numerics("w:e4m3+a:e4m3").compute_format(), "");
+  EXPECT_EQ(parse_numerics("fp32").compute_format(), "");
+}
+
 }  // namespace

@@ -148,6 +148,21 @@ TEST(Simulate, EveryFamilyWithACostDescriptionSimulates) {
   }
 }
 
+TEST(Simulate, ANumericsConfigIsSimulatedInItsPolicysComputeFormat) {
+  const PlatformDescription p = accelerator(1, 1);
+  const std::string fc = "fc:layers=2,nodes=256,batch=32";
+  EXPECT_EQ(sim::simulate_config(p, parse_config(fc)).format.name, "fp32");
+  const auto q = sim::simulate_config(p, parse_config(fc + ",numerics=w:e4m3+a:e4m3+e:e5m2"));
+  EXPECT_EQ(q.format.name, "e4m3");
+  EXPECT_DOUBLE_EQ(q.format.bits, 8);
+  // --format wins; a policy that leaves activations in float32 keeps the dtype.
+  EXPECT_EQ(sim::simulate_config(p, parse_config(fc + ",numerics=w:e4m3+a:e4m3+e:e5m2"), "bf16")
+                .format.name,
+            "bf16");
+  EXPECT_EQ(sim::simulate_config(p, parse_config(fc + ",numerics=w:e4m3+g:e5m2")).format.name,
+            "fp32");
+}
+
 PlatformDescription::Efficiency curve(std::vector<PlatformDescription::GemmPoint> fp32,
                                       double op_overhead_us = 0) {
   PlatformDescription::Efficiency e;

@@ -31,8 +31,9 @@ Command add_simulate(CLI::App& app) {
                   "platform name or description file (with --validate: replaces every stored "
                   "description)");
   sub->add_option("--format", a->format,
-                  "number format the accelerator computes and stores in (default: the config's "
-                  "dtype): fp32, bf16, fp16, e4m3, int8, mxfp8_e4m3, ...");
+                  "number format the accelerator computes and stores in (default: the widest "
+                  "of the config's numerics= weights, activations and errors formats where all "
+                  "three are set, else its dtype): fp32, bf16, fp16, e4m3, int8, mxfp8_e4m3, ...");
   sub->add_flag("--validate", a->validate,
                 "predict every ok run of the stores from its platform's stored description and "
                 "report the error distribution");

@@ -72,6 +72,19 @@ bool NumericsPolicy::is_fp32() const {
   return loss_scale == "none";
 }
 
+std::string NumericsPolicy::compute_format() const {
+  std::string widest;
+  double bits = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    const std::string& p = points[i];
+    if (p == "off" || p.rfind("ext:", 0) == 0) return "";
+    const std::string text = point_from_config(p.substr(0, p.rfind('/')));
+    const double b = parse_format(text).bits_per_element();
+    if (b > bits) bits = b, widest = text;
+  }
+  return widest;
+}
+
 std::string NumericsPolicy::str() const {
   if (is_fp32()) return "fp32";
   bool uniform = points[0] != "off";

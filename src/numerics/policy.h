@@ -33,6 +33,11 @@ struct NumericsPolicy {
   const std::string& optimizer_state() const { return points[4]; }
   const std::string& master() const { return points[5]; }
   bool is_fp32() const;  // nothing rounded and no loss scale: the plain training step
+  // The format an accelerator running this policy would multiply in: the widest of the
+  // weights', activations' and errors' global formats, as parse_format text (commas
+  // restored), or "" where one of them is off or an extension (the tensors stay float32 or
+  // their format is opaque). Per-layer points are not considered.
+  std::string compute_format() const;
   // Canonical text: parse_numerics(str()) == *this. "fp32" when nothing is rounded.
   std::string str() const;
   bool operator==(const NumericsPolicy& o) const {

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "numerics/format.h"
+#include "numerics/policy.h"
 #include "spec/errors.h"
 
 namespace tb::sim {
@@ -225,7 +226,10 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
 Simulation simulate_config(const PlatformDescription& p, const Config& config,
                            const std::string& format, const SimOptions& o) {
   const std::string dtype = config.has("dtype") ? config.get("dtype") : "fp32";
-  const SimFormat f = resolve_format(p, format.empty() ? dtype : format);
+  std::string chosen = format;
+  if (chosen.empty() && config.has("numerics"))
+    chosen = num::parse_numerics(config.get("numerics")).compute_format();
+  const SimFormat f = resolve_format(p, chosen.empty() ? dtype : chosen);
   Simulation s = simulate_step(p, step_cost(config), double(dtype_bytes(dtype)), f, o);
   s.config = config.str();
   return s;

@@ -96,7 +96,8 @@ struct SimOptions {
 // the format's width.
 Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
                          double config_elem_bytes, const SimFormat& f, const SimOptions& o = {});
-// The config's cost at its own dtype, or at `format` when given (else the config's dtype).
+// The config's cost at `format` when given; else at its `numerics=` policy's compute format
+// where it has one (NumericsPolicy::compute_format); else at its own dtype.
 Simulation simulate_config(const PlatformDescription& p, const Config& config,
                            const std::string& format = "", const SimOptions& o = {});
 

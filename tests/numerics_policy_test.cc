@@ -102,4 +102,27 @@ TEST(NumericsPolicy, ComputeFormatIsTheWidestOfWeightsActivationsAndErrors) {
   EXPECT_EQ(parse_numerics("fp32").compute_format(), "");
 }
 
+TEST(NumericsPolicy, OperatorsAreGlobalItemsThatRoundTrip) {
+  using tb::num::parse_numerics;
+  const auto p = parse_numerics("unit:mad:mul=e5m2;acc=fp16;width=4;order=lanes+w:e4m3+act:tanh-pwl");
+  EXPECT_EQ(p.activation, "tanh-pwl");
+  EXPECT_EQ(p.unit, "mad:mul=e5m2;acc=fp16;width=4;order=lanes");
+  EXPECT_EQ(p.str(), "w:e4m3+act:tanh-pwl+unit:mad:mul=e5m2;acc=fp16;width=4;order=lanes");
+  EXPECT_EQ(parse_numerics(p.str()), p);
+  EXPECT_FALSE(parse_numerics("act:tanh").is_fp32());
+  EXPECT_TRUE(parse_numerics("act:relu").is_fp32());
+  auto refused = [](const std::string& text, const std::string& part) {
+    try {
+      parse_numerics(text);
+      ADD_FAILURE() << "accepted " << text;
+    } catch (const tb::UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  refused("act:swish", "activation 'swish'");
+  refused("act.0:tanh", "global");
+  refused("unit:mad:mul=e9m9", "e9m9");
+  refused("unit:ext:", "library path");
+}
+
 }  // namespace

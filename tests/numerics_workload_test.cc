@@ -160,6 +160,44 @@ TEST(NumericsWorkload, RefusesWhatTheFamilyCannotDo) {
                Unsupported);
 }
 
+// act: and unit: replace the family's own operators: the logits of an fc config with tanh
+// for its ReLUs, and on a MAD unit, against the same network written out by hand.
+TEST(NumericsWorkload, FamilyOperatorsRunOnTheEmulatedActivationAndUnit) {
+  const std::string base = "fc:layers=1,nodes=6,input=5,output=3,batch=7,threads=1";
+  auto plain = prepare_training(parse_config(base), torch::kCPU, 3);
+  std::vector<torch::Tensor> w;
+  for (const auto& p : plain.workload->module().parameters()) w.push_back(p.detach().clone());
+  const auto& x = plain.batch.inputs[0];
+  auto logits = [&](const std::string& numerics) {
+    auto t = prepare_training(parse_config(base + ",numerics=" + numerics), torch::kCPU, 3);
+    torch::NoGradGuard ng;
+    return t.workload->logits(t.batch);
+  };
+  namespace F = torch::nn::functional;
+  const auto tanh_ref = F::linear(torch::tanh(F::linear(x, w[0], w[1])), w[2], w[3]);
+  EXPECT_TRUE(torch::equal(logits("act:tanh"), tanh_ref));
+  // fp32 products and sums in order: the plain network up to the order of the sums.
+  const auto relu_ref = F::linear(torch::relu(F::linear(x, w[0], w[1])), w[2], w[3]);
+  const auto on_unit = logits("unit:mad:mul=fp32;acc=fp32;width=1;order=sequential");
+  EXPECT_TRUE(torch::allclose(on_unit, relu_ref, 1e-5, 1e-6));
+  // e2m1 products: the unit's own arithmetic, visibly not fp32's.
+  const auto coarse = logits("unit:mad:mul=e2m1;acc=fp32;width=1;order=sequential");
+  EXPECT_GT((coarse - relu_ref).abs().max().item<float>(), 1e-3);
+  // A cnn trains on the unit and with an approximate activation; rnn cells cannot.
+  RunOptions o;
+  o.timing.fixed_steps = 2;
+  const RunResult cnn = run_config(
+      parse_config("cnn:blocks=1,filters=4,image=16,output=3,batch=2,threads=1,"
+                   "numerics=act:tanh-pwl+unit:mad:mul=e5m2;acc=fp16;width=4;order=lanes"),
+      o);
+  EXPECT_EQ(cnn.status, Status::kOk) << cnn.error;
+  const RunResult rnn = run_config(
+      parse_config("rnn:cell=lstm,embed=8,length=4,vocab=16,batch=2,threads=1,numerics=act:tanh"),
+      o);
+  EXPECT_EQ(rnn.status, Status::kUnsupported);
+  EXPECT_NE(rnn.error.find("emulated unit or activation"), std::string::npos) << rnn.error;
+}
+
 TEST(NumericsWorkload, RunsReportTheirStatusAndKeepTheirConfig) {
   RunOptions o;
   o.timing.fixed_steps = 3;

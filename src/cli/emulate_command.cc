@@ -98,10 +98,15 @@ Command add_emulate(CLI::App& app) {
                                 "--optimizer-state", "--master", "--loss-scale"})
             if (sub->count(o))
               throw UsageError(std::string("--numerics and ") + o + " both set the points");
-          p = emu::policy_from(num::parse_numerics(a->numerics), a->quant_seed);
+          const num::NumericsPolicy text = num::parse_numerics(a->numerics);
+          if (sub->count("--activation") && text.activation != "relu")
+            throw UsageError("--numerics (act:) and --activation both set the activation");
+          if (sub->count("--unit") && !text.unit.empty())
+            throw UsageError("--numerics (unit:) and --unit both set the unit");
+          p = emu::policy_from(text, a->quant_seed);
         }
-        p.set_activation(a->activation);
-        p.set_unit(a->unit);
+        if (a->numerics.empty() || sub->count("--activation")) p.set_activation(a->activation);
+        if (a->numerics.empty() || sub->count("--unit")) p.set_unit(a->unit);
         const auto progress = [&](const emu::SeedRun& r, int64_t it, double acc) {
           if (!a->quiet)
             std::cerr << fmt::format("seed {} iteration {}: test accuracy {:.4f}\n", r.seed, it,

@@ -38,36 +38,54 @@ struct MadLinear : public torch::autograd::Function<MadLinear> {
                                torch::Tensor w, torch::Tensor b, const Policy* u) {
     ctx->save_for_backward({x, w});
     ctx->saved_data["u"] = reinterpret_cast<int64_t>(u);
-    return mad_mm(*u, x, w.t()) + b;
+    ctx->saved_data["bias"] = b.numel() > 0;
+    const auto y = mad_mm(*u, x, w.t());
+    return b.numel() > 0 ? y + b : y;
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list g) {
     const auto s = ctx->get_saved_variables();
     const auto* u = reinterpret_cast<const Policy*>(ctx->saved_data["u"].toInt());
     const auto dy = g[0].contiguous();
-    return {mad_mm(*u, dy, s[1]), mad_mm(*u, dy.t(), s[0]), dy.sum(0), torch::Tensor()};
+    const torch::Tensor db = ctx->saved_data["bias"].toBool() ? dy.sum(0) : torch::Tensor();
+    return {mad_mm(*u, dy, s[1]), mad_mm(*u, dy.t(), s[0]), db, torch::Tensor()};
   }
 };
 
-torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
-                     const Policy& p) {
-  if (p.mad || p.ext_unit) return MadLinear::apply(x, w, b, &p);
+// autograd Functions take no undefined inputs: a layer without bias passes an empty one.
+torch::Tensor no_bias_as_empty(const torch::Tensor& b, const torch::Tensor& x) {
+  return b.defined() ? b : torch::empty({0}, x.options());
+}
+
+}  // namespace
+
+torch::Tensor unit_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+                          const Policy& p) {
+  if (p.mad || p.ext_unit) return MadLinear::apply(x, w, no_bias_as_empty(b, x), &p);
   return torch::nn::functional::linear(x, w, b);
 }
 
-// Convolution as unfold (im2col) + matrix multiply, so it runs on the unit too.
-torch::Tensor conv(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
-                   int64_t pad, const Policy& p) {
-  if (!p.mad && !p.ext_unit) return torch::conv2d(x, w, b, 1, pad);
-  const int64_t n = x.size(0), h = x.size(2), wd = x.size(3), oc = w.size(0), k = w.size(2);
+// On the unit: unfold (im2col) and a matrix multiply, so the convolution runs on it too.
+torch::Tensor unit_conv2d(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+                          std::array<int64_t, 2> stride, std::array<int64_t, 2> pad,
+                          const Policy& p) {
+  if (!p.mad && !p.ext_unit)
+    return torch::conv2d(x, w, b, {stride[0], stride[1]}, {pad[0], pad[1]});
+  const int64_t n = x.size(0), h = x.size(2), wd = x.size(3), oc = w.size(0);
+  const int64_t kh = w.size(2), kw = w.size(3);
   const auto cols = torch::nn::functional::unfold(
-      x, torch::nn::functional::UnfoldFuncOptions({k, k}).padding(pad));  // [n, c*k*k, L]
+      x, torch::nn::functional::UnfoldFuncOptions({kh, kw})
+             .padding({pad[0], pad[1]})
+             .stride({stride[0], stride[1]}));  // [n, c*kh*kw, L]
   const int64_t L = cols.size(2);
   const auto rows = cols.transpose(1, 2).reshape({n * L, cols.size(1)});
-  const auto y = MadLinear::apply(rows, w.reshape({oc, -1}), b, &p);  // [n*L, oc]
-  const int64_t oh = h + 2 * pad - k + 1, ow = wd + 2 * pad - k + 1;
+  const auto y = MadLinear::apply(rows, w.reshape({oc, -1}), no_bias_as_empty(b, x), &p);
+  const int64_t oh = (h + 2 * pad[0] - kh) / stride[0] + 1;
+  const int64_t ow = (wd + 2 * pad[1] - kw) / stride[1] + 1;
   return y.reshape({n, L, oc}).transpose(1, 2).reshape({n, oc, oh, ow});
 }
+
+namespace {
 
 // --- Approximate activations ------------------------------------------------------------------
 
@@ -128,7 +146,9 @@ struct ExtActivation : public torch::autograd::Function<ExtActivation> {
   }
 };
 
-torch::Tensor activate(const torch::Tensor& x, const Policy& p) {
+}  // namespace
+
+torch::Tensor emulated_activation(const torch::Tensor& x, const Policy& p) {
   if (p.ext_activation) return ExtActivation::apply(x, p.ext_activation.get());
   const std::string& name = p.activation;
   if (name == "relu") return torch::relu(x);
@@ -136,6 +156,8 @@ torch::Tensor activate(const torch::Tensor& x, const Policy& p) {
   if (name == "sigmoid") return torch::sigmoid(x);
   return approx_activation(x, name);
 }
+
+namespace {
 
 // --- Models -------------------------------------------------------------------------------------
 
@@ -176,17 +198,17 @@ struct Net : torch::nn::Module {
     if (kind == "mlp") {
       x = x.reshape({x.size(0), 784});
       for (size_t i = 0; i < 3; ++i) {
-        x = linear(q_act(x), q_w(params[2 * i]), q_w(params[2 * i + 1]), policy);
-        if (i < 2) x = activate(x, policy);
+        x = unit_linear(q_act(x), q_w(params[2 * i]), q_w(params[2 * i + 1]), policy);
+        if (i < 2) x = emulated_activation(x, policy);
       }
       return q_act(x);
     }
     for (size_t i = 0; i < 2; ++i) {
-      x = conv(q_act(x), q_w(params[2 * i]), q_w(params[2 * i + 1]), 2, policy);
-      x = torch::max_pool2d(activate(x, policy), 2);
+      x = unit_conv2d(q_act(x), q_w(params[2 * i]), q_w(params[2 * i + 1]), {1, 1}, {2, 2}, policy);
+      x = torch::max_pool2d(emulated_activation(x, policy), 2);
     }
     x = x.reshape({x.size(0), -1});
-    return q_act(linear(q_act(x), q_w(params[4]), q_w(params[5]), policy));
+    return q_act(unit_linear(q_act(x), q_w(params[4]), q_w(params[5]), policy));
   }
   std::string kind;
   const Policy& policy;

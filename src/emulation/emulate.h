@@ -45,6 +45,18 @@ struct Policy {
 // Piecewise-linear tanh and sigmoid (33 knots), with the segment slope as their gradient.
 torch::Tensor approx_activation(const torch::Tensor& x, const std::string& name);
 
+// The emulated operators, for any model. y = x W^T + b (b may be undefined) and a 2-D
+// convolution (groups 1, as im2col and a matrix multiply) with every product and sum on the
+// policy's unit, forward and backward; plain LibTorch where the policy has no unit. The policy
+// must outlive the graph. And the policy's activation (relu, tanh, sigmoid, approximate or an
+// extension's) with its gradient.
+torch::Tensor unit_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+                          const Policy& p);
+torch::Tensor unit_conv2d(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+                          std::array<int64_t, 2> stride, std::array<int64_t, 2> pad,
+                          const Policy& p);
+torch::Tensor emulated_activation(const torch::Tensor& x, const Policy& p);
+
 struct EmulationOptions {
   std::string model = "mlp";  // mlp: 784-256-128-10; cnn: 2 x (conv5x5, act, pool) + linear
   int64_t batch = 64;

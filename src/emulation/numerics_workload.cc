@@ -1,5 +1,7 @@
 #include "emulation/numerics_workload.h"
 
+#include "emulation/emulate.h"
+
 #include "model/activation_point.h"
 #include "model/phase.h"
 #include "spec/errors.h"
@@ -44,6 +46,25 @@ NumericsWorkload::NumericsWorkload(std::unique_ptr<Workload> inner, Policy polic
   rounds_weights_ = policy_.weights.enabled();
   for (const auto& [l, points] : policy_.layers)
     rounds_weights_ = rounds_weights_ || (points[0] && points[0]->enabled());
+  if (policy_.mad || policy_.ext_unit || policy_.activation != "relu") {
+    layers_ = [this](const torch::Tensor& x, torch::nn::Module& m) -> torch::Tensor {
+      if (policy_.activation != "relu" && m.as<torch::nn::ReLU>())
+        return emulated_activation(x, policy_);
+      if (!policy_.mad && !policy_.ext_unit) return {};
+      if (auto* l = m.as<torch::nn::Linear>()) return unit_linear(x, l->weight, l->bias, policy_);
+      if (auto* c = m.as<torch::nn::Conv2d>()) {
+        const auto& o = c->options;
+        const auto* pad = c10::get_if<torch::ExpandingArray<2>>(&o.padding());
+        if (o.groups() != 1 || (*o.dilation())[0] != 1 || (*o.dilation())[1] != 1 || !pad)
+          throw Unsupported(policy_.str() +
+                            ": the unit runs convolutions with groups 1, dilation 1 and explicit "
+                            "padding only");
+        return unit_conv2d(x, c->weight, c->bias, {(*o.stride())[0], (*o.stride())[1]},
+                           {(**pad)[0], (**pad)[1]}, policy_);
+      }
+      return {};
+    };
+  }
   hook_ = [this](const torch::Tensor& x, const torch::nn::Module* m) {
     const auto it = m ? module_layer_.find(m) : module_layer_.end();
     const int l = it == module_layer_.end() ? -1 : it->second;
@@ -57,7 +78,7 @@ int NumericsWorkload::layer_of(const torch::Tensor& param) const {
 }
 
 torch::Tensor NumericsWorkload::loss(const Batch& batch) {
-  ActivationHookScope scope(&hook_);
+  ActivationHookScope scope(&hook_, layers_ ? &layers_ : nullptr);
   return inner_->loss(batch);
 }
 
@@ -67,7 +88,7 @@ torch::Tensor NumericsWorkload::logits(const Batch& batch) {
   round_weights(params);
   torch::Tensor out;
   {
-    ActivationHookScope scope(&hook_);
+    ActivationHookScope scope(&hook_, layers_ ? &layers_ : nullptr);
     out = inner_->logits(batch);
   }
   restore_weights(params);
@@ -161,18 +182,17 @@ Policy policy_from(const num::NumericsPolicy& text, uint64_t seed) {
       if (!texts[i].empty())
         p.layers[layer][i] = QuantPoint::parse(num::point_from_config(texts[i]), seed);
   p.loss_scale = text.loss_scale;
+  if (text.activation != "relu") p.set_activation(text.activation);
+  if (!text.unit.empty()) p.set_unit(num::point_from_config(text.unit));
   p.reseed(seed);
   return p;
 }
 
 std::unique_ptr<Workload> with_numerics(std::unique_ptr<Workload> inner, Policy policy) {
-  if (policy.mad || policy.ext_unit || policy.activation != "relu")
-    throw UsageError(
-        "a MAD unit or an approximate activation works in emulate's mlp and cnn "
-        "models only, not in a family's layers");
+  const bool operators = policy.mad || policy.ext_unit || policy.activation != "relu";
   const QuantPoint* points[] = {&policy.weights,      &policy.activations,     &policy.errors,
                                 &policy.weight_grads, &policy.optimizer_state, &policy.master};
-  bool any = policy.loss_scale != "none";
+  bool any = policy.loss_scale != "none" || operators;
   for (const QuantPoint* q : points) any = any || q->enabled();
   bool activations = policy.activations.enabled() || policy.errors.enabled();
   for (const auto& [layer, lp] : policy.layers)
@@ -185,6 +205,10 @@ std::unique_ptr<Workload> with_numerics(std::unique_ptr<Workload> inner, Policy 
     throw Unsupported(policy.str() +
                       ": this family runs its own training step, which does not apply emulated "
                       "formats");
+  if (operators && !inner->has_operator_points())
+    throw Unsupported(policy.str() +
+                      ": this family's layers cannot run on an emulated unit or activation (fc "
+                      "and cnn can)");
   if (activations && !inner->has_activation_points())
     throw Unsupported(policy.str() +
                       ": this family has no activation points (fc, cnn and rnn have); round "

@@ -60,6 +60,7 @@ class NumericsWorkload : public Workload {
   // Set once a step has rounded the masters: from then on, layers whose masters are kept in
   // the weights' format skip the forward rounding (leaves_unchanged).
   bool masters_in_format_ = false;
+  LayerOverride layers_;  // set where the policy has a unit or an activation
   int64_t good_steps_ = 0, skipped_steps_ = 0;
 };
 

@@ -3,10 +3,20 @@
 namespace tb {
 namespace {
 thread_local const ActivationHook* current_hook = nullptr;
+thread_local const LayerOverride* current_layers = nullptr;
 }  // namespace
 
 torch::Tensor activation_point(const torch::Tensor& x) {
   return current_hook ? (*current_hook)(x, nullptr) : x;
+}
+
+torch::Tensor relu_op(const torch::Tensor& x) {
+  if (current_layers) {
+    static torch::nn::ReLU relu;  // stands for "a ReLU" to the override
+    torch::Tensor y = (*current_layers)(x, *relu);
+    if (y.defined()) return y;
+  }
+  return torch::relu(x);
 }
 
 torch::Tensor forward_with_points(torch::nn::Sequential& s, torch::Tensor x) {
@@ -14,15 +24,27 @@ torch::Tensor forward_with_points(torch::nn::Sequential& s, torch::Tensor x) {
     if (current_hook && (m.type_info() == typeid(torch::nn::LinearImpl) ||
                          m.type_info() == typeid(torch::nn::Conv2dImpl)))
       x = (*current_hook)(x, m.ptr().get());
+    if (current_layers) {
+      torch::Tensor y = (*current_layers)(x, *m.ptr());
+      if (y.defined()) {
+        x = y;
+        continue;
+      }
+    }
     x = m.forward(x);
   }
   return x;
 }
 
-ActivationHookScope::ActivationHookScope(const ActivationHook* hook) : previous_(current_hook) {
+ActivationHookScope::ActivationHookScope(const ActivationHook* hook, const LayerOverride* layers)
+    : previous_(current_hook), previous_layers_(current_layers) {
   current_hook = hook;
+  current_layers = layers;
 }
 
-ActivationHookScope::~ActivationHookScope() { current_hook = previous_; }
+ActivationHookScope::~ActivationHookScope() {
+  current_hook = previous_;
+  current_layers = previous_layers_;
+}
 
 }  // namespace tb

@@ -14,23 +14,34 @@ namespace tb {
 using ActivationHook =
     std::function<torch::Tensor(const torch::Tensor&, const torch::nn::Module* layer)>;
 
+// Replaces a layer's own computation (emulation's custom processing unit for Linear and
+// Conv2d, an approximate activation for ReLU): the layer's output for input x, or an undefined
+// tensor to run the layer as it is.
+using LayerOverride = std::function<torch::Tensor(const torch::Tensor& x, torch::nn::Module& layer)>;
+
 // x itself when no hook is installed on this thread.
 torch::Tensor activation_point(const torch::Tensor& x);
 
-// Runs a Sequential with an activation point before every Linear and Conv2d in it.
+// relu(x), or what an installed override puts in a ReLU's place. For a family's ReLUs that
+// are not modules of a Sequential run by forward_with_points (a residual block's last one).
+torch::Tensor relu_op(const torch::Tensor& x);
+
+// Runs a Sequential with an activation point before every Linear and Conv2d in it, and each
+// module through the installed override, if any.
 torch::Tensor forward_with_points(torch::nn::Sequential& s, torch::Tensor x);
 
 // Installs a hook on this thread for its lifetime (the forward pass runs on the calling
 // thread; intra-op workers never call module code).
 class ActivationHookScope {
  public:
-  explicit ActivationHookScope(const ActivationHook* hook);
+  explicit ActivationHookScope(const ActivationHook* hook, const LayerOverride* layers = nullptr);
   ~ActivationHookScope();
   ActivationHookScope(const ActivationHookScope&) = delete;
   ActivationHookScope& operator=(const ActivationHookScope&) = delete;
 
  private:
   const ActivationHook* previous_;
+  const LayerOverride* previous_layers_;
 };
 
 }  // namespace tb

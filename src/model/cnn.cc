@@ -34,7 +34,7 @@ struct BlockImpl : nn::Module {
   }
   torch::Tensor forward(const torch::Tensor& x) {
     auto skip = shortcut ? forward_with_points(shortcut, x) : x;
-    return torch::relu(forward_with_points(body, x) + skip);
+    return relu_op(forward_with_points(body, x) + skip);
   }
   nn::Sequential body{nullptr}, shortcut{nullptr};
 };
@@ -89,6 +89,7 @@ class CnnWorkload : public Workload {
   }
   int64_t examples_per_step() const override { return batch_; }
   bool has_activation_points() const override { return true; }
+  bool has_operator_points() const override { return true; }
 
  private:
   CnnNet net_;

@@ -46,6 +46,10 @@ class Workload {
   // True when the forward pass calls activation_point (model/activation_point.h), so that
   // emulated activation and error formats reach it.
   virtual bool has_activation_points() const { return false; }
+  // True when every Linear, Conv2d and ReLU of the forward pass runs through
+  // forward_with_points or relu_op, so that an emulated processing unit or activation
+  // (a LayerOverride) replaces them all.
+  virtual bool has_operator_points() const { return false; }
 };
 
 using WorkloadBuilder = std::function<std::unique_ptr<Workload>(const Config&)>;

@@ -1,9 +1,11 @@
 #include "numerics/policy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
 #include "numerics/format.h"
+#include "numerics/mad.h"
 #include "spec/errors.h"
 
 namespace tb::num {
@@ -69,7 +71,7 @@ bool NumericsPolicy::is_fp32() const {
   for (const auto& [layer, ps] : layers)
     for (const auto& p : ps)
       if (!p.empty() && p != "off") return false;
-  return loss_scale == "none";
+  return loss_scale == "none" && activation == "relu" && unit.empty();
 }
 
 std::string NumericsPolicy::compute_format() const {
@@ -102,6 +104,8 @@ std::string NumericsPolicy::str() const {
         s += (s.empty() ? "" : "+") + std::string(kKeys[i]) + "." + std::to_string(layer) + ":" +
              ps[i];
   if (loss_scale != "none") s += (s.empty() ? "" : "+") + std::string("ls:") + loss_scale;
+  if (activation != "relu") s += (s.empty() ? "" : "+") + std::string("act:") + activation;
+  if (!unit.empty()) s += (s.empty() ? "" : "+") + std::string("unit:") + unit;
   return s;
 }
 
@@ -120,7 +124,7 @@ NumericsPolicy parse_numerics(const std::string& text) {
     std::string key = colon == std::string::npos ? "" : item.substr(0, colon);
     int layer = -1;
     const auto dot = key.find('.');
-    if (dot != std::string::npos && dot > 0 && dot <= 2) {
+    if (dot != std::string::npos && dot > 0 && dot <= 4) {  // the longest key: unit
       const std::string n = key.substr(dot + 1);
       if (n.empty() || n.size() > 6 || n.find_first_not_of("0123456789") != std::string::npos)
         throw UsageError("numerics '" + text + "': layer '" + n + "' in '" + item +
@@ -131,9 +135,34 @@ NumericsPolicy parse_numerics(const std::string& text) {
     const std::string value = item.substr(colon + 1);
     if (key == "ls" && layer >= 0)
       throw UsageError("numerics '" + text + "': the loss scale is global, not per layer");
+    if ((key == "act" || key == "unit") && layer >= 0)
+      throw UsageError("numerics '" + text + "': '" + key + "' is global, not per layer");
     if (key == "ls") {
       parse_loss_scale(value);
       p.loss_scale = value;
+      continue;
+    }
+    if (key == "act") {
+      static const char* kNames[] = {"relu", "tanh", "sigmoid", "tanh-pwl", "sigmoid-pwl"};
+      const bool known = std::find(std::begin(kNames), std::end(kNames), value) != std::end(kNames);
+      if (!known && (value.rfind("ext:", 0) != 0 || value.size() == 4))
+        throw UsageError("numerics '" + text + "': activation '" + value +
+                         "' (expected relu, tanh, sigmoid, tanh-pwl, sigmoid-pwl or ext:PATH)");
+      p.activation = value;
+      continue;
+    }
+    if (key == "unit") {
+      if (value.rfind("ext:", 0) == 0) {
+        if (value.size() == 4)
+          throw UsageError("numerics '" + text + "': unit 'ext:' needs a library path");
+      } else {
+        try {
+          parse_mad(point_from_config(value));
+        } catch (const UsageError& e) {
+          throw UsageError("numerics '" + text + "': " + e.what());
+        }
+      }
+      p.unit = value;
       continue;
     }
     bool found = false;

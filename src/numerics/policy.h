@@ -8,6 +8,10 @@
 //            | POINT                the same POINT at all six places
 //   KEY.N sets one layer's point (layers: the model's Linear and Conv2d modules, 0-based, in
 //   module order); it wins over the KEY's global point whatever the item order.
+//            | act:ACTIVATION     the model's ReLUs replaced: tanh | sigmoid | tanh-pwl |
+//                                   sigmoid-pwl | ext:PATH (approximate operators)
+//            | unit:UNIT          every Linear and Conv2d on a custom processing unit:
+//                                   mad:mul=F;acc=F;width=W;order=O | ext:PATH
 //   POINT    = FORMAT['/'ROUNDING] | ext:PATH | off       (ls: none | static:S | dynamic[:S0])
 // A config value cannot hold ',', so a format descriptor writes its commas as ';'
 // (`fixed:w=8;f=4`). Only the text lives here; applying it to tensors is emulation/'s job.
@@ -25,6 +29,8 @@ struct NumericsPolicy {
   std::string loss_scale = "none";
   // Per-layer points: layer -> points, "" where the layer takes the global point.
   std::map<int, std::array<std::string, 6>> layers;
+  std::string activation = "relu";  // act: what replaces the model's ReLUs
+  std::string unit;                 // unit: as written (';' for ','), "" for none
 
   const std::string& weights() const { return points[0]; }
   const std::string& activations() const { return points[1]; }
@@ -32,7 +38,8 @@ struct NumericsPolicy {
   const std::string& weight_grads() const { return points[3]; }
   const std::string& optimizer_state() const { return points[4]; }
   const std::string& master() const { return points[5]; }
-  bool is_fp32() const;  // nothing rounded and no loss scale: the plain training step
+  // Nothing rounded, no loss scale, no operator replaced: the plain training step.
+  bool is_fp32() const;
   // The format an accelerator running this policy would multiply in: the widest of the
   // weights', activations' and errors' global formats, as parse_format text (commas
   // restored), or "" where one of them is off or an extension (the tensors stay float32 or
@@ -41,7 +48,8 @@ struct NumericsPolicy {
   // Canonical text: parse_numerics(str()) == *this. "fp32" when nothing is rounded.
   std::string str() const;
   bool operator==(const NumericsPolicy& o) const {
-    return points == o.points && loss_scale == o.loss_scale && layers == o.layers;
+    return points == o.points && loss_scale == o.loss_scale && layers == o.layers &&
+           activation == o.activation && unit == o.unit;
   }
 };
 

@@ -39,8 +39,8 @@ std::vector<ParamSpec> common_params(int64_t default_batch, const std::string& d
       // Emulated number formats (docs/numerics.md, "Formats in any family"); omitted at fp32
       // so that results stored before it existed keep their configs.
       {"numerics",
-       "emulated number formats: fp32, a format for every point (e4m3), or w:/a:/e:/g:/o:/m:/ls: "
-       "items joined by '+'",
+       "emulated number formats and operators: fp32, a format for every point (e4m3), or "
+       "w:/a:/e:/g:/o:/m:/ls:/act:/unit: items joined by '+'",
        "fp32",
        0,
        0,

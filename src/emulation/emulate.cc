@@ -61,7 +61,7 @@ torch::Tensor no_bias_as_empty(const torch::Tensor& b, const torch::Tensor& x) {
 
 torch::Tensor unit_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                           const Policy& p) {
-  if (p.mad || p.ext_unit) return MadLinear::apply(x, w, no_bias_as_empty(b, x), &p);
+  if (p.has_unit()) return MadLinear::apply(x, w, no_bias_as_empty(b, x), &p);
   return torch::nn::functional::linear(x, w, b);
 }
 
@@ -69,7 +69,7 @@ torch::Tensor unit_linear(const torch::Tensor& x, const torch::Tensor& w, const 
 torch::Tensor unit_conv2d(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                           std::array<int64_t, 2> stride, std::array<int64_t, 2> pad,
                           const Policy& p) {
-  if (!p.mad && !p.ext_unit)
+  if (!p.has_unit())
     return torch::conv2d(x, w, b, {stride[0], stride[1]}, {pad[0], pad[1]});
   const int64_t n = x.size(0), h = x.size(2), wd = x.size(3), oc = w.size(0);
   const int64_t kh = w.size(2), kw = w.size(3);
@@ -301,8 +301,7 @@ void Policy::set_activation(const std::string& text) {
 
 void Policy::reseed(uint64_t run_seed) {
   uint64_t stream = run_seed * 16;
-  for (QuantPoint* q : {&weights, &activations, &errors, &weight_grads, &optimizer_state, &master})
-    q->reseed(stream++);
+  for (QuantPoint* q : globals()) q->reseed(stream++);
   for (auto& [layer, points] : layers)
     for (auto& q : points)
       // A stream apart from every run's global ones.
@@ -316,9 +315,7 @@ const QuantPoint& Policy::at(int place, int layer) const {
     const auto it = layers.find(layer);
     if (it != layers.end() && it->second[size_t(place)]) return *it->second[size_t(place)];
   }
-  const QuantPoint* global[] = {&weights,      &activations,     &errors,
-                                &weight_grads, &optimizer_state, &master};
-  return *global[place];
+  return *globals()[size_t(place)];
 }
 
 std::string Policy::str() const {

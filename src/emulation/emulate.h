@@ -34,6 +34,16 @@ struct Policy {
   std::shared_ptr<const num::Extension> ext_unit;  // ... or on an extension's tb_mad
   std::string activation = "relu";  // relu | tanh | sigmoid | tanh-pwl | sigmoid-pwl | ext:PATH
   std::shared_ptr<const num::Extension> ext_activation;
+  // The six global points, in the order above.
+  std::array<QuantPoint*, 6> globals() {
+    return {&weights, &activations, &errors, &weight_grads, &optimizer_state, &master};
+  }
+  std::array<const QuantPoint*, 6> globals() const {
+    return {&weights, &activations, &errors, &weight_grads, &optimizer_state, &master};
+  }
+  bool has_unit() const { return mad.has_value() || ext_unit != nullptr; }
+  // A unit or a non-ReLU activation: the model's own operators are replaced.
+  bool replaces_operators() const { return has_unit() || activation != "relu"; }
   // `mad:...` or `ext:PATH`; `relu|...|ext:PATH`. Throw UsageError.
   void set_unit(const std::string& text);
   void set_activation(const std::string& text);

@@ -1,6 +1,6 @@
 #include "emulation/numerics_workload.h"
 
-#include "emulation/emulate.h"
+#include <utility>
 
 #include "model/activation_point.h"
 #include "model/phase.h"
@@ -46,11 +46,11 @@ NumericsWorkload::NumericsWorkload(std::unique_ptr<Workload> inner, Policy polic
   rounds_weights_ = policy_.weights.enabled();
   for (const auto& [l, points] : policy_.layers)
     rounds_weights_ = rounds_weights_ || (points[0] && points[0]->enabled());
-  if (policy_.mad || policy_.ext_unit || policy_.activation != "relu") {
+  if (policy_.replaces_operators()) {
     layers_ = [this](const torch::Tensor& x, torch::nn::Module& m) -> torch::Tensor {
       if (policy_.activation != "relu" && m.as<torch::nn::ReLU>())
         return emulated_activation(x, policy_);
-      if (!policy_.mad && !policy_.ext_unit) return {};
+      if (!policy_.has_unit()) return {};
       if (auto* l = m.as<torch::nn::Linear>()) return unit_linear(x, l->weight, l->bias, policy_);
       if (auto* c = m.as<torch::nn::Conv2d>()) {
         const auto& o = c->options;
@@ -173,8 +173,7 @@ bool NumericsWorkload::custom_step(torch::optim::Optimizer& opt, const Batch& ba
 
 Policy policy_from(const num::NumericsPolicy& text, uint64_t seed) {
   Policy p;
-  QuantPoint* points[] = {&p.weights,      &p.activations,     &p.errors,
-                          &p.weight_grads, &p.optimizer_state, &p.master};
+  const auto points = p.globals();
   for (size_t i = 0; i < text.points.size(); ++i)
     *points[i] = QuantPoint::parse(num::point_from_config(text.points[i]), seed);
   for (const auto& [layer, texts] : text.layers)
@@ -189,11 +188,9 @@ Policy policy_from(const num::NumericsPolicy& text, uint64_t seed) {
 }
 
 std::unique_ptr<Workload> with_numerics(std::unique_ptr<Workload> inner, Policy policy) {
-  const bool operators = policy.mad || policy.ext_unit || policy.activation != "relu";
-  const QuantPoint* points[] = {&policy.weights,      &policy.activations,     &policy.errors,
-                                &policy.weight_grads, &policy.optimizer_state, &policy.master};
+  const bool operators = policy.replaces_operators();
   bool any = policy.loss_scale != "none" || operators;
-  for (const QuantPoint* q : points) any = any || q->enabled();
+  for (const QuantPoint* q : std::as_const(policy).globals()) any = any || q->enabled();
   bool activations = policy.activations.enabled() || policy.errors.enabled();
   for (const auto& [layer, lp] : policy.layers)
     for (size_t i = 0; i < lp.size(); ++i) {

@@ -35,6 +35,9 @@ std::string QuantPoint::str() const {
 
 namespace {
 
+// Tensors are split over threads only from this many elements (see quantize_into).
+constexpr int64_t kParallelFrom = int64_t(1) << 20;
+
 // Quantizes `in` (contiguous float32) into `out` (contiguous float32, same size; may be `in`).
 void quantize_into(const torch::Tensor& in, torch::Tensor& out, const num::Format& f,
                    const num::QuantOptions& o) {
@@ -52,7 +55,7 @@ void quantize_into(const torch::Tensor& in, torch::Tensor& out, const num::Forma
   // each at::parallel_for region leaves its OpenMP worker spinning on the other core for a
   // while, in the way of the OpenBLAS threads of the next matrix multiply: with the old
   // 32K-element grain the fp8 step's ~9 extra regions cost more than splitting saved.
-  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 20) / unit);
+  const int64_t grain = std::max<int64_t>(1, kParallelFrom / unit);
   at::parallel_for(0, units, grain, [&](int64_t b, int64_t e) {
     num::QuantOptions part = o;
     part.threads = 1;
@@ -142,8 +145,7 @@ bool QuantPoint::round_unscale_(torch::Tensor& g, double scale) const {
   // The scalar division LibTorch's div_ does on float32 (the scale converted to float).
   const float s = float(scale);
   std::atomic<uint32_t> special{0};
-  // Split over threads only from a million elements, as quantize_into.
-  at::parallel_for(0, chunks, std::max<int64_t>(1, (int64_t(1) << 20) / chunk),
+  at::parallel_for(0, chunks, std::max<int64_t>(1, kParallelFrom / chunk),
                    [&](int64_t b, int64_t e) {
                      uint32_t sp = 0;
                      for (int64_t c = b; c < e; ++c) {
@@ -182,23 +184,6 @@ struct QuantizeFunction : public torch::autograd::Function<QuantizeFunction> {
 };
 
 }  // namespace
-
-bool grads_finite(const std::vector<torch::Tensor>& params) {
-  for (const auto& p : params) {
-    const torch::Tensor& g = p.grad();
-    if (!g.defined()) continue;
-    if (g.scalar_type() != torch::kFloat || !g.device().is_cpu() || !g.is_contiguous()) {
-      if (!torch::isfinite(g).all().item<bool>()) return false;
-      continue;
-    }
-    const auto* bits = reinterpret_cast<const uint32_t*>(g.data_ptr<float>());
-    const int64_t n = g.numel();
-    uint32_t special = 0;
-    for (int64_t i = 0; i < n; ++i) special |= uint32_t((bits[i] & 0x7F800000u) == 0x7F800000u);
-    if (special) return false;
-  }
-  return true;
-}
 
 bool leaves_unchanged(const QuantPoint& second, const QuantPoint& first) {
   if (!second.enabled()) return true;

@@ -86,11 +86,6 @@ bool leaves_unchanged(const QuantPoint& second, const QuantPoint& first);
 torch::Tensor quantize_tensor(const torch::Tensor& x, const num::Format& f,
                               const num::QuantOptions& o);
 
-// Dynamic loss scaling's overflow check: whether every parameter's gradient is finite. One
-// pass over each float32 gradient's bits with no temporaries, where
-// torch::isfinite(g).all().item() would allocate a mask and reduce it for every parameter on
-// every step. Parameters without a gradient count as finite.
-bool grads_finite(const std::vector<torch::Tensor>& params);
 
 // y = forward.apply(x); in backward, dL/dx = backward.apply(dL/dy) (straight-through for the
 // rounding itself). Either point may be disabled.

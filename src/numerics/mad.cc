@@ -113,7 +113,6 @@ void rows(const MadUnit& u, const float* A, const float* B, float* C, int64_t r0
 using kernel::as_bits;
 using kernel::as_float;
 using kernel::Grid;
-using kernel::round_bits;
 using kernel::sel;
 
 constexpr int64_t kTileN = 64;
@@ -126,18 +125,6 @@ TB_INLINE float odd_from_bf(float s, float err) {
   return as_float(sel(keep, sb, (sb - uint32_t(!beyond)) | 1u));
 }
 
-// Rounding on a grid: the general kernel, or round_bits.h's shortcut where fast_grid() holds
-// (nearest-even only; same results).
-template <Rounding R>
-TB_INLINE uint32_t round_on(uint32_t x, const Grid& g) {
-  return round_bits<R>(x, g, 0);
-}
-template <Rounding R>
-TB_INLINE uint32_t round_on(uint32_t x, const kernel::FastGrid& g) {
-  static_assert(R == Rounding::kNearestEven, "the float-add shortcut rounds to nearest even");
-  return kernel::round_nearest_even_fast(x, g);
-}
-
 // PP / PA: the product / accumulator format is fp32 itself (float32 arithmetic, no rounding).
 template <Rounding R, bool PP, typename G>
 TB_INLINE float fused_product(float a, float b, const G& gp) {
@@ -147,7 +134,7 @@ TB_INLINE float fused_product(float a, float b, const G& gp) {
     const double d = double(a) * double(b);
     const float f = float(d);
     const float odd = odd_from_bf(f, float(d - double(f)));
-    return as_float(round_on<R>(as_bits(odd), gp));
+    return as_float(kernel::round_on<R>(as_bits(odd), gp, 0));
   }
 }
 
@@ -159,7 +146,7 @@ TB_INLINE float fused_sum(float a, float b, const G& ga) {
     const float s = a + b;
     const float bb = s - a;
     const float err = (a - (s - bb)) + (b - bb);
-    return as_float(round_on<R>(as_bits(odd_from_bf(s, err)), ga));
+    return as_float(kernel::round_on<R>(as_bits(odd_from_bf(s, err)), ga, 0));
   }
 }
 

@@ -41,10 +41,11 @@ TB_INLINE size_t same_high_word(uint64_t offset, size_t i, size_t n) {
   return size_t(std::min<uint64_t>(n - i, room));
 }
 
-// The kernel: Round(bits, grid, random bits) -> bits.
-template <Rounding R, typename G, typename Round>
-TB_INLINE void float_loop(const float* in, float* out, size_t n, const G& g, uint64_t seed,
-                          uint64_t offset, Round round) {
+// G: the grid's representation (round_on picks the kernel).
+template <Rounding R, typename G>
+TB_INLINE void float_loop(const float* in, float* out, size_t n, const G& grid, uint64_t seed,
+                          uint64_t offset) {
+  const G g = grid;
   if constexpr (R == Rounding::kStochastic) {
     const SrKey key(seed);
     for (size_t i0 = 0; i0 < n;) {
@@ -53,19 +54,12 @@ TB_INLINE void float_loop(const float* in, float* out, size_t n, const G& g, uin
       const float* x = in + i0;
       float* y = out + i0;
       for (size_t i = 0; i < len; ++i)
-        y[i] = as_float(round(as_bits(x[i]), g, key.bits(lo + uint32_t(i), hi)));
+        y[i] = as_float(round_on<R>(as_bits(x[i]), g, key.bits(lo + uint32_t(i), hi)));
       i0 += len;
     }
   } else {
-    for (size_t i = 0; i < n; ++i) out[i] = as_float(round(as_bits(in[i]), g, 0u));
+    for (size_t i = 0; i < n; ++i) out[i] = as_float(round_on<R>(as_bits(in[i]), g, 0u));
   }
-}
-
-template <Rounding R>
-TB_INLINE void float_loop(const float* in, float* out, size_t n, Grid g, uint64_t seed,
-                          uint64_t offset) {
-  float_loop<R>(in, out, n, g, seed, offset,
-                [](uint32_t x, const Grid& gr, uint32_t r) { return round_bits<R>(x, gr, r); });
 }
 
 TB_NUM_CLONES void float_rne(const float* in, float* out, size_t n, Grid g, uint64_t s,
@@ -83,30 +77,20 @@ TB_NUM_CLONES void float_rtz(const float* in, float* out, size_t n, Grid g, uint
 TB_NUM_CLONES void float_sr(const float* in, float* out, size_t n, Grid g, uint64_t s, uint64_t o) {
   float_loop<Rounding::kStochastic>(in, out, n, g, s, o);
 }
-
-// Kernels for the grids round_bits.h has shortcuts for (same results).
+// The shortcuts' grids (round_bits.h; same results).
 TB_NUM_CLONES void float_rne_fast(const float* in, float* out, size_t n, FastGrid g) {
-  float_loop<Rounding::kNearestEven>(
-      in, out, n, g, 0, 0,
-      [](uint32_t x, const FastGrid& gr, uint32_t) { return round_nearest_even_fast(x, gr); });
+  float_loop<Rounding::kNearestEven>(in, out, n, g, 0, 0);
 }
-TB_NUM_CLONES void float_sr_fast(const float* in, float* out, size_t n, FastGrid g, uint64_t seed,
-                                 uint64_t offset) {
-  float_loop<Rounding::kStochastic>(
-      in, out, n, g, seed, offset,
-      [](uint32_t x, const FastGrid& gr, uint32_t r) { return round_stochastic_fast(x, gr, r); });
+TB_NUM_CLONES void float_sr_fast(const float* in, float* out, size_t n, FastGrid g, uint64_t s,
+                                 uint64_t o) {
+  float_loop<Rounding::kStochastic>(in, out, n, g, s, o);
 }
-TB_NUM_CLONES void float_rne_shift(const float* in, float* out, size_t n, Grid g) {
-  float_loop<Rounding::kNearestEven>(in, out, n, g, 0, 0, [](uint32_t x, const Grid& gr, uint32_t) {
-    return round_bits_shift<Rounding::kNearestEven>(x, gr, 0);
-  });
+TB_NUM_CLONES void float_rne_shift(const float* in, float* out, size_t n, ShiftGrid g) {
+  float_loop<Rounding::kNearestEven>(in, out, n, g, 0, 0);
 }
-TB_NUM_CLONES void float_sr_shift(const float* in, float* out, size_t n, Grid g, uint64_t seed,
-                                  uint64_t offset) {
-  float_loop<Rounding::kStochastic>(in, out, n, g, seed, offset,
-                                    [](uint32_t x, const Grid& gr, uint32_t r) {
-                                      return round_bits_shift<Rounding::kStochastic>(x, gr, r);
-                                    });
+TB_NUM_CLONES void float_sr_shift(const float* in, float* out, size_t n, ShiftGrid g, uint64_t s,
+                                  uint64_t o) {
+  float_loop<Rounding::kStochastic>(in, out, n, g, s, o);
 }
 
 void run_grid(const float* in, float* out, size_t n, const Grid& g, Rounding r, uint64_t seed,
@@ -115,7 +99,7 @@ void run_grid(const float* in, float* out, size_t n, const Grid& g, Rounding r, 
     case Rounding::kNearestEven: {
       FastGrid fg;
       if (fast_grid(g, &fg)) return float_rne_fast(in, out, n, fg);
-      if (shift_grid(g)) return float_rne_shift(in, out, n, g);
+      if (shift_grid(g)) return float_rne_shift(in, out, n, ShiftGrid{g});
       return float_rne(in, out, n, g, seed, offset);
     }
     case Rounding::kTiesAway:
@@ -125,7 +109,7 @@ void run_grid(const float* in, float* out, size_t n, const Grid& g, Rounding r, 
     case Rounding::kStochastic: {
       FastGrid fg;
       if (fast_grid(g, &fg)) return float_sr_fast(in, out, n, fg, seed, offset);
-      if (shift_grid(g)) return float_sr_shift(in, out, n, g, seed, offset);
+      if (shift_grid(g)) return float_sr_shift(in, out, n, ShiftGrid{g}, seed, offset);
       return float_sr(in, out, n, g, seed, offset);
     }
   }
@@ -348,6 +332,28 @@ TB_INLINE uint32_t block_amax(const float* x, size_t n, uint32_t* special) {
   return amax;
 }
 
+// The elements of a whole block on its grid G.
+template <Rounding R, size_t B, typename G>
+TB_INLINE void round_block(const float* x, float* y, const G& grid, const SrKey& key,
+                           uint64_t base) {
+  const G g = grid;
+  if constexpr (R == Rounding::kStochastic) {
+    if (uint32_t(base) > 0xFFFFFFFFu - B) {  // the index's high word changes inside the block
+      for (size_t i = 0; i < B; ++i)
+        y[i] = as_float(
+            round_on<R>(as_bits(x[i]), g, key.bits(uint32_t(base + i), key.hi(base + i))));
+      return;
+    }
+    const uint32_t hi = key.hi(base), lo = uint32_t(base);
+#pragma GCC unroll 1
+    for (size_t i = 0; i < B; ++i)
+      y[i] = as_float(round_on<R>(as_bits(x[i]), g, key.bits(lo + uint32_t(i), hi)));
+  } else {
+#pragma GCC unroll 1
+    for (size_t i = 0; i < B; ++i) y[i] = as_float(round_on<R>(as_bits(x[i]), g, 0u));
+  }
+}
+
 template <Rounding R, size_t B>
 TB_INLINE void whole_block(const float* x, float* y, const BlockGrids& bg, const SrKey& key,
                            uint64_t base) {
@@ -358,38 +364,9 @@ TB_INLINE void whole_block(const float* x, float* y, const BlockGrids& bg, const
     return;
   }
   const size_t gi = block_grid(bg, amax);
-  const Grid g = bg.by_exp[gi];
-  if (bg.fast_ok[gi]) {
-    const FastGrid fg = bg.fast_by_exp[gi];
-    if constexpr (R == Rounding::kNearestEven) {
-#pragma GCC unroll 1
-      for (size_t i = 0; i < B; ++i) y[i] = as_float(round_nearest_even_fast(as_bits(x[i]), fg));
-      return;
-    } else if constexpr (R == Rounding::kStochastic) {
-      if (uint32_t(base) <= 0xFFFFFFFFu - B) {
-        const uint32_t hi = key.hi(base), lo = uint32_t(base);
-#pragma GCC unroll 1
-        for (size_t i = 0; i < B; ++i)
-          y[i] = as_float(round_stochastic_fast(as_bits(x[i]), fg, key.bits(lo + uint32_t(i), hi)));
-        return;
-      }
-    }
-  }
-  if constexpr (R == Rounding::kStochastic) {
-    if (uint32_t(base) > 0xFFFFFFFFu - B) {  // the index's high word changes inside the block
-      for (size_t i = 0; i < B; ++i)
-        y[i] = as_float(
-            round_bits<R>(as_bits(x[i]), g, key.bits(uint32_t(base + i), key.hi(base + i))));
-      return;
-    }
-    const uint32_t hi = key.hi(base), lo = uint32_t(base);
-#pragma GCC unroll 1
-    for (size_t i = 0; i < B; ++i)
-      y[i] = as_float(round_bits<R>(as_bits(x[i]), g, key.bits(lo + uint32_t(i), hi)));
-  } else {
-#pragma GCC unroll 1
-    for (size_t i = 0; i < B; ++i) y[i] = as_float(round_bits<R>(as_bits(x[i]), g, 0));
-  }
+  if constexpr (R == Rounding::kNearestEven || R == Rounding::kStochastic)
+    if (bg.fast_ok[gi]) return round_block<R, B>(x, y, bg.fast_by_exp[gi], key, base);
+  round_block<R, B>(x, y, bg.by_exp[gi], key, base);
 }
 
 template <Rounding R, size_t B>

@@ -234,6 +234,32 @@ TB_INLINE bool shift_grid(const Grid& g) {
   return g.emin == -126 && g.sub == 1 && g.man_bits >= 1 && g.man_bits <= 22;
 }
 
+// A grid shift_grid() accepts, for round_bits_shift.
+struct ShiftGrid {
+  Grid g;
+};
+
+// One element on a grid in any of its representations: the overload picks the kernel, so a
+// loop written once serves all three (quantize.cc's float and block loops, mad.cc's unit).
+template <Rounding R>
+TB_INLINE uint32_t round_on(uint32_t x, const Grid& g, uint32_t rnd) {
+  return round_bits<R>(x, g, rnd);
+}
+template <Rounding R>
+TB_INLINE uint32_t round_on(uint32_t x, const FastGrid& g, uint32_t rnd) {
+  static_assert(R == Rounding::kNearestEven || R == Rounding::kStochastic,
+                "the float-add shortcuts round to nearest even or stochastically");
+  if constexpr (R == Rounding::kNearestEven) {
+    return round_nearest_even_fast(x, g);
+  } else {
+    return round_stochastic_fast(x, g, rnd);
+  }
+}
+template <Rounding R>
+TB_INLINE uint32_t round_on(uint32_t x, const ShiftGrid& g, uint32_t rnd) {
+  return round_bits_shift<R>(x, g.g, rnd);
+}
+
 // The grid of a plain float format (what quantize() rounds a kFloat format to).
 Grid float_grid(const FloatFormat& f);
 

@@ -198,6 +198,41 @@ TEST(Emulation, AFamilyConfigTrainsToAccuracyWithItsFormats) {
   EXPECT_NE(on_unit.runs[0].curve, tb::emu::emulate(o, {}).runs[0].curve);
 }
 
+// The unit's convolution (im2col and a product per group) is torch::conv2d's for every
+// geometry the reference models use: strides, padding, dilation, groups and depthwise, with
+// the same gradients, when the unit's arithmetic is fp32 in order.
+TEST(Emulation, UnitConvolutionsTakeAnyGeometry) {
+  tb::emu::Policy fp32;
+  fp32.set_unit("mad:mul=fp32,acc=fp32,width=1,order=sequential");
+  struct Case {
+    int64_t in, out, k, stride, pad, dilation, groups;
+  };
+  for (const Case c :
+       {Case{4, 6, 3, 1, 1, 1, 1}, Case{4, 6, 3, 2, 0, 1, 2}, Case{6, 6, 3, 1, 1, 1, 6},
+        Case{6, 12, 3, 2, 1, 1, 6}, Case{4, 4, 3, 1, 2, 2, 1}, Case{4, 8, 1, 2, 0, 1, 4}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "in " << c.in << " out " << c.out << " k " << c.k << " stride " << c.stride
+                 << " pad " << c.pad << " dilation " << c.dilation << " groups " << c.groups);
+    torch::manual_seed(7);
+    auto x = torch::randn({2, c.in, 9, 9}).requires_grad_(true);
+    auto w = torch::randn({c.out, c.in / c.groups, c.k, c.k}).requires_grad_(true);
+    auto b = torch::randn({c.out}).requires_grad_(true);
+    tb::emu::ConvShape shape;
+    shape.stride = {c.stride, c.stride};
+    shape.pad = {c.pad, c.pad};
+    shape.dilation = {c.dilation, c.dilation};
+    shape.groups = c.groups;
+    const auto y = tb::emu::unit_conv2d(x, w, b, shape, fp32);
+    const auto ref = torch::conv2d(x, w, b, c.stride, c.pad, c.dilation, c.groups);
+    ASSERT_EQ(y.sizes(), ref.sizes());
+    EXPECT_TRUE(torch::allclose(y, ref, 1e-4, 1e-5));
+    const auto dy = torch::randn_like(ref);
+    const auto g = torch::autograd::grad({y}, {x, w, b}, {dy});
+    const auto r = torch::autograd::grad({ref}, {x, w, b}, {dy});
+    for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(torch::allclose(g[i], r[i], 1e-4, 1e-4)) << i;
+  }
+}
+
 TEST(Emulation, MadUnitAndExtensionTrainTheMlp) {
   if (!std::ifstream(std::string(tb::emu::kFashionMnistDir) + "/t10k-labels-idx1-ubyte.gz"))
     GTEST_SKIP() << "dataset-fashion-mnist not installed";

@@ -7,6 +7,7 @@
 
 #include <set>
 
+#include "model/activation_point.h"
 #include "runner/profile.h"
 #include "runner/runner.h"
 #include "spec/errors.h"
@@ -198,6 +199,118 @@ TEST(NumericsWorkload, FamilyOperatorsRunOnTheEmulatedActivationAndUnit) {
   EXPECT_NE(rnn.error.find("emulated unit or activation"), std::string::npos) << rnn.error;
 }
 
+// What one forward pass showed of a model's layers: the Linear/Conv2d modules that reached
+// the activation hook and the override, and the conv, linear and ReLU operators that ran
+// outside the override (which must be none).
+struct Coverage {
+  std::set<const torch::nn::Module*> hooked, overridden;
+  int64_t activations = 0;  // ReLU and ReLU6 calls the override saw
+  std::multiset<std::string> escaped;
+};
+
+thread_local bool t_in_override = false;
+thread_local Coverage* t_coverage = nullptr;
+
+std::unique_ptr<at::ObserverContext> count_escape(const at::RecordFunction& fn) {
+  // Linear runs as addmm (or matmul), ReLU6 as hardtanh.
+  static const std::set<std::string> watched = {
+      "aten::conv2d", "aten::convolution", "aten::linear", "aten::addmm",    "aten::matmul",
+      "aten::mm",     "aten::relu",        "aten::relu_",  "aten::hardtanh", "aten::hardtanh_"};
+  if (t_coverage && !t_in_override && watched.count(fn.name()))
+    t_coverage->escaped.insert(fn.name());
+  return nullptr;
+}
+
+// Runs one forward pass with a hook and an override that run each layer as it is, marking
+// what they see; with `install` false, neither is installed (the escapes are then all the
+// model's layers, which shows that the operator callback sees them).
+Coverage forward_coverage(Workload& w, const Batch& b, bool install) {
+  Coverage c;
+  const ActivationHook hook = [&](const torch::Tensor& x, const torch::nn::Module* m) {
+    if (m) c.hooked.insert(m);
+    return x;
+  };
+  const LayerOverride layers = [&](const torch::Tensor& x, torch::nn::Module& m) {
+    t_in_override = true;
+    torch::Tensor y;
+    if (auto* l = m.as<torch::nn::Linear>()) y = l->forward(x);
+    if (auto* k = m.as<torch::nn::Conv2d>()) y = k->forward(x);
+    if (y.defined()) c.overridden.insert(&m);
+    if (auto* r = m.as<torch::nn::ReLU>()) y = r->forward(x), ++c.activations;
+    if (auto* r = m.as<torch::nn::ReLU6>()) y = r->forward(x), ++c.activations;
+    t_in_override = false;
+    return y;
+  };
+  t_coverage = &c;
+  const auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback(&count_escape).scopes({at::RecordScope::FUNCTION}));
+  {
+    torch::NoGradGuard no_grad;
+    std::optional<ActivationHookScope> scope;
+    if (install) scope.emplace(&hook, &layers);
+    w.loss(b);
+  }
+  at::removeCallback(handle);
+  t_coverage = nullptr;
+  return c;
+}
+
+// A family that says it has operator points runs every Linear, Conv2d and ReLU of its forward
+// pass through them: the override replaces all of them, and no conv, linear or ReLU operator
+// runs outside it.
+TEST(NumericsWorkload, EveryLayerOfAFamilyWithOperatorPointsReachesThem) {
+  for (const char* config :
+       {"fc:layers=2,nodes=8,input=5,output=3,batch=2",
+        "cnn:blocks=1,filters=4,image=16,output=3,batch=2",
+        "cnn:block=residual,blocks=2,filters=4,image=16,output=3,batch=2",
+        "resnet50:image=32,classes=5,batch=2", "mobilenet_v2:image=32,classes=5,batch=2",
+        "squeezenet1_1:image=32,classes=5,batch=2", "densenet121:image=32,classes=5,batch=2",
+        "inception3:image=299,classes=5,batch=2"}) {
+    SCOPED_TRACE(config);
+    auto t = prepare_training(parse_config(std::string(config) + ",threads=1"), torch::kCPU, 1);
+    ASSERT_TRUE(t.workload->has_operator_points());
+    ASSERT_TRUE(t.workload->has_activation_points());
+    std::set<const torch::nn::Module*> layers;
+    for (const auto& m : t.workload->module().modules())
+      if (m->as<torch::nn::Linear>() || m->as<torch::nn::Conv2d>()) layers.insert(m.get());
+    const Coverage plain = forward_coverage(*t.workload, t.batch, false);
+    EXPECT_GE(plain.escaped.size(), layers.size());
+    const Coverage c = forward_coverage(*t.workload, t.batch, true);
+    EXPECT_EQ(c.overridden, layers);
+    EXPECT_EQ(c.hooked, layers);
+    EXPECT_GT(c.activations, 0);
+    EXPECT_TRUE(c.escaped.empty()) << *c.escaped.begin() << " x" << c.escaped.size();
+  }
+}
+
+// The reference image models train on the unit and with an approximate activation too:
+// MobileNetV2's depthwise convolutions and ReLU6 included.
+TEST(NumericsWorkload, ImageModelsTrainOnTheEmulatedUnitAndActivation) {
+  RunOptions o;
+  o.timing.fixed_steps = 1;
+  for (const char* model :
+       {"mobilenet_v2:image=32,classes=4,batch=2", "resnet50:image=32,classes=4,batch=2"}) {
+    SCOPED_TRACE(model);
+    const std::string config = std::string(model) + ",threads=2";
+    const RunResult r = run_config(
+        parse_config(config +
+                     ",numerics=e4m3+act:tanh-pwl+unit:mad:mul=e5m2;acc=fp16;width=8;order=lanes"),
+        o);
+    EXPECT_EQ(r.status, Status::kOk) << r.error;
+    // The activation replaces ReLU6 too: the logits are not the plain network's.
+    auto logits = [&](const std::string& numerics) {
+      auto t = prepare_training(parse_config(config + numerics), torch::kCPU, 3);
+      torch::NoGradGuard ng;
+      t.workload->module().eval();
+      return t.workload->logits(t.batch);
+    };
+    const auto plain = logits(""), tanh = logits(",numerics=act:tanh");
+    EXPECT_TRUE(torch::equal(plain, logits(",numerics=act:relu")));
+    EXPECT_GT((plain - tanh).abs().max().item<float>(), 0.01 * plain.abs().max().item<float>())
+        << plain << tanh;
+  }
+}
+
 TEST(NumericsWorkload, RunsReportTheirStatusAndKeepTheirConfig) {
   RunOptions o;
   o.timing.fixed_steps = 3;
@@ -209,7 +322,9 @@ TEST(NumericsWorkload, RunsReportTheirStatusAndKeepTheirConfig) {
   EXPECT_NE(ok.config.find("numerics=e4m3+ls:dynamic"), std::string::npos);
   EXPECT_EQ(parse_config(ok.config).str(), ok.config);
   const RunResult refused =
-      run_config(parse_config("squeezenet1_1:batch=1,image=64,threads=1,numerics=a:bf16"), o);
+      run_config(parse_config("transformer:layers=1,d_model=16,heads=2,ff=24,vocab=30,seq=7,"
+                              "batch=3,threads=1,numerics=a:bf16"),
+                 o);
   EXPECT_EQ(refused.status, Status::kUnsupported);
   EXPECT_NE(refused.error.find("no activation points"), std::string::npos) << refused.error;
 }

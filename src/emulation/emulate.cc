@@ -65,23 +65,34 @@ torch::Tensor unit_linear(const torch::Tensor& x, const torch::Tensor& w, const 
   return torch::nn::functional::linear(x, w, b);
 }
 
-// On the unit: unfold (im2col) and a matrix multiply, so the convolution runs on it too.
+// On the unit: unfold (im2col) and a matrix multiply, so the convolution runs on it too. A
+// grouped (depthwise) convolution is one such product per group.
 torch::Tensor unit_conv2d(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
-                          std::array<int64_t, 2> stride, std::array<int64_t, 2> pad,
-                          const Policy& p) {
+                          const ConvShape& s, const Policy& p) {
   if (!p.has_unit())
-    return torch::conv2d(x, w, b, {stride[0], stride[1]}, {pad[0], pad[1]});
+    return torch::conv2d(x, w, b, {s.stride[0], s.stride[1]}, {s.pad[0], s.pad[1]},
+                         {s.dilation[0], s.dilation[1]}, s.groups);
+  if (s.groups > 1) {
+    const auto xs = x.chunk(s.groups, 1), ws = w.chunk(s.groups, 0);
+    const auto bs = b.defined() ? b.chunk(s.groups, 0) : std::vector<torch::Tensor>(s.groups);
+    ConvShape one = s;
+    one.groups = 1;
+    std::vector<torch::Tensor> ys;
+    for (int64_t g = 0; g < s.groups; ++g) ys.push_back(unit_conv2d(xs[g], ws[g], bs[g], one, p));
+    return torch::cat(ys, 1);
+  }
   const int64_t n = x.size(0), h = x.size(2), wd = x.size(3), oc = w.size(0);
   const int64_t kh = w.size(2), kw = w.size(3);
   const auto cols = torch::nn::functional::unfold(
       x, torch::nn::functional::UnfoldFuncOptions({kh, kw})
-             .padding({pad[0], pad[1]})
-             .stride({stride[0], stride[1]}));  // [n, c*kh*kw, L]
+             .padding({s.pad[0], s.pad[1]})
+             .stride({s.stride[0], s.stride[1]})
+             .dilation({s.dilation[0], s.dilation[1]}));  // [n, c*kh*kw, L]
   const int64_t L = cols.size(2);
   const auto rows = cols.transpose(1, 2).reshape({n * L, cols.size(1)});
   const auto y = MadLinear::apply(rows, w.reshape({oc, -1}), no_bias_as_empty(b, x), &p);
-  const int64_t oh = (h + 2 * pad[0] - kh) / stride[0] + 1;
-  const int64_t ow = (wd + 2 * pad[1] - kw) / stride[1] + 1;
+  const int64_t oh = (h + 2 * s.pad[0] - s.dilation[0] * (kh - 1) - 1) / s.stride[0] + 1;
+  const int64_t ow = (wd + 2 * s.pad[1] - s.dilation[1] * (kw - 1) - 1) / s.stride[1] + 1;
   return y.reshape({n, L, oc}).transpose(1, 2).reshape({n, oc, oh, ow});
 }
 
@@ -203,8 +214,10 @@ struct Net : torch::nn::Module {
       }
       return q_act(x);
     }
+    ConvShape conv5x5;
+    conv5x5.pad = {2, 2};
     for (size_t i = 0; i < 2; ++i) {
-      x = unit_conv2d(q_act(x), q_w(params[2 * i]), q_w(params[2 * i + 1]), {1, 1}, {2, 2}, policy);
+      x = unit_conv2d(q_act(x), q_w(params[2 * i]), q_w(params[2 * i + 1]), conv5x5, policy);
       x = torch::max_pool2d(emulated_activation(x, policy), 2);
     }
     x = x.reshape({x.size(0), -1});

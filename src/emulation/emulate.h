@@ -55,16 +55,21 @@ struct Policy {
 // Piecewise-linear tanh and sigmoid (33 knots), with the segment slope as their gradient.
 torch::Tensor approx_activation(const torch::Tensor& x, const std::string& name);
 
+// The geometry of a 2-D convolution, as torch::conv2d takes it.
+struct ConvShape {
+  std::array<int64_t, 2> stride{1, 1}, pad{0, 0}, dilation{1, 1};
+  int64_t groups = 1;
+};
+
 // The emulated operators, for any model. y = x W^T + b (b may be undefined) and a 2-D
-// convolution (groups 1, as im2col and a matrix multiply) with every product and sum on the
+// convolution (im2col and a matrix multiply per group) with every product and sum on the
 // policy's unit, forward and backward; plain LibTorch where the policy has no unit. The policy
 // must outlive the graph. And the policy's activation (relu, tanh, sigmoid, approximate or an
 // extension's) with its gradient.
 torch::Tensor unit_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                           const Policy& p);
 torch::Tensor unit_conv2d(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
-                          std::array<int64_t, 2> stride, std::array<int64_t, 2> pad,
-                          const Policy& p);
+                          const ConvShape& shape, const Policy& p);
 torch::Tensor emulated_activation(const torch::Tensor& x, const Policy& p);
 
 struct EmulationOptions {

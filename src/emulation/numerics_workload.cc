@@ -48,19 +48,26 @@ NumericsWorkload::NumericsWorkload(std::unique_ptr<Workload> inner, Policy polic
     rounds_weights_ = rounds_weights_ || (points[0] && points[0]->enabled());
   if (policy_.replaces_operators()) {
     layers_ = [this](const torch::Tensor& x, torch::nn::Module& m) -> torch::Tensor {
-      if (policy_.activation != "relu" && m.as<torch::nn::ReLU>())
+      // The proposed activation stands in for the model's own, ReLU or ReLU6.
+      if (policy_.activation != "relu" && (m.as<torch::nn::ReLU>() || m.as<torch::nn::ReLU6>()))
         return emulated_activation(x, policy_);
       if (!policy_.has_unit()) return {};
       if (auto* l = m.as<torch::nn::Linear>()) return unit_linear(x, l->weight, l->bias, policy_);
       if (auto* c = m.as<torch::nn::Conv2d>()) {
         const auto& o = c->options;
-        const auto* pad = c10::get_if<torch::ExpandingArray<2>>(&o.padding());
-        if (o.groups() != 1 || (*o.dilation())[0] != 1 || (*o.dilation())[1] != 1 || !pad)
+        ConvShape shape;
+        if (const auto* pad = c10::get_if<torch::ExpandingArray<2>>(&o.padding()))
+          shape.pad = {(**pad)[0], (**pad)[1]};
+        else if (!c10::get_if<torch::enumtype::kValid>(&o.padding()))
           throw Unsupported(policy_.str() +
-                            ": the unit runs convolutions with groups 1, dilation 1 and explicit "
-                            "padding only");
-        return unit_conv2d(x, c->weight, c->bias, {(*o.stride())[0], (*o.stride())[1]},
-                           {(**pad)[0], (**pad)[1]}, policy_);
+                            ": the unit runs convolutions with explicit or "
+                            "valid padding only, not 'same'");
+        if (!c10::get_if<torch::enumtype::kZeros>(&o.padding_mode()))
+          throw Unsupported(policy_.str() + ": the unit pads convolutions with zeros only");
+        shape.stride = {(*o.stride())[0], (*o.stride())[1]};
+        shape.dilation = {(*o.dilation())[0], (*o.dilation())[1]};
+        shape.groups = o.groups();
+        return unit_conv2d(x, c->weight, c->bias, shape, policy_);
       }
       return {};
     };
@@ -204,8 +211,8 @@ std::unique_ptr<Workload> with_numerics(std::unique_ptr<Workload> inner, Policy 
                       "formats");
   if (operators && !inner->has_operator_points())
     throw Unsupported(policy.str() +
-                      ": this family's layers cannot run on an emulated unit or activation (fc "
-                      "and cnn can)");
+                      ": this family's layers cannot run on an emulated unit or activation "
+                      "(recurrent cells, attention and external models keep theirs)");
   if (activations && !inner->has_activation_points())
     throw Unsupported(policy.str() +
                       ": this family has no activation points (fc, cnn and rnn have); round "

@@ -10,28 +10,27 @@ torch::Tensor activation_point(const torch::Tensor& x) {
   return current_hook ? (*current_hook)(x, nullptr) : x;
 }
 
-torch::Tensor relu_op(const torch::Tensor& x) {
+torch::Tensor relu_op(const torch::Tensor& x, bool inplace) {
   if (current_layers) {
     static torch::nn::ReLU relu;  // stands for "a ReLU" to the override
     torch::Tensor y = (*current_layers)(x, *relu);
     if (y.defined()) return y;
   }
-  return torch::relu(x);
+  return inplace ? x.relu_() : torch::relu(x);
 }
+
+namespace detail {
+torch::Tensor enter_layer(torch::Tensor& x, torch::nn::Module& m) {
+  if (current_hook && (m.as<torch::nn::Linear>() || m.as<torch::nn::Conv2d>()))
+    x = (*current_hook)(x, &m);
+  return current_layers ? (*current_layers)(x, m) : torch::Tensor();
+}
+}  // namespace detail
 
 torch::Tensor forward_with_points(torch::nn::Sequential& s, torch::Tensor x) {
   for (auto& m : *s) {
-    if (current_hook && (m.type_info() == typeid(torch::nn::LinearImpl) ||
-                         m.type_info() == typeid(torch::nn::Conv2dImpl)))
-      x = (*current_hook)(x, m.ptr().get());
-    if (current_layers) {
-      torch::Tensor y = (*current_layers)(x, *m.ptr());
-      if (y.defined()) {
-        x = y;
-        continue;
-      }
-    }
-    x = m.forward(x);
+    torch::Tensor y = detail::enter_layer(x, *m.ptr());
+    x = y.defined() ? y : m.forward(x);
   }
   return x;
 }

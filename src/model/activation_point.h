@@ -22,9 +22,25 @@ using LayerOverride = std::function<torch::Tensor(const torch::Tensor& x, torch:
 // x itself when no hook is installed on this thread.
 torch::Tensor activation_point(const torch::Tensor& x);
 
-// relu(x), or what an installed override puts in a ReLU's place. For a family's ReLUs that
-// are not modules of a Sequential run by forward_with_points (a residual block's last one).
-torch::Tensor relu_op(const torch::Tensor& x);
+// relu(x) (in place when `inplace`, as torchvision's models do it), or what an installed
+// override puts in a ReLU's place. For a family's ReLUs that are not modules (functional
+// relu in a forward method, a residual block's last one).
+torch::Tensor relu_op(const torch::Tensor& x, bool inplace = false);
+
+namespace detail {
+// Passes x through layer m's activation point (m a Linear or Conv2d) and returns what the
+// installed override computes for m, or an undefined tensor.
+torch::Tensor enter_layer(torch::Tensor& x, torch::nn::Module& m);
+}  // namespace detail
+
+// One module called by a family's forward method rather than by forward_with_points
+// (torch::nn::Conv2d, Linear, ReLU6, ...): its activation point, then the override's output
+// or the module's own forward.
+template <typename Holder>
+torch::Tensor layer_op(Holder& m, torch::Tensor x) {
+  torch::Tensor y = detail::enter_layer(x, *m);
+  return y.defined() ? y : m->forward(x);
+}
 
 // Runs a Sequential with an activation point before every Linear and Conv2d in it, and each
 // module through the installed override, if any.

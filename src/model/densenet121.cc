@@ -24,8 +24,8 @@ struct DenseLayerImpl : nn::Module {
         norm2(register_module("norm2", nn::BatchNorm2d(bn_size * growth))),
         conv2(register_module("conv2", conv(bn_size * growth, growth, 3, 1, 1))) {}
   torch::Tensor forward(const std::vector<torch::Tensor>& previous) {
-    auto y = conv1->forward(norm1->forward(torch::cat(previous, 1)).relu_());
-    return conv2->forward(norm2->forward(y).relu_());
+    auto y = layer_op(conv1, relu_op(norm1->forward(torch::cat(previous, 1)), /*inplace=*/true));
+    return layer_op(conv2, relu_op(norm2->forward(y), true));
   }
   nn::BatchNorm2d norm1;
   nn::Conv2d conv1;
@@ -55,7 +55,7 @@ struct TransitionImpl : nn::Module {
       : norm(register_module("norm", nn::BatchNorm2d(in))),
         conv(register_module("conv", conv1x1(in, out))) {}
   torch::Tensor forward(const torch::Tensor& x) {
-    return torch::avg_pool2d(conv->forward(norm->forward(x).relu_()), 2, 2);
+    return torch::avg_pool2d(layer_op(conv, relu_op(norm->forward(x), /*inplace=*/true)), 2, 2);
   }
   nn::BatchNorm2d norm;
   nn::Conv2d conv;
@@ -96,8 +96,8 @@ struct DenseNetImpl : nn::Module {
     nn::init::zeros_(classifier->bias);
   }
   torch::Tensor forward(const torch::Tensor& x) {
-    auto y = features->forward(x).relu_();
-    return classifier->forward(torch::flatten(torch::adaptive_avg_pool2d(y, {1, 1}), 1));
+    auto y = relu_op(forward_with_points(features, x), /*inplace=*/true);
+    return layer_op(classifier, torch::flatten(torch::adaptive_avg_pool2d(y, {1, 1}), 1));
   }
   nn::Sequential features;
   nn::Linear classifier{nullptr};
@@ -110,9 +110,9 @@ class DenseNet121Workload : public ImageClassifierWorkload {
       : ImageClassifierWorkload(c),
         net_(c.get_int("classes"), 32, std::vector<int64_t>{6, 12, 24, 16}, 64, 4) {}
   torch::nn::Module& module() override { return *net_; }
-  torch::Tensor loss(const Batch& b) override {
-    return torch::nn::functional::cross_entropy(net_->forward(b.inputs[0]), b.target);
-  }
+
+ protected:
+  torch::Tensor forward(const torch::Tensor& images) override { return net_->forward(images); }
 
  private:
   DenseNet net_;

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "model/activation_point.h"
 #include "model/workload.h"
 
 namespace tb {
@@ -23,8 +24,18 @@ class ImageClassifierWorkload : public Workload {
     return {{x}, y};
   }
   int64_t examples_per_step() const override { return batch_; }
+  torch::Tensor logits(const Batch& b) override { return activation_point(forward(b.inputs[0])); }
+  torch::Tensor loss(const Batch& b) override {
+    return torch::nn::functional::cross_entropy(logits(b), b.target);
+  }
+  // Every model's Linear, Conv2d and activation runs through model/activation_point.h.
+  bool has_activation_points() const override { return true; }
+  bool has_operator_points() const override { return true; }
 
  protected:
+  // The network's logits for a batch of images.
+  virtual torch::Tensor forward(const torch::Tensor& images) = 0;
+
   int64_t batch_, image_, classes_;
 };
 

@@ -22,7 +22,9 @@ struct BasicConv2dImpl : nn::Module {
                                                     .padding({pad[0], pad[1]})
                                                     .bias(false)))),
         bn(register_module("bn", nn::BatchNorm2d(nn::BatchNorm2dOptions(out).eps(0.001)))) {}
-  torch::Tensor forward(const torch::Tensor& x) { return bn->forward(conv->forward(x)).relu_(); }
+  torch::Tensor forward(const torch::Tensor& x) {
+    return relu_op(bn->forward(layer_op(conv, x)), /*inplace=*/true);
+  }
   nn::Conv2d conv;
   nn::BatchNorm2d bn;
 };
@@ -151,7 +153,7 @@ struct InceptionAuxImpl : nn::Module {
         fc(register_module("fc", nn::Linear(768, classes))) {}
   torch::Tensor forward(const torch::Tensor& x) {
     auto y = conv1->forward(conv0->forward(torch::avg_pool2d(x, 5, 3)));
-    return fc->forward(torch::flatten(torch::adaptive_avg_pool2d(y, {1, 1}), 1));
+    return layer_op(fc, torch::flatten(torch::adaptive_avg_pool2d(y, {1, 1}), 1));
   }
   BasicConv2d conv0, conv1;
   nn::Linear fc;
@@ -210,7 +212,7 @@ struct Inception3Impl : nn::Module {
     if (is_training()) aux = AuxLogits->forward(x);
     x = Mixed_7c->forward(Mixed_7b->forward(Mixed_7a->forward(x)));
     x = torch::flatten(dropout->forward(torch::adaptive_avg_pool2d(x, {1, 1})), 1);
-    return {fc->forward(x), aux};
+    return {layer_op(fc, x), aux};
   }
   BasicConv2d Conv2d_1a_3x3, Conv2d_2a_3x3, Conv2d_2b_3x3, Conv2d_3b_1x1, Conv2d_4a_3x3;
   InceptionA Mixed_5b, Mixed_5c, Mixed_5d;
@@ -232,8 +234,13 @@ class Inception3Workload : public ImageClassifierWorkload {
   torch::Tensor loss(const Batch& b) override {
     namespace F = torch::nn::functional;
     auto [logits, aux] = net_->forward(b.inputs[0]);
-    auto loss = F::cross_entropy(logits, b.target);
-    return aux.defined() ? loss + 0.4 * F::cross_entropy(aux, b.target) : loss;
+    auto loss = F::cross_entropy(activation_point(logits), b.target);
+    return aux.defined() ? loss + 0.4 * F::cross_entropy(activation_point(aux), b.target) : loss;
+  }
+
+ protected:
+  torch::Tensor forward(const torch::Tensor& images) override {
+    return net_->forward(images).first;
   }
 
  private:

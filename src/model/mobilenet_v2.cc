@@ -21,7 +21,7 @@ struct ConvBNReLU6Impl : nn::Module {
         bn(register_module("1", nn::BatchNorm2d(out))),
         act(register_module("2", nn::ReLU6(nn::ReLU6Options(true)))) {}
   torch::Tensor forward(const torch::Tensor& x) {
-    return act->forward(bn->forward(conv->forward(x)));
+    return layer_op(act, bn->forward(layer_op(conv, x)));
   }
   nn::Conv2d conv;
   nn::BatchNorm2d bn;
@@ -40,7 +40,7 @@ struct InvertedResidualImpl : nn::Module {
     register_module("conv", conv);
   }
   torch::Tensor forward(const torch::Tensor& x) {
-    return residual ? x + conv->forward(x) : conv->forward(x);
+    return residual ? x + forward_with_points(conv, x) : forward_with_points(conv, x);
   }
   bool residual;
   nn::Sequential conv;
@@ -85,8 +85,9 @@ struct MobileNetV2Impl : nn::Module {
     }
   }
   torch::Tensor forward(const torch::Tensor& x) {
-    auto y = torch::flatten(torch::adaptive_avg_pool2d(features->forward(x), {1, 1}), 1);
-    return classifier->forward(y);
+    auto y =
+        torch::flatten(torch::adaptive_avg_pool2d(forward_with_points(features, x), {1, 1}), 1);
+    return forward_with_points(classifier, y);
   }
   nn::Sequential features, classifier;
 };
@@ -97,9 +98,9 @@ class MobileNetV2Workload : public ImageClassifierWorkload {
   explicit MobileNetV2Workload(const Config& c)
       : ImageClassifierWorkload(c), net_(c.get_int("classes")) {}
   torch::nn::Module& module() override { return *net_; }
-  torch::Tensor loss(const Batch& b) override {
-    return torch::nn::functional::cross_entropy(net_->forward(b.inputs[0]), b.target);
-  }
+
+ protected:
+  torch::Tensor forward(const torch::Tensor& images) override { return net_->forward(images); }
 
  private:
   MobileNetV2 net_;

@@ -1,5 +1,7 @@
 #include "model/resnet.h"
 
+#include "model/activation_point.h"
+
 namespace tb {
 namespace nn = torch::nn;
 
@@ -44,10 +46,10 @@ BottleneckImpl::BottleneckImpl(int64_t inplanes, int64_t planes, int64_t stride,
 }
 
 torch::Tensor BottleneckImpl::forward(const torch::Tensor& x) {
-  auto y = torch::relu(bn1.forward(conv1->forward(x)));
-  y = torch::relu(bn2.forward(conv2->forward(y)));
-  y = bn3.forward(conv3->forward(y));
-  return torch::relu(y + (downsample ? downsample->forward(x) : x));
+  auto y = relu_op(bn1.forward(layer_op(conv1, x)));
+  y = relu_op(bn2.forward(layer_op(conv2, y)));
+  y = bn3.forward(layer_op(conv3, y));
+  return relu_op(y + (downsample ? forward_with_points(downsample, x) : x));
 }
 
 ResNetImpl::ResNetImpl(const ResNetOptions& o) {
@@ -89,7 +91,7 @@ ResNetImpl::ResNetImpl(const ResNetOptions& o) {
 }
 
 std::vector<torch::Tensor> ResNetImpl::stages(const torch::Tensor& x) {
-  auto y = torch::relu(bn1.forward(conv1->forward(x)));
+  auto y = relu_op(bn1.forward(layer_op(conv1, x)));
   y = torch::max_pool2d(y, 3, 2, 1);
   std::vector<torch::Tensor> out;
   for (auto* s : {&layer1, &layer2, &layer3, &layer4}) {
@@ -101,7 +103,7 @@ std::vector<torch::Tensor> ResNetImpl::stages(const torch::Tensor& x) {
 
 torch::Tensor ResNetImpl::forward(const torch::Tensor& x) {
   auto c5 = stages(x).back();
-  return fc->forward(torch::flatten(torch::adaptive_avg_pool2d(c5, {1, 1}), 1));
+  return layer_op(fc, torch::flatten(torch::adaptive_avg_pool2d(c5, {1, 1}), 1));
 }
 
 }  // namespace tb

@@ -16,8 +16,9 @@ struct FireImpl : nn::Module {
         expand3x3(register_module(
             "expand3x3", nn::Conv2d(nn::Conv2dOptions(squeeze_planes, e3, 3).padding(1)))) {}
   torch::Tensor forward(const torch::Tensor& x) {
-    auto s = squeeze->forward(x).relu_();
-    return torch::cat({expand1x1->forward(s).relu_(), expand3x3->forward(s).relu_()}, 1);
+    auto s = relu_op(layer_op(squeeze, x), /*inplace=*/true);
+    return torch::cat(
+        {relu_op(layer_op(expand1x1, s), true), relu_op(layer_op(expand3x3, s), true)}, 1);
   }
   nn::Conv2d squeeze, expand1x1, expand3x3;
 };
@@ -61,7 +62,7 @@ struct SqueezeNetImpl : nn::Module {
     }
   }
   torch::Tensor forward(const torch::Tensor& x) {
-    return torch::flatten(classifier->forward(features->forward(x)), 1);
+    return torch::flatten(forward_with_points(classifier, forward_with_points(features, x)), 1);
   }
   nn::Sequential features, classifier;
 };
@@ -72,9 +73,9 @@ class SqueezeNetWorkload : public ImageClassifierWorkload {
   explicit SqueezeNetWorkload(const Config& c)
       : ImageClassifierWorkload(c), net_(c.get_int("classes")) {}
   torch::nn::Module& module() override { return *net_; }
-  torch::Tensor loss(const Batch& b) override {
-    return torch::nn::functional::cross_entropy(net_->forward(b.inputs[0]), b.target);
-  }
+
+ protected:
+  torch::Tensor forward(const torch::Tensor& images) override { return net_->forward(images); }
 
  private:
   SqueezeNet net_;

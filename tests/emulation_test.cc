@@ -233,6 +233,88 @@ TEST(Emulation, UnitConvolutionsTakeAnyGeometry) {
   }
 }
 
+// Recurrent modules written out step by step are LibTorch's fused ones, forward and backward,
+// when the unit's arithmetic is fp32 in order; the point sees every product's input.
+TEST(Emulation, UnitRecurrentCellsAreTheFusedOnes) {
+  namespace nn = torch::nn;
+  tb::emu::Policy fp32;
+  fp32.set_unit("mad:mul=fp32,acc=fp32,width=1,order=sequential");
+  struct Case {
+    std::string name;
+    nn::AnyModule cells;
+    int directions;
+    bool batch_first;
+  };
+  const int64_t in = 5, hidden = 6, length = 4, batch = 3, layers = 2;
+  torch::manual_seed(11);
+  std::vector<Case> cases = {
+      {"lstm", nn::AnyModule(nn::LSTM(nn::LSTMOptions(in, hidden).num_layers(layers))), 1, false},
+      {"gru bidirectional",
+       nn::AnyModule(nn::GRU(nn::GRUOptions(in, hidden).num_layers(layers).bidirectional(true))), 2,
+       false},
+      {"rnn tanh batch-first",
+       nn::AnyModule(nn::RNN(nn::RNNOptions(in, hidden).num_layers(layers).batch_first(true))), 1,
+       true},
+      {"rnn relu bidirectional no bias",
+       nn::AnyModule(nn::RNN(nn::RNNOptions(in, hidden)
+                                 .num_layers(layers)
+                                 .nonlinearity(torch::kReLU)
+                                 .bidirectional(true)
+                                 .bias(false))),
+       2, false}};
+  for (auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto x = torch::randn(c.batch_first ? std::vector<int64_t>{batch, length, in}
+                                        : std::vector<int64_t>{length, batch, in})
+                 .requires_grad_(true);
+    torch::Tensor fused;
+    if (auto* l = c.cells.ptr()->as<nn::LSTM>()) fused = std::get<0>(l->forward(x));
+    if (auto* g = c.cells.ptr()->as<nn::GRU>()) fused = std::get<0>(g->forward(x));
+    if (auto* r = c.cells.ptr()->as<nn::RNN>()) fused = std::get<0>(r->forward(x));
+    int points = 0;
+    const auto stepped =
+        tb::emu::unit_recurrent(x, {}, *c.cells.ptr(), fp32, [&](const torch::Tensor& t) {
+          ++points;
+          return t;
+        });
+    ASSERT_EQ(stepped.sizes(), fused.sizes());
+    EXPECT_TRUE(torch::allclose(stepped, fused, 1e-5, 1e-6));
+    EXPECT_EQ(points, layers * c.directions * (1 + length));
+    std::vector<torch::Tensor> wrt{x};
+    for (auto& p : c.cells.ptr()->parameters()) wrt.push_back(p);
+    const auto dy = torch::randn_like(fused);
+    const auto g = torch::autograd::grad({stepped}, wrt, {dy});
+    const auto r = torch::autograd::grad({fused}, wrt, {dy});
+    for (size_t i = 0; i < wrt.size(); ++i)
+      EXPECT_TRUE(torch::allclose(g[i], r[i], 1e-4, 1e-5)) << i;
+  }
+  // Padded sequences: the fused module on packed ones, with zeros beyond each end.
+  {
+    nn::GRU gru(nn::GRUOptions(in, hidden).num_layers(layers).bidirectional(true));
+    const auto x = torch::randn({length, batch, in}).requires_grad_(true);
+    const auto lengths = torch::tensor({4, 2, 1}, torch::kLong);
+    const auto packed = torch::nn::utils::rnn::pack_padded_sequence(x, lengths);
+    const auto fused = std::get<0>(torch::nn::utils::rnn::pad_packed_sequence(
+        std::get<0>(gru->forward_with_packed_input(packed)), false, 0.0, length));
+    const auto stepped =
+        tb::emu::unit_recurrent(x, lengths, *gru, fp32, [](const torch::Tensor& t) { return t; });
+    EXPECT_TRUE(torch::allclose(stepped, fused, 1e-5, 1e-6));
+    const auto dy = torch::randn_like(fused);
+    EXPECT_TRUE(torch::allclose(torch::autograd::grad({stepped}, {x}, {dy})[0],
+                                torch::autograd::grad({fused}, {x}, {dy})[0], 1e-4, 1e-5));
+  }
+  // The approximate tanh reaches the cells: an LSTM's output moves.
+  tb::emu::Policy pwl;
+  pwl.set_activation("tanh-pwl");
+  const auto x = torch::randn({length, batch, in});
+  nn::LSTM lstm(nn::LSTMOptions(in, hidden));
+  const auto ident = [](const torch::Tensor& t) { return t; };
+  const auto exact = tb::emu::unit_recurrent(x, {}, *lstm, {}, ident);
+  EXPECT_TRUE(torch::allclose(exact, std::get<0>(lstm->forward(x)), 1e-5, 1e-6));
+  EXPECT_FALSE(
+      torch::allclose(tb::emu::unit_recurrent(x, {}, *lstm, pwl, ident), exact, 1e-4, 1e-5));
+}
+
 TEST(Emulation, MadUnitAndExtensionTrainTheMlp) {
   if (!std::ifstream(std::string(tb::emu::kFashionMnistDir) + "/t10k-labels-idx1-ubyte.gz"))
     GTEST_SKIP() << "dataset-fashion-mnist not installed";

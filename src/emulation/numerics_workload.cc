@@ -46,6 +46,16 @@ NumericsWorkload::NumericsWorkload(std::unique_ptr<Workload> inner, Policy polic
   rounds_weights_ = policy_.weights.enabled();
   for (const auto& [l, points] : policy_.layers)
     rounds_weights_ = rounds_weights_ || (points[0] && points[0]->enabled());
+  // Recurrent modules run step by step when activations or errors are rounded too, so that
+  // their formats reach the hidden states, not only the sequences going in and out.
+  if (policy_.replaces_operators() || policy_.activations.enabled() || policy_.errors.enabled()) {
+    recurrent_ = [this](const torch::Tensor& x, const torch::Tensor& lengths,
+                        torch::nn::Module& m) {
+      return unit_recurrent(x, lengths, m, policy_, [this](const torch::Tensor& t) {
+        return quantize_op(t, policy_.activations, policy_.errors);
+      });
+    };
+  }
   if (policy_.replaces_operators()) {
     layers_ = [this](const torch::Tensor& x, torch::nn::Module& m) -> torch::Tensor {
       // The proposed activation stands in for the model's own, ReLU or ReLU6.
@@ -85,7 +95,8 @@ int NumericsWorkload::layer_of(const torch::Tensor& param) const {
 }
 
 torch::Tensor NumericsWorkload::loss(const Batch& batch) {
-  ActivationHookScope scope(&hook_, layers_ ? &layers_ : nullptr);
+  ActivationHookScope scope(&hook_, layers_ ? &layers_ : nullptr,
+                            recurrent_ ? &recurrent_ : nullptr);
   return inner_->loss(batch);
 }
 
@@ -95,7 +106,8 @@ torch::Tensor NumericsWorkload::logits(const Batch& batch) {
   round_weights(params);
   torch::Tensor out;
   {
-    ActivationHookScope scope(&hook_, layers_ ? &layers_ : nullptr);
+    ActivationHookScope scope(&hook_, layers_ ? &layers_ : nullptr,
+                              recurrent_ ? &recurrent_ : nullptr);
     out = inner_->logits(batch);
   }
   restore_weights(params);

@@ -61,6 +61,9 @@ class NumericsWorkload : public Workload {
   // the weights' format skip the forward rounding (leaves_unchanged).
   bool masters_in_format_ = false;
   LayerOverride layers_;  // set where the policy has a unit or an activation
+  // Set where the policy replaces operators or rounds activations and the model has
+  // recurrent modules: they then run step by step (unit_recurrent).
+  RecurrentOverride recurrent_;
   int64_t good_steps_ = 0, skipped_steps_ = 0;
 };
 

@@ -9,6 +9,7 @@
 // recurrent layers run on packed sequences, so padding does no recurrent work.
 #include <fmt/format.h>
 
+#include "model/activation_point.h"
 #include "model/workload.h"
 #include "spec/errors.h"
 #include "spec/lengths.h"
@@ -18,7 +19,6 @@ namespace {
 
 namespace nn = torch::nn;
 namespace F = torch::nn::functional;
-namespace rnn_utils = torch::nn::utils::rnn;
 
 constexpr int64_t kFreqBins = 161;  // 20 ms windows, 10 ms hop, 16 kHz: 320-point FFT
 constexpr int64_t kChars = 29;
@@ -70,20 +70,20 @@ struct DeepSpeech2NetImpl : nn::Module {
   // convolutions), lengths after the convolutions (CPU, longest first) -> log-probs [T', B, 29].
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask,
                         const torch::Tensor& lengths) {
-    auto y = F::hardtanh(bn1(conv1(x)), F::HardtanhFuncOptions().min_val(0).max_val(20)) * mask;
-    y = F::hardtanh(bn2(conv2(y)), F::HardtanhFuncOptions().min_val(0).max_val(20)) * mask;
+    auto y = clipped_relu_op(bn1(layer_op(conv1, x)), 20) * mask;
+    y = clipped_relu_op(bn2(layer_op(conv2, y)), 20) * mask;
     const int64_t B = y.size(0), T = y.size(3);
     auto seq = y.reshape({B, -1, T}).permute({2, 0, 1}).contiguous();  // [T', B, 32 * 41]
     const size_t layers = grus.empty() ? rnns.size() : grus.size();
     for (size_t i = 0; i < layers; ++i) {
       if (i > 0) seq = norms[i - 1](seq.reshape({T * B, hidden})).reshape({T, B, hidden});
-      auto packed = rnn_utils::pack_padded_sequence(seq, lengths);
-      auto out = grus.empty() ? std::get<0>(rnns[i]->forward_with_packed_input(packed))
-                              : std::get<0>(grus[i]->forward_with_packed_input(packed));
-      auto both = std::get<0>(rnn_utils::pad_packed_sequence(out, false, 0.0, T));
+      // Packed sequences: padding does no recurrent work.
+      auto both =
+          grus.empty() ? recurrent_op(rnns[i], seq, lengths) : recurrent_op(grus[i], seq, lengths);
       seq = both.view({T, B, 2, hidden}).sum(2);  // the two directions summed
     }
-    auto logits = fc(fc_bn(seq.reshape({T * B, hidden}))).reshape({T, B, kChars});
+    auto logits =
+        activation_point(layer_op(fc, fc_bn(seq.reshape({T * B, hidden}))).reshape({T, B, kChars}));
     return torch::log_softmax(logits.to(torch::kFloat32), 2);
   }
 
@@ -142,6 +142,8 @@ class DeepSpeech2Workload : public Workload {
                        F::CTCLossFuncOptions().blank(0).zero_infinity(true));
   }
   int64_t examples_per_step() const override { return batch_; }
+  bool has_activation_points() const override { return true; }
+  bool has_operator_points() const override { return true; }
   // Seconds of audio (10 ms frames), padding left out.
   double units_per_step() const override {
     return double(spread_length_sum(batch_, min_frames_, max_frames_)) / 100.0;

@@ -24,17 +24,18 @@ struct RnnNetImpl : nn::Module {
   }
   // tokens: [length, batch] -> logits [length * batch, vocab]
   torch::Tensor forward(const torch::Tensor& tokens, torch::Dtype dtype) {
-    // Points at the cells' input and output; LibTorch's fused cells keep their gates inside.
+    // Points at the cells' input and output; emulation runs the cells step by step with
+    // points inside (recurrent_op), the plain model LibTorch's fused cells.
     auto x = activation_point(embedding->forward(tokens).to(dtype));
     torch::Tensor h;
     if (lstm) {
-      h = std::get<0>(lstm->forward(x));
+      h = recurrent_op(lstm, x);
     } else if (gru) {
-      h = std::get<0>(gru->forward(x));
+      h = recurrent_op(gru, x);
     } else {
-      h = std::get<0>(rnn->forward(x));
+      h = recurrent_op(rnn, x);
     }
-    return activation_point(head->forward(activation_point(h.reshape({-1, h.size(2)}))));
+    return activation_point(layer_op(head, h.reshape({-1, h.size(2)})));
   }
   std::string cell_type;
   nn::Embedding embedding{nullptr};
@@ -66,6 +67,7 @@ class RnnWorkload : public Workload {
   }
   int64_t examples_per_step() const override { return batch_; }
   bool has_activation_points() const override { return true; }
+  bool has_operator_points() const override { return true; }
 
  private:
   RnnNet net_;

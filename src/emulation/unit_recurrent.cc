@@ -1,0 +1,108 @@
+// Recurrent cells written out step by step, so that an emulated unit, activation and number
+// format reach the products and functions that LibTorch's fused kernels keep inside. Gate
+// order and formulas are PyTorch's (torch.nn.RNN, LSTM, GRU documentation).
+#include <fmt/format.h>
+
+#include "emulation/emulate.h"
+#include "spec/errors.h"
+
+namespace tb::emu {
+namespace {
+
+namespace nn = torch::nn;
+using Point = std::function<torch::Tensor(const torch::Tensor&)>;
+
+torch::Tensor cell_tanh(const torch::Tensor& x, const Policy& p) {
+  return p.ext_activation || p.activation == "tanh-pwl" ? emulated_activation(x, p)
+                                                        : torch::tanh(x);
+}
+torch::Tensor cell_sigmoid(const torch::Tensor& x, const Policy& p) {
+  return p.activation == "sigmoid-pwl" ? approx_activation(x, p.activation) : torch::sigmoid(x);
+}
+
+struct Weights {
+  torch::Tensor w_ih, w_hh, b_ih, b_hh;  // biases undefined without bias
+};
+
+// One direction of one layer over the whole sequence x [length, batch, in]. With lengths, a
+// sequence's state stops changing after its end (forward) or starts at it (reverse), and its
+// outputs there are zero: what packed sequences give.
+torch::Tensor run_direction(const torch::Tensor& x, const torch::Tensor& lengths,
+                            nn::detail::RNNOptionsBase::rnn_options_base_mode_t mode,
+                            const Weights& w, bool reverse, const Policy& p, const Point& point) {
+  const int64_t length = x.size(0), batch = x.size(1), hidden = w.w_hh.size(1);
+  // The input products of every step at once: one large matrix product instead of length.
+  const auto xi = unit_linear(point(x.reshape({length * batch, x.size(2)})), w.w_ih, w.b_ih, p)
+                      .reshape({length, batch, -1});
+  auto h = torch::zeros({batch, hidden}, x.options());
+  auto c = torch::zeros({batch, hidden}, x.options());
+  const auto ends = lengths.defined() ? lengths.to(x.device()).unsqueeze(1) : torch::Tensor();
+  std::vector<torch::Tensor> out(length);
+  for (int64_t s = 0; s < length; ++s) {
+    const int64_t t = reverse ? length - 1 - s : s;
+    const auto h_before = h, c_before = c;
+    const auto hh = unit_linear(point(h), w.w_hh, w.b_hh, p);
+    if (c10::get_if<torch::enumtype::kLSTM>(&mode)) {
+      const auto g = (xi[t] + hh).chunk(4, 1);
+      c = cell_sigmoid(g[1], p) * c + cell_sigmoid(g[0], p) * cell_tanh(g[2], p);
+      h = cell_sigmoid(g[3], p) * cell_tanh(c, p);
+    } else if (c10::get_if<torch::enumtype::kGRU>(&mode)) {
+      const auto gi = xi[t].chunk(3, 1), gh = hh.chunk(3, 1);
+      const auto r = cell_sigmoid(gi[0] + gh[0], p), z = cell_sigmoid(gi[1] + gh[1], p);
+      const auto n = cell_tanh(gi[2] + r * gh[2], p);
+      h = (1 - z) * n + z * h;
+    } else if (c10::get_if<torch::enumtype::kRNN_RELU>(&mode)) {
+      h = emulated_activation(xi[t] + hh, p);
+    } else {
+      h = cell_tanh(xi[t] + hh, p);
+    }
+    if (ends.defined()) {
+      const auto inside = ends > t;  // [batch, 1]
+      h = torch::where(inside, h, h_before);
+      c = torch::where(inside, c, c_before);
+      out[t] = torch::where(inside, h, torch::zeros_like(h));
+      continue;
+    }
+    out[t] = h;
+  }
+  return torch::stack(out);
+}
+
+const nn::detail::RNNOptionsBase* options_of(nn::Module& m) {
+  if (auto* l = m.as<nn::LSTM>()) return &l->options_base;
+  if (auto* g = m.as<nn::GRU>()) return &g->options_base;
+  if (auto* r = m.as<nn::RNN>()) return &r->options_base;
+  return nullptr;
+}
+
+}  // namespace
+
+torch::Tensor unit_recurrent(const torch::Tensor& input, const torch::Tensor& lengths,
+                             nn::Module& cells, const Policy& p, const Point& point) {
+  const nn::detail::RNNOptionsBase* o = options_of(cells);
+  if (!o) throw Unsupported(cells.name() + ": not an RNN, LSTM or GRU module");
+  if (o->proj_size() > 0)
+    throw Unsupported(p.str() + ": LSTMs with a projection cannot run on the emulated unit");
+  const auto params = cells.named_parameters(/*recurse=*/false);
+  auto param = [&](const std::string& name) {
+    const auto* t = params.find(name);
+    return t ? *t : torch::Tensor();
+  };
+  torch::Tensor x = o->batch_first() ? input.transpose(0, 1) : input;
+  const int directions = o->bidirectional() ? 2 : 1;
+  for (int64_t l = 0; l < o->num_layers(); ++l) {
+    std::vector<torch::Tensor> outs;
+    for (int d = 0; d < directions; ++d) {
+      const std::string suffix = fmt::format("_l{}{}", l, d ? "_reverse" : "");
+      const Weights w{param("weight_ih" + suffix), param("weight_hh" + suffix),
+                      param("bias_ih" + suffix), param("bias_hh" + suffix)};
+      outs.push_back(run_direction(x, lengths, o->mode(), w, d == 1, p, point));
+    }
+    x = directions == 1 ? outs[0] : torch::cat(outs, 2);
+    if (o->dropout() > 0 && l + 1 < o->num_layers())
+      x = torch::dropout(x, o->dropout(), cells.is_training());
+  }
+  return o->batch_first() ? x.transpose(0, 1) : x;
+}
+
+}  // namespace tb::emu

@@ -286,7 +286,9 @@ TEST(NumericsWorkload, EveryLayerOfAFamilyWithOperatorPointsReachesThem) {
         "rnn:cell=gru,embed=8,length=3,vocab=9,batch=2",
         "rnn:cell=rnn,embed=8,length=3,vocab=9,batch=2",
         "deepspeech2:rnn_type=gru,rnn_layers=2,hidden=8,min_frames=20,max_frames=30,batch=2",
-        "deepspeech2:rnn_type=rnn,rnn_layers=2,hidden=8,min_frames=20,max_frames=30,batch=2"}) {
+        "deepspeech2:rnn_type=rnn,rnn_layers=2,hidden=8,min_frames=20,max_frames=30,batch=2",
+        "retinanet:height=64,width=64,batch=1,max_boxes=2",
+        "faster_rcnn:height=64,width=64,batch=1,max_boxes=2"}) {
     SCOPED_TRACE(config);
     auto t = prepare_training(parse_config(std::string(config) + ",threads=1"), torch::kCPU, 1);
     ASSERT_TRUE(t.workload->has_operator_points());

@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
 
+#include "model/activation_point.h"
 #include "spec/errors.h"
 
 namespace tb::det {
@@ -36,7 +37,8 @@ FpnImpl::FpnImpl(const std::vector<int64_t>& in_channels, int64_t out, FpnExtra 
 std::vector<torch::Tensor> FpnImpl::forward(const std::vector<torch::Tensor>& x) {
   const size_t n = x.size();
   auto run = [](nn::ModuleList& l, size_t i, const torch::Tensor& t) {
-    return l[i]->as<nn::Sequential>()->forward(t);
+    nn::Sequential s(std::dynamic_pointer_cast<nn::SequentialImpl>(l[i]));
+    return forward_with_points(s, t);
   };
   std::vector<torch::Tensor> out(n);
   auto last = run(inner_blocks, n - 1, x[n - 1]);
@@ -53,9 +55,9 @@ std::vector<torch::Tensor> FpnImpl::forward(const std::vector<torch::Tensor>& x)
   if (extra == FpnExtra::kMaxPool) {
     out.push_back(torch::max_pool2d(out.back(), 1, 2, 0));
   } else {
-    auto p6_out = p6->forward(out.back());  // from P5: in and out channels are equal
+    auto p6_out = layer_op(p6, out.back());  // from P5: in and out channels are equal
     out.push_back(p6_out);
-    out.push_back(p7->forward(torch::relu(p6_out)));
+    out.push_back(layer_op(p7, relu_op(p6_out)));
   }
   return out;
 }

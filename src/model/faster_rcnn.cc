@@ -3,6 +3,7 @@
 // an ImageNet-pretrained backbone with FrozenBatchNorm2d and its top three stages
 // trainable, FPN P2-P5 + max-pooled P6, an RPN over 3 anchors per location and RoI heads
 // on 512 sampled proposals per image. Loss = RPN objectness + RPN box + classifier + box.
+#include "model/activation_point.h"
 #include "model/detection_common.h"
 #include "model/detection_ops.h"
 #include "model/resnet.h"
@@ -93,6 +94,8 @@ class FasterRcnnWorkload : public Workload {
     return data_.make(device, dtype, seed);
   }
   int64_t examples_per_step() const override { return data_.batch; }
+  bool has_activation_points() const override { return true; }
+  bool has_operator_points() const override { return true; }
 
   Tensor loss(const Batch& b) override {
     const auto t = det::DetectionData::targets(b);
@@ -107,9 +110,10 @@ class FasterRcnnWorkload : public Workload {
     std::vector<int64_t> per_level;
     auto& head = *net_->rpn_head;
     for (const auto& f : p) {
-      auto h = torch::relu(head.conv->forward(f));
-      obj.push_back(head.cls_logits->forward(h).permute({0, 2, 3, 1}).reshape({N, -1}));
-      reg.push_back(head.bbox_pred->forward(h)
+      auto h = relu_op(layer_op(head.conv, f));
+      obj.push_back(
+          activation_point(layer_op(head.cls_logits, h)).permute({0, 2, 3, 1}).reshape({N, -1}));
+      reg.push_back(activation_point(layer_op(head.bbox_pred, h))
                         .view({N, -1, 4, f.size(2), f.size(3)})
                         .permute({0, 3, 4, 1, 2})
                         .reshape({N, -1, 4}));
@@ -170,10 +174,10 @@ class FasterRcnnWorkload : public Workload {
     std::vector<Tensor> levels(p.begin(), p.begin() + 4);  // the pool level is the RPN's only
     auto pooled = det::multiscale_roi_align(levels, rois, H, W, 7, 2);
     auto& rh = *net_->roi_heads;
-    auto x = torch::relu(rh.fc6->forward(pooled.flatten(1)));
-    x = torch::relu(rh.fc7->forward(x));
-    auto class_logits = rh.cls_score->forward(x).to(torch::kFloat);
-    auto box_regression = rh.bbox_pred->forward(x).to(torch::kFloat);
+    auto x = relu_op(layer_op(rh.fc6, pooled.flatten(1)));
+    x = relu_op(layer_op(rh.fc7, x));
+    auto class_logits = activation_point(layer_op(rh.cls_score, x)).to(torch::kFloat);
+    auto box_regression = activation_point(layer_op(rh.bbox_pred, x)).to(torch::kFloat);
     auto all_labels = torch::cat(labels), all_targets = torch::cat(targets);
     auto cls_loss = F::cross_entropy(class_logits, all_labels);
     auto fg = torch::where(all_labels > 0)[0];

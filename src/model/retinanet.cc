@@ -5,6 +5,7 @@
 // head with the L1 loss, both normalised by the number of foreground anchors.
 #include <cmath>
 
+#include "model/activation_point.h"
 #include "model/detection_common.h"
 #include "model/detection_ops.h"
 #include "model/resnet.h"
@@ -35,8 +36,11 @@ struct HeadImpl : nn::Module {
     std::vector<Tensor> all;
     for (const auto& f : features) {
       auto y = f;
-      for (const auto& block : *conv) y = block->as<nn::Sequential>()->forward(y);
-      y = out->forward(y);
+      for (const auto& block : *conv) {
+        nn::Sequential s(std::dynamic_pointer_cast<nn::SequentialImpl>(block));
+        y = forward_with_points(s, y);
+      }
+      y = layer_op(out, y);
       const int64_t N = y.size(0), H = y.size(2), W = y.size(3);
       all.push_back(
           y.view({N, -1, per_anchor, H, W}).permute({0, 3, 4, 1, 2}).reshape({N, -1, per_anchor}));
@@ -85,6 +89,8 @@ class RetinaNetWorkload : public Workload {
     return data_.make(device, dtype, seed);
   }
   int64_t examples_per_step() const override { return data_.batch; }
+  bool has_activation_points() const override { return true; }
+  bool has_operator_points() const override { return true; }
 
   Tensor loss(const Batch& b) override {
     const auto t = det::DetectionData::targets(b);
@@ -92,8 +98,8 @@ class RetinaNetWorkload : public Workload {
     const int64_t N = images.size(0), H = images.size(2), W = images.size(3);
     auto c = net_->body->stages(det::normalize(images));
     auto p = net_->fpn->forward({c[1], c[2], c[3]});  // P3..P7
-    auto logits = net_->cls->forward(p, kClasses).to(torch::kFloat);
-    auto deltas = net_->reg->forward(p, 4).to(torch::kFloat);
+    auto logits = activation_point(net_->cls->forward(p, kClasses)).to(torch::kFloat);
+    auto deltas = activation_point(net_->reg->forward(p, 4)).to(torch::kFloat);
     std::vector<std::array<int64_t, 2>> sizes;
     for (const auto& f : p) sizes.push_back({f.size(2), f.size(3)});
     auto anchors = net_->anchors.grid_anchors(H, W, sizes).to(logits.device());

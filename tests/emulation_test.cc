@@ -273,10 +273,10 @@ TEST(Emulation, UnitRecurrentCellsAreTheFusedOnes) {
     if (auto* r = c.cells.ptr()->as<nn::RNN>()) fused = std::get<0>(r->forward(x));
     int points = 0;
     const auto stepped =
-        tb::emu::unit_recurrent(x, {}, *c.cells.ptr(), fp32, [&](const torch::Tensor& t) {
+        tb::emu::unit_recurrent(x, {}, {}, *c.cells.ptr(), fp32, [&](const torch::Tensor& t) {
           ++points;
           return t;
-        });
+        }).output;
     ASSERT_EQ(stepped.sizes(), fused.sizes());
     EXPECT_TRUE(torch::allclose(stepped, fused, 1e-5, 1e-6));
     EXPECT_EQ(points, layers * c.directions * (1 + length));
@@ -297,11 +297,55 @@ TEST(Emulation, UnitRecurrentCellsAreTheFusedOnes) {
     const auto fused = std::get<0>(torch::nn::utils::rnn::pad_packed_sequence(
         std::get<0>(gru->forward_with_packed_input(packed)), false, 0.0, length));
     const auto stepped =
-        tb::emu::unit_recurrent(x, lengths, *gru, fp32, [](const torch::Tensor& t) { return t; });
+        tb::emu::unit_recurrent(x, lengths, {}, *gru, fp32, [](const torch::Tensor& t) {
+          return t;
+        }).output;
     EXPECT_TRUE(torch::allclose(stepped, fused, 1e-5, 1e-6));
     const auto dy = torch::randn_like(fused);
     EXPECT_TRUE(torch::allclose(torch::autograd::grad({stepped}, {x}, {dy})[0],
                                 torch::autograd::grad({fused}, {x}, {dy})[0], 1e-4, 1e-5));
+  }
+  // Final states (a bidirectional LSTM on packed sequences, from a given state) and single
+  // cell steps are the fused ones too.
+  {
+    nn::LSTM lstm(nn::LSTMOptions(in, hidden).num_layers(layers).bidirectional(true));
+    const auto x = torch::randn({length, batch, in});
+    const auto lengths = torch::tensor({4, 3, 1}, torch::kLong);
+    const auto packed = torch::nn::utils::rnn::pack_padded_sequence(x, lengths);
+    const auto fused = std::get<1>(lstm->forward_with_packed_input(packed));
+    const auto ident = [](const torch::Tensor& t) { return t; };
+    const auto stepped = tb::emu::unit_recurrent(x, lengths, {}, *lstm, fp32, ident).state;
+    EXPECT_TRUE(torch::allclose(stepped.h, std::get<0>(fused), 1e-5, 1e-6));
+    EXPECT_TRUE(torch::allclose(stepped.c, std::get<1>(fused), 1e-5, 1e-6));
+    nn::LSTMCell cell(in, hidden);
+    const auto h0 = torch::randn({batch, hidden}), c0 = torch::randn({batch, hidden});
+    const auto [h1, c1] = cell->forward(x[0], std::make_tuple(h0, c0));
+    const auto step = tb::emu::unit_recurrent(x[0], {}, {h0, c0}, *cell, fp32, ident);
+    EXPECT_TRUE(torch::allclose(step.state.h, h1, 1e-5, 1e-6));
+    EXPECT_TRUE(torch::allclose(step.state.c, c1, 1e-5, 1e-6));
+    EXPECT_TRUE(torch::equal(step.output, step.state.h));
+    nn::GRUCell gru_cell(in, hidden);
+    EXPECT_TRUE(
+        torch::allclose(tb::emu::unit_recurrent(x[1], {}, {h0, {}}, *gru_cell, fp32, ident).output,
+                        gru_cell->forward(x[1], h0), 1e-5, 1e-6));
+  }
+  // Products of two activations: matmul's, batched or not, with its gradients.
+  {
+    const auto a = torch::randn({3, 2, 4, 5}).requires_grad_(true);
+    const auto b = torch::randn({3, 2, 5, 6}).requires_grad_(true);
+    const auto y = tb::emu::unit_matmul(a, b, fp32), ref = torch::matmul(a, b);
+    EXPECT_TRUE(torch::allclose(y, ref, 1e-5, 1e-5));
+    const auto dy = torch::randn_like(ref);
+    const auto g = torch::autograd::grad({y}, {a, b}, {dy});
+    const auto r = torch::autograd::grad({ref}, {a, b}, {dy});
+    EXPECT_TRUE(torch::allclose(g[0], r[0], 1e-4, 1e-5));
+    EXPECT_TRUE(torch::allclose(g[1], r[1], 1e-4, 1e-5));
+    // A Linear on a batch of sequences: leading dimensions are rows.
+    const auto w = torch::randn({7, 5}), bias = torch::randn({7});
+    EXPECT_TRUE(torch::allclose(tb::emu::unit_linear(a, w, bias, fp32),
+                                torch::nn::functional::linear(a, w, bias), 1e-5, 1e-5));
+    const auto m = torch::randn({5, 7});
+    EXPECT_TRUE(torch::allclose(tb::emu::unit_matmul(a, m, fp32), torch::matmul(a, m), 1e-5, 1e-5));
   }
   // The approximate tanh reaches the cells: an LSTM's output moves.
   tb::emu::Policy pwl;
@@ -309,10 +353,10 @@ TEST(Emulation, UnitRecurrentCellsAreTheFusedOnes) {
   const auto x = torch::randn({length, batch, in});
   nn::LSTM lstm(nn::LSTMOptions(in, hidden));
   const auto ident = [](const torch::Tensor& t) { return t; };
-  const auto exact = tb::emu::unit_recurrent(x, {}, *lstm, {}, ident);
+  const auto exact = tb::emu::unit_recurrent(x, {}, {}, *lstm, {}, ident).output;
   EXPECT_TRUE(torch::allclose(exact, std::get<0>(lstm->forward(x)), 1e-5, 1e-6));
-  EXPECT_FALSE(
-      torch::allclose(tb::emu::unit_recurrent(x, {}, *lstm, pwl, ident), exact, 1e-4, 1e-5));
+  EXPECT_FALSE(torch::allclose(tb::emu::unit_recurrent(x, {}, {}, *lstm, pwl, ident).output, exact,
+                               1e-4, 1e-5));
 }
 
 TEST(Emulation, MadUnitAndExtensionTrainTheMlp) {

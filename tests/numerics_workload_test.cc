@@ -207,6 +207,7 @@ TEST(NumericsWorkload, FamilyOperatorsRunOnTheEmulatedActivationAndUnit) {
 struct Coverage {
   std::set<const torch::nn::Module*> hooked, overridden;
   int64_t activations = 0;  // ReLU and ReLU6 calls the override saw
+  int64_t products = 0;     // products of two activations
   std::multiset<std::string> escaped;
 };
 
@@ -216,9 +217,13 @@ thread_local Coverage* t_coverage = nullptr;
 std::unique_ptr<at::ObserverContext> count_escape(const at::RecordFunction& fn) {
   // Linear runs as addmm (or matmul), ReLU6 as hardtanh.
   static const std::set<std::string> watched = {
-      "aten::conv2d", "aten::convolution", "aten::linear",   "aten::addmm",    "aten::matmul",
-      "aten::mm",     "aten::relu",        "aten::relu_",    "aten::hardtanh", "aten::hardtanh_",
-      "aten::lstm",   "aten::gru",         "aten::rnn_tanh", "aten::rnn_relu"};
+      "aten::conv2d",    "aten::convolution",   "aten::linear",
+      "aten::addmm",     "aten::matmul",        "aten::mm",
+      "aten::relu",      "aten::relu_",         "aten::hardtanh",
+      "aten::hardtanh_", "aten::lstm",          "aten::gru",
+      "aten::rnn_tanh",  "aten::rnn_relu",      "aten::lstm_cell",
+      "aten::gru_cell",  "aten::rnn_tanh_cell", "aten::rnn_relu_cell",
+      "aten::bmm"};
   if (t_coverage && !t_in_override && watched.count(fn.name()))
     t_coverage->escaped.insert(fn.name());
   return nullptr;
@@ -234,7 +239,8 @@ Coverage forward_coverage(Workload& w, const Batch& b, bool install) {
     if (m) c.hooked.insert(m);
     return x;
   };
-  const LayerOverride layers = [&](const torch::Tensor& x, torch::nn::Module& m) {
+  Overrides overrides;
+  overrides.layer = [&](const torch::Tensor& x, torch::nn::Module& m) {
     t_in_override = true;
     torch::Tensor y;
     if (auto* l = m.as<torch::nn::Linear>()) y = l->forward(x);
@@ -246,14 +252,28 @@ Coverage forward_coverage(Workload& w, const Batch& b, bool install) {
     return y;
   };
   // Recurrent modules are replaced whole; their packed inputs need not be reproduced here.
-  const RecurrentOverride recurrent = [&](const torch::Tensor& x, const torch::Tensor& lengths,
-                                          torch::nn::Module& m) {
+  overrides.recurrent = [&](const torch::Tensor& x, const torch::Tensor& lengths,
+                            const RecurrentState& initial, torch::nn::Module& m) {
     c.overridden.insert(&m);
     t_in_override = true;
-    torch::Tensor y;
-    if (auto* r = m.as<torch::nn::LSTM>()) y = std::get<0>(r->forward(x));
-    if (auto* r = m.as<torch::nn::GRU>()) y = std::get<0>(r->forward(x));
-    if (auto* r = m.as<torch::nn::RNN>()) y = std::get<0>(r->forward(x));
+    RecurrentResult r;
+    if (auto* l = m.as<torch::nn::LSTM>()) {
+      auto [out, state] = l->forward(x);
+      r = {out, {std::get<0>(state), std::get<1>(state)}};
+    }
+    if (auto* g = m.as<torch::nn::GRU>()) r.output = std::get<0>(g->forward(x));
+    if (auto* n = m.as<torch::nn::RNN>()) r.output = std::get<0>(n->forward(x));
+    if (auto* l = m.as<torch::nn::LSTMCell>()) {
+      auto [h, cell] = l->forward(x, std::make_tuple(initial.h, initial.c));
+      r = {h, {h, cell}};
+    }
+    t_in_override = false;
+    return r;
+  };
+  overrides.product = [&](const torch::Tensor& a, const torch::Tensor& b) {
+    ++c.products;
+    t_in_override = true;
+    auto y = torch::matmul(a, b);
     t_in_override = false;
     return y;
   };
@@ -263,7 +283,7 @@ Coverage forward_coverage(Workload& w, const Batch& b, bool install) {
   {
     torch::NoGradGuard no_grad;
     std::optional<ActivationHookScope> scope;
-    if (install) scope.emplace(&hook, &layers, &recurrent);
+    if (install) scope.emplace(&hook, &overrides);
     w.loss(b);
   }
   at::removeCallback(handle);
@@ -288,7 +308,8 @@ TEST(NumericsWorkload, EveryLayerOfAFamilyWithOperatorPointsReachesThem) {
         "deepspeech2:rnn_type=gru,rnn_layers=2,hidden=8,min_frames=20,max_frames=30,batch=2",
         "deepspeech2:rnn_type=rnn,rnn_layers=2,hidden=8,min_frames=20,max_frames=30,batch=2",
         "retinanet:height=64,width=64,batch=1,max_boxes=2",
-        "faster_rcnn:height=64,width=64,batch=1,max_boxes=2"}) {
+        "faster_rcnn:height=64,width=64,batch=1,max_boxes=2",
+        "seq2seq:layers=2,hidden=8,src_vocab=20,tgt_vocab=16,min_len=2,max_len=4,batch=3"}) {
     SCOPED_TRACE(config);
     auto t = prepare_training(parse_config(std::string(config) + ",threads=1"), torch::kCPU, 1);
     ASSERT_TRUE(t.workload->has_operator_points());
@@ -296,7 +317,8 @@ TEST(NumericsWorkload, EveryLayerOfAFamilyWithOperatorPointsReachesThem) {
     std::set<const torch::nn::Module*> layers, recurrent;
     for (const auto& m : t.workload->module().modules()) {
       if (m->as<torch::nn::Linear>() || m->as<torch::nn::Conv2d>()) layers.insert(m.get());
-      if (m->as<torch::nn::LSTM>() || m->as<torch::nn::GRU>() || m->as<torch::nn::RNN>())
+      if (m->as<torch::nn::LSTM>() || m->as<torch::nn::GRU>() || m->as<torch::nn::RNN>() ||
+          m->as<torch::nn::LSTMCell>())
         recurrent.insert(m.get());
     }
     const Coverage plain = forward_coverage(*t.workload, t.batch, false);
@@ -307,13 +329,14 @@ TEST(NumericsWorkload, EveryLayerOfAFamilyWithOperatorPointsReachesThem) {
     EXPECT_EQ(c.overridden, layers);
     // Recurrent cells have their activations inside (unit_recurrent replaces them).
     if (recurrent.empty()) EXPECT_GT(c.activations, 0);
+    EXPECT_EQ(c.products > 0, std::string(config).rfind("seq2seq", 0) == 0);
     EXPECT_TRUE(c.escaped.empty()) << *c.escaped.begin() << " x" << c.escaped.size();
   }
 }
 
 // The reference models train on the unit, with an approximate activation and fp8 formats:
-// MobileNetV2's depthwise convolutions and ReLU6, Deep Speech 2's packed bidirectional GRUs
-// and an rnn's LSTM cells included.
+// MobileNetV2's depthwise convolutions and ReLU6, Deep Speech 2's packed bidirectional GRUs,
+// an rnn's LSTM cells and seq2seq's encoder states, decoder cells and attention included.
 TEST(NumericsWorkload, ReferenceModelsTrainOnTheEmulatedUnitAndActivation) {
   RunOptions o;
   o.timing.fixed_steps = 1;
@@ -322,7 +345,8 @@ TEST(NumericsWorkload, ReferenceModelsTrainOnTheEmulatedUnitAndActivation) {
   for (const char* model :
        {"mobilenet_v2:image=32,classes=4,batch=2", "resnet50:image=32,classes=4,batch=2",
         "deepspeech2:rnn_type=gru,rnn_layers=2,hidden=8,min_frames=20,max_frames=30,batch=2",
-        "rnn:cell=lstm,layers=2,embed=8,length=5,vocab=9,batch=2"}) {
+        "rnn:cell=lstm,layers=2,embed=8,length=5,vocab=9,batch=2",
+        "seq2seq:layers=2,hidden=8,src_vocab=20,tgt_vocab=16,min_len=2,max_len=4,batch=3"}) {
     const RunResult r = run_config(parse_config(model + numerics), o);
     EXPECT_EQ(r.status, Status::kOk) << model << ": " << r.error;
   }

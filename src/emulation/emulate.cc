@@ -61,8 +61,30 @@ torch::Tensor no_bias_as_empty(const torch::Tensor& b, const torch::Tensor& x) {
 
 torch::Tensor unit_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                           const Policy& p) {
-  if (p.has_unit()) return MadLinear::apply(x, w, no_bias_as_empty(b, x), &p);
-  return torch::nn::functional::linear(x, w, b);
+  if (!p.has_unit()) return torch::nn::functional::linear(x, w, b);
+  if (x.dim() == 2) return MadLinear::apply(x, w, no_bias_as_empty(b, x), &p);
+  // Leading dimensions are rows, as nn::Linear treats them.
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end() - 1);
+  shape.push_back(w.size(0));
+  return MadLinear::apply(x.reshape({-1, x.size(-1)}), w, no_bias_as_empty(b, x), &p)
+      .reshape(shape);
+}
+
+torch::Tensor unit_matmul(const torch::Tensor& a, const torch::Tensor& b, const Policy& p) {
+  if (!p.has_unit()) return torch::matmul(a, b);
+  const auto empty = torch::empty({0}, a.options());
+  std::vector<int64_t> shape(a.sizes().begin(), a.sizes().end() - 1);
+  shape.push_back(b.size(-1));
+  if (b.dim() == 2)
+    return MadLinear::apply(a.reshape({-1, a.size(-1)}), b.t(), empty, &p).reshape(shape);
+  if (a.dim() != b.dim() || a.sizes().slice(0, a.dim() - 2) != b.sizes().slice(0, b.dim() - 2))
+    throw Unsupported(p.str() + ": the unit multiplies batches of equal shape only");
+  const auto A = a.reshape({-1, a.size(-2), a.size(-1)});
+  const auto B = b.reshape({-1, b.size(-2), b.size(-1)});
+  std::vector<torch::Tensor> out;
+  for (int64_t i = 0; i < A.size(0); ++i)
+    out.push_back(MadLinear::apply(A[i], B[i].t(), empty, &p));
+  return torch::stack(out).reshape(shape);
 }
 
 // On the unit: unfold (im2col) and a matrix multiply, so the convolution runs on it too. A

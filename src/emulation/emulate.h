@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "emulation/torch_quant.h"
+#include "model/activation_point.h"
 #include "numerics/extension.h"
 #include "numerics/mad.h"
 
@@ -72,18 +73,24 @@ torch::Tensor unit_conv2d(const torch::Tensor& x, const torch::Tensor& w, const 
                           const ConvShape& shape, const Policy& p);
 torch::Tensor emulated_activation(const torch::Tensor& x, const Policy& p);
 
-// A stacked torch::nn::RNN, LSTM or GRU (uni- or bidirectional, no projection, no initial
-// state) computed one cell step at a time, for x [length, batch, features] (batch-first
+// a @ b (torch::matmul: batched over equal leading dimensions, or b a matrix) with every
+// product and sum on the policy's unit, forward and backward: products of two activations.
+torch::Tensor unit_matmul(const torch::Tensor& a, const torch::Tensor& b, const Policy& p);
+
+// A stacked torch::nn::RNN, LSTM or GRU (uni- or bidirectional, no projection) from state
+// `initial`, computed one cell step at a time, for x [length, batch, features] (batch-first
 // modules: [batch, length, features]) of padded sequences of `lengths` (CPU; undefined: all
-// full); its output sequence, zero beyond each sequence's end, as LibTorch's on packed
-// sequences. Every product is unit_linear's,
+// full): its output sequence, zero beyond each sequence's end, and final state, as LibTorch's
+// on packed sequences; or one step of an RNNCell, LSTMCell or GRUCell. Every product is
+// unit_linear's,
 // and every input of a product (the layer's input sequence, each step's hidden state) passes
 // through `point` first. The policy's activation stands in for the cell's own function where
 // it is a version of it: tanh-pwl and an extension's for the cells' tanh, sigmoid-pwl for the
 // gates' sigmoid, any for a ReLU cell's ReLU. Throws Unsupported for other modules.
-torch::Tensor unit_recurrent(const torch::Tensor& x, const torch::Tensor& lengths,
-                             torch::nn::Module& cells, const Policy& p,
-                             const std::function<torch::Tensor(const torch::Tensor&)>& point);
+RecurrentResult unit_recurrent(const torch::Tensor& x, const torch::Tensor& lengths,
+                               const RecurrentState& initial, torch::nn::Module& cells,
+                               const Policy& p,
+                               const std::function<torch::Tensor(const torch::Tensor&)>& point);
 
 struct EmulationOptions {
   std::string model = "mlp";  // mlp: 784-256-128-10; cnn: 2 x (conv5x5, act, pool) + linear

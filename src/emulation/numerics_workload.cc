@@ -49,15 +49,19 @@ NumericsWorkload::NumericsWorkload(std::unique_ptr<Workload> inner, Policy polic
   // Recurrent modules run step by step when activations or errors are rounded too, so that
   // their formats reach the hidden states, not only the sequences going in and out.
   if (policy_.replaces_operators() || policy_.activations.enabled() || policy_.errors.enabled()) {
-    recurrent_ = [this](const torch::Tensor& x, const torch::Tensor& lengths,
-                        torch::nn::Module& m) {
-      return unit_recurrent(x, lengths, m, policy_, [this](const torch::Tensor& t) {
+    overrides_.recurrent = [this](const torch::Tensor& x, const torch::Tensor& lengths,
+                                  const RecurrentState& initial, torch::nn::Module& m) {
+      return unit_recurrent(x, lengths, initial, m, policy_, [this](const torch::Tensor& t) {
         return quantize_op(t, policy_.activations, policy_.errors);
       });
     };
   }
+  if (policy_.has_unit())
+    overrides_.product = [this](const torch::Tensor& a, const torch::Tensor& b) {
+      return unit_matmul(a, b, policy_);
+    };
   if (policy_.replaces_operators()) {
-    layers_ = [this](const torch::Tensor& x, torch::nn::Module& m) -> torch::Tensor {
+    overrides_.layer = [this](const torch::Tensor& x, torch::nn::Module& m) -> torch::Tensor {
       // The proposed activation stands in for the model's own, ReLU or ReLU6.
       if (policy_.activation != "relu" && (m.as<torch::nn::ReLU>() || m.as<torch::nn::ReLU6>()))
         return emulated_activation(x, policy_);
@@ -95,8 +99,7 @@ int NumericsWorkload::layer_of(const torch::Tensor& param) const {
 }
 
 torch::Tensor NumericsWorkload::loss(const Batch& batch) {
-  ActivationHookScope scope(&hook_, layers_ ? &layers_ : nullptr,
-                            recurrent_ ? &recurrent_ : nullptr);
+  ActivationHookScope scope(&hook_, &overrides_);
   return inner_->loss(batch);
 }
 
@@ -106,8 +109,7 @@ torch::Tensor NumericsWorkload::logits(const Batch& batch) {
   round_weights(params);
   torch::Tensor out;
   {
-    ActivationHookScope scope(&hook_, layers_ ? &layers_ : nullptr,
-                              recurrent_ ? &recurrent_ : nullptr);
+    ActivationHookScope scope(&hook_, &overrides_);
     out = inner_->logits(batch);
   }
   restore_weights(params);
@@ -226,9 +228,10 @@ std::unique_ptr<Workload> with_numerics(std::unique_ptr<Workload> inner, Policy 
                       ": this family's layers cannot run on an emulated unit or activation "
                       "(recurrent cells, attention and external models keep theirs)");
   if (activations && !inner->has_activation_points())
-    throw Unsupported(policy.str() +
-                      ": this family has no activation points (fc, cnn and rnn have); round "
-                      "only weights, weight gradients, optimizer state and masters");
+    throw Unsupported(
+        policy.str() +
+        ": this family has no activation points (docs/numerics.md lists those that have); round "
+        "only weights, weight gradients, optimizer state and masters");
   return std::make_unique<NumericsWorkload>(std::move(inner), std::move(policy));
 }
 

@@ -60,10 +60,9 @@ class NumericsWorkload : public Workload {
   // Set once a step has rounded the masters: from then on, layers whose masters are kept in
   // the weights' format skip the forward rounding (leaves_unchanged).
   bool masters_in_format_ = false;
-  LayerOverride layers_;  // set where the policy has a unit or an activation
-  // Set where the policy replaces operators or rounds activations and the model has
-  // recurrent modules: they then run step by step (unit_recurrent).
-  RecurrentOverride recurrent_;
+  // layer: where the policy has a unit or an activation; recurrent (step-by-step cells,
+  // unit_recurrent): there and where activations or errors are rounded; product: with a unit.
+  Overrides overrides_;
   int64_t good_steps_ = 0, skipped_steps_ = 0;
 };
 

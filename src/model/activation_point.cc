@@ -3,8 +3,14 @@
 namespace tb {
 namespace {
 thread_local const ActivationHook* current_hook = nullptr;
-thread_local const LayerOverride* current_layers = nullptr;
-thread_local const RecurrentOverride* current_recurrent = nullptr;
+thread_local const Overrides* current = nullptr;
+
+// The override's stand-in for "a ReLU" (also a clipped one).
+torch::Tensor overridden_relu(const torch::Tensor& x) {
+  if (!current || !current->layer) return {};
+  static torch::nn::ReLU relu;
+  return current->layer(x, *relu);
+}
 }  // namespace
 
 torch::Tensor activation_point(const torch::Tensor& x) {
@@ -12,33 +18,38 @@ torch::Tensor activation_point(const torch::Tensor& x) {
 }
 
 torch::Tensor relu_op(const torch::Tensor& x, bool inplace) {
-  if (current_layers) {
-    static torch::nn::ReLU relu;  // stands for "a ReLU" to the override
-    torch::Tensor y = (*current_layers)(x, *relu);
-    if (y.defined()) return y;
-  }
+  torch::Tensor y = overridden_relu(x);
+  if (y.defined()) return y;
   return inplace ? x.relu_() : torch::relu(x);
 }
 
 torch::Tensor clipped_relu_op(const torch::Tensor& x, double ceiling) {
-  if (current_layers) {
-    static torch::nn::ReLU relu;  // a ReLU variant: the override's ReLU stands in for it
-    torch::Tensor y = (*current_layers)(x, *relu);
+  torch::Tensor y = overridden_relu(x);
+  return y.defined() ? y : torch::hardtanh(x, 0, ceiling);
+}
+
+torch::Tensor product_op(torch::Tensor a, torch::Tensor b) {
+  a = activation_point(a);
+  b = activation_point(b);
+  if (current && current->product) {
+    torch::Tensor y = current->product(a, b);
     if (y.defined()) return y;
   }
-  return torch::hardtanh(x, 0, ceiling);
+  // bmm itself where it is one, so that profiles name the operator the family used to call.
+  return a.dim() == 3 && b.dim() == 3 ? torch::bmm(a, b) : torch::matmul(a, b);
 }
 
 namespace detail {
-torch::Tensor enter_recurrent(const torch::Tensor& x, const torch::Tensor& lengths,
-                              torch::nn::Module& m) {
-  return current_recurrent ? (*current_recurrent)(x, lengths, m) : torch::Tensor();
-}
-
 torch::Tensor enter_layer(torch::Tensor& x, torch::nn::Module& m) {
   if (current_hook && (m.as<torch::nn::Linear>() || m.as<torch::nn::Conv2d>()))
     x = (*current_hook)(x, &m);
-  return current_layers ? (*current_layers)(x, m) : torch::Tensor();
+  return current && current->layer ? current->layer(x, m) : torch::Tensor();
+}
+
+RecurrentResult enter_recurrent(const torch::Tensor& x, const torch::Tensor& lengths,
+                                const RecurrentState& initial, torch::nn::Module& m) {
+  return current && current->recurrent ? current->recurrent(x, lengths, initial, m)
+                                       : RecurrentResult{};
 }
 }  // namespace detail
 
@@ -50,20 +61,15 @@ torch::Tensor forward_with_points(torch::nn::Sequential& s, torch::Tensor x) {
   return x;
 }
 
-ActivationHookScope::ActivationHookScope(const ActivationHook* hook, const LayerOverride* layers,
-                                         const RecurrentOverride* recurrent)
-    : previous_(current_hook),
-      previous_layers_(current_layers),
-      previous_recurrent_(current_recurrent) {
+ActivationHookScope::ActivationHookScope(const ActivationHook* hook, const Overrides* overrides)
+    : previous_(current_hook), previous_overrides_(current) {
   current_hook = hook;
-  current_layers = layers;
-  current_recurrent = recurrent;
+  current = overrides;
 }
 
 ActivationHookScope::~ActivationHookScope() {
   current_hook = previous_;
-  current_layers = previous_layers_;
-  current_recurrent = previous_recurrent_;
+  current = previous_overrides_;
 }
 
 }  // namespace tb

@@ -1,8 +1,10 @@
 #pragma once
 // Where an emulated number format may round a family's activations (and, in backward, the
-// gradients flowing back through them): the input of every Linear and Conv2d and the logits.
-// Families call these at those places; they cost nothing unless emulation/ installs a hook
-// for the duration of a forward pass (ActivationHookScope).
+// gradients flowing back through them), and where emulated operators may stand in for the
+// family's own: every Linear, Conv2d, activation, recurrent module and activation-by-
+// activation product, and the logits. Families call these at those places; they cost nothing
+// unless emulation/ installs a hook and overrides for the duration of a forward pass
+// (ActivationHookScope).
 #include <torch/torch.h>
 
 #include <functional>
@@ -14,17 +16,33 @@ namespace tb {
 using ActivationHook =
     std::function<torch::Tensor(const torch::Tensor&, const torch::nn::Module* layer)>;
 
-// Replaces a layer's own computation (emulation's custom processing unit for Linear and
-// Conv2d, an approximate activation for ReLU): the layer's output for input x, or an undefined
-// tensor to run the layer as it is.
-using LayerOverride = std::function<torch::Tensor(const torch::Tensor& x, torch::nn::Module& layer)>;
+// A recurrent module's state: hidden and (LSTM) cell state; [layers x directions, batch,
+// hidden] for RNN, LSTM and GRU modules, [batch, hidden] for their cells. Undefined: zeros.
+struct RecurrentState {
+  torch::Tensor h, c;
+};
+struct RecurrentResult {
+  torch::Tensor output;  // the output sequence (a cell: its new hidden state)
+  RecurrentState state;  // the final state
+};
 
-// Replaces a recurrent module's forward (emulation's step-by-step cells): the output sequence
-// for x [length, batch, features] (batch-first modules: [batch, length, features]) whose
-// sequences have `lengths` (on the CPU; undefined: every sequence is full), zero beyond each
-// sequence's end; or an undefined tensor to run the module as it is.
-using RecurrentOverride = std::function<torch::Tensor(
-    const torch::Tensor& x, const torch::Tensor& lengths, torch::nn::Module& cells)>;
+// What emulation puts in the place of the family's own operators. Each returns an undefined
+// result to run the operator as it is; any may be empty.
+struct Overrides {
+  // A layer's output for input x: the custom processing unit for Linear and Conv2d, an
+  // approximate activation for ReLU and ReLU6.
+  std::function<torch::Tensor(const torch::Tensor& x, torch::nn::Module& layer)> layer;
+  // A recurrent module (nn::RNN, LSTM, GRU) or cell (nn::RNNCell, LSTMCell, GRUCell) run
+  // step by step from `initial`, on x [length, batch, features] (batch-first modules: [batch,
+  // length, features]; cells: [batch, features]) of sequences of `lengths` (CPU; undefined:
+  // all full): outputs zero beyond each sequence's end, as on packed sequences.
+  std::function<RecurrentResult(const torch::Tensor& x, const torch::Tensor& lengths,
+                                const RecurrentState& initial, torch::nn::Module& cells)>
+      recurrent;
+  // a @ b, batched over leading dimensions (torch::matmul), for products of two activations
+  // (attention scores and contexts).
+  std::function<torch::Tensor(const torch::Tensor& a, const torch::Tensor& b)> product;
+};
 
 // x itself when no hook is installed on this thread.
 torch::Tensor activation_point(const torch::Tensor& x);
@@ -36,12 +54,20 @@ torch::Tensor relu_op(const torch::Tensor& x, bool inplace = false);
 // min(relu(x), ceiling) (Deep Speech 2's clipped ReLU), or the override's ReLU.
 torch::Tensor clipped_relu_op(const torch::Tensor& x, double ceiling);
 
+// torch::matmul(a, b) of two activations, each through the activation point, or the
+// override's product.
+torch::Tensor product_op(torch::Tensor a, torch::Tensor b);
+
 namespace detail {
 // Passes x through layer m's activation point (m a Linear or Conv2d) and returns what the
 // installed override computes for m, or an undefined tensor.
 torch::Tensor enter_layer(torch::Tensor& x, torch::nn::Module& m);
-torch::Tensor enter_recurrent(const torch::Tensor& x, const torch::Tensor& lengths,
-                              torch::nn::Module& m);
+RecurrentResult enter_recurrent(const torch::Tensor& x, const torch::Tensor& lengths,
+                                const RecurrentState& initial, torch::nn::Module& m);
+inline RecurrentState state_of(const torch::Tensor& h) { return {h, {}}; }
+inline RecurrentState state_of(const std::tuple<torch::Tensor, torch::Tensor>& hc) {
+  return {std::get<0>(hc), std::get<1>(hc)};
+}
 }  // namespace detail
 
 // One module called by a family's forward method rather than by forward_with_points
@@ -53,40 +79,57 @@ torch::Tensor layer_op(Holder& m, torch::Tensor x) {
   return y.defined() ? y : m->forward(x);
 }
 
-// The output sequence of a recurrent module (torch::nn::RNN, LSTM, GRU) run without an
-// initial state on x, padded sequences of `lengths` (CPU, longest first) or all full: what
-// the installed RecurrentOverride computes (the cells one step at a time, emulated), or the
-// module's own fused forward (on packed sequences where lengths are given).
+// A recurrent module (torch::nn::RNN, LSTM, GRU) run from a zero state on x, padded
+// sequences of `lengths` (CPU, longest first) or all full: its output sequence and final
+// state as the installed override computes them (the cells one step at a time, emulated),
+// or the module's own fused forward (on packed sequences where lengths are given).
 template <typename Holder>
-torch::Tensor recurrent_op(Holder& m, const torch::Tensor& x, const torch::Tensor& lengths = {}) {
-  torch::Tensor y = detail::enter_recurrent(x, lengths, *m);
-  if (y.defined()) return y;
-  if (!lengths.defined()) return std::get<0>(m->forward(x));
+RecurrentResult recurrent_state_op(Holder& m, const torch::Tensor& x,
+                                   const torch::Tensor& lengths = {}) {
+  RecurrentResult r = detail::enter_recurrent(x, lengths, {}, *m);
+  if (r.output.defined()) return r;
+  if (!lengths.defined()) {
+    auto [out, state] = m->forward(x);
+    return {out, detail::state_of(state)};
+  }
   namespace rnn_utils = torch::nn::utils::rnn;
   const bool batch_first = m->options.batch_first();
   const auto packed = rnn_utils::pack_padded_sequence(x, lengths, batch_first);
-  const auto out = std::get<0>(m->forward_with_packed_input(packed));
-  return std::get<0>(rnn_utils::pad_packed_sequence(out, batch_first, 0.0, x.size(batch_first)));
+  auto [out, state] = m->forward_with_packed_input(packed);
+  return {std::get<0>(rnn_utils::pad_packed_sequence(out, batch_first, 0.0, x.size(batch_first))),
+          detail::state_of(state)};
+}
+// Its output sequence only.
+template <typename Holder>
+torch::Tensor recurrent_op(Holder& m, const torch::Tensor& x, const torch::Tensor& lengths = {}) {
+  return recurrent_state_op(m, x, lengths).output;
+}
+
+// One step of an LSTM cell (torch::nn::LSTMCell) from state (h, c): its new state, from the
+// override or the cell's own forward.
+template <typename Holder>
+RecurrentState lstm_cell_op(Holder& m, const torch::Tensor& x, const RecurrentState& state) {
+  RecurrentResult r = detail::enter_recurrent(x, {}, state, *m);
+  if (r.output.defined()) return r.state;
+  return detail::state_of(m->forward(x, std::make_tuple(state.h, state.c)));
 }
 
 // Runs a Sequential with an activation point before every Linear and Conv2d in it, and each
 // module through the installed override, if any.
 torch::Tensor forward_with_points(torch::nn::Sequential& s, torch::Tensor x);
 
-// Installs a hook on this thread for its lifetime (the forward pass runs on the calling
-// thread; intra-op workers never call module code).
+// Installs a hook and overrides on this thread for its lifetime (the forward pass runs on
+// the calling thread; intra-op workers never call module code).
 class ActivationHookScope {
  public:
-  explicit ActivationHookScope(const ActivationHook* hook, const LayerOverride* layers = nullptr,
-                               const RecurrentOverride* recurrent = nullptr);
+  explicit ActivationHookScope(const ActivationHook* hook, const Overrides* overrides = nullptr);
   ~ActivationHookScope();
   ActivationHookScope(const ActivationHookScope&) = delete;
   ActivationHookScope& operator=(const ActivationHookScope&) = delete;
 
  private:
   const ActivationHook* previous_;
-  const LayerOverride* previous_layers_;
-  const RecurrentOverride* previous_recurrent_;
+  const Overrides* previous_overrides_;
 };
 
 }  // namespace tb

@@ -10,6 +10,7 @@
 
 #include <limits>
 
+#include "model/activation_point.h"
 #include "model/workload.h"
 #include "spec/errors.h"
 #include "spec/lengths.h"
@@ -19,7 +20,6 @@ namespace {
 
 namespace nn = torch::nn;
 namespace F = torch::nn::functional;
-namespace rnn_utils = torch::nn::utils::rnn;
 
 constexpr int64_t kPad = 0, kBos = 1, kEos = 2, kFirstWord = 3;
 constexpr double kDropout = 0.2;
@@ -53,11 +53,9 @@ struct Seq2SeqNetImpl : nn::Module {
     auto x =
         F::dropout(src_embed(src), F::DropoutFuncOptions().p(kDropout).training(is_training()));
     // Packed, so that padding neither costs work nor reaches the backward direction's state.
-    auto packed = rnn_utils::pack_padded_sequence(x, src_lengths);
-    auto [enc_packed, enc_state] = encoder->forward_with_packed_input(packed);
-    auto memory = std::get<0>(rnn_utils::pad_packed_sequence(enc_packed, false, 0.0, src.size(0)))
-                      .transpose(0, 1);    // [B, S, 2H]
-    auto keys = memory_layer(memory);      // [B, S, H]
+    auto [enc_out, enc_state] = recurrent_state_op(encoder, x, src_lengths);
+    auto memory = enc_out.transpose(0, 1);       // [B, S, 2H]
+    auto keys = layer_op(memory_layer, memory);  // [B, S, H]
     auto key_mask = src_pad.unsqueeze(1);  // [B, 1, S]
 
     // Decoder layer i starts from encoder state i (forward and backward directions
@@ -65,8 +63,8 @@ struct Seq2SeqNetImpl : nn::Module {
     std::vector<torch::Tensor> h(layers), c(layers);
     for (int64_t i = 0; i < layers; ++i) {
       if (i < 2 * enc_layers) {
-        h[i] = std::get<0>(enc_state)[i];
-        c[i] = std::get<1>(enc_state)[i];
+        h[i] = enc_state.h[i];
+        c[i] = enc_state.c[i];
       } else {
         h[i] = c[i] = torch::zeros({B, hidden}, memory.options());
       }
@@ -78,19 +76,21 @@ struct Seq2SeqNetImpl : nn::Module {
       auto input = torch::cat({emb[t], attention}, 1);
       for (int64_t i = 0; i < layers; ++i) {
         input = F::dropout(input, F::DropoutFuncOptions().p(kDropout).training(is_training()));
-        std::tie(h[i], c[i]) = decoder[i]->forward(input, std::make_tuple(h[i], c[i]));
+        const RecurrentState s = lstm_cell_op(decoder[i], input, {h[i], c[i]});
+        h[i] = s.h;
+        c[i] = s.c;
         input = h[i];
       }
       // Scaled Luong: score = g * h . (W_m memory), softmax over the unpadded source.
-      auto scores = torch::bmm(h[layers - 1].unsqueeze(1), keys.transpose(1, 2)) * attention_g;
+      auto scores = product_op(h[layers - 1].unsqueeze(1), keys.transpose(1, 2)) * attention_g;
       scores = scores.masked_fill(key_mask, -std::numeric_limits<float>::infinity());
       auto weights = torch::softmax(scores, 2);               // [B, 1, S]
-      auto context = torch::bmm(weights, memory).squeeze(1);  // [B, 2H]
-      attention = attention_layer(torch::cat({h[layers - 1], context}, 1));
+      auto context = product_op(weights, memory).squeeze(1);  // [B, 2H]
+      attention = layer_op(attention_layer, torch::cat({h[layers - 1], context}, 1));
       outputs.push_back(attention);
     }
     auto out = torch::stack(outputs);  // [T, B, H]
-    return output_layer(out.reshape({T * B, hidden}));
+    return activation_point(layer_op(output_layer, out.reshape({T * B, hidden})));
   }
 
   int64_t layers, hidden, enc_layers;
@@ -145,6 +145,8 @@ class Seq2SeqWorkload : public Workload {
                             F::CrossEntropyFuncOptions().ignore_index(kPad));
   }
   int64_t examples_per_step() const override { return batch_; }
+  bool has_activation_points() const override { return true; }
+  bool has_operator_points() const override { return true; }
   double units_per_step() const override {
     return double(spread_length_sum(batch_, min_len_, max_len_));
   }

@@ -8,10 +8,11 @@
 //            | POINT                the same POINT at all six places
 //   KEY.N sets one layer's point (layers: the model's Linear and Conv2d modules, 0-based, in
 //   module order); it wins over the KEY's global point whatever the item order.
-//            | act:ACTIVATION     the model's ReLUs replaced: tanh | sigmoid | tanh-pwl |
-//                                   sigmoid-pwl | ext:PATH (approximate operators)
-//            | unit:UNIT          every Linear and Conv2d on a custom processing unit:
-//                                   mad:mul=F;acc=F;width=W;order=O | ext:PATH
+//            | act:ACTIVATION     the model's activation replaced (its ReLUs; in recurrent
+//                                   cells the function it approximates): tanh | sigmoid |
+//                                   tanh-pwl | sigmoid-pwl | ext:PATH
+//            | unit:UNIT          every Linear, Conv2d and recurrent gate product on a custom
+//                                   processing unit: mad:mul=F;acc=F;width=W;order=O | ext:PATH
 //   POINT    = FORMAT['/'ROUNDING] | ext:PATH | off       (ls: none | static:S | dynamic[:S0])
 // A config value cannot hold ',', so a format descriptor writes its commas as ';'
 // (`fixed:w=8;f=4`). Only the text lives here; applying it to tensors is emulation/'s job.
@@ -29,7 +30,7 @@ struct NumericsPolicy {
   std::string loss_scale = "none";
   // Per-layer points: layer -> points, "" where the layer takes the global point.
   std::map<int, std::array<std::string, 6>> layers;
-  std::string activation = "relu";  // act: what replaces the model's ReLUs
+  std::string activation = "relu";  // act: what replaces the model's activation
   std::string unit;                 // unit: as written (';' for ','), "" for none
 
   const std::string& weights() const { return points[0]; }

@@ -56,10 +56,13 @@ NumericsWorkload::NumericsWorkload(std::unique_ptr<Workload> inner, Policy polic
       });
     };
   }
-  if (policy_.has_unit())
+  if (policy_.has_unit()) {
     overrides_.product = [this](const torch::Tensor& a, const torch::Tensor& b) {
       return unit_matmul(a, b, policy_);
     };
+    overrides_.linear = [this](const torch::Tensor& x, const torch::Tensor& w,
+                               const torch::Tensor& b) { return unit_linear(x, w, b, policy_); };
+  }
   if (policy_.replaces_operators()) {
     overrides_.layer = [this](const torch::Tensor& x, torch::nn::Module& m) -> torch::Tensor {
       // The proposed activation stands in for the model's own, ReLU or ReLU6.

@@ -39,6 +39,17 @@ torch::Tensor product_op(torch::Tensor a, torch::Tensor b) {
   return a.dim() == 3 && b.dim() == 3 ? torch::bmm(a, b) : torch::matmul(a, b);
 }
 
+torch::Tensor linear_op(torch::Tensor x, const torch::Tensor& w, const torch::Tensor& b) {
+  x = activation_point(x);
+  if (current && current->linear) {
+    torch::Tensor y = current->linear(x, w, b);
+    if (y.defined()) return y;
+  }
+  return torch::nn::functional::linear(x, w, b);
+}
+
+bool points_installed() { return current_hook != nullptr || current != nullptr; }
+
 namespace detail {
 torch::Tensor enter_layer(torch::Tensor& x, torch::nn::Module& m) {
   if (current_hook && (m.as<torch::nn::Linear>() || m.as<torch::nn::Conv2d>()))

@@ -42,7 +42,17 @@ struct Overrides {
   // a @ b, batched over leading dimensions (torch::matmul), for products of two activations
   // (attention scores and contexts).
   std::function<torch::Tensor(const torch::Tensor& a, const torch::Tensor& b)> product;
+  // x W^T + b for weights that no Linear module holds (attention's input projection, a tied
+  // output projection); b may be undefined.
+  std::function<torch::Tensor(const torch::Tensor& x, const torch::Tensor& w,
+                              const torch::Tensor& b)>
+      linear;
 };
+
+// True while a hook or overrides are installed on this thread: a family whose library
+// modules keep their operators inside (nn::Transformer) then runs its own composition of
+// the same modules through the points.
+bool points_installed();
 
 // x itself when no hook is installed on this thread.
 torch::Tensor activation_point(const torch::Tensor& x);
@@ -57,6 +67,8 @@ torch::Tensor clipped_relu_op(const torch::Tensor& x, double ceiling);
 // torch::matmul(a, b) of two activations, each through the activation point, or the
 // override's product.
 torch::Tensor product_op(torch::Tensor a, torch::Tensor b);
+// F::linear(x, w, b) with x through the activation point, or the override's linear.
+torch::Tensor linear_op(torch::Tensor x, const torch::Tensor& w, const torch::Tensor& b = {});
 
 namespace detail {
 // Passes x through layer m's activation point (m a Linear or Conv2d) and returns what the

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 
+#include "model/activation_point.h"
 #include "model/workload.h"
 #include "spec/errors.h"
 #include "spec/lengths.h"
@@ -33,6 +34,72 @@ torch::Tensor sinusoid(int64_t length, int64_t d) {
   return pe.unsqueeze(1);
 }
 
+// LibTorch's multi-head attention (F::multi_head_attention_forward, no bias_k/v, no zero
+// attention) written out with its products, projections and output layer through
+// model/activation_point.h. q [L, B, d], kv [S, B, d].
+torch::Tensor attention(nn::MultiheadAttentionImpl& a, const torch::Tensor& q_in,
+                        const torch::Tensor& kv_in, bool self, const torch::Tensor& attn_mask,
+                        const torch::Tensor& key_padding_mask) {
+  const int64_t L = q_in.size(0), B = q_in.size(1), d = q_in.size(2);
+  const int64_t heads = a.options.num_heads(), hd = d / heads;
+  const auto& w = a.in_proj_weight;
+  const auto& b = a.in_proj_bias;
+  torch::Tensor q, k, v;
+  if (self) {
+    const auto qkv = linear_op(q_in, w, b).chunk(3, -1);
+    q = qkv[0], k = qkv[1], v = qkv[2];
+  } else {
+    q = linear_op(q_in, w.slice(0, 0, d), b.slice(0, 0, d));
+    const auto kv = linear_op(kv_in, w.slice(0, d), b.slice(0, d)).chunk(2, -1);
+    k = kv[0], v = kv[1];
+  }
+  q = q * (1 / std::sqrt(double(hd)));
+  q = q.contiguous().view({L, B * heads, hd}).transpose(0, 1);
+  k = k.contiguous().view({-1, B * heads, hd}).transpose(0, 1);
+  v = v.contiguous().view({-1, B * heads, hd}).transpose(0, 1);
+  const int64_t S = k.size(1);
+  auto scores = product_op(q, k.transpose(1, 2));  // [B * heads, L, S]
+  if (attn_mask.defined()) scores = scores + attn_mask.unsqueeze(0);
+  if (key_padding_mask.defined())
+    scores = scores.view({B, heads, L, S})
+                 .masked_fill(key_padding_mask.unsqueeze(1).unsqueeze(2),
+                              -std::numeric_limits<float>::infinity())
+                 .view({B * heads, L, S});
+  auto weights =
+      F::dropout(F::softmax(scores, -1),
+                 F::DropoutFuncOptions().p(a.options.dropout()).training(a.is_training()));
+  auto out = product_op(weights, v).transpose(0, 1).contiguous().view({L, B, d});
+  return layer_op(a.out_proj, out);
+}
+
+// nn::Transformer's forward (post-norm layers, final encoder and decoder norms, ReLU
+// feed-forward) from its own modules, through the points.
+torch::Tensor transformer_with_points(nn::TransformerImpl& core, const torch::Tensor& src,
+                                      const torch::Tensor& tgt, const torch::Tensor& tgt_mask,
+                                      const torch::Tensor& src_pad, const torch::Tensor& tgt_pad) {
+  auto& encoder = *core.encoder.get<nn::TransformerEncoder>();
+  auto& decoder = *core.decoder.get<nn::TransformerDecoder>();
+  auto memory = src;
+  for (const auto& m : *encoder.layers) {
+    auto& l = *m->as<nn::TransformerEncoderLayer>();
+    auto ret =
+        l.norm1(memory + l.dropout1(attention(*l.self_attn, memory, memory, true, {}, src_pad)));
+    auto ff = layer_op(l.linear2, l.dropout(relu_op(layer_op(l.linear1, ret))));
+    memory = l.norm2(ret + l.dropout2(ff));
+  }
+  if (!encoder.norm.is_empty()) memory = encoder.norm.forward<torch::Tensor>(memory);
+  auto out = tgt;
+  for (const auto& m : *decoder.layers) {
+    auto& l = *m->as<nn::TransformerDecoderLayer>();
+    out = l.norm1(out + l.dropout1(attention(*l.self_attn, out, out, true, tgt_mask, tgt_pad)));
+    out = l.norm2(out + l.dropout2(attention(*l.multihead_attn, out, memory, false, {}, src_pad)));
+    auto ff = layer_op(l.linear2, l.dropout(relu_op(layer_op(l.linear1, out))));
+    out = l.norm3(out + l.dropout3(ff));
+  }
+  if (!decoder.norm.is_empty()) out = decoder.norm.forward<torch::Tensor>(out);
+  return out;
+}
+
 struct TransformerNetImpl : nn::Module {
   TransformerNetImpl(int64_t layers, int64_t d, int64_t heads, int64_t ff, int64_t vocab,
                      int64_t seq)
@@ -51,9 +118,13 @@ struct TransformerNetImpl : nn::Module {
     const auto &src = in[0], &tgt = in[1], &src_pad = in[2], &tgt_pad = in[3], &causal = in[4];
     auto s = dropout(embed(src) * scale + positions.slice(0, 0, src.size(0)));
     auto t = dropout(embed(tgt) * scale + positions.slice(0, 0, tgt.size(0)));
-    auto h = core->forward(s, t, /*src_mask=*/{}, causal, /*memory_mask=*/{}, src_pad, tgt_pad,
-                           /*memory_key_padding_mask=*/src_pad);
-    return F::linear(h, embed->weight);  // tied output projection, no bias
+    // Emulation runs the same modules composed here, so that formats and operators reach
+    // the attention products and projections nn::Transformer keeps inside.
+    auto h = points_installed()
+                 ? transformer_with_points(*core, s, t, causal, src_pad, tgt_pad)
+                 : core->forward(s, t, /*src_mask=*/{}, causal, /*memory_mask=*/{}, src_pad,
+                                 tgt_pad, /*memory_key_padding_mask=*/src_pad);
+    return activation_point(linear_op(h, embed->weight));  // tied output projection, no bias
   }
   double scale;
   nn::Embedding embed{nullptr};
@@ -106,6 +177,8 @@ class TransformerWorkload : public Workload {
                             F::CrossEntropyFuncOptions().ignore_index(kPad).label_smoothing(0.1));
   }
   int64_t examples_per_step() const override { return batch_; }
+  bool has_activation_points() const override { return true; }
+  bool has_operator_points() const override { return true; }
   // Non-padding target tokens (the EOS included), as translation throughput is quoted.
   double units_per_step() const override {
     return double(spread_length_sum(batch_, min_length(seq_), seq_));

@@ -229,7 +229,7 @@ std::unique_ptr<Workload> with_numerics(std::unique_ptr<Workload> inner, Policy 
   if (operators && !inner->has_operator_points())
     throw Unsupported(policy.str() +
                       ": this family's layers cannot run on an emulated unit or activation "
-                      "(recurrent cells, attention and external models keep theirs)");
+                      "(docs/numerics.md lists those that can)");
   if (activations && !inner->has_activation_points())
     throw Unsupported(
         policy.str() +

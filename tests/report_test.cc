@@ -12,6 +12,7 @@
 #include "analysis/summary.h"
 #include "report/analysis_views.h"
 #include "report/html_report.h"
+#include "report/run_table.h"
 #include "spec/errors.h"
 #include "support/synthetic_store.h"
 
@@ -33,6 +34,21 @@ const FamilyView& fc_of(const Summary& s) {
   for (const auto& f : s.families)
     if (f.family == "fc") return f;
   throw std::runtime_error("no fc");
+}
+
+// A run of one timed step has no confidence interval: the table says so instead of "+-inf%".
+TEST(Report, ARunOfOneSampleStatesItHasNoInterval) {
+  RunResult r;
+  r.status = Status::kOk;
+  r.steps.samples = 1;
+  r.steps.mean = r.steps.median = 0.25;
+  r.steps.ci = {0.25, std::numeric_limits<double>::infinity(), 1};
+  const std::string one = format_result(r);
+  EXPECT_NE(one.find("(one sample: no CI)"), std::string::npos) << one;
+  EXPECT_EQ(one.find("inf"), std::string::npos) << one;
+  r.steps.samples = 50;
+  r.steps.ci.half_width = 0.005;
+  EXPECT_NE(format_result(r).find("+-2.00% (95% CI)"), std::string::npos) << format_result(r);
 }
 
 TEST(Report, AnalysesRecoverTheSyntheticLaw) {

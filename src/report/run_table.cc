@@ -58,12 +58,15 @@ std::string format_result(const RunResult& r) {
                      bytes_iec(c.memory.workspace));
   if (r.status != Status::kOk) return out;
   const auto& s = r.steps;
+  // One sample has no spread: say so rather than print an infinite interval.
+  const std::string ci = std::isfinite(s.ci.relative())
+                             ? fmt::format("+-{:.2f}% (95% CI)", 100 * s.ci.relative())
+                             : std::string("(one sample: no CI)");
   out += fmt::format(
-      "step      mean {} +-{:.2f}% (95% CI), median {}, p5 {}, p95 {}, CV {:.2f}%\n"
+      "step      mean {} {}, median {}, p5 {}, p95 {}, CV {:.2f}%\n"
       "sampling  {} samples after {} warm-up steps ({}, {}), {} of timed loop\n",
-      seconds(s.mean), 100 * s.ci.relative(), seconds(s.median), seconds(s.p5), seconds(s.p95),
-      100 * s.cv, s.samples, s.warmup, s.end_reason, s.stationary ? "stationary" : "NOT stationary",
-      seconds(s.wall_s));
+      seconds(s.mean), ci, seconds(s.median), seconds(s.p5), seconds(s.p95), 100 * s.cv, s.samples,
+      s.warmup, s.end_reason, s.stationary ? "stationary" : "NOT stationary", seconds(s.wall_s));
   out += fmt::format("speed     {:.1f} examples/s, {}", r.examples_per_s,
                      si(r.achieved_flops, "FLOP/s"));
   if (r.flops_utilization)

@@ -131,7 +131,8 @@ void NumericsWorkload::round_weights(std::vector<torch::Tensor>& params) {
     const int l = layer_of(p);
     const QuantPoint& q = policy_.at(0, l);
     // Masters kept in the weights' format are already what rounding would give.
-    if (masters_in_format_ && leaves_unchanged(q, policy_.at(5, l))) continue;
+    if (in_format_.count(p.unsafeGetTensorImpl()) && leaves_unchanged(q, policy_.at(5, l)))
+      continue;
     if (q.enabled()) p.set_data(q.apply(masters_.back()));
   }
 }
@@ -142,23 +143,51 @@ void NumericsWorkload::restore_weights(std::vector<torch::Tensor>& params) {
 }
 
 bool NumericsWorkload::custom_step(torch::optim::Optimizer& opt, const Batch& batch) {
+  if (inner_->takes_step_hooks()) {
+    // The workload's own step, with this wrapper's hooks at its forward passes and updates.
+    struct Unset {
+      Workload& w;
+      ~Unset() { w.set_step_hooks(nullptr); }
+    } unset{*inner_};
+    inner_->set_step_hooks(this);
+    return inner_->custom_step(opt, batch);
+  }
   std::vector<torch::Tensor> params;
   for (auto& group : opt.param_groups())
     for (auto& p : group.params()) params.push_back(p);
   torch::Tensor loss;
   {
     PhaseScope phase(Phase::kForward);
-    round_weights(params);
+    const double scale = before_forward(params);
     loss = this->loss(batch);
-    if (scale_.scale != 1) loss = loss * scale_.scale;
+    if (scale != 1) loss = loss * scale;
   }
   {
     PhaseScope phase(Phase::kBackward);
     loss.backward();
   }
   PhaseScope phase(Phase::kOptimizer);
+  step(opt);
+  return true;
+}
+
+double NumericsWorkload::before_forward(const std::vector<torch::Tensor>& weights) {
+  if (rounded_.empty()) {
+    rounded_ = weights;
+    round_weights(rounded_);
+  }
+  return scale_.scale;
+}
+
+void NumericsWorkload::step(torch::optim::Optimizer& opt) {
+  std::vector<torch::Tensor> params;
+  for (auto& group : opt.param_groups())
+    for (auto& p : group.params()) params.push_back(p);
   torch::NoGradGuard no_grad;
-  restore_weights(params);
+  if (!rounded_.empty()) {
+    restore_weights(rounded_);
+    rounded_.clear();
+  }
   bool finite = true;
   for (auto& p : params) {
     if (!p.grad().defined()) continue;
@@ -169,7 +198,7 @@ bool NumericsWorkload::custom_step(torch::optim::Optimizer& opt, const Batch& ba
       scale_.scale /= 2;
       good_steps_ = 0;
       ++skipped_steps_;
-      return true;
+      return;
     }
     if (++good_steps_ == 2000) {
       scale_.scale *= 2;
@@ -190,9 +219,8 @@ bool NumericsWorkload::custom_step(torch::optim::Optimizer& opt, const Batch& ba
       torch::Tensor data = p.data();
       master.apply_(data);
     }
+    in_format_.insert(p.unsafeGetTensorImpl());
   }
-  masters_in_format_ = true;
-  return true;
 }
 
 Policy policy_from(const num::NumericsPolicy& text, uint64_t seed) {
@@ -222,7 +250,7 @@ std::unique_ptr<Workload> with_numerics(std::unique_ptr<Workload> inner, Policy 
       if (i == 1 || i == 2) activations = activations || (lp[i] && lp[i]->enabled());
     }
   if (!any) return inner;
-  if (!inner->own_optimizers().empty())
+  if (!inner->own_optimizers().empty() && !inner->takes_step_hooks())
     throw Unsupported(policy.str() +
                       ": this family runs its own training step, which does not apply emulated "
                       "formats");

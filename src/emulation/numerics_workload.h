@@ -11,6 +11,7 @@
 // accuracy, their effect on training); the formats' speed on hardware is simulate/'s job.
 #include <map>
 #include <memory>
+#include <set>
 
 #include "emulation/emulate.h"
 #include "model/activation_point.h"
@@ -23,7 +24,7 @@ namespace tb::emu {
 // Throws UsageError (an extension that will not load, ...).
 Policy policy_from(const num::NumericsPolicy& text, uint64_t seed);
 
-class NumericsWorkload : public Workload {
+class NumericsWorkload : public Workload, private StepHooks {
  public:
   NumericsWorkload(std::unique_ptr<Workload> inner, Policy policy);
   torch::nn::Module& module() override { return inner_->module(); }
@@ -36,6 +37,9 @@ class NumericsWorkload : public Workload {
   double units_per_step() const override { return inner_->units_per_step(); }
   bool has_activation_points() const override { return inner_->has_activation_points(); }
   bool custom_step(torch::optim::Optimizer& opt, const Batch& batch) override;
+  std::vector<torch::optim::Optimizer*> own_optimizers() override {
+    return inner_->own_optimizers();
+  }
 
   int64_t skipped_steps() const { return skipped_steps_; }  // overflows under dynamic scaling
   double loss_scale() const { return scale_.scale; }
@@ -47,6 +51,12 @@ class NumericsWorkload : public Workload {
 
   int layer_of(const torch::Tensor& param) const;
 
+  // The step's two halves (StepHooks), for the runner's step and for a wrapped workload's
+  // own: weights rounded for the forward pass, and the update (masters restored, gradients
+  // rounded and unscaled, the step skipped on overflow, state and masters rounded).
+  double before_forward(const std::vector<torch::Tensor>& weights) override;
+  void step(torch::optim::Optimizer& opt) override;
+
   std::unique_ptr<Workload> inner_;
   Policy policy_;
   // Layers (Policy::layers): the Linear and Conv2d modules in module order, and their
@@ -57,9 +67,10 @@ class NumericsWorkload : public Workload {
   num::LossScale scale_;
   ActivationHook hook_;
   std::vector<torch::Tensor> masters_;
-  // Set once a step has rounded the masters: from then on, layers whose masters are kept in
-  // the weights' format skip the forward rounding (leaves_unchanged).
-  bool masters_in_format_ = false;
+  std::vector<torch::Tensor> rounded_;  // the weights before_forward rounded, until step()
+  // Parameters whose masters a step has rounded: from then on, those whose masters are kept
+  // in the weights' format skip the forward rounding (leaves_unchanged).
+  std::set<const void*> in_format_;
   // layer: where the policy has a unit or an activation; recurrent (step-by-step cells,
   // unit_recurrent): there and where activations or errors are rounded; product: with a unit.
   Overrides overrides_;

@@ -144,8 +144,11 @@ class A3cWorkload : public Workload {
     make_actors(0);
     const auto opts = shared_->parameters().front().options();
     const auto shared = shared_->parameters();
+    double scale = 1;
     {
       PhaseScope phase(Phase::kForward);
+      // The actors copy the shared weights in their emulated format.
+      if (step_hooks_) scale = step_hooks_->before_forward(shared);
       run_actors([&](Actor& a) {
         const auto local = a.local->parameters();
         {
@@ -158,7 +161,7 @@ class A3cWorkload : public Workload {
     }
     {
       PhaseScope phase(Phase::kBackward);
-      run_actors([](Actor& a) { a.loss.backward(); });
+      run_actors([scale](Actor& a) { (scale != 1 ? a.loss * scale : a.loss).backward(); });
     }
     {
       PhaseScope phase(Phase::kOptimizer);
@@ -168,7 +171,10 @@ class A3cWorkload : public Workload {
           shared[i].mutable_grad() = local[i].grad();
           local[i].mutable_grad().reset();  // else the next backward accumulates into it
         }
-        optimizer_->step();
+        if (step_hooks_)
+          step_hooks_->step(*optimizer_);
+        else
+          optimizer_->step();
         a->last_loss = a->loss.detach();
         a->loss = torch::Tensor();
       }
@@ -179,6 +185,7 @@ class A3cWorkload : public Workload {
     make_actors(0);
     return {optimizer_.get()};
   }
+  bool takes_step_hooks() const override { return true; }
 
   std::vector<double> losses() const {
     std::vector<double> out;

@@ -162,20 +162,26 @@ class WganWorkload : public Workload {
 
   bool custom_step(torch::optim::Optimizer&, const Batch& b) override {
     make_optimizers();
+    const auto params = net_->parameters();
     for (int64_t i = 0; i < critic_iters_; ++i) {
       release_grads(*net_->critic);
       torch::Tensor loss;
+      double scale = 1;
       {
         PhaseScope phase(Phase::kForward);
+        if (step_hooks_) scale = step_hooks_->before_forward(params);
         loss = net_->critic_loss(b.inputs[i]);
       }
       {
         PhaseScope phase(Phase::kBackward);
-        loss.backward();
+        (scale != 1 ? loss * scale : loss).backward();
       }
       {
         PhaseScope phase(Phase::kOptimizer);
-        critic_opt_->step();
+        if (step_hooks_)
+          step_hooks_->step(*critic_opt_);
+        else
+          critic_opt_->step();
       }
       last_critic_loss = loss.detach();
     }
@@ -183,18 +189,23 @@ class WganWorkload : public Workload {
     for (auto& p : net_->critic->parameters()) p.set_requires_grad(false);
     release_grads(*net_->critic);
     torch::Tensor loss;
+    double scale = 1;
     {
       PhaseScope phase(Phase::kForward);
+      if (step_hooks_) scale = step_hooks_->before_forward(params);
       loss = net_->generator_loss(batch_, b.inputs[0].options());
     }
     {
       PhaseScope phase(Phase::kBackward);
-      loss.backward();
+      (scale != 1 ? loss * scale : loss).backward();
     }
     for (auto& p : net_->critic->parameters()) p.set_requires_grad(true);
     {
       PhaseScope phase(Phase::kOptimizer);
-      generator_opt_->step();
+      if (step_hooks_)
+        step_hooks_->step(*generator_opt_);
+      else
+        generator_opt_->step();
     }
     last_generator_loss = loss.detach();
     return true;
@@ -203,6 +214,7 @@ class WganWorkload : public Workload {
     make_optimizers();
     return {critic_opt_.get(), generator_opt_.get()};
   }
+  bool takes_step_hooks() const override { return true; }
 
   // Read only by tests (last_losses): reading them in the step would synchronise an
   // asynchronous device every update.

@@ -17,6 +17,18 @@ struct Batch {
   torch::Tensor target;
 };
 
+// Emulated number formats inside a workload's own step (custom_step): the numerics wrapper
+// sets them on the workload it wraps, whose custom step then calls each at its place.
+class StepHooks {
+ public:
+  virtual ~StepHooks() = default;
+  // Before a forward pass that reads `weights`: they hold their emulated format until the
+  // next step(). Returns the loss scale to multiply the loss by before backward.
+  virtual double before_forward(const std::vector<torch::Tensor>& weights) = 0;
+  // In place of opt.step(), after backward: the update under the emulated formats.
+  virtual void step(torch::optim::Optimizer& opt) = 0;
+};
+
 // A trainable model with its data: the runner only calls these.
 class Workload {
  public:
@@ -43,6 +55,10 @@ class Workload {
   // Optimizers the workload owns (used by custom_step), so their state is counted as
   // optimizer state in memory breakdowns.
   virtual std::vector<torch::optim::Optimizer*> own_optimizers() { return {}; }
+  // True when custom_step calls the StepHooks set here, if any, at every forward pass and
+  // update, so that emulated number formats reach a workload's own step.
+  virtual bool takes_step_hooks() const { return false; }
+  void set_step_hooks(StepHooks* hooks) { step_hooks_ = hooks; }
   // True when the forward pass calls activation_point (model/activation_point.h), so that
   // emulated activation and error formats reach it.
   virtual bool has_activation_points() const { return false; }
@@ -50,6 +66,9 @@ class Workload {
   // forward_with_points or relu_op, so that an emulated processing unit or activation
   // (a LayerOverride) replaces them all.
   virtual bool has_operator_points() const { return false; }
+
+ protected:
+  StepHooks* step_hooks_ = nullptr;
 };
 
 using WorkloadBuilder = std::function<std::unique_ptr<Workload>(const Config&)>;

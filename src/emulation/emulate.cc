@@ -48,6 +48,12 @@ struct MadLinear : public torch::autograd::Function<MadLinear> {
     const auto* u = reinterpret_cast<const Policy*>(ctx->saved_data["u"].toInt());
     const auto dy = g[0].contiguous();
     const torch::Tensor db = ctx->saved_data["bias"].toBool() ? dy.sum(0) : torch::Tensor();
+    if (torch::GradMode::is_enabled()) {
+      // Differentiated again (create_graph): the same products as unit ops themselves.
+      const auto none = torch::empty({0}, dy.options());
+      return {MadLinear::apply(dy, s[1].t(), none, u), MadLinear::apply(dy.t(), s[0].t(), none, u),
+              db, torch::Tensor()};
+    }
     return {mad_mm(*u, dy, s[1]), mad_mm(*u, dy.t(), s[0]), db, torch::Tensor()};
   }
 };

@@ -56,6 +56,9 @@ class NumericsWorkload : public Workload, private StepHooks {
   // rounded and unscaled, the step skipped on overflow, state and masters rounded).
   double before_forward(const std::vector<torch::Tensor>& weights) override;
   void step(torch::optim::Optimizer& opt) override;
+  std::unique_ptr<ActivationHookScope> points() override {
+    return std::make_unique<ActivationHookScope>(&hook_, &overrides_);
+  }
 
   std::unique_ptr<Workload> inner_;
   Policy policy_;

@@ -173,12 +173,18 @@ namespace {
 struct QuantizeFunction : public torch::autograd::Function<QuantizeFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x,
                                const QuantPoint* fwd, const QuantPoint* bwd) {
+    ctx->saved_data["fwd"] = reinterpret_cast<int64_t>(fwd);
     ctx->saved_data["bwd"] = reinterpret_cast<int64_t>(bwd);
     return fwd->enabled() ? fwd->apply(x) : x.clone();
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
+    const auto* fwd = reinterpret_cast<const QuantPoint*>(ctx->saved_data["fwd"].toInt());
     const auto* bwd = reinterpret_cast<const QuantPoint*>(ctx->saved_data["bwd"].toInt());
+    // Differentiated again (create_graph: a gradient penalty): the backward rounding is itself
+    // a rounding op, whose own gradient is rounded at the forward point.
+    if (torch::GradMode::is_enabled())
+      return {quantize_op(grads[0], *bwd, *fwd), torch::Tensor(), torch::Tensor()};
     return {bwd->enabled() ? bwd->apply(grads[0]) : grads[0], torch::Tensor(), torch::Tensor()};
   }
 };

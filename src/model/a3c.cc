@@ -22,6 +22,7 @@
 #include <exception>
 #include <thread>
 
+#include "model/activation_point.h"
 #include "model/atari_env.h"
 #include "model/phase.h"
 #include "model/workload.h"
@@ -40,9 +41,10 @@ NetImpl::NetImpl(int64_t actions) {
 }
 
 std::pair<torch::Tensor, torch::Tensor> NetImpl::forward(const torch::Tensor& frames) {
-  auto h = torch::relu(conv2(torch::relu(conv1(frames))));
-  h = torch::relu(fc(h.flatten(1)));
-  return {policy(h), value(h).squeeze(1)};
+  auto h = relu_op(layer_op(conv2, relu_op(layer_op(conv1, frames))));
+  h = relu_op(layer_op(fc, h.flatten(1)));
+  // The two heads' outputs are the network's logits: points.
+  return {activation_point(layer_op(policy, h)), activation_point(layer_op(value, h)).squeeze(1)};
 }
 
 torch::Tensor actor_critic_loss(Net& net, const torch::Tensor& frames, const torch::Tensor& actions,
@@ -150,6 +152,8 @@ class A3cWorkload : public Workload {
       // The actors copy the shared weights in their emulated format.
       if (step_hooks_) scale = step_hooks_->before_forward(shared);
       run_actors([&](Actor& a) {
+        // Each actor's thread has its own (thread-local) points.
+        const auto points = step_hooks_ ? step_hooks_->points() : nullptr;
         const auto local = a.local->parameters();
         {
           torch::NoGradGuard no_grad;
@@ -186,6 +190,8 @@ class A3cWorkload : public Workload {
     return {optimizer_.get()};
   }
   bool takes_step_hooks() const override { return true; }
+  bool has_activation_points() const override { return true; }
+  bool has_operator_points() const override { return true; }
 
   std::vector<double> losses() const {
     std::vector<double> out;

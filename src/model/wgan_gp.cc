@@ -4,6 +4,7 @@
 // real images with the gradient penalty, then one generator update.
 #include "model/wgan_gp.h"
 
+#include "model/activation_point.h"
 #include "model/phase.h"
 #include "model/workload.h"
 
@@ -36,9 +37,9 @@ struct UpBlockImpl : nn::Module {
         conv2(register_module("conv2", conv(out, out, 3, true))),
         shortcut(register_module("shortcut", conv(in, out, 1, true))) {}
   torch::Tensor forward(const torch::Tensor& x) {
-    auto h = conv1(up2(torch::relu(bn1(x))));
-    h = conv2(torch::relu(bn2(h)));
-    return shortcut(up2(x)) + h;
+    auto h = layer_op(conv1, up2(relu_op(bn1(x))));
+    h = layer_op(conv2, relu_op(bn2(h)));
+    return layer_op(shortcut, up2(x)) + h;
   }
   nn::BatchNorm2d bn1;
   nn::Conv2d conv1;
@@ -58,9 +59,9 @@ struct DownBlockImpl : nn::Module {
         conv2(register_module("conv2", conv(in, out, 3, true))),
         shortcut(register_module("shortcut", conv(in, out, 1, true))) {}
   torch::Tensor forward(const torch::Tensor& x) {
-    auto h = conv1(torch::relu(ln1(x)));
-    h = pool2(conv2(torch::relu(ln2(h))));
-    return shortcut(pool2(x)) + h;
+    auto h = layer_op(conv1, relu_op(ln1(x)));
+    h = pool2(layer_op(conv2, relu_op(ln2(h))));
+    return layer_op(shortcut, pool2(x)) + h;
   }
   nn::GroupNorm ln1{nullptr};
   nn::Conv2d conv1;
@@ -81,9 +82,9 @@ GeneratorImpl::GeneratorImpl(int64_t dim) : dim_(dim) {
 }
 
 torch::Tensor GeneratorImpl::forward(const torch::Tensor& z) {
-  auto x = input(z).view({-1, 8 * dim_, 4, 4});
-  x = blocks->forward(x);
-  return torch::tanh(output(torch::relu(bn(x))));
+  auto x = layer_op(input, z).view({-1, 8 * dim_, 4, 4});
+  x = forward_with_points(blocks, x);
+  return torch::tanh(layer_op(output, relu_op(bn(x))));
 }
 
 CriticImpl::CriticImpl(int64_t dim) : dim_(dim) {
@@ -95,7 +96,9 @@ CriticImpl::CriticImpl(int64_t dim) : dim_(dim) {
 }
 
 torch::Tensor CriticImpl::forward(const torch::Tensor& x) {
-  return output(blocks->forward(input(x)).flatten(1)).squeeze(1);
+  // The scores are the critic's logits: a point.
+  return activation_point(
+      layer_op(output, forward_with_points(blocks, layer_op(input, x)).flatten(1)).squeeze(1));
 }
 
 WganGp::WganGp(int64_t dim, double lambda) : lambda_(lambda) {
@@ -168,11 +171,12 @@ class WganWorkload : public Workload {
       torch::Tensor loss;
       double scale = 1;
       {
-        PhaseScope phase(Phase::kForward);
-        if (step_hooks_) scale = step_hooks_->before_forward(params);
-        loss = net_->critic_loss(b.inputs[i]);
-      }
-      {
+        const auto points = step_hooks_ ? step_hooks_->points() : nullptr;
+        {
+          PhaseScope phase(Phase::kForward);
+          if (step_hooks_) scale = step_hooks_->before_forward(params);
+          loss = net_->critic_loss(b.inputs[i]);
+        }
         PhaseScope phase(Phase::kBackward);
         (scale != 1 ? loss * scale : loss).backward();
       }
@@ -191,11 +195,12 @@ class WganWorkload : public Workload {
     torch::Tensor loss;
     double scale = 1;
     {
-      PhaseScope phase(Phase::kForward);
-      if (step_hooks_) scale = step_hooks_->before_forward(params);
-      loss = net_->generator_loss(batch_, b.inputs[0].options());
-    }
-    {
+      const auto points = step_hooks_ ? step_hooks_->points() : nullptr;
+      {
+        PhaseScope phase(Phase::kForward);
+        if (step_hooks_) scale = step_hooks_->before_forward(params);
+        loss = net_->generator_loss(batch_, b.inputs[0].options());
+      }
       PhaseScope phase(Phase::kBackward);
       (scale != 1 ? loss * scale : loss).backward();
     }
@@ -215,6 +220,8 @@ class WganWorkload : public Workload {
     return {critic_opt_.get(), generator_opt_.get()};
   }
   bool takes_step_hooks() const override { return true; }
+  bool has_activation_points() const override { return true; }
+  bool has_operator_points() const override { return true; }
 
   // Read only by tests (last_losses): reading them in the step would synchronise an
   // asynchronous device every update.

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "model/activation_point.h"
 #include "spec/config.h"
 #include "spec/family.h"
 
@@ -27,6 +28,9 @@ class StepHooks {
   virtual double before_forward(const std::vector<torch::Tensor>& weights) = 0;
   // In place of opt.step(), after backward: the update under the emulated formats.
   virtual void step(torch::optim::Optimizer& opt) = 0;
+  // The activation points and operator overrides, installed on the calling thread (the
+  // step's, or an actor's) while the returned scope lives.
+  virtual std::unique_ptr<ActivationHookScope> points() = 0;
 };
 
 // A trainable model with its data: the runner only calls these.

@@ -402,7 +402,6 @@ TEST(NumericsWorkload, EveryLayerOfAFamilyWithOperatorPointsReachesThem) {
         "wgan_gp:dim=4,batch=2,critic_iters=1", "a3c:actors=1,batch=3"}) {
     SCOPED_TRACE(config);
     auto t = prepare_training(parse_config(std::string(config) + ",threads=1"), torch::kCPU, 1);
-    ASSERT_TRUE(t.workload->has_operator_points());
     ASSERT_TRUE(t.workload->has_activation_points());
     std::set<const torch::nn::Module*> layers, recurrent;
     for (const auto& m : t.workload->module().modules()) {

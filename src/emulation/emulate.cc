@@ -78,11 +78,10 @@ torch::Tensor unit_linear(const torch::Tensor& x, const torch::Tensor& w, const 
 
 torch::Tensor unit_matmul(const torch::Tensor& a, const torch::Tensor& b, const Policy& p) {
   if (!p.has_unit()) return torch::matmul(a, b);
+  if (b.dim() == 2) return unit_linear(a, b.t(), {}, p);
   const auto empty = torch::empty({0}, a.options());
   std::vector<int64_t> shape(a.sizes().begin(), a.sizes().end() - 1);
   shape.push_back(b.size(-1));
-  if (b.dim() == 2)
-    return MadLinear::apply(a.reshape({-1, a.size(-1)}), b.t(), empty, &p).reshape(shape);
   if (a.dim() != b.dim() || a.sizes().slice(0, a.dim() - 2) != b.sizes().slice(0, b.dim() - 2))
     throw Unsupported(p.str() + ": the unit multiplies batches of equal shape only");
   const auto A = a.reshape({-1, a.size(-2), a.size(-1)});

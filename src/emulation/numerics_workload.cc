@@ -29,6 +29,13 @@ std::vector<torch::Tensor> state_tensors(torch::optim::OptimizerParamState& stat
   return out;
 }
 
+std::vector<torch::Tensor> params_of(torch::optim::Optimizer& opt) {
+  std::vector<torch::Tensor> params;
+  for (auto& group : opt.param_groups())
+    for (auto& p : group.params()) params.push_back(p);
+  return params;
+}
+
 }  // namespace
 
 NumericsWorkload::NumericsWorkload(std::unique_ptr<Workload> inner, Policy policy)
@@ -152,13 +159,10 @@ bool NumericsWorkload::custom_step(torch::optim::Optimizer& opt, const Batch& ba
     inner_->set_step_hooks(this);
     return inner_->custom_step(opt, batch);
   }
-  std::vector<torch::Tensor> params;
-  for (auto& group : opt.param_groups())
-    for (auto& p : group.params()) params.push_back(p);
   torch::Tensor loss;
   {
     PhaseScope phase(Phase::kForward);
-    const double scale = before_forward(params);
+    const double scale = before_forward(params_of(opt));
     loss = this->loss(batch);
     if (scale != 1) loss = loss * scale;
   }
@@ -180,9 +184,7 @@ double NumericsWorkload::before_forward(const std::vector<torch::Tensor>& weight
 }
 
 void NumericsWorkload::step(torch::optim::Optimizer& opt) {
-  std::vector<torch::Tensor> params;
-  for (auto& group : opt.param_groups())
-    for (auto& p : group.params()) params.push_back(p);
+  const std::vector<torch::Tensor> params = params_of(opt);
   torch::NoGradGuard no_grad;
   if (!rounded_.empty()) {
     restore_weights(rounded_);
@@ -254,7 +256,7 @@ std::unique_ptr<Workload> with_numerics(std::unique_ptr<Workload> inner, Policy 
     throw Unsupported(policy.str() +
                       ": this family runs its own training step, which does not apply emulated "
                       "formats");
-  if (operators && !inner->has_operator_points())
+  if (operators && !inner->has_activation_points())
     throw Unsupported(policy.str() +
                       ": this family's layers cannot run on an emulated unit or activation "
                       "(docs/numerics.md lists those that can)");

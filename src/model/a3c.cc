@@ -191,7 +191,6 @@ class A3cWorkload : public Workload {
   }
   bool takes_step_hooks() const override { return true; }
   bool has_activation_points() const override { return true; }
-  bool has_operator_points() const override { return true; }
 
   std::vector<double> losses() const {
     std::vector<double> out;

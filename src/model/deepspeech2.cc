@@ -143,7 +143,6 @@ class DeepSpeech2Workload : public Workload {
   }
   int64_t examples_per_step() const override { return batch_; }
   bool has_activation_points() const override { return true; }
-  bool has_operator_points() const override { return true; }
   // Seconds of audio (10 ms frames), padding left out.
   double units_per_step() const override {
     return double(spread_length_sum(batch_, min_frames_, max_frames_)) / 100.0;

@@ -95,7 +95,6 @@ class FasterRcnnWorkload : public Workload {
   }
   int64_t examples_per_step() const override { return data_.batch; }
   bool has_activation_points() const override { return true; }
-  bool has_operator_points() const override { return true; }
 
   Tensor loss(const Batch& b) override {
     const auto t = det::DetectionData::targets(b);

@@ -45,7 +45,6 @@ class FcWorkload : public Workload {
   }
   int64_t examples_per_step() const override { return batch_; }
   bool has_activation_points() const override { return true; }
-  bool has_operator_points() const override { return true; }
 
  private:
   FcNet net_;

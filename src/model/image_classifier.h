@@ -30,7 +30,6 @@ class ImageClassifierWorkload : public Workload {
   }
   // Every model's Linear, Conv2d and activation runs through model/activation_point.h.
   bool has_activation_points() const override { return true; }
-  bool has_operator_points() const override { return true; }
 
  protected:
   // The network's logits for a batch of images.

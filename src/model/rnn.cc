@@ -67,7 +67,6 @@ class RnnWorkload : public Workload {
   }
   int64_t examples_per_step() const override { return batch_; }
   bool has_activation_points() const override { return true; }
-  bool has_operator_points() const override { return true; }
 
  private:
   RnnNet net_;

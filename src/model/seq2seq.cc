@@ -146,7 +146,6 @@ class Seq2SeqWorkload : public Workload {
   }
   int64_t examples_per_step() const override { return batch_; }
   bool has_activation_points() const override { return true; }
-  bool has_operator_points() const override { return true; }
   double units_per_step() const override {
     return double(spread_length_sum(batch_, min_len_, max_len_));
   }

@@ -178,7 +178,6 @@ class TransformerWorkload : public Workload {
   }
   int64_t examples_per_step() const override { return batch_; }
   bool has_activation_points() const override { return true; }
-  bool has_operator_points() const override { return true; }
   // Non-padding target tokens (the EOS included), as translation throughput is quoted.
   double units_per_step() const override {
     return double(spread_length_sum(batch_, min_length(seq_), seq_));

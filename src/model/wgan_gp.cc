@@ -165,54 +165,16 @@ class WganWorkload : public Workload {
 
   bool custom_step(torch::optim::Optimizer&, const Batch& b) override {
     make_optimizers();
-    const auto params = net_->parameters();
     for (int64_t i = 0; i < critic_iters_; ++i) {
       release_grads(*net_->critic);
-      torch::Tensor loss;
-      double scale = 1;
-      {
-        const auto points = step_hooks_ ? step_hooks_->points() : nullptr;
-        {
-          PhaseScope phase(Phase::kForward);
-          if (step_hooks_) scale = step_hooks_->before_forward(params);
-          loss = net_->critic_loss(b.inputs[i]);
-        }
-        PhaseScope phase(Phase::kBackward);
-        (scale != 1 ? loss * scale : loss).backward();
-      }
-      {
-        PhaseScope phase(Phase::kOptimizer);
-        if (step_hooks_)
-          step_hooks_->step(*critic_opt_);
-        else
-          critic_opt_->step();
-      }
-      last_critic_loss = loss.detach();
+      last_critic_loss = update(*critic_opt_, [&] { return net_->critic_loss(b.inputs[i]); });
     }
     // The generator's update needs the critic's input gradient only.
     for (auto& p : net_->critic->parameters()) p.set_requires_grad(false);
     release_grads(*net_->critic);
-    torch::Tensor loss;
-    double scale = 1;
-    {
-      const auto points = step_hooks_ ? step_hooks_->points() : nullptr;
-      {
-        PhaseScope phase(Phase::kForward);
-        if (step_hooks_) scale = step_hooks_->before_forward(params);
-        loss = net_->generator_loss(batch_, b.inputs[0].options());
-      }
-      PhaseScope phase(Phase::kBackward);
-      (scale != 1 ? loss * scale : loss).backward();
-    }
+    last_generator_loss = update(
+        *generator_opt_, [&] { return net_->generator_loss(batch_, b.inputs[0].options()); });
     for (auto& p : net_->critic->parameters()) p.set_requires_grad(true);
-    {
-      PhaseScope phase(Phase::kOptimizer);
-      if (step_hooks_)
-        step_hooks_->step(*generator_opt_);
-      else
-        generator_opt_->step();
-    }
-    last_generator_loss = loss.detach();
     return true;
   }
   std::vector<torch::optim::Optimizer*> own_optimizers() override {
@@ -221,13 +183,36 @@ class WganWorkload : public Workload {
   }
   bool takes_step_hooks() const override { return true; }
   bool has_activation_points() const override { return true; }
-  bool has_operator_points() const override { return true; }
 
   // Read only by tests (last_losses): reading them in the step would synchronise an
   // asynchronous device every update.
   torch::Tensor last_critic_loss, last_generator_loss;
 
  private:
+  // One update: the forward and backward passes of loss_of() (under the numerics wrapper's
+  // formats and points, when it set its hooks), then opt's step. Returns the loss.
+  template <typename Fn>
+  torch::Tensor update(torch::optim::Optimizer& opt, Fn loss_of) {
+    torch::Tensor loss;
+    {
+      const auto points = step_hooks_ ? step_hooks_->points() : nullptr;
+      double scale = 1;
+      {
+        PhaseScope phase(Phase::kForward);
+        if (step_hooks_) scale = step_hooks_->before_forward(net_->parameters());
+        loss = loss_of();
+      }
+      PhaseScope phase(Phase::kBackward);
+      (scale != 1 ? loss * scale : loss).backward();
+    }
+    PhaseScope phase(Phase::kOptimizer);
+    if (step_hooks_)
+      step_hooks_->step(opt);
+    else
+      opt.step();
+    return loss.detach();
+  }
+
   // Made on first use, after the runner has moved the module to its device and dtype.
   void make_optimizers() {
     if (critic_opt_) return;

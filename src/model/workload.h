@@ -63,13 +63,11 @@ class Workload {
   // update, so that emulated number formats reach a workload's own step.
   virtual bool takes_step_hooks() const { return false; }
   void set_step_hooks(StepHooks* hooks) { step_hooks_ = hooks; }
-  // True when the forward pass calls activation_point (model/activation_point.h), so that
-  // emulated activation and error formats reach it.
+  // True when the forward pass runs every Linear, Conv2d, activation, recurrent module and
+  // product of two activations through model/activation_point.h, with a point on its
+  // logits: emulated activation and error formats, processing units and activations
+  // (Overrides) then reach all of them.
   virtual bool has_activation_points() const { return false; }
-  // True when every Linear, Conv2d and ReLU of the forward pass runs through
-  // forward_with_points or relu_op, so that an emulated processing unit or activation
-  // (a LayerOverride) replaces them all.
-  virtual bool has_operator_points() const { return false; }
 
  protected:
   StepHooks* step_hooks_ = nullptr;

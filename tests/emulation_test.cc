@@ -217,7 +217,7 @@ TEST(Emulation, UnitConvolutionsTakeAnyGeometry) {
     auto x = torch::randn({2, c.in, 9, 9}).requires_grad_(true);
     auto w = torch::randn({c.out, c.in / c.groups, c.k, c.k}).requires_grad_(true);
     auto b = torch::randn({c.out}).requires_grad_(true);
-    tb::emu::ConvShape shape;
+    tb::ConvGeometry shape;
     shape.stride = {c.stride, c.stride};
     shape.pad = {c.pad, c.pad};
     shape.dilation = {c.dilation, c.dilation};

@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 
 #include "cost/cost.h"
+#include "model/activation_point.h"
 #include "model/torchscript_family.h"
 #include "record/json.h"
 #include "runner/memory.h"
@@ -48,6 +50,33 @@ class Two(torch.nn.Module):
         return self.a(x) + self.b(y)
 torch.jit.trace(Two(), (torch.randn(2, 4), torch.randn(2, 6))).save(d + "/two.pt")
 torch.jit.script(torch.nn.ReLU()).save(d + "/noparams.pt")
+# Every kind of layer operator the points take: 2-D and grouped 1-D convolutions, ReLU in and
+# out of place, ReLU6, a Linear module, a product with a parameter and one of two activations.
+class Layers(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.c1 = torch.nn.Conv1d(8, 8, 3, padding=2, dilation=2, groups=2)
+        self.fc = torch.nn.Linear(8, 5)
+        self.w = torch.nn.Parameter(torch.randn(5, 4) / 2)
+    def forward(self, x):
+        x = torch.nn.functional.relu6(torch.relu(self.bn(self.conv(x))))
+        n, c, h, w = x.shape
+        x = self.c1(x.reshape(n, c, h * w)).reshape(n, c, h, w)
+        x.relu_()
+        y = self.fc(torch.flatten(torch.nn.functional.adaptive_avg_pool2d(x, 1), 1))
+        return (y.unsqueeze(2) @ y.unsqueeze(1)).mean(2) @ self.w
+torch.jit.script(Layers()).save(d + "/layers.pt")
+torch.jit.trace(Layers(), torch.randn(2, 3, 8, 8)).save(d + "/layers_traced.pt")
+class Lstm(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(6, 8)
+        self.fc = torch.nn.Linear(8, 3)
+    def forward(self, x):
+        return self.fc(self.lstm(x)[0][-1])
+torch.jit.script(Lstm()).save(d + "/lstm.pt")
 open(d + "/garbage.pt", "w").write("not a zip archive\n")
 )py";
 
@@ -145,6 +174,116 @@ TEST_F(TorchScript, ProfileAndMemoryWorkOnIt) {
   const double params = double(step_cost(parse_config(kSameMlp)).params);
   EXPECT_DOUBLE_EQ(m.breakdown.peak[kWeights], 4 * params);
   EXPECT_DOUBLE_EQ(m.breakdown.peak[kOptimizerState], 4 * params);  // one momentum buffer
+}
+
+// Layer operators that run outside the overrides of NumericsReachItsLayers.
+thread_local bool t_in_override = false;
+thread_local int t_escaped = 0;
+std::unique_ptr<at::ObserverContext> count_escape(const at::RecordFunction& fn) {
+  static const std::set<std::string> watched = {
+      "aten::conv1d", "aten::conv2d", "aten::_convolution", "aten::convolution", "aten::linear",
+      "aten::addmm",  "aten::matmul", "aten::mm",           "aten::bmm",         "aten::relu",
+      "aten::relu_",  "aten::relu6",  "aten::hardtanh",     "aten::hardtanh_"};
+  if (!t_in_override && watched.count(fn.name())) ++t_escaped;
+  return nullptr;
+}
+
+// Emulation reaches a user's module as it reaches a family: the points see each Linear,
+// Conv1d and Conv2d layer's input, named by its weight, and the overrides replace every
+// convolution, linear layer, ReLU (in place, and ReLU6) and product, scripted or traced. On
+// an fp32 in-order unit the loss is the plain one; coarse formats, per layer too, and other
+// activations move it. A module with operators no point reaches is refused, naming them.
+TEST_F(TorchScript, NumericsReachItsLayers) {
+  namespace F = torch::nn::functional;
+  for (const char* name : {"layers.pt", "layers_traced.pt"}) {
+    SCOPED_TRACE(name);
+    auto t = prepare_training(
+        parse_config("torchscript:path=" + file(name) + ",input=3x8x8,batch=2,threads=1"),
+        torch::kCPU, 1);
+    ASSERT_TRUE(t.workload->has_activation_points()) << t.workload->activation_points_missing();
+    const auto layers = t.workload->layers();
+    ASSERT_EQ(layers.size(), 3u);  // conv, c1, fc
+    EXPECT_EQ(layers[1][0].sizes(), (std::vector<int64_t>{8, 4, 3}));
+    std::set<const void*> weights, hooked;
+    for (const auto& l : layers) weights.insert(l[0].unsafeGetTensorImpl());
+    int linear = 0, conv = 0, relu = 0, product = 0;
+    const ActivationHook hook = [&](const torch::Tensor& x, const torch::Tensor* w) {
+      if (w && weights.count(w->unsafeGetTensorImpl())) hooked.insert(w->unsafeGetTensorImpl());
+      return x;
+    };
+    auto inside = [](auto f) {
+      t_in_override = true;
+      torch::Tensor y = f();
+      t_in_override = false;
+      return y;
+    };
+    Overrides o;
+    o.linear = [&](const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
+      ++linear;
+      return inside([&] { return F::linear(x, w, b); });
+    };
+    o.conv2d = [&](const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+                   const ConvGeometry& g) {
+      ++conv;
+      return inside([&] { return torch::conv2d(x, w, b, g.stride, g.pad, g.dilation, g.groups); });
+    };
+    o.layer = [&](const torch::Tensor& x, torch::nn::Module& m) {
+      if (!m.as<torch::nn::ReLU>()) return torch::Tensor();
+      ++relu;
+      return inside([&] { return torch::relu(x); });
+    };
+    o.product = [&](const torch::Tensor& a, const torch::Tensor& b) {
+      ++product;
+      return inside([&] { return torch::matmul(a, b); });
+    };
+    t_escaped = 0;
+    const auto handle = at::addThreadLocalCallback(
+        at::RecordFunctionCallback(&count_escape).scopes({at::RecordScope::FUNCTION}));
+    {
+      ActivationHookScope scope(&hook, &o);
+      t.workload->loss(t.batch);  // forward only: backward runs mm and convolutions of its own
+    }
+    at::removeCallback(handle);
+    EXPECT_EQ(hooked, weights);
+    EXPECT_EQ(conv, 2);
+    EXPECT_EQ(linear, 2);  // fc, and the product with w
+    EXPECT_EQ(relu, 3);    // relu, relu6, relu_
+    EXPECT_EQ(product, 1);
+    EXPECT_EQ(t_escaped, 0);
+    // Without them, the same operators run, plainly.
+    t.workload->loss(t.batch);
+  }
+
+  const std::string layers =
+      "torchscript:path=" + file("layers.pt") + ",input=3x8x8,batch=2,threads=1";
+  auto loss = [&](const std::string& numerics) {
+    auto t = prepare_training(parse_config(layers + numerics), torch::kCPU, 3);
+    return t.workload->loss(t.batch).item<double>();
+  };
+  const double plain = loss("");
+  EXPECT_NEAR(loss(",numerics=unit:mad:mul=fp32;acc=fp32;width=1;order=sequential"), plain,
+              1e-5 * std::abs(plain));
+  EXPECT_EQ(loss(",numerics=act:relu"), plain);
+  EXPECT_NE(loss(",numerics=act:tanh"), plain);
+  EXPECT_NE(loss(",numerics=unit:mad:mul=e2m1;acc=fp32;width=1;order=sequential"), plain);
+  EXPECT_NE(loss(",numerics=a.1:e2m1"), plain);  // the 1-D convolution's input
+  EXPECT_EQ(loss(",numerics=a.3:e2m1"), plain);  // there is no fourth layer
+  for (const char* name : {"layers.pt", "layers_traced.pt"}) {
+    const RunResult r =
+        run_config(parse_config("torchscript:path=" + file(name) +
+                                ",input=3x8x8,batch=2,threads=1,numerics=e4m3+ls:dynamic+act:"
+                                "tanh-pwl+unit:mad:mul=e5m2;acc=fp16;width=4;order=lanes"),
+                   quick());
+    EXPECT_EQ(r.status, Status::kOk) << name << ": " << r.error;
+  }
+
+  const std::string lstm = "torchscript:path=" + file("lstm.pt") + ",input=5x6,batch=2,threads=1";
+  const RunResult refused = run_config(parse_config(lstm + ",numerics=a:bf16"), quick());
+  EXPECT_EQ(refused.status, Status::kUnsupported);
+  EXPECT_NE(refused.error.find("aten::lstm"), std::string::npos) << refused.error;
+  const RunResult steps =
+      run_config(parse_config(lstm + ",numerics=w:bf16+g:bf16+m:bf16"), quick());
+  EXPECT_EQ(steps.status, Status::kOk) << steps.error;
 }
 
 TEST(TorchScriptShapes, ParseAndRejectBadText) {

@@ -95,14 +95,14 @@ torch::Tensor unit_matmul(const torch::Tensor& a, const torch::Tensor& b, const 
 // On the unit: unfold (im2col) and a matrix multiply, so the convolution runs on it too. A
 // grouped (depthwise) convolution is one such product per group.
 torch::Tensor unit_conv2d(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
-                          const ConvShape& s, const Policy& p) {
+                          const ConvGeometry& s, const Policy& p) {
   if (!p.has_unit())
     return torch::conv2d(x, w, b, {s.stride[0], s.stride[1]}, {s.pad[0], s.pad[1]},
                          {s.dilation[0], s.dilation[1]}, s.groups);
   if (s.groups > 1) {
     const auto xs = x.chunk(s.groups, 1), ws = w.chunk(s.groups, 0);
     const auto bs = b.defined() ? b.chunk(s.groups, 0) : std::vector<torch::Tensor>(s.groups);
-    ConvShape one = s;
+    ConvGeometry one = s;
     one.groups = 1;
     std::vector<torch::Tensor> ys;
     for (int64_t g = 0; g < s.groups; ++g) ys.push_back(unit_conv2d(xs[g], ws[g], bs[g], one, p));
@@ -241,7 +241,7 @@ struct Net : torch::nn::Module {
       }
       return q_act(x);
     }
-    ConvShape conv5x5;
+    ConvGeometry conv5x5;
     conv5x5.pad = {2, 2};
     for (size_t i = 0; i < 2; ++i) {
       x = unit_conv2d(q_act(x), q_w(params[2 * i]), q_w(params[2 * i + 1]), conv5x5, policy);

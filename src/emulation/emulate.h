@@ -56,12 +56,6 @@ struct Policy {
 // Piecewise-linear tanh and sigmoid (33 knots), with the segment slope as their gradient.
 torch::Tensor approx_activation(const torch::Tensor& x, const std::string& name);
 
-// The geometry of a 2-D convolution, as torch::conv2d takes it.
-struct ConvShape {
-  std::array<int64_t, 2> stride{1, 1}, pad{0, 0}, dilation{1, 1};
-  int64_t groups = 1;
-};
-
 // The emulated operators, for any model. y = x W^T + b (b may be undefined) and a 2-D
 // convolution (im2col and a matrix multiply per group) with every product and sum on the
 // policy's unit, forward and backward; plain LibTorch where the policy has no unit. The policy
@@ -70,7 +64,7 @@ struct ConvShape {
 torch::Tensor unit_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                           const Policy& p);
 torch::Tensor unit_conv2d(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
-                          const ConvShape& shape, const Policy& p);
+                          const ConvGeometry& shape, const Policy& p);
 torch::Tensor emulated_activation(const torch::Tensor& x, const Policy& p);
 
 // a @ b (torch::matmul: batched over equal leading dimensions, or b a matrix) with every

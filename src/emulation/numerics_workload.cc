@@ -42,14 +42,9 @@ NumericsWorkload::NumericsWorkload(std::unique_ptr<Workload> inner, Policy polic
     : inner_(std::move(inner)),
       policy_(std::move(policy)),
       scale_(num::parse_loss_scale(policy_.loss_scale)) {
-  int layer = 0;
-  for (const auto& m : inner_->module().modules()) {
-    if (!m->as<torch::nn::Linear>() && !m->as<torch::nn::Conv2d>()) continue;
-    module_layer_[m.get()] = layer;
-    for (const auto& p : m->parameters(/*recurse=*/false))
-      param_layer_[p.unsafeGetTensorImpl()] = layer;
-    ++layer;
-  }
+  const auto layers = inner_->layers();
+  for (size_t l = 0; l < layers.size(); ++l)
+    for (const auto& p : layers[l]) param_layer_[p.unsafeGetTensorImpl()] = int(l);
   rounds_weights_ = policy_.weights.enabled();
   for (const auto& [l, points] : policy_.layers)
     rounds_weights_ = rounds_weights_ || (points[0] && points[0]->enabled());
@@ -69,6 +64,9 @@ NumericsWorkload::NumericsWorkload(std::unique_ptr<Workload> inner, Policy polic
     };
     overrides_.linear = [this](const torch::Tensor& x, const torch::Tensor& w,
                                const torch::Tensor& b) { return unit_linear(x, w, b, policy_); };
+    overrides_.conv2d = [this](const torch::Tensor& x, const torch::Tensor& w,
+                               const torch::Tensor& b,
+                               const ConvGeometry& g) { return unit_conv2d(x, w, b, g, policy_); };
   }
   if (policy_.replaces_operators()) {
     overrides_.layer = [this](const torch::Tensor& x, torch::nn::Module& m) -> torch::Tensor {
@@ -79,7 +77,7 @@ NumericsWorkload::NumericsWorkload(std::unique_ptr<Workload> inner, Policy polic
       if (auto* l = m.as<torch::nn::Linear>()) return unit_linear(x, l->weight, l->bias, policy_);
       if (auto* c = m.as<torch::nn::Conv2d>()) {
         const auto& o = c->options;
-        ConvShape shape;
+        ConvGeometry shape;
         if (const auto* pad = c10::get_if<torch::ExpandingArray<2>>(&o.padding()))
           shape.pad = {(**pad)[0], (**pad)[1]};
         else if (!c10::get_if<torch::enumtype::kValid>(&o.padding()))
@@ -96,9 +94,8 @@ NumericsWorkload::NumericsWorkload(std::unique_ptr<Workload> inner, Policy polic
       return {};
     };
   }
-  hook_ = [this](const torch::Tensor& x, const torch::nn::Module* m) {
-    const auto it = m ? module_layer_.find(m) : module_layer_.end();
-    const int l = it == module_layer_.end() ? -1 : it->second;
+  hook_ = [this](const torch::Tensor& x, const torch::Tensor* weight) {
+    const int l = weight ? layer_of(*weight) : -1;
     return quantize_op(x, policy_.at(1, l), policy_.at(2, l));
   };
 }
@@ -256,15 +253,17 @@ std::unique_ptr<Workload> with_numerics(std::unique_ptr<Workload> inner, Policy 
     throw Unsupported(policy.str() +
                       ": this family runs its own training step, which does not apply emulated "
                       "formats");
+  const std::string missing =
+      inner->has_activation_points() ? "" : inner->activation_points_missing();
   if (operators && !inner->has_activation_points())
-    throw Unsupported(policy.str() +
-                      ": this family's layers cannot run on an emulated unit or activation "
-                      "(docs/numerics.md lists those that can)");
+    throw Unsupported(
+        policy.str() + ": this family's layers cannot run on an emulated unit or activation " +
+        (missing.empty() ? "(docs/numerics.md lists those that can)" : "(" + missing + ")"));
   if (activations && !inner->has_activation_points())
     throw Unsupported(
-        policy.str() +
-        ": this family has no activation points (docs/numerics.md lists those that have); round "
-        "only weights, weight gradients, optimizer state and masters");
+        policy.str() + ": this family has no activation points " +
+        (missing.empty() ? "(docs/numerics.md lists those that have)" : "(" + missing + ")") +
+        "; round only weights, weight gradients, optimizer state and masters");
   return std::make_unique<NumericsWorkload>(std::move(inner), std::move(policy));
 }
 

@@ -36,6 +36,10 @@ class NumericsWorkload : public Workload, private StepHooks {
   int64_t examples_per_step() const override { return inner_->examples_per_step(); }
   double units_per_step() const override { return inner_->units_per_step(); }
   bool has_activation_points() const override { return inner_->has_activation_points(); }
+  std::string activation_points_missing() const override {
+    return inner_->activation_points_missing();
+  }
+  std::vector<std::vector<torch::Tensor>> layers() override { return inner_->layers(); }
   bool custom_step(torch::optim::Optimizer& opt, const Batch& batch) override;
   std::vector<torch::optim::Optimizer*> own_optimizers() override {
     return inner_->own_optimizers();
@@ -62,9 +66,7 @@ class NumericsWorkload : public Workload, private StepHooks {
 
   std::unique_ptr<Workload> inner_;
   Policy policy_;
-  // Layers (Policy::layers): the Linear and Conv2d modules in module order, and their
-  // parameters.
-  std::map<const torch::nn::Module*, int> module_layer_;
+  // Layers (Policy::layers, Workload::layers()) by their parameters.
   std::map<const void*, int> param_layer_;
   bool rounds_weights_ = false;
   num::LossScale scale_;

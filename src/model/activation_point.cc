@@ -40,7 +40,7 @@ torch::Tensor product_op(torch::Tensor a, torch::Tensor b) {
 }
 
 torch::Tensor linear_op(torch::Tensor x, const torch::Tensor& w, const torch::Tensor& b) {
-  x = activation_point(x);
+  if (current_hook) x = (*current_hook)(x, &w);
   if (current && current->linear) {
     torch::Tensor y = current->linear(x, w, b);
     if (y.defined()) return y;
@@ -48,12 +48,24 @@ torch::Tensor linear_op(torch::Tensor x, const torch::Tensor& w, const torch::Te
   return torch::nn::functional::linear(x, w, b);
 }
 
+torch::Tensor conv2d_op(torch::Tensor x, const torch::Tensor& w, const torch::Tensor& b,
+                        const ConvGeometry& g, const torch::Tensor* layer) {
+  if (current_hook) x = (*current_hook)(x, layer ? layer : &w);
+  if (current && current->conv2d) {
+    torch::Tensor y = current->conv2d(x, w, b, g);
+    if (y.defined()) return y;
+  }
+  return torch::conv2d(x, w, b, g.stride, g.pad, g.dilation, g.groups);
+}
+
 bool points_installed() { return current_hook != nullptr || current != nullptr; }
 
 namespace detail {
 torch::Tensor enter_layer(torch::Tensor& x, torch::nn::Module& m) {
-  if (current_hook && (m.as<torch::nn::Linear>() || m.as<torch::nn::Conv2d>()))
-    x = (*current_hook)(x, &m);
+  if (current_hook) {
+    if (auto* l = m.as<torch::nn::Linear>()) x = (*current_hook)(x, &l->weight);
+    if (auto* c = m.as<torch::nn::Conv2d>()) x = (*current_hook)(x, &c->weight);
+  }
   return current && current->layer ? current->layer(x, m) : torch::Tensor();
 }
 

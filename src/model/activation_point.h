@@ -7,14 +7,23 @@
 // (ActivationHookScope).
 #include <torch/torch.h>
 
+#include <array>
 #include <functional>
 
 namespace tb {
 
-// x and the Linear or Conv2d module it is the input of (null: the logits, or a point that is
-// no layer's input).
+// x and the weight of the layer it is the input of: a Linear or Conv2d module's, or the one
+// given to linear_op or conv2d_op (null: the logits, or a point that is no layer's input).
+// Weights identify layers, so that a layer need not be a LibTorch module (a TorchScript
+// module's layers are not).
 using ActivationHook =
-    std::function<torch::Tensor(const torch::Tensor&, const torch::nn::Module* layer)>;
+    std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor* weight)>;
+
+// The geometry of a 2-D convolution, as torch::conv2d takes it.
+struct ConvGeometry {
+  std::array<int64_t, 2> stride{1, 1}, pad{0, 0}, dilation{1, 1};
+  int64_t groups = 1;
+};
 
 // A recurrent module's state: hidden and (LSTM) cell state; [layers x directions, batch,
 // hidden] for RNN, LSTM and GRU modules, [batch, hidden] for their cells. Undefined: zeros.
@@ -47,6 +56,11 @@ struct Overrides {
   std::function<torch::Tensor(const torch::Tensor& x, const torch::Tensor& w,
                               const torch::Tensor& b)>
       linear;
+  // conv2d(x, w, b) of that geometry for weights that no Conv2d module holds; b may be
+  // undefined.
+  std::function<torch::Tensor(const torch::Tensor& x, const torch::Tensor& w,
+                              const torch::Tensor& b, const ConvGeometry& geometry)>
+      conv2d;
 };
 
 // True while a hook or overrides are installed on this thread: a family whose library
@@ -69,6 +83,11 @@ torch::Tensor clipped_relu_op(const torch::Tensor& x, double ceiling);
 torch::Tensor product_op(torch::Tensor a, torch::Tensor b);
 // F::linear(x, w, b) with x through the activation point, or the override's linear.
 torch::Tensor linear_op(torch::Tensor x, const torch::Tensor& w, const torch::Tensor& b = {});
+// torch::conv2d(x, w, b, ...) with x through the activation point, or the override's conv2d.
+// `layer`: the weight that names the layer to the hook, where w is a view of it (a 1-D
+// convolution's, run as a 2-D one); null: w.
+torch::Tensor conv2d_op(torch::Tensor x, const torch::Tensor& w, const torch::Tensor& b,
+                        const ConvGeometry& geometry, const torch::Tensor* layer = nullptr);
 
 namespace detail {
 // Passes x through layer m's activation point (m a Linear or Conv2d) and returns what the

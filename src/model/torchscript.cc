@@ -1,11 +1,14 @@
 // A user's TorchScript module (torch.jit.script/trace + save) trained as a family, so it
 // runs, profiles, sweeps and round-trips like the generated ones (docs/suite.md). It has no
-// cost description: its FLOPs are counted by the profiler (runner/profile.h).
+// cost description: its FLOPs are counted by the profiler (runner/profile.h). Its layer
+// operators are rewritten to pass the activation points (model/torchscript_points.h), so
+// that `numerics=` reaches them as in the other families.
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <torch/script.h>
 
 #include "model/torchscript_family.h"
+#include "model/torchscript_points.h"
 #include "model/workload.h"
 #include "spec/errors.h"
 
@@ -115,6 +118,8 @@ class TorchScriptWorkload : public Workload {
     }
     if (!m.find_method("forward"))
       throw InvalidModel(fmt::format("torchscript: path={}: the module has no forward()", path_));
+    // Before the first run: the graph executor optimizes (and inlines) what it first runs.
+    outside_points_ = route_through_points(m);
     net_ = std::make_shared<ScriptedImpl>(std::move(m));
     int64_t trainable = 0;
     for (const auto& p : net_->parameters()) trainable += p.requires_grad() ? p.numel() : 0;
@@ -158,12 +163,21 @@ class TorchScriptWorkload : public Workload {
   }
 
   torch::Tensor loss(const Batch& b) override {
-    const torch::Tensor out = forward(b, /*checking=*/false);
+    const torch::Tensor out = activation_point(forward(b, /*checking=*/false));
     if (regression_) return torch::mse_loss(out, b.target);
     return torch::nn::functional::cross_entropy(out, b.target);
   }
 
   int64_t examples_per_step() const override { return batch_; }
+
+  bool has_activation_points() const override { return outside_points_.empty(); }
+  std::string activation_points_missing() const override {
+    std::string ops;
+    for (const auto& op : outside_points_) ops += (ops.empty() ? "" : ", ") + op;
+    return fmt::format("path={}: operators left inside the TorchScript interpreter: {}", path_,
+                       ops);
+  }
+  std::vector<std::vector<torch::Tensor>> layers() override { return script_layers(net_->jit); }
 
  private:
   // `checking`: the first pass, where an error means the module rejects the inputs; later
@@ -195,6 +209,8 @@ class TorchScriptWorkload : public Workload {
   bool regression_;
   int64_t batch_;
   std::shared_ptr<ScriptedImpl> net_;
+  // Layer operators that no activation point reaches (route_through_points).
+  std::vector<std::string> outside_points_;
 };
 
 FamilySchema torchscript_schema() {

@@ -68,6 +68,19 @@ class Workload {
   // logits: emulated activation and error formats, processing units and activations
   // (Overrides) then reach all of them.
   virtual bool has_activation_points() const { return false; }
+  // Why not, where the family can say more than that it was not written for them (the
+  // operators of a user's TorchScript module that no point reaches).
+  virtual std::string activation_points_missing() const { return {}; }
+  // The layers that per-layer number formats (KEY.N) address, in order, each as its
+  // parameters (weight first): by default the Linear and Conv2d modules in module().modules()
+  // order.
+  virtual std::vector<std::vector<torch::Tensor>> layers() {
+    std::vector<std::vector<torch::Tensor>> out;
+    for (const auto& m : module().modules())
+      if (m->as<torch::nn::Linear>() || m->as<torch::nn::Conv2d>())
+        out.push_back(m->parameters(/*recurse=*/false));
+    return out;
+  }
 
  protected:
   StepHooks* step_hooks_ = nullptr;

@@ -1,0 +1,272 @@
+#include "model/torchscript_points.h"
+
+#include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <set>
+
+#include "model/activation_point.h"
+
+namespace tb {
+namespace {
+
+using at::IntArrayRef;
+using torch::Tensor;
+
+std::array<int64_t, 2> pair_of(IntArrayRef v) {
+  return v.size() == 1 ? std::array<int64_t, 2>{v[0], v[0]} : std::array<int64_t, 2>{v[0], v[1]};
+}
+
+Tensor or_undefined(const c10::optional<Tensor>& t) { return t.has_value() ? *t : Tensor(); }
+
+Tensor point_linear(const Tensor& x, const Tensor& w, const c10::optional<Tensor>& b) {
+  return linear_op(x, w, or_undefined(b));
+}
+
+Tensor point_conv2d(const Tensor& x, const Tensor& w, const c10::optional<Tensor>& b,
+                    IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation, int64_t groups) {
+  ConvGeometry g{pair_of(stride), pair_of(padding), pair_of(dilation), groups};
+  // An unbatched input ([C, H, W]), which torch::conv2d takes and the unit does not.
+  if (x.dim() == 3) return conv2d_op(x.unsqueeze(0), w, or_undefined(b), g).squeeze(0);
+  return conv2d_op(x, w, or_undefined(b), g);
+}
+
+// As a 2-D convolution of height 1, so that it runs on the unit too; the hook still sees
+// the layer's own weight.
+Tensor point_conv1d(const Tensor& x, const Tensor& w, const c10::optional<Tensor>& b,
+                    IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation, int64_t groups) {
+  if (!points_installed()) return at::conv1d(x, w, b, stride, padding, dilation, groups);
+  ConvGeometry g{{1, stride[0]}, {0, padding[0]}, {1, dilation[0]}, groups};
+  const bool unbatched = x.dim() == 2;
+  const Tensor x4 = (unbatched ? x.unsqueeze(0) : x).unsqueeze(2);
+  const Tensor y = conv2d_op(x4, w.unsqueeze(2), or_undefined(b), g, &w).squeeze(2);
+  return unbatched ? y.squeeze(0) : y;
+}
+
+// A traced convolution (tracing records aten::_convolution). Only untransposed ones are
+// routed here (route_through_points); a 3-D one cannot pass the points. Without points, the
+// operator the graph had, as for the 1-D one.
+Tensor point_convolution(const Tensor& x, const Tensor& w, const c10::optional<Tensor>& b,
+                         IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation,
+                         bool transposed, IntArrayRef output_padding, int64_t groups,
+                         bool benchmark, bool deterministic, bool cudnn_enabled, bool allow_tf32) {
+  if (!points_installed())
+    return at::_convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups,
+                            benchmark, deterministic, cudnn_enabled, allow_tf32);
+  if (w.dim() == 4) return point_conv2d(x, w, b, stride, padding, dilation, groups);
+  TORCH_CHECK(w.dim() == 3, "trainbench: a ", w.dim() - 2,
+              "-d convolution of a TorchScript module cannot run through emulation's points "
+              "(1-d and 2-d ones can)");
+  return point_conv1d(x, w, b, stride, padding, dilation, groups);
+}
+
+// In place, as the graph expects: its later uses read `x`. The point's replacement works on
+// a copy, because it may keep its input for its gradient.
+template <typename Op>
+Tensor& in_place(Tensor& x, Op op) {
+  const Tensor y = op(x.clone());
+  x.copy_(y);
+  return x;
+}
+
+Tensor point_relu(const Tensor& x) { return relu_op(x); }
+Tensor& point_relu_(Tensor& x) {
+  if (!points_installed()) return x.relu_();
+  return in_place(x, [](const Tensor& c) { return relu_op(c); });
+}
+
+// hardtanh(0, c) is ReLU6 (c = 6) or a clipped ReLU: the override's ReLU replaces it.
+Tensor point_hardtanh(const Tensor& x, const c10::Scalar& min, const c10::Scalar& max) {
+  if (min.toDouble() != 0.0) return torch::hardtanh(x, min, max);
+  return clipped_relu_op(x, max.toDouble());
+}
+Tensor point_relu6(const Tensor& x) { return clipped_relu_op(x, 6.0); }
+Tensor& point_relu6_(Tensor& x) {
+  if (!points_installed()) return torch::hardtanh_(x, 0.0, 6.0);
+  return in_place(x, point_relu6);
+}
+Tensor& point_hardtanh_(Tensor& x, const c10::Scalar& min, const c10::Scalar& max) {
+  if (!points_installed()) return torch::hardtanh_(x, min, max);
+  return in_place(x, [&](const Tensor& c) { return point_hardtanh(c, min, max); });
+}
+
+// A product with a module's weight matrix (a leaf that requires its gradient) is a linear
+// layer whose weight does not pass the activation point; any other is a product of two
+// activations.
+bool is_weight(const Tensor& t) { return t.dim() == 2 && t.is_leaf() && t.requires_grad(); }
+Tensor point_matmul(const Tensor& a, const Tensor& b) {
+  if (!points_installed()) return at::matmul(a, b);
+  if (is_weight(b) && !is_weight(a)) return linear_op(a, b.t());
+  if (is_weight(a) && !is_weight(b) && b.dim() == 2) return linear_op(b.t(), a).t();
+  return product_op(a, b);
+}
+
+TORCH_LIBRARY(trainbench, m) {
+  m.def("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor");
+  m.def(
+      "conv2d(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, "
+      "int[] dilation, int groups) -> Tensor");
+  m.def(
+      "conv1d(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, "
+      "int[] dilation, int groups) -> Tensor");
+  m.def(
+      "convolution(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, "
+      "int[] dilation, bool transposed, int[] output_padding, int groups, bool benchmark, "
+      "bool deterministic, bool cudnn_enabled, bool allow_tf32) -> Tensor");
+  m.def("relu(Tensor self) -> Tensor");
+  m.def("relu_(Tensor(a!) self) -> Tensor(a!)");
+  m.def("hardtanh(Tensor self, Scalar min_val, Scalar max_val) -> Tensor");
+  m.def("hardtanh_(Tensor(a!) self, Scalar min_val, Scalar max_val) -> Tensor(a!)");
+  m.def("relu6(Tensor self) -> Tensor");
+  m.def("relu6_(Tensor(a!) self) -> Tensor(a!)");
+  m.def("matmul(Tensor self, Tensor other) -> Tensor");
+}
+
+// Composite: autograd differentiates what the operators call, as for any family.
+TORCH_LIBRARY_IMPL(trainbench, CompositeImplicitAutograd, m) {
+  m.impl("linear", TORCH_FN(point_linear));
+  m.impl("conv2d", TORCH_FN(point_conv2d));
+  m.impl("conv1d", TORCH_FN(point_conv1d));
+  m.impl("convolution", TORCH_FN(point_convolution));
+  m.impl("relu", TORCH_FN(point_relu));
+  m.impl("relu_", TORCH_FN(point_relu_));
+  m.impl("hardtanh", TORCH_FN(point_hardtanh));
+  m.impl("hardtanh_", TORCH_FN(point_hardtanh_));
+  m.impl("relu6", TORCH_FN(point_relu6));
+  m.impl("relu6_", TORCH_FN(point_relu6_));
+  m.impl("matmul", TORCH_FN(point_matmul));
+}
+
+struct Route {
+  const char* from;  // the schema a node must match
+  const char* to;
+};
+
+const std::vector<Route>& routes() {
+  static const std::vector<Route> r = {
+      {"aten::linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor",
+       "trainbench::linear"},
+      {"aten::conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, "
+       "int[2] padding=0, int[2] dilation=1, int groups=1) -> Tensor",
+       "trainbench::conv2d"},
+      {"aten::conv1d(Tensor input, Tensor weight, Tensor? bias=None, int[1] stride=1, "
+       "int[1] padding=0, int[1] dilation=1, int groups=1) -> Tensor",
+       "trainbench::conv1d"},
+      {"aten::_convolution(Tensor input, Tensor weight, Tensor? bias, int[] stride, "
+       "int[] padding, int[] dilation, bool transposed, int[] output_padding, int groups, "
+       "bool benchmark, bool deterministic, bool cudnn_enabled, bool allow_tf32) -> Tensor",
+       "trainbench::convolution"},
+      {"aten::relu(Tensor self) -> Tensor", "trainbench::relu"},
+      {"aten::relu_(Tensor(a!) self) -> Tensor(a!)", "trainbench::relu_"},
+      {"aten::hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor",
+       "trainbench::hardtanh"},
+      {"aten::hardtanh_(Tensor(a!) self, Scalar min_val=-1, Scalar max_val=1) -> Tensor(a!)",
+       "trainbench::hardtanh_"},
+      {"aten::relu6(Tensor self) -> Tensor", "trainbench::relu6"},
+      {"aten::relu6_(Tensor(a!) self) -> Tensor(a!)", "trainbench::relu6_"},
+      {"aten::matmul(Tensor self, Tensor other) -> Tensor", "trainbench::matmul"},
+      {"aten::mm(Tensor self, Tensor mat2) -> Tensor", "trainbench::matmul"},
+      {"aten::bmm(Tensor self, Tensor mat2) -> Tensor", "trainbench::matmul"},
+  };
+  return r;
+}
+
+// Layer operators that stay with the interpreter: a module using one cannot take activation
+// formats, units or activations.
+bool is_layer_operator(const std::string& kind) {
+  static const std::set<std::string> ops = {"aten::addmm",
+                                            "aten::addbmm",
+                                            "aten::baddbmm",
+                                            "aten::addmv",
+                                            "aten::mv",
+                                            "aten::dot",
+                                            "aten::einsum",
+                                            "aten::tensordot",
+                                            "aten::bilinear",
+                                            "aten::conv1d",
+                                            "aten::conv2d",
+                                            "aten::conv3d",
+                                            "aten::convolution",
+                                            "aten::_convolution",
+                                            "aten::conv_transpose1d",
+                                            "aten::conv_transpose2d",
+                                            "aten::conv_transpose3d",
+                                            "aten::lstm",
+                                            "aten::gru",
+                                            "aten::rnn_tanh",
+                                            "aten::rnn_relu",
+                                            "aten::lstm_cell",
+                                            "aten::gru_cell",
+                                            "aten::rnn_tanh_cell",
+                                            "aten::rnn_relu_cell",
+                                            "aten::multi_head_attention_forward",
+                                            "aten::_native_multi_head_attention",
+                                            "aten::scaled_dot_product_attention"};
+  return ops.count(kind) > 0;
+}
+
+const char* route_of(torch::jit::Node* n) {
+  for (const Route& r : routes()) {
+    if (!n->matches(r.from)) continue;
+    // A transposed convolution has no route; one whose transposition is not a constant
+    // neither.
+    if (std::string(r.to) == "trainbench::convolution") {
+      const auto transposed = torch::jit::toIValue(n->input(6));
+      if (!transposed || !transposed->isBool() || transposed->toBool()) return nullptr;
+    }
+    return r.to;
+  }
+  return nullptr;
+}
+
+void rewrite(torch::jit::Block* block, std::vector<std::string>& left) {
+  for (auto it = block->nodes().begin(); it != block->nodes().end();) {
+    torch::jit::Node* n = *it++;
+    for (torch::jit::Block* b : n->blocks()) rewrite(b, left);
+    const char* to = route_of(n);
+    if (!to) {
+      const std::string kind = n->kind().toQualString();
+      if (is_layer_operator(kind) && std::find(left.begin(), left.end(), kind) == left.end())
+        left.push_back(kind);
+      continue;
+    }
+    torch::jit::Node* r = n->owningGraph()->create(c10::Symbol::fromQualString(to), n->inputs(), 1);
+    r->copyMetadata(n);
+    r->insertBefore(n);
+    r->output()->setType(n->output()->type());
+    n->output()->replaceAllUsesWith(r->output());
+    n->destroy();
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> route_through_points(torch::jit::Module& m) {
+  std::vector<std::string> left;
+  for (torch::jit::Function* f : m._ivalue()->compilation_unit()->get_functions())
+    if (auto* g = torch::jit::tryToGraphFunction(*f)) rewrite(g->graph()->block(), left);
+  return left;
+}
+
+std::vector<std::vector<torch::Tensor>> script_layers(const torch::jit::Module& m) {
+  std::vector<std::vector<torch::Tensor>> out;
+  for (const auto& sub : m.modules()) {
+    // torch.nn's own classes; a traced module's may carry a mangled namespace
+    // (torch.nn.modules.linear.___torch_mangle_3.Linear).
+    const std::string name = sub.type()->name()->qualifiedName();
+    const size_t dot = name.rfind('.');
+    const std::string cls = name.substr(dot + 1);
+    if (name.find("torch.nn.modules.") == std::string::npos ||
+        (cls != "Linear" && cls != "Conv1d" && cls != "Conv2d"))
+      continue;
+    std::vector<torch::Tensor> params;
+    for (const char* p : {"weight", "bias"})
+      if (sub.hasattr(p) && sub.attr(p).isTensor()) params.push_back(sub.attr(p).toTensor());
+    out.push_back(params);
+  }
+  return out;
+}
+
+}  // namespace tb

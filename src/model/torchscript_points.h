@@ -1,0 +1,26 @@
+#pragma once
+// A user's TorchScript module through model/activation_point.h: its graphs are rewritten so
+// that their layer operators call trainbench's operators (`trainbench::linear`, ...), which
+// are the activation points and overrides emulation installs, and the plain LibTorch operator
+// when none is installed.
+#include <torch/script.h>
+
+#include <string>
+#include <vector>
+
+namespace tb {
+
+// Rewrites every graph of `m`'s compilation unit (methods of every submodule, free functions)
+// before its first run: aten::linear, conv1d, conv2d, _convolution (traced convolutions),
+// relu, relu_, relu6, relu6_, hardtanh (a clipped ReLU where its floor is 0), hardtanh_, matmul, mm
+// and bmm.
+// Returns the layer operators left outside the points (recurrent modules, transposed
+// convolutions, addmm, einsum...), each name once, in the order found; empty when every
+// one reaches them.
+std::vector<std::string> route_through_points(torch::jit::Module& m);
+
+// The parameters of `m`'s Linear, Conv1d and Conv2d submodules (torch.nn's own classes),
+// weight first, in module order: the layers that per-layer formats address.
+std::vector<std::vector<torch::Tensor>> script_layers(const torch::jit::Module& m);
+
+}  // namespace tb

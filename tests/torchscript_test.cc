@@ -10,6 +10,7 @@
 #include <set>
 
 #include "cost/cost.h"
+#include "emulation/emulate.h"
 #include "model/activation_point.h"
 #include "model/torchscript_family.h"
 #include "record/json.h"
@@ -69,14 +70,29 @@ class Layers(torch.nn.Module):
         return (y.unsqueeze(2) @ y.unsqueeze(1)).mean(2) @ self.w
 torch.jit.script(Layers()).save(d + "/layers.pt")
 torch.jit.trace(Layers(), torch.randn(2, 3, 8, 8)).save(d + "/layers_traced.pt")
-class Lstm(torch.nn.Module):
+class Rnns(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        self.lstm = torch.nn.LSTM(6, 8)
+        self.lstm = torch.nn.LSTM(6, 8, num_layers=2, bidirectional=True, batch_first=True)
+        self.gru = torch.nn.GRU(16, 8)
+        self.rnn = torch.nn.RNN(8, 8, nonlinearity="relu", bias=False)
         self.fc = torch.nn.Linear(8, 3)
     def forward(self, x):
-        return self.fc(self.lstm(x)[0][-1])
-torch.jit.script(Lstm()).save(d + "/lstm.pt")
+        lengths = torch.tensor([3, 5, 2])
+        packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True,
+                                                         enforce_sorted=False)
+        y = torch.nn.utils.rnn.pad_packed_sequence(self.lstm(packed)[0])[0]
+        return self.fc(self.rnn(self.gru(y)[0])[0][-1])
+torch.jit.script(Rnns()).save(d + "/rnns.pt")
+class Deconv(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.ConvTranspose2d(3, 4, 2, stride=2)
+        self.cell = torch.nn.LSTMCell(4, 4)
+    def forward(self, x):
+        y = torch.flatten(torch.nn.functional.adaptive_avg_pool2d(self.up(x), 1), 1)
+        return self.cell(y)[0]
+torch.jit.script(Deconv()).save(d + "/deconv.pt")
 open(d + "/garbage.pt", "w").write("not a zip archive\n")
 )py";
 
@@ -181,9 +197,10 @@ thread_local bool t_in_override = false;
 thread_local int t_escaped = 0;
 std::unique_ptr<at::ObserverContext> count_escape(const at::RecordFunction& fn) {
   static const std::set<std::string> watched = {
-      "aten::conv1d", "aten::conv2d", "aten::_convolution", "aten::convolution", "aten::linear",
-      "aten::addmm",  "aten::matmul", "aten::mm",           "aten::bmm",         "aten::relu",
-      "aten::relu_",  "aten::relu6",  "aten::hardtanh",     "aten::hardtanh_"};
+      "aten::conv1d", "aten::conv2d",  "aten::_convolution", "aten::convolution", "aten::linear",
+      "aten::addmm",  "aten::matmul",  "aten::mm",           "aten::bmm",         "aten::relu",
+      "aten::relu_",  "aten::relu6",   "aten::hardtanh",     "aten::hardtanh_",   "aten::lstm",
+      "aten::gru",    "aten::rnn_relu"};
   if (!t_in_override && watched.count(fn.name())) ++t_escaped;
   return nullptr;
 }
@@ -277,13 +294,71 @@ TEST_F(TorchScript, NumericsReachItsLayers) {
     EXPECT_EQ(r.status, Status::kOk) << name << ": " << r.error;
   }
 
-  const std::string lstm = "torchscript:path=" + file("lstm.pt") + ",input=5x6,batch=2,threads=1";
-  const RunResult refused = run_config(parse_config(lstm + ",numerics=a:bf16"), quick());
+  const std::string deconv =
+      "torchscript:path=" + file("deconv.pt") + ",input=3x4x4,batch=2,threads=1";
+  const RunResult refused = run_config(parse_config(deconv + ",numerics=a:bf16"), quick());
   EXPECT_EQ(refused.status, Status::kUnsupported);
-  EXPECT_NE(refused.error.find("aten::lstm"), std::string::npos) << refused.error;
+  EXPECT_NE(refused.error.find("aten::conv_transpose2d, aten::lstm_cell"), std::string::npos)
+      << refused.error;
   const RunResult steps =
-      run_config(parse_config(lstm + ",numerics=w:bf16+g:bf16+m:bf16"), quick());
+      run_config(parse_config(deconv + ",numerics=w:bf16+g:bf16+m:bf16"), quick());
   EXPECT_EQ(steps.status, Status::kOk) << steps.error;
+}
+
+// A scripted LSTM (stacked, bidirectional, on packed sequences), GRU and bias-free ReLU RNN run on
+// the emulated cells with the module's own parameters: the override sees each, none runs fused, an
+// fp32 in-order unit keeps the loss and the gradients, and formats move them.
+TEST_F(TorchScript, NumericsReachItsRecurrentLayers) {
+  const std::string rnns = "torchscript:path=" + file("rnns.pt") + ",input=5x6,batch=3,threads=1";
+  auto t = prepare_training(parse_config(rnns), torch::kCPU, 1);
+  ASSERT_TRUE(t.workload->has_activation_points()) << t.workload->activation_points_missing();
+  std::vector<std::string> seen;
+  const emu::Policy fp32;
+  Overrides o;
+  o.recurrent = [&](const torch::Tensor& x, const torch::Tensor& lengths,
+                    const RecurrentState& initial, torch::nn::Module& m) {
+    const auto* r = dynamic_cast<RecurrentLayersImpl*>(&m);
+    seen.push_back(
+        r ? std::to_string(r->options.num_layers()) + (r->options.bidirectional() ? "b" : "") +
+                (r->options.batch_first() ? "f" : "") + "/" + std::to_string(m.parameters().size())
+          : "?");
+    t_in_override = true;
+    auto y =
+        emu::unit_recurrent(x, lengths, initial, m, fp32, [](const torch::Tensor& v) { return v; });
+    t_in_override = false;
+    return y;
+  };
+  t_escaped = 0;
+  const auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback(&count_escape).scopes({at::RecordScope::FUNCTION}));
+  {
+    ActivationHookScope scope(nullptr, &o);
+    t.workload->loss(t.batch);
+  }
+  at::removeCallback(handle);
+  EXPECT_EQ(seen, (std::vector<std::string>{"2b/16", "1/4", "1/2"}));
+  EXPECT_EQ(t_escaped, 1);  // the Linear, which no override here replaces
+
+  auto loss_and_grads = [&](const std::string& numerics) {
+    auto w = prepare_training(parse_config(rnns + numerics), torch::kCPU, 3);
+    auto loss = w.workload->loss(w.batch);
+    loss.backward();
+    std::vector<torch::Tensor> g{loss.detach()};
+    for (const auto& p : w.workload->module().parameters()) g.push_back(p.grad().clone());
+    return g;
+  };
+  const auto plain = loss_and_grads("");
+  const auto unit = loss_and_grads(",numerics=unit:mad:mul=fp32;acc=fp32;width=1;order=sequential");
+  ASSERT_EQ(plain.size(), unit.size());
+  for (size_t i = 0; i < plain.size(); ++i)
+    EXPECT_TRUE(torch::allclose(plain[i], unit[i], 1e-4, 1e-5)) << i;
+  EXPECT_NE(loss_and_grads(",numerics=a:e2m1")[0].item<double>(), plain[0].item<double>());
+  EXPECT_NE(loss_and_grads(",numerics=act:tanh-pwl")[0].item<double>(), plain[0].item<double>());
+  const RunResult r = run_config(
+      parse_config(rnns + ",numerics=e4m3+act:tanh-pwl+unit:mad:mul=e5m2;acc=fp16;width=4;"
+                          "order=lanes"),
+      quick());
+  EXPECT_EQ(r.status, Status::kOk) << r.error;
 }
 
 TEST(TorchScriptShapes, ParseAndRejectBadText) {

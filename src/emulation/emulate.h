@@ -71,11 +71,11 @@ torch::Tensor emulated_activation(const torch::Tensor& x, const Policy& p);
 // product and sum on the policy's unit, forward and backward: products of two activations.
 torch::Tensor unit_matmul(const torch::Tensor& a, const torch::Tensor& b, const Policy& p);
 
-// A stacked torch::nn::RNN, LSTM or GRU (uni- or bidirectional, no projection) from state
-// `initial`, computed one cell step at a time, for x [length, batch, features] (batch-first
-// modules: [batch, length, features]) of padded sequences of `lengths` (CPU; undefined: all
-// full): its output sequence, zero beyond each sequence's end, and final state, as LibTorch's
-// on packed sequences; or one step of an RNNCell, LSTMCell or GRUCell. Every product is
+// A stacked torch::nn::RNN, LSTM, GRU or RecurrentLayersImpl (uni- or bidirectional, no projection)
+// from state `initial`, computed one cell step at a time, for x [length, batch, features]
+// (batch-first modules: [batch, length, features]) of padded sequences of `lengths` (CPU;
+// undefined: all full): its output sequence, zero beyond each sequence's end, and final state, as
+// LibTorch's on packed sequences; or one step of an RNNCell, LSTMCell or GRUCell. Every product is
 // unit_linear's,
 // and every input of a product (the layer's input sequence, each step's hidden state) passes
 // through `point` first. The policy's activation stands in for the cell's own function where

@@ -95,6 +95,7 @@ const nn::detail::RNNOptionsBase* options_of(nn::Module& m) {
   if (auto* l = m.as<nn::LSTM>()) return &l->options_base;
   if (auto* g = m.as<nn::GRU>()) return &g->options_base;
   if (auto* r = m.as<nn::RNN>()) return &r->options_base;
+  if (auto* s = dynamic_cast<RecurrentLayersImpl*>(&m)) return &s->options;
   return nullptr;
 }
 

@@ -76,6 +76,30 @@ RecurrentResult enter_recurrent(const torch::Tensor& x, const torch::Tensor& len
 }
 }  // namespace detail
 
+RecurrentLayersImpl::RecurrentLayersImpl(torch::nn::detail::RNNOptionsBase o,
+                                         const std::vector<torch::Tensor>& params, bool training)
+    : options(std::move(o)) {
+  const int directions = options.bidirectional() ? 2 : 1;
+  size_t i = 0;
+  for (int64_t l = 0; l < options.num_layers(); ++l)
+    for (int d = 0; d < directions; ++d) {
+      const std::string suffix = "_l" + std::to_string(l) + (d ? "_reverse" : "");
+      for (const char* name : {"weight_ih", "weight_hh", "bias_ih", "bias_hh"}) {
+        if (name[0] == 'b' && !options.bias()) continue;
+        TORCH_CHECK(i < params.size(), "recurrent layers: too few parameters");
+        register_parameter(name + suffix, params[i], params[i].requires_grad());
+        ++i;
+      }
+    }
+  TORCH_CHECK(i == params.size(), "recurrent layers: ", params.size(), " parameters, expected ", i);
+  train(training);
+}
+
+RecurrentResult recurrent_layers_op(const torch::Tensor& x, const torch::Tensor& lengths,
+                                    const RecurrentState& initial, RecurrentLayersImpl& m) {
+  return detail::enter_recurrent(x, lengths, initial, m);
+}
+
 torch::Tensor forward_with_points(torch::nn::Sequential& s, torch::Tensor x) {
   for (auto& m : *s) {
     torch::Tensor y = detail::enter_layer(x, *m.ptr());

@@ -35,15 +35,27 @@ struct RecurrentResult {
   RecurrentState state;  // the final state
 };
 
+// A stacked recurrent module that is no LibTorch module (a TorchScript module's aten::lstm,
+// gru, rnn_tanh or rnn_relu): its options, and its parameters (the caller's tensors, so that
+// gradients reach them) registered under LibTorch's names (weight_ih_l0, ..._reverse), in
+// the order those operators take them. Overrides::recurrent receives it as it receives an
+// nn::LSTM.
+class RecurrentLayersImpl : public torch::nn::Module {
+ public:
+  RecurrentLayersImpl(torch::nn::detail::RNNOptionsBase options,
+                      const std::vector<torch::Tensor>& params, bool training);
+  torch::nn::detail::RNNOptionsBase options;
+};
+
 // What emulation puts in the place of the family's own operators. Each returns an undefined
 // result to run the operator as it is; any may be empty.
 struct Overrides {
   // A layer's output for input x: the custom processing unit for Linear and Conv2d, an
   // approximate activation for ReLU and ReLU6.
   std::function<torch::Tensor(const torch::Tensor& x, torch::nn::Module& layer)> layer;
-  // A recurrent module (nn::RNN, LSTM, GRU) or cell (nn::RNNCell, LSTMCell, GRUCell) run
-  // step by step from `initial`, on x [length, batch, features] (batch-first modules: [batch,
-  // length, features]; cells: [batch, features]) of sequences of `lengths` (CPU; undefined:
+  // A recurrent module (nn::RNN, LSTM, GRU, RecurrentLayersImpl) or cell (nn::RNNCell, LSTMCell,
+  // GRUCell) run step by step from `initial`, on x [length, batch, features] (batch-first modules:
+  // [batch, length, features]; cells: [batch, features]) of sequences of `lengths` (CPU; undefined:
   // all full): outputs zero beyond each sequence's end, as on packed sequences.
   std::function<RecurrentResult(const torch::Tensor& x, const torch::Tensor& lengths,
                                 const RecurrentState& initial, torch::nn::Module& cells)>
@@ -88,6 +100,12 @@ torch::Tensor linear_op(torch::Tensor x, const torch::Tensor& w, const torch::Te
 // convolution's, run as a 2-D one); null: w.
 torch::Tensor conv2d_op(torch::Tensor x, const torch::Tensor& w, const torch::Tensor& b,
                         const ConvGeometry& geometry, const torch::Tensor* layer = nullptr);
+
+// What the installed override computes for m from state `initial` on x, padded sequences of
+// `lengths` (as Overrides::recurrent takes them), or an undefined output:
+// the caller then runs its own operator.
+RecurrentResult recurrent_layers_op(const torch::Tensor& x, const torch::Tensor& lengths,
+                                    const RecurrentState& initial, RecurrentLayersImpl& m);
 
 namespace detail {
 // Passes x through layer m's activation point (m a Linear or Conv2d) and returns what the

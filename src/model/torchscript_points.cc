@@ -103,6 +103,75 @@ Tensor point_matmul(const Tensor& a, const Tensor& b) {
   return product_op(a, b);
 }
 
+// Recurrent layers (scripted nn.RNN, LSTM, GRU) on the override's cells, one step at a time,
+// with the module's own parameters; undefined without an override (the fused operator then
+// runs). On padded input, or on packed sequences (data, batch_sizes: batch_first undefined).
+RecurrentResult recurrent(torch::nn::detail::RNNOptionsBase::rnn_options_base_mode_t mode,
+                          const Tensor& input, const Tensor& batch_sizes,
+                          const RecurrentState& initial, at::TensorList params, bool has_biases,
+                          int64_t num_layers, double dropout, bool train, bool bidirectional,
+                          bool batch_first) {
+  if (!points_installed() || params.size() < 2) return {};
+  torch::nn::detail::RNNOptionsBase o(mode, params[0].size(1), params[1].size(1));
+  o.num_layers(num_layers).bias(has_biases).dropout(dropout);
+  o.bidirectional(bidirectional).batch_first(batch_first);
+  RecurrentLayersImpl m(o, params.vec(), train);
+  if (!batch_sizes.defined()) return recurrent_layers_op(input, {}, initial, m);
+  auto [padded, lengths] =
+      at::_pad_packed_sequence(input, batch_sizes, false, 0.0, batch_sizes.size(0));
+  RecurrentResult r = recurrent_layers_op(padded, lengths, initial, m);
+  if (r.output.defined())
+    r.output = std::get<0>(at::_pack_padded_sequence(r.output, lengths, false));
+  return r;
+}
+
+std::tuple<Tensor, Tensor, Tensor> point_lstm(const Tensor& input, at::TensorList hx,
+                                              at::TensorList params, bool has_biases,
+                                              int64_t num_layers, double dropout, bool train,
+                                              bool bidirectional, bool batch_first) {
+  const RecurrentResult r = recurrent(torch::kLSTM, input, {}, {hx[0], hx[1]}, params, has_biases,
+                                      num_layers, dropout, train, bidirectional, batch_first);
+  if (r.output.defined()) return {r.output, r.state.h, r.state.c};
+  return at::lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+                  batch_first);
+}
+std::tuple<Tensor, Tensor, Tensor> point_lstm_packed(const Tensor& data, const Tensor& batch_sizes,
+                                                     at::TensorList hx, at::TensorList params,
+                                                     bool has_biases, int64_t num_layers,
+                                                     double dropout, bool train,
+                                                     bool bidirectional) {
+  const RecurrentResult r = recurrent(torch::kLSTM, data, batch_sizes, {hx[0], hx[1]}, params,
+                                      has_biases, num_layers, dropout, train, bidirectional, false);
+  if (r.output.defined()) return {r.output, r.state.h, r.state.c};
+  return at::lstm(data, batch_sizes, hx, params, has_biases, num_layers, dropout, train,
+                  bidirectional);
+}
+
+// GRU and the two plain RNNs: one state, the same arguments.
+#define TB_SINGLE_STATE(name, mode, fused)                                                         \
+  std::tuple<Tensor, Tensor> name(const Tensor& input, const Tensor& hx, at::TensorList params,    \
+                                  bool has_biases, int64_t num_layers, double dropout, bool train, \
+                                  bool bidirectional, bool batch_first) {                          \
+    const RecurrentResult r = recurrent(mode, input, {}, {hx, {}}, params, has_biases, num_layers, \
+                                        dropout, train, bidirectional, batch_first);               \
+    if (r.output.defined()) return {r.output, r.state.h};                                          \
+    return fused(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,         \
+                 batch_first);                                                                     \
+  }                                                                                                \
+  std::tuple<Tensor, Tensor> name##_packed(                                                        \
+      const Tensor& data, const Tensor& batch_sizes, const Tensor& hx, at::TensorList params,      \
+      bool has_biases, int64_t num_layers, double dropout, bool train, bool bidirectional) {       \
+    const RecurrentResult r = recurrent(mode, data, batch_sizes, {hx, {}}, params, has_biases,     \
+                                        num_layers, dropout, train, bidirectional, false);         \
+    if (r.output.defined()) return {r.output, r.state.h};                                          \
+    return fused(data, batch_sizes, hx, params, has_biases, num_layers, dropout, train,            \
+                 bidirectional);                                                                   \
+  }
+TB_SINGLE_STATE(point_gru, torch::kGRU, at::gru)
+TB_SINGLE_STATE(point_rnn_tanh, torch::kRNN_TANH, at::rnn_tanh)
+TB_SINGLE_STATE(point_rnn_relu, torch::kRNN_RELU, at::rnn_relu)
+#undef TB_SINGLE_STATE
+
 TORCH_LIBRARY(trainbench, m) {
   m.def("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor");
   m.def(
@@ -122,6 +191,17 @@ TORCH_LIBRARY(trainbench, m) {
   m.def("relu6(Tensor self) -> Tensor");
   m.def("relu6_(Tensor(a!) self) -> Tensor(a!)");
   m.def("matmul(Tensor self, Tensor other) -> Tensor");
+  const std::string args =
+      "bool has_biases, int num_layers, float dropout, bool train, bool bidirectional";
+  for (const std::string rnn : {"lstm", "gru", "rnn_tanh", "rnn_relu"}) {
+    const std::string state = rnn == "lstm" ? "Tensor[] hx" : "Tensor hx";
+    const std::string out = rnn == "lstm" ? "(Tensor, Tensor, Tensor)" : "(Tensor, Tensor)";
+    for (const std::string& schema : {rnn + "(Tensor input, " + state + ", Tensor[] params, " +
+                                          args + ", bool batch_first) -> " + out,
+                                      rnn + "_packed(Tensor data, Tensor batch_sizes, " + state +
+                                          ", Tensor[] params, " + args + ") -> " + out})
+      m.def(torch::schema(schema.c_str(), c10::AliasAnalysisKind::FROM_SCHEMA));
+  }
 }
 
 // Composite: autograd differentiates what the operators call, as for any family.
@@ -137,6 +217,14 @@ TORCH_LIBRARY_IMPL(trainbench, CompositeImplicitAutograd, m) {
   m.impl("relu6", TORCH_FN(point_relu6));
   m.impl("relu6_", TORCH_FN(point_relu6_));
   m.impl("matmul", TORCH_FN(point_matmul));
+  m.impl("lstm", TORCH_FN(point_lstm));
+  m.impl("gru", TORCH_FN(point_gru));
+  m.impl("rnn_tanh", TORCH_FN(point_rnn_tanh));
+  m.impl("rnn_relu", TORCH_FN(point_rnn_relu));
+  m.impl("lstm_packed", TORCH_FN(point_lstm_packed));
+  m.impl("gru_packed", TORCH_FN(point_gru_packed));
+  m.impl("rnn_tanh_packed", TORCH_FN(point_rnn_tanh_packed));
+  m.impl("rnn_relu_packed", TORCH_FN(point_rnn_relu_packed));
 }
 
 struct Route {
@@ -169,6 +257,38 @@ const std::vector<Route>& routes() {
       {"aten::matmul(Tensor self, Tensor other) -> Tensor", "trainbench::matmul"},
       {"aten::mm(Tensor self, Tensor mat2) -> Tensor", "trainbench::matmul"},
       {"aten::bmm(Tensor self, Tensor mat2) -> Tensor", "trainbench::matmul"},
+      {"aten::lstm.input(Tensor input, Tensor[] hx, Tensor[] params, bool has_biases, "
+       "int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> "
+       "(Tensor, Tensor, Tensor)",
+       "trainbench::lstm"},
+      {"aten::gru.input(Tensor input, Tensor hx, Tensor[] params, bool has_biases, "
+       "int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> "
+       "(Tensor, Tensor)",
+       "trainbench::gru"},
+      {"aten::rnn_tanh.input(Tensor input, Tensor hx, Tensor[] params, bool has_biases, "
+       "int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> "
+       "(Tensor, Tensor)",
+       "trainbench::rnn_tanh"},
+      {"aten::rnn_relu.input(Tensor input, Tensor hx, Tensor[] params, bool has_biases, "
+       "int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> "
+       "(Tensor, Tensor)",
+       "trainbench::rnn_relu"},
+      {"aten::lstm.data(Tensor data, Tensor batch_sizes, Tensor[] hx, Tensor[] params, "
+       "bool has_biases, int num_layers, float dropout, bool train, bool bidirectional) -> "
+       "(Tensor, Tensor, Tensor)",
+       "trainbench::lstm_packed"},
+      {"aten::gru.data(Tensor data, Tensor batch_sizes, Tensor hx, Tensor[] params, "
+       "bool has_biases, int num_layers, float dropout, bool train, bool bidirectional) -> "
+       "(Tensor, Tensor)",
+       "trainbench::gru_packed"},
+      {"aten::rnn_tanh.data(Tensor data, Tensor batch_sizes, Tensor hx, Tensor[] params, "
+       "bool has_biases, int num_layers, float dropout, bool train, bool bidirectional) -> "
+       "(Tensor, Tensor)",
+       "trainbench::rnn_tanh_packed"},
+      {"aten::rnn_relu.data(Tensor data, Tensor batch_sizes, Tensor hx, Tensor[] params, "
+       "bool has_biases, int num_layers, float dropout, bool train, bool bidirectional) -> "
+       "(Tensor, Tensor)",
+       "trainbench::rnn_relu_packed"},
   };
   return r;
 }
@@ -232,11 +352,14 @@ void rewrite(torch::jit::Block* block, std::vector<std::string>& left) {
         left.push_back(kind);
       continue;
     }
-    torch::jit::Node* r = n->owningGraph()->create(c10::Symbol::fromQualString(to), n->inputs(), 1);
+    torch::jit::Node* r =
+        n->owningGraph()->create(c10::Symbol::fromQualString(to), n->inputs(), n->outputs().size());
     r->copyMetadata(n);
     r->insertBefore(n);
-    r->output()->setType(n->output()->type());
-    n->output()->replaceAllUsesWith(r->output());
+    for (size_t i = 0; i < n->outputs().size(); ++i) {
+      r->output(i)->setType(n->output(i)->type());
+      n->output(i)->replaceAllUsesWith(r->output(i));
+    }
     n->destroy();
   }
 }

@@ -12,9 +12,9 @@ namespace tb {
 
 // Rewrites every graph of `m`'s compilation unit (methods of every submodule, free functions)
 // before its first run: aten::linear, conv1d, conv2d, _convolution (traced convolutions),
-// relu, relu_, relu6, relu6_, hardtanh (a clipped ReLU where its floor is 0), hardtanh_, matmul, mm
-// and bmm.
-// Returns the layer operators left outside the points (recurrent modules, transposed
+// relu, relu_, relu6, relu6_, hardtanh (a clipped ReLU where its floor is 0), hardtanh_,
+// matmul, mm, bmm, and lstm, gru, rnn_tanh and rnn_relu on padded or packed sequences.
+// Returns the layer operators left outside the points (recurrent cells, transposed
 // convolutions, addmm, einsum...), each name once, in the order found; empty when every
 // one reaches them.
 std::vector<std::string> route_through_points(torch::jit::Module& m);

@@ -76,22 +76,28 @@ class Rnns(torch.nn.Module):
         self.lstm = torch.nn.LSTM(6, 8, num_layers=2, bidirectional=True, batch_first=True)
         self.gru = torch.nn.GRU(16, 8)
         self.rnn = torch.nn.RNN(8, 8, nonlinearity="relu", bias=False)
+        self.cell = torch.nn.LSTMCell(8, 8)
+        self.gcell = torch.nn.GRUCell(8, 8)
         self.fc = torch.nn.Linear(8, 3)
     def forward(self, x):
         lengths = torch.tensor([3, 5, 2])
         packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True,
                                                          enforce_sorted=False)
         y = torch.nn.utils.rnn.pad_packed_sequence(self.lstm(packed)[0])[0]
-        return self.fc(self.rnn(self.gru(y)[0])[0][-1])
+        y = self.rnn(self.gru(y)[0])[0]
+        h, c = self.cell(y[-1])
+        h, c = self.cell(y[-2], (h, c))
+        return self.fc(self.gcell(h))
 torch.jit.script(Rnns()).save(d + "/rnns.pt")
 class Deconv(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.up = torch.nn.ConvTranspose2d(3, 4, 2, stride=2)
-        self.cell = torch.nn.LSTMCell(4, 4)
+        self.w = torch.nn.Parameter(torch.randn(4, 4))
+        self.b = torch.nn.Parameter(torch.randn(4))
     def forward(self, x):
         y = torch.flatten(torch.nn.functional.adaptive_avg_pool2d(self.up(x), 1), 1)
-        return self.cell(y)[0]
+        return torch.addmm(self.b, y, self.w)
 torch.jit.script(Deconv()).save(d + "/deconv.pt")
 open(d + "/garbage.pt", "w").write("not a zip archive\n")
 )py";
@@ -197,10 +203,10 @@ thread_local bool t_in_override = false;
 thread_local int t_escaped = 0;
 std::unique_ptr<at::ObserverContext> count_escape(const at::RecordFunction& fn) {
   static const std::set<std::string> watched = {
-      "aten::conv1d", "aten::conv2d",  "aten::_convolution", "aten::convolution", "aten::linear",
-      "aten::addmm",  "aten::matmul",  "aten::mm",           "aten::bmm",         "aten::relu",
-      "aten::relu_",  "aten::relu6",   "aten::hardtanh",     "aten::hardtanh_",   "aten::lstm",
-      "aten::gru",    "aten::rnn_relu"};
+      "aten::conv1d", "aten::conv2d",   "aten::_convolution", "aten::convolution", "aten::linear",
+      "aten::addmm",  "aten::matmul",   "aten::mm",           "aten::bmm",         "aten::relu",
+      "aten::relu_",  "aten::relu6",    "aten::hardtanh",     "aten::hardtanh_",   "aten::lstm",
+      "aten::gru",    "aten::rnn_relu", "aten::lstm_cell",    "aten::gru_cell"};
   if (!t_in_override && watched.count(fn.name())) ++t_escaped;
   return nullptr;
 }
@@ -298,16 +304,17 @@ TEST_F(TorchScript, NumericsReachItsLayers) {
       "torchscript:path=" + file("deconv.pt") + ",input=3x4x4,batch=2,threads=1";
   const RunResult refused = run_config(parse_config(deconv + ",numerics=a:bf16"), quick());
   EXPECT_EQ(refused.status, Status::kUnsupported);
-  EXPECT_NE(refused.error.find("aten::conv_transpose2d, aten::lstm_cell"), std::string::npos)
-      << refused.error;
+  for (const char* op : {"aten::conv_transpose2d", "aten::addmm"})
+    EXPECT_NE(refused.error.find(op), std::string::npos) << refused.error;
   const RunResult steps =
       run_config(parse_config(deconv + ",numerics=w:bf16+g:bf16+m:bf16"), quick());
   EXPECT_EQ(steps.status, Status::kOk) << steps.error;
 }
 
-// A scripted LSTM (stacked, bidirectional, on packed sequences), GRU and bias-free ReLU RNN run on
-// the emulated cells with the module's own parameters: the override sees each, none runs fused, an
-// fp32 in-order unit keeps the loss and the gradients, and formats move them.
+// A scripted LSTM (stacked, bidirectional, on packed sequences), GRU, bias-free ReLU RNN, LSTM
+// cell and GRU cell run on the emulated cells with the module's own parameters: the override sees
+// each, none runs fused, an fp32 in-order unit keeps the loss and the gradients, and formats move
+// them.
 TEST_F(TorchScript, NumericsReachItsRecurrentLayers) {
   const std::string rnns = "torchscript:path=" + file("rnns.pt") + ",input=5x6,batch=3,threads=1";
   auto t = prepare_training(parse_config(rnns), torch::kCPU, 1);
@@ -318,10 +325,12 @@ TEST_F(TorchScript, NumericsReachItsRecurrentLayers) {
   o.recurrent = [&](const torch::Tensor& x, const torch::Tensor& lengths,
                     const RecurrentState& initial, torch::nn::Module& m) {
     const auto* r = dynamic_cast<RecurrentLayersImpl*>(&m);
-    seen.push_back(
-        r ? std::to_string(r->options.num_layers()) + (r->options.bidirectional() ? "b" : "") +
-                (r->options.batch_first() ? "f" : "") + "/" + std::to_string(m.parameters().size())
-          : "?");
+    const std::string params = "/" + std::to_string(m.parameters().size());
+    seen.push_back(!r        ? "?"
+                   : r->cell ? "cell" + params
+                             : std::to_string(r->options.num_layers()) +
+                                   (r->options.bidirectional() ? "b" : "") +
+                                   (r->options.batch_first() ? "f" : "") + params);
     t_in_override = true;
     auto y =
         emu::unit_recurrent(x, lengths, initial, m, fp32, [](const torch::Tensor& v) { return v; });
@@ -336,7 +345,7 @@ TEST_F(TorchScript, NumericsReachItsRecurrentLayers) {
     t.workload->loss(t.batch);
   }
   at::removeCallback(handle);
-  EXPECT_EQ(seen, (std::vector<std::string>{"2b/16", "1/4", "1/2"}));
+  EXPECT_EQ(seen, (std::vector<std::string>{"2b/16", "1/4", "1/2", "cell/4", "cell/4", "cell/4"}));
   EXPECT_EQ(t_escaped, 1);  // the Linear, which no override here replaces
 
   auto loss_and_grads = [&](const std::string& numerics) {

@@ -101,6 +101,8 @@ const nn::detail::RNNOptionsBase* options_of(nn::Module& m) {
 
 // A cell module's kind, if it is one.
 std::optional<Cell> cell_module(nn::Module& m) {
+  if (auto* s = dynamic_cast<RecurrentLayersImpl*>(&m); s && s->cell)
+    return cell_of(s->options.mode());
   if (m.as<nn::LSTMCell>()) return Cell::kLstm;
   if (m.as<nn::GRUCell>()) return Cell::kGru;
   if (auto* r = m.as<nn::RNNCell>())

@@ -77,13 +77,14 @@ RecurrentResult enter_recurrent(const torch::Tensor& x, const torch::Tensor& len
 }  // namespace detail
 
 RecurrentLayersImpl::RecurrentLayersImpl(torch::nn::detail::RNNOptionsBase o,
-                                         const std::vector<torch::Tensor>& params, bool training)
-    : options(std::move(o)) {
+                                         const std::vector<torch::Tensor>& params, bool training,
+                                         bool is_cell)
+    : options(std::move(o)), cell(is_cell) {
   const int directions = options.bidirectional() ? 2 : 1;
   size_t i = 0;
   for (int64_t l = 0; l < options.num_layers(); ++l)
     for (int d = 0; d < directions; ++d) {
-      const std::string suffix = "_l" + std::to_string(l) + (d ? "_reverse" : "");
+      const std::string suffix = cell ? "" : "_l" + std::to_string(l) + (d ? "_reverse" : "");
       for (const char* name : {"weight_ih", "weight_hh", "bias_ih", "bias_hh"}) {
         if (name[0] == 'b' && !options.bias()) continue;
         TORCH_CHECK(i < params.size(), "recurrent layers: too few parameters");

@@ -35,16 +35,17 @@ struct RecurrentResult {
   RecurrentState state;  // the final state
 };
 
-// A stacked recurrent module that is no LibTorch module (a TorchScript module's aten::lstm,
-// gru, rnn_tanh or rnn_relu): its options, and its parameters (the caller's tensors, so that
-// gradients reach them) registered under LibTorch's names (weight_ih_l0, ..._reverse), in
-// the order those operators take them. Overrides::recurrent receives it as it receives an
-// nn::LSTM.
+// A stacked recurrent module or a cell that is no LibTorch module (a TorchScript module's
+// aten::lstm, gru, rnn_tanh, rnn_relu or their _cell): its options, and its parameters (the
+// caller's tensors, so that gradients reach them) registered under LibTorch's names
+// (weight_ih_l0, ..._reverse; a cell's weight_ih, ...), in the order those operators take
+// them. Overrides::recurrent receives it as it receives an nn::LSTM or nn::LSTMCell.
 class RecurrentLayersImpl : public torch::nn::Module {
  public:
   RecurrentLayersImpl(torch::nn::detail::RNNOptionsBase options,
-                      const std::vector<torch::Tensor>& params, bool training);
+                      const std::vector<torch::Tensor>& params, bool training, bool cell = false);
   torch::nn::detail::RNNOptionsBase options;
+  bool cell;  // one step of a cell; options.num_layers() is then 1
 };
 
 // What emulation puts in the place of the family's own operators. Each returns an undefined

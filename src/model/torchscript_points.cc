@@ -172,6 +172,42 @@ TB_SINGLE_STATE(point_rnn_tanh, torch::kRNN_TANH, at::rnn_tanh)
 TB_SINGLE_STATE(point_rnn_relu, torch::kRNN_RELU, at::rnn_relu)
 #undef TB_SINGLE_STATE
 
+// One step of a scripted cell (nn.LSTMCell, GRUCell, RNNCell) on the override's cell, or
+// undefined.
+RecurrentResult cell_step(torch::nn::detail::RNNOptionsBase::rnn_options_base_mode_t mode,
+                          const Tensor& input, const RecurrentState& state, const Tensor& w_ih,
+                          const Tensor& w_hh, const c10::optional<Tensor>& b_ih,
+                          const c10::optional<Tensor>& b_hh) {
+  const bool bias = b_ih.has_value() && b_ih->defined();
+  if (!points_installed() || bias != (b_hh.has_value() && b_hh->defined())) return {};
+  torch::nn::detail::RNNOptionsBase o(mode, w_ih.size(1), w_hh.size(1));
+  o.bias(bias);
+  std::vector<Tensor> params{w_ih, w_hh};
+  if (bias) params.insert(params.end(), {*b_ih, *b_hh});
+  RecurrentLayersImpl m(o, params, /*training=*/true, /*cell=*/true);
+  return recurrent_layers_op(input, {}, state, m);
+}
+
+std::tuple<Tensor, Tensor> point_lstm_cell(const Tensor& input, at::TensorList hx,
+                                           const Tensor& w_ih, const Tensor& w_hh,
+                                           const c10::optional<Tensor>& b_ih,
+                                           const c10::optional<Tensor>& b_hh) {
+  const RecurrentResult r = cell_step(torch::kLSTM, input, {hx[0], hx[1]}, w_ih, w_hh, b_ih, b_hh);
+  if (r.output.defined()) return {r.state.h, r.state.c};
+  return at::lstm_cell(input, hx, w_ih, w_hh, b_ih, b_hh);
+}
+
+#define TB_CELL(name, mode, fused)                                                           \
+  Tensor name(const Tensor& input, const Tensor& hx, const Tensor& w_ih, const Tensor& w_hh, \
+              const c10::optional<Tensor>& b_ih, const c10::optional<Tensor>& b_hh) {        \
+    const RecurrentResult r = cell_step(mode, input, {hx, {}}, w_ih, w_hh, b_ih, b_hh);      \
+    return r.output.defined() ? r.state.h : fused(input, hx, w_ih, w_hh, b_ih, b_hh);        \
+  }
+TB_CELL(point_gru_cell, torch::kGRU, at::gru_cell)
+TB_CELL(point_rnn_tanh_cell, torch::kRNN_TANH, at::rnn_tanh_cell)
+TB_CELL(point_rnn_relu_cell, torch::kRNN_RELU, at::rnn_relu_cell)
+#undef TB_CELL
+
 TORCH_LIBRARY(trainbench, m) {
   m.def("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor");
   m.def(
@@ -202,6 +238,15 @@ TORCH_LIBRARY(trainbench, m) {
                                           ", Tensor[] params, " + args + ") -> " + out})
       m.def(torch::schema(schema.c_str(), c10::AliasAnalysisKind::FROM_SCHEMA));
   }
+  m.def(
+      "lstm_cell(Tensor input, Tensor[] hx, Tensor w_ih, Tensor w_hh, Tensor? b_ih=None, "
+      "Tensor? b_hh=None) -> (Tensor, Tensor)");
+  for (const std::string cell : {"gru_cell", "rnn_tanh_cell", "rnn_relu_cell"})
+    m.def(torch::schema(
+        (cell + "(Tensor input, Tensor hx, Tensor w_ih, Tensor w_hh, Tensor? b_ih=None, "
+                "Tensor? b_hh=None) -> Tensor")
+            .c_str(),
+        c10::AliasAnalysisKind::FROM_SCHEMA));
 }
 
 // Composite: autograd differentiates what the operators call, as for any family.
@@ -225,6 +270,10 @@ TORCH_LIBRARY_IMPL(trainbench, CompositeImplicitAutograd, m) {
   m.impl("gru_packed", TORCH_FN(point_gru_packed));
   m.impl("rnn_tanh_packed", TORCH_FN(point_rnn_tanh_packed));
   m.impl("rnn_relu_packed", TORCH_FN(point_rnn_relu_packed));
+  m.impl("lstm_cell", TORCH_FN(point_lstm_cell));
+  m.impl("gru_cell", TORCH_FN(point_gru_cell));
+  m.impl("rnn_tanh_cell", TORCH_FN(point_rnn_tanh_cell));
+  m.impl("rnn_relu_cell", TORCH_FN(point_rnn_relu_cell));
 }
 
 struct Route {
@@ -289,6 +338,18 @@ const std::vector<Route>& routes() {
        "bool has_biases, int num_layers, float dropout, bool train, bool bidirectional) -> "
        "(Tensor, Tensor)",
        "trainbench::rnn_relu_packed"},
+      {"aten::lstm_cell(Tensor input, Tensor[] hx, Tensor w_ih, Tensor w_hh, Tensor? b_ih=None, "
+       "Tensor? b_hh=None) -> (Tensor, Tensor)",
+       "trainbench::lstm_cell"},
+      {"aten::gru_cell(Tensor input, Tensor hx, Tensor w_ih, Tensor w_hh, Tensor? b_ih=None, "
+       "Tensor? b_hh=None) -> Tensor",
+       "trainbench::gru_cell"},
+      {"aten::rnn_tanh_cell(Tensor input, Tensor hx, Tensor w_ih, Tensor w_hh, "
+       "Tensor? b_ih=None, Tensor? b_hh=None) -> Tensor",
+       "trainbench::rnn_tanh_cell"},
+      {"aten::rnn_relu_cell(Tensor input, Tensor hx, Tensor w_ih, Tensor w_hh, "
+       "Tensor? b_ih=None, Tensor? b_hh=None) -> Tensor",
+       "trainbench::rnn_relu_cell"},
   };
   return r;
 }

@@ -46,8 +46,12 @@ NumericsWorkload::NumericsWorkload(std::unique_ptr<Workload> inner, Policy polic
   for (size_t l = 0; l < layers.size(); ++l)
     for (const auto& p : layers[l]) param_layer_[p.unsafeGetTensorImpl()] = int(l);
   rounds_weights_ = policy_.weights.enabled();
-  for (const auto& [l, points] : policy_.layers)
+  installs_points_ =
+      policy_.replaces_operators() || policy_.activations.enabled() || policy_.errors.enabled();
+  for (const auto& [l, points] : policy_.layers) {
     rounds_weights_ = rounds_weights_ || (points[0] && points[0]->enabled());
+    for (int i : {1, 2}) installs_points_ = installs_points_ || (points[i] && points[i]->enabled());
+  }
   // Recurrent modules run step by step when activations or errors are rounded too, so that
   // their formats reach the hidden states, not only the sequences going in and out.
   if (policy_.replaces_operators() || policy_.activations.enabled() || policy_.errors.enabled()) {
@@ -106,7 +110,7 @@ int NumericsWorkload::layer_of(const torch::Tensor& param) const {
 }
 
 torch::Tensor NumericsWorkload::loss(const Batch& batch) {
-  ActivationHookScope scope(&hook_, &overrides_);
+  const auto scope = points();
   return inner_->loss(batch);
 }
 
@@ -116,7 +120,7 @@ torch::Tensor NumericsWorkload::logits(const Batch& batch) {
   round_weights(params);
   torch::Tensor out;
   {
-    ActivationHookScope scope(&hook_, &overrides_);
+    const auto scope = points();
     out = inner_->logits(batch);
   }
   restore_weights(params);

@@ -60,8 +60,10 @@ class NumericsWorkload : public Workload, private StepHooks {
   // rounded and unscaled, the step skipped on overflow, state and masters rounded).
   double before_forward(const std::vector<torch::Tensor>& weights) override;
   void step(torch::optim::Optimizer& opt) override;
+  // None where the policy rounds no activation or error and replaces no operator: the
+  // families then run their plain operators (nn::Transformer itself, fused recurrent cells).
   std::unique_ptr<ActivationHookScope> points() override {
-    return std::make_unique<ActivationHookScope>(&hook_, &overrides_);
+    return installs_points_ ? std::make_unique<ActivationHookScope>(&hook_, &overrides_) : nullptr;
   }
 
   std::unique_ptr<Workload> inner_;
@@ -69,6 +71,7 @@ class NumericsWorkload : public Workload, private StepHooks {
   // Layers (Policy::layers, Workload::layers()) by their parameters.
   std::map<const void*, int> param_layer_;
   bool rounds_weights_ = false;
+  bool installs_points_ = false;  // points(): a hook or an override does something
   num::LossScale scale_;
   ActivationHook hook_;
   std::vector<torch::Tensor> masters_;

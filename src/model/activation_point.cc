@@ -85,8 +85,9 @@ RecurrentLayersImpl::RecurrentLayersImpl(torch::nn::detail::RNNOptionsBase o,
   for (int64_t l = 0; l < options.num_layers(); ++l)
     for (int d = 0; d < directions; ++d) {
       const std::string suffix = cell ? "" : "_l" + std::to_string(l) + (d ? "_reverse" : "");
-      for (const char* name : {"weight_ih", "weight_hh", "bias_ih", "bias_hh"}) {
+      for (const char* name : {"weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr"}) {
         if (name[0] == 'b' && !options.bias()) continue;
+        if (std::string(name) == "weight_hr" && options.proj_size() == 0) continue;
         TORCH_CHECK(i < params.size(), "recurrent layers: too few parameters");
         register_parameter(name + suffix, params[i], params[i].requires_grad());
         ++i;

@@ -38,8 +38,9 @@ struct RecurrentResult {
 // A stacked recurrent module or a cell that is no LibTorch module (a TorchScript module's
 // aten::lstm, gru, rnn_tanh, rnn_relu or their _cell): its options, and its parameters (the
 // caller's tensors, so that gradients reach them) registered under LibTorch's names
-// (weight_ih_l0, ..._reverse; a cell's weight_ih, ...), in the order those operators take
-// them. Overrides::recurrent receives it as it receives an nn::LSTM or nn::LSTMCell.
+// (weight_ih_l0, ..._reverse, weight_hr_l0 where options.proj_size() is set; a cell's
+// weight_ih, ...), in the order those operators take them. Overrides::recurrent receives it
+// as it receives an nn::LSTM or nn::LSTMCell.
 class RecurrentLayersImpl : public torch::nn::Module {
  public:
   RecurrentLayersImpl(torch::nn::detail::RNNOptionsBase options,

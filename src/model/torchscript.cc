@@ -189,9 +189,16 @@ class TorchScriptWorkload : public Workload {
       out = net_->jit.forward(in);
     } catch (const std::exception& e) {
       const std::string what = e.what();
-      if (!checking || what.find("can't allocate memory") != std::string::npos ||
+      if (what.find("can't allocate memory") != std::string::npos ||
           what.find("out of memory") != std::string::npos)
         throw;
+      // Emulation's refusals (a projection LSTM, a broadcast product on the unit, ...) lose
+      // their type inside the interpreter; their text says what they are.
+      if (what.find("cannot run on the emulated") != std::string::npos ||
+          what.find("cannot run through emulation") != std::string::npos ||
+          what.find("the unit ") != std::string::npos)
+        throw Unsupported("torchscript: " + module_error(e));
+      if (!checking) throw;
       throw InvalidModel(fmt::format("torchscript: the module rejects input={} (batch {}): {}",
                                      shapes_text(shapes_), batch_, module_error(e)));
     }

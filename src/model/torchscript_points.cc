@@ -96,11 +96,24 @@ Tensor& point_hardtanh_(Tensor& x, const c10::Scalar& min, const c10::Scalar& ma
 // layer whose weight does not pass the activation point; any other is a product of two
 // activations.
 bool is_weight(const Tensor& t) { return t.dim() == 2 && t.is_leaf() && t.requires_grad(); }
-Tensor point_matmul(const Tensor& a, const Tensor& b) {
-  if (!points_installed()) return at::matmul(a, b);
+Tensor product(const Tensor& a, const Tensor& b) {
   if (is_weight(b) && !is_weight(a)) return linear_op(a, b.t());
-  if (is_weight(a) && !is_weight(b) && b.dim() == 2) return linear_op(b.t(), a).t();
+  if (is_weight(a) && !is_weight(b)) {
+    // W @ x = (x^T W^T)^T over the last two dimensions; a vector x needs no transposing.
+    if (b.dim() == 1) return linear_op(b, a);
+    return linear_op(b.transpose(-1, -2), a).transpose(-1, -2);
+  }
   return product_op(a, b);
+}
+// Without points, the operator the graph had (their checks and their profile names).
+Tensor point_matmul(const Tensor& a, const Tensor& b) {
+  return points_installed() ? product(a, b) : at::matmul(a, b);
+}
+Tensor point_mm(const Tensor& a, const Tensor& b) {
+  return points_installed() ? product(a, b) : at::mm(a, b);
+}
+Tensor point_bmm(const Tensor& a, const Tensor& b) {
+  return points_installed() ? product(a, b) : at::bmm(a, b);
 }
 
 // Recurrent layers (scripted nn.RNN, LSTM, GRU) on the override's cells, one step at a time,
@@ -115,6 +128,10 @@ RecurrentResult recurrent(torch::nn::detail::RNNOptionsBase::rnn_options_base_mo
   torch::nn::detail::RNNOptionsBase o(mode, params[0].size(1), params[1].size(1));
   o.num_layers(num_layers).bias(has_biases).dropout(dropout);
   o.bidirectional(bidirectional).batch_first(batch_first);
+  // An LSTM with a projection has one more weight per layer and direction (weight_hr): the
+  // emulated cells refuse it (unit_recurrent), by name.
+  const size_t per = params.size() / size_t(num_layers * (bidirectional ? 2 : 1));
+  if (per == (has_biases ? 5u : 3u)) o.proj_size(params[per - 1].size(0));
   RecurrentLayersImpl m(o, params.vec(), train);
   if (!batch_sizes.defined()) return recurrent_layers_op(input, {}, initial, m);
   auto [padded, lengths] =
@@ -227,6 +244,8 @@ TORCH_LIBRARY(trainbench, m) {
   m.def("relu6(Tensor self) -> Tensor");
   m.def("relu6_(Tensor(a!) self) -> Tensor(a!)");
   m.def("matmul(Tensor self, Tensor other) -> Tensor");
+  m.def("mm(Tensor self, Tensor mat2) -> Tensor");
+  m.def("bmm(Tensor self, Tensor mat2) -> Tensor");
   const std::string args =
       "bool has_biases, int num_layers, float dropout, bool train, bool bidirectional";
   for (const std::string rnn : {"lstm", "gru", "rnn_tanh", "rnn_relu"}) {
@@ -262,6 +281,8 @@ TORCH_LIBRARY_IMPL(trainbench, CompositeImplicitAutograd, m) {
   m.impl("relu6", TORCH_FN(point_relu6));
   m.impl("relu6_", TORCH_FN(point_relu6_));
   m.impl("matmul", TORCH_FN(point_matmul));
+  m.impl("mm", TORCH_FN(point_mm));
+  m.impl("bmm", TORCH_FN(point_bmm));
   m.impl("lstm", TORCH_FN(point_lstm));
   m.impl("gru", TORCH_FN(point_gru));
   m.impl("rnn_tanh", TORCH_FN(point_rnn_tanh));
@@ -304,8 +325,8 @@ const std::vector<Route>& routes() {
       {"aten::relu6(Tensor self) -> Tensor", "trainbench::relu6"},
       {"aten::relu6_(Tensor(a!) self) -> Tensor(a!)", "trainbench::relu6_"},
       {"aten::matmul(Tensor self, Tensor other) -> Tensor", "trainbench::matmul"},
-      {"aten::mm(Tensor self, Tensor mat2) -> Tensor", "trainbench::matmul"},
-      {"aten::bmm(Tensor self, Tensor mat2) -> Tensor", "trainbench::matmul"},
+      {"aten::mm(Tensor self, Tensor mat2) -> Tensor", "trainbench::mm"},
+      {"aten::bmm(Tensor self, Tensor mat2) -> Tensor", "trainbench::bmm"},
       {"aten::lstm.input(Tensor input, Tensor[] hx, Tensor[] params, bool has_biases, "
        "int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> "
        "(Tensor, Tensor, Tensor)",
@@ -365,6 +386,16 @@ bool is_layer_operator(const std::string& kind) {
                                             "aten::dot",
                                             "aten::einsum",
                                             "aten::tensordot",
+                                            "aten::linalg_matmul",
+                                            "aten::inner",
+                                            "aten::outer",
+                                            "aten::ger",
+                                            "aten::chain_matmul",
+                                            "aten::linalg_multi_dot",
+                                            "aten::_addmm_activation",
+                                            "aten::_convolution_mode",
+                                            "aten::conv_tbc",
+                                            "prim::fork",
                                             "aten::bilinear",
                                             "aten::conv1d",
                                             "aten::conv2d",
@@ -391,11 +422,17 @@ bool is_layer_operator(const std::string& kind) {
 const char* route_of(torch::jit::Node* n) {
   for (const Route& r : routes()) {
     if (!n->matches(r.from)) continue;
-    // A transposed convolution has no route; one whose transposition is not a constant
-    // neither.
+    // A transposed or 3-D convolution has no route, nor one whose transposition or number
+    // of spatial dimensions (its strides') is not a constant.
     if (std::string(r.to) == "trainbench::convolution") {
       const auto transposed = torch::jit::toIValue(n->input(6));
       if (!transposed || !transposed->isBool() || transposed->toBool()) return nullptr;
+      torch::jit::Node* stride = n->input(3)->node();
+      const auto constant = torch::jit::toIValue(n->input(3));
+      const size_t dims = constant && constant->isIntList() ? constant->toIntList().size()
+                          : stride->kind() == c10::prim::ListConstruct ? stride->inputs().size()
+                                                                       : 0;
+      if (dims != 1 && dims != 2) return nullptr;
     }
     return r.to;
   }

@@ -29,7 +29,7 @@ class StepHooks {
   // In place of opt.step(), after backward: the update under the emulated formats.
   virtual void step(torch::optim::Optimizer& opt) = 0;
   // The activation points and operator overrides, installed on the calling thread (the
-  // step's, or an actor's) while the returned scope lives.
+  // step's, or an actor's) while the returned scope lives; null when there are none.
   virtual std::unique_ptr<ActivationHookScope> points() = 0;
 };
 

@@ -103,6 +103,14 @@ class Deconv(torch.nn.Module):
         y = torch.flatten(torch.nn.functional.adaptive_avg_pool2d(self.up(x), 1), 1)
         return torch.addmm(self.b, y, self.w)
 torch.jit.script(Deconv()).save(d + "/deconv.pt")
+class Encoder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+        self.fc = torch.nn.Linear(8, 3)
+    def forward(self, x):
+        return self.fc(self.enc(x).mean(1))
+torch.jit.script(Encoder()).save(d + "/encoder.pt")
 class Conv3d(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -320,16 +328,36 @@ TEST_F(TorchScript, NumericsReachItsLayers) {
     EXPECT_EQ(r.status, Status::kOk) << name << ": " << r.error;
   }
 
+  // A scripted nn.TransformerEncoderLayer trains through the points: its attention's
+  // products and projections, addmm and baddbmm included; its fused inference path is not
+  // taken in training.
+  const std::string encoder =
+      "torchscript:path=" + file("encoder.pt") + ",input=5x8,batch=2,threads=1";
+  auto encoder_loss = [&](const std::string& numerics) {
+    auto t = prepare_training(parse_config(encoder + numerics), torch::kCPU, 3);
+    EXPECT_TRUE(t.workload->has_activation_points()) << t.workload->activation_points_missing();
+    return t.workload->loss(t.batch).item<double>();
+  };
+  const double encoder_plain = encoder_loss("");
+  EXPECT_NEAR(encoder_loss(",numerics=unit:mad:mul=fp32;acc=fp32;width=1;order=sequential"),
+              encoder_plain, 1e-5 * std::abs(encoder_plain));
+  EXPECT_NE(encoder_loss(",numerics=unit:mad:mul=e2m1;acc=fp32;width=1;order=sequential"),
+            encoder_plain);
+  const RunResult trained = run_config(
+      parse_config(encoder + ",numerics=e4m3+act:tanh-pwl+unit:mad:mul=e5m2;acc=fp16;width=4;"
+                             "order=lanes"),
+      quick());
+  EXPECT_EQ(trained.status, Status::kOk) << trained.error;
+
   // Refused where an operator has no route, naming it, before the run (a traced 3-D
   // convolution too) or in it (an LSTM with a projection); the step's formats still apply.
   struct Refusal {
     std::string config;
     std::vector<std::string> named;
   };
-  for (const Refusal& k :
-       {Refusal{"deconv.pt,input=3x4x4", {"aten::conv_transpose2d", "aten::addmm"}},
-        Refusal{"conv3d_traced.pt,input=3x4x4x4", {"aten::_convolution"}},
-        Refusal{"proj.pt,input=5x6", {"LSTMs with a projection"}}}) {
+  for (const Refusal& k : {Refusal{"deconv.pt,input=3x4x4", {"aten::conv_transpose2d"}},
+                           Refusal{"conv3d_traced.pt,input=3x4x4x4", {"aten::_convolution"}},
+                           Refusal{"proj.pt,input=5x6", {"LSTMs with a projection"}}}) {
     const std::string c = "torchscript:path=" + file(k.config) + ",batch=2,threads=1";
     const RunResult refused = run_config(parse_config(c + ",numerics=a:bf16"), quick());
     EXPECT_EQ(refused.status, Status::kUnsupported) << k.config << ": " << refused.error;

@@ -105,6 +105,55 @@ Tensor product(const Tensor& a, const Tensor& b) {
   }
   return product_op(a, b);
 }
+// beta * self + alpha * (a @ b) with the product on the points (addmm, baddbmm).
+Tensor scaled_sum(const Tensor& self, const Tensor& a, const Tensor& b, const c10::Scalar& beta,
+                  const c10::Scalar& alpha) {
+  Tensor y = product(a, b);
+  if (alpha.toDouble() != 1.0) y = y * alpha;
+  if (beta.toDouble() == 0.0) return y;  // self ignored, NaN or not, as addmm does
+  return beta.toDouble() == 1.0 ? y + self : y + self * beta;
+}
+Tensor point_addmm(const Tensor& self, const Tensor& a, const Tensor& b, const c10::Scalar& beta,
+                   const c10::Scalar& alpha) {
+  return points_installed() ? scaled_sum(self, a, b, beta, alpha)
+                            : at::addmm(self, a, b, beta, alpha);
+}
+Tensor point_baddbmm(const Tensor& self, const Tensor& a, const Tensor& b, const c10::Scalar& beta,
+                     const c10::Scalar& alpha) {
+  return points_installed() ? scaled_sum(self, a, b, beta, alpha)
+                            : at::baddbmm(self, a, b, beta, alpha);
+}
+
+// nn.MultiheadAttention's and nn.TransformerEncoderLayer's fused paths, which they take in
+// inference only (no gradients): their graphs also hold the composed path that training
+// runs, through the points. Under points, the fused one is refused rather than run plain.
+constexpr const char* kFusedRefusal =
+    "trainbench: the fused inference path of nn.MultiheadAttention and "
+    "nn.TransformerEncoderLayer cannot run through emulation's points (training runs the "
+    "composed one)";
+std::tuple<Tensor, Tensor> point_native_mha(const Tensor& q, const Tensor& k, const Tensor& v,
+                                            int64_t embed_dim, int64_t heads, const Tensor& qkv_w,
+                                            const Tensor& qkv_b, const Tensor& proj_w,
+                                            const Tensor& proj_b, const c10::optional<Tensor>& mask,
+                                            bool need_weights, bool average,
+                                            c10::optional<int64_t> mask_type) {
+  TORCH_CHECK(!points_installed(), kFusedRefusal);
+  return at::_native_multi_head_attention(q, k, v, embed_dim, heads, qkv_w, qkv_b, proj_w, proj_b,
+                                          mask, need_weights, average, mask_type);
+}
+Tensor point_encoder_layer(const Tensor& src, int64_t embed_dim, int64_t heads, const Tensor& qkv_w,
+                           const Tensor& qkv_b, const Tensor& proj_w, const Tensor& proj_b,
+                           bool use_gelu, bool norm_first, double eps, const Tensor& nw1,
+                           const Tensor& nb1, const Tensor& nw2, const Tensor& nb2,
+                           const Tensor& fw1, const Tensor& fb1, const Tensor& fw2,
+                           const Tensor& fb2, const c10::optional<Tensor>& mask,
+                           c10::optional<int64_t> mask_type) {
+  TORCH_CHECK(!points_installed(), kFusedRefusal);
+  return at::_transformer_encoder_layer_fwd(src, embed_dim, heads, qkv_w, qkv_b, proj_w, proj_b,
+                                            use_gelu, norm_first, eps, nw1, nb1, nw2, nb2, fw1, fb1,
+                                            fw2, fb2, mask, mask_type);
+}
+
 // Without points, the operator the graph had (their checks and their profile names).
 Tensor point_matmul(const Tensor& a, const Tensor& b) {
   return points_installed() ? product(a, b) : at::matmul(a, b);
@@ -245,6 +294,19 @@ TORCH_LIBRARY(trainbench, m) {
   m.def("relu6_(Tensor(a!) self) -> Tensor(a!)");
   m.def("matmul(Tensor self, Tensor other) -> Tensor");
   m.def("mm(Tensor self, Tensor mat2) -> Tensor");
+  m.def("addmm(Tensor self, Tensor mat1, Tensor mat2, Scalar beta, Scalar alpha) -> Tensor");
+  m.def("baddbmm(Tensor self, Tensor batch1, Tensor batch2, Scalar beta, Scalar alpha) -> Tensor");
+  m.def(
+      "native_multi_head_attention(Tensor query, Tensor key, Tensor value, int embed_dim, "
+      "int num_head, Tensor qkv_weight, Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, "
+      "Tensor? mask, bool need_weights, bool average_attn_weights, int? mask_type) -> "
+      "(Tensor, Tensor)");
+  m.def(
+      "transformer_encoder_layer_fwd(Tensor src, int embed_dim, int num_heads, "
+      "Tensor qkv_weight, Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, bool use_gelu, "
+      "bool norm_first, float eps, Tensor norm_weight_1, Tensor norm_bias_1, "
+      "Tensor norm_weight_2, Tensor norm_bias_2, Tensor ffn_weight_1, Tensor ffn_bias_1, "
+      "Tensor ffn_weight_2, Tensor ffn_bias_2, Tensor? mask, int? mask_type) -> Tensor");
   m.def("bmm(Tensor self, Tensor mat2) -> Tensor");
   const std::string args =
       "bool has_biases, int num_layers, float dropout, bool train, bool bidirectional";
@@ -282,6 +344,10 @@ TORCH_LIBRARY_IMPL(trainbench, CompositeImplicitAutograd, m) {
   m.impl("relu6_", TORCH_FN(point_relu6_));
   m.impl("matmul", TORCH_FN(point_matmul));
   m.impl("mm", TORCH_FN(point_mm));
+  m.impl("addmm", TORCH_FN(point_addmm));
+  m.impl("baddbmm", TORCH_FN(point_baddbmm));
+  m.impl("native_multi_head_attention", TORCH_FN(point_native_mha));
+  m.impl("transformer_encoder_layer_fwd", TORCH_FN(point_encoder_layer));
   m.impl("bmm", TORCH_FN(point_bmm));
   m.impl("lstm", TORCH_FN(point_lstm));
   m.impl("gru", TORCH_FN(point_gru));
@@ -327,6 +393,24 @@ const std::vector<Route>& routes() {
       {"aten::matmul(Tensor self, Tensor other) -> Tensor", "trainbench::matmul"},
       {"aten::mm(Tensor self, Tensor mat2) -> Tensor", "trainbench::mm"},
       {"aten::bmm(Tensor self, Tensor mat2) -> Tensor", "trainbench::bmm"},
+      {"aten::addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> "
+       "Tensor",
+       "trainbench::addmm"},
+      {"aten::baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, "
+       "Scalar alpha=1) -> Tensor",
+       "trainbench::baddbmm"},
+      {"aten::_native_multi_head_attention(Tensor query, Tensor key, Tensor value, "
+       "int embed_dim, int num_head, Tensor qkv_weight, Tensor qkv_bias, Tensor proj_weight, "
+       "Tensor proj_bias, Tensor? mask=None, bool need_weights=True, "
+       "bool average_attn_weights=True, int? mask_type=None) -> (Tensor, Tensor)",
+       "trainbench::native_multi_head_attention"},
+      {"aten::_transformer_encoder_layer_fwd(Tensor src, int embed_dim, int num_heads, "
+       "Tensor qkv_weight, Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, "
+       "bool use_gelu, bool norm_first, float eps, Tensor norm_weight_1, Tensor norm_bias_1, "
+       "Tensor norm_weight_2, Tensor norm_bias_2, Tensor ffn_weight_1, Tensor ffn_bias_1, "
+       "Tensor ffn_weight_2, Tensor ffn_bias_2, Tensor? mask=None, int? mask_type=None) -> "
+       "Tensor",
+       "trainbench::transformer_encoder_layer_fwd"},
       {"aten::lstm.input(Tensor input, Tensor[] hx, Tensor[] params, bool has_biases, "
        "int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> "
        "(Tensor, Tensor, Tensor)",
@@ -415,6 +499,7 @@ bool is_layer_operator(const std::string& kind) {
                                             "aten::rnn_relu_cell",
                                             "aten::multi_head_attention_forward",
                                             "aten::_native_multi_head_attention",
+                                            "aten::_transformer_encoder_layer_fwd",
                                             "aten::scaled_dot_product_attention"};
   return ops.count(kind) > 0;
 }

@@ -13,9 +13,11 @@ namespace tb {
 // Rewrites every graph of `m`'s compilation unit (methods of every submodule, free functions)
 // before its first run: aten::linear, conv1d, conv2d, _convolution (traced convolutions),
 // relu, relu_, relu6, relu6_, hardtanh (a clipped ReLU where its floor is 0), hardtanh_,
-// matmul, mm, bmm, lstm, gru, rnn_tanh and rnn_relu on padded or packed sequences, and
-// their _cell. Returns the layer operators left outside the points (transposed
-// convolutions, addmm, einsum, fused attention...), each name once, in the order found;
+// matmul, mm, bmm, addmm, baddbmm, lstm, gru, rnn_tanh and rnn_relu on padded or packed
+// sequences, their _cell, and the fused inference paths of nn.MultiheadAttention and
+// nn.TransformerEncoderLayer (refused under points: training takes their composed ones,
+// which are in the same graphs). Returns the layer operators left outside the points (transposed
+// convolutions, einsum, outer...), each name once, in the order found;
 // empty when every one reaches them.
 std::vector<std::string> route_through_points(torch::jit::Module& m);
 

@@ -46,15 +46,16 @@ NumericsWorkload::NumericsWorkload(std::unique_ptr<Workload> inner, Policy polic
   for (size_t l = 0; l < layers.size(); ++l)
     for (const auto& p : layers[l]) param_layer_[p.unsafeGetTensorImpl()] = int(l);
   rounds_weights_ = policy_.weights.enabled();
-  installs_points_ =
+  const bool global_points =
       policy_.replaces_operators() || policy_.activations.enabled() || policy_.errors.enabled();
+  installs_points_ = global_points;
   for (const auto& [l, points] : policy_.layers) {
     rounds_weights_ = rounds_weights_ || (points[0] && points[0]->enabled());
     for (int i : {1, 2}) installs_points_ = installs_points_ || (points[i] && points[i]->enabled());
   }
   // Recurrent modules run step by step when activations or errors are rounded too, so that
   // their formats reach the hidden states, not only the sequences going in and out.
-  if (policy_.replaces_operators() || policy_.activations.enabled() || policy_.errors.enabled()) {
+  if (global_points) {
     overrides_.recurrent = [this](const torch::Tensor& x, const torch::Tensor& lengths,
                                   const RecurrentState& initial, torch::nn::Module& m) {
       return unit_recurrent(x, lengths, initial, m, policy_, [this](const torch::Tensor& t) {

@@ -196,7 +196,7 @@ class TorchScriptWorkload : public Workload {
       // their type inside the interpreter; their text says what they are.
       if (what.find("cannot run on the emulated") != std::string::npos ||
           what.find("cannot run through emulation") != std::string::npos ||
-          what.find("the unit ") != std::string::npos)
+          what.find("the unit multiplies") != std::string::npos)
         throw Unsupported("torchscript: " + module_error(e));
       if (!checking) throw;
       throw InvalidModel(fmt::format("torchscript: the module rejects input={} (batch {}): {}",

@@ -1,6 +1,7 @@
 #include "model/torchscript_points.h"
 
 #include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/frontend/function_schema_parser.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/library.h>
 
@@ -274,95 +275,6 @@ TB_CELL(point_rnn_tanh_cell, torch::kRNN_TANH, at::rnn_tanh_cell)
 TB_CELL(point_rnn_relu_cell, torch::kRNN_RELU, at::rnn_relu_cell)
 #undef TB_CELL
 
-TORCH_LIBRARY(trainbench, m) {
-  m.def("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor");
-  m.def(
-      "conv2d(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, "
-      "int[] dilation, int groups) -> Tensor");
-  m.def(
-      "conv1d(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, "
-      "int[] dilation, int groups) -> Tensor");
-  m.def(
-      "convolution(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, "
-      "int[] dilation, bool transposed, int[] output_padding, int groups, bool benchmark, "
-      "bool deterministic, bool cudnn_enabled, bool allow_tf32) -> Tensor");
-  m.def("relu(Tensor self) -> Tensor");
-  m.def("relu_(Tensor(a!) self) -> Tensor(a!)");
-  m.def("hardtanh(Tensor self, Scalar min_val, Scalar max_val) -> Tensor");
-  m.def("hardtanh_(Tensor(a!) self, Scalar min_val, Scalar max_val) -> Tensor(a!)");
-  m.def("relu6(Tensor self) -> Tensor");
-  m.def("relu6_(Tensor(a!) self) -> Tensor(a!)");
-  m.def("matmul(Tensor self, Tensor other) -> Tensor");
-  m.def("mm(Tensor self, Tensor mat2) -> Tensor");
-  m.def("addmm(Tensor self, Tensor mat1, Tensor mat2, Scalar beta, Scalar alpha) -> Tensor");
-  m.def("baddbmm(Tensor self, Tensor batch1, Tensor batch2, Scalar beta, Scalar alpha) -> Tensor");
-  m.def(
-      "native_multi_head_attention(Tensor query, Tensor key, Tensor value, int embed_dim, "
-      "int num_head, Tensor qkv_weight, Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, "
-      "Tensor? mask, bool need_weights, bool average_attn_weights, int? mask_type) -> "
-      "(Tensor, Tensor)");
-  m.def(
-      "transformer_encoder_layer_fwd(Tensor src, int embed_dim, int num_heads, "
-      "Tensor qkv_weight, Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, bool use_gelu, "
-      "bool norm_first, float eps, Tensor norm_weight_1, Tensor norm_bias_1, "
-      "Tensor norm_weight_2, Tensor norm_bias_2, Tensor ffn_weight_1, Tensor ffn_bias_1, "
-      "Tensor ffn_weight_2, Tensor ffn_bias_2, Tensor? mask, int? mask_type) -> Tensor");
-  m.def("bmm(Tensor self, Tensor mat2) -> Tensor");
-  const std::string args =
-      "bool has_biases, int num_layers, float dropout, bool train, bool bidirectional";
-  for (const std::string rnn : {"lstm", "gru", "rnn_tanh", "rnn_relu"}) {
-    const std::string state = rnn == "lstm" ? "Tensor[] hx" : "Tensor hx";
-    const std::string out = rnn == "lstm" ? "(Tensor, Tensor, Tensor)" : "(Tensor, Tensor)";
-    for (const std::string& schema : {rnn + "(Tensor input, " + state + ", Tensor[] params, " +
-                                          args + ", bool batch_first) -> " + out,
-                                      rnn + "_packed(Tensor data, Tensor batch_sizes, " + state +
-                                          ", Tensor[] params, " + args + ") -> " + out})
-      m.def(torch::schema(schema.c_str(), c10::AliasAnalysisKind::FROM_SCHEMA));
-  }
-  m.def(
-      "lstm_cell(Tensor input, Tensor[] hx, Tensor w_ih, Tensor w_hh, Tensor? b_ih=None, "
-      "Tensor? b_hh=None) -> (Tensor, Tensor)");
-  for (const std::string cell : {"gru_cell", "rnn_tanh_cell", "rnn_relu_cell"})
-    m.def(torch::schema(
-        (cell + "(Tensor input, Tensor hx, Tensor w_ih, Tensor w_hh, Tensor? b_ih=None, "
-                "Tensor? b_hh=None) -> Tensor")
-            .c_str(),
-        c10::AliasAnalysisKind::FROM_SCHEMA));
-}
-
-// Composite: autograd differentiates what the operators call, as for any family.
-TORCH_LIBRARY_IMPL(trainbench, CompositeImplicitAutograd, m) {
-  m.impl("linear", TORCH_FN(point_linear));
-  m.impl("conv2d", TORCH_FN(point_conv2d));
-  m.impl("conv1d", TORCH_FN(point_conv1d));
-  m.impl("convolution", TORCH_FN(point_convolution));
-  m.impl("relu", TORCH_FN(point_relu));
-  m.impl("relu_", TORCH_FN(point_relu_));
-  m.impl("hardtanh", TORCH_FN(point_hardtanh));
-  m.impl("hardtanh_", TORCH_FN(point_hardtanh_));
-  m.impl("relu6", TORCH_FN(point_relu6));
-  m.impl("relu6_", TORCH_FN(point_relu6_));
-  m.impl("matmul", TORCH_FN(point_matmul));
-  m.impl("mm", TORCH_FN(point_mm));
-  m.impl("addmm", TORCH_FN(point_addmm));
-  m.impl("baddbmm", TORCH_FN(point_baddbmm));
-  m.impl("native_multi_head_attention", TORCH_FN(point_native_mha));
-  m.impl("transformer_encoder_layer_fwd", TORCH_FN(point_encoder_layer));
-  m.impl("bmm", TORCH_FN(point_bmm));
-  m.impl("lstm", TORCH_FN(point_lstm));
-  m.impl("gru", TORCH_FN(point_gru));
-  m.impl("rnn_tanh", TORCH_FN(point_rnn_tanh));
-  m.impl("rnn_relu", TORCH_FN(point_rnn_relu));
-  m.impl("lstm_packed", TORCH_FN(point_lstm_packed));
-  m.impl("gru_packed", TORCH_FN(point_gru_packed));
-  m.impl("rnn_tanh_packed", TORCH_FN(point_rnn_tanh_packed));
-  m.impl("rnn_relu_packed", TORCH_FN(point_rnn_relu_packed));
-  m.impl("lstm_cell", TORCH_FN(point_lstm_cell));
-  m.impl("gru_cell", TORCH_FN(point_gru_cell));
-  m.impl("rnn_tanh_cell", TORCH_FN(point_rnn_tanh_cell));
-  m.impl("rnn_relu_cell", TORCH_FN(point_rnn_relu_cell));
-}
-
 struct Route {
   const char* from;  // the schema a node must match
   const char* to;
@@ -457,6 +369,48 @@ const std::vector<Route>& routes() {
        "trainbench::rnn_relu_cell"},
   };
   return r;
+}
+
+// Each operator takes exactly the arguments of the one it replaces (routes(), below).
+TORCH_LIBRARY(trainbench, m) {
+  for (const Route& r : routes()) {
+    c10::FunctionSchema schema = torch::jit::parseSchema(r.from).cloneWithName(r.to, "");
+    schema.setAliasAnalysis(c10::AliasAnalysisKind::FROM_SCHEMA);  // relu_ writes its input
+    m.def(std::move(schema));
+  }
+}
+
+// Composite: autograd differentiates what the operators call, as for any family.
+TORCH_LIBRARY_IMPL(trainbench, CompositeImplicitAutograd, m) {
+  m.impl("linear", TORCH_FN(point_linear));
+  m.impl("conv2d", TORCH_FN(point_conv2d));
+  m.impl("conv1d", TORCH_FN(point_conv1d));
+  m.impl("convolution", TORCH_FN(point_convolution));
+  m.impl("relu", TORCH_FN(point_relu));
+  m.impl("relu_", TORCH_FN(point_relu_));
+  m.impl("hardtanh", TORCH_FN(point_hardtanh));
+  m.impl("hardtanh_", TORCH_FN(point_hardtanh_));
+  m.impl("relu6", TORCH_FN(point_relu6));
+  m.impl("relu6_", TORCH_FN(point_relu6_));
+  m.impl("matmul", TORCH_FN(point_matmul));
+  m.impl("mm", TORCH_FN(point_mm));
+  m.impl("addmm", TORCH_FN(point_addmm));
+  m.impl("baddbmm", TORCH_FN(point_baddbmm));
+  m.impl("native_multi_head_attention", TORCH_FN(point_native_mha));
+  m.impl("transformer_encoder_layer_fwd", TORCH_FN(point_encoder_layer));
+  m.impl("bmm", TORCH_FN(point_bmm));
+  m.impl("lstm", TORCH_FN(point_lstm));
+  m.impl("gru", TORCH_FN(point_gru));
+  m.impl("rnn_tanh", TORCH_FN(point_rnn_tanh));
+  m.impl("rnn_relu", TORCH_FN(point_rnn_relu));
+  m.impl("lstm_packed", TORCH_FN(point_lstm_packed));
+  m.impl("gru_packed", TORCH_FN(point_gru_packed));
+  m.impl("rnn_tanh_packed", TORCH_FN(point_rnn_tanh_packed));
+  m.impl("rnn_relu_packed", TORCH_FN(point_rnn_relu_packed));
+  m.impl("lstm_cell", TORCH_FN(point_lstm_cell));
+  m.impl("gru_cell", TORCH_FN(point_gru_cell));
+  m.impl("rnn_tanh_cell", TORCH_FN(point_rnn_tanh_cell));
+  m.impl("rnn_relu_cell", TORCH_FN(point_rnn_relu_cell));
 }
 
 // Layer operators that stay with the interpreter: a module using one cannot take activation

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "record/context.h"
 #include "record/json.h"
 #include "runner/runner.h"
@@ -113,6 +115,49 @@ inline nlohmann::json document(const std::string& name) {
           {"context", tb::to_json(tb::current_context())},
           {"trainbench_version", tb::trainbench_version_string()},
           {"load_average_at_start", load_average()}};
+}
+
+// A measurement repeated inside one process sees that process's memory layout and thread
+// placement every time; the figures a user gets come from new processes. This runs the
+// benchmark again in `n` fresh processes, one after another, each with `--processes 1` and
+// its own --out, echoing their output, and returns their JSON documents.
+inline std::vector<nlohmann::json> in_fresh_processes(int argc, char** argv, int n,
+                                                      const std::string& name) {
+  char self[4096] = {};
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) {
+    std::cerr << name << ": cannot find its own executable\n";
+    std::exit(1);
+  }
+  auto quote = [](const std::string& a) {
+    std::string q = "'";
+    for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  std::string base = quote(self);
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    if ((k == "--processes" || k == "--out") && i + 1 < argc) {
+      ++i;
+      continue;
+    }
+    base += " " + quote(k);
+  }
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  std::vector<nlohmann::json> docs;
+  for (int k = 0; k < n; ++k) {
+    const std::string out = fmt::format("{}/{}-{}-process-{}.json", dir, name, getpid(), k + 1);
+    std::cout << fmt::format("\n######## process {}/{}\n", k + 1, n) << std::flush;
+    const int rc = std::system((base + " --processes 1 --out " + quote(out)).c_str());
+    std::ifstream in(out);
+    if (rc != 0 || !in) {
+      std::cerr << name << ": process " << k + 1 << " failed (status " << rc << ")\n";
+      std::exit(1);
+    }
+    docs.push_back(nlohmann::json::parse(in));
+    std::filesystem::remove(out);
+  }
+  return docs;
 }
 
 inline std::string fmt_time(double s) {

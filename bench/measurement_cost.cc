@@ -2,7 +2,9 @@
 // SteadyStateOptions: MSER-5 warm-up, +-1% 95% CI, 30 s budget) needs, against a fixed
 // 500-step run (SteadyStateOptions.fixed_steps = 500) of the same config, and how far
 // apart their mean step times are (target: <= 2%). Adaptive and fixed runs alternate
-// in one process; the figures are medians over the repetitions.
+// in one process; each process's figures are medians over its repetitions, and the
+// benchmark's are medians over --processes fresh processes (default 5). Targets: the
+// adaptive mean within 2% of the fixed run's, with <= 25% of its steps.
 #include "bench_common.h"
 #include "spec/config.h"
 
@@ -12,7 +14,7 @@ using namespace tb::bench;
 using nlohmann::json;
 
 const char* kUsage =
-    "measurement_cost [--reps N] [--config C]... [--fixed-steps N] [--out PATH]\n"
+    "measurement_cost [--processes N] [--reps N] [--config C]... [--fixed-steps N] [--out PATH]\n"
     "Adaptive stop (default options) vs a fixed-step run of the same config.";
 
 struct Run {
@@ -50,13 +52,61 @@ std::string describe(const Run& x) {
                      s.stationary ? "" : ", NOT stationary", s.wall_s, x.total_s);
 }
 
+int across_processes(int argc, char** argv, int n, const std::string& out) {
+  const std::vector<json> docs = in_fresh_processes(argc, argv, n, "measurement_cost");
+  json doc = document("measurement_cost");
+  doc["method"] = fmt::format("{} fresh processes, each: {}; figures = medians over the processes",
+                              n, docs.front().value("method", ""));
+  doc["targets"] = {{"max_abs_rel_diff", 0.02}, {"max_step_share", 0.25}};
+  json results = json::array();
+  std::vector<std::string> summary;
+  std::cout << "\n";
+  for (size_t i = 0; i < docs.front()["results"].size(); ++i) {
+    std::vector<double> diffs, abs_diffs, steps;
+    const std::string config = docs.front()["results"][i]["config"];
+    const double fixed = docs.front()["results"][i]["fixed_steps"].get<double>();
+    std::string each;
+    for (const auto& d : docs) {
+      const json& r = d["results"][i];
+      diffs.push_back(r["median_rel_diff"].get<double>());
+      abs_diffs.push_back(std::abs(diffs.back()));
+      steps.push_back(r["median_adaptive_steps"].get<double>());
+      each += fmt::format(" {:+.2f}%/{:.0f}", 100 * diffs.back(), steps.back());
+    }
+    const double diff = median(diffs), share = median(steps) / fixed;
+    const bool pass = std::abs(diff) <= 0.02 && share <= 0.25;
+    std::cout << fmt::format("{}: adaptive vs fixed mean (steps) per process{}; median {:+.2f}%, "
+                             "{:.0f} steps = {:.0f}% of {}  targets |diff| <= 2%, <= 25%: {}\n",
+                             config, each, 100 * diff, median(steps), 100 * share, fixed,
+                             pass ? "PASS" : "FAIL");
+    summary.push_back(fmt::format("measurement_cost {}: median over {} processes: mean rel diff "
+                                  "{:+.2f}%, {:.0f} steps ({:.0f}% of the fixed {}) ({})",
+                                  config, n, 100 * diff, median(steps), 100 * share, fixed,
+                                  pass ? "PASS" : "FAIL"));
+    results.push_back({{"config", config},
+                       {"per_process_rel_diff", diffs},
+                       {"per_process_adaptive_steps", steps},
+                       {"median_rel_diff", diff},
+                       {"median_abs_rel_diff", median(abs_diffs)},
+                       {"median_step_share", share},
+                       {"pass", pass}});
+  }
+  doc["results"] = results;
+  doc["processes"] = docs;
+  write_json(out, doc);
+  for (const auto& s : summary) std::cout << "SUMMARY " << s << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   tb::ensure_runtime_environment(argc, argv);
   tb::prepare_runtime();
   Args args = parse_args(argc, argv, "measurement_cost", kUsage);
-  const int reps = args.reps > 0 ? args.reps : 3;
+  const int processes = int(extra_number(args, "processes", 5));
+  if (processes > 1) return across_processes(argc, argv, processes, args.out);
+  const int reps = args.reps > 0 ? args.reps : 1;
   const int64_t fixed_steps = int64_t(extra_number(args, "fixed-steps", 500));
   if (args.configs.empty())
     args.configs = {"fc:layers=4,nodes=32,input=2000,output=200,batch=64",
@@ -135,6 +185,6 @@ int main(int argc, char** argv) {
   doc["results"] = results;
   std::cout << "\n";
   write_json(args.out, doc);
-  for (const auto& s : summary) std::cout << "SUMMARY " << s << "\n";
+  for (const auto& s : summary) std::cout << "PROCESS " << s << "\n";
   return 0;
 }

@@ -62,6 +62,17 @@ def openblas_threads():
     return None
 
 
+def blas_library():
+    """The BLAS library mapped into this process (its real path), or None."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {os.path.realpath(line.split()[-1]) for line in f
+                     if ("blas" in line or "blis" in line) and "/" in line}
+    except OSError:
+        return None
+    return ", ".join(sorted(paths)) or None
+
+
 def measure(args):
     import torch
     import torch.nn as nn
@@ -117,6 +128,7 @@ def measure(args):
         "python": sys.version.split()[0],
         "threads": torch.get_num_threads(),
         "blas_threads": openblas_threads(),
+        "blas_library": blas_library(),
         "flush_denormal": True,
         "load_average": open("/proc/loadavg").read().split()[:3],
         "environment": {k: os.environ.get(k, "") for k in RUNTIME_ENV},

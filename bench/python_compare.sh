@@ -2,7 +2,8 @@
 # trainbench vs PyTorch eager (Debian's python3-torch) on the same fc configs.
 # Each repetition runs, in this order: `trainbench run CONFIG --json`, python_compare.py
 # with the default environment, python_compare.py with the environment trainbench sets
-# for itself (src/runner/threads.cc kRuntimeEnv). The figure is the median over the
+# for itself (src/runner/threads.cc kRuntimeEnv); both Python runs on the BLAS trainbench
+# runs on (OpenBLAS's OpenMP build, through LD_LIBRARY_PATH, as trainbench selects it). The figure is the median over the
 # repetitions of python mean step / trainbench mean step (> 1: trainbench is faster).
 #
 #   bench/python_compare.sh [--build-dir DIR] [--out FILE] [--reps N] [CONFIG ...]
@@ -37,9 +38,16 @@ fi
 
 # The variables trainbench applies to itself when they are unset (kRuntimeEnv).
 tb_env=(GOMP_SPINCOUNT=10000 MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=68719476736)
+# Both sides on the same BLAS: the one trainbench selects for itself by default (OpenBLAS's
+# OpenMP build, docs/stacks.md), given to Python through the library path as trainbench does.
+arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
+blas_dir=/usr/lib/$arch/openblas-openmp
+[[ -r "$blas_dir/libblas.so.3" ]] || { echo "python_compare: $blas_dir missing (apt-get install libopenblas0-openmp)" >&2; exit 1; }
+py_blas=(LD_LIBRARY_PATH="$blas_dir")
 # Start every process from the same environment, without any of them already set.
 clean=(env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u MALLOC_MMAP_THRESHOLD_ -u MALLOC_TRIM_THRESHOLD_ -u TB_RUNTIME_ENV
-       -u OMP_NUM_THREADS -u OPENBLAS_NUM_THREADS)
+       -u OMP_NUM_THREADS -u OPENBLAS_NUM_THREADS -u LD_LIBRARY_PATH -u TB_STACK_BLAS
+       -u TB_USER_LD_LIBRARY_PATH)
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -50,8 +58,8 @@ for ((rep = 1; rep <= reps; rep++)); do
     echo "rep $rep/$reps $cfg"
     # trainbench exits 1 when a config is not ok; the summary reports the status.
     "${clean[@]}" "$tb" run "$cfg" --json > "$work/$label.tb.$rep.json" || true
-    "${clean[@]}" "$py" "$here/python_compare.py" --config "$cfg" > "$work/$label.py_default.$rep.json"
-    "${clean[@]}" "${tb_env[@]}" "$py" "$here/python_compare.py" --config "$cfg" \
+    "${clean[@]}" "${py_blas[@]}" "$py" "$here/python_compare.py" --config "$cfg" > "$work/$label.py_default.$rep.json"
+    "${clean[@]}" "${py_blas[@]}" "${tb_env[@]}" "$py" "$here/python_compare.py" --config "$cfg" \
       > "$work/$label.py_tbenv.$rep.json"
   done
 done

@@ -17,7 +17,10 @@ shift || true
 
 packages=(
   g++ cmake make git
-  libtorch-dev libopenblas0-pthread
+  # trainbench runs on OpenBLAS's OpenMP build, which shares LibTorch's OpenMP runtime; it
+  # selects it per process (docs/stacks.md), whatever the system's alternative says. The
+  # pthread build stays for the software-stack axis (blas=openblas-pthread).
+  libtorch-dev libopenblas0-openmp libopenblas0-pthread
   nlohmann-json3-dev libcli11-dev libfmt-dev libboost-dev libsqlite3-dev libgtest-dev
   libtomlplusplus-dev libeigen3-dev sqlite3
   zlib1g-dev dataset-fashion-mnist  # the emulation phase's real data (trainbench emulate)

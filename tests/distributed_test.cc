@@ -202,7 +202,7 @@ TEST(Distributed, WorkerRunsReachTheStoreAndTheScalingView) {
   const std::string sweep = temp_path("workers.toml"), store = temp_path("workers.db");
   std::remove(store.c_str());
   std::ofstream(sweep)
-      << "name = \"workers\"\nbudget = 0.3\n[[grid]]\nfamily = \"fc\"\nlayers = 2\nnodes = 64\n"
+      << "name = \"workers\"\nbudget = 0.3\nrepetitions = 1\n[[grid]]\nfamily = \"fc\"\nlayers = 2\nnodes = 64\n"
          "input = 32\noutput = 8\nbatch = 16\nthreads = 1\nworkers = [1, 2]\n";
   const Output s = sh(TB_BINARY " sweep " + sweep + " --store " + store);
   ASSERT_EQ(s.status, 0) << s.err;
@@ -293,7 +293,7 @@ TEST(Distributed, ASweepSplitOverThreeShardsMergesToTheUnsplitConfigs) {
     std::remove((shard + ".done").c_str());
   }
   std::ofstream(sweep)
-      << "name = \"tiny\"\nbudget = 0.05\n[[grid]]\nfamily = \"fc\"\nlayers = 1\n"
+      << "name = \"tiny\"\nbudget = 0.05\nrepetitions = 1\n[[grid]]\nfamily = \"fc\"\nlayers = 1\n"
          "nodes = [8, 16, 32]\ninput = 8\noutput = 2\nbatch = [2, 4]\nthreads = 1\n";
   std::string cmd = "(";
   for (int rank = 2; rank >= 0; --rank)  // rank 0 last: it must wait for the others

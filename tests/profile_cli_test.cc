@@ -66,7 +66,7 @@ TEST(MemoryCli, BatchesAndBudget) {
 TEST(ProfileCli, SweepProfilesEveryConfigIntoTheStore) {
   const std::string dir = ::testing::TempDir() + "/tb_sweep_profile_" + std::to_string(getpid());
   const std::string file = dir + ".toml", db = dir + ".db";
-  std::ofstream(file) << "name = \"tiny\"\nbudget = 0.2\ntarget_ci = 0.1\n[[grid]]\n"
+  std::ofstream(file) << "name = \"tiny\"\nbudget = 0.2\ntarget_ci = 0.1\nrepetitions = 1\n[[grid]]\n"
                          "family = \"fc\"\nlayers = 1\nnodes = [16, 32]\ninput = 16\n"
                          "output = 4\nbatch = 8\n";
   const Output o = run("sweep " + file + " --store " + db + " --profile");

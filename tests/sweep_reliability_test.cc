@@ -72,6 +72,7 @@ std::map<std::string, int> rows(const std::string& db) {
 const char* kSmall = R"(
 name = "small"
 budget = 0.2
+repetitions = 1
 target_ci = 0.05
 [[grid]]
 family = "fc"
@@ -112,6 +113,7 @@ TEST(SweepReliability, CrashAbortOomAndHangAreRecordedAndTheSweepFinishes) {
   write(file, R"(
 budget = 0.3
 timeout = 25
+repetitions = 1
 [[grid]]
 family = "fault"
 mode = ["segfault", "abort", "alloc", "hang", "ok"]
@@ -155,7 +157,7 @@ TEST(SweepReliability, MalformedSweepFileWritesNothing) {
 
 TEST(SweepReliability, ForeignOrCorruptStoresAreRefusedAndUntouched) {
   const std::string file = tmp("one.toml"), log = tmp("foreign.log");
-  write(file, "budget = 0.2\n[[grid]]\nfamily = \"fc\"\nnodes = 8\ninput = 8\nbatch = 2\n");
+  write(file, "budget = 0.2\nrepetitions = 1\n[[grid]]\nfamily = \"fc\"\nnodes = 8\ninput = 8\nbatch = 2\n");
   // Not a database at all.
   const std::string junk = tmp("junk.db");
   write(junk, std::string(5000, 'x'));

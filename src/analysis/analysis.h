@@ -21,6 +21,8 @@ struct Point {
   std::map<std::string, std::string> params;
   std::optional<double> value;
   const Run* run = nullptr;  // the run behind it (side A of a comparison)
+  // The value rests on a run whose repetitions disagree (either side of a comparison).
+  bool unstable = false;
 };
 
 // One run as the regression sees it: its hyperparameters (numbers) and a metric value.

@@ -88,6 +88,8 @@ ComparisonView compare_runs(const RunSet& runs, const std::string& axis, const s
         ra_run->config, ra_run->family, "ok", "", ra_run->params, rate(it->second) / rate(ra_run),
         ra_run};
     if (axis != "platform" && axis != "stack") p.params.erase(axis);
+    p.unstable = ra_run->unstable() || it->second->unstable();
+    if (p.unstable) v.unstable.push_back(ra_run->config);
     v.points.push_back(std::move(p));
   }
   for (const auto& fam : runs.families()) {

@@ -25,6 +25,8 @@ struct ComparisonView {
   // Matched configs where the side that wins differs from the overall winner, the
   // clearest first.
   std::vector<Speedup> flips;
+  // Matched configs (named by A's config) where either side's run is unstable.
+  std::vector<std::string> unstable;
 };
 
 // Values the axis takes among the runs, in order of first appearance.

@@ -87,6 +87,7 @@ HeatMap heat_map(const std::vector<Point>& points, const std::string& x, const s
         c.status = it->second->status;
         c.error = it->second->error;
         c.value = it->second->value;
+        c.unstable = it->second->unstable;
         if (c.status == "ok" && !c.value) c.error = "no value for this metric";
       }
       h.cells.push_back(std::move(c));

@@ -15,6 +15,7 @@ struct HeatCell {
   std::string status;  // ok, oom-predicted, ..., or "not-run"
   std::string error;
   std::optional<double> value;
+  bool unstable = false;  // the value rests on a run whose repetitions disagree
 };
 
 struct HeatMap {

@@ -67,6 +67,10 @@ std::vector<Observation> observe(const RunSet& runs, const Summary& s) {
     if (!c.flips.empty())
       text += fmt::format("; the winner flips on {} configs, most clearly {} ({:.2f}x)",
                           c.flips.size(), c.flips.front().config, c.flips.front().speedup);
+    if (!c.unstable.empty())
+      text += fmt::format("; {} of the matched configs rest on an UNSTABLE run (processes "
+                          "disagree), e.g. {}",
+                          c.unstable.size(), c.unstable.front());
     out.push_back({text, chart_id("cmp", c.axis + "_" + c.b)});
     for (const auto& [fam, r] : c.regression_by_family) {
       const auto ranked = ranked_params(r);
@@ -151,6 +155,49 @@ std::vector<Observation> observe(const RunSet& runs, const Summary& s) {
     out.push_back({fmt::format("{} of {} {} configs did not produce a measurement: {}", failed,
                                total, f.family, parts),
                    f.heat ? chart_id("heat", f.family) : chart_id("box")});
+  }
+
+  // Repetitions in fresh processes: how far the same config moves between processes, and
+  // which runs moved beyond their own CIs (record/repetitions.h).
+  {
+    size_t measured = 0, repeated = 0;
+    std::vector<double> spreads;
+    std::vector<const Run*> unstable;
+    for (const auto& r : runs.runs) {
+      if (!r.ok()) continue;
+      ++measured;
+      if (r.repetitions() >= 2) {
+        ++repeated;
+        const double s = r.metric("rep_max_over_min");
+        if (std::isfinite(s)) spreads.push_back(s);
+      }
+      if (r.unstable()) unstable.push_back(&r);
+    }
+    if (measured && !repeated)
+      out.push_back({fmt::format("All {} measured runs rest on one process each: the spread of the "
+                                 "same config between processes was not measured (sweep "
+                                 "--repetitions 2 or more measures it)",
+                                 measured),
+                     chart_id("box")});
+    else if (repeated)
+      out.push_back(
+          {fmt::format("{} of {} measured runs were repeated in fresh processes; the slowest "
+                       "process's mean over the fastest's is {:.3f} in the median run and {:.3f} "
+                       "at the 90th percentile",
+                       repeated, measured, percentile(spreads, 50), percentile(spreads, 90)),
+           chart_id("box")});
+    if (!unstable.empty()) {
+      std::string list;
+      for (size_t i = 0; i < unstable.size() && i < 3; ++i)
+        list += fmt::format("{}{} ({:.2f}x)", i ? ", " : "", unstable[i]->config,
+                            unstable[i]->metric("rep_max_over_min"));
+      out.push_back({fmt::format("{} runs are UNSTABLE: their processes' means disagree beyond "
+                                 "their own confidence intervals, so one process's number would "
+                                 "not reproduce; heat-map cells and speedups resting on them are "
+                                 "marked: {}{}",
+                                 unstable.size(), list, unstable.size() > 3 ? ", ..." : ""),
+                     chart_id("box")});
+    }
   }
 
   size_t loose = 0, ok = 0;

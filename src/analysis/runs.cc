@@ -105,7 +105,7 @@ const MetricInfo& metric_info(const std::string& name) {
 std::vector<Point> points_of(const std::vector<const Run*>& runs, const std::string& metric) {
   std::vector<Point> out;
   for (const Run* r : runs) {
-    Point p{r->config, r->family, r->status, r->error, r->params, std::nullopt, r};
+    Point p{r->config, r->family, r->status, r->error, r->params, std::nullopt, r, r->unstable()};
     const double v = r->metric(metric);
     if (r->ok() && std::isfinite(v)) p.value = v;
     out.push_back(std::move(p));
@@ -168,7 +168,8 @@ const std::vector<std::string>& metric_columns() {
     for (const char* extra :
          {"peak_flops", "ci95_relative", "samples", "warmup_steps", "bytes_per_step", "step_p5_s",
           "step_p95_s", "comm_share", "per_worker_examples_per_s", "allreduce_bytes_per_step",
-          "units_per_s"})
+          "units_per_s", "repetitions", "rep_cv", "rep_max_over_min", "rep_ci95_relative",
+          "unstable"})
       v.push_back(extra);
     return v;
   }();
@@ -176,6 +177,11 @@ const std::vector<std::string>& metric_columns() {
 }
 
 }  // namespace
+
+int Run::repetitions() const {
+  const double n = metric("repetitions");
+  return std::isfinite(n) && n >= 1 ? int(n) : 1;
+}
 
 RunSet load_runs(const std::vector<std::string>& paths) {
   RunSet set;

@@ -23,6 +23,10 @@ struct Run {
   std::map<std::string, std::string> params;  // from the config text
   std::map<std::string, double> metrics;      // the store's numeric metric columns present
   bool ok() const { return status == "ok"; }
+  // Its repetitions in fresh processes disagree beyond their own CIs (record/repetitions.h).
+  bool unstable() const { return metric("unstable") == 1; }
+  // Processes the measurement rests on; 1 for stores from before repetitions.
+  int repetitions() const;
   // NaN when the run has no such metric.
   double metric(const std::string& name) const;
   // Throughput in the run's own unit; examples/s for stores from before units existed.

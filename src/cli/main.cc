@@ -4,7 +4,9 @@
 
 #include "cli/commands.h"
 #include "platform/blas.h"
+#include "platform/host.h"
 #include "record/context.h"
+#include "runner/stack_runtime.h"
 #include "runner/threads.h"
 #include "spec/errors.h"
 
@@ -54,7 +56,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   tb::prepare_runtime();
-  const std::string warning = tb::slow_blas_warning(tb::detect_blas());
+  const tb::BlasInfo blas = tb::detect_blas();
+  std::string warning = tb::slow_blas_warning(blas);
+  // A threaded BLAS named by a stack is an experiment's axis, not an accident. The intra-op
+  // pool is not sized yet here: configs default to every online core.
+  if (warning.empty() && tb::entered_blas() != blas.label())
+    warning = tb::threaded_blas_warning(blas, tb::online_cpus());
   if (!warning.empty()) std::cerr << warning << "\n";
   try {
     for (const auto& c : commands)

@@ -15,6 +15,7 @@
 #include "runner/distributed.h"
 #include "runner/launcher.h"
 #include "runner/memory.h"
+#include "runner/repeat.h"
 #include "runner/runner.h"
 #include "runner/stack_runtime.h"
 #include "spec/config.h"
@@ -36,6 +37,7 @@ struct RunArgs {
   double peak_gflops = 0, memory_limit_gib = 0;
   std::string platform;  // registry name, file, or empty: this host's cached description
   int workers = 0;       // 0: as the config says
+  int repetitions = 1;   // fresh processes per config
   DistOptions dist;
 };
 
@@ -107,6 +109,56 @@ void add_param_options(CLI::App* sub, RunArgs& a) {
            "--" + n, [&a, n](const std::string& v) { a.params[n] = v; },
            "with --family: the family's '" + n + "' parameter")
         ->group("Workload parameters (with --family)");
+}
+
+// `run --repetitions N`: each config in N child processes of this same command.
+int run_repetitions(const RunArgs& a, const std::vector<Config>& configs, const StackSpec& stack) {
+  if (a.memory) throw UsageError("--memory with --repetitions: measure the memory in one run");
+  std::vector<RepeatJob> jobs;
+  for (const auto& c : configs) {
+    if (c.get_int("workers") > 1)
+      throw UsageError("--repetitions with workers=" + c.get("workers") +
+                       ": repeat a data-parallel run by running it again");
+    std::vector<std::string> args = worker_args(a, c);
+    if (!stack.is_default()) args.insert(args.end(), {"--stack", stack.str()});
+    jobs.push_back({c, args});
+  }
+  ChildOptions co;
+  co.binary = "/proc/self/exe";
+  co.timeout_s = 3 * a.options.timing.budget_s + 60;
+  co.memory_limit = a.memory_limit_gib > 0 ? int64_t(a.memory_limit_gib * double(1LL << 30)) : 0;
+  const bool tty = isatty(STDERR_FILENO);
+  const auto results = run_repeated(
+      jobs, a.repetitions, co, [&](size_t i, int rep, const nlohmann::json& r) {
+        if (a.json && !tty) return;
+        const std::string what = r.value("status", "") == "ok"
+                                     ? fmt::format("mean {:.4g} ms +-{:.2f}%",
+                                                   1e3 * r["timing"].value("mean_s", 0.0),
+                                                   100 * r["timing"].value("ci95_relative", 0.0))
+                                     : r.value("status", "") + ": " + r.value("error", "");
+        std::cerr << fmt::format("process {}/{} {}: {}\n", rep, a.repetitions, jobs[i].config.str(),
+                                 what);
+      });
+  const Context ctx = current_context();
+  auto doc = run_document(ctx, {}, a.per_layer);
+  for (const auto& r : results) doc["results"].push_back(r);
+  if (a.json) {
+    std::cout << doc.dump(2) << "\n";
+  } else {
+    for (const auto& r : results) std::cout << format_repeated(r) << "\n";
+    std::cout << format_context(ctx);
+  }
+  if (!a.output.empty()) write_file_atomically(a.output, doc.dump(2) + "\n");
+  int status = 0;
+  for (const auto& r : results) {
+    const std::string st = r.value("status", "crashed");
+    if (st == "invalid") {
+      std::cerr << "trainbench: " << r.value("error", "") << "\n";
+      return 2;
+    }
+    if (st != "ok") status = 1;
+  }
+  return status;
 }
 
 }  // namespace
@@ -188,6 +240,11 @@ Command add_run(CLI::App& app) {
   sub->add_option("--bucket-mib", a->dist.bucket_mib, "gradient bucket size of data-parallel runs, MiB")
       ->check(CLI::Range(0.001, 4096.0))
       ->capture_default_str();
+  sub->add_option("--repetitions", a->repetitions,
+                  "measure every config in N fresh processes, interleaved; prints each process's "
+                  "mean, the spread between them, and the median of the means as the step time")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
   add_param_options(sub, *a);
   sub->footer(
       "Examples:\n"
@@ -196,6 +253,7 @@ Command add_run(CLI::App& app) {
       "  trainbench run cnn:block=residual,blocks=1,filters=16,image=64,batch=8 --json\n"
       "  trainbench run rnn:cell=gru,layers=2,embed=256,length=20,vocab=1024,batch=32 --budget 10\n"
       "  trainbench run fc:batch=64,nodes=32 --steps 500        # fixed count, no early stop\n"
+      "  trainbench run fc:nodes=32,batch=64 --repetitions 5   # 5 fresh processes, their spread\n"
       "  trainbench run fc:nodes=512,batch=256 -o result.json   # table on screen, JSON in a file\n"
       "  trainbench run fc:nodes=4096,batch=8192 --platform tpu-v2-board --steps 3  # roofline\n"
       "  trainbench run fc:nodes=1024,batch=512 --memory      # + measured memory breakdown\n"
@@ -239,6 +297,7 @@ Command add_run(CLI::App& app) {
         throw UsageError("--out " + a->output + ": directory is not writable or does not exist");
     }
     enter_blas(stack);  // may re-execute the program with the stack's BLAS
+    if (a->repetitions > 1) return run_repetitions(*a, configs, stack);
     a->options.stack = stack;
     if (a->peak_gflops > 0) a->options.peak_flops = a->peak_gflops * 1e9;
     if (!a->platform.empty()) {

@@ -48,6 +48,7 @@ Command add_sweep(CLI::App& app) {
     bool profile = false, packages = false;
     std::vector<std::string> stacks;
     size_t sample = 0;
+    int repetitions = 0;
     uint64_t seed = 1;
     double budget = 0, timeout = 0, sweep_budget = 0, memory_limit_gib = 0, merge_timeout = 0;
   };
@@ -77,6 +78,12 @@ Command add_sweep(CLI::App& app) {
       ->check(CLI::Range(0.0, 1e9));
   sub->add_option("--budget", a->budget, "seconds of timed steps per config (default: the sweep's)")
       ->check(CLI::Range(0.01, 1e6));
+  sub->add_option("--repetitions", a->repetitions,
+                  fmt::format("measure every config in N fresh processes, interleaved (default: "
+                              "the sweep file's, else {}); a resumed sweep tops up configs "
+                              "stored with fewer",
+                              kSweepRepetitions))
+      ->check(CLI::Range(1, 100));
   sub->add_option("--timeout", a->timeout,
                   "seconds per config, start-up included (default 3 x budget + 60)")
       ->check(CLI::Range(0.1, 1e7));
@@ -111,6 +118,7 @@ Command add_sweep(CLI::App& app) {
       "  trainbench sweep demo --store demo.db --profile   # + per-operator profiles in the store\n"
       "  trainbench sweep stacks-fc --store stacks.db      # OpenBLAS vs BLIS vs reference BLAS\n"
       "  trainbench sweep fc-cpu --stack blas=blis-pthread --stack mode=torchscript --store s.db\n"
+      "  trainbench sweep rnn-cpu --repetitions 5 --store rnn.db   # 5 processes per config\n"
       "Re-running the same command resumes: finished configs are skipped (--rerun to force).\n"
       "Sweep file format: docs/sweeps.md");
   return {
@@ -134,7 +142,7 @@ Command add_sweep(CLI::App& app) {
           return 0;
         }
         for (const auto& st : stacks)
-          if (st.blas != "default" && !find_blas(st.blas).installed())
+          if (st.blas != "default" && st.blas != "system" && !find_blas(st.blas).installed())
             throw UsageError("sweep: BLAS '" + st.blas + "' is not installed (Debian package " +
                              find_blas(st.blas).package + "; run scripts/setup.sh stacks " +
                              a->sweep + ")");
@@ -185,7 +193,7 @@ Command add_sweep(CLI::App& app) {
                                      c.memory.total() > limit ? "oom-predicted" : "run",
                                      configs[i].str());
           }
-          std::cout << fmt::format("{} configs, {} per step in all; budget {} s per config\n",
+          std::cout << fmt::format("{} configs, {} per step in all; budget {} s per config and process\n",
                                    configs.size(), si(flops, "FLOP"),
                                    a->budget > 0 ? a->budget : spec.budget_s);
           return 0;
@@ -204,6 +212,9 @@ Command add_sweep(CLI::App& app) {
         o.retry_failed = a->retry_failed;
         o.profile = a->profile;
         o.stacks = stacks;
+        o.repetitions = a->repetitions > 0      ? a->repetitions
+                        : spec.repetitions > 0 ? spec.repetitions
+                                               : kSweepRepetitions;
         const SweepSummary s = run_sweep_with_progress(configs, *store, o);
         if (shard_n > 1) {
           // Marked done even when it stopped early, so rank 0 never waits for nothing.

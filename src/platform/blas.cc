@@ -94,9 +94,18 @@ std::string slow_blas_warning(const BlasInfo& info) {
   if (!info.slow()) return "";
   return fmt::format(
       "WARNING: LibTorch is using the reference BLAS ({}), ~60x slower for GEMM than OpenBLAS: "
-      "apt-get install libopenblas0-pthread (or: update-alternatives --config "
-      "libblas.so.3-x86_64-linux-gnu)",
+      "apt-get install libopenblas0-openmp (trainbench then runs on it; or: "
+      "update-alternatives --config libblas.so.3-x86_64-linux-gnu)",
       info.library);
+}
+
+std::string threaded_blas_warning(const BlasInfo& info, int intra_op_threads) {
+  if (info.variant != "pthread" || intra_op_threads <= 1) return "";
+  return fmt::format(
+      "WARNING: the BLAS ({}) runs its own thread pool beside LibTorch's {} OpenMP threads: "
+      "they contend for the cores and small steps measure 1.4-3x slow and bimodal; "
+      "apt-get install libopenblas0-openmp (trainbench then runs on it), or threads=1",
+      info.library, intra_op_threads);
 }
 
 }  // namespace tb

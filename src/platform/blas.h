@@ -23,4 +23,9 @@ bool set_blas_threads(int threads);
 // One line to print when the BLAS is the slow reference implementation (empty otherwise).
 std::string slow_blas_warning(const BlasInfo& info);
 
+// One line to print when the BLAS runs a thread pool of its own (OpenBLAS's or BLIS's pthread
+// build) beside LibTorch's `intra_op_threads` OpenMP threads, > 1: the two pools then put up
+// to twice the threads on the cores (empty otherwise).
+std::string threaded_blas_warning(const BlasInfo& info, int intra_op_threads);
+
 }  // namespace tb

@@ -1,5 +1,6 @@
 #include "platform/host.h"
 
+#include <sched.h>
 #include <sys/utsname.h>
 #include <algorithm>
 #include <cstdlib>
@@ -76,6 +77,21 @@ int64_t last_level_cache_bytes(const HostInfo& h) {
 int online_cpus() {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? int(n) : 1;
+}
+
+std::string cpu_affinity() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return "";
+  std::string out;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (!CPU_ISSET(c, &set)) continue;
+    int end = c;
+    while (end + 1 < CPU_SETSIZE && CPU_ISSET(end + 1, &set)) ++end;
+    out += (out.empty() ? "" : ",") + std::to_string(c) + (end > c ? "-" + std::to_string(end) : "");
+    c = end;
+  }
+  return out;
 }
 
 int64_t available_memory_bytes() { return meminfo_kb("MemAvailable") * 1024; }

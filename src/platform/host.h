@@ -33,6 +33,9 @@ HostInfo host_info();
 int64_t last_level_cache_bytes(const HostInfo& h);
 int64_t available_memory_bytes();
 int online_cpus();
+// The CPUs this process may run on (sched_getaffinity), as a list such as "0-1" or "0,2-5";
+// every thread it starts inherits it unless OMP_PLACES/OMP_PROC_BIND pin them further.
+std::string cpu_affinity();
 // The host's clock now, ISO 8601 UTC to the second: how every stored time is written.
 std::string utc_now_iso();
 

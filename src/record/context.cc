@@ -23,6 +23,11 @@ Context current_context() {
   c.onednn = at::hasMKLDNN();
   c.openmp_threads = at::get_num_threads();
   c.runtime_env = runtime_environment();
+  c.affinity = cpu_affinity();
+  c.blas_pool = c.blas.variant == "openmp"    ? "openmp (shared with LibTorch)"
+                : c.blas.variant == "pthread" ? "own pthread pool"
+                : c.blas.variant == "serial" || c.blas.name == "reference" ? "none (single-threaded)"
+                                              : "unknown";
   // setFlushDenormal returns whether the CPU supports it; re-setting keeps the state.
   c.flush_denormal = prepared_runtime();
   return c;

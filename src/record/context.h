@@ -22,6 +22,10 @@ struct Context {
   bool onednn = false;       // LibTorch built with oneDNN (MKL-DNN)
   int openmp_threads = 0;    // LibTorch's intra-op threads at the time of the snapshot
   bool flush_denormal = false;
+  // Thread placement: the CPUs the process (and so every OpenMP and BLAS thread) may run on,
+  // and whether the BLAS runs its GEMMs on LibTorch's OpenMP pool or on a pool of its own.
+  std::string affinity;
+  std::string blas_pool;  // "openmp (shared with LibTorch)", "own pthread pool", "none"
   std::vector<std::pair<std::string, std::string>> runtime_env;
 };
 

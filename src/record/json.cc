@@ -1,5 +1,7 @@
 #include "record/json.h"
 
+#include "record/repetitions.h"
+
 namespace tb {
 
 using nlohmann::json;
@@ -26,6 +28,8 @@ json to_json(const Context& c) {
           {"runtime",
            {{"intra_op_threads", c.openmp_threads},
             {"flush_denormal", c.flush_denormal},
+            {"cpu_affinity", c.affinity},
+            {"blas_thread_pool", c.blas_pool},
             {"environment", json(std::map<std::string, std::string>(c.runtime_env.begin(),
                                                                      c.runtime_env.end()))}}},
           {"trainbench", {{"version", c.trainbench_version}, {"git_revision", c.git_revision}}}};
@@ -130,6 +134,7 @@ json to_json(const RunResult& r, bool with_layers) {
                   {"cpu_utilization_system", r.cpu.system},
                   {"cpu_utilization_per_core", r.cpu.per_core}};
   if (!r.distributed.is_null()) j["distributed"] = r.distributed;
+  mark_single_process(j);
   return j;
 }
 

@@ -62,7 +62,8 @@ View heat_view(const std::string& family, const HeatMap& h, const std::string& m
     for (const auto& c : h.cells) {
       if (c.y != *yi) continue;
       std::string cell = c.value ? show(metric, *c.value) : c.status == "not-run" ? "." : c.status;
-      if (cell.size() > 9) cell = cell.substr(0, 9);
+      if (cell.size() > 8) cell = cell.substr(0, 8);
+      if (c.unstable) cell += "!";
       v.text += fmt::format(" {:>9}", cell);
     }
     v.text += "\n";
@@ -73,8 +74,9 @@ View heat_view(const std::string& family, const HeatMap& h, const std::string& m
                       {"value", c.value ? json(*c.value) : json(nullptr)},
                       {"status", c.status},
                       {"error", c.error},
-                      {"config", c.config}});
-  v.text += "  (. never run; other words: the run's status)\n";
+                      {"config", c.config},
+                      {"unstable", c.unstable}});
+  v.text += "  (. never run; other words: the run's status; ! unstable: its processes disagree)\n";
   v.json = {{"family", family}, {"metric", metric}, {"x", h.x},   {"y", h.y},
             {"fixed", h.fixed}, {"xs", h.xs},       {"ys", h.ys}, {"cells", v.rows}};
   return v;
@@ -171,9 +173,22 @@ View comparison_view(const ComparisonView& c) {
     for (size_t i = 0; i < c.flips.size() && i < 10; ++i)
       v.text += fmt::format("    {:.3f}x  {}\n", c.flips[i].speedup, c.flips[i].config);
   }
+  if (!c.unstable.empty()) {
+    v.text += fmt::format(
+        "  UNSTABLE: {} of the matched configs rest on a run whose processes disagree beyond "
+        "their CIs:\n",
+        c.unstable.size());
+    for (size_t i = 0; i < c.unstable.size() && i < 10; ++i)
+      v.text += fmt::format("    {}\n", c.unstable[i]);
+  }
   v.rows = json::array();
   for (const auto& m : s.matched)
-    v.rows.push_back({{"config", m.config}, {"a", m.a}, {"b", m.b}, {"speedup", m.speedup}});
+    v.rows.push_back({{"config", m.config},
+                      {"a", m.a},
+                      {"b", m.b},
+                      {"speedup", m.speedup},
+                      {"unstable", std::find(c.unstable.begin(), c.unstable.end(), m.config) !=
+                                       c.unstable.end()}});
   json flips = json::array();
   for (const auto& f : c.flips) flips.push_back({{"config", f.config}, {"speedup", f.speedup}});
   json fams = json::object();
@@ -192,6 +207,7 @@ View comparison_view(const ComparisonView& c) {
             {"by_family", fams},
             {"regression", regs},
             {"flips", flips},
+            {"unstable", c.unstable},
             {"matched", v.rows}};
   return v;
 }

@@ -83,6 +83,7 @@ void heat_chart(ChartSet& cs, const FamilyView& f, const MetricInfo& m) {
                     {"status", c.status},
                     {"error", c.error},
                     {"config", c.config},
+                    {"unstable", c.unstable},
                     {"label", c.value                 ? ""
                               : c.status == "not-run" ? "\u2013"
                                                       : c.status}});
@@ -98,6 +99,7 @@ void heat_chart(ChartSet& cs, const FamilyView& f, const MetricInfo& m) {
   const json tip = chart_tooltip({{"config", "nominal"},
                                   {"status", "nominal"},
                                   {"value", "quantitative"},
+                                  {"unstable", "nominal"},
                                   {"error", "nominal"}});
   spec["layer"] = json::array(
       {{{"transform", {{{"filter", "datum.value != null"}}}},
@@ -123,6 +125,15 @@ void heat_chart(ChartSet& cs, const FamilyView& f, const MetricInfo& m) {
           {"strokeDash", {3, 2}},
           {"tooltip", true}}},
         {"encoding", {{"x", x}, {"y", y}, {"tooltip", tip}}}},
+       // A value whose processes disagreed is outlined: it would not reproduce as printed.
+       {{"transform", {{{"filter", "datum.unstable"}}}},
+        {"mark",
+         {{"type", "rect"},
+          {"fillOpacity", 0},
+          {"stroke", "#ff7f0e"},
+          {"strokeWidth", 2.5},
+          {"tooltip", true}}},
+        {"encoding", {{"x", x}, {"y", y}, {"tooltip", tip}}}},
        {{"mark", {{"type", "text"}, {"fontSize", 9}}},
         {"encoding",
          {{"x", x},
@@ -141,7 +152,8 @@ void heat_chart(ChartSet& cs, const FamilyView& f, const MetricInfo& m) {
        spec["title"].get<std::string>(),
        "Other hyperparameters fixed at " + (fixed.empty() ? std::string("(none)") : fixed) +
            ". Axes are the two hyperparameters with the largest absolute regression weight. "
-           "Grey dashed cells did not produce a measurement; hover for the reason.",
+           "Grey dashed cells did not produce a measurement; hover for the reason. Orange "
+           "outlines mark unstable values: their fresh-process repetitions disagree.",
        {table},
        table,
        spec});

@@ -30,7 +30,9 @@ void ProgressPrinter::operator()(const SweepEvent& e) {
       fmt::print(out_, "\r\033[K{} {}: {}\n", e.outcome, e.config, e.detail);
     draw(e);
   } else {
-    fmt::print(out_, "[{}/{}] {:<13} {} ({:.1f} s) {}\n", e.index + 1, e.total, e.outcome,
+    const std::string rep =
+        e.repetitions > 1 ? fmt::format(" rep {}/{}", e.repetition, e.repetitions) : "";
+    fmt::print(out_, "[{}/{}]{} {:<13} {} ({:.1f} s) {}\n", e.index + 1, e.total, rep, e.outcome,
                e.config, e.wall_s, e.detail);
     std::fflush(out_);
   }
@@ -56,9 +58,11 @@ void ProgressPrinter::draw(const SweepEvent& e) {
 void ProgressPrinter::finish(const SweepSummary& s) {
   if (terminal_) fmt::print(out_, "\r\033[K");
   fmt::print(out_,
-             "sweep: {} configs: {} ran ({} ok, {} not ok), {} oom-predicted, {} already in the "
-             "store, in {}{}\n",
-             s.total, s.ran, s.ok, s.failed, s.predicted_oom, s.skipped, duration(s.wall_s),
+             "sweep: {} runs{}: {} ran ({} ok, {} not ok), {} oom-predicted, {} already in the "
+             "store, in {}{}{}\n",
+             s.total, s.repetitions > 1 ? fmt::format(" ({} configs x {} repetitions)", s.total / s.repetitions, s.repetitions) : "",
+             s.ran, s.ok, s.failed, s.predicted_oom, s.skipped, duration(s.wall_s),
+             s.unstable ? fmt::format("; {} UNSTABLE (processes disagree beyond their CIs)", s.unstable) : "",
              s.interrupted      ? "; interrupted, unfinished configs not recorded"
              : s.out_of_budget ? "; sweep budget spent, re-run to resume"
                                 : "");

@@ -29,10 +29,12 @@ std::string seconds(double s) {
 std::string format_context(const Context& c) {
   return fmt::format(
       "host      {} ({}, {} CPUs, {} memory, {} available)\n"
-      "software  trainbench {} (git {}), LibTorch {}, BLAS {} [{}], oneDNN {}\n",
+      "software  trainbench {} (git {}), LibTorch {}, BLAS {} [{}], oneDNN {}\n"
+      "threads   {} intra-op, BLAS threads: {}; CPUs allowed {}\n",
       c.host.hostname, c.host.cpu_model, c.host.logical_cpus, bytes_iec(double(c.host.mem_total)),
       bytes_iec(double(c.host.mem_available)), c.trainbench_version, c.git_revision,
-      c.libtorch_version, c.blas.label(), c.blas.library, c.onednn ? "on" : "off");
+      c.libtorch_version, c.blas.label(), c.blas.library, c.onednn ? "on" : "off",
+      c.openmp_threads, c.blas_pool, c.affinity);
 }
 
 std::string format_result(const RunResult& r) {
@@ -82,6 +84,47 @@ std::string format_result(const RunResult& r) {
   out += fmt::format("\ncpu       {:.0f}% utilization by this process (TBD eq. 3), {:.0f}% system; "
                      "{} threads, BLAS threads {}\n",
                      100 * r.cpu.process, 100 * r.cpu.system, r.threads, r.blas_threads);
+  out += "spread    between processes not measured (one process; --repetitions N measures it)\n";
+  return out;
+}
+
+std::string format_repeated(const nlohmann::json& r) {
+  std::string out = fmt::format("config    {}\nstatus    {}\n", r.value("config", ""),
+                                r.value("status", ""));
+  const nlohmann::json reps = r.value("repetitions", nlohmann::json::object());
+  const nlohmann::json runs = reps.value("runs", nlohmann::json::array());
+  std::string each;
+  for (const auto& e : runs) {
+    const auto& t = e["timing"];
+    each += fmt::format("{}{} +-{:.1f}%", each.empty() ? "" : ", ", seconds(t.value("mean_s", 0.0)),
+                        100 * t.value("ci95_relative", 0.0));
+  }
+  if (r.value("status", "") != "ok") {
+    out += fmt::format("reason    {}\n", r.value("error", ""));
+    if (!runs.empty()) out += fmt::format("processes {} ok before it: {}\n", runs.size(), each);
+    return out;
+  }
+  const auto& b = reps["between_processes"];
+  if (b.is_object())
+    out += fmt::format(
+        "step      {} (median of {} processes' means); between processes min {}, max {} "
+        "(max/min {:.3f}), CV {:.2f}%, +-{:.2f}% (95% CI over processes)\n",
+        seconds(r["timing"].value("mean_s", 0.0)), runs.size(), seconds(b.value("min_s", 0.0)),
+        seconds(b.value("max_s", 0.0)), b.value("max_over_min", 0.0), 100 * b.value("cv", 0.0),
+        100 * b.value("ci95_relative", 0.0));
+  else
+    out += fmt::format("step      {} (one process: spread between processes not measured)\n",
+                       seconds(r["timing"].value("mean_s", 0.0)));
+  out += fmt::format("processes {} (each mean with its own 95% CI, in the order run)\n", each);
+  const auto& m = r["metrics"];
+  out += fmt::format("speed     {:.1f} examples/s, {}", m.value("examples_per_s", 0.0),
+                     si(m.value("achieved_flops", 0.0), "FLOP/s"));
+  if (m.contains("flops_utilization") && m["flops_utilization"].is_number())
+    out += fmt::format(", {:.1f}% of the peak", 100 * m["flops_utilization"].get<double>());
+  out += "\n";
+  if (r.value("unstable", false))
+    out += "UNSTABLE  the processes' means disagree beyond their own CIs: the step time depends on "
+           "the process (two modes?); see docs/stacks.md\n";
   return out;
 }
 

@@ -1,4 +1,5 @@
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,9 @@ namespace tb {
 // Human-readable views for a terminal.
 std::string format_context(const Context& c);
 std::string format_result(const RunResult& r);
+// A result measured in several processes (`run --repetitions N`), from its JSON: the
+// headline, the spread between processes and each process's own mean and CI.
+std::string format_repeated(const nlohmann::json& result);
 std::string format_cost_table(const StepCost& c);
 
 // "1.23 GFLOP/s", "512 MiB", "3.2 ms": one place for units.

@@ -11,19 +11,37 @@
 
 namespace tb {
 
+std::vector<std::pair<std::string, std::string>> blas_environment(const std::string& name) {
+  // The user's own library path is kept once, so entering a second BLAS (a stack's, after
+  // the default) replaces the first instead of stacking both directories.
+  const char* user = std::getenv("TB_USER_LD_LIBRARY_PATH");
+  if (!user) user = std::getenv("LD_LIBRARY_PATH");
+  const std::string base = user ? user : "";
+  std::string path = base;
+  if (name != "system") path = find_blas(name).dir + (base.empty() ? "" : ":" + base);
+  return {{"LD_LIBRARY_PATH", path}, {"TB_USER_LD_LIBRARY_PATH", base}, {"TB_STACK_BLAS", name}};
+}
+
+std::string entered_blas() {
+  const char* e = std::getenv("TB_STACK_BLAS");
+  return e ? e : "";
+}
+
 void enter_blas(const StackSpec& stack) {
-  if (stack.blas == "default") return;
-  const BlasLibrary& lib = find_blas(stack.blas);
-  if (!lib.installed())
-    throw UsageError("stack: BLAS '" + stack.blas + "' is not installed (" + lib.dir +
-                     "/libblas.so.3 missing; Debian package " + lib.package +
-                     ", which `scripts/setup.sh stacks SWEEP` installs)");
-  const char* entered = std::getenv("TB_STACK_BLAS");
-  if (entered && stack.blas == entered) return;
-  const char* old = std::getenv("LD_LIBRARY_PATH");
-  reexec_with({{"LD_LIBRARY_PATH", lib.dir + (old && *old ? ":" + std::string(old) : "")},
-               {"TB_STACK_BLAS", stack.blas}});
-  throw std::runtime_error("could not re-execute trainbench with BLAS " + stack.blas);
+  const std::string name = stack.blas == "default" ? default_blas() : stack.blas;
+  if (name != "system") {
+    const BlasLibrary& lib = find_blas(name);
+    if (!lib.installed())
+      throw UsageError("stack: BLAS '" + name + "' is not installed (" + lib.dir +
+                       "/libblas.so.3 missing; Debian package " + lib.package +
+                       ", which `scripts/setup.sh stacks SWEEP` installs)");
+  }
+  // A process that was not started through ensure_runtime_environment (a test) runs on
+  // what it has, unless a stack names another BLAS.
+  const std::string entered = entered_blas();
+  if (entered == name || (entered.empty() && stack.blas == "default")) return;
+  reexec_with(blas_environment(name));
+  throw std::runtime_error("could not re-execute trainbench with BLAS " + name);
 }
 
 void apply_stack(const StackSpec& stack) {
@@ -45,8 +63,10 @@ DetectedStack detect_stack(const std::string& mode) {
 std::string stack_mismatch(const StackSpec& r, const DetectedStack& d) {
   std::string why;
   auto add = [&](const std::string& s) { why += (why.empty() ? "" : "; ") + s; };
-  if (r.blas != "default" && r.blas != d.blas)
-    add("requested BLAS " + r.blas + ", detected " + d.blas);
+  // blas=default is what this process entered; a process that entered none (a test) runs on
+  // what the system gave it, which is no mismatch.
+  const std::string blas = r.blas == "default" ? entered_blas() : r.blas;
+  if (!blas.empty() && blas != "system" && blas != d.blas) add("requested BLAS " + blas + ", detected " + d.blas);
   if (r.onednn == "on" && !d.onednn) add("requested oneDNN on, but LibTorch has no oneDNN");
   if (r.onednn == "off" && d.onednn) add("requested oneDNN off, detected on");
   // A BLAS without a thread switch (reference, ATLAS) reports 0 threads: not a mismatch.

@@ -3,6 +3,8 @@
 // actually ran: a result whose detected stack differs from the requested one says so.
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "spec/stack.h"
 
@@ -11,7 +13,15 @@ namespace tb {
 // The BLAS is chosen before LibTorch resolves its symbols, so a stack naming one
 // re-executes the program once with that library's directory first on the library path
 // (the system's alternatives are untouched). Throws UsageError when it is not installed.
+// blas=default is default_blas(), which ensure_runtime_environment() has already entered.
 void enter_blas(const StackSpec& stack);
+
+// The environment that makes a new process load BLAS `name` (a blas_libraries() name or
+// "system"): the library path with its directory first, the user's own path after it, and
+// TB_STACK_BLAS naming what was entered so that the process does not enter it again.
+std::vector<std::pair<std::string, std::string>> blas_environment(const std::string& name);
+// The BLAS name this process was entered with ("" when none was: a test or a library user).
+std::string entered_blas();
 
 // In-process settings: LibTorch's oneDNN switch and the BLAS's own thread count.
 // Call after the intra-op threads are applied.

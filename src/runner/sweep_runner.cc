@@ -8,7 +8,9 @@
 #include "platform/host.h"
 #include "record/context.h"
 #include "record/json.h"
+#include "record/repetitions.h"
 #include "runner/child.h"
+#include "runner/repeat.h"
 #include "runner/runner.h"
 #include "runner/threads.h"
 
@@ -61,105 +63,122 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
       o.memory_limit > 0 ? o.memory_limit : int64_t(0.9 * double(available_memory_bytes()));
   const double timeout = o.timeout_s > 0 ? o.timeout_s : 3 * o.budget_s + 60;
 
-  for (size_t i = 0; i < items.size(); ++i) {
-    const int64_t stack = stack_ids[items[i].second];
-    const StackSpec& stack_spec = stacks[items[i].second];
-    if (o.stop && o.stop->load()) {
-      sum.interrupted = true;
-      break;
-    }
-    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-    if (o.sweep_budget_s > 0 && elapsed >= o.sweep_budget_s) {
-      sum.out_of_budget = true;
-      break;
-    }
-    // Threads are resolved before the identity check, so a config re-run on the same
-    // machine matches the row its first run left.
-    Config c = *items[i].first;
-    if (c.get_int("threads") == 0) c.set("threads", std::to_string(online_cpus()));
-    const std::string text = c.str();
-    SweepEvent ev{i,  items.size(), stack_spec.is_default() ? text : text + " " + stack_spec.str(),
-                  "", "",           0};
-    RunOptions ro;
-    ro.memory_limit = double(memory_limit);
-    const std::string recorded = o.rerun ? "" : store.run_status(text, platform, stack);
-    // A config counts as done unless it failed for reasons that may not recur (with
-    // --retry-failed) or was predicted not to fit and now would.
-    const bool retry =
-        (o.retry_failed && (recorded == "crashed" || recorded == "oom" || recorded == "timeout")) ||
-        (recorded == "oom-predicted" && !refuse_before_running(c, ro));
-    if (!recorded.empty() && !retry) {
-      ++sum.skipped;
-      ev.outcome = "skipped";
-      ev.detail = "already in the store";
-      on_event(ev);
-      continue;
-    }
-    const bool replace = o.rerun || retry;
-    if (auto refused = refuse_before_running(c, ro)) {
-      store.add_run(to_json(*refused, false), platform, stack, o.sweep_name, replace);
-      ++sum.predicted_oom;
-      ev.outcome = to_string(refused->status);
-      ev.detail = refused->error;
-      on_event(ev);
-      continue;
-    }
-    ev.outcome = "running";
-    on_event(ev);
-    ChildOptions co{o.binary, timeout, memory_limit, o.stop};
-    std::vector<std::string> args = {"run",
-                                     text,
-                                     "--json",
-                                     "--budget",
-                                     fmt::format("{}", o.budget_s),
-                                     "--target-ci",
-                                     fmt::format("{}", o.target_ci)};
-    if (!stack_spec.is_default()) args.insert(args.end(), {"--stack", stack_spec.str()});
-    const ChildOutcome r = run_child(args, co);
-    if (r.interrupted) {
-      sum.interrupted = true;
-      break;
-    }
-    if (r.harness_error) {  // not the config's fault: stop rather than record it as failed
-      sum.harness_error = "could not run " + text + ": " + r.error;
-      break;
-    }
-    nlohmann::json result = r.result;
-    if (result.is_null()) {  // the child died before reporting: record what we know
-      RunResult dead;
-      dead.config = text;
-      dead.family = c.family();
-      dead.status = r.status;
-      dead.error = r.error;
-      dead.device = c.get("device");
-      if (has_cost(c.family())) dead.cost = step_cost(c);
-      result = to_json(dead, false);
-    }
-    if (!r.stderr_tail.empty() && r.status != Status::kOk) result["stderr_tail"] = r.stderr_tail;
-    store.add_run(result, platform, stack, o.sweep_name, replace);
-    ++sum.ran;
-    ev.wall_s = r.wall_s;
-    ev.outcome = result.value("status", std::string("crashed"));
-    if (ev.outcome == "ok") {
-      ++sum.ok;
-      ev.detail = fmt::format("{:.1f} examples/s", result["metrics"].value("examples_per_s", 0.0));
-      if (o.profile && stack_spec.is_default()) {
-        // A profile that fails costs the config nothing: its run is already recorded.
-        const ChildOutcome p =
-            run_child({"profile", text, "--json", "--steps", std::to_string(o.profile_steps)}, co);
-        if (p.status == Status::kOk && p.result.contains("profile")) {
-          store.add_profile(p.result["profile"], platform, stack);
-          ++sum.profiled;
-        } else if (!p.interrupted) {
-          ev.detail += "; profile failed: " +
-                       (p.error.empty() ? p.result.value("error", std::string()) : p.error);
+  const int reps = std::max(1, o.repetitions);
+  sum.total = items.size() * size_t(reps);
+  sum.repetitions = reps;
+  bool stopped = false;
+  for (int round = 0; round < reps && !stopped; ++round) {
+    for (size_t i = 0; i < items.size(); ++i) {
+      const int64_t stack = stack_ids[items[i].second];
+      const StackSpec& stack_spec = stacks[items[i].second];
+      if (o.stop && o.stop->load()) {
+        sum.interrupted = stopped = true;
+        break;
+      }
+      const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+      if (o.sweep_budget_s > 0 && elapsed >= o.sweep_budget_s) {
+        sum.out_of_budget = stopped = true;
+        break;
+      }
+      // Threads are resolved before the identity check, so a config re-run on the same
+      // machine matches the row its first run left.
+      Config c = *items[i].first;
+      if (c.get_int("threads") == 0) c.set("threads", std::to_string(online_cpus()));
+      const std::string text = c.str();
+      SweepEvent ev{size_t(round) * items.size() + i,
+                    sum.total,
+                    round + 1,
+                    reps,
+                    stack_spec.is_default() ? text : text + " " + stack_spec.str(),
+                    "",
+                    "",
+                    0};
+      RunOptions ro;
+      ro.memory_limit = double(memory_limit);
+      // --rerun and --retry-failed start a config afresh in the first round only; later
+      // rounds add to what that round stored.
+      const bool fresh_start = round == 0 && o.rerun;
+      nlohmann::json previous = fresh_start ? nlohmann::json() : store.run_result(text, platform, stack);
+      const std::string recorded =
+          previous.is_null() ? "" : previous.value("status", std::string("crashed"));
+      // A config counts as done unless it failed for reasons that may not recur (with
+      // --retry-failed) or was predicted not to fit and now would.
+      const bool retry = round == 0 &&
+          ((o.retry_failed && (recorded == "crashed" || recorded == "oom" || recorded == "timeout")) ||
+           (recorded == "oom-predicted" && !refuse_before_running(c, ro)));
+      if (retry) previous = nullptr;
+      // Round k runs the configs that rest on k processes or fewer.
+      const bool enough = !previous.is_null() && (recorded != "ok" || repetition_count(previous) > round);
+      if (enough) {
+        ++sum.skipped;
+        ev.outcome = "skipped";
+        ev.detail = recorded == "ok" ? "already in the store" : "not ok in an earlier repetition";
+        on_event(ev);
+        continue;
+      }
+      if (previous.is_null()) {
+        if (auto refused = refuse_before_running(c, ro)) {
+          store.add_run(to_json(*refused, false), platform, stack, o.sweep_name, fresh_start || retry);
+          ++sum.predicted_oom;
+          ev.outcome = to_string(refused->status);
+          ev.detail = refused->error;
+          on_event(ev);
+          continue;
         }
       }
-    } else {
-      ++sum.failed;
-      ev.detail = result.value("error", std::string());
+      ev.outcome = "running";
+      on_event(ev);
+      ChildOptions co{o.binary, timeout, memory_limit, o.stop};
+      std::vector<std::string> args = {"run",
+                                       text,
+                                       "--json",
+                                       "--budget",
+                                       fmt::format("{}", o.budget_s),
+                                       "--target-ci",
+                                       fmt::format("{}", o.target_ci)};
+      if (!stack_spec.is_default()) args.insert(args.end(), {"--stack", stack_spec.str()});
+      const ChildOutcome r = run_child(args, co);
+      if (r.interrupted) {
+        sum.interrupted = stopped = true;
+        break;
+      }
+      if (r.harness_error) {  // not the config's fault: stop rather than record it as failed
+        sum.harness_error = "could not run " + text + ": " + r.error;
+        stopped = true;
+        break;
+      }
+      const nlohmann::json result = result_of(r, c);
+      const nlohmann::json combined = add_repetition(previous, result);
+      store.add_run(combined, platform, stack, o.sweep_name, !previous.is_null() || fresh_start || retry);
+      ++sum.ran;
+      ev.wall_s = r.wall_s;
+      ev.outcome = result.value("status", std::string("crashed"));
+      if (ev.outcome == "ok") {
+        ++sum.ok;
+        ev.detail = fmt::format("{:.1f} examples/s", result["metrics"].value("examples_per_s", 0.0));
+        if (combined.value("unstable", false) && round + 1 == reps) {
+          ++sum.unstable;
+          ev.detail += fmt::format("; UNSTABLE: processes' means differ {:.2f}x",
+                                   combined["repetitions"]["between_processes"].value("max_over_min", 0.0));
+        }
+        if (o.profile && stack_spec.is_default() && previous.is_null()) {
+          // A profile that fails costs the config nothing: its run is already recorded.
+          const ChildOutcome p =
+              run_child({"profile", text, "--json", "--steps", std::to_string(o.profile_steps)}, co);
+          if (p.status == Status::kOk && p.result.contains("profile")) {
+            store.add_profile(p.result["profile"], platform, stack);
+            ++sum.profiled;
+          } else if (!p.interrupted) {
+            ev.detail += "; profile failed: " +
+                         (p.error.empty() ? p.result.value("error", std::string()) : p.error);
+          }
+        }
+      } else {
+        ++sum.failed;
+        ev.detail = result.value("error", std::string());
+      }
+      on_event(ev);
     }
-    on_event(ev);
   }
   sum.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
   return sum;

@@ -28,12 +28,17 @@ struct SweepOptions {
   // the default stack's runs are profiled (`profile` has no stack option).
   std::vector<StackSpec> stacks;
   int profile_steps = 3;
+  // Independent measurements of every config, each in its own process, interleaved: every
+  // config's first, then every config's second, ... (record/repetitions.h). A config
+  // stored with fewer is topped up when the sweep is resumed.
+  int repetitions = 1;
   const std::atomic<bool>* stop = nullptr;  // set by Ctrl-C: stop, record nothing unfinished
 };
 
 // What happened to one config, for progress displays.
 struct SweepEvent {
-  size_t index = 0, total = 0;
+  size_t index = 0, total = 0;  // over configs x stacks x repetitions
+  int repetition = 1, repetitions = 1;
   std::string config;
   std::string outcome;  // a status word, or "skipped" (already in the store), or "running"
   std::string detail;   // error or a short metric
@@ -41,7 +46,10 @@ struct SweepEvent {
 };
 
 struct SweepSummary {
+  // Counted per process slot (config x stack x repetition).
   size_t total = 0, ran = 0, ok = 0, failed = 0, skipped = 0, predicted_oom = 0;
+  int repetitions = 1;
+  size_t unstable = 0;  // configs whose repetitions disagree (record/repetitions.h)
   size_t profiled = 0;  // with SweepOptions::profile
   bool interrupted = false, out_of_budget = false;
   std::string harness_error;  // why the sweep stopped early without the config's fault

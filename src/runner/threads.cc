@@ -7,6 +7,7 @@
 
 #include "platform/blas.h"
 #include "platform/host.h"
+#include "runner/stack_runtime.h"
 
 namespace tb {
 
@@ -40,6 +41,8 @@ namespace {
 const std::pair<const char*, const char*> kRuntimeEnv[] = {
     {"GOMP_SPINCOUNT", "10000"},
     {"OMP_WAIT_POLICY", nullptr},
+    {"OMP_PROC_BIND", nullptr},  // thread placement, when the user pins (docs/stacks.md)
+    {"OMP_PLACES", nullptr},
     {"MALLOC_MMAP_THRESHOLD_", "33554432"},  // glibc's largest accepted value, 32 MiB
     {"MALLOC_TRIM_THRESHOLD_", "68719476736"},
 };
@@ -61,6 +64,13 @@ void ensure_runtime_environment(int argc, char** argv) {
   bool changed = false;
   for (const auto& [key, value] : kRuntimeEnv)
     if (value && !std::getenv(key)) changed |= setenv(key, value, 0) == 0;
+  // The default BLAS is entered in the same re-execution; a stack that names another one
+  // re-executes once more when its command starts (enter_blas).
+  if (!std::getenv("TB_STACK_BLAS")) {
+    const std::string blas = default_blas();
+    for (const auto& [key, value] : blas_environment(blas)) setenv(key.c_str(), value.c_str(), 1);
+    changed |= blas != "system";
+  }
   setenv("TB_RUNTIME_ENV", "1", 1);
   if (!changed) return;
   (void)argc;

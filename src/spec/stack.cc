@@ -60,7 +60,7 @@ StackSpec parse_stack(const std::string& text) {
     if (eq == std::string::npos) throw UsageError("stack: '" + kv + "' is not key=value");
     const std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
     if (k == "blas") {
-      if (v != "default") find_blas(v);
+      if (v != "default" && v != "system") find_blas(v);
       s.blas = v;
     } else if (k == "blas_threads") {
       char* end = nullptr;
@@ -105,15 +105,20 @@ const std::vector<BlasLibrary>& blas_libraries() {
 const BlasLibrary& find_blas(const std::string& name) {
   for (const auto& b : blas_libraries())
     if (b.name == name) return b;
-  std::string known = "default";
+  std::string known = "default, system";
   for (const auto& b : blas_libraries()) known += ", " + b.name;
   throw UsageError("stack: unknown BLAS '" + name + "' (known: " + known + ")");
+}
+
+std::string default_blas() {
+  const BlasLibrary& openmp = find_blas("openblas-openmp");
+  return openmp.installed() ? openmp.name : "system";
 }
 
 std::vector<std::string> stack_packages(const std::vector<StackSpec>& stacks) {
   std::vector<std::string> out;
   for (const auto& s : stacks) {
-    if (s.blas == "default") continue;
+    if (s.blas == "default" || s.blas == "system") continue;
     const std::string p = find_blas(s.blas).package;
     if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
   }

@@ -8,7 +8,9 @@
 namespace tb {
 
 struct StackSpec {
-  std::string blas = "default";  // a name from blas_libraries(), or the system's choice
+  // A name from blas_libraries(); "system": the system's alternative as it is; "default":
+  // default_blas(), the build that shares LibTorch's OpenMP runtime when it is installed.
+  std::string blas = "default";
   int blas_threads = 0;          // the BLAS's own threads; 0: as it decides
   std::string onednn = "on";     // LibTorch's global oneDNN switch: on, off
   std::string mode = "eager";  // eager, torchscript (the loss traced and run by the graph executor)
@@ -34,6 +36,10 @@ struct BlasLibrary {
 const std::vector<BlasLibrary>& blas_libraries();
 // UsageError for an unknown name (listing the known ones).
 const BlasLibrary& find_blas(const std::string& name);
+// What blas=default runs on: openblas-openmp when installed, else "system". A BLAS with a
+// thread pool of its own beside LibTorch's OpenMP pool puts twice the threads on the cores
+// (docs/stacks.md); the OpenMP build runs its GEMMs on LibTorch's own pool.
+std::string default_blas();
 // The Debian packages the stacks need (for `scripts/setup.sh stacks`).
 std::vector<std::string> stack_packages(const std::vector<StackSpec>& stacks);
 

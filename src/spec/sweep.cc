@@ -1,5 +1,7 @@
 #include "spec/sweep.h"
 
+#include <cmath>
+
 #include "spec/stack.h"
 
 #include <dirent.h>
@@ -120,6 +122,10 @@ SweepSpec parse_sweep(const std::string& text, const std::string& origin) {
       s.timeout_s = number_in(origin, node, key, 0.1, 1e7);
     } else if (key == "target_ci") {
       s.target_ci = number_in(origin, node, key, 1e-4, 0.5);
+    } else if (key == "repetitions") {
+      const double n = number_in(origin, node, key, 1, 100);
+      if (n != std::floor(n)) fail(origin, node.source(), key, "expected a whole number of processes");
+      s.repetitions = int(n);
     } else if (key == "stacks") {
       auto arr = node.as_array();
       if (!arr) fail(origin, node.source(), key, "expected a list of stack strings");
@@ -138,7 +144,7 @@ SweepSpec parse_sweep(const std::string& text, const std::string& origin) {
         fail(origin, node.source(), key, "expected [[" + key + "]] tables");
     } else {
       fail(origin, node.source(), key,
-           "unknown key (expected name, description, budget, timeout, target_ci, stacks, "
+           "unknown key (expected name, description, budget, timeout, target_ci, repetitions, stacks, "
            "[[grid]], [[exclude]])");
     }
   }

@@ -37,10 +37,16 @@ struct SweepSpec {
   double budget_s = 10;   // per config, timed loop
   double timeout_s = 0;   // per config, whole child process; 0: derived from the budget
   double target_ci = 0.01;
+  // Processes each config is measured in; 0: kSweepRepetitions.
+  int repetitions = 0;
   // Software stacks every config runs under (`stacks = ["blas=openblas-pthread",
   // "blas=blis-pthread"]`); empty: the default stack only.
   std::vector<std::string> stacks;
 };
+
+// How many fresh processes a sweep measures each config in unless told otherwise: two, so
+// that every stored config has a spread between processes (docs/sweeps.md says why two).
+inline constexpr int kSweepRepetitions = 2;
 
 // Parses a TOML sweep. Errors are UsageError: "file:line: key 'nodes': empty range ...".
 SweepSpec parse_sweep(const std::string& toml_text, const std::string& origin);

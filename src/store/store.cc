@@ -59,6 +59,13 @@ const std::vector<MetricColumn>& metric_columns() {
       {"per_worker_examples_per_s", "REAL", {"distributed", "per_worker_examples_per_s"}},
       {"comm_share", "REAL", {"distributed", "comm_share"}},
       {"allreduce_bytes_per_step", "REAL", {"distributed", "allreduce_bytes_per_step"}},
+      // Repetitions in fresh processes (record/repetitions.h); every repetition's timing
+      // stays in the result column. NULL in stores from before repetitions existed.
+      {"repetitions", "INTEGER", {"repetitions", "count"}},
+      {"rep_cv", "REAL", {"repetitions", "between_processes", "cv"}},
+      {"rep_max_over_min", "REAL", {"repetitions", "between_processes", "max_over_min"}},
+      {"rep_ci95_relative", "REAL", {"repetitions", "between_processes", "ci95_relative"}},
+      {"unstable", "INTEGER", {"unstable"}},
   };
   return m;
 }
@@ -335,6 +342,16 @@ std::string Store::run_status(const std::string& config, int64_t platform, int64
   return st.step() ? st.text(0) : std::string();
 }
 
+json Store::run_result(const std::string& config, int64_t platform, int64_t stack) {
+  auto st = db_->prepare(
+      "SELECT result, step_times FROM run WHERE config = ? AND platform_id = ? AND stack_id = ?");
+  st.bind(1, config).bind(2, platform).bind(3, stack);
+  if (!st.step()) return nullptr;
+  json r = json::parse(st.text(0));
+  if (!st.is_null(1) && !st.text(1).empty()) r["step_times_s"] = json::parse(st.text(1));
+  return r;
+}
+
 void Store::add_run(const json& r, int64_t platform, int64_t stack, const std::string& sweep,
                     bool replace) {
   const std::string config = r.at("config").get<std::string>();
@@ -368,8 +385,10 @@ void Store::add_run(const json& r, int64_t platform, int64_t stack, const std::s
   st.bind(i++, stored.dump());
   for (const auto& m : metric_columns()) {
     const json* v = at_path(r, m.path);
-    if (!v)
+    if (!v || v->is_null())
       st.bind_null(i++);
+    else if (v->is_boolean())
+      st.bind(i++, int64_t(v->get<bool>()));
     else if (v->is_string())
       st.bind(i++, v->get<std::string>());
     else if (std::string(m.type) == "INTEGER")

@@ -36,6 +36,8 @@ class Store {
 
   // The recorded status of a config on a platform and stack, empty if none.
   std::string run_status(const std::string& config, int64_t platform, int64_t stack);
+  // The stored result object with its step times, or null when there is none.
+  nlohmann::json run_result(const std::string& config, int64_t platform, int64_t stack);
   // Records one result (the object `trainbench run --json` prints per config). With
   // `replace`, an earlier row of the same config/platform/stack is replaced.
   void add_run(const nlohmann::json& result, int64_t platform, int64_t stack,

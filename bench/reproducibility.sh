@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Reproducibility across fresh processes: every config of the given sweeps (default: demo
+# and rnn-cpu, as shipped: their own budgets, CI targets and thread axes) measured in N
+# fresh processes each (default 5), interleaved (every config's first process, then every
+# config's second, ...), once on trainbench's default BLAS (OpenBLAS's OpenMP build, which
+# shares LibTorch's OpenMP runtime) and once on OpenBLAS's pthread build (its own thread
+# pool), the two stacks of one config back to back in the same minutes. The figure per
+# config and stack is max/min of its per-process mean step times; the target is that
+# >= 95% of the default stack's configs have max/min <= 1.05.
+#
+#   bench/reproducibility.sh [--build-dir DIR] [--out FILE] [--reps N] [SWEEP ...]
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+build="$here/../build"
+out=""
+reps=5
+sweeps=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --build-dir) build="$2"; shift 2 ;;
+    --out) out="$2"; shift 2 ;;
+    --reps) reps="$2"; shift 2 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    *) sweeps+=("$1"); shift ;;
+  esac
+done
+[[ ${#sweeps[@]} -gt 0 ]] || sweeps=(demo rnn-cpu)
+tb="$build/trainbench"
+[[ -x "$tb" ]] || { echo "reproducibility: $tb not built" >&2; exit 1; }
+[[ -n "$out" ]] || out="$build/bench/results/reproducibility.json"
+mkdir -p "$(dirname "$out")"
+for lib in openblas-openmp openblas-pthread; do
+  [[ -r "/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)/$lib/libblas.so.3" ]] ||
+    { echo "reproducibility: lib$lib missing (apt-get install libopenblas0-${lib#openblas-})" >&2; exit 1; }
+done
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+start=$SECONDS
+for s in "${sweeps[@]}"; do
+  echo "== $s: $reps processes per config and stack"
+  "$tb" sweep "$s" --store "$work/$s.db" --repetitions "$reps" \
+    --stack blas=default --stack blas=openblas-pthread 2>&1 | tail -n 3
+done
+wall=$((SECONDS - start))
+python3 - "$out" "$reps" "$wall" "$work" "${sweeps[@]}" <<'PY'
+import json, sqlite3, statistics, sys
+out, reps, wall, work, sweeps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5:]
+rows = []
+for s in sweeps:
+    db = sqlite3.connect(f"{work}/{s}.db")
+    q = ("SELECT run.config, stack.identity, run.status, run.result FROM run "
+         "JOIN stack ON stack.id = run.stack_id")
+    for config, identity, status, result in db.execute(q):
+        ident = json.loads(identity)
+        stack = "pthread" if "openblas-pthread" in ident.get("requested", "") else "default"
+        r = json.loads(result)
+        runs = r.get("repetitions", {}).get("runs", [])
+        means = [e["timing"]["mean_s"] for e in runs]
+        cis = [e["timing"]["ci95_relative"] for e in runs]
+        ends = [e["timing"]["end_reason"] for e in runs]
+        rows.append({"sweep": s, "config": config, "stack": stack, "status": status,
+                     "means_s": means, "ci95_relative": cis, "end_reasons": ends,
+                     "max_over_min": max(means) / min(means) if len(means) >= 2 else None,
+                     "unstable": r.get("unstable", False)})
+def table(stack):
+    rs = [r for r in rows if r["stack"] == stack and r["max_over_min"] is not None]
+    ratios = sorted(r["max_over_min"] for r in rs)
+    if not ratios:
+        return {"configs": 0}
+    q = lambda p: ratios[min(len(ratios) - 1, int(round(p / 100 * (len(ratios) - 1))))]
+    worst = max(rs, key=lambda r: r["max_over_min"])
+    ends = [e for r in rs for e in r["end_reasons"]]
+    return {"configs": len(rs),
+            "share_within_1_05": sum(x <= 1.05 for x in ratios) / len(ratios),
+            "max_over_min_quantiles": {"p50": q(50), "p90": q(90), "p100": ratios[-1]},
+            "unstable": sum(r["unstable"] for r in rs),
+            "processes_converged": sum(e == "converged" for e in ends) / max(1, len(ends)),
+            "worst": {"config": worst["config"], "max_over_min": worst["max_over_min"],
+                      "means_s": worst["means_s"]}}
+doc = {"schema_version": 1, "kind": "trainbench.bench.reproducibility",
+       "method": f"sweeps {', '.join(sweeps)} as shipped, {reps} fresh processes per config and "
+                 "stack, interleaved; stacks blas=default and blas=openblas-pthread back to back",
+       "wall_s": wall, "target": ">= 95% of the default stack's configs with max/min <= 1.05",
+       "default": table("default"), "openblas_pthread": table("pthread"), "rows": rows}
+json.dump(doc, open(out, "w"), indent=2)
+for name in ("default", "openblas_pthread"):
+    t = doc[name]
+    if not t.get("configs"):
+        print(f"{name}: no repeated configs"); continue
+    print(f"{name:>16}: {t['configs']} configs, {100*t['share_within_1_05']:.0f}% with max/min <= 1.05; "
+          f"max/min p50 {t['max_over_min_quantiles']['p50']:.3f} p90 {t['max_over_min_quantiles']['p90']:.3f} "
+          f"max {t['max_over_min_quantiles']['p100']:.3f} ({t['worst']['config']}); {t['unstable']} unstable; "
+          f"{100*t['processes_converged']:.0f}% of processes converged")
+d = doc["default"]
+ok = d.get("configs") and d["share_within_1_05"] >= 0.95
+print(f"SUMMARY reproducibility: {100*d.get('share_within_1_05',0):.0f}% of {d.get('configs',0)} configs "
+      f"within 1.05 on the default stack (target >= 95%: {'PASS' if ok else 'FAIL'}); "
+      f"openblas-pthread {100*doc['openblas_pthread'].get('share_within_1_05',0):.0f}%; {wall} s")
+PY

@@ -1,0 +1,139 @@
+#include "record/repetitions.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "runner/steady_state.h"
+
+namespace tb {
+
+using nlohmann::json;
+
+bool repetitions_disagree(const std::vector<double>& means, const std::vector<double>& half_widths) {
+  if (means.size() < 2 || means.size() != half_widths.size()) return false;
+  const auto lo = std::min_element(means.begin(), means.end()) - means.begin();
+  const auto hi = std::max_element(means.begin(), means.end()) - means.begin();
+  if (!(means[lo] > 0)) return false;
+  // An interval that is not finite (a process of one sample) overlaps everything.
+  const double hw_lo = std::isfinite(half_widths[lo]) ? half_widths[lo] : INFINITY;
+  const double hw_hi = std::isfinite(half_widths[hi]) ? half_widths[hi] : INFINITY;
+  const bool beyond_cis = means[hi] - hw_hi > means[lo] + hw_lo;
+  return beyond_cis && means[hi] / means[lo] > 1 + kUnstableSpread;
+}
+
+json repetition_entry(const json& r) {
+  const json metrics = r.value("metrics", json::object());
+  return {{"started_at", r.value("started_at", "")},
+          {"finished_at", r.value("finished_at", "")},
+          {"timing", r.value("timing", json::object())},
+          {"step_times_s", r.value("step_times_s", json::array())},
+          {"cpu_utilization_process", metrics.value("cpu_utilization_process", 0.0)},
+          {"cpu_utilization_system", metrics.value("cpu_utilization_system", 0.0)},
+          {"cpu_utilization_per_core", metrics.value("cpu_utilization_per_core", json::array())}};
+}
+
+void mark_single_process(json& r) {
+  r["repetitions"] = {{"count", 1}, {"between_processes", nullptr}, {"runs", json::array()}};
+  r["unstable"] = false;
+}
+
+json combine_repetitions(const json& latest, const std::vector<json>& entries) {
+  json out = latest;
+  if (entries.empty()) return out;
+  const size_t n = entries.size();
+  std::vector<double> means, half;
+  for (const auto& e : entries) {
+    means.push_back(e["timing"].value("mean_s", 0.0));
+    half.push_back(e["timing"].value("ci95_half_width_s", 0.0));
+  }
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return means[a] < means[b]; });
+  const json& mid = entries[order[(n - 1) / 2]];
+  const double median = n % 2 ? means[order[n / 2]]
+                              : 0.5 * (means[order[n / 2 - 1]] + means[order[n / 2]]);
+
+  out["started_at"] = entries.front().value("started_at", out.value("started_at", ""));
+  out["finished_at"] = entries.back().value("finished_at", out.value("finished_at", ""));
+  out["timing"] = mid["timing"];
+  out["timing"]["mean_s"] = median;
+  out["step_times_s"] = mid["step_times_s"];
+  json& m = out["metrics"];
+  for (const char* k : {"cpu_utilization_process", "cpu_utilization_system", "cpu_utilization_per_core"})
+    m[k] = mid[k];
+  if (median > 0) {
+    m["examples_per_s"] = m.value("examples_per_step", 0.0) / median;
+    m["units_per_s"] = m.value("units_per_step", 0.0) / median;
+    const double flops = out["cost"].value("flops_per_step", 0.0) / median;
+    m["achieved_flops"] = flops;
+    if (m.contains("peak_flops") && m["peak_flops"].is_number() && m["peak_flops"].get<double>() > 0)
+      m["flops_utilization"] = flops / m["peak_flops"].get<double>();
+    if (out.contains("roofline") && out["roofline"].is_object()) {
+      json& roof = out["roofline"];
+      roof["achieved_flops"] = flops;
+      const double attainable = roof.value("attainable_flops", 0.0);
+      if (attainable > 0) roof["fraction_of_roof"] = flops / attainable;
+    }
+  }
+
+  json between = nullptr;
+  if (n >= 2) {
+    const Interval ci = mean_interval(means, 0.95);  // Student's t over the N process means
+    const double mean = std::accumulate(means.begin(), means.end(), 0.0) / double(n);
+    double ss = 0;
+    for (double v : means) ss += (v - mean) * (v - mean);
+    const double sd = std::sqrt(ss / double(n - 1));
+    const double lo = means[order.front()], hi = means[order.back()];
+    between = {{"median_s", median},
+               {"mean_s", mean},
+               {"min_s", lo},
+               {"max_s", hi},
+               {"stddev_s", sd},
+               {"cv", mean > 0 ? sd / mean : 0.0},
+               {"max_over_min", lo > 0 ? hi / lo : 0.0},
+               {"ci95_half_width_s", ci.half_width},
+               {"ci95_relative", median > 0 ? ci.half_width / median : 0.0}};
+  }
+  std::vector<double> within;
+  for (size_t k = 0; k < n; ++k) within.push_back(means[k] > 0 ? half[k] / means[k] : 0.0);
+  out["repetitions"] = {
+      {"count", n},
+      {"between_processes", between},
+      {"within_process_ci95_relative",
+       {{"min", *std::min_element(within.begin(), within.end())},
+        {"max", *std::max_element(within.begin(), within.end())}}},
+      {"runs", entries}};
+  out["unstable"] = repetitions_disagree(means, half);
+  return out;
+}
+
+namespace {
+bool ok(const json& r) { return r.is_object() && r.value("status", "") == "ok"; }
+std::vector<json> entries_of(const json& r) {
+  const json runs = r.contains("repetitions") ? r["repetitions"].value("runs", json::array())
+                                              : json::array();
+  if (!runs.empty()) return runs.get<std::vector<json>>();
+  return {repetition_entry(r)};
+}
+}  // namespace
+
+int repetition_count(const json& r) {
+  if (!ok(r)) return 0;
+  return int(entries_of(r).size());
+}
+
+json add_repetition(const json& previous, const json& next) {
+  if (previous.is_null()) return ok(next) ? combine_repetitions(next, entries_of(next)) : next;
+  if (!ok(previous)) return previous;
+  std::vector<json> entries = entries_of(previous);
+  if (!ok(next)) {
+    json failed = next;
+    failed["repetitions"] = {{"count", entries.size()}, {"runs", entries}};
+    return failed;
+  }
+  for (const auto& e : entries_of(next)) entries.push_back(e);
+  return combine_repetitions(next, entries);
+}
+
+}  // namespace tb

@@ -1,0 +1,240 @@
+// Repetitions in fresh processes (record/repetitions.h, runner/repeat.h, sweep): the
+// combination of per-process results, the unstable flag, and the CLI and store around them.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include "record/repetitions.h"
+#include "store/sqlite.h"
+#include "store/store.h"
+#include "support/cli.h"
+
+namespace {
+
+using nlohmann::json;
+
+// A result as `trainbench run --json` prints it, with the fields the combination reads.
+json process_result(double mean, double ci_rel, double examples_per_step = 64) {
+  json r = {{"config", "fc:layers=1,nodes=16,input=32,output=4,batch=64,threads=1"},
+            {"status", "ok"},
+            {"started_at", "t"},
+            {"finished_at", "t"},
+            {"cost", {{"flops_per_step", 1e6}}},
+            {"timing",
+             {{"mean_s", mean},
+              {"median_s", mean},
+              {"ci95_relative", ci_rel},
+              {"ci95_half_width_s", ci_rel * mean},
+              {"end_reason", "converged"}}},
+            {"step_times_s", {mean, mean}},
+            {"metrics",
+             {{"examples_per_step", examples_per_step},
+              {"examples_per_s", examples_per_step / mean},
+              {"units_per_step", examples_per_step},
+              {"achieved_flops", 1e6 / mean},
+              {"peak_flops", 1e9},
+              {"cpu_utilization_process", 0.5},
+              {"cpu_utilization_system", 0.5},
+              {"cpu_utilization_per_core", json::array()}}}};
+  tb::mark_single_process(r);
+  return r;
+}
+
+json combine(const std::vector<std::pair<double, double>>& processes) {
+  json r;
+  for (const auto& [mean, ci] : processes) r = tb::add_repetition(r, process_result(mean, ci));
+  return r;
+}
+
+TEST(Repetitions, HeadlineIsTheMedianOfTheProcessMeansAndMetricsFollowIt) {
+  const json r = combine({{2e-3, 0.01}, {1e-3, 0.01}, {1.02e-3, 0.01}});
+  EXPECT_EQ(r["repetitions"]["count"], 3);
+  EXPECT_DOUBLE_EQ(r["timing"]["mean_s"].get<double>(), 1.02e-3);
+  EXPECT_DOUBLE_EQ(r["metrics"]["examples_per_s"].get<double>(), 64 / 1.02e-3);
+  EXPECT_DOUBLE_EQ(r["metrics"]["achieved_flops"].get<double>(), 1e6 / 1.02e-3);
+  EXPECT_DOUBLE_EQ(r["metrics"]["flops_utilization"].get<double>(), 1e6 / 1.02e-3 / 1e9);
+  const json& b = r["repetitions"]["between_processes"];
+  EXPECT_DOUBLE_EQ(b["min_s"].get<double>(), 1e-3);
+  EXPECT_DOUBLE_EQ(b["max_s"].get<double>(), 2e-3);
+  EXPECT_DOUBLE_EQ(b["max_over_min"].get<double>(), 2.0);
+  // Student's t with 2 degrees of freedom over the three means.
+  const double mean = (2e-3 + 1e-3 + 1.02e-3) / 3;
+  double ss = 0;
+  for (double v : {2e-3, 1e-3, 1.02e-3}) ss += (v - mean) * (v - mean);
+  const double sd = std::sqrt(ss / 2);
+  EXPECT_NEAR(b["cv"].get<double>(), sd / mean, 1e-12);
+  EXPECT_NEAR(b["ci95_half_width_s"].get<double>(), 4.302652729911275 * sd / std::sqrt(3.0), 1e-9);
+  EXPECT_EQ(r["repetitions"]["runs"].size(), 3u);  // every process kept
+  EXPECT_TRUE(r["unstable"].get<bool>());
+}
+
+TEST(Repetitions, EvenCountTakesTheMiddleTwoAndTheLowerProcessDescribesTiming) {
+  const json r = combine({{1.0e-3, 0.001}, {1.3e-3, 0.002}, {1.1e-3, 0.003}, {1.2e-3, 0.004}});
+  EXPECT_DOUBLE_EQ(r["timing"]["mean_s"].get<double>(), 1.15e-3);
+  EXPECT_DOUBLE_EQ(r["timing"]["ci95_relative"].get<double>(), 0.003);  // the 1.1 ms process
+}
+
+TEST(Repetitions, UnstableNeedsDisjointIntervalsAndMoreThanFivePercent) {
+  // 3% apart with tight intervals: they disagree, but not by enough to matter.
+  EXPECT_FALSE(tb::repetitions_disagree({1.0, 1.03}, {0.001, 0.001}));
+  // 10% apart, intervals overlapping: the processes did not know their means well enough.
+  EXPECT_FALSE(tb::repetitions_disagree({1.0, 1.10}, {0.06, 0.06}));
+  // 10% apart, disjoint intervals: two modes.
+  EXPECT_TRUE(tb::repetitions_disagree({1.0, 1.10}, {0.01, 0.01}));
+  // A process with one sample has no interval: nothing can be said against it.
+  EXPECT_FALSE(tb::repetitions_disagree({1.0, 2.0}, {0.01, NAN}));
+  EXPECT_FALSE(tb::repetitions_disagree({1.0}, {0.0}));
+}
+
+TEST(Repetitions, OneProcessSaysTheSpreadWasNotMeasured) {
+  const json r = process_result(1e-3, 0.01);
+  EXPECT_EQ(r["repetitions"]["count"], 1);
+  EXPECT_TRUE(r["repetitions"]["between_processes"].is_null());
+  EXPECT_FALSE(r["unstable"].get<bool>());
+  EXPECT_EQ(tb::repetition_count(r), 1);
+}
+
+TEST(Repetitions, AFailedProcessWinsAndKeepsTheProcessesThatRan) {
+  json failed = {{"config", "fc:threads=1"}, {"status", "timeout"}, {"error", "over 60 s"}};
+  const json r = tb::add_repetition(combine({{1e-3, 0.01}, {1.01e-3, 0.01}}), failed);
+  EXPECT_EQ(r["status"], "timeout");
+  EXPECT_EQ(r["repetitions"]["count"], 2);
+  EXPECT_EQ(tb::repetition_count(r), 0);
+  // Nothing is added to a failed result.
+  EXPECT_EQ(tb::add_repetition(r, process_result(1e-3, 0.01))["status"], "timeout");
+}
+
+std::string tmp(const std::string& name) {
+  const std::string path = ::testing::TempDir() + "/tb-rep-" + std::to_string(getpid()) + "-" + name;
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+  return path;
+}
+
+TEST(RepetitionsCli, RunPrintsEveryProcessAndTheSpread) {
+  const auto o = tb::testing::run_cli(
+      "run fc:layers=1,nodes=16,input=32,output=4,batch=8,threads=1 --budget 0.2 --target-ci 0.05 "
+      "--repetitions 3 --json");
+  ASSERT_EQ(o.status, 0) << o.err;
+  const json doc = json::parse(o.out);
+  const json& r = doc["results"][0];
+  EXPECT_EQ(r["status"], "ok");
+  ASSERT_EQ(r["repetitions"]["count"], 3);
+  std::vector<double> means;
+  for (const auto& e : r["repetitions"]["runs"]) {
+    means.push_back(e["timing"]["mean_s"].get<double>());
+    EXPECT_FALSE(e["step_times_s"].empty());
+  }
+  std::sort(means.begin(), means.end());
+  EXPECT_DOUBLE_EQ(r["timing"]["mean_s"].get<double>(), means[1]);
+  EXPECT_TRUE(r["repetitions"]["between_processes"].is_object());
+  EXPECT_TRUE(r["unstable"].is_boolean());
+  // The table says what each process measured.
+  const auto t = tb::testing::run_cli(
+      "run fc:layers=1,nodes=16,input=32,output=4,batch=8,threads=1 --budget 0.2 --target-ci 0.05 "
+      "--repetitions 2");
+  ASSERT_EQ(t.status, 0) << t.err;
+  EXPECT_NE(t.out.find("median of 2 processes' means"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("processes "), std::string::npos) << t.out;
+  const auto one = tb::testing::run_cli(
+      "run fc:layers=1,nodes=16,input=32,output=4,batch=8,threads=1 --budget 0.2 --target-ci 0.05");
+  EXPECT_NE(one.out.find("between processes not measured"), std::string::npos) << one.out;
+  const auto bad = tb::testing::run_cli("run fc:batch=8 --repetitions 0");
+  EXPECT_EQ(bad.status, 2);
+}
+
+TEST(RepetitionsCli, SweepInterleavesStoresEveryProcessAndTopsUpWhenResumed) {
+  const std::string file = tmp("r.toml"), db = tmp("r.db");
+  std::ofstream(file) << R"(
+name = "reps"
+budget = 0.2
+target_ci = 0.05
+[[grid]]
+family = "fc"
+layers = 1
+nodes = [16, 32]
+input = 32
+output = 4
+batch = 8
+threads = 1
+)";
+  auto o = tb::testing::run_cli("sweep " + file + " --store " + db + " --repetitions 2");
+  ASSERT_EQ(o.status, 0) << o.err;
+  // Interleaved: both configs' first processes before either's second.
+  auto line = [](int rep, const char* nodes) {
+    return fmt::format("rep {}/2 {:<13} fc:layers=1,nodes={}", rep, "ok", nodes);
+  };
+  const auto first16 = o.err.find(line(1, "16"));
+  const auto first32 = o.err.find(line(1, "32"));
+  const auto second16 = o.err.find(line(2, "16"));
+  ASSERT_NE(first16, std::string::npos) << o.err;
+  ASSERT_NE(first32, std::string::npos) << o.err;
+  ASSERT_NE(second16, std::string::npos) << o.err;
+  EXPECT_LT(first32, second16);
+  {
+    auto store = tb::Store::open(db, false);
+    const auto runs = store->runs();
+    ASSERT_EQ(runs.size(), 2u);
+    for (const auto& row : runs) {
+      EXPECT_EQ(row["repetitions"], 2) << row.dump();
+      EXPECT_TRUE(row["rep_max_over_min"].is_number());
+      EXPECT_TRUE(row["unstable"].is_number());
+    }
+    tb::sql::Database d(db, SQLITE_OPEN_READONLY);
+    auto st = d.prepare("SELECT result FROM run");
+    while (st.step()) {
+      const json result = json::parse(st.text(0));
+      ASSERT_EQ(result["repetitions"]["runs"].size(), 2u);
+      for (const auto& e : result["repetitions"]["runs"]) EXPECT_FALSE(e["step_times_s"].empty());
+    }
+  }
+  // Asking for more later tops every config up to 3 processes; asking for as many skips.
+  o = tb::testing::run_cli("sweep " + file + " --store " + db + " --repetitions 3");
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.err.find("rep 3/3 ok"), std::string::npos) << o.err;
+  {
+    auto store = tb::Store::open(db, false);
+    for (const auto& row : store->runs()) EXPECT_EQ(row["repetitions"], 3) << row.dump();
+  }
+  o = tb::testing::run_cli("sweep " + file + " --store " + db + " --repetitions 3");
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_EQ(o.err.find(" ok  "), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("6 already in the store"), std::string::npos) << o.err;
+}
+
+TEST(RepetitionsCli, UnstableRunsAreNamedByAnalyzeAndCompare) {
+  // A store with one run flagged unstable: observations and compare name it.
+  const std::string file = tmp("u.toml"), db = tmp("u.db");
+  std::ofstream(file) << R"(
+name = "u"
+budget = 0.2
+target_ci = 0.05
+repetitions = 2
+[[grid]]
+family = "fc"
+layers = 1
+nodes = [16, 32]
+input = 32
+output = 4
+batch = 8
+threads = 1
+dtype = ["fp32", "bf16"]
+)";
+  ASSERT_EQ(tb::testing::run_cli("sweep " + file + " --store " + db).status, 0);
+  {
+    tb::sql::Database d(db, SQLITE_OPEN_READWRITE);
+    d.exec("UPDATE run SET unstable = 1, rep_max_over_min = 1.7 WHERE config LIKE '%nodes=16%' AND "
+           "config LIKE '%dtype=fp32%'");
+  }
+  const auto obs = tb::testing::run_cli("analyze observations " + db);
+  ASSERT_EQ(obs.status, 0) << obs.err;
+  EXPECT_NE(obs.out.find("1 runs are UNSTABLE"), std::string::npos) << obs.out;
+  EXPECT_NE(obs.out.find("were repeated in fresh processes"), std::string::npos) << obs.out;
+  const auto cmp = tb::testing::run_cli("compare " + db + " --by dtype --a fp32 --b bf16");
+  ASSERT_EQ(cmp.status, 0) << cmp.err;
+  EXPECT_NE(cmp.out.find("UNSTABLE: 1 of the matched configs"), std::string::npos) << cmp.out;
+}
+
+}  // namespace

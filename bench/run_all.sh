@@ -5,8 +5,10 @@
 #   bench/run_all.sh [--build-dir DIR] [--out-dir DIR] [--only NAME]...
 #
 # The machine is expected to be shared and noisy: each benchmark compares two things
-# measured in the same run, interleaved, and reports medians. About 6-9 minutes in all
-# (the adaptive runs stop later on a busier machine), plus 3-4 for scale_out.
+# measured in the same run, interleaved, and reports medians. About 15-20 minutes in all
+# (harness_overhead and measurement_cost run 5 fresh processes each; the adaptive runs stop
+# later on a busier machine), plus 3-4 for scale_out, about 6 for runtime_env and 30-40 for
+# reproducibility (two sweeps, 5 processes per config, two stacks).
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -64,6 +66,9 @@ run_one gemm_efficiency "$build/bench/gemm_efficiency" --out "$outdir/gemm_effic
 run_one report_scale "$build/bench/report_scale" --out "$outdir/report_scale.json"
 run_one numerics_throughput "$build/bench/numerics_throughput" --out "$outdir/numerics_throughput.json"
 run_one scale_out "$here/scale_out.sh" --build-dir "$build" --out "$outdir/scale_out.json"
+run_one runtime_env "$here/runtime_env.sh" --build-dir "$build" --out "$outdir/runtime_env.json"
+run_one reproducibility "$here/reproducibility.sh" --build-dir "$build" \
+  --out "$outdir/reproducibility.json"
 
 echo
 echo "================ summary ($((SECONDS - total_start))s in all)"

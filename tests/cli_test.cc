@@ -106,17 +106,19 @@ TEST(Cli, OomPredictedIsAStatusNotACrash) {
 }
 
 // The reference BLAS is installed beside OpenBLAS (libblas3); pointing the loader at it
-// must be detected and warned about in one line.
+// (blas=system keeps the user's library path as it is) must be detected and warned about in
+// one line.
 TEST(Cli, WarnsWhenTheReferenceBlasIsActive) {
   const char* ref = "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3";
   if (!std::ifstream(ref)) GTEST_SKIP() << "reference BLAS not installed";
-  const Output o = run("run fc:layers=1,nodes=64,input=64,output=4,batch=8 --budget 0.5 --json",
-                       "LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/blas");
+  const Output o = run(
+      "run fc:layers=1,nodes=64,input=64,output=4,batch=8 stack:blas=system --budget 0.5 --json",
+      "LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/blas");
   ASSERT_EQ(o.status, 0) << o.err;
   const auto at = o.err.find("WARNING: LibTorch is using the reference BLAS");
   ASSERT_NE(at, std::string::npos) << o.err;
   EXPECT_EQ(o.err.find("WARNING", at + 1), std::string::npos) << o.err;  // said once
-  EXPECT_NE(o.err.find("apt-get install libopenblas0-pthread", at), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("apt-get install libopenblas0-openmp", at), std::string::npos) << o.err;
   EXPECT_EQ(nlohmann::json::parse(o.out)["context"]["libraries"]["blas"]["name"], "reference");
   const Output normal =
       run("run fc:layers=1,nodes=64,input=64,output=4,batch=8 --budget 0.5 --json");

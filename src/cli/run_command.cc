@@ -133,8 +133,8 @@ int run_repetitions(const RunArgs& a, const std::vector<Config>& configs, const 
         if (a.json && !tty) return;
         const std::string what = r.value("status", "") == "ok"
                                      ? fmt::format("mean {:.4g} ms +-{:.2f}%",
-                                                   1e3 * r["timing"].value("mean_s", 0.0),
-                                                   100 * r["timing"].value("ci95_relative", 0.0))
+                                                   1e3 * number_or(r["timing"], "mean_s", 0.0),
+                                                   100 * number_or(r["timing"], "ci95_relative", NAN))
                                      : r.value("status", "") + ": " + r.value("error", "");
         std::cerr << fmt::format("process {}/{} {}: {}\n", rep, a.repetitions, jobs[i].config.str(),
                                  what);

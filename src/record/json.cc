@@ -138,6 +138,11 @@ json to_json(const RunResult& r, bool with_layers) {
   return j;
 }
 
+double number_or(const json& j, const char* key, double fallback) {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return fallback;
+  return j[key].get<double>();
+}
+
 json run_document(const Context& c, const std::vector<RunResult>& results, bool with_layers) {
   json rs = json::array();
   for (const auto& r : results) rs.push_back(to_json(r, with_layers));

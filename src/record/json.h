@@ -15,4 +15,8 @@ nlohmann::json to_json(const RunResult& r, bool with_layers);
 nlohmann::json run_document(const Context& c, const std::vector<RunResult>& results,
                             bool with_layers);
 
+// A number field of a result object, or `fallback` when it is missing or not a number (NaN
+// and infinity are written as null).
+double number_or(const nlohmann::json& j, const char* key, double fallback);
+
 }  // namespace tb

@@ -4,11 +4,16 @@
 #include <cmath>
 #include <numeric>
 
+#include "record/json.h"
 #include "runner/steady_state.h"
 
 namespace tb {
 
 using nlohmann::json;
+
+namespace {
+double num(const json& j, const char* key, double fallback) { return number_or(j, key, fallback); }
+}  // namespace
 
 bool repetitions_disagree(const std::vector<double>& means, const std::vector<double>& half_widths) {
   if (means.size() < 2 || means.size() != half_widths.size()) return false;
@@ -23,14 +28,17 @@ bool repetitions_disagree(const std::vector<double>& means, const std::vector<do
 }
 
 json repetition_entry(const json& r) {
-  const json metrics = r.value("metrics", json::object());
-  return {{"started_at", r.value("started_at", "")},
-          {"finished_at", r.value("finished_at", "")},
-          {"timing", r.value("timing", json::object())},
-          {"step_times_s", r.value("step_times_s", json::array())},
-          {"cpu_utilization_process", metrics.value("cpu_utilization_process", 0.0)},
-          {"cpu_utilization_system", metrics.value("cpu_utilization_system", 0.0)},
-          {"cpu_utilization_per_core", metrics.value("cpu_utilization_per_core", json::array())}};
+  auto field = [&](const json& j, const char* k, const json& fallback) {
+    return j.is_object() && j.contains(k) ? j[k] : fallback;
+  };
+  const json metrics = field(r, "metrics", json::object());
+  return {{"started_at", field(r, "started_at", "")},
+          {"finished_at", field(r, "finished_at", "")},
+          {"timing", field(r, "timing", json::object())},
+          {"step_times_s", field(r, "step_times_s", json::array())},
+          {"cpu_utilization_process", field(metrics, "cpu_utilization_process", nullptr)},
+          {"cpu_utilization_system", field(metrics, "cpu_utilization_system", nullptr)},
+          {"cpu_utilization_per_core", field(metrics, "cpu_utilization_per_core", json::array())}};
 }
 
 void mark_single_process(json& r) {
@@ -44,8 +52,8 @@ json combine_repetitions(const json& latest, const std::vector<json>& entries) {
   const size_t n = entries.size();
   std::vector<double> means, half;
   for (const auto& e : entries) {
-    means.push_back(e["timing"].value("mean_s", 0.0));
-    half.push_back(e["timing"].value("ci95_half_width_s", 0.0));
+    means.push_back(num(e["timing"], "mean_s", 0.0));
+    half.push_back(num(e["timing"], "ci95_half_width_s", NAN));
   }
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
@@ -54,8 +62,8 @@ json combine_repetitions(const json& latest, const std::vector<json>& entries) {
   const double median = n % 2 ? means[order[n / 2]]
                               : 0.5 * (means[order[n / 2 - 1]] + means[order[n / 2]]);
 
-  out["started_at"] = entries.front().value("started_at", out.value("started_at", ""));
-  out["finished_at"] = entries.back().value("finished_at", out.value("finished_at", ""));
+  out["started_at"] = entries.front()["started_at"];
+  out["finished_at"] = entries.back()["finished_at"];
   out["timing"] = mid["timing"];
   out["timing"]["mean_s"] = median;
   out["step_times_s"] = mid["step_times_s"];
@@ -63,16 +71,16 @@ json combine_repetitions(const json& latest, const std::vector<json>& entries) {
   for (const char* k : {"cpu_utilization_process", "cpu_utilization_system", "cpu_utilization_per_core"})
     m[k] = mid[k];
   if (median > 0) {
-    m["examples_per_s"] = m.value("examples_per_step", 0.0) / median;
-    m["units_per_s"] = m.value("units_per_step", 0.0) / median;
-    const double flops = out["cost"].value("flops_per_step", 0.0) / median;
+    m["examples_per_s"] = num(m, "examples_per_step", 0.0) / median;
+    m["units_per_s"] = num(m, "units_per_step", 0.0) / median;
+    const double flops = num(out["cost"], "flops_per_step", 0.0) / median;
     m["achieved_flops"] = flops;
     if (m.contains("peak_flops") && m["peak_flops"].is_number() && m["peak_flops"].get<double>() > 0)
       m["flops_utilization"] = flops / m["peak_flops"].get<double>();
     if (out.contains("roofline") && out["roofline"].is_object()) {
       json& roof = out["roofline"];
       roof["achieved_flops"] = flops;
-      const double attainable = roof.value("attainable_flops", 0.0);
+      const double attainable = num(roof, "attainable_flops", 0.0);
       if (attainable > 0) roof["fraction_of_roof"] = flops / attainable;
     }
   }
@@ -96,13 +104,15 @@ json combine_repetitions(const json& latest, const std::vector<json>& entries) {
                {"ci95_relative", median > 0 ? ci.half_width / median : 0.0}};
   }
   std::vector<double> within;
-  for (size_t k = 0; k < n; ++k) within.push_back(means[k] > 0 ? half[k] / means[k] : 0.0);
+  for (size_t k = 0; k < n; ++k)
+    if (means[k] > 0 && std::isfinite(half[k])) within.push_back(half[k] / means[k]);
   out["repetitions"] = {
       {"count", n},
       {"between_processes", between},
       {"within_process_ci95_relative",
-       {{"min", *std::min_element(within.begin(), within.end())},
-        {"max", *std::max_element(within.begin(), within.end())}}},
+       within.empty() ? json(nullptr)
+                      : json{{"min", *std::min_element(within.begin(), within.end())},
+                             {"max", *std::max_element(within.begin(), within.end())}}},
       {"runs", entries}};
   out["unstable"] = repetitions_disagree(means, half);
   return out;

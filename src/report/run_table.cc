@@ -1,5 +1,7 @@
 #include "report/run_table.h"
 
+#include "record/json.h"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -96,29 +98,29 @@ std::string format_repeated(const nlohmann::json& r) {
   std::string each;
   for (const auto& e : runs) {
     const auto& t = e["timing"];
-    each += fmt::format("{}{} +-{:.1f}%", each.empty() ? "" : ", ", seconds(t.value("mean_s", 0.0)),
-                        100 * t.value("ci95_relative", 0.0));
+    each += fmt::format("{}{} +-{:.1f}%", each.empty() ? "" : ", ", seconds(number_or(t, "mean_s", 0.0)),
+                        100 * number_or(t, "ci95_relative", NAN));
   }
   if (r.value("status", "") != "ok") {
     out += fmt::format("reason    {}\n", r.value("error", ""));
     if (!runs.empty()) out += fmt::format("processes {} ok before it: {}\n", runs.size(), each);
     return out;
   }
-  const auto& b = reps["between_processes"];
+  const nlohmann::json b = reps.contains("between_processes") ? reps["between_processes"] : nullptr;
   if (b.is_object())
     out += fmt::format(
         "step      {} (median of {} processes' means); between processes min {}, max {} "
         "(max/min {:.3f}), CV {:.2f}%, +-{:.2f}% (95% CI over processes)\n",
-        seconds(r["timing"].value("mean_s", 0.0)), runs.size(), seconds(b.value("min_s", 0.0)),
-        seconds(b.value("max_s", 0.0)), b.value("max_over_min", 0.0), 100 * b.value("cv", 0.0),
-        100 * b.value("ci95_relative", 0.0));
+        seconds(number_or(r["timing"], "mean_s", 0.0)), runs.size(), seconds(number_or(b, "min_s", 0.0)),
+        seconds(number_or(b, "max_s", 0.0)), number_or(b, "max_over_min", 0.0), 100 * number_or(b, "cv", 0.0),
+        100 * number_or(b, "ci95_relative", 0.0));
   else
     out += fmt::format("step      {} (one process: spread between processes not measured)\n",
-                       seconds(r["timing"].value("mean_s", 0.0)));
+                       seconds(number_or(r["timing"], "mean_s", 0.0)));
   out += fmt::format("processes {} (each mean with its own 95% CI, in the order run)\n", each);
   const auto& m = r["metrics"];
-  out += fmt::format("speed     {:.1f} examples/s, {}", m.value("examples_per_s", 0.0),
-                     si(m.value("achieved_flops", 0.0), "FLOP/s"));
+  out += fmt::format("speed     {:.1f} examples/s, {}", number_or(m, "examples_per_s", 0.0),
+                     si(number_or(m, "achieved_flops", 0.0), "FLOP/s"));
   if (m.contains("flops_utilization") && m["flops_utilization"].is_number())
     out += fmt::format(", {:.1f}% of the peak", 100 * m["flops_utilization"].get<double>());
   out += "\n";

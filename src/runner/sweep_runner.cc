@@ -155,11 +155,11 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
       ev.outcome = result.value("status", std::string("crashed"));
       if (ev.outcome == "ok") {
         ++sum.ok;
-        ev.detail = fmt::format("{:.1f} examples/s", result["metrics"].value("examples_per_s", 0.0));
+        ev.detail = fmt::format("{:.1f} examples/s", number_or(result["metrics"], "examples_per_s", 0.0));
         if (combined.value("unstable", false) && round + 1 == reps) {
           ++sum.unstable;
           ev.detail += fmt::format("; UNSTABLE: processes' means differ {:.2f}x",
-                                   combined["repetitions"]["between_processes"].value("max_over_min", 0.0));
+                                   number_or(combined["repetitions"]["between_processes"], "max_over_min", 0.0));
         }
         if (o.profile && stack_spec.is_default() && previous.is_null()) {
           // A profile that fails costs the config nothing: its run is already recorded.

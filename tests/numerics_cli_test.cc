@@ -24,11 +24,47 @@ TEST(NumericsCli, QuantizePrintsValuesAndBitPatterns) {
   EXPECT_NE(o.out.find("448              0 1111 110 0x7e"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("nan              0 1111 111 0x7f"), std::string::npos) << o.out;
   // A float32 subnormal: the runtime's flush-to-zero must not swallow it before rounding.
-  EXPECT_NE(o.out.find("9.9999461e-41  0 "), std::string::npos) << o.out;
+  // Too long to show exactly in the column: the shortest text that reads back, marked ~.
+  EXPECT_NE(o.out.find("1e-40~  0 "), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("~ shortest text that reads back as the same float32"), std::string::npos);
   const Output t = run("quantize --format bf16 --rounding toward-zero 3.14159265");
   EXPECT_NE(t.out.find("3.140625"), std::string::npos) << t.out;
   const Output mx = run("quantize --format mxfp4_e2m1 0.1 0.2 3 5");
   EXPECT_NE(mx.out.find("E8M0 scale 2^0 (0x7f)"), std::string::npos) << mx.out;
+}
+
+TEST(NumericsCli, QuantizePrintsValuesExactlyAndTakesValuesOnBothSidesOfDashes) {
+  // fp16's 1 + 2^-9 and 2^-24 (its smallest subnormal), every digit.
+  Output o = run("quantize --format fp16 1.001953125 5.9604644775390625e-8");
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find("1.001953125 "), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find("1.00195312 "), std::string::npos) << o.out;
+  o = run("quantize --format fp16 --json 5.9604644775390625e-8 1e-40");
+  ASSERT_EQ(o.status, 0) << o.err;
+  const auto doc = nlohmann::json::parse(o.out);
+  EXPECT_EQ(doc["schema_version"], 1);
+  EXPECT_TRUE(doc.contains("context"));
+  EXPECT_EQ(doc["values"][0]["quantized_exact"], "0.000000059604644775390625");
+  // float32's 1e-40 (a subnormal, 35681 x 2^-148) has 148 decimal places, all of them kept.
+  const std::string in = doc["values"][1]["input_exact"];
+  EXPECT_EQ(in.rfind("0.00000000000000000000000000000000000000009999946101114759", 0), 0u) << in;
+  EXPECT_EQ(in.size(), 150u) << in;
+  EXPECT_EQ(std::strtof(in.c_str(), nullptr), 1e-40f);
+  // Negative values after `--`, in any order; a value before `--` is refused with the fix.
+  for (const char* args : {"quantize --format e4m3 -- 448 -450", "quantize --format e4m3 -- -450 448"}) {
+    o = run(args);
+    ASSERT_EQ(o.status, 0) << args << "\n" << o.err;
+    EXPECT_NE(o.out.find("-450"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("448 "), std::string::npos) << o.out;
+    // `--json` after `--` is a value: refused as one, in one line.
+    o = run(std::string(args) + " --json");
+    EXPECT_EQ(o.status, 2) << args << o.out;
+    EXPECT_NE(o.err.find("value '--json' is not a number"), std::string::npos) << o.err;
+  }
+  o = run("quantize --format e4m3 448 -- -450");
+  EXPECT_EQ(o.status, 2);
+  EXPECT_EQ(lines(o.err), 1) << o.err;
+  EXPECT_NE(o.err.find("put `--` before the first value"), std::string::npos) << o.err;
 }
 
 TEST(NumericsCli, FormatsListsEveryPreset) {

@@ -39,6 +39,22 @@ TEST(ProfileCli, JsonAndChromeTrace) {
   std::remove(trace.c_str());
 }
 
+// Two steps of a tiny model take well under the kernel's 10 ms accounting tick: the thread
+// and CPU figures come from a window long enough to be counted, never a silent 0.
+TEST(ProfileCli, TinyConfigsStillCountTheirThreads) {
+  const Output o =
+      run("profile fc:layers=1,nodes=8,input=8,output=2,batch=2,threads=1 --warmup 2 --steps 2 --json");
+  ASSERT_EQ(o.status, 0) << o.err;
+  const auto t = nlohmann::json::parse(o.out)["results"][0]["profile"]["utilization"]["threads"];
+  EXPECT_GE(t["window_s"].get<double>(), 0.25) << t.dump();
+  EXPECT_GT(t["steps"].get<int64_t>(), 2) << t.dump();
+  EXPECT_GE(t["threads_used"].get<int>(), 1) << t.dump();
+  const Output table = run("profile fc:layers=1,nodes=8,input=8,output=2,batch=2,threads=1 --steps 2");
+  ASSERT_EQ(table.status, 0) << table.err;
+  EXPECT_EQ(table.out.find("threads      0 used"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find(" steps): computing"), std::string::npos) << table.out;
+}
+
 TEST(ProfileCli, TablesOnATerminal) {
   const Output o = run("profile " + kFc + " --warmup 2 --steps 2 --peak-gflops 100");
   ASSERT_EQ(o.status, 0) << o.err;

@@ -83,6 +83,39 @@ TEST(Profile, OperatorFlopsAddUpToTheCostModel) {
   EXPECT_NEAR(profiler / c.fwd_matmul_flops, 1.0, 0.01);
 }
 
+// The first convolution reads the input batch, which needs no gradient: LibTorch's
+// convolution_backward computes the weight gradient only there, and that is what is counted
+// (counting both once put that operator at 188% of the machine's peak).
+TEST(Profile, TheFirstConvolutionsBackwardCountsTheWeightGradientOnly) {
+  const char* cnn = "cnn:block=residual,blocks=1,filters=8,image=32,output=10,batch=4,threads=1";
+  const ProfileRun run = profile(cnn, false, 2);
+  ASSERT_EQ(run.status, Status::kOk) << run.error;
+  const StepCost c = step_cost(parse_config(cnn));
+  const LayerCost* first = nullptr;
+  for (const auto& l : c.layers)
+    if (l.name == "features.0") first = &l;
+  ASSERT_NE(first, nullptr);
+  ASSERT_EQ(first->bwd_input_flops, 0);
+  int seen = 0;
+  for (const auto& o : run.profile.ops)
+    if (o.name == "aten::convolution_backward" && o.shapes.find("4x3x32x32") != std::string::npos) {
+      ++seen;
+      // Per step: the one gradient it computes (the layer has no bias).
+      EXPECT_DOUBLE_EQ(o.flops, first->bwd_weight_flops) << o.shapes;
+    }
+  EXPECT_EQ(seen, 1);
+  EXPECT_NEAR(run.profile.phase_flops().at("backward") / c.bwd_flops, 1.0, 0.02);
+  // The table entry itself: both gradients elsewhere, the weight gradient on the input.
+  const std::vector<std::vector<int64_t>> s = {{4, 8, 16, 16}, {4, 3, 32, 32}, {8, 3, 7, 7}};
+  const double macs = 4.0 * 8 * 16 * 16 * 3 * 7 * 7;
+  EXPECT_DOUBLE_EQ(cost::op_cost("aten::convolution_backward", s, {"float", "float", "float"}).flops,
+                   4 * macs);
+  EXPECT_DOUBLE_EQ(cost::op_cost("aten::convolution_backward", s, {"float", "float", "float"},
+                                 {{4, 3, 32, 32}})
+                       .flops,
+                   2 * macs);
+}
+
 TEST(Profile, UtilizationAndTheBelowAverageList) {
   // A window of many scheduler ticks: a running thread's schedstat CPU time advances only at
   // ticks and context switches, so 3 steps of this tiny model (under a millisecond) could

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "model/workload.h"
+#include "platform/blas.h"
 #include "runner/torchscript.h"
 #include "spec/errors.h"
 #include "support/cli.h"
@@ -149,6 +150,40 @@ TEST(Stack, SweepRunsEveryStackAndCompareMatchesThem) {
   o = run("sweep " + dir + "/s.toml --packages");
   EXPECT_EQ(o.out, "libopenblas0-pthread\n");
   std::system(("rm -rf " + dir).c_str());
+}
+
+}  // namespace
+}  // namespace tb
+
+namespace tb {
+namespace {
+
+// OpenBLAS releases older than the CPU fall back to generic kernels; trainbench then asks
+// for the AVX-512 or AVX2 ones (platform/blas.h), and only then.
+TEST(Stack, OpenBlasGenericCoreIsReplacedByTheCpusOwn) {
+  const std::vector<std::string> avx512 = {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx2", "fma"};
+  const std::string prescott = "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY USE_OPENMP Prescott MAX_THREADS=64";
+  EXPECT_EQ(openblas_core_override(prescott, avx512), "SkylakeX");
+  EXPECT_EQ(openblas_core_override(prescott, {"avx2", "fma"}), "Haswell");
+  EXPECT_EQ(openblas_core_override(prescott, {"sse3"}), "");
+  // A core OpenBLAS chose for itself is kept, whatever the CPU has.
+  EXPECT_EQ(openblas_core_override("OpenBLAS 0.3.21 DYNAMIC_ARCH Cooperlake MAX_THREADS=64", avx512), "");
+  EXPECT_EQ(openblas_core_override("OpenBLAS 0.3.26 DYNAMIC_ARCH SapphireRapids MAX_THREADS=64", avx512), "");
+  EXPECT_EQ(openblas_core_override("BLIS 0.9.0", avx512), "");
+}
+
+TEST(Stack, RunsOnTheCpusOwnOpenBlasKernels) {
+  const Output o = run("run fc:layers=1,nodes=16,input=16,output=4,batch=4 --steps 2 --json");
+  ASSERT_EQ(o.status, 0) << o.err;
+  const auto ctx = nlohmann::json::parse(o.out)["context"];
+  const std::string version = ctx["libraries"]["blas"]["version"];
+  if (version.rfind("OpenBLAS", 0) != 0) GTEST_SKIP() << version;
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    EXPECT_EQ(version.find(" Prescott "), std::string::npos) << version;
+#endif
+  // What was asked of OpenBLAS, if anything, is in the context.
+  EXPECT_TRUE(ctx["runtime"]["environment"].contains("OPENBLAS_CORETYPE")) << ctx.dump();
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include <cctype>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -9,6 +10,7 @@
 #include "runner/stack_runtime.h"
 #include "runner/threads.h"
 #include "spec/errors.h"
+#include "spec/printable.h"
 
 int main(int argc, char** argv) {
   tb::ensure_runtime_environment(argc, argv);
@@ -49,9 +51,20 @@ int main(int argc, char** argv) {
     if (app.get_subcommands().empty() && argc > 1 && argv[1][0] != '-') {
       std::string names;
       for (const auto& c : commands) names += (names.empty() ? "" : ", ") + c.sub->get_name();
-      std::cerr << "trainbench: unknown command '" << argv[1] << "' (commands: " << names << ")\n";
+      std::cerr << "trainbench: unknown command '" << tb::printable(argv[1])
+                << "' (commands: " << names << ")\n";
     } else {
-      std::cerr << "trainbench: " << e.what() << "\n";
+      // A negative number after a value is taken for an option, and CLI11 says only that it
+      // was not expected.
+      std::string hint;
+      if (dynamic_cast<const CLI::ExtrasError*>(&e)) {
+        const std::string what = e.what();
+        const auto colon = what.find(": -");
+        if (colon != std::string::npos && what.size() > colon + 3 &&
+            (std::isdigit(static_cast<unsigned char>(what[colon + 3])) || what[colon + 3] == '.'))
+          hint = " (a negative value: put `--` before the first value, e.g. -- 448 -450)";
+      }
+      std::cerr << "trainbench: " << tb::printable(e.what()) << hint << "\n";
     }
     return 2;
   }
@@ -67,10 +80,10 @@ int main(int argc, char** argv) {
     for (const auto& c : commands)
       if (c.sub->parsed()) return c.action();
   } catch (const tb::UsageError& e) {
-    std::cerr << "trainbench: " << e.what() << "\n";
+    std::cerr << "trainbench: " << tb::printable(e.what()) << "\n";
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "trainbench: internal error: " << e.what() << "\n";
+    std::cerr << "trainbench: internal error: " << tb::printable(e.what()) << "\n";
     return 3;
   }
   return 2;

@@ -5,7 +5,10 @@
 
 #include "cli/commands.h"
 #include "numerics/format.h"
+#include "numerics/decimal.h"
 #include "numerics/quantize.h"
+#include "record/context.h"
+#include "record/json.h"
 #include "spec/errors.h"
 
 namespace tb::cli {
@@ -31,7 +34,14 @@ std::string hex(int64_t code, int bits) {
   return fmt::format("0x{:0{}x}", code, (bits + 3) / 4);
 }
 
-std::string value(double v) { return fmt::format("{:.9g}", v); }
+// A value as the table shows it: exact when that fits the column, else the shortest text
+// that reads back as the same float32, marked "~" (--json carries the exact value).
+std::string value(double v, bool* shortened = nullptr) {
+  const std::string exact = num::exact_decimal(v);
+  if (exact.size() <= 16) return exact;
+  if (shortened) *shortened = true;
+  return num::shortest_float(float(v)) + "~";
+}
 
 std::string relative_error(double x, double q) {
   if (!std::isfinite(x) || !std::isfinite(q) || x == 0) return "";
@@ -60,12 +70,16 @@ std::string specials(const num::FloatFormat& f) {
   return "";
 }
 
+const char* kShortenedNote =
+    "~ shortest text that reads back as the same float32; the exact value: --json\n";
+
 }  // namespace
 
 Command add_quantize(CLI::App& app) {
   struct Args {
     std::string format, rounding = "nearest-even";
     uint64_t seed = 0;
+    bool json = false;
     std::vector<std::string> values;
   };
   auto a = std::make_shared<Args>();
@@ -76,17 +90,22 @@ Command add_quantize(CLI::App& app) {
   sub->add_option("--rounding,-r", a->rounding,
                   "nearest-even | ties-away | toward-zero | stochastic");
   sub->add_option("--seed", a->seed, "stochastic rounding seed (reproducible)");
-  sub->add_option("values", a->values, "float32 values (inf, nan and hex floats accepted)")
-      ->required();
+  sub->add_flag("--json", a->json,
+                "print a JSON document: every value exactly, as text, beside the number");
+  sub->add_option("values", a->values, "float32 values (inf, nan and hex floats accepted)");
   sub->footer(
       "Block formats (mx:..., bfp:...) take the values as one row of blocks and print each\n"
-      "block's shared exponent. Negative values: put them after `--`.\n"
+      "block's shared exponent. Negative values: put `--` before the first value; everything\n"
+      "after it is a value (`-- 448 -450`; `448 -- -450` is refused). Values are printed\n"
+      "exactly where they fit the column, else as the shortest text that reads back as the same\n"
+      "float32, marked ~; --json gives every value exactly.\n"
       "Examples:\n"
       "  trainbench quantize --format e4m3 3.3 448 464 500 1e-3\n"
       "  trainbench quantize --format bf16 --rounding toward-zero 3.14159265\n"
       "  trainbench quantize --format fp:e=4,m=3,special=fn,overflow=sat -- 1000 -0.07\n"
       "  trainbench quantize --format fixed:w=8,f=4 --rounding stochastic --seed 1 0.1 0.1\n"
-      "  trainbench quantize --format mxfp4_e2m1 0.1 0.2 3 5");
+      "  trainbench quantize --format mxfp4_e2m1 0.1 0.2 3 5\n"
+      "  trainbench quantize --format e4m3 --json -- 448 -450");
   return {
       sub, [a]() {
         // The runtime flushes denormals; here float32 subnormals are values to show, not noise.
@@ -95,9 +114,41 @@ Command add_quantize(CLI::App& app) {
         num::QuantOptions o;
         o.rounding = num::parse_rounding(a->rounding);
         o.seed = a->seed;
+        const std::vector<std::string>& texts = a->values;
+        if (texts.empty()) throw UsageError("quantize: give one or more values to round");
         std::vector<float> xs;
-        for (const auto& v : a->values) xs.push_back(parse_value(v));
+        for (const auto& v : texts) xs.push_back(parse_value(v));
         const std::vector<float> qs = num::quantize(f, xs, o);
+        if (a->json) {
+          nlohmann::json values = nlohmann::json::array();
+          for (size_t i = 0; i < xs.size(); ++i) {
+            const int64_t code =
+                f.kind == num::Format::Kind::kBlock ? -1 : num::encode(f, qs[i]);
+            const double q = qs[i];
+            values.push_back(
+                {{"input", std::isfinite(xs[i]) ? nlohmann::json(double(xs[i])) : nlohmann::json(nullptr)},
+                 {"input_exact", num::exact_decimal(xs[i])},
+                 {"quantized", std::isfinite(q) ? nlohmann::json(q) : nlohmann::json(nullptr)},
+                 {"quantized_exact", num::exact_decimal(q)},
+                 {"quantized_shortest", num::shortest_float(qs[i])},
+                 {"code", code < 0 ? nlohmann::json(nullptr) : nlohmann::json(code)},
+                 {"relative_error",
+                  std::isfinite(xs[i]) && std::isfinite(q) && xs[i] != 0
+                      ? nlohmann::json((q - xs[i]) / std::fabs(double(xs[i])))
+                      : nlohmann::json(nullptr)}});
+          }
+          std::cout << nlohmann::json{{"schema_version", kSchemaVersion},
+                                      {"kind", "trainbench.quantize"},
+                                      {"context", to_json(current_context())},
+                                      {"format", f.str()},
+                                      {"rounding", num::rounding_name(o.rounding)},
+                                      {"seed", o.seed},
+                                      {"values", values}}
+                           .dump(2)
+                    << "\n";
+          return 0;
+        }
+        bool shortened = false;
         std::cout << fmt::format("format {}{}, rounding {}\n", f.name.empty() ? "" : f.name + " = ",
                                  f.str(), num::rounding_name(o.rounding));
         if (f.kind == num::Format::Kind::kBlock) {
@@ -112,9 +163,10 @@ Command add_quantize(CLI::App& app) {
             else
               std::cout << fmt::format("block {}: shared exponent {}\n", i0 / b, e);
             for (size_t i = i0; i < i0 + len; ++i)
-              std::cout << fmt::format("  {:>16} -> {:<16} {}\n", value(xs[i]), value(qs[i]),
-                                       relative_error(xs[i], qs[i]));
+              std::cout << fmt::format("  {:>16} -> {:<16} {}\n", value(xs[i], &shortened),
+                                       value(qs[i], &shortened), relative_error(xs[i], qs[i]));
           }
+          if (shortened) std::cout << kShortenedNote;
           return 0;
         }
         const int bits = f.kind == num::Format::Kind::kFloat ? f.fp.bits() : f.fx.word_bits;
@@ -125,10 +177,11 @@ Command add_quantize(CLI::App& app) {
           const std::string fields = f.kind == num::Format::Kind::kFloat
                                          ? float_fields(f.fp, code)
                                          : (code < 0 ? "(no encoding)" : binary(code, bits));
-          std::cout << fmt::format("{:>16}  {:<16} {:<{}} {:<{}} {}\n", value(xs[i]), value(qs[i]),
-                                   fields, std::max(bits + 2, 4), hex(code, bits),
-                                   (bits + 3) / 4 + 2, relative_error(xs[i], qs[i]));
+          std::cout << fmt::format("{:>16}  {:<16} {:<{}} {:<{}} {}\n", value(xs[i], &shortened),
+                                   value(qs[i], &shortened), fields, std::max(bits + 2, 4),
+                                   hex(code, bits), (bits + 3) / 4 + 2, relative_error(xs[i], qs[i]));
         }
+        if (shortened) std::cout << kShortenedNote;
         return 0;
       }};
 }

@@ -18,6 +18,7 @@
 #include "runner/sweep_runner.h"
 #include "spec/config.h"
 #include "spec/errors.h"
+#include "spec/printable.h"
 #include "store/store.h"
 
 namespace tb::cli {
@@ -208,7 +209,7 @@ Command add_profile(CLI::App& app) {
             if (!a->output.empty()) write_file_atomically(a->output, doc.dump(2) + "\n");
             // A model that cannot be trained (a broken TorchScript file) is bad input.
             if (run.status == Status::kInvalid) {
-              std::cerr << "trainbench: " << run.error << "\n";
+              std::cerr << "trainbench: " << printable(run.error) << "\n";
               return 2;
             }
             if (run.status != Status::kOk) return 1;
@@ -323,7 +324,7 @@ Command add_memory(CLI::App& app) {
             if (a->json) std::cout << doc.dump(2) << "\n";
             if (!a->output.empty()) write_file_atomically(a->output, doc.dump(2) + "\n");
             if (!invalid.empty()) {
-              std::cerr << "trainbench: " << invalid << "\n";
+              std::cerr << "trainbench: " << printable(invalid) << "\n";
               return 2;
             }
             return all_ok ? 0 : 1;

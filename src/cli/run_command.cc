@@ -20,6 +20,7 @@
 #include "runner/stack_runtime.h"
 #include "spec/config.h"
 #include "spec/errors.h"
+#include "spec/printable.h"
 
 namespace tb::cli {
 namespace {
@@ -137,7 +138,7 @@ int run_repetitions(const RunArgs& a, const std::vector<Config>& configs, const 
                                                    100 * number_or(r["timing"], "ci95_relative", NAN))
                                      : r.value("status", "") + ": " + r.value("error", "");
         std::cerr << fmt::format("process {}/{} {}: {}\n", rep, a.repetitions, jobs[i].config.str(),
-                                 what);
+                                 printable(what));
       });
   const Context ctx = current_context();
   auto doc = run_document(ctx, {}, a.per_layer);
@@ -153,7 +154,7 @@ int run_repetitions(const RunArgs& a, const std::vector<Config>& configs, const 
   for (const auto& r : results) {
     const std::string st = r.value("status", "crashed");
     if (st == "invalid") {
-      std::cerr << "trainbench: " << r.value("error", "") << "\n";
+      std::cerr << "trainbench: " << printable(r.value("error", "")) << "\n";
       return 2;
     }
     if (st != "ok") status = 1;
@@ -322,7 +323,7 @@ Command add_run(CLI::App& app) {
         RunResult r;
         if (rank_env) {
           r = run_distributed(c, a->options, *rank_env, a->dist);
-          if (quiet && r.status != Status::kOk) std::cerr << "trainbench: " << r.error << "\n";
+          if (quiet && r.status != Status::kOk) std::cerr << "trainbench: " << printable(r.error) << "\n";
         } else {
           LaunchOptions lo;
           lo.args = worker_args(*a, c);
@@ -386,7 +387,7 @@ Command add_run(CLI::App& app) {
     // is only found out while building it: one line and status 2, the result printed too.
     for (const auto& r : results)
       if (r.status == Status::kInvalid) {
-        std::cerr << "trainbench: " << r.error << "\n";
+        std::cerr << "trainbench: " << printable(r.error) << "\n";
         return 2;
       }
     for (const auto& r : results)

@@ -13,6 +13,7 @@
 #include "runner/cluster.h"
 #include "runner/sweep_runner.h"
 #include "spec/errors.h"
+#include "spec/printable.h"
 #include "spec/stack.h"
 #include "spec/sweep.h"
 #include "store/store.h"
@@ -224,7 +225,7 @@ Command add_sweep(CLI::App& app) {
           if (shard_i == 1) try {
               merge_shards(merged_store, shard_n, a->merge_timeout, std::cerr);
             } catch (const std::runtime_error& e) {
-              std::cerr << "trainbench: " << e.what() << "\n";
+              std::cerr << "trainbench: " << printable(e.what()) << "\n";
               return 1;
             }
         }

@@ -20,8 +20,12 @@ struct OpCost {
 // "long int", ...); 0 when unknown.
 int64_t profiler_dtype_bytes(const std::string& dtype);
 
+// `no_grad_shapes`: shapes of the tensors known to need no gradient (the model's input
+// batch). A convolution's backward whose input has one of them computes the weight
+// gradient only (autograd passes output_mask[0] = input.requires_grad), and is counted so.
 OpCost op_cost(const std::string& name, const std::vector<std::vector<int64_t>>& shapes,
-               const std::vector<std::string>& dtypes);
+               const std::vector<std::string>& dtypes,
+               const std::vector<std::vector<int64_t>>& no_grad_shapes = {});
 
 // The class an operator belongs to, for time breakdowns: matmul, conv, normalization,
 // pooling, elementwise, reduction, softmax-loss, rnn, embedding, memory, autograd, other.

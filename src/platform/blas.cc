@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 
@@ -97,6 +98,37 @@ std::string slow_blas_warning(const BlasInfo& info) {
       "apt-get install libopenblas0-openmp (trainbench then runs on it; or: "
       "update-alternatives --config libblas.so.3-x86_64-linux-gnu)",
       info.library);
+}
+
+std::string openblas_core_override(const std::string& config,
+                                   const std::vector<std::string>& flags) {
+  if (config.rfind("OpenBLAS", 0) != 0) return "";
+  auto has = [&](const char* f) { return std::find(flags.begin(), flags.end(), f) != flags.end(); };
+  // The cores a DYNAMIC_ARCH build falls back to on a CPU it does not know.
+  bool generic = false;
+  for (const char* core : {" Prescott ", " Core2 ", " Penryn ", " Dunnington ", " Nehalem ",
+                           " Atom ", " Katmai ", " Northwood "})
+    generic |= config.find(core) != std::string::npos;
+  if (!generic) return "";
+  if (has("avx512f") && has("avx512bw") && has("avx512dq") && has("avx512vl")) return "SkylakeX";
+  if (has("avx2") && has("fma")) return "Haswell";
+  return "";
+}
+
+std::string openblas_core_override() {
+  const auto cfg = find<char* (*)()>("openblas_get_config");
+  if (!cfg) return "";
+  std::vector<std::string> flags;
+#if defined(__x86_64__)
+  // __builtin_cpu_supports takes string literals only.
+  if (__builtin_cpu_supports("avx512f")) flags.push_back("avx512f");
+  if (__builtin_cpu_supports("avx512bw")) flags.push_back("avx512bw");
+  if (__builtin_cpu_supports("avx512dq")) flags.push_back("avx512dq");
+  if (__builtin_cpu_supports("avx512vl")) flags.push_back("avx512vl");
+  if (__builtin_cpu_supports("avx2")) flags.push_back("avx2");
+  if (__builtin_cpu_supports("fma")) flags.push_back("fma");
+#endif
+  return openblas_core_override(cfg(), flags);
 }
 
 std::string threaded_blas_warning(const BlasInfo& info, int intra_op_threads) {

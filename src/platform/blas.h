@@ -1,5 +1,6 @@
 #pragma once
 #include <string>
+#include <vector>
 
 namespace tb {
 
@@ -22,6 +23,17 @@ bool set_blas_threads(int threads);
 
 // One line to print when the BLAS is the slow reference implementation (empty otherwise).
 std::string slow_blas_warning(const BlasInfo& info);
+
+// OpenBLAS built with DYNAMIC_ARCH picks its kernels by CPU model, and a release older than
+// the CPU falls back to a generic core: Debian's 0.3.21 runs Prescott (SSE3) kernels on
+// Xeons of model 207, at about a third of its AVX-512 kernels' GEMM speed. Given OpenBLAS's
+// config string ("OpenBLAS 0.3.21 ... Prescott MAX_THREADS=64") and the CPU's flags, the core
+// to ask for through OPENBLAS_CORETYPE: SkylakeX with AVX-512 (F, BW, DQ, VL), Haswell with
+// AVX2 and FMA; empty when OpenBLAS chose a core of its own or the CPU has neither.
+std::string openblas_core_override(const std::string& openblas_config,
+                                   const std::vector<std::string>& cpu_flags);
+// The same for this process: the loaded OpenBLAS (empty when it is not OpenBLAS) and this CPU.
+std::string openblas_core_override();
 
 // One line to print when the BLAS runs a thread pool of its own (OpenBLAS's or BLIS's pthread
 // build) beside LibTorch's `intra_op_threads` OpenMP threads, > 1: the two pools then put up

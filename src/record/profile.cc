@@ -65,7 +65,9 @@ json to_json(const Utilization& u) {
             {"computing_s", u.threads.computing_s},
             {"runnable_wait_s", u.threads.runnable_wait_s},
             {"blocked_s", u.threads.blocked_s},
-            {"has_schedstat", u.threads.has_schedstat}}}};
+            {"has_schedstat", u.threads.has_schedstat},
+            {"window_s", u.threads.elapsed_s},
+            {"steps", u.threads.steps}}}};
 }
 
 namespace {
@@ -95,6 +97,8 @@ Utilization utilization_from_json(const json& j) {
     u.threads.runnable_wait_s = t.value("runnable_wait_s", 0.0);
     u.threads.blocked_s = t.value("blocked_s", 0.0);
     u.threads.has_schedstat = t.value("has_schedstat", false);
+    u.threads.elapsed_s = t.value("window_s", 0.0);
+    u.threads.steps = t.value("steps", int64_t(0));
   }
   return u;
 }

@@ -53,11 +53,20 @@ std::string format_utilization(const Utilization& u) {
   out += fmt::format("             CPU (TBD eq. 3) process {}, machine {} (per core %: {})\n",
                      percent(u.cpu.process), percent(u.cpu.system), cores);
   const auto& t = u.threads;
-  out += fmt::format(
-      "threads      {} used of {}: computing {}, waiting for a core {}, blocked or "
-      "idle {}{}\n",
-      t.threads_used, t.threads, seconds(t.computing_s), seconds(t.runnable_wait_s),
-      seconds(t.blocked_s), t.has_schedstat ? "" : " (no schedstat: waits unknown)");
+  const std::string window =
+      t.elapsed_s > 0 ? fmt::format(" over {}{}", seconds(t.elapsed_s),
+                                    t.steps > 0 ? fmt::format(" ({} steps)", t.steps) : "")
+                      : "";
+  if (t.threads_used == 0)
+    out += fmt::format("threads      not measured: no thread ran for 1% of the {} window; the "
+                       "kernel's accounting is coarser than that\n",
+                       seconds(t.elapsed_s));
+  else
+    out += fmt::format(
+        "threads      {} used of {}{}: computing {}, waiting for a core {}, blocked or "
+        "idle {}{}\n",
+        t.threads_used, t.threads, window, seconds(t.computing_s), seconds(t.runnable_wait_s),
+        seconds(t.blocked_s), t.has_schedstat ? "" : " (no schedstat: waits unknown)");
   return out;
 }
 

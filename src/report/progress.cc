@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "spec/printable.h"
+
 namespace tb {
 namespace {
 std::string duration(double s) {
@@ -27,13 +29,13 @@ void ProgressPrinter::operator()(const SweepEvent& e) {
   if (e.wall_s > 0) run_seconds_ += e.wall_s, ++timed_;
   if (terminal_) {
     if (e.outcome != "ok" && e.outcome != "skipped")  // failures stay on screen
-      fmt::print(out_, "\r\033[K{} {}: {}\n", e.outcome, e.config, e.detail);
+      fmt::print(out_, "\r\033[K{} {}: {}\n", e.outcome, e.config, printable(e.detail));
     draw(e);
   } else {
     const std::string rep =
         e.repetitions > 1 ? fmt::format(" rep {}/{}", e.repetition, e.repetitions) : "";
     fmt::print(out_, "[{}/{}]{} {:<13} {} ({:.1f} s) {}\n", e.index + 1, e.total, rep, e.outcome,
-               e.config, e.wall_s, e.detail);
+               e.config, e.wall_s, printable(e.detail));
     std::fflush(out_);
   }
 }

@@ -1,6 +1,7 @@
 #include "report/run_table.h"
 
 #include "record/json.h"
+#include "spec/printable.h"
 
 #include <fmt/format.h>
 
@@ -41,7 +42,7 @@ std::string format_context(const Context& c) {
 
 std::string format_result(const RunResult& r) {
   std::string out = fmt::format("config    {}\nstatus    {}\n", r.config, to_string(r.status));
-  if (r.status != Status::kOk) out += fmt::format("reason    {}\n", r.error);
+  if (r.status != Status::kOk) out += fmt::format("reason    {}\n", printable(r.error));
   if (!r.stack.empty()) {
     const auto& d = r.stack_detected;
     out += fmt::format("stack     {} (ran: BLAS {}, {} BLAS threads, oneDNN {}, {})\n", r.stack,
@@ -102,7 +103,7 @@ std::string format_repeated(const nlohmann::json& r) {
                         100 * number_or(t, "ci95_relative", NAN));
   }
   if (r.value("status", "") != "ok") {
-    out += fmt::format("reason    {}\n", r.value("error", ""));
+    out += fmt::format("reason    {}\n", printable(r.value("error", "")));
     if (!runs.empty()) out += fmt::format("processes {} ok before it: {}\n", runs.size(), each);
     return out;
   }

@@ -62,7 +62,8 @@ struct Annotated {
   bool owner = false;  // its FLOPs and bytes count (no ancestor's do)
 };
 
-Profile aggregate(const std::vector<OpEvent>& events, int steps, std::vector<TraceEvent>* trace) {
+Profile aggregate(const std::vector<OpEvent>& events, int steps, std::vector<TraceEvent>* trace,
+                  const std::vector<std::vector<int64_t>>& no_grad_shapes = {}) {
   Profile p;
   p.steps = steps;
   std::vector<Interval> step_ranges;
@@ -138,7 +139,7 @@ Profile aggregate(const std::vector<OpEvent>& events, int steps, std::vector<Tra
     a.self_us = std::max(0.0, a.self_us);
     if (a.parent >= 0) covered[i] = covered[a.parent] || ann[a.parent].owner;
     if (covered[i]) continue;
-    const cost::OpCost c = cost::op_cost(e.name, e.shapes, e.dtypes);
+    const cost::OpCost c = cost::op_cost(e.name, e.shapes, e.dtypes, no_grad_shapes);
     if (c.known || e.profiler_flops > 0 || !has_children[i]) {
       a.owner = true;
       a.bytes = c.bytes;
@@ -256,6 +257,14 @@ Status classify(const std::string& message) {
 
 }  // namespace
 
+// The shapes of the batch's inputs: tensors that never require a gradient.
+std::vector<std::vector<int64_t>> input_shapes(const Batch& b) {
+  std::vector<std::vector<int64_t>> out;
+  for (const auto& t : b.inputs)
+    if (t.defined() && !t.requires_grad()) out.push_back(t.sizes().vec());
+  return out;
+}
+
 Profile aggregate_profile(const std::vector<OpEvent>& events, int steps) {
   return aggregate(events, steps, nullptr);
 }
@@ -298,7 +307,8 @@ StepCost measured_step_cost(const Config& config, Workload& w, torch::optim::Opt
     train_step(w, opt, batch, device);
   }
   auto result = disableProfiler();
-  return cost_from_profile(aggregate(op_events(*result), 1, nullptr), config, w, batch);
+  return cost_from_profile(aggregate(op_events(*result), 1, nullptr, input_shapes(batch)), config,
+                           w, batch);
 }
 
 MemoryEstimate workload_memory_estimate(const Config& config, Workload& w, const Batch& batch) {
@@ -351,17 +361,36 @@ ProfileRun profile_config(const Config& input, const ProfileOptions& o) {
     prepareProfiler(pc, activities);
     const CpuSnapshot cpu0 = cpu_snapshot();
     const ThreadSnapshot threads0 = thread_snapshot();
+    std::optional<CpuSnapshot> cpu0_for_accounting;
+    std::optional<ThreadSnapshot> threads0_for_accounting;
     enableProfiler(pc, activities);
     for (int i = 0; i < o.steps; ++i) {
       RECORD_USER_SCOPE("tb::step");
       train_step(*workload, *opt, batch, device);
     }
     auto result = disableProfiler();
-    const ThreadSnapshot threads1 = thread_snapshot();
-    const CpuSnapshot cpu1 = cpu_snapshot();
+    ThreadSnapshot threads1 = thread_snapshot();
+    CpuSnapshot cpu1 = cpu_snapshot();
+    int64_t accounted_steps = o.steps;
+    if (threads1.wall_s - threads0.wall_s < kMinAccountingWindowS) {
+      // Too short for the kernel's tick accounting: thread and CPU usage come from a window of
+      // unprofiled steps long enough to be counted instead.
+      const CpuSnapshot c0 = cpu_snapshot();
+      const ThreadSnapshot t0 = thread_snapshot();
+      accounted_steps = 0;
+      do {
+        train_step(*workload, *opt, batch, device);
+        ++accounted_steps;
+        threads1 = thread_snapshot();
+      } while (accounted_steps < o.steps || threads1.wall_s - t0.wall_s < kMinAccountingWindowS);
+      cpu1 = cpu_snapshot();
+      threads0_for_accounting = t0;
+      cpu0_for_accounting = c0;
+    }
 
     const std::vector<OpEvent> events = op_events(*result);
-    run.profile = aggregate(events, o.steps, o.keep_trace ? &run.trace : nullptr);
+    run.profile =
+        aggregate(events, o.steps, o.keep_trace ? &run.trace : nullptr, input_shapes(batch));
     // Without a cost description the model's FLOPs are the profiled ones (docs/suite.md).
     if (!has_cost(config.family())) cost = cost_from_profile(run.profile, config, *workload, batch);
     Profile& p = run.profile;
@@ -381,8 +410,9 @@ ProfileRun profile_config(const Config& input, const ProfileOptions& o) {
       u.fp = fp_utilization(window_flops, *u.peak_flops, u.active_s);
       u.fp_elapsed = fp_utilization(window_flops, *u.peak_flops, u.elapsed_s);
     }
-    u.cpu = cpu_usage(cpu0, cpu1);
-    u.threads = thread_activity(threads0, threads1);
+    u.cpu = cpu_usage(cpu0_for_accounting ? *cpu0_for_accounting : cpu0, cpu1);
+    u.threads = thread_activity(threads0_for_accounting ? *threads0_for_accounting : threads0, threads1);
+    u.threads.steps = accounted_steps;
   } catch (const c10::Error& e) {
     const std::string msg = e.what_without_backtrace();
     run.status = classify(msg);

@@ -112,7 +112,8 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
       if (enough) {
         ++sum.skipped;
         ev.outcome = "skipped";
-        ev.detail = recorded == "ok" ? "already in the store" : "not ok in an earlier repetition";
+        ev.detail = round == 0 || recorded == "ok" ? "already in the store"
+                                                   : "not ok in an earlier repetition";
         on_event(ev);
         continue;
       }

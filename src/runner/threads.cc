@@ -41,6 +41,7 @@ namespace {
 const std::pair<const char*, const char*> kRuntimeEnv[] = {
     {"GOMP_SPINCOUNT", "10000"},
     {"OMP_WAIT_POLICY", nullptr},
+    {"OPENBLAS_CORETYPE", nullptr},  // set where OpenBLAS would fall back (platform/blas.h)
     {"OMP_PROC_BIND", nullptr},  // thread placement, when the user pins (docs/stacks.md)
     {"OMP_PLACES", nullptr},
     {"MALLOC_MMAP_THRESHOLD_", "33554432"},  // glibc's largest accepted value, 32 MiB
@@ -64,6 +65,12 @@ void ensure_runtime_environment(int argc, char** argv) {
   bool changed = false;
   for (const auto& [key, value] : kRuntimeEnv)
     if (value && !std::getenv(key)) changed |= setenv(key, value, 0) == 0;
+  // OpenBLAS reads OPENBLAS_CORETYPE when it is loaded. The OpenBLAS loaded now (the system's)
+  // detects the CPU as the one about to be entered would, being the same release.
+  if (!std::getenv("OPENBLAS_CORETYPE")) {
+    const std::string core = openblas_core_override();
+    if (!core.empty()) changed |= setenv("OPENBLAS_CORETYPE", core.c_str(), 1) == 0;
+  }
   // The default BLAS is entered in the same re-execution; a stack that names another one
   // re-executes once more when its command starts (enter_blas).
   if (!std::getenv("TB_STACK_BLAS")) {

@@ -33,7 +33,12 @@ struct ThreadActivity {
   // The used threads' remaining time: blocked on a lock, a barrier or I/O, or sleeping.
   double blocked_s = 0;
   bool has_schedstat = false;
+  int64_t steps = 0;  // training steps in the window, where the caller counts them
 };
+
+// The shortest window whose CPU accounting means something: /proc/stat counts in ticks of
+// 1/CLK_TCK (10 ms), so a window of a few short steps reads as 0% and 0 threads.
+inline constexpr double kMinAccountingWindowS = 0.25;
 
 struct ThreadSnapshot {
   double wall_s = 0;

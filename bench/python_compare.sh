@@ -44,10 +44,16 @@ arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-g
 blas_dir=/usr/lib/$arch/openblas-openmp
 [[ -r "$blas_dir/libblas.so.3" ]] || { echo "python_compare: $blas_dir missing (apt-get install libopenblas0-openmp)" >&2; exit 1; }
 py_blas=(LD_LIBRARY_PATH="$blas_dir")
+# And on the same kernels: trainbench asks OpenBLAS for the CPU's own where it would fall back
+# to generic ones (OPENBLAS_CORETYPE, docs/stacks.md); Python gets what trainbench chose.
+core=$(env -u OPENBLAS_CORETYPE "$tb" run fc:layers=1,nodes=8,input=8,output=2,batch=2 --steps 2 --json 2>/dev/null |
+  "$py" -c 'import json,sys; print(json.load(sys.stdin)["context"]["runtime"]["environment"].get("OPENBLAS_CORETYPE",""))' || true)
+[[ -n "$core" ]] && py_blas+=(OPENBLAS_CORETYPE="$core")
+echo "python_compare: Python on $blas_dir${core:+ with OPENBLAS_CORETYPE=$core}"
 # Start every process from the same environment, without any of them already set.
 clean=(env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u MALLOC_MMAP_THRESHOLD_ -u MALLOC_TRIM_THRESHOLD_ -u TB_RUNTIME_ENV
        -u OMP_NUM_THREADS -u OPENBLAS_NUM_THREADS -u LD_LIBRARY_PATH -u TB_STACK_BLAS
-       -u TB_USER_LD_LIBRARY_PATH)
+       -u TB_USER_LD_LIBRARY_PATH -u OPENBLAS_CORETYPE)
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -36,18 +36,23 @@ mkdir -p "$(dirname "$out")"
 arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
 blas=/usr/lib/$arch/openblas-openmp
 
+# The OpenBLAS kernels trainbench asks for on this CPU, if any (docs/stacks.md): every variant
+# runs on them, so that what differs is the variable under test.
+core=$(env -u OPENBLAS_CORETYPE "$tb" run fc:layers=1,nodes=8,input=8,output=2,batch=2 --steps 2 --json 2>/dev/null |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["context"]["runtime"]["environment"].get("OPENBLAS_CORETYPE",""))' || true)
+kernels=${core:+OPENBLAS_CORETYPE=$core}
 # name | environment (trainbench keeps what is set; TB_RUNTIME_ENV=1 makes it set nothing,
-# the BLAS then given as trainbench would give it)
+# the BLAS and its kernels then given as trainbench would give them)
 variants=(
   "trainbench|"
   "spin-300000|GOMP_SPINCOUNT=300000"
   "passive|OMP_WAIT_POLICY=PASSIVE"
-  "nothing-set|TB_RUNTIME_ENV=1 TB_STACK_BLAS=openblas-openmp LD_LIBRARY_PATH=$blas"
+  "nothing-set|TB_RUNTIME_ENV=1 TB_STACK_BLAS=openblas-openmp LD_LIBRARY_PATH=$blas $kernels"
   "pinned|OMP_PROC_BIND=close OMP_PLACES=cores"
 )
 clean=(env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u MALLOC_MMAP_THRESHOLD_ -u MALLOC_TRIM_THRESHOLD_
        -u TB_RUNTIME_ENV -u OMP_PROC_BIND -u OMP_PLACES -u TB_STACK_BLAS -u LD_LIBRARY_PATH
-       -u TB_USER_LD_LIBRARY_PATH)
+       -u TB_USER_LD_LIBRARY_PATH -u OPENBLAS_CORETYPE)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 start=$SECONDS

@@ -33,11 +33,12 @@ bool prepared_runtime() { return denormals_flushed; }
 namespace tb {
 namespace {
 // Set when unset (a null value: only recorded). GOMP_SPINCOUNT: an OpenMP worker spins about
-// 10-30 us for the next parallel region, then sleeps. OMP_WAIT_POLICY=PASSIVE (sleep at once)
-// made every region of a small operator wait ~85 us for a futex wake-up on these machines
-// (cnn:filters=16,batch=32 at 2 threads: 24 ms per step against 6 ms); ACTIVE (spin on) let
-// workers fight OpenBLAS's threads for the cores during GEMMs (fc:layers=4,nodes=2048,batch=256:
-// 247 ms against 124 ms). A short spin gets both.
+// 10-30 us for the next parallel region, then sleeps. Beside OpenBLAS's pthread pool both
+// extremes cost whole factors on these machines (PASSIVE: every region of a small operator
+// waited ~85 us for a wake-up; ACTIVE: workers took the cores from the BLAS's threads). With the
+// OpenMP BLAS, one pool, the spin barely matters (bench/runtime_env.sh: within ~4% either way);
+// the short spin stays because it bounds what an idle worker takes from what runs next. The
+// malloc thresholds keep large tensors mapped between steps (up to 15% on small cnn steps).
 const std::pair<const char*, const char*> kRuntimeEnv[] = {
     {"GOMP_SPINCOUNT", "10000"},
     {"OMP_WAIT_POLICY", nullptr},

@@ -359,10 +359,8 @@ ProfileRun profile_config(const Config& input, const ProfileOptions& o) {
     const std::set<torch::profiler::impl::ActivityType> activities = {
         torch::profiler::impl::ActivityType::CPU};
     prepareProfiler(pc, activities);
-    const CpuSnapshot cpu0 = cpu_snapshot();
-    const ThreadSnapshot threads0 = thread_snapshot();
-    std::optional<CpuSnapshot> cpu0_for_accounting;
-    std::optional<ThreadSnapshot> threads0_for_accounting;
+    CpuSnapshot cpu0 = cpu_snapshot();
+    ThreadSnapshot threads0 = thread_snapshot();
     enableProfiler(pc, activities);
     for (int i = 0; i < o.steps; ++i) {
       RECORD_USER_SCOPE("tb::step");
@@ -375,17 +373,17 @@ ProfileRun profile_config(const Config& input, const ProfileOptions& o) {
     if (threads1.wall_s - threads0.wall_s < kMinAccountingWindowS) {
       // Too short for the kernel's tick accounting: thread and CPU usage come from a window of
       // unprofiled steps long enough to be counted instead.
-      const CpuSnapshot c0 = cpu_snapshot();
-      const ThreadSnapshot t0 = thread_snapshot();
+      cpu0 = cpu_snapshot();
+      threads0 = thread_snapshot();
+      const auto w0 = Clock::now();
       accounted_steps = 0;
       do {
         train_step(*workload, *opt, batch, device);
         ++accounted_steps;
-        threads1 = thread_snapshot();
-      } while (accounted_steps < o.steps || threads1.wall_s - t0.wall_s < kMinAccountingWindowS);
+      } while (accounted_steps < o.steps ||
+               std::chrono::duration<double>(Clock::now() - w0).count() < kMinAccountingWindowS);
+      threads1 = thread_snapshot();
       cpu1 = cpu_snapshot();
-      threads0_for_accounting = t0;
-      cpu0_for_accounting = c0;
     }
 
     const std::vector<OpEvent> events = op_events(*result);
@@ -410,8 +408,8 @@ ProfileRun profile_config(const Config& input, const ProfileOptions& o) {
       u.fp = fp_utilization(window_flops, *u.peak_flops, u.active_s);
       u.fp_elapsed = fp_utilization(window_flops, *u.peak_flops, u.elapsed_s);
     }
-    u.cpu = cpu_usage(cpu0_for_accounting ? *cpu0_for_accounting : cpu0, cpu1);
-    u.threads = thread_activity(threads0_for_accounting ? *threads0_for_accounting : threads0, threads1);
+    u.cpu = cpu_usage(cpu0, cpu1);
+    u.threads = thread_activity(threads0, threads1);
     u.threads.steps = accounted_steps;
   } catch (const c10::Error& e) {
     const std::string msg = e.what_without_backtrace();

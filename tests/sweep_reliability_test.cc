@@ -5,9 +5,11 @@
 #include <cstdio>
 #include <signal.h>
 #include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -235,3 +237,123 @@ TEST(SweepReliability, ShardsMergeToTheUnsplitSweep) {
 }
 
 }  // namespace
+
+namespace {
+
+// A small tmpfs of our own: a real full disk and a real read-only filesystem (root ignores
+// file modes, so chmod cannot make one). Needs CAP_SYS_ADMIN; elsewhere the test is skipped.
+struct SmallFilesystem {
+  std::string dir;
+  bool mounted = false;
+  explicit SmallFilesystem(const std::string& path, const char* size) : dir(path) {
+    std::filesystem::create_directories(dir);
+    mounted = mount("tmpfs", dir.c_str(), "tmpfs", 0, size) == 0;
+  }
+  bool remount_read_only() {
+    return mount("tmpfs", dir.c_str(), "tmpfs", MS_REMOUNT | MS_RDONLY, nullptr) == 0;
+  }
+  ~SmallFilesystem() {
+    if (mounted) umount2(dir.c_str(), MNT_DETACH);
+    std::filesystem::remove_all(dir);
+  }
+};
+
+// Enough small configs that their results overflow a few hundred KiB.
+const char* kMany = R"(
+budget = 0.05
+repetitions = 1
+[[grid]]
+family = "fc"
+layers = [1, 2, 3, 4]
+nodes = [8, 16, 32, 64, 128, 256, 512, 1024]
+input = 8
+batch = 2
+)";
+
+int64_t lines(const std::string& text) { return std::count(text.begin(), text.end(), '\n'); }
+
+}  // namespace
+
+TEST(StoreFailures, EachEnvironmentFailureSaysWhatIsKept) {
+  const auto full = tb::storage_failure_message("s.db", SQLITE_FULL, "database or disk is full", 7);
+  ASSERT_TRUE(full);
+  EXPECT_NE(full->find("store 's.db': the disk is full"), std::string::npos) << *full;
+  EXPECT_NE(full->find("keeps 7 stored results"), std::string::npos) << *full;
+  EXPECT_NE(full->find("run the same command again"), std::string::npos) << *full;
+  const auto ro = tb::storage_failure_message("s.db", SQLITE_READONLY, "attempt to write", 1);
+  ASSERT_TRUE(ro);
+  EXPECT_NE(ro->find("read-only"), std::string::npos) << *ro;
+  EXPECT_NE(ro->find("keeps 1 stored result;"), std::string::npos) << *ro;
+  const auto io = tb::storage_failure_message("s.db", SQLITE_IOERR, "disk I/O error", -1);
+  ASSERT_TRUE(io);
+  EXPECT_NE(io->find("keeps its stored results"), std::string::npos) << *io;
+  // A constraint or a syntax error is trainbench's own bug: not dressed up as the disk's.
+  EXPECT_FALSE(tb::storage_failure_message("s.db", SQLITE_CONSTRAINT, "UNIQUE", 3));
+  EXPECT_FALSE(tb::storage_failure_message("s.db", SQLITE_ERROR, "no such column", 3));
+}
+
+TEST(StoreFailures, AStoreInAMissingDirectoryIsRefusedBeforeAnythingRuns) {
+  const std::string file = tmp("missing.toml"), log = tmp("missing.log");
+  const std::string db = tmp("no-such-dir") + "/s.db";
+  write(file, kSmall);
+  EXPECT_EQ(run({"sweep", file, "--store", db}, log), 2);
+  const std::string out = read(log);
+  EXPECT_NE(out.find("directory '" + tmp("no-such-dir") + "' does not exist"), std::string::npos)
+      << out;
+  EXPECT_EQ(lines(out), 1) << out;
+  EXPECT_EQ(out.find("ok "), std::string::npos) << "a config ran: " << out;
+}
+
+TEST(StoreFailures, AFullDiskStopsTheSweepWithTheStoreIntactAndItResumes) {
+  SmallFilesystem fs(tmp("fullfs"), "size=256k");
+  if (!fs.mounted) GTEST_SKIP() << "cannot mount a tmpfs here (needs CAP_SYS_ADMIN)";
+  const std::string file = tmp("many.toml"), log = tmp("full.log"), db = fs.dir + "/s.db";
+  write(file, kMany);
+  EXPECT_EQ(run({"sweep", file, "--store", db}, log), 3);
+  const std::string out = read(log);
+  const auto at = out.find("trainbench: store '" + db + "': the disk is full");
+  ASSERT_NE(at, std::string::npos) << out;
+  EXPECT_EQ(out.find("internal error"), std::string::npos) << out;
+  EXPECT_EQ(lines(out.substr(at)), 1) << out;
+  int64_t kept = 0;
+  {
+    auto store = tb::Store::open_read_only(db);
+    EXPECT_EQ(store->integrity_check(), "ok");
+    kept = store->count_runs();
+    for (const auto& row : store->runs()) EXPECT_EQ(row["status"], "ok") << row.dump();
+  }
+  EXPECT_GT(kept, 0);
+  EXPECT_LT(kept, 32);
+  EXPECT_NE(out.find("keeps " + std::to_string(kept) + " stored result"), std::string::npos) << out;
+  // Space freed (the store moved to a roomy disk): the same command finishes the rest.
+  const std::string roomy = tmp("roomy.db");
+  for (const char* suffix : {"", "-wal", "-shm"})
+    if (std::filesystem::exists(db + suffix))
+      std::filesystem::copy_file(db + suffix, roomy + suffix);
+  std::remove(log.c_str());
+  EXPECT_EQ(run({"sweep", file, "--store", roomy}, log), 0) << read(log);
+  EXPECT_EQ(tb::Store::open_read_only(roomy)->count_runs(), 32);
+  EXPECT_NE(read(log).find(std::to_string(kept) + " already in the store"), std::string::npos)
+      << read(log);
+}
+
+TEST(StoreFailures, AReadOnlyFilesystemIsNamedAndItsStoresStillRead) {
+  SmallFilesystem fs(tmp("rofs"), "size=4m");
+  if (!fs.mounted) GTEST_SKIP() << "cannot mount a tmpfs here (needs CAP_SYS_ADMIN)";
+  const std::string file = tmp("ro.toml"), log = tmp("ro.log"), db = fs.dir + "/s.db";
+  write(file, kSmall);
+  ASSERT_EQ(run({"sweep", file, "--store", db}, log), 0) << read(log);
+  ASSERT_TRUE(fs.remount_read_only());
+  for (const std::string& target : {db, fs.dir + "/new.db"}) {
+    std::remove(log.c_str());
+    EXPECT_EQ(run({"sweep", file, "--store", target}, log), 2);
+    const std::string out = read(log);
+    EXPECT_NE(out.find("store '" + target + "'"), std::string::npos) << out;
+    EXPECT_NE(out.find("Read-only file system"), std::string::npos) << out;
+    EXPECT_EQ(lines(out), 1) << out;
+  }
+  // The WAL store on read-only media opens for reading (immutable) and exports.
+  std::remove(log.c_str());
+  EXPECT_EQ(run({"export", db, "--format", "csv"}, log), 0) << read(log);
+  EXPECT_GT(lines(read(log)), 1) << read(log);
+}

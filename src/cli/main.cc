@@ -82,6 +82,9 @@ int main(int argc, char** argv) {
   } catch (const tb::UsageError& e) {
     std::cerr << "trainbench: " << tb::printable(e.what()) << "\n";
     return 2;
+  } catch (const tb::StorageError& e) {
+    std::cerr << "trainbench: " << tb::printable(e.what()) << "\n";
+    return 3;
   } catch (const std::exception& e) {
     std::cerr << "trainbench: internal error: " << tb::printable(e.what()) << "\n";
     return 3;

@@ -27,4 +27,12 @@ class Unsupported : public std::runtime_error {
   explicit Unsupported(const std::string& what) : std::runtime_error(what) {}
 };
 
+// Something outside trainbench refused a write it needs: a full disk, a read-only file or
+// filesystem. Not a bug and not bad input: the CLI prints its one line (which says what was
+// kept and how to go on) and exits 3, without the "internal error" label.
+class StorageError : public std::runtime_error {
+ public:
+  explicit StorageError(const std::string& what) : std::runtime_error(what) {}
+};
+
 }  // namespace tb

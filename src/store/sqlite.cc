@@ -1,12 +1,11 @@
 #include "store/sqlite.h"
 
-#include <stdexcept>
 
 namespace tb::sql {
 
 Statement::Statement(sqlite3* db, const std::string& sql) : db_(db) {
   if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt_, nullptr) != SQLITE_OK)
-    throw std::runtime_error(std::string(sqlite3_errmsg(db)) + " in: " + sql);
+    throw Error(std::string(sqlite3_errmsg(db)) + " in: " + sql, sqlite3_errcode(db) & 0xff);
 }
 Statement::~Statement() { sqlite3_finalize(stmt_); }
 
@@ -31,7 +30,7 @@ bool Statement::step() {
   const int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
-  throw std::runtime_error(sqlite3_errmsg(db_));
+  throw Error(sqlite3_errmsg(db_), rc & 0xff);
 }
 
 void Statement::run() {
@@ -56,11 +55,11 @@ int Statement::columns() const { return sqlite3_column_count(stmt_); }
 std::string Statement::column_name(int c) const { return sqlite3_column_name(stmt_, c); }
 
 Database::Database(const std::string& path, int flags) {
-  if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
+  if (const int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr); rc != SQLITE_OK) {
     std::string msg = db_ ? sqlite3_errmsg(db_) : "cannot open";
     sqlite3_close(db_);
     db_ = nullptr;
-    throw std::runtime_error(msg);
+    throw Error(msg, rc & 0xff);
   }
   // Concurrent writers on a shared filesystem wait instead of failing.
   sqlite3_busy_timeout(db_, 60000);
@@ -69,10 +68,10 @@ Database::~Database() { sqlite3_close(db_); }
 
 void Database::exec(const std::string& sql) {
   char* err = nullptr;
-  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+  if (const int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err); rc != SQLITE_OK) {
     std::string msg = err ? err : "sqlite error";
     sqlite3_free(err);
-    throw std::runtime_error(msg);
+    throw Error(msg, rc & 0xff);
   }
 }
 

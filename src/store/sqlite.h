@@ -3,12 +3,24 @@
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 namespace tb::sql {
 
+// A failed SQLite call: SQLite's message, and its primary result code so a caller can tell a
+// full disk or a read-only file (SQLITE_FULL, SQLITE_READONLY, ...) from a bug.
+class Error : public std::runtime_error {
+ public:
+  Error(const std::string& what, int code) : std::runtime_error(what), code_(code) {}
+  int code() const { return code_; }
+
+ private:
+  int code_;
+};
+
 // The few pieces of SQLite's C API the store uses, with ownership and errors handled.
-// Every failure throws std::runtime_error carrying SQLite's message.
+// Every failure throws sql::Error carrying SQLite's message and result code.
 class Statement {
  public:
   Statement(sqlite3* db, const std::string& sql);

@@ -3,9 +3,13 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -181,7 +185,97 @@ const char* kMemoryCategoryColumns[] = {"weights",   "gradients",   "optimizer_s
                                         "feature_maps", "workspace", "temporaries",
                                         "inputs",    "other"};
 
+// The directory a new store's file (and its -wal and -shm files) would be created in.
+std::string parent_directory(const std::string& path) {
+  const auto parent = std::filesystem::path(path).parent_path();
+  return parent.empty() ? "." : parent.string();
+}
+
+// Refuses a store that cannot be written before SQLite is asked to, with the reason in the
+// user's terms; SQLite would say only "unable to open database file" or fail at the first
+// result.
+void check_writable(const std::string& path, bool existed) {
+  const std::string dir = parent_directory(path);
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    throw UsageError(fmt::format("store '{}': directory '{}' does not exist", path, dir));
+  // access() answers for the effective user and for read-only filesystems, root included.
+  if (existed && access(path.c_str(), W_OK) != 0)
+    throw UsageError(fmt::format(
+        "store '{}' cannot be written ({}): commands that record results need to write it; "
+        "export, analyze and report read it as it is",
+        path, std::strerror(errno)));
+  if (access(dir.c_str(), W_OK) != 0)
+    throw UsageError(fmt::format("store '{}': directory '{}' cannot be written ({}): {}", path,
+                                 dir, std::strerror(errno),
+                                 existed ? "the store writes its journal files beside it"
+                                         : "the store and its journal files are created there"));
+}
+
+// file: URI of a path (RFC 3986 escapes for what a URI would read as a delimiter), opened
+// immutable: SQLite takes no locks and needs no -shm file.
+std::string immutable_uri(const std::string& path) {
+  std::string out = "file:";
+  for (const char c : std::filesystem::absolute(path).string()) {
+    if (c == '%' || c == '?' || c == '#')
+      out += fmt::format("%{:02X}", static_cast<unsigned char>(c));
+    else
+      out += c;
+  }
+  return out + "?immutable=1";
+}
+
+int64_t kept_runs(Store& s) {
+  try {
+    return s.count_runs();
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+// Runs one write of the store; a failure the environment caused becomes a StorageError
+// that says what is kept.
+template <class F>
+auto writing(Store& s, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const sql::Error& e) {
+    auto message = storage_failure_message(s.path(), e.code(), e.what(), kept_runs(s));
+    if (!message) throw;
+    throw StorageError(*message);
+  }
+}
+
 }  // namespace
+
+std::optional<std::string> storage_failure_message(const std::string& path, int code,
+                                                   const std::string& sqlite_message, int64_t kept) {
+  const std::string keeps =
+      kept < 0 ? std::string("its stored results")
+               : fmt::format("{} stored result{}", kept, kept == 1 ? "" : "s");
+  // SQLite rolls the failed transaction back, so what was committed before stays as it was.
+  switch (code) {
+    case SQLITE_FULL:
+      return fmt::format(
+          "store '{}': the disk is full (SQLite: {}); the store is intact and keeps {}; free "
+          "space, then run the same command again (a sweep resumes after its stored results)",
+          path, sqlite_message, keeps);
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_CANTOPEN:
+      return fmt::format(
+          "store '{}': cannot write to it (SQLite: {}): the file, its directory or the "
+          "filesystem is read-only; the store keeps {}; make it writable or choose another store",
+          path, sqlite_message, keeps);
+    case SQLITE_IOERR:
+      return fmt::format(
+          "store '{}': the filesystem failed a read or write (SQLite: {}); the store keeps {} "
+          "as of its last completed write; check the disk, then run the same command again",
+          path, sqlite_message, keeps);
+    default:
+      return std::nullopt;
+  }
+}
 
 Store::Store(std::string path, std::unique_ptr<sql::Database> db)
     : path_(std::move(path)), db_(std::move(db)) {}
@@ -190,6 +284,7 @@ Store::~Store() = default;
 std::unique_ptr<Store> Store::open(const std::string& path, bool create) {
   const bool existed = exists(path);
   if (!existed && !create) throw UsageError("store '" + path + "' does not exist");
+  check_writable(path, existed);
   if (existed) {
     // Look before touching: read-only checks, so a foreign or damaged file is left as it is.
     try {
@@ -234,7 +329,7 @@ std::unique_ptr<Store> Store::open(const std::string& path, bool create) {
     throw UsageError("store '" + path + "': " + e.what());
   }
   std::unique_ptr<Store> s(new Store(path, std::move(db)));
-  s->migrate();
+  writing(*s, [&] { s->migrate(); });
   return s;
 }
 
@@ -242,8 +337,18 @@ std::unique_ptr<Store> Store::open_read_only(const std::string& path) {
   if (!exists(path)) throw UsageError("store '" + path + "' does not exist");
   std::unique_ptr<sql::Database> db;
   try {
-    db = std::make_unique<sql::Database>(path, SQLITE_OPEN_READONLY);
-    check_is_store(*db, path);
+    try {
+      db = std::make_unique<sql::Database>(path, SQLITE_OPEN_READONLY);
+      check_is_store(*db, path);
+    } catch (const sql::Error& e) {
+      // A WAL store on read-only media cannot get the -shm file a reader needs; nothing can
+      // change it there, so it is read as immutable.
+      const std::string dir = parent_directory(path);
+      if (e.code() != SQLITE_CANTOPEN || access(dir.c_str(), W_OK) == 0) throw;
+      db = std::make_unique<sql::Database>(immutable_uri(path),
+                                           SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+      check_is_store(*db, path);
+    }
     auto v = db->prepare("SELECT value FROM meta WHERE key = 'schema_version'");
     if (!v.step() || std::stoi(v.text(0)) != kStoreSchemaVersion)
       throw UsageError("store '" + path + "': schema version " + v.text(0) +
@@ -305,13 +410,15 @@ void Store::ensure_param_columns() {
 }
 
 int64_t Store::platform_id(const json& identity, const std::string& name, const json& detail) {
-  const std::string id = identity.dump();
-  sql::Transaction t(*db_);
-  db_->prepare("INSERT OR IGNORE INTO platform (identity, name, detail) VALUES (?, ?, ?)")
-      .bind(1, id).bind(2, name).bind(3, detail.dump()).run();
-  const int64_t out = id_of("platform", id);
-  t.commit();
-  return out;
+  return writing(*this, [&] {
+    const std::string id = identity.dump();
+    sql::Transaction t(*db_);
+    db_->prepare("INSERT OR IGNORE INTO platform (identity, name, detail) VALUES (?, ?, ?)")
+        .bind(1, id).bind(2, name).bind(3, detail.dump()).run();
+    const int64_t out = id_of("platform", id);
+    t.commit();
+    return out;
+  });
 }
 
 int64_t Store::id_of(const char* table, const std::string& identity) {
@@ -322,18 +429,20 @@ int64_t Store::id_of(const char* table, const std::string& identity) {
 }
 
 int64_t Store::stack_id(const json& identity) {
-  const std::string id = identity.dump();
-  auto field = [&](const char* k) { return identity.value(k, std::string()); };
-  sql::Transaction t(*db_);
-  db_->prepare(
-         "INSERT OR IGNORE INTO stack (identity, trainbench_version, git_revision, libtorch, blas, "
-         "compiler, detail) VALUES (?, ?, ?, ?, ?, ?, ?)")
-      .bind(1, id).bind(2, field("trainbench_version")).bind(3, field("git_revision"))
-      .bind(4, field("libtorch")).bind(5, field("blas")).bind(6, field("compiler"))
-      .bind(7, identity.dump()).run();
-  const int64_t out = id_of("stack", id);
-  t.commit();
-  return out;
+  return writing(*this, [&] {
+    const std::string id = identity.dump();
+    auto field = [&](const char* k) { return identity.value(k, std::string()); };
+    sql::Transaction t(*db_);
+    db_->prepare(
+           "INSERT OR IGNORE INTO stack (identity, trainbench_version, git_revision, libtorch, blas, "
+           "compiler, detail) VALUES (?, ?, ?, ?, ?, ?, ?)")
+        .bind(1, id).bind(2, field("trainbench_version")).bind(3, field("git_revision"))
+        .bind(4, field("libtorch")).bind(5, field("blas")).bind(6, field("compiler"))
+        .bind(7, identity.dump()).run();
+    const int64_t out = id_of("stack", id);
+    t.commit();
+    return out;
+  });
 }
 
 std::string Store::run_status(const std::string& config, int64_t platform, int64_t stack) {
@@ -354,57 +463,59 @@ json Store::run_result(const std::string& config, int64_t platform, int64_t stac
 
 void Store::add_run(const json& r, int64_t platform, int64_t stack, const std::string& sweep,
                     bool replace) {
-  const std::string config = r.at("config").get<std::string>();
-  const Config c = parse_config(config);
-  std::vector<std::string> cols = {"config", "platform_id", "stack_id", "family", "status",
-                                   "error", "sweep", "started_at", "finished_at", "step_times",
-                                   "result"};
-  for (const auto& m : metric_columns()) cols.push_back(m.column);
-  for (const auto& [k, v] : c.values()) cols.push_back("p_" + k);
-  std::string names, marks;
-  for (const auto& col : cols) {
-    names += (names.empty() ? "" : ", ") + col;
-    marks += marks.empty() ? "?" : ", ?";
-  }
-  sql::Transaction t(*db_);
-  auto st = db_->prepare(fmt::format("INSERT OR {} INTO run ({}) VALUES ({})",
-                                     replace ? "REPLACE" : "IGNORE", names, marks));
-  int i = 1;
-  st.bind(i++, config);
-  st.bind(i++, platform);
-  st.bind(i++, stack);
-  st.bind(i++, c.family());
-  st.bind(i++, r.value("status", std::string("invalid")));
-  st.bind(i++, r.value("error", std::string()));
-  st.bind(i++, sweep);
-  st.bind(i++, r.value("started_at", std::string()));
-  st.bind(i++, r.value("finished_at", std::string()));
-  st.bind(i++, r.contains("step_times_s") ? r["step_times_s"].dump() : std::string("[]"));
-  json stored = r;
-  stored.erase("step_times_s");  // kept once, in its own column
-  st.bind(i++, stored.dump());
-  for (const auto& m : metric_columns()) {
-    const json* v = at_path(r, m.path);
-    if (!v || v->is_null())
-      st.bind_null(i++);
-    else if (v->is_boolean())
-      st.bind(i++, int64_t(v->get<bool>()));
-    else if (v->is_string())
-      st.bind(i++, v->get<std::string>());
-    else if (std::string(m.type) == "INTEGER")
-      st.bind(i++, v->get<int64_t>());
-    else
-      st.bind(i++, v->get<double>());
-  }
-  for (const auto& [k, v] : c.values()) {
-    const ParamSpec* p = c.schema().find(k);
-    if (p && !p->is_choice() && !p->is_text() && k != "device")
-      st.bind(i++, int64_t(std::stoll(v)));  // numbers compare as numbers in SQL
-    else
-      st.bind(i++, v);
-  }
-  st.run();
-  t.commit();
+  writing(*this, [&] {
+    const std::string config = r.at("config").get<std::string>();
+    const Config c = parse_config(config);
+    std::vector<std::string> cols = {"config", "platform_id", "stack_id", "family", "status",
+                                     "error", "sweep", "started_at", "finished_at", "step_times",
+                                     "result"};
+    for (const auto& m : metric_columns()) cols.push_back(m.column);
+    for (const auto& [k, v] : c.values()) cols.push_back("p_" + k);
+    std::string names, marks;
+    for (const auto& col : cols) {
+      names += (names.empty() ? "" : ", ") + col;
+      marks += marks.empty() ? "?" : ", ?";
+    }
+    sql::Transaction t(*db_);
+    auto st = db_->prepare(fmt::format("INSERT OR {} INTO run ({}) VALUES ({})",
+                                       replace ? "REPLACE" : "IGNORE", names, marks));
+    int i = 1;
+    st.bind(i++, config);
+    st.bind(i++, platform);
+    st.bind(i++, stack);
+    st.bind(i++, c.family());
+    st.bind(i++, r.value("status", std::string("invalid")));
+    st.bind(i++, r.value("error", std::string()));
+    st.bind(i++, sweep);
+    st.bind(i++, r.value("started_at", std::string()));
+    st.bind(i++, r.value("finished_at", std::string()));
+    st.bind(i++, r.contains("step_times_s") ? r["step_times_s"].dump() : std::string("[]"));
+    json stored = r;
+    stored.erase("step_times_s");  // kept once, in its own column
+    st.bind(i++, stored.dump());
+    for (const auto& m : metric_columns()) {
+      const json* v = at_path(r, m.path);
+      if (!v || v->is_null())
+        st.bind_null(i++);
+      else if (v->is_boolean())
+        st.bind(i++, int64_t(v->get<bool>()));
+      else if (v->is_string())
+        st.bind(i++, v->get<std::string>());
+      else if (std::string(m.type) == "INTEGER")
+        st.bind(i++, v->get<int64_t>());
+      else
+        st.bind(i++, v->get<double>());
+    }
+    for (const auto& [k, v] : c.values()) {
+      const ParamSpec* p = c.schema().find(k);
+      if (p && !p->is_choice() && !p->is_text() && k != "device")
+        st.bind(i++, int64_t(std::stoll(v)));  // numbers compare as numbers in SQL
+      else
+        st.bind(i++, v);
+    }
+    st.run();
+    t.commit();
+  });
 }
 
 int64_t Store::count_runs() {
@@ -455,25 +566,27 @@ std::vector<json> Store::platforms() {
 }
 
 int64_t Store::merge_from(Store& other) {
-  int64_t added = 0;
-  auto src = other.db_->prepare(
-      "SELECT platform.identity, platform.name, platform.detail, stack.identity, run.sweep, "
-      "run.result, run.step_times FROM run JOIN platform ON platform.id = run.platform_id JOIN "
-      "stack ON stack.id = run.stack_id ORDER BY run.id");
-  while (src.step()) {
-    const int64_t p = platform_id(json::parse(src.text(0)), src.text(1),
-                                  src.text(2).empty() ? json() : json::parse(src.text(2)));
-    const int64_t s = stack_id(json::parse(src.text(3)));
-    json r = json::parse(src.text(5));
-    const std::string have = run_status(r.at("config").get<std::string>(), p, s);
-    // Keep one row per run; a success replaces a failure recorded for the same run.
-    if (!have.empty() && (have == "ok" || r.value("status", std::string()) != "ok")) continue;
-    r["step_times_s"] = json::parse(src.text(6).empty() ? "[]" : src.text(6));
-    add_run(r, p, s, src.text(4), !have.empty());
-    ++added;
-  }
-  merge_extras_from(other);
-  return added;
+  return writing(*this, [&] {
+    int64_t added = 0;
+    auto src = other.db_->prepare(
+        "SELECT platform.identity, platform.name, platform.detail, stack.identity, run.sweep, "
+        "run.result, run.step_times FROM run JOIN platform ON platform.id = run.platform_id JOIN "
+        "stack ON stack.id = run.stack_id ORDER BY run.id");
+    while (src.step()) {
+      const int64_t p = platform_id(json::parse(src.text(0)), src.text(1),
+                                    src.text(2).empty() ? json() : json::parse(src.text(2)));
+      const int64_t s = stack_id(json::parse(src.text(3)));
+      json r = json::parse(src.text(5));
+      const std::string have = run_status(r.at("config").get<std::string>(), p, s);
+      // Keep one row per run; a success replaces a failure recorded for the same run.
+      if (!have.empty() && (have == "ok" || r.value("status", std::string()) != "ok")) continue;
+      r["step_times_s"] = json::parse(src.text(6).empty() ? "[]" : src.text(6));
+      add_run(r, p, s, src.text(4), !have.empty());
+      ++added;
+    }
+    merge_extras_from(other);
+    return added;
+  });
 }
 
 // Profiles, memory breakdowns and emulation results come along with the runs; one already
@@ -523,35 +636,37 @@ void Store::merge_extras_from(Store& other) {
 }
 
 void Store::add_profile(const json& p, int64_t platform, int64_t stack) {
-  const std::string config = p.at("config").get<std::string>();
-  json summary = p;
-  summary.erase("ops");  // one row each, in the profile table
-  sql::Transaction t(*db_);
-  for (const char* table : {"profile_run", "profile"})
-    db_->prepare(fmt::format("DELETE FROM {} WHERE config = ? AND platform_id = ? AND stack_id = ?",
-                             table))
-        .bind(1, config).bind(2, platform).bind(3, stack).run();
-  db_->prepare(
-         "INSERT INTO profile_run (config, platform_id, stack_id, recorded_at, steps, step_us, "
-         "flops_per_step, model_flops_per_step, summary) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
-      .bind(1, config).bind(2, platform).bind(3, stack).bind(4, utc_now_iso())
-      .bind(5, p.value("steps", int64_t(0))).bind(6, p.value("step_us", 0.0))
-      .bind(7, p.value("flops_per_step", 0.0)).bind(8, p.value("model_flops_per_step", 0.0))
-      .bind(9, summary.dump()).run();
-  auto op = db_->prepare(
-      "INSERT INTO profile (config, platform_id, stack_id, name, shapes, phase, class, calls, "
-      "total_us, self_us, flops, flops_source, profiler_flops, bytes) VALUES "
-      "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  for (const auto& o : p.value("ops", json::array())) {
-    op.bind(1, config).bind(2, platform).bind(3, stack);
-    op.bind(4, o.value("name", "")).bind(5, o.value("shapes", "")).bind(6, o.value("phase", ""));
-    op.bind(7, o.value("class", "")).bind(8, o.value("calls", 0.0)).bind(9, o.value("total_us", 0.0));
-    op.bind(10, o.value("self_us", 0.0)).bind(11, o.value("flops", 0.0));
-    op.bind(12, o.value("flops_source", "")).bind(13, o.value("profiler_flops", 0.0));
-    op.bind(14, o.value("bytes", 0.0));
-    op.run();
-  }
-  t.commit();
+  writing(*this, [&] {
+    const std::string config = p.at("config").get<std::string>();
+    json summary = p;
+    summary.erase("ops");  // one row each, in the profile table
+    sql::Transaction t(*db_);
+    for (const char* table : {"profile_run", "profile"})
+      db_->prepare(fmt::format("DELETE FROM {} WHERE config = ? AND platform_id = ? AND stack_id = ?",
+                               table))
+          .bind(1, config).bind(2, platform).bind(3, stack).run();
+    db_->prepare(
+           "INSERT INTO profile_run (config, platform_id, stack_id, recorded_at, steps, step_us, "
+           "flops_per_step, model_flops_per_step, summary) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+        .bind(1, config).bind(2, platform).bind(3, stack).bind(4, utc_now_iso())
+        .bind(5, p.value("steps", int64_t(0))).bind(6, p.value("step_us", 0.0))
+        .bind(7, p.value("flops_per_step", 0.0)).bind(8, p.value("model_flops_per_step", 0.0))
+        .bind(9, summary.dump()).run();
+    auto op = db_->prepare(
+        "INSERT INTO profile (config, platform_id, stack_id, name, shapes, phase, class, calls, "
+        "total_us, self_us, flops, flops_source, profiler_flops, bytes) VALUES "
+        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    for (const auto& o : p.value("ops", json::array())) {
+      op.bind(1, config).bind(2, platform).bind(3, stack);
+      op.bind(4, o.value("name", "")).bind(5, o.value("shapes", "")).bind(6, o.value("phase", ""));
+      op.bind(7, o.value("class", "")).bind(8, o.value("calls", 0.0)).bind(9, o.value("total_us", 0.0));
+      op.bind(10, o.value("self_us", 0.0)).bind(11, o.value("flops", 0.0));
+      op.bind(12, o.value("flops_source", "")).bind(13, o.value("profiler_flops", 0.0));
+      op.bind(14, o.value("bytes", 0.0));
+      op.run();
+    }
+    t.commit();
+  });
 }
 
 bool Store::has_table(const std::string& name) {
@@ -589,24 +704,26 @@ std::vector<json> Store::profiles(const std::string& config) {
 }
 
 void Store::add_memory(const json& m, int64_t platform, int64_t stack) {
-  const std::string config = m.at("config").get<std::string>();
-  sql::Transaction t(*db_);
-  auto st = db_->prepare(
-      "INSERT OR REPLACE INTO memory (config, platform_id, stack_id, recorded_at, batch, "
-      "peak_bytes, weights, gradients, optimizer_state, feature_maps, workspace, temporaries, "
-      "inputs, other, estimate_total_bytes, detail) VALUES "
-      "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  st.bind(1, config).bind(2, platform).bind(3, stack).bind(4, utc_now_iso());
-  st.bind(5, m.value("batch", int64_t(0))).bind(6, m.value("peak_bytes", 0.0));
-  int i = 7;
-  for (const char* c : kMemoryCategoryColumns) {
-    const json* v = at_path(m, {"categories", c, "peak_bytes"});
-    st.bind(i++, v ? v->get<double>() : 0.0);
-  }
-  st.bind(i++, m.value("estimate_total_bytes", 0.0));
-  st.bind(i++, m.dump());
-  st.run();
-  t.commit();
+  writing(*this, [&] {
+    const std::string config = m.at("config").get<std::string>();
+    sql::Transaction t(*db_);
+    auto st = db_->prepare(
+        "INSERT OR REPLACE INTO memory (config, platform_id, stack_id, recorded_at, batch, "
+        "peak_bytes, weights, gradients, optimizer_state, feature_maps, workspace, temporaries, "
+        "inputs, other, estimate_total_bytes, detail) VALUES "
+        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    st.bind(1, config).bind(2, platform).bind(3, stack).bind(4, utc_now_iso());
+    st.bind(5, m.value("batch", int64_t(0))).bind(6, m.value("peak_bytes", 0.0));
+    int i = 7;
+    for (const char* c : kMemoryCategoryColumns) {
+      const json* v = at_path(m, {"categories", c, "peak_bytes"});
+      st.bind(i++, v ? v->get<double>() : 0.0);
+    }
+    st.bind(i++, m.value("estimate_total_bytes", 0.0));
+    st.bind(i++, m.dump());
+    st.run();
+    t.commit();
+  });
 }
 
 std::vector<json> Store::memory_breakdowns(const std::string& config) {
@@ -626,43 +743,45 @@ std::vector<json> Store::memory_breakdowns(const std::string& config) {
 
 void Store::add_emulation(const json& variant, const std::vector<json>& seeds, int64_t platform,
                           int64_t stack) {
-  sql::Transaction t(*db_);
-  const std::string descriptor = variant.dump();
-  {
+  writing(*this, [&] {
+    sql::Transaction t(*db_);
+    const std::string descriptor = variant.dump();
+    {
+      auto st = db_->prepare(
+          "INSERT INTO emulation_variant (descriptor, platform_id, stack_id, recorded_at, model, "
+          "policy, cost_config, target) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(descriptor, "
+          "platform_id) DO UPDATE SET stack_id = excluded.stack_id, recorded_at = "
+          "excluded.recorded_at");
+      st.bind(1, descriptor).bind(2, platform).bind(3, stack).bind(4, utc_now_iso());
+      st.bind(5, variant.value("model", "")).bind(6, variant.value("policy", ""));
+      st.bind(7, variant.value("cost_config", "")).bind(8, variant.value("target", 0.0));
+      st.run();
+    }
+    int64_t id = 0;
+    {
+      auto st = db_->prepare(
+          "SELECT id FROM emulation_variant WHERE descriptor = ? AND platform_id = ?");
+      st.bind(1, descriptor).bind(2, platform);
+      if (!st.step()) throw std::runtime_error("emulation variant not stored");
+      id = st.integer(0);
+    }
     auto st = db_->prepare(
-        "INSERT INTO emulation_variant (descriptor, platform_id, stack_id, recorded_at, model, "
-        "policy, cost_config, target) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(descriptor, "
-        "platform_id) DO UPDATE SET stack_id = excluded.stack_id, recorded_at = "
-        "excluded.recorded_at");
-    st.bind(1, descriptor).bind(2, platform).bind(3, stack).bind(4, utc_now_iso());
-    st.bind(5, variant.value("model", "")).bind(6, variant.value("policy", ""));
-    st.bind(7, variant.value("cost_config", "")).bind(8, variant.value("target", 0.0));
-    st.run();
-  }
-  int64_t id = 0;
-  {
-    auto st = db_->prepare(
-        "SELECT id FROM emulation_variant WHERE descriptor = ? AND platform_id = ?");
-    st.bind(1, descriptor).bind(2, platform);
-    if (!st.step()) throw std::runtime_error("emulation variant not stored");
-    id = st.integer(0);
-  }
-  auto st = db_->prepare(
-      "INSERT OR REPLACE INTO emulation_seed (variant_id, seed, iterations, best_accuracy, "
-      "skipped_steps, final_loss_scale, seconds, curve) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
-  for (const auto& r : seeds) {
-    st.bind(1, id).bind(2, r.at("seed").get<int64_t>());
-    const json& it = r.at("iterations_to_target");
-    if (it.is_number())
-      st.bind(3, it.get<int64_t>());
-    else
-      st.bind_null(3);
-    st.bind(4, r.value("best_accuracy", 0.0)).bind(5, r.value("skipped_steps", int64_t(0)));
-    st.bind(6, r.value("final_loss_scale", 1.0)).bind(7, r.value("seconds", 0.0));
-    st.bind(8, r.at("curve").dump());
-    st.run();
-  }
-  t.commit();
+        "INSERT OR REPLACE INTO emulation_seed (variant_id, seed, iterations, best_accuracy, "
+        "skipped_steps, final_loss_scale, seconds, curve) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+    for (const auto& r : seeds) {
+      st.bind(1, id).bind(2, r.at("seed").get<int64_t>());
+      const json& it = r.at("iterations_to_target");
+      if (it.is_number())
+        st.bind(3, it.get<int64_t>());
+      else
+        st.bind_null(3);
+      st.bind(4, r.value("best_accuracy", 0.0)).bind(5, r.value("skipped_steps", int64_t(0)));
+      st.bind(6, r.value("final_loss_scale", 1.0)).bind(7, r.value("seconds", 0.0));
+      st.bind(8, r.at("curve").dump());
+      st.run();
+    }
+    t.commit();
+  });
 }
 
 std::vector<json> Store::emulations() {

@@ -1,6 +1,7 @@
 #pragma once
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -11,6 +12,13 @@ class Database;
 }
 
 inline constexpr int kStoreSchemaVersion = 1;
+
+// The message for a store write that the environment refused (SQLite result `code`: full
+// disk, read-only file or filesystem, I/O error), naming the store, what SQLite said and how
+// many results it keeps (`kept` < 0: could not be counted); nullopt for any other failure,
+// which stays an internal error.
+std::optional<std::string> storage_failure_message(const std::string& path, int code,
+                                                   const std::string& sqlite_message, int64_t kept);
 
 // The results store: one SQLite file (WAL mode), each result committed in its own
 // transaction. Tables: meta (schema version), platform, stack (the software that ran),

@@ -52,6 +52,77 @@ TEST(PlatformRegistry, PaperCpuPeakFollowsItsFormula) {
   EXPECT_DOUBLE_EQ(peaks[0].flops / 1e12, find_platform("n1-standard-32-skylake").peak_tflops.at("fp32"));
 }
 
+HostInfo cpu(const char* vendor, int family, int model, double max_mhz, double nominal_mhz,
+             std::vector<std::string> simd) {
+  HostInfo h;
+  h.vendor = vendor;
+  h.cpu_family = family;
+  h.cpu_model_number = model;
+  h.physical_cores = 2;
+  h.max_mhz = max_mhz;
+  h.mhz = nominal_mhz;
+  h.virtualized = max_mhz == 0;
+  h.simd = std::move(simd);
+  return h;
+}
+
+const TheoreticalPeak& peak_of(const std::vector<TheoreticalPeak>& peaks, const std::string& dtype) {
+  for (const auto& p : peaks)
+    if (p.dtype == dtype) return p;
+  throw std::runtime_error("no " + dtype + " peak");
+}
+
+TEST(TheoreticalPeak, AKnownMicroarchitectureAtItsMaximumClockIsVerified) {
+  // Emerald Rapids (family 6, model 207): two 512-bit FMA units, 64 fp32 FLOPs per cycle.
+  const auto peaks = theoretical_peaks(
+      cpu("GenuineIntel", 6, 207, 3800, 2100, {"avx2", "fma", "avx512f", "avx512_bf16"}), 0);
+  const auto& fp32 = peak_of(peaks, "fp32");
+  EXPECT_DOUBLE_EQ(fp32.flops, 2 * 3.8e9 * 64);
+  EXPECT_TRUE(fp32.verified);
+  EXPECT_EQ(fp32.caveat, "");
+  EXPECT_NE(fp32.formula.find("Sapphire Rapids/Emerald Rapids"), std::string::npos) << fp32.formula;
+  EXPECT_DOUBLE_EQ(peak_of(peaks, "bf16").flops, 2 * 3.8e9 * 128);
+}
+
+TEST(TheoreticalPeak, OnAVirtualMachineWithoutClockLimitsItIsAnUnverifiedEstimate) {
+  // This project's VMs: model 207, /proc/cpuinfo says 2.3 GHz, no cpufreq; fp32 GEMM
+  // measured 121% of the peak that nominal clock implies.
+  const auto peaks = theoretical_peaks(
+      cpu("GenuineIntel", 6, 207, 0, 2300, {"avx2", "fma", "avx512f", "avx512_bf16"}), 0);
+  const auto& fp32 = peak_of(peaks, "fp32");
+  EXPECT_DOUBLE_EQ(fp32.flops, 2 * 2.3e9 * 64);
+  EXPECT_FALSE(fp32.verified);
+  EXPECT_NE(fp32.caveat.find("nominal"), std::string::npos) << fp32.caveat;
+  EXPECT_NE(fp32.caveat.find("virtual machine"), std::string::npos) << fp32.caveat;
+}
+
+TEST(TheoreticalPeak, AmdCoresGetTheirOwnDatapathsNotIntelsPortCount) {
+  const std::vector<std::string> avx512 = {"avx2", "fma", "avx512f", "avx512_bf16"};
+  // Zen 4 (family 19h, model 11h) runs AVX-512 on two 256-bit pipes: 32 fp32 FLOPs/cycle.
+  const auto zen4 = theoretical_peaks(cpu("AuthenticAMD", 25, 0x11, 3700, 2600, avx512), 0);
+  EXPECT_DOUBLE_EQ(peak_of(zen4, "fp32").flops, 2 * 3.7e9 * 32);
+  EXPECT_DOUBLE_EQ(peak_of(zen4, "bf16").flops, 2 * 3.7e9 * 64);
+  EXPECT_TRUE(peak_of(zen4, "bf16").verified);
+  // Zen 5 (family 1Ah) has full 512-bit datapaths on server parts.
+  const auto zen5 = theoretical_peaks(cpu("AuthenticAMD", 26, 0x02, 4100, 2600, avx512), 0);
+  EXPECT_DOUBLE_EQ(peak_of(zen5, "fp32").flops, 2 * 4.1e9 * 64);
+  EXPECT_NE(peak_of(zen5, "fp32").caveat.find("mobile"), std::string::npos);
+}
+
+TEST(TheoreticalPeak, AnUnknownCpuOrGivenFmaUnitsAreEstimatesFromTheFlags) {
+  const std::vector<std::string> flags = {"avx2", "fma", "avx512f"};
+  const auto unknown = theoretical_peaks(cpu("HygonGenuine", 24, 1, 3000, 3000, flags), 0);
+  EXPECT_DOUBLE_EQ(peak_of(unknown, "fp32").flops, 2 * 3e9 * 2 * 16 * 2);
+  EXPECT_FALSE(peak_of(unknown, "fp32").verified);
+  EXPECT_NE(peak_of(unknown, "fp32").caveat.find("not known"), std::string::npos);
+  const auto given = theoretical_peaks(cpu("GenuineIntel", 6, 85, 3000, 2000, flags), 1);
+  EXPECT_DOUBLE_EQ(peak_of(given, "fp32").flops, 2 * 3e9 * 1 * 16 * 2);
+  EXPECT_FALSE(peak_of(given, "fp32").verified);
+  // A VM that hides AVX-512 from a Skylake-SP core: its AVX2 rate, not the table's.
+  const auto hidden = theoretical_peaks(cpu("GenuineIntel", 6, 85, 3000, 2000, {"avx2", "fma"}), 0);
+  EXPECT_DOUBLE_EQ(peak_of(hidden, "fp32").flops, 2 * 3e9 * 32);
+}
+
 std::string error_of(const std::string& text) {
   try {
     parse_platform(nlohmann::json::parse(text), "bad.json");

@@ -12,6 +12,7 @@
 
 #include "platform/blas.h"
 #include "platform/measure.h"
+#include "platform/microarchitecture.h"
 #include "record/files.h"
 
 namespace tb {
@@ -21,7 +22,8 @@ namespace {
 // 2: the description gains `efficiency` (per-operator overhead, GEMM curve down to n = 16).
 // 3: `efficiency.conv`, a convolution curve (forward + backward, 8 to 256 channels), and
 //    `efficiency.op_ns_per_element` for elementwise layers.
-constexpr int kMethodVersion = 3;
+// 4: theoretical peaks per microarchitecture at the maximum clock, marked verified or not.
+constexpr int kMethodVersion = 4;
 
 // Runs a measurement on one thread (intra-op and BLAS), then restores the thread counts.
 // The convolution and elementwise rates are one core's: on a small machine, the threading
@@ -190,11 +192,15 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
     for (const auto& [level, gbps] : cache_bandwidths(h, points)) p.cache_bandwidth_gbps[level] = gbps;
   }
 
-  nlohmann::json spec_peaks = nlohmann::json::object(), formulas = nlohmann::json::object();
+  nlohmann::json spec_peaks = nlohmann::json::object(), formulas = nlohmann::json::object(),
+                 verified = nlohmann::json::object(), caveats = nlohmann::json::object();
   for (const auto& t : theoretical_peaks(h, o.fma_units)) {
     spec_peaks[t.dtype] = t.flops / 1e12;
     formulas[t.dtype] = t.formula;
+    verified[t.dtype] = t.verified;
+    if (!t.caveat.empty()) caveats[t.dtype] = t.caveat;
   }
+  const auto arch = find_microarchitecture(h.vendor, h.cpu_family, h.cpu_model_number);
   nlohmann::json caches = nlohmann::json::array();
   for (const auto& c : h.caches)
     caches.push_back({{"level", c.level},
@@ -205,6 +211,8 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
              {"measured_at", utc_now_iso()},
              {"spec_peak_tflops", spec_peaks},
              {"spec_peak_formula", formulas},
+             {"spec_peak_verified", verified},
+             {"spec_peak_caveat", caveats},
              {"machine",
               {{"hostname", h.hostname},
                {"cpu_model", h.cpu_model},
@@ -213,6 +221,12 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
                {"logical_cpus", h.logical_cpus},
                {"mhz", h.mhz},
                {"mhz_source", h.mhz_source},
+               {"max_mhz", h.max_mhz > 0 ? nlohmann::json(h.max_mhz) : nlohmann::json()},
+               {"vendor", h.vendor},
+               {"cpu_family", h.cpu_family},
+               {"cpu_model_number", h.cpu_model_number},
+               {"microarchitecture", arch ? nlohmann::json(arch->name) : nlohmann::json()},
+               {"virtualized", h.virtualized},
                {"caches", caches},
                {"memory_total_bytes", h.mem_total},
                {"memory_available_bytes", h.mem_available},

@@ -19,7 +19,8 @@ const std::set<std::string> kKinds = {"cpu", "gpu", "tpu", "accelerator"};
 const std::set<std::string> kCacheLevels = {"l1", "l2", "l3"};
 // Keys trainbench itself writes into measured descriptions, kept as they are.
 const std::set<std::string> kMeasuredKeys = {"kind_of_document", "measured_at", "spec_peak_tflops",
-                                             "spec_peak_formula", "machine", "measurements",
+                                             "spec_peak_formula", "spec_peak_verified",
+                                             "spec_peak_caveat", "machine", "measurements",
                                              "fingerprint", "notes"};
 const std::set<std::string> kKnownKeys = {
     "schema_version", "name",      "description",           "kind",        "source",

@@ -117,6 +117,9 @@ HostInfo host_info() {
     std::string key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
     std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
     if (key == "model name" && h.cpu_model.empty()) h.cpu_model = value;
+    if (key == "vendor_id" && h.vendor.empty()) h.vendor = value;
+    if (key == "cpu family" && h.cpu_family < 0) h.cpu_family = std::atoi(value.c_str());
+    if (key == "model" && h.cpu_model_number < 0) h.cpu_model_number = std::atoi(value.c_str());
     if (key == "cpu MHz" && h.mhz == 0) h.mhz = std::atof(value.c_str()), h.mhz_source = "cpuinfo";
     if (key == "physical id") package = value, packages.insert(value);
     if (key == "core id") cores.insert(package + "/" + value);
@@ -124,6 +127,7 @@ HostInfo host_info() {
       std::istringstream flags(value);
       std::string f;
       while (flags >> f) {
+        if (f == "hypervisor") h.virtualized = true;
         for (const char* want : {"sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw",
                                  "avx512_bf16", "avx512_fp16", "avx512_vnni", "amx_tile",
                                  "amx_bf16", "amx_int8", "asimd", "sve"})
@@ -139,6 +143,8 @@ HostInfo host_info() {
       break;
     }
   }
+  const std::string max_khz = read_line("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq");
+  if (!max_khz.empty()) h.max_mhz = std::atof(max_khz.c_str()) / 1000;
   h.sockets = std::max<int>(1, int(packages.size()));
   h.physical_cores = cores.empty() ? h.logical_cpus : int(cores.size());
   return h;

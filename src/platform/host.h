@@ -22,6 +22,11 @@ struct HostInfo {
   int sockets = 0;
   double mhz = 0;         // cpufreq's base (or max) frequency; else what /proc/cpuinfo says
   std::string mhz_source;
+  double max_mhz = 0;     // cpufreq's cpuinfo_max_freq (the highest turbo clock); 0 unread
+  std::string vendor;     // cpuinfo's vendor_id: GenuineIntel, AuthenticAMD, ...
+  int cpu_family = -1;    // cpuinfo's "cpu family" and "model": the microarchitecture
+  int cpu_model_number = -1;
+  bool virtualized = false;  // the "hypervisor" CPU flag
   std::vector<CacheLevel> caches;
   int64_t mem_total = 0;  // bytes
   int64_t mem_available = 0;

@@ -114,9 +114,15 @@ struct TheoreticalPeak {
   std::string dtype;
   double flops = 0;
   std::string formula;
+  // Both the microarchitecture (its FLOPs per cycle) and the clock limit were read from this
+  // CPU. Otherwise the figure is an estimate and `caveat` says what is not known.
+  bool verified = false;
+  std::string caveat;
 };
-// cores x frequency x FMA units x SIMD lanes x 2 (and AMX's 1024 bf16 FLOPs per cycle
-// per core where the CPU has it). `fma_units` per core cannot be read from the CPU.
+// cores x clock x FLOPs per cycle per core. FLOPs per cycle come from the microarchitecture
+// (platform/microarchitecture.h) or, where it is unknown or `fma_units` > 0 is given, from the
+// SIMD flags: FMA units x lanes x 2. The clock is cpufreq's maximum (turbo) where readable,
+// so a measured rate stays below it; else the nominal clock, and the peak is unverified.
 std::vector<TheoreticalPeak> theoretical_peaks(const HostInfo& host, int fma_units);
 
 }  // namespace tb

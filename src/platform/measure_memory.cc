@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "platform/measure.h"
+#include "platform/microarchitecture.h"
 
 namespace tb {
 namespace {
@@ -163,24 +164,59 @@ std::vector<std::pair<std::string, double>> cache_bandwidths(
 std::vector<TheoreticalPeak> theoretical_peaks(const HostInfo& h, int fma_units) {
   std::vector<TheoreticalPeak> out;
   auto has = [&](const char* f) { return std::find(h.simd.begin(), h.simd.end(), f) != h.simd.end(); };
-  const double ghz = h.mhz / 1000;
+  const bool clock_known = h.max_mhz > 0;
+  const double ghz = (clock_known ? h.max_mhz : h.mhz) / 1000;
   const int cores = h.physical_cores;
   if (ghz <= 0 || cores <= 0) return out;
+  const auto arch = find_microarchitecture(h.vendor, h.cpu_family, h.cpu_model_number);
+  const bool from_table = arch && fma_units <= 0;
+  std::vector<std::string> caveats;
+  if (!clock_known)
+    caveats.push_back(fmt::format(
+        "the clock is the nominal {:.3g} GHz /proc/cpuinfo reports ({}); the cores may run faster",
+        ghz, h.virtualized ? "a virtual machine: no cpufreq limits to read" : "no cpufreq limits"));
+  if (!arch)
+    caveats.push_back(fmt::format("microarchitecture not known to trainbench ({} family {} model "
+                                  "{}): FLOPs per cycle from the SIMD flags",
+                                  h.vendor.empty() ? "unknown vendor" : h.vendor, h.cpu_family,
+                                  h.cpu_model_number));
+  else if (!from_table)
+    caveats.push_back(fmt::format("{} FMA units per core as given, not {}'s", fma_units, arch->name));
+  if (arch && from_table && !arch->caveat.empty()) caveats.push_back(arch->caveat);
+  std::string caveat;
+  for (const auto& c : caveats) caveat += (caveat.empty() ? "" : "; ") + c;
+  const bool verified = clock_known && from_table;
+  const std::string clock = fmt::format("{:.3g} GHz ({})", ghz, clock_known ? "max" : "nominal");
+  const std::string source = from_table ? arch->name : std::string("SIMD flags");
+
   const int lanes = has("avx512f") ? 16 : has("avx2") || has("avx") ? 8 : has("sse4_2") ? 4 : 0;
-  if (lanes > 0) {
-    const int units = has("fma") || has("avx512f") ? fma_units : 1;
-    out.push_back({"fp32", cores * ghz * 1e9 * units * lanes * 2,
-                   fmt::format("{} cores x {:.3g} GHz x {} FMA units x {} fp32 lanes x 2", cores,
-                               ghz, units, lanes)});
-  }
+  const int units = fma_units > 0 ? fma_units : 2;
+  double fp32_per_cycle = 0;
+  if (from_table)  // a VM may hide AVX-512 from a core that has it
+    fp32_per_cycle = lanes == 16 ? arch->fp32_flops_per_cycle
+                                 : std::min(arch->fp32_flops_per_cycle, 2.0 * lanes * 2);
+  else if (lanes > 0)
+    fp32_per_cycle = (has("fma") || has("avx512f") ? units : 1) * lanes * 2;
+  if (fp32_per_cycle > 0)
+    out.push_back({"fp32", cores * ghz * 1e9 * fp32_per_cycle,
+                   fmt::format("{} cores x {} x {:g} fp32 FLOPs/cycle ({})", cores, clock,
+                               fp32_per_cycle, source),
+                   verified, caveat});
+  double bf16_per_cycle = 0;
+  std::string bf16_how;
   if (has("amx_bf16")) {
-    out.push_back({"bf16", cores * ghz * 1e9 * 1024,
-                   fmt::format("{} cores x {:.3g} GHz x 1024 bf16 FLOPs/cycle (AMX)", cores, ghz)});
+    bf16_per_cycle = from_table && arch->amx_bf16_flops_per_cycle > 0 ? arch->amx_bf16_flops_per_cycle : 1024;
+    bf16_how = "AMX";
   } else if (has("avx512_bf16")) {
-    out.push_back({"bf16", cores * ghz * 1e9 * fma_units * 32 * 2,
-                   fmt::format("{} cores x {:.3g} GHz x {} units x 32 bf16 pairs x 2 (VDPBF16PS)",
-                               cores, ghz, fma_units)});
+    bf16_per_cycle = from_table && arch->bf16_flops_per_cycle > 0 ? arch->bf16_flops_per_cycle
+                                                                  : 2 * fp32_per_cycle;
+    bf16_how = "VDPBF16PS";
   }
+  if (bf16_per_cycle > 0)
+    out.push_back({"bf16", cores * ghz * 1e9 * bf16_per_cycle,
+                   fmt::format("{} cores x {} x {:g} bf16 FLOPs/cycle ({}, {})", cores, clock,
+                               bf16_per_cycle, bf16_how, source),
+                   verified, caveat});
   return out;
 }
 

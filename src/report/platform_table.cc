@@ -18,9 +18,14 @@ std::string format_platform(const PlatformDescription& p) {
   for (const auto& [dtype, tflops] : p.peak_tflops) {
     out += fmt::format("peak      {:<5} {:>9.4g} TFLOP/s   ridge {:.4g} FLOP/byte", dtype, tflops,
                        *p.ridge(dtype));
-    if (spec.contains(dtype))
-      out += fmt::format("   theoretical {:.4g} TFLOP/s (measured {:.0f}%)",
-                         spec[dtype].get<double>(), 100 * tflops / spec[dtype].get<double>());
+    if (spec.contains(dtype)) {
+      // Descriptions from before verification was recorded say nothing: not verified.
+      const bool verified =
+          p.extra.value("spec_peak_verified", nlohmann::json::object()).value(dtype, false);
+      out += fmt::format("   theoretical {:.4g} TFLOP/s{} (measured {:.0f}%)",
+                         spec[dtype].get<double>(), verified ? "" : ", unverified estimate",
+                         100 * tflops / spec[dtype].get<double>());
+    }
     out += "\n";
   }
   if (p.extra.contains("machine")) {
@@ -54,8 +59,12 @@ std::string format_platform(const PlatformDescription& p) {
     }
   }
   const auto formulas = p.extra.value("spec_peak_formula", nlohmann::json::object());
-  for (const auto& [dtype, f] : formulas.items())
+  const auto caveats = p.extra.value("spec_peak_caveat", nlohmann::json::object());
+  for (const auto& [dtype, f] : formulas.items()) {
     out += fmt::format("spec      {}: {}\n", dtype, f.get<std::string>());
+    if (caveats.contains(dtype))
+      out += fmt::format("          unverified: {}\n", caveats[dtype].get<std::string>());
+  }
   if (p.extra.contains("measurements")) {
     const auto& m = p.extra["measurements"];
     const auto gemm = m.value("gemm", nlohmann::json::object());

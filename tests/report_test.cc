@@ -1,5 +1,6 @@
 // Analyses over a store and the HTML report built from them: the known law of a
 // synthetic store is recovered, failed configs stay visible, data text is escaped.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -118,6 +119,62 @@ TEST(Report, HeatMapFixesAndRefusesBadAxes) {
   EXPECT_THROW(heat_map(pts, "batch", "dtype"), UsageError);
   EXPECT_THROW(heat_map(pts, "batch", "batch"), UsageError);
   EXPECT_THROW(heat_map(pts, "batch", "layers", {{"nodes", "3"}}), UsageError);
+}
+
+Point pt(int nodes, int batch, int layers, std::optional<double> value,
+         const std::string& status = "ok") {
+  Point p;
+  p.config = fmt::format("fc:layers={},nodes={},batch={}", layers, nodes, batch);
+  p.family = "fc";
+  p.status = status;
+  p.params = {{"nodes", std::to_string(nodes)},
+              {"batch", std::to_string(batch)},
+              {"layers", std::to_string(layers)}};
+  p.value = value;
+  return p;
+}
+
+TEST(Report, ASampledSweepsHeatMapIsTheMedianOverTheOtherHyperparameters) {
+  // A sample: each (nodes, batch) cell was reached at other layer counts, no slice is full.
+  std::vector<Point> pts = {pt(64, 8, 1, 1.0),  pt(64, 8, 2, 3.0),  pt(64, 8, 3, 2.0),
+                            pt(64, 16, 4, 5.0), pt(64, 16, 5, 7.0), pt(128, 8, 6, 4.0),
+                            pt(128, 16, 7, std::nullopt, "oom"), pt(128, 16, 8, std::nullopt, "oom"),
+                            pt(128, 16, 9, std::nullopt, "timeout")};
+  const HeatMap slice = heat_map(pts, "nodes", "batch", {}, HeatCells::slice);
+  EXPECT_FALSE(slice.aggregated);
+  size_t slice_values = 0;
+  for (const auto& c : slice.cells) slice_values += c.value.has_value();
+  EXPECT_EQ(slice_values, 1u);  // one layer count holds only one of the three reached cells
+
+  const HeatMap h = heat_map(pts, "nodes", "batch");  // automatic: no slice fills half
+  ASSERT_TRUE(h.aggregated);
+  EXPECT_TRUE(h.fixed.empty());
+  auto cell = [&](double x, double y) {
+    for (const auto& c : h.cells)
+      if (c.x == x && c.y == y) return c;
+    throw std::runtime_error("no cell");
+  };
+  EXPECT_EQ(*cell(64, 8).value, 2.0);  // median of 1, 3, 2
+  EXPECT_EQ(cell(64, 8).runs, 3);
+  EXPECT_EQ(*cell(64, 16).value, 6.0);  // median of 5, 7
+  EXPECT_EQ(cell(128, 8).runs, 1);
+  EXPECT_EQ(cell(128, 8).config, "fc:layers=6,nodes=128,batch=8");
+  EXPECT_FALSE(cell(128, 16).value);
+  EXPECT_EQ(cell(128, 16).status, "oom");  // what most of its runs ended as
+  EXPECT_EQ(cell(128, 16).runs, 0);
+
+  const View v = heat_view("fc", h, "flops_utilization");
+  EXPECT_NE(v.text.find("aggregated over the other hyperparameters"), std::string::npos) << v.text;
+  EXPECT_NE(v.text.find("runs per cell"), std::string::npos) << v.text;
+  EXPECT_TRUE(v.json["aggregated"].get<bool>());
+
+  // A full grid keeps ParaDnn's slice.
+  std::vector<Point> grid;
+  for (int n : {64, 128})
+    for (int b : {8, 16})
+      for (int l : {1, 2}) grid.push_back(pt(n, b, l, double(n + b + l)));
+  EXPECT_FALSE(heat_map(grid, "nodes", "batch").aggregated);
+  EXPECT_TRUE(heat_map(grid, "nodes", "batch", {}, HeatCells::median).aggregated);
 }
 
 TEST(Report, HtmlIsSelfContainedAndEscapesDataText) {

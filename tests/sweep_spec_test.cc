@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "spec/errors.h"
@@ -128,6 +129,34 @@ TEST(SweepSpec, SamplingIsDeterministicAndCoversAxes) {
   EXPECT_EQ(batches.size(), 9u);  // a Latin hypercube of 50 points hits all 9 batch sizes
   EXPECT_NE(sample_configs(all, s, 50, 8, false)[0].str() + sample_configs(all, s, 50, 8, false)[1].str(),
             sample_configs(all, s, 50, 9, false)[0].str() + sample_configs(all, s, 50, 9, false)[1].str());
+}
+
+TEST(SweepSpec, AStratifiedSampleFillsEveryCellOfItsAxesEvenly) {
+  const SweepSpec s = find_sweep("paradnn-fc");
+  const auto all = expand_sweep(s);
+  std::set<std::pair<std::string, std::string>> cells;
+  for (const auto& c : all) cells.insert({c.get("nodes"), c.get("batch")});
+  const size_t n = 2 * cells.size() + 3;
+  const auto a = stratified_sample(all, n, 5, {"nodes", "batch"});
+  ASSERT_EQ(a.size(), n);
+  std::map<std::pair<std::string, std::string>, int> per_cell;
+  std::set<std::string> unique;
+  for (const auto& c : a) per_cell[{c.get("nodes"), c.get("batch")}] += 1, unique.insert(c.str());
+  EXPECT_EQ(unique.size(), n);
+  EXPECT_EQ(per_cell.size(), cells.size());
+  int threes = 0;
+  for (const auto& [cell, k] : per_cell) {
+    EXPECT_TRUE(k == 2 || k == 3) << cell.first << "," << cell.second << ": " << k;
+    threes += k == 3;
+  }
+  EXPECT_EQ(threes, 3);
+  const auto b = stratified_sample(all, n, 5, {"nodes", "batch"});
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]);
+  // The other hyperparameters vary within a cell: not one slice.
+  std::set<std::string> layers;
+  for (const auto& c : a) layers.insert(c.get("layers"));
+  EXPECT_GT(layers.size(), 1u);
+  EXPECT_THROW(stratified_sample(all, n, 5, {"nodes", "nodez"}), UsageError);
 }
 
 TEST(SweepSpec, ShardsPartitionTheGrid) {

@@ -1,5 +1,7 @@
 #include "analysis/heatmap.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <set>
 
@@ -15,7 +17,7 @@ std::optional<double> number(const Point& p, const std::string& k) {
 }  // namespace
 
 HeatMap heat_map(const std::vector<Point>& points, const std::string& x, const std::string& y,
-                 const std::map<std::string, std::string>& fix) {
+                 const std::map<std::string, std::string>& fix, HeatCells mode) {
   if (x == y) throw UsageError("heat map axes must differ (both are '" + x + "')");
   HeatMap h;
   h.x = x, h.y = y;
@@ -68,16 +70,65 @@ HeatMap heat_map(const std::vector<Point>& points, const std::string& x, const s
   if (best) h.fixed = *best;
 
   std::map<std::pair<double, double>, const Point*> at;
+  std::map<std::pair<double, double>, std::vector<const Point*>> all;
   for (const Point* p : kept) {
+    const std::pair<double, double> xy{*number(*p, x), *number(*p, y)};
+    all[xy].push_back(p);
     std::map<std::string, std::string> rest;
     for (const auto& [k, v] : p->params)
       if (k != x && k != y) rest[k] = v;
-    if (rest == h.fixed) at[{*number(*p, x), *number(*p, y)}] = p;
+    if (rest == h.fixed) at[xy] = p;
   }
+  // A full grid (or a filtered one) is a Cartesian product of its parameters' values; a
+  // sample is not, and then no slice is covered: its cells are aggregated.
+  std::map<std::string, std::set<std::string>> values_of;
+  std::set<std::map<std::string, std::string>> combinations;
+  for (const Point* p : kept) {
+    combinations.insert(p->params);
+    for (const auto& [k, v] : p->params) values_of[k].insert(v);
+  }
+  double grid_size = 1;
+  for (const auto& [k, vs] : values_of) grid_size *= double(vs.size());
+  const bool full_grid = double(combinations.size()) >= grid_size;
+  h.aggregated = mode == HeatCells::median || (mode == HeatCells::automatic && !full_grid);
+  if (h.aggregated) h.fixed = fix;
   for (double vy : h.ys)
     for (double vx : h.xs) {
       HeatCell c;
       c.x = vx, c.y = vy;
+      if (h.aggregated) {
+        auto it = all.find({vx, vy});
+        std::vector<double> values;
+        std::map<std::string, int> statuses;
+        const Point* with_value = nullptr;
+        if (it != all.end())
+          for (const Point* p : it->second) {
+            statuses[p->status] += 1;
+            if (!p->value) continue;
+            values.push_back(*p->value);
+            with_value = p;
+            c.unstable = c.unstable || p->unstable;
+          }
+        c.runs = int(values.size());
+        if (it == all.end()) {
+          c.status = "not-run";
+          c.error = "no run of this combination in the store";
+        } else if (values.empty()) {
+          // No value: the cell says what happened to most of its runs.
+          c.status = std::max_element(statuses.begin(), statuses.end(), [](auto& a, auto& b) {
+                       return a.second < b.second;
+                     })->first;
+          c.error = fmt::format("{} run(s), none with a value", it->second.size());
+        } else {
+          std::sort(values.begin(), values.end());
+          const size_t n = values.size();
+          c.value = n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+          c.status = "ok";
+          c.config = n == 1 ? with_value->config : "";
+        }
+        h.cells.push_back(std::move(c));
+        continue;
+      }
       auto it = at.find({vx, vy});
       if (it == at.end()) {
         c.status = "not-run";
@@ -88,6 +139,7 @@ HeatMap heat_map(const std::vector<Point>& points, const std::string& x, const s
         c.error = it->second->error;
         c.value = it->second->value;
         c.unstable = it->second->unstable;
+        c.runs = c.value ? 1 : 0;
         if (c.status == "ok" && !c.value) c.error = "no value for this metric";
       }
       h.cells.push_back(std::move(c));

@@ -71,7 +71,8 @@ Command add_analyze(CLI::App& app) {
   struct Args {
     std::string view;
     std::vector<std::string> stores;
-    std::string family, metric = "flops_utilization", x, y, fix, format = "text", out;
+    std::string family, metric = "flops_utilization", x, y, fix, cells = "auto", format = "text",
+                out;
     bool second_order = false;
   };
   auto a = std::make_shared<Args>();
@@ -93,12 +94,18 @@ Command add_analyze(CLI::App& app) {
   sub->add_option("--y", a->y, "heat map: row hyperparameter (default: second largest weight)");
   sub->add_option("--fix", a->fix,
                   "heat map: hold hyperparameters at values, e.g. nodes=1024,threads=2");
+  sub->add_option("--cells", a->cells,
+                  "heat map: slice (other hyperparameters held at one combination), median (over "
+                  "them, with runs per cell) or auto (median when the runs are not a full grid)")
+      ->check(CLI::IsMember({"auto", "slice", "median"}))
+      ->capture_default_str();
   sub->add_flag("--second-order", a->second_order, "sensitivity: add pairwise product terms");
   add_output_options(sub, a->format, a->out);
   sub->footer(
       "Examples:\n"
       "  trainbench analyze sensitivity out/demo.db --family fc\n"
       "  trainbench analyze heatmap out/demo.db --family fc --x batch --y nodes --fix layers=4\n"
+      "  trainbench analyze heatmap fc.db --x nodes --y batch --cells median  # a sampled sweep\n"
       "  trainbench analyze box out/demo.db --metric examples_per_s --format csv -o box.csv\n"
       "  trainbench analyze roofline out/demo.db --format json\n"
       "  trainbench analyze observations out/demo.db");
@@ -144,7 +151,12 @@ Command add_analyze(CLI::App& app) {
                            "' has fewer than two varying numeric hyperparameters; name the axes "
                            "with --x and --y");
         return emit("heatmap",
-                    heat_view(f.family, heat_map(f.points, x, y, parse_fixes(a->fix)), a->metric),
+                    heat_view(f.family,
+                              heat_map(f.points, x, y, parse_fixes(a->fix),
+                                       a->cells == "slice"    ? HeatCells::slice
+                                       : a->cells == "median" ? HeatCells::median
+                                                              : HeatCells::automatic),
+                              a->metric),
                     a->format, a->out);
       }};
 }

@@ -47,7 +47,7 @@ Command add_sweep(CLI::App& app) {
     std::string sweep, store = "trainbench.db", filter, order = "grid", shard;
     bool dry_run = false, list = false, rerun = false, lhs = false, retry_failed = false;
     bool profile = false, packages = false;
-    std::vector<std::string> stacks;
+    std::vector<std::string> stacks, stratify;
     size_t sample = 0;
     int repetitions = 0;
     uint64_t seed = 1;
@@ -64,8 +64,13 @@ Command add_sweep(CLI::App& app) {
   sub->add_option("--filter", a->filter, "keep configs matching all of key=value, key>=value, ...");
   sub->add_option("--sample", a->sample, "run a sample of N configs")->check(CLI::PositiveNumber);
   sub->add_option("--seed", a->seed, "seed of --sample")->capture_default_str();
-  sub->add_flag("--lhs", a->lhs,
+  auto* lhs = sub->add_flag("--lhs", a->lhs,
                 "sample by Latin hypercube over the axes (default: uniform random)");
+  sub->add_option("--stratify", a->stratify,
+                  "with --sample: spread the sample evenly over the cells of these axes, e.g. "
+                  "nodes,batch (fills a heat map over them)")
+      ->delimiter(',')
+      ->excludes(lhs);
   sub->add_option("--order", a->order, "grid (as written) or cost (cheapest first)")
       ->check(CLI::IsMember({"grid", "cost"}))
       ->capture_default_str();
@@ -113,6 +118,7 @@ Command add_sweep(CLI::App& app) {
       "  trainbench sweep demo --store demo.db\n"
       "  trainbench sweep fc-cpu --dry-run --order cost\n"
       "  trainbench sweep paradnn-fc --sample 200 --lhs --seed 7 --store fc.db\n"
+      "  trainbench sweep paradnn-fc --sample 180 --stratify nodes,batch --store fc.db  # 2 per cell\n"
       "  trainbench sweep my-sweep.toml --filter 'nodes>=1024,batch=512' --budget 5\n"
       "  trainbench sweep paradnn-lstm --shard 3/8 --store shard3.db   # one of 8 machines\n"
       "  mpirun -n 8 trainbench sweep paradnn-lstm --shard auto --store lstm.db  # rank 0 merges\n"
@@ -156,7 +162,12 @@ Command add_sweep(CLI::App& app) {
             if (f.matches(c)) kept.push_back(c);
           configs.swap(kept);
         }
-        if (a->sample > 0) configs = sample_configs(configs, spec, a->sample, a->seed, a->lhs);
+        if (!a->stratify.empty() && a->sample == 0)
+          throw UsageError("--stratify needs --sample N (how many configs to spread)");
+        if (a->sample > 0)
+          configs = a->stratify.empty()
+                        ? sample_configs(configs, spec, a->sample, a->seed, a->lhs)
+                        : stratified_sample(configs, a->sample, a->seed, a->stratify);
         if (a->order == "cost")
           std::stable_sort(configs.begin(), configs.end(), [](const Config& x, const Config& y) {
             auto flops = [](const Config& c) {

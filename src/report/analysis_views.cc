@@ -51,8 +51,14 @@ View heat_view(const std::string& family, const HeatMap& h, const std::string& m
   View v;
   std::string fixed;
   for (const auto& [k, val] : h.fixed) fixed += (fixed.empty() ? "" : ",") + k + "=" + val;
-  v.text = fmt::format("{}: {} over {} (columns) and {} (rows); fixed: {}\n", family,
-                       metric_info(metric).label, h.x, h.y, fixed.empty() ? "-" : fixed);
+  if (h.aggregated)
+    v.text = fmt::format(
+        "{}: median {} over {} (columns) and {} (rows), aggregated over the other "
+        "hyperparameters (runs per cell below); fixed: {}\n",
+        family, metric_info(metric).label, h.x, h.y, fixed.empty() ? "-" : fixed);
+  else
+    v.text = fmt::format("{}: {} over {} (columns) and {} (rows); fixed: {}\n", family,
+                         metric_info(metric).label, h.x, h.y, fixed.empty() ? "-" : fixed);
   v.text += fmt::format("{:>10} |", h.y + "\\" + h.x);
   for (double x : h.xs) v.text += fmt::format(" {:>9g}", x);
   v.text += "\n";
@@ -62,11 +68,23 @@ View heat_view(const std::string& family, const HeatMap& h, const std::string& m
     for (const auto& c : h.cells) {
       if (c.y != *yi) continue;
       std::string cell = c.value ? show(metric, *c.value) : c.status == "not-run" ? "." : c.status;
-      if (cell.size() > 8) cell = cell.substr(0, 8);
+      // A status word may be shortened to fit; a number never is (its exponent is in the tail).
+      if (!c.value && cell.size() > 8) cell = cell.substr(0, 8);
       if (c.unstable) cell += "!";
       v.text += fmt::format(" {:>9}", cell);
     }
     v.text += "\n";
+  }
+  if (h.aggregated) {
+    v.text += fmt::format("runs per cell\n{:>10} |", h.y + "\\" + h.x);
+    for (double x : h.xs) v.text += fmt::format(" {:>9g}", x);
+    v.text += "\n";
+    for (auto yi = h.ys.rbegin(); yi != h.ys.rend(); ++yi) {
+      v.text += fmt::format("{:>10g} |", *yi);
+      for (const auto& c : h.cells)
+        if (c.y == *yi) v.text += fmt::format(" {:>9}", c.runs);
+      v.text += "\n";
+    }
   }
   for (const auto& c : h.cells)
     v.rows.push_back({{h.x, c.x},
@@ -75,10 +93,16 @@ View heat_view(const std::string& family, const HeatMap& h, const std::string& m
                       {"status", c.status},
                       {"error", c.error},
                       {"config", c.config},
-                      {"unstable", c.unstable}});
-  v.text += "  (. never run; other words: the run's status; ! unstable: its processes disagree)\n";
-  v.json = {{"family", family}, {"metric", metric}, {"x", h.x},   {"y", h.y},
-            {"fixed", h.fixed}, {"xs", h.xs},       {"ys", h.ys}, {"cells", v.rows}};
+                      {"unstable", c.unstable},
+                      {"runs", c.runs}});
+  v.text += h.aggregated
+                ? "  (. never run; other words: the status of most of its runs; ! a run in the "
+                  "cell is unstable)\n"
+                : "  (. never run; other words: the run's status; ! unstable: its processes "
+                  "disagree)\n";
+  v.json = {{"family", family},     {"metric", metric}, {"x", h.x},
+            {"y", h.y},             {"fixed", h.fixed}, {"aggregated", h.aggregated},
+            {"xs", h.xs},           {"ys", h.ys},       {"cells", v.rows}};
   return v;
 }
 

@@ -84,13 +84,16 @@ void heat_chart(ChartSet& cs, const FamilyView& f, const MetricInfo& m) {
                     {"error", c.error},
                     {"config", c.config},
                     {"unstable", c.unstable},
+                    {"runs", c.runs},
                     {"label", c.value                 ? ""
                               : c.status == "not-run" ? "\u2013"
                                                       : c.status}});
   cs.tables[table] = rows;
   std::string fixed;
   for (const auto& [k, v] : h.fixed) fixed += (fixed.empty() ? "" : ", ") + k + "=" + v;
-  json spec = chart_base(f.family + ": " + m.label + " over " + h.x + " and " + h.y);
+  json spec = chart_base(f.family + ": " + (h.aggregated ? "median " : "") + m.label + " over " +
+                         h.x + " and " + h.y +
+                         (h.aggregated ? " (over the other hyperparameters)" : ""));
   spec["data"] = {{"name", table}};
   spec["width"] = std::max<size_t>(200, 44 * h.xs.size());
   spec["height"] = std::max<size_t>(120, 26 * h.ys.size());
@@ -100,6 +103,7 @@ void heat_chart(ChartSet& cs, const FamilyView& f, const MetricInfo& m) {
                                   {"status", "nominal"},
                                   {"value", "quantitative"},
                                   {"unstable", "nominal"},
+                                  {"runs", "quantitative"},
                                   {"error", "nominal"}});
   spec["layer"] = json::array(
       {{{"transform", {{{"filter", "datum.value != null"}}}},
@@ -150,7 +154,11 @@ void heat_chart(ChartSet& cs, const FamilyView& f, const MetricInfo& m) {
       {chart_id("heat", f.family),
        "families",
        spec["title"].get<std::string>(),
-       "Other hyperparameters fixed at " + (fixed.empty() ? std::string("(none)") : fixed) +
+       (h.aggregated
+            ? "Each cell is the median over its runs, whatever the other hyperparameters are "
+              "(a sampled sweep covers no single slice); hover for the number of runs" +
+                  (fixed.empty() ? std::string() : "; fixed: " + fixed)
+            : "Other hyperparameters fixed at " + (fixed.empty() ? std::string("(none)") : fixed)) +
            ". Axes are the two hyperparameters with the largest absolute regression weight. "
            "Grey dashed cells did not produce a measurement; hover for the reason. Orange "
            "outlines mark unstable values: their fresh-process repetitions disagree.",

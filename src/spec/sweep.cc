@@ -380,6 +380,38 @@ std::vector<Config> sample_configs(const std::vector<Config>& configs, const Swe
   return out;
 }
 
+std::vector<Config> stratified_sample(const std::vector<Config>& configs, size_t n, uint64_t seed,
+                                      const std::vector<std::string>& axes) {
+  if (axes.empty()) throw UsageError("--stratify: name at least one hyperparameter");
+  std::map<std::vector<std::string>, std::vector<size_t>> strata;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    std::vector<std::string> key;
+    for (const auto& a : axes) {
+      if (!configs[i].has(a))
+        throw UsageError("--stratify: '" + a + "' is not a parameter of " + configs[i].str());
+      key.push_back(configs[i].get(a));
+    }
+    strata[key].push_back(i);
+  }
+  if (n >= configs.size()) return configs;
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<size_t>*> order;
+  for (auto& [key, members] : strata) {
+    std::shuffle(members.begin(), members.end(), rng);
+    order.push_back(&members);
+  }
+  // Which cells get the extra config when n is not a multiple of the cells: random.
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<size_t> chosen;
+  for (size_t round = 0; chosen.size() < n; ++round)
+    for (auto* members : order)
+      if (round < members->size() && chosen.size() < n) chosen.push_back((*members)[round]);
+  std::sort(chosen.begin(), chosen.end());
+  std::vector<Config> out;
+  for (size_t i : chosen) out.push_back(configs[i]);
+  return out;
+}
+
 std::pair<int, int> parse_shard(const std::string& text) {
   int i = 0, n = 0;
   char rest;

@@ -76,6 +76,14 @@ void check_filter(const Filter& f, const SweepSpec& s);
 std::vector<Config> sample_configs(const std::vector<Config>& configs, const SweepSpec& s,
                                    size_t n, uint64_t seed, bool latin_hypercube);
 
+// A sample of n configs spread evenly over the cells of the named axes (`--stratify
+// nodes,batch`): every combination of their values that the configs reach gets n / cells
+// configs, or one more, the other hyperparameters drawn at random (deterministic in seed), so
+// a heat map over those axes is filled by a few runs per cell. UsageError when an axis is not
+// a parameter of every config.
+std::vector<Config> stratified_sample(const std::vector<Config>& configs, size_t n, uint64_t seed,
+                                      const std::vector<std::string>& axes);
+
 // Shard i of n (1-based): every n-th config of the ordered list, starting at i-1.
 std::vector<Config> shard(const std::vector<Config>& configs, int i, int n);
 std::pair<int, int> parse_shard(const std::string& text);  // "2/8"

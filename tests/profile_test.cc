@@ -116,6 +116,23 @@ TEST(Profile, TheFirstConvolutionsBackwardCountsTheWeightGradientOnly) {
                    2 * macs);
 }
 
+TEST(Profile, GradientsWithRespectToInputsOnlyCountNoWeightGradient) {
+  // A convolution's backward with no weight gradient to compute: WGAN-GP's penalty takes the
+  // critic's gradient with respect to its input in the forward phase, and the generator's
+  // update runs the critic with frozen weights.
+  const std::vector<std::vector<int64_t>> s = {{4, 8, 16, 16}, {4, 3, 32, 32}, {8, 3, 7, 7}};
+  const double macs = 4.0 * 8 * 16 * 16 * 3 * 7 * 7;
+  EXPECT_DOUBLE_EQ(
+      cost::op_cost("aten::convolution_backward", s, {"float", "float", "float"}, {}, false).flops,
+      2 * macs);
+  const char* gan = "wgan_gp:dim=8,critic_iters=1,batch=4,threads=1";
+  const ProfileRun run = profile(gan, false, 2);
+  ASSERT_EQ(run.status, Status::kOk) << run.error;
+  const StepCost c = step_cost(parse_config(gan));
+  // The penalty's input gradient is the forward phase's only backward operator.
+  EXPECT_NEAR(run.profile.phase_flops().at("forward") / c.fwd_flops, 1.0, 0.03);
+}
+
 TEST(Profile, UtilizationAndTheBelowAverageList) {
   // A window of many scheduler ticks: a running thread's schedstat CPU time advances only at
   // ticks and context switches, so 3 steps of this tiny model (under a millisecond) could

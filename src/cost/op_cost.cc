@@ -103,7 +103,7 @@ int64_t profiler_dtype_bytes(const std::string& d) {
 
 OpCost op_cost(const std::string& full_name, const std::vector<std::vector<int64_t>>& shapes,
                const std::vector<std::string>& dtypes,
-               const std::vector<std::vector<int64_t>>& no_grad_shapes) {
+               const std::vector<std::vector<int64_t>>& no_grad_shapes, bool weight_gradients) {
   const std::string name = full_name.rfind("aten::", 0) == 0 ? full_name.substr(6) : full_name;
   OpCost c;
   // Element size of the op: its first floating-point input.
@@ -140,8 +140,11 @@ OpCost op_cost(const std::string& full_name, const std::vector<std::vector<int64
     const double macs = numel(dims(0)) * dims(2)[1] * dims(2)[2] * dims(2)[3];
     const bool input_grad =
         std::find(no_grad_shapes.begin(), no_grad_shapes.end(), dims(1)) == no_grad_shapes.end();
-    c = {(input_grad ? 2 : 1) * 2 * macs,
-         in_bytes + (input_grad ? numel(dims(1)) * eb : 0) + numel(dims(2)) * eb, true};
+    const int grads = int(input_grad) + int(weight_gradients);
+    c = {grads * 2 * macs,
+         in_bytes + (input_grad ? numel(dims(1)) * eb : 0) +
+             (weight_gradients ? numel(dims(2)) * eb : 0),
+         true};
   } else if (name == "native_batch_norm" || name == "_batch_norm_impl_index") {
     c = {7 * numel(dims(0)), in_bytes + eb * numel(dims(0)), true};
   } else if (name == "native_batch_norm_backward") {

@@ -20,12 +20,17 @@ struct OpCost {
 // "long int", ...); 0 when unknown.
 int64_t profiler_dtype_bytes(const std::string& dtype);
 
+// Which gradients a convolution's backward computes is its output_mask, which LibTorch
+// 1.13's profiler does not record; the caller knows it from the context:
 // `no_grad_shapes`: shapes of the tensors known to need no gradient (the model's input
-// batch). A convolution's backward whose input has one of them computes the weight
-// gradient only (autograd passes output_mask[0] = input.requires_grad), and is counted so.
+// batch). A backward whose input has one of them computes no input gradient (autograd passes
+// output_mask[0] = input.requires_grad). `weight_gradients` false: the backward belongs to a
+// gradient taken with respect to inputs only (torch::autograd::grad in the forward phase, as
+// WGAN-GP's penalty), which computes no weight gradient.
 OpCost op_cost(const std::string& name, const std::vector<std::vector<int64_t>>& shapes,
                const std::vector<std::string>& dtypes,
-               const std::vector<std::vector<int64_t>>& no_grad_shapes = {});
+               const std::vector<std::vector<int64_t>>& no_grad_shapes = {},
+               bool weight_gradients = true);
 
 // The class an operator belongs to, for time breakdowns: matmul, conv, normalization,
 // pooling, elementwise, reduction, softmax-loss, rnn, embedding, memory, autograd, other.

@@ -40,6 +40,14 @@ PhaseScope::PhaseScope(Phase p)
   }
 }
 
+FrozenWeightsScope::FrozenWeightsScope(const std::vector<at::Tensor>& parameters)
+    : scope_(at::RecordScope::USER_SCOPE) {
+  if (scope_.isActive()) {
+    inputs_.assign(parameters.begin(), parameters.end());
+    scope_.before("tb::frozen", &inputs_);
+  }
+}
+
 // The profiler scope ends after this body, when scope_ is destroyed.
 PhaseScope::~PhaseScope() { g_phase.store(int(previous_), std::memory_order_relaxed); }
 

@@ -2,6 +2,7 @@
 #include <ATen/record_function.h>
 
 #include <atomic>
+#include <vector>
 
 namespace tb {
 
@@ -28,6 +29,22 @@ class PhaseScope {
 
  private:
   Phase previous_;
+  at::RecordFunction scope_;
+};
+
+// Marks a stretch of the step in which these parameters are frozen (requires_grad false,
+// e.g. the critic while a GAN's generator updates): a profiler user scope "tb::frozen" whose
+// recorded input shapes are theirs, so a profile counts no weight gradient for a convolution
+// backward on one of them (LibTorch 1.13's profiler does not record which gradients a
+// backward computes).
+class FrozenWeightsScope {
+ public:
+  explicit FrozenWeightsScope(const std::vector<at::Tensor>& parameters);
+  FrozenWeightsScope(const FrozenWeightsScope&) = delete;
+  FrozenWeightsScope& operator=(const FrozenWeightsScope&) = delete;
+
+ private:
+  std::vector<c10::IValue> inputs_;  // the scope refers to them: they outlive it
   at::RecordFunction scope_;
 };
 

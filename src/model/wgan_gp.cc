@@ -172,8 +172,11 @@ class WganWorkload : public Workload {
     // The generator's update needs the critic's input gradient only.
     for (auto& p : net_->critic->parameters()) p.set_requires_grad(false);
     release_grads(*net_->critic);
-    last_generator_loss = update(
-        *generator_opt_, [&] { return net_->generator_loss(batch_, b.inputs[0].options()); });
+    {
+      FrozenWeightsScope frozen(net_->critic->parameters());
+      last_generator_loss = update(
+          *generator_opt_, [&] { return net_->generator_loss(batch_, b.inputs[0].options()); });
+    }
     for (auto& p : net_->critic->parameters()) p.set_requires_grad(true);
     return true;
   }

@@ -14,6 +14,16 @@ std::optional<double> Profile::op_utilization(const OpStats& op) const {
   return op.achieved_flops() / *peak;
 }
 
+std::vector<const OpStats*> Profile::above_peak() const {
+  std::vector<const OpStats*> out;
+  for (const auto& op : ops)
+    if (const auto u = op_utilization(op); u && *u > 1) out.push_back(&op);
+  std::stable_sort(out.begin(), out.end(), [&](const OpStats* a, const OpStats* b) {
+    return a->achieved_flops() > b->achieved_flops();
+  });
+  return out;
+}
+
 std::vector<const OpStats*> Profile::below_average(size_t n) const {
   const double average = achieved_flops();
   std::vector<const OpStats*> out;

@@ -45,6 +45,9 @@ struct Profile {
   double achieved_flops() const { return step_us > 0 ? flops / (step_us * 1e-6) : 0; }
   // Per-operator utilization against the platform peak, when one is known.
   std::optional<double> op_utilization(const OpStats& op) const;
+  // Operators whose achieved FLOP/s exceeds the peak, highest first: impossible for a
+  // correct count on a correct peak, so the profile says so instead of printing it quietly.
+  std::vector<const OpStats*> above_peak() const;
   // TBD tables V/VI: operators with FLOPs whose achieved FLOP/s is below the step's
   // average, longest (total time) first.
   std::vector<const OpStats*> below_average(size_t n) const;

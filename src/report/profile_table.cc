@@ -99,6 +99,12 @@ std::string format_profile(const Profile& p, size_t top) {
   out += fmt::format("achieved     {} over the profiled step, {} moved by the operators\n",
                      si(p.achieved_flops(), "FLOP/s"), bytes_iec(p.bytes));
   out += format_utilization(p.utilization);
+  if (const auto above = p.above_peak(); !above.empty())
+    out += fmt::format(
+        "ABOVE PEAK   {} operator(s) ran faster than the peak, the fastest {} ({}) at {}: the "
+        "peak was measured with other threads or is stale, or the operator's FLOPs are "
+        "over-attributed\n",
+        above.size(), above[0]->name, above[0]->shapes, percent(*p.op_utilization(*above[0])));
 
   out += fmt::format("\nTop {} operators by self time (per step; share = self time / step time)\n",
                      top);

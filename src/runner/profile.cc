@@ -69,10 +69,13 @@ Profile aggregate(const std::vector<OpEvent>& events, int steps, std::vector<Tra
   std::vector<Interval> step_ranges;
   std::vector<std::pair<Interval, std::string>> phase_ranges;
   std::map<std::string, double> phase_total;
+  // Stretches in which some weights were frozen, with those weights' shapes.
+  std::vector<std::pair<Interval, std::vector<std::vector<int64_t>>>> frozen;
   for (const auto& e : events) {
     if (!e.user_scope) continue;
     const Interval r{e.start_us, e.start_us + e.dur_us};
     if (e.name == "tb::step") step_ranges.push_back(r);
+    if (e.name == "tb::frozen") frozen.push_back({r, e.shapes});
     for (const char* ph : {"forward", "backward", "optimizer"})
       if (e.name == std::string("tb::") + ph) {
         phase_ranges.push_back({r, ph});
@@ -139,7 +142,16 @@ Profile aggregate(const std::vector<OpEvent>& events, int steps, std::vector<Tra
     a.self_us = std::max(0.0, a.self_us);
     if (a.parent >= 0) covered[i] = covered[a.parent] || ann[a.parent].owner;
     if (covered[i]) continue;
-    const cost::OpCost c = cost::op_cost(e.name, e.shapes, e.dtypes, no_grad_shapes);
+    // No weight gradient: for a backward operator inside the forward phase (a gradient with
+    // respect to the inputs, as a gradient penalty takes it), or on a frozen weight.
+    bool weight_gradients = a.phase != "forward";
+    if (weight_gradients && e.shapes.size() > 2)
+      for (const auto& [r, shapes] : frozen)
+        if (e.start_us >= r.start && e.start_us <= r.end &&
+            std::find(shapes.begin(), shapes.end(), e.shapes[2]) != shapes.end())
+          weight_gradients = false;
+    const cost::OpCost c =
+        cost::op_cost(e.name, e.shapes, e.dtypes, no_grad_shapes, weight_gradients);
     if (c.known || e.profiler_flops > 0 || !has_children[i]) {
       a.owner = true;
       a.bytes = c.bytes;

@@ -1,0 +1,92 @@
+// Every registered family's profile, checked as a measuring instrument must be: no operator
+// runs faster than the machine can compute. One that does has over-attributed FLOPs (the
+// first convolution's backward once showed 188% of peak because it was credited with an input
+// gradient LibTorch never computes). The families are the registry's: a family added later is
+// checked with nothing to edit here.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "spec/family.h"
+#include "support/cli.h"
+
+namespace tb {
+namespace {
+
+// A config big enough for its convolutions and products to approach the peak, small enough
+// to profile in seconds on one core: every size at a quarter of its default (at least its
+// minimum), one thread, one worker. "" for a family whose input is a file.
+std::string quarter_config(const FamilySchema& f) {
+  std::string text = f.name + ":";
+  bool first = true;
+  for (const auto& p : f.params) {
+    std::string v;
+    if (p.name == "threads" || p.name == "workers") {
+      v = "1";
+    } else if (p.is_text()) {
+      if (p.default_value.empty()) return "";
+      continue;
+    } else if (p.is_choice() || p.name == "device" || p.default_value.empty()) {
+      continue;
+    } else {
+      // A quarter of the default, still divisible by the powers of two (up to 32) that
+      // divide the default: some sizes must be (an FPN's image side, a multiple of 32).
+      const int64_t d = std::stoll(p.default_value);
+      int64_t step = 1;
+      while (step < 32 && d % (2 * step) == 0) step *= 2;
+      int64_t q = d / 4;
+      if (q >= step) q = q / step * step;
+      v = std::to_string(std::max<int64_t>(std::max<int64_t>(p.min, 1), q));
+    }
+    text += (first ? "" : ",") + p.name + "=" + v;
+    first = false;
+  }
+  return text;
+}
+
+TEST(FamilyProfiles, NoOperatorRunsAboveTheMeasuredPeak) {
+  // The peak as `trainbench platform` measures it (in trainbench's own runtime environment:
+  // its BLAS and kernels), on the one thread the profiles use.
+  const auto plat = testing::run_cli("platform --threads 1 --quick --json");
+  ASSERT_EQ(plat.status, 0) << plat.err;
+  const double peak_gflops = nlohmann::json::parse(plat.out)["peak_tflops"]["fp32"].get<double>() * 1e3;
+  ASSERT_GT(peak_gflops, 0);
+  // The quick measurement stops at n = 512, a few percent under the full one, and both are
+  // timed on a shared machine: an operator may come out a little above without any error.
+  // An over-attributed gradient doubles its operator's rate.
+  constexpr double kNoise = 1.15;
+  int checked = 0;
+  for (const FamilySchema* f : family_schemas()) {
+    const std::string config = quarter_config(*f);
+    if (config.empty()) continue;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto r = testing::run_cli("profile '" + config + "' --json --warmup 2 --steps 3 --peak-gflops " +
+                                    std::to_string(peak_gflops));
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r.status != 0) {
+      ADD_FAILURE() << config << ": exit " << r.status << ": " << r.err;
+      continue;
+    }
+    const auto j = nlohmann::json::parse(r.out)["results"][0];
+    ASSERT_EQ(j["status"], "ok") << config << ": " << j.dump();
+    double worst = 0;
+    std::string worst_op;
+    for (const auto& op : j["profile"]["ops"]) {
+      if (!op.contains("utilization") || op["utilization"].is_null()) continue;
+      const double u = op["utilization"].get<double>();
+      EXPECT_LE(u, kNoise) << config << ": " << op["name"].get<std::string>() << " ("
+                           << op["shapes"].get<std::string>() << ") at " << 100 * u
+                           << "% of the measured " << peak_gflops << " GFLOP/s: its FLOPs are "
+                           << "over-attributed";
+      if (u > worst) worst = u, worst_op = op["name"].get<std::string>();
+    }
+    std::cout << config << ": fastest operator " << worst_op << " at " << 100 * worst
+              << "% of the peak (" << s << " s)\n";
+    ++checked;
+  }
+  EXPECT_GE(checked, 10);
+}
+
+}  // namespace
+}  // namespace tb

@@ -4,6 +4,7 @@
 
 #include "cost/cost.h"
 #include "model/workload.h"
+#include "runner/failure.h"
 #include "runner/memory_tracker.h"
 #include "runner/profile.h"
 #include "runner/runner.h"
@@ -127,25 +128,10 @@ MemoryRun measure_memory(const Config& input, const MemoryOptions& o) {
     for (size_t i = 0; i < points.size(); ++i)
       if (i % stride == 0 || i == peak_at || i + 1 == points.size())
         m.timeline.push_back(points[i]);
-  } catch (const c10::Error& e) {
-    const std::string msg = e.what_without_backtrace();
-    run.status =
-        msg.find("can't allocate memory") != std::string::npos ? Status::kOom : Status::kCrashed;
-    run.error = msg.substr(0, msg.find('\n'));
-  } catch (const InvalidModel& e) {
-    run.status = Status::kInvalid;
-    run.error = e.what();
-  } catch (const Unsupported& e) {
-    run.status = Status::kUnsupported;
-    run.error = e.what();
-  } catch (const std::bad_alloc&) {
-    run.status = Status::kOom;
-    run.error = "std::bad_alloc while measuring memory";
-  } catch (const UsageError&) {
-    throw;
-  } catch (const std::exception& e) {
-    run.status = Status::kCrashed;
-    run.error = e.what();
+  } catch (...) {
+    const Failure f = current_failure("while measuring memory");
+    run.status = f.status;
+    run.error = f.error;
   }
   return run;
 }

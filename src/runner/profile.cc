@@ -12,6 +12,7 @@
 #include "cost/op_cost.h"
 #include "model/workload.h"
 #include "runner/cpu_usage.h"
+#include "runner/failure.h"
 #include "runner/runner.h"
 #include "runner/threads.h"
 #include "spec/errors.h"
@@ -257,16 +258,6 @@ torch::autograd::profiler::ProfilerConfig profiler_config() {
                         /*with_modules=*/false);
 }
 
-Status classify(const std::string& message) {
-  if (message.find("not implemented for") != std::string::npos ||
-      message.find("not supported") != std::string::npos)
-    return Status::kUnsupported;
-  if (message.find("can't allocate memory") != std::string::npos ||
-      message.find("out of memory") != std::string::npos)
-    return Status::kOom;
-  return Status::kCrashed;
-}
-
 }  // namespace
 
 // The shapes of the batch's inputs: tensors that never require a gradient.
@@ -423,24 +414,10 @@ ProfileRun profile_config(const Config& input, const ProfileOptions& o) {
     u.cpu = cpu_usage(cpu0, cpu1);
     u.threads = thread_activity(threads0, threads1);
     u.threads.steps = accounted_steps;
-  } catch (const c10::Error& e) {
-    const std::string msg = e.what_without_backtrace();
-    run.status = classify(msg);
-    run.error = msg.substr(0, msg.find('\n'));
-  } catch (const InvalidModel& e) {
-    run.status = Status::kInvalid;
-    run.error = e.what();
-  } catch (const Unsupported& e) {
-    run.status = Status::kUnsupported;
-    run.error = e.what();
-  } catch (const std::bad_alloc&) {
-    run.status = Status::kOom;
-    run.error = "std::bad_alloc during profiling";
-  } catch (const UsageError&) {
-    throw;
-  } catch (const std::exception& e) {
-    run.status = classify(e.what());
-    run.error = e.what();
+  } catch (...) {
+    const Failure f = current_failure("during profiling");
+    run.status = f.status;
+    run.error = f.error;
   }
   return run;
 }

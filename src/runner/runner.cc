@@ -10,6 +10,7 @@
 #include "model/workload.h"
 #include "platform/blas.h"
 #include "platform/host.h"
+#include "runner/failure.h"
 #include "runner/profile.h"
 #include "runner/stack_runtime.h"
 #include "runner/threads.h"
@@ -21,25 +22,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-
 void synchronize(torch::Device device) {
   // CPU work is synchronous; an accelerator must be drained before the clock is read.
   if (device.is_cuda()) torch::cuda::synchronize(device.index() < 0 ? -1 : device.index());
 }
-
-Status classify(const std::string& message) {
-  if (message.find("not implemented for") != std::string::npos ||
-      message.find("not supported") != std::string::npos ||
-      message.find("Unsupported") != std::string::npos)
-    return Status::kUnsupported;
-  if (message.find("can't allocate memory") != std::string::npos ||
-      message.find("out of memory") != std::string::npos ||
-      message.find("std::bad_alloc") != std::string::npos)
-    return Status::kOom;
-  return Status::kCrashed;
-}
-
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 }  // namespace
 
@@ -184,19 +170,9 @@ RunResult run_config(const Config& input, const RunOptions& options) {
     r.cpu = cpu_usage(cpu_begin, cpu_snapshot());
     r.steps = monitor.result();
     r.step_times = monitor.times();
-  } catch (const c10::Error& e) {
-    const std::string msg = first_line(e.what_without_backtrace());
-    return done(classify(msg), msg);
-  } catch (const InvalidModel& e) {
-    return done(Status::kInvalid, e.what());
-  } catch (const Unsupported& e) {
-    return done(Status::kUnsupported, e.what());
-  } catch (const std::bad_alloc&) {
-    return done(Status::kOom, "std::bad_alloc during the run");
-  } catch (const UsageError&) {
-    throw;
-  } catch (const std::exception& e) {
-    return done(classify(e.what()), first_line(e.what()));
+  } catch (...) {
+    const Failure f = current_failure("during the run");
+    return done(f.status, f.error);
   }
 
   if (r.steps.mean > 0) {

@@ -85,6 +85,22 @@ TEST(Cli, JsonCarriesSchemaContextAndAReRunnableConfig) {
   EXPECT_EQ(nlohmann::json::parse(again.out)["results"][0]["config"], r["config"]);
 }
 
+TEST(Cli, EveryJsonDocumentCarriesSchemaKindAndContext) {
+  const char* small = "fc:layers=1,nodes=16,input=16,output=4,batch=4";
+  for (const std::string& args :
+       {std::string("cost ") + small + " --json", std::string("quantize --format e4m3 3.3 --json"),
+        std::string("simulate ") + small + " --platform tpu-v2-board --json",
+        std::string("profile ") + small + " --steps 2 --warmup 1 --peak-gflops 100 --json",
+        std::string("memory ") + small + " --json"}) {
+    const Output o = run(args);
+    ASSERT_EQ(o.status, 0) << args << ": " << o.err;
+    const auto j = nlohmann::json::parse(o.out);
+    EXPECT_EQ(j["schema_version"], 1) << args;
+    EXPECT_EQ(j["kind"].get<std::string>().rfind("trainbench.", 0), 0u) << args;
+    EXPECT_TRUE(j["context"].contains("trainbench")) << args;
+  }
+}
+
 TEST(Cli, FamilyFlagsBuildTheSameConfigAsTheString) {
   const Output a = run("cost --json fc:layers=2,nodes=8,batch=4");
   const Output b = run("run --family fc --layers 2 --nodes 8 --batch 4 --budget 0.5 --json");

@@ -133,18 +133,17 @@ Command add_emulate(CLI::App& app) {
             summary["mlperf_mean"] =
                 s.mlperf_mean ? nlohmann::json(*s.mlperf_mean) : nlohmann::json();
           }
-          std::cout << nlohmann::json{{"schema_version", kSchemaVersion},
-                                      {"kind", "trainbench.emulate"},
-                                      {"model", r.options.model},
-                                      {"target_accuracy", r.options.target},
-                                      {"eval_every", r.options.eval_every},
-                                      {"eval_examples", r.options.eval_examples},
-                                      {"max_iters", r.options.max_iters},
-                                      {"batch", r.options.batch},
-                                      {"lr", r.options.lr},
-                                      {"policy", r.policy},
-                                      {"runs", runs},
-                                      {"summary", summary}}
+          std::cout << document("trainbench.emulate",
+                                {{"model", r.options.model},
+                                 {"target_accuracy", r.options.target},
+                                 {"eval_every", r.options.eval_every},
+                                 {"eval_examples", r.options.eval_examples},
+                                 {"max_iters", r.options.max_iters},
+                                 {"batch", r.options.batch},
+                                 {"lr", r.options.lr},
+                                 {"policy", r.policy},
+                                 {"runs", runs},
+                                 {"summary", summary}})
                            .dump(2)
                     << "\n";
           return 0;

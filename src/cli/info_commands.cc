@@ -38,10 +38,7 @@ Command add_cost(CLI::App& app) {
       }
     }
     if (a->json)
-      std::cout << nlohmann::json{{"schema_version", kSchemaVersion},
-                                  {"kind", "trainbench.cost"},
-                                  {"results", docs}}
-                       .dump(2)
+      std::cout << document("trainbench.cost", {{"results", docs}}).dump(2)
                 << "\n";
     return 0;
   }};

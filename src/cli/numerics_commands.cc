@@ -137,13 +137,11 @@ Command add_quantize(CLI::App& app) {
                       ? nlohmann::json((q - xs[i]) / std::fabs(double(xs[i])))
                       : nlohmann::json(nullptr)}});
           }
-          std::cout << nlohmann::json{{"schema_version", kSchemaVersion},
-                                      {"kind", "trainbench.quantize"},
-                                      {"context", to_json(current_context())},
-                                      {"format", f.str()},
-                                      {"rounding", num::rounding_name(o.rounding)},
-                                      {"seed", o.seed},
-                                      {"values", values}}
+          std::cout << document("trainbench.quantize",
+                                {{"format", f.str()},
+                                 {"rounding", num::rounding_name(o.rounding)},
+                                 {"seed", o.seed},
+                                 {"values", values}})
                            .dump(2)
                     << "\n";
           return 0;

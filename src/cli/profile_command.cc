@@ -77,12 +77,6 @@ Config config_of(const std::string& text, const TorchScriptArgs& t) {
   return make_config(family, {params.begin(), params.end()});
 }
 
-json document(const char* kind, json results) {
-  return {{"schema_version", kSchemaVersion},
-          {"kind", kind},
-          {"context", to_json(current_context())},
-          {"results", std::move(results)}};
-}
 
 // "8GiB", "512 MiB", "2e9", "1.5G": bytes. Binary units are powers of 1024, decimal of 1000.
 double parse_bytes(const std::string& flag, const std::string& text) {
@@ -198,7 +192,7 @@ Command add_profile(CLI::App& app) {
                       {"error", run.error},
                       {"threads", run.threads}};
             if (run.status == Status::kOk) r["profile"] = to_json(run.profile);
-            const json doc = document("trainbench.profile", json::array({r}));
+            const json doc = document("trainbench.profile", {{"results", json::array({r})}});
             if (a->json)
               std::cout << doc.dump(2) << "\n";
             else if (run.status == Status::kOk)
@@ -314,7 +308,7 @@ Command add_memory(CLI::App& app) {
               }
               results.push_back(r);
             }
-            json doc = document("trainbench.memory", results);
+            json doc = document("trainbench.memory", {{"results", results}});
             if (configs.size() > 1 || budget) {
               const MemorySweep s = summarize(measured, budget);
               doc["summary"] = to_json(s, false);

@@ -49,10 +49,7 @@ Command add_simulate(CLI::App& app) {
       "Model and its conventions: docs/numerics.md (\"Simulation phase\").");
   return {sub, [a]() {
             auto doc = [](const char* kind, nlohmann::json results) {
-              return nlohmann::json{{"schema_version", kSchemaVersion},
-                                    {"kind", kind},
-                                    {"context", to_json(current_context())},
-                                    {"results", std::move(results)}};
+              return document(kind, {{"results", std::move(results)}});
             };
             if (a->validate) {
               if (!a->format.empty())

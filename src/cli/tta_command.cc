@@ -38,11 +38,7 @@ Command add_tta(CLI::App& app) {
             const auto emulations = load_emulations(a->stores);  // the result points into it
             const TtaResult r = time_to_accuracy(emulations, p, a->baseline);
             if (a->json)
-              std::cout << nlohmann::json{{"schema_version", kSchemaVersion},
-                                          {"kind", "trainbench.tta"},
-                                          {"context", to_json(current_context())},
-                                          {"results", to_json(r)}}
-                               .dump(2)
+              std::cout << document("trainbench.tta", {{"results", to_json(r)}}).dump(2)
                         << "\n";
             else
               std::cout << format_tta(r);

@@ -143,6 +143,14 @@ double number_or(const json& j, const char* key, double fallback) {
   return j[key].get<double>();
 }
 
+json document(const std::string& kind, const json& fields) {
+  json doc = {{"schema_version", kSchemaVersion},
+              {"kind", kind},
+              {"context", to_json(current_context())}};
+  for (const auto& [k, v] : fields.items()) doc[k] = v;
+  return doc;
+}
+
 json run_document(const Context& c, const std::vector<RunResult>& results, bool with_layers) {
   json rs = json::array();
   for (const auto& r : results) rs.push_back(to_json(r, with_layers));

@@ -92,13 +92,13 @@ TEST(Emulation, SummaryFollowsDawnBenchAndMlperf) {
   std::vector<tb::emu::SeedRun> runs(5);
   const int64_t its[] = {500, 300, 400, 900, 600};
   for (int i = 0; i < 5; ++i) runs[i].iterations = its[i];
-  auto s = tb::emu::summarize(runs);
+  auto s = tb::emu::summarize_seeds(runs);
   EXPECT_EQ(s.reached, 5);
   EXPECT_DOUBLE_EQ(s.mean, 540);
   EXPECT_DOUBLE_EQ(*s.mlperf_mean, 500);  // (400 + 500 + 600) / 3
   EXPECT_DOUBLE_EQ(s.median, 500);
   runs[3].iterations.reset();  // never reached: no MLPerf mean, no pretend number
-  s = tb::emu::summarize(runs);
+  s = tb::emu::summarize_seeds(runs);
   EXPECT_EQ(s.reached, 4);
   EXPECT_FALSE(s.mlperf_mean.has_value());
 }
@@ -217,7 +217,7 @@ TEST(Emulation, UnitConvolutionsTakeAnyGeometry) {
     auto x = torch::randn({2, c.in, 9, 9}).requires_grad_(true);
     auto w = torch::randn({c.out, c.in / c.groups, c.k, c.k}).requires_grad_(true);
     auto b = torch::randn({c.out}).requires_grad_(true);
-    tb::ConvGeometry shape;
+    tb::ConvOptions shape;
     shape.stride = {c.stride, c.stride};
     shape.pad = {c.pad, c.pad};
     shape.dilation = {c.dilation, c.dilation};

@@ -274,7 +274,7 @@ TEST_F(TorchScript, NumericsReachItsLayers) {
       return inside([&] { return F::linear(x, w, b); });
     };
     o.conv2d = [&](const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
-                   const ConvGeometry& g) {
+                   const ConvOptions& g) {
       ++conv;
       return inside([&] { return torch::conv2d(x, w, b, g.stride, g.pad, g.dilation, g.groups); });
     };

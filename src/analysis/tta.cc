@@ -60,7 +60,7 @@ TtaResult time_to_accuracy(const std::vector<StoredEmulation>& emulations,
       if (it.is_number()) sr.iterations = it.get<int64_t>();
       runs.push_back(sr);
     }
-    const emu::Summary sum = emu::summarize(runs);
+    const emu::SeedSummary sum = emu::summarize_seeds(runs);
     v.seeds = sum.runs;
     v.reached = sum.reached;
     v.mean_iterations = sum.mean, v.stddev_iterations = sum.stddev;

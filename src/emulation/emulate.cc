@@ -95,14 +95,14 @@ torch::Tensor unit_matmul(const torch::Tensor& a, const torch::Tensor& b, const 
 // On the unit: unfold (im2col) and a matrix multiply, so the convolution runs on it too. A
 // grouped (depthwise) convolution is one such product per group.
 torch::Tensor unit_conv2d(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
-                          const ConvGeometry& s, const Policy& p) {
+                          const ConvOptions& s, const Policy& p) {
   if (!p.has_unit())
     return torch::conv2d(x, w, b, {s.stride[0], s.stride[1]}, {s.pad[0], s.pad[1]},
                          {s.dilation[0], s.dilation[1]}, s.groups);
   if (s.groups > 1) {
     const auto xs = x.chunk(s.groups, 1), ws = w.chunk(s.groups, 0);
     const auto bs = b.defined() ? b.chunk(s.groups, 0) : std::vector<torch::Tensor>(s.groups);
-    ConvGeometry one = s;
+    ConvOptions one = s;
     one.groups = 1;
     std::vector<torch::Tensor> ys;
     for (int64_t g = 0; g < s.groups; ++g) ys.push_back(unit_conv2d(xs[g], ws[g], bs[g], one, p));
@@ -241,7 +241,7 @@ struct Net : torch::nn::Module {
       }
       return q_act(x);
     }
-    ConvGeometry conv5x5;
+    ConvOptions conv5x5;
     conv5x5.pad = {2, 2};
     for (size_t i = 0; i < 2; ++i) {
       x = unit_conv2d(q_act(x), q_w(params[2 * i]), q_w(params[2 * i + 1]), conv5x5, policy);
@@ -374,8 +374,8 @@ std::string Policy::str() const {
   return s;
 }
 
-Summary summarize(const std::vector<SeedRun>& runs) {
-  Summary s;
+SeedSummary summarize_seeds(const std::vector<SeedRun>& runs) {
+  SeedSummary s;
   s.runs = int(runs.size());
   std::vector<double> v;
   for (const auto& r : runs)
@@ -427,7 +427,7 @@ EmulationResult emulate(const EmulationOptions& given, const Policy& p, const Pr
   for (int s = 0; s < o.seeds; ++s)
     r.runs.push_back(family ? train_family(o, p, train, test, o.first_seed + uint64_t(s), progress)
                             : train_one(o, p, train, test, o.first_seed + uint64_t(s), progress));
-  r.summary = summarize(r.runs);
+  r.summary = summarize_seeds(r.runs);
   return r;
 }
 

@@ -64,7 +64,7 @@ torch::Tensor approx_activation(const torch::Tensor& x, const std::string& name)
 torch::Tensor unit_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                           const Policy& p);
 torch::Tensor unit_conv2d(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
-                          const ConvGeometry& shape, const Policy& p);
+                          const ConvOptions& shape, const Policy& p);
 torch::Tensor emulated_activation(const torch::Tensor& x, const Policy& p);
 
 // a @ b (torch::matmul: batched over equal leading dimensions, or b a matrix) with every
@@ -109,19 +109,20 @@ struct SeedRun {
   double seconds = 0;
 };
 
-struct Summary {
+// Iterations to the target over the seeds of one emulation.
+struct SeedSummary {
   int runs = 0, reached = 0;
   // Over the runs that reached the target; meaningful only when reached == runs.
   double mean = 0, stddev = 0, min = 0, max = 0, median = 0;
   std::optional<double> mlperf_mean;  // without the fastest and slowest (needs >= 3 runs)
 };
-Summary summarize(const std::vector<SeedRun>& runs);
+SeedSummary summarize_seeds(const std::vector<SeedRun>& runs);
 
 struct EmulationResult {
   EmulationOptions options;
   std::string policy;
   std::vector<SeedRun> runs;
-  Summary summary;
+  SeedSummary summary;
 };
 
 using Progress = std::function<void(const SeedRun& run, int64_t iteration, double accuracy)>;

@@ -71,7 +71,7 @@ NumericsWorkload::NumericsWorkload(std::unique_ptr<Workload> inner, Policy polic
                                const torch::Tensor& b) { return unit_linear(x, w, b, policy_); };
     overrides_.conv2d = [this](const torch::Tensor& x, const torch::Tensor& w,
                                const torch::Tensor& b,
-                               const ConvGeometry& g) { return unit_conv2d(x, w, b, g, policy_); };
+                               const ConvOptions& g) { return unit_conv2d(x, w, b, g, policy_); };
   }
   if (policy_.replaces_operators()) {
     overrides_.layer = [this](const torch::Tensor& x, torch::nn::Module& m) -> torch::Tensor {
@@ -82,7 +82,7 @@ NumericsWorkload::NumericsWorkload(std::unique_ptr<Workload> inner, Policy polic
       if (auto* l = m.as<torch::nn::Linear>()) return unit_linear(x, l->weight, l->bias, policy_);
       if (auto* c = m.as<torch::nn::Conv2d>()) {
         const auto& o = c->options;
-        ConvGeometry shape;
+        ConvOptions shape;
         if (const auto* pad = c10::get_if<torch::ExpandingArray<2>>(&o.padding()))
           shape.pad = {(**pad)[0], (**pad)[1]};
         else if (!c10::get_if<torch::enumtype::kValid>(&o.padding()))

@@ -49,7 +49,7 @@ torch::Tensor linear_op(torch::Tensor x, const torch::Tensor& w, const torch::Te
 }
 
 torch::Tensor conv2d_op(torch::Tensor x, const torch::Tensor& w, const torch::Tensor& b,
-                        const ConvGeometry& g, const torch::Tensor* layer) {
+                        const ConvOptions& g, const torch::Tensor* layer) {
   if (current_hook) x = (*current_hook)(x, layer ? layer : &w);
   if (current && current->conv2d) {
     torch::Tensor y = current->conv2d(x, w, b, g);

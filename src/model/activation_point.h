@@ -19,8 +19,9 @@ namespace tb {
 using ActivationHook =
     std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor* weight)>;
 
-// The geometry of a 2-D convolution, as torch::conv2d takes it.
-struct ConvGeometry {
+// The options of a 2-D convolution call, as torch::conv2d takes them (the shapes come with
+// its tensors; cost/layers.h's ConvGeometry is the whole layer's).
+struct ConvOptions {
   std::array<int64_t, 2> stride{1, 1}, pad{0, 0}, dilation{1, 1};
   int64_t groups = 1;
 };
@@ -73,7 +74,7 @@ struct Overrides {
   // conv2d(x, w, b) of that geometry for weights that no Conv2d module holds; b may be
   // undefined.
   std::function<torch::Tensor(const torch::Tensor& x, const torch::Tensor& w,
-                              const torch::Tensor& b, const ConvGeometry& geometry)>
+                              const torch::Tensor& b, const ConvOptions& geometry)>
       conv2d;
 };
 
@@ -101,7 +102,7 @@ torch::Tensor linear_op(torch::Tensor x, const torch::Tensor& w, const torch::Te
 // `layer`: the weight that names the layer to the hook, where w is a view of it (a 1-D
 // convolution's, run as a 2-D one); null: w.
 torch::Tensor conv2d_op(torch::Tensor x, const torch::Tensor& w, const torch::Tensor& b,
-                        const ConvGeometry& geometry, const torch::Tensor* layer = nullptr);
+                        const ConvOptions& geometry, const torch::Tensor* layer = nullptr);
 
 // What the installed override computes for m from state `initial` on x, padded sequences of
 // `lengths` (as Overrides::recurrent takes them), or an undefined output:

@@ -28,7 +28,7 @@ Tensor point_linear(const Tensor& x, const Tensor& w, const c10::optional<Tensor
 
 Tensor point_conv2d(const Tensor& x, const Tensor& w, const c10::optional<Tensor>& b,
                     IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation, int64_t groups) {
-  ConvGeometry g{pair_of(stride), pair_of(padding), pair_of(dilation), groups};
+  ConvOptions g{pair_of(stride), pair_of(padding), pair_of(dilation), groups};
   // An unbatched input ([C, H, W]), which torch::conv2d takes and the unit does not.
   if (x.dim() == 3) return conv2d_op(x.unsqueeze(0), w, or_undefined(b), g).squeeze(0);
   return conv2d_op(x, w, or_undefined(b), g);
@@ -39,7 +39,7 @@ Tensor point_conv2d(const Tensor& x, const Tensor& w, const c10::optional<Tensor
 Tensor point_conv1d(const Tensor& x, const Tensor& w, const c10::optional<Tensor>& b,
                     IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation, int64_t groups) {
   if (!points_installed()) return at::conv1d(x, w, b, stride, padding, dilation, groups);
-  ConvGeometry g{{1, stride[0]}, {0, padding[0]}, {1, dilation[0]}, groups};
+  ConvOptions g{{1, stride[0]}, {0, padding[0]}, {1, dilation[0]}, groups};
   const bool unbatched = x.dim() == 2;
   const Tensor x4 = (unbatched ? x.unsqueeze(0) : x).unsqueeze(2);
   const Tensor y = conv2d_op(x4, w.unsqueeze(2), or_undefined(b), g, &w).squeeze(2);

@@ -100,7 +100,7 @@ TEST(WganGp, OneStepTrainsBothNetworks) {
   ASSERT_EQ(t.workload->own_optimizers().size(), 2u);
   EXPECT_EQ(t.workload->examples_per_step(), 2 * 2);
   EXPECT_DOUBLE_EQ(t.workload->units_per_step(), 2 * 2);  // real images the critic saw
-  EXPECT_EQ(find_family_schema("wgan_gp")->unit, "images");
+  EXPECT_EQ(find_family_schema("wgan_gp")->throughput_unit, "images");
 }
 
 // Scaling the critic's last layer by c scales its input gradient by c, so the penalty is
@@ -246,7 +246,7 @@ TEST(A3c, OneStepOfTwoActorsUpdatesTheSharedWeights) {
   EXPECT_TRUE(changed(t.workload->module(), before));
   EXPECT_EQ(t.workload->examples_per_step(), 2 * 5);                            // agent steps
   EXPECT_DOUBLE_EQ(t.workload->units_per_step(), 2 * 5 * PongEnv::kFrameSkip);  // frames
-  EXPECT_EQ(find_family_schema("a3c")->unit, "frames");
+  EXPECT_EQ(find_family_schema("a3c")->throughput_unit, "frames");
   // Deterministic: the same seed gives the same update.
   auto u = prepare_training(c, torch::kCPU, 1);
   train_step(*u.workload, *u.optimizer, u.batch, torch::kCPU);

@@ -234,7 +234,7 @@ TEST(Report, ReferenceModelsAreStarsWithTheirOwnSection) {
   EXPECT_FALSE(is_reference_family("a_family_of_another_build"));  // unknown: generated
   const RunSet runs = load_runs({path});
   ASSERT_EQ(reference_runs(runs, true).size(), 6u);  // 3 batches x 2 platforms
-  EXPECT_EQ(reference_runs(runs, true).front()->unit, "images");
+  EXPECT_EQ(reference_runs(runs, true).front()->throughput_unit, "images");
   const Summary s = summarize(runs);
   const ChartSet cs = build_charts(runs, s);
   std::set<std::string> ids;

@@ -166,7 +166,7 @@ TEST(SequenceModels, OperatorTableKnowsTheirOperators) {
 // and the throughput unit is the real (unpadded) amount of data.
 void one_step(const char* text, double expected_units, const char* unit) {
   const Config c = parse_config(text);
-  EXPECT_EQ(c.schema().unit, unit);
+  EXPECT_EQ(c.schema().throughput_unit, unit);
   EXPECT_TRUE(c.schema().is_reference());
   TrainingSetup t = prepare_training(c, torch::kCPU, 7);
   EXPECT_DOUBLE_EQ(t.workload->units_per_step(), expected_units) << text;

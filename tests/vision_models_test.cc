@@ -229,7 +229,7 @@ TEST(VisionModels, SchemasDescribeReferenceModels) {
     const FamilySchema* s = find_family_schema(r.family);
     ASSERT_NE(s, nullptr) << r.family;
     EXPECT_EQ(s->task, "image classification");
-    EXPECT_EQ(s->unit, "images");
+    EXPECT_EQ(s->throughput_unit, "images");
     EXPECT_FALSE(s->batch_sweep.empty());
     EXPECT_EQ(parse_config(s->example).family(), r.family);
   }

@@ -225,7 +225,7 @@ RunSet load_runs(const std::vector<std::string>& paths) {
       if (row.contains("end_reason") && row["end_reason"].is_string())
         r.end_reason = row["end_reason"];
       r.store = path;
-      if (row.contains("unit") && row["unit"].is_string()) r.unit = row["unit"];
+      if (row.contains("unit") && row["unit"].is_string()) r.throughput_unit = row["unit"];
       for (const auto& m : metric_columns())
         if (row.contains(m) && row[m].is_number()) r.metrics[m] = row[m].get<double>();
       const auto key = std::make_tuple(r.config, r.platform, r.stack);

@@ -19,7 +19,7 @@ struct Run {
   std::string stack;              // a short label of the software stack (see stack_label)
   std::string store;              // the file it came from
   std::string end_reason;         // why sampling stopped: converged, budget, ...
-  std::string unit = "examples";  // of units_per_s: images, tokens, audio_s, frames
+  std::string throughput_unit = "examples";  // of units_per_s: images, tokens, audio_s, frames
   std::map<std::string, std::string> params;  // from the config text
   std::map<std::string, double> metrics;      // the store's numeric metric columns present
   bool ok() const { return status == "ok"; }

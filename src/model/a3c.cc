@@ -256,7 +256,7 @@ FamilySchema a3c_schema() {
         {}}},
       "a3c:actors=2,batch=5,dtype=fp32"};
   s.task = "reinforcement learning";
-  s.unit = "frames";
+  s.throughput_unit = "frames";
   s.batch_sweep = {5, 10, 20, 40};
   for (auto p : common_params(5, "rmsprop")) {
     if (p.name == "batch") {

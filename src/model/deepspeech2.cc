@@ -165,7 +165,7 @@ FamilySchema deepspeech2_schema() {
        {"max_frames", "longest utterance in 10 ms frames (padded length)", "1500", 1, 1 << 20, {}}},
       "deepspeech2:rnn_type=gru,rnn_layers=2,hidden=64,min_frames=50,max_frames=100,batch=4"};
   s.task = "speech recognition";
-  s.unit = "audio_s";
+  s.throughput_unit = "audio_s";
   s.batch_sweep = {4, 8, 12, 16, 32};
   for (auto& p : common_params(12, "momentum")) s.params.push_back(p);
   return s;

@@ -173,7 +173,7 @@ FamilySchema seq2seq_schema() {
        {"max_len", "longest sentence in tokens (padded length)", "30", 1, 4096, {}}},
       "seq2seq:layers=2,hidden=64,src_vocab=1000,tgt_vocab=1000,min_len=5,max_len=10,batch=8"};
   s.task = "translation";
-  s.unit = "tokens";
+  s.throughput_unit = "tokens";
   s.batch_sweep = {16, 32, 64, 128};
   for (auto& p : common_params(128, "sgd")) s.params.push_back(p);
   return s;

@@ -206,7 +206,7 @@ FamilySchema transformer_schema() {
                    {}}},
                  "transformer:layers=2,d_model=64,heads=4,ff=128,vocab=1000,seq=20,batch=8"};
   s.task = "translation";
-  s.unit = "tokens";
+  s.throughput_unit = "tokens";
   s.batch_sweep = {16, 32, 64, 128};
   for (auto& p : common_params(16, "adam")) s.params.push_back(p);
   return s;

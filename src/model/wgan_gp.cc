@@ -239,7 +239,7 @@ FamilySchema wgan_schema() {
        {"lambda", "gradient penalty weight (0 turns the penalty off)", "10", 0, 100000, {}}},
       "wgan_gp:dim=64,critic_iters=5,lambda=10,batch=64,dtype=fp32"};
   s.task = "image generation";
-  s.unit = "images";
+  s.throughput_unit = "images";
   s.batch_sweep = {8, 16, 32, 64};
   for (auto p : common_params(64, "adam")) {
     if (p.name == "batch") p.help = "real (and generated) images per critic iteration";

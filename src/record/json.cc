@@ -124,7 +124,7 @@ json to_json(const RunResult& r, bool with_layers) {
   }
   j["metrics"] = {{"examples_per_step", r.examples_per_step},
                   {"examples_per_s", r.examples_per_s},
-                  {"unit", r.unit},
+                  {"unit", r.throughput_unit},
                   {"units_per_step", r.units_per_step},
                   {"units_per_s", r.units_per_s},
                   {"achieved_flops", r.achieved_flops},

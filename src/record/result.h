@@ -35,9 +35,10 @@ struct RunResult {
   std::vector<double> step_times;  // raw seconds, warm-up included
   int64_t examples_per_step = 0;
   double examples_per_s = 0;
-  // The family's own throughput unit (FamilySchema::unit): images, tokens, audio_s,
-  // frames; "examples" for generated families, where units_per_s == examples_per_s.
-  std::string unit = "examples";
+  // The family's own throughput unit (FamilySchema::throughput_unit; "unit" in JSON): images,
+  // tokens, audio_s, frames; "examples" for generated families, where units_per_s ==
+  // examples_per_s.
+  std::string throughput_unit = "examples";
   double units_per_step = 0;
   double units_per_s = 0;
   double achieved_flops = 0;  // analytic FLOPs per step / mean step time

@@ -797,13 +797,13 @@ void reference_batch_charts(ChartSet& cs, const std::vector<const Run*>& refs) {
     const auto batch = r->number("batch");
     if (!batch) continue;
     const double thr = r->throughput();
-    rows.push_back({{"model", r->family + " (" + r->unit + "/s)"},
+    rows.push_back({{"model", r->family + " (" + r->throughput_unit + "/s)"},
                     {"family", r->family},
                     {"platform", r->platform},
                     {"config", r->config},
                     {"batch", *batch},
                     {"throughput", num_or_null(thr)},
-                    {"unit", r->unit}});
+                    {"unit", r->throughput_unit}});
     for (const auto& [metric, label] : std::vector<std::pair<std::string, std::string>>{
              {"flops_utilization", "FLOPS utilization"}, {"cpu_utilization", "CPU utilization"}})
       if (std::isfinite(r->metric(metric)))

@@ -219,7 +219,7 @@ void reference_table(std::string& h, const RunSet& runs) {
     h += "<tr><td>" + html_escape(r->family) + "</td><td>" +
          html_escape(schema ? schema->task : "") + "</td><td class=\"num\">" +
          (batch ? fmt::format("{:g}", *batch) : "") + "</td><td class=\"num\">" +
-         (r->ok() && std::isfinite(thr) ? fmt::format("{:.4g} {}/s", thr, html_escape(r->unit))
+         (r->ok() && std::isfinite(thr) ? fmt::format("{:.4g} {}/s", thr, html_escape(r->throughput_unit))
                                         : "\u2013") +
          "</td><td class=\"num\">" + pct_or_dash(r->metric("flops_utilization")) +
          "</td><td class=\"num\">" + pct_or_dash(r->metric("cpu_utilization")) +

@@ -257,7 +257,7 @@ RunResult run_distributed(const Config& input, const RunOptions& options, const 
                                  config.family(), config.get("workers"), env.world));
   RunResult r;
   r.family = config.family();
-  r.unit = config.schema().unit;
+  r.throughput_unit = config.schema().throughput_unit;
   r.started_at = utc_now_iso();
   r.threads = apply_threads(int(config.get_int("threads")));
   r.blas_threads = detect_blas().threads;

@@ -99,7 +99,7 @@ std::optional<RunResult> refuse_before_running(const Config& config, const RunOp
   RunResult r;
   r.config = config.str();
   r.family = config.family();
-  r.unit = config.schema().unit;
+  r.throughput_unit = config.schema().throughput_unit;
   r.device = config.get("device");
   r.cost = cost;
   r.status = Status::kOomPredicted;
@@ -113,7 +113,7 @@ RunResult run_config(const Config& input, const RunOptions& options) {
   Config config = input;
   RunResult r;
   r.family = config.family();
-  r.unit = config.schema().unit;
+  r.throughput_unit = config.schema().throughput_unit;
   r.started_at = utc_now_iso();
   r.threads = apply_threads(int(config.get_int("threads")));
   apply_stack(options.stack);

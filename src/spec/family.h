@@ -36,7 +36,7 @@ struct FamilySchema {
   std::string task;
   // What one unit of throughput is: "examples" for generated families, "images",
   // "tokens", "audio_s" or "frames" for reference models (Workload::units_per_step).
-  std::string unit = "examples";
+  std::string throughput_unit = "examples";
   // The batch sizes `trainbench suite --batch-sweep` runs (TBD Figs. 4-6, 8).
   std::vector<int64_t> batch_sweep;
   bool is_reference() const { return !task.empty(); }

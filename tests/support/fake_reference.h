@@ -37,7 +37,7 @@ inline void register_fake_reference() {
     FamilySchema s{
         kFakeReference, "test-only reference model: Linear(16, 4)", {}, "fake_reference:batch=4"};
     s.task = "image classification";
-    s.unit = "images";
+    s.throughput_unit = "images";
     s.batch_sweep = {8, 2, 4};
     for (auto& p : common_params(4, "momentum")) s.params.push_back(p);
     register_family(s, [](const Config& c) { return std::make_unique<FakeReferenceWorkload>(c); });

@@ -6,7 +6,7 @@
 
 #include "analysis/summary.h"
 #include "bench_common.h"
-#include "record/files.h"
+#include "base/files.h"
 #include "report/html_report.h"
 #include "support/synthetic_store.h"
 

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "spec/config.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb {
 namespace {

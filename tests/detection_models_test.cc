@@ -8,7 +8,7 @@
 
 #include "cost/cost.h"
 #include "model/workload.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 #include "support/forward_profile.h"
 #include "support/torchvision_ref.h"
 

@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "spec/config.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 #include "store/store.h"
 
 namespace {

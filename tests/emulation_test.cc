@@ -9,7 +9,7 @@
 #include "emulation/fashion_mnist.h"
 #include "numerics/extension.h"
 #include "numerics/quantize.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace {
 

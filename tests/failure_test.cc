@@ -9,7 +9,7 @@
 #include <functional>
 #include <new>
 
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb {
 namespace {

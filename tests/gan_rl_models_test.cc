@@ -13,7 +13,7 @@
 #include "model/wgan_gp.h"
 #include "model/workload.h"
 #include "runner/runner.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 #include "support/cli.h"
 #include "support/forward_profile.h"
 

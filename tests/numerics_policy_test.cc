@@ -3,7 +3,7 @@
 
 #include "numerics/policy.h"
 #include "spec/config.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace {
 

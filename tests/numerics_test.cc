@@ -14,7 +14,7 @@
 #include "numerics/format.h"
 #include "numerics/mad.h"
 #include "numerics/quantize.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace {
 

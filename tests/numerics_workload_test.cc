@@ -11,7 +11,7 @@
 #include "model/activation_point.h"
 #include "runner/profile.h"
 #include "runner/runner.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 #include "spec/stack.h"
 
 namespace {

@@ -2,10 +2,10 @@
 
 #include <fstream>
 
-#include "platform/characterize.h"
-#include "platform/measure.h"
+#include "runner/characterize.h"
+#include "runner/measure.h"
 #include "platform/registry.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb {
 namespace {

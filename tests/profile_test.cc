@@ -9,6 +9,7 @@
 
 #include "cost/cost.h"
 #include "cost/op_cost.h"
+#include "runner/utilization.h"
 #include "store/store.h"
 
 namespace tb {

@@ -14,7 +14,7 @@
 #include "report/analysis_views.h"
 #include "report/html_report.h"
 #include "report/run_table.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 #include "support/synthetic_store.h"
 
 namespace tb {

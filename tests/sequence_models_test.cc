@@ -11,7 +11,7 @@
 #include "cost/op_cost.h"
 #include "model/workload.h"
 #include "runner/runner.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 #include "support/cli.h"
 #include "support/forward_profile.h"
 

@@ -15,7 +15,7 @@
 #include "model/workload.h"
 #include "platform/blas.h"
 #include "runner/torchscript.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 #include "support/cli.h"
 
 namespace tb {

@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-#include "spec/errors.h"
+#include "base/errors.h"
 #include "store/store.h"
 #include "support/cli.h"
 #include "support/fake_reference.h"

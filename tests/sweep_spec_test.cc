@@ -3,7 +3,7 @@
 #include <map>
 #include <set>
 
-#include "spec/errors.h"
+#include "base/errors.h"
 #include "spec/sweep.h"
 
 namespace tb {

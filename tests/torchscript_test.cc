@@ -17,8 +17,8 @@
 #include "runner/memory.h"
 #include "runner/profile.h"
 #include "runner/runner.h"
-#include "runner/sweep_runner.h"
-#include "spec/errors.h"
+#include "jobs/sweep_runner.h"
+#include "base/errors.h"
 #include "store/store.h"
 #include "support/cli.h"
 

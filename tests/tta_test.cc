@@ -10,11 +10,11 @@
 
 #include "cost/cost.h"
 #include "cost/fashion_mnist.h"
-#include "record/emulation.h"
+#include "emulation/descriptor.h"
 #include "report/html_report.h"
 #include "simulate/accelerator_model.h"
 #include "spec/config.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 #include "store/store.h"
 #include "support/cli.h"
 

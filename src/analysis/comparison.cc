@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "spec/errors.h"
+#include "base/errors.h"
 #include "spec/family.h"
 
 namespace tb {

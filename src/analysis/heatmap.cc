@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <set>
 
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb {
 namespace {

@@ -4,7 +4,7 @@
 #include <limits>
 #include <set>
 
-#include "spec/errors.h"
+#include "base/errors.h"
 #include "spec/family.h"
 #include "spec/stack.h"
 #include "store/store.h"

@@ -7,10 +7,10 @@
 
 #include "cost/cost.h"
 #include "cost/fashion_mnist.h"
-#include "emulation/emulate.h"
+#include "record/emulation.h"
 #include "simulate/accelerator_model.h"
 #include "spec/config.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 #include "store/store.h"
 
 namespace tb {

@@ -4,10 +4,10 @@
 
 #include "analysis/summary.h"
 #include "cli/commands.h"
-#include "record/files.h"
+#include "base/files.h"
 #include "report/analysis_views.h"
 #include "report/html_report.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb::cli {
 namespace {

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "runner/sweep_runner.h"
+#include "jobs/sweep_runner.h"
 
 namespace tb::cli {
 

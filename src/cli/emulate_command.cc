@@ -6,13 +6,14 @@
 #include "emulation/emulate.h"
 #include "emulation/numerics_workload.h"
 #include "numerics/policy.h"
-#include "platform/characterize.h"
+#include "runner/characterize.h"
 #include "platform/host.h"
 #include "record/context.h"
-#include "record/emulation.h"
+#include "emulation/descriptor.h"
 #include "record/json.h"
-#include "runner/sweep_runner.h"
-#include "spec/errors.h"
+#include "jobs/sweep_runner.h"
+#include "base/errors.h"
+#include "runner/threads.h"
 #include "store/store.h"
 
 namespace tb::cli {
@@ -112,6 +113,7 @@ Command add_emulate(CLI::App& app) {
             std::cerr << fmt::format("seed {} iteration {}: test accuracy {:.4f}\n", r.seed, it,
                                      acc);
         };
+        apply_threads(a->o.threads);
         const auto r = emu::emulate(a->o, p, progress);
         const auto& s = r.summary;
         if (!a->store.empty()) {

@@ -9,7 +9,7 @@
 #include "record/context.h"
 #include "runner/stack_runtime.h"
 #include "runner/threads.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 #include "spec/printable.h"
 
 int main(int argc, char** argv) {

@@ -9,7 +9,7 @@
 #include "numerics/quantize.h"
 #include "record/context.h"
 #include "record/json.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb::cli {
 namespace {

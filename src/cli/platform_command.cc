@@ -3,12 +3,12 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "platform/characterize.h"
+#include "runner/characterize.h"
 #include "platform/registry.h"
 #include "report/platform_table.h"
 #include "platform/host.h"
 #include "runner/threads.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb::cli {
 

@@ -6,18 +6,18 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "platform/characterize.h"
+#include "runner/characterize.h"
 #include "platform/registry.h"
 #include "record/context.h"
-#include "record/files.h"
+#include "base/files.h"
 #include "record/json.h"
 #include "report/profile_table.h"
 #include "report/run_table.h"
 #include "runner/memory.h"
 #include "runner/profile.h"
-#include "runner/sweep_runner.h"
+#include "jobs/sweep_runner.h"
 #include "spec/config.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 #include "spec/printable.h"
 #include "store/store.h"
 

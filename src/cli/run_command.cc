@@ -6,20 +6,20 @@
 #include <set>
 
 #include "cli/commands.h"
-#include "platform/characterize.h"
+#include "runner/characterize.h"
 #include "platform/registry.h"
-#include "record/files.h"
+#include "base/files.h"
 #include "record/json.h"
 #include "report/profile_table.h"
 #include "report/run_table.h"
 #include "runner/distributed.h"
-#include "runner/launcher.h"
+#include "jobs/launcher.h"
 #include "runner/memory.h"
-#include "runner/repeat.h"
+#include "jobs/repeat.h"
 #include "runner/runner.h"
 #include "runner/stack_runtime.h"
 #include "spec/config.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 #include "spec/printable.h"
 
 namespace tb::cli {

@@ -7,9 +7,9 @@
 #include "platform/registry.h"
 #include "record/json.h"
 #include "simulate/accelerator_model.h"
-#include "simulate/validation.h"
+#include "analysis/validation.h"
 #include "spec/config.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb::cli {
 

@@ -3,8 +3,8 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "record/files.h"
-#include "spec/errors.h"
+#include "base/files.h"
+#include "base/errors.h"
 #include "store/export.h"
 #include "store/store.h"
 

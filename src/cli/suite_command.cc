@@ -5,8 +5,8 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "runner/sweep_runner.h"
-#include "spec/errors.h"
+#include "jobs/sweep_runner.h"
+#include "base/errors.h"
 #include "spec/suite.h"
 #include "store/store.h"
 

@@ -4,7 +4,7 @@
 #include "cli/commands.h"
 #include "platform/registry.h"
 #include "record/json.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb::cli {
 

@@ -8,7 +8,7 @@
 // local copies of the weights and gradients (2 x N x params) are not in the memory
 // estimate's categories. The game's own work (rendering, preprocessing) is not FLOPs.
 #include "cost/layers.h"
-#include "model/atari_env.h"
+#include "cost/atari.h"
 
 namespace tb {
 namespace {
@@ -18,7 +18,7 @@ std::vector<LayerCost> network(double batch, int64_t actions, int64_t eb) {
   auto keep = [&] { ls.back().saved_bytes += ls.back().output_bytes; };
   const int64_t b = int64_t(batch);
   const cost::ConvGeometry c1{
-      b, PongEnv::kStack, PongEnv::kSide, PongEnv::kSide, 16, 8, 8, 4, 4, 0, 0, 1, true};
+      b, atari::kStack, atari::kSide, atari::kSide, 16, 8, 8, 4, 4, 0, 0, 1, true};
   ls.push_back(cost::conv("conv1", c1, eb, false));
   ls.push_back(cost::relu("relu1", double(b) * 16 * c1.out_h() * c1.out_w(), eb));
   keep();
@@ -38,11 +38,11 @@ std::vector<LayerCost> network(double batch, int64_t actions, int64_t eb) {
 
 ModelCost a3c_cost(const Config& cfg, int64_t eb) {
   const int64_t N = cfg.get_int("actors"), T = cfg.get_int("batch");
-  const int64_t A = PongEnv::kActions;
+  const int64_t A = atari::kActions;
   ModelCost m;
   // Acting runs one frame at a time, so every forward pass reads all the weights again.
   const double acts = double(N * (T + 1));
-  double input = double(PongEnv::kStack) * PongEnv::kSide * PongEnv::kSide * eb, features = 0;
+  double input = double(atari::kStack) * atari::kSide * atari::kSide * eb, features = 0;
   for (auto l : network(1, A, eb)) {
     if (l.op == "softmax_xent") continue;     // acting samples from a softmax: not the loss
     if (l.name == "value") input = features;  // both heads read the fc features
@@ -64,7 +64,7 @@ ModelCost a3c_cost(const Config& cfg, int64_t eb) {
     m.layers.push_back(std::move(l));
   }
   // the rollouts' frames, actions and returns
-  m.input_bytes = double(N * T) * (PongEnv::kStack * PongEnv::kSide * PongEnv::kSide * eb + 8 + eb);
+  m.input_bytes = double(N * T) * (atari::kStack * atari::kSide * atari::kSide * eb + 8 + eb);
   m.optimizer_updates = double(N);
   return m;
 }

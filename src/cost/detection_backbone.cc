@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb::cost {
 

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "cost/layers.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb::cost {
 

@@ -5,7 +5,7 @@
 
 #include "cost/cost.h"
 #include "cost/layers.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb {
 namespace {

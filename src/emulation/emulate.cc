@@ -7,8 +7,7 @@
 #include "emulation/fashion_mnist.h"
 #include "emulation/to_target.h"
 #include "numerics/policy.h"
-#include "runner/threads.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb::emu {
 namespace {
@@ -374,29 +373,6 @@ std::string Policy::str() const {
   return s;
 }
 
-SeedSummary summarize_seeds(const std::vector<SeedRun>& runs) {
-  SeedSummary s;
-  s.runs = int(runs.size());
-  std::vector<double> v;
-  for (const auto& r : runs)
-    if (r.iterations) v.push_back(double(*r.iterations));
-  s.reached = int(v.size());
-  if (v.empty()) return s;
-  std::sort(v.begin(), v.end());
-  s.mean = std::accumulate(v.begin(), v.end(), 0.0) / v.size();
-  double ss = 0;
-  for (double x : v) ss += (x - s.mean) * (x - s.mean);
-  s.stddev = v.size() > 1 ? std::sqrt(ss / (v.size() - 1)) : 0;
-  s.min = v.front();
-  s.max = v.back();
-  s.median = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-  // MLPerf: drop the fastest and the slowest run and average the rest; only when every run
-  // reached the target (a run that did not is not a number to average).
-  if (s.reached == s.runs && v.size() >= 3)
-    s.mlperf_mean = std::accumulate(v.begin() + 1, v.end() - 1, 0.0) / double(v.size() - 2);
-  return s;
-}
-
 EmulationResult emulate(const EmulationOptions& given, const Policy& p, const Progress& progress) {
   EmulationOptions o = given;
   const bool family = is_family_model(o.model);
@@ -419,7 +395,6 @@ EmulationResult emulate(const EmulationOptions& given, const Policy& p, const Pr
   if (o.seeds < 1 || o.seeds > 1000) throw UsageError("seeds " + std::to_string(o.seeds));
   if (!(o.lr > 0)) throw UsageError("lr must be positive");
   num::parse_loss_scale(p.loss_scale);
-  apply_threads(o.threads);
   const Dataset train = load_fashion_mnist("train"), test = load_fashion_mnist("test");
   EmulationResult r;
   r.options = o;

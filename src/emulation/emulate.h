@@ -15,6 +15,7 @@
 #include "model/activation_point.h"
 #include "numerics/extension.h"
 #include "numerics/mad.h"
+#include "record/emulation.h"
 
 namespace tb::emu {
 
@@ -85,45 +86,6 @@ RecurrentResult unit_recurrent(const torch::Tensor& x, const torch::Tensor& leng
                                const RecurrentState& initial, torch::nn::Module& cells,
                                const Policy& p,
                                const std::function<torch::Tensor(const torch::Tensor&)>& point);
-
-struct EmulationOptions {
-  std::string model = "mlp";  // mlp: 784-256-128-10; cnn: 2 x (conv5x5, act, pool) + linear
-  int64_t batch = 64;
-  double lr = 0.05, momentum = 0.9;
-  int64_t eval_every = 100;
-  int64_t max_iters = 3000;
-  int64_t eval_examples = 10000;  // first N test images
-  double target = 0.85;           // test accuracy
-  int seeds = 5;
-  uint64_t first_seed = 1;
-  int threads = 0;
-};
-
-struct SeedRun {
-  uint64_t seed = 0;
-  std::optional<int64_t> iterations;  // first evaluation at or above the target; none: never
-  double best_accuracy = 0;
-  std::vector<std::pair<int64_t, double>> curve;  // (iteration, test accuracy)
-  int64_t skipped_steps = 0;                      // dynamic loss scaling overflows
-  double final_loss_scale = 1;
-  double seconds = 0;
-};
-
-// Iterations to the target over the seeds of one emulation.
-struct SeedSummary {
-  int runs = 0, reached = 0;
-  // Over the runs that reached the target; meaningful only when reached == runs.
-  double mean = 0, stddev = 0, min = 0, max = 0, median = 0;
-  std::optional<double> mlperf_mean;  // without the fastest and slowest (needs >= 3 runs)
-};
-SeedSummary summarize_seeds(const std::vector<SeedRun>& runs);
-
-struct EmulationResult {
-  EmulationOptions options;
-  std::string policy;
-  std::vector<SeedRun> runs;
-  SeedSummary summary;
-};
 
 using Progress = std::function<void(const SeedRun& run, int64_t iteration, double accuracy)>;
 

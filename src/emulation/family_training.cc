@@ -4,7 +4,7 @@
 
 #include "emulation/numerics_workload.h"
 #include "emulation/to_target.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb::emu {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb::emu {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "model/activation_point.h"
 #include "model/phase.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb::emu {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <atomic>
 
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb::emu {
 

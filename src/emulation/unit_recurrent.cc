@@ -6,7 +6,7 @@
 #include <optional>
 
 #include "emulation/emulate.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb::emu {
 namespace {

@@ -10,13 +10,15 @@
 #include <random>
 #include <vector>
 
+#include "cost/atari.h"
+
 namespace tb {
 
 class PongEnv {
  public:
   static constexpr int kHeight = 210, kWidth = 160;  // the Atari screen
-  static constexpr int kSide = 84, kStack = 4, kFrameSkip = 4;
-  static constexpr int kActions = 3;  // stay, up, down
+  static constexpr int kSide = atari::kSide, kStack = atari::kStack, kFrameSkip = 4;
+  static constexpr int kActions = atari::kActions;
   static constexpr int kWinningScore = 21;
 
   explicit PongEnv(uint64_t seed);

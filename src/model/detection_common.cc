@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "model/activation_point.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb::det {
 namespace nn = torch::nn;

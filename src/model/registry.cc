@@ -3,7 +3,7 @@
 #include <map>
 
 #include "model/workload.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb {
 namespace {

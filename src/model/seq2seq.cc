@@ -12,7 +12,7 @@
 
 #include "model/activation_point.h"
 #include "model/workload.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 #include "spec/lengths.h"
 
 namespace tb {

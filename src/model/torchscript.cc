@@ -10,7 +10,7 @@
 #include "model/torchscript_family.h"
 #include "model/torchscript_points.h"
 #include "model/workload.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb {
 

@@ -6,7 +6,7 @@
 #include <map>
 #include <sstream>
 
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb::num {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "numerics/quantize.h"
 #include "numerics/round_bits.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb::num {
 namespace {

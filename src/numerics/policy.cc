@@ -6,7 +6,7 @@
 
 #include "numerics/format.h"
 #include "numerics/mad.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb::num {
 namespace {

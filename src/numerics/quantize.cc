@@ -15,7 +15,7 @@
 #endif
 
 #include "numerics/round_bits.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb::num {
 namespace {

@@ -1,12 +1,13 @@
 #include "platform/blas.h"
 
-#include <ATen/Version.h>
 #include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+
+#include "platform/framework.h"
 
 namespace tb {
 namespace {
@@ -37,7 +38,7 @@ BlasInfo detect_blas() {
   if (!sgemm || !dladdr(sgemm, &where) || !where.dli_fname) {
     // LibTorch builds with a statically linked, hidden BLAS (MKL in the official 2.x
     // packages) export no sgemm_: ask LibTorch what it was built with instead.
-    const std::string cfg = at::show_config();
+    const std::string cfg = framework_info().build_config;
     const auto at = cfg.find("BLAS_INFO=");
     if (at != std::string::npos) {
       const std::string v = cfg.substr(at + 10, cfg.find_first_of(", \n", at + 10) - at - 10);

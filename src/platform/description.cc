@@ -7,7 +7,7 @@
 #include <fstream>
 #include <set>
 
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb {
 namespace {

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <set>
 
-#include "spec/errors.h"
+#include "base/errors.h"
 
 #ifndef TB_PLATFORM_DIR
 #define TB_PLATFORM_DIR "platforms"

@@ -1,11 +1,7 @@
 #include "record/context.h"
 
-#include <ATen/Context.h>
-#include <ATen/Parallel.h>
-#include <torch/version.h>
-
 #include "git_revision.h"
-#include "runner/threads.h"
+#include "platform/framework.h"
 
 namespace tb {
 
@@ -13,23 +9,23 @@ Context current_context() {
   Context c;
   c.host = host_info();
   c.blas = detect_blas();
-  c.libtorch_version = TORCH_VERSION;
+  const FrameworkInfo fw = framework_info();
+  c.libtorch_version = fw.version;
   c.compiler = "gcc " __VERSION__;
 #ifdef __clang__
   c.compiler = "clang " __clang_version__;
 #endif
   c.trainbench_version = TB_VERSION;
   c.git_revision = TB_GIT_REVISION;
-  c.onednn = at::hasMKLDNN();
-  c.openmp_threads = at::get_num_threads();
-  c.runtime_env = runtime_environment();
+  c.onednn = fw.onednn;
+  c.openmp_threads = fw.intra_op_threads;
+  c.runtime_env = fw.runtime_env;
   c.affinity = cpu_affinity();
   c.blas_pool = c.blas.variant == "openmp"    ? "openmp (shared with LibTorch)"
                 : c.blas.variant == "pthread" ? "own pthread pool"
                 : c.blas.variant == "serial" || c.blas.name == "reference" ? "none (single-threaded)"
                                               : "unknown";
-  // setFlushDenormal returns whether the CPU supports it; re-setting keeps the state.
-  c.flush_denormal = prepared_runtime();
+  c.flush_denormal = fw.flush_denormal;
   return c;
 }
 

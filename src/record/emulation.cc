@@ -1,70 +1,10 @@
 #include "record/emulation.h"
 
-#include "cost/fashion_mnist.h"
-#include "emulation/family_training.h"
+#include <algorithm>
+#include <cmath>
+#include <numeric>
 
 namespace tb {
-
-std::string compute_format(const emu::Policy& p) {
-  std::string widest;
-  double bits = 0;
-  bool any = false;
-  for (const emu::QuantPoint* q : {&p.weights, &p.activations, &p.errors}) {
-    double b = 32;
-    std::string name = "fp32";
-    if (q->enabled()) {
-      any = true;
-      if (q->str().rfind("ext:", 0) != 0) {
-        b = q->format().bits_per_element();
-        name = q->format().display_name();
-      }
-    }
-    if (b > bits) bits = b, widest = name;
-  }
-  if (!any && p.mad) return p.mad->product.display_name();
-  return widest;
-}
-
-nlohmann::json variant_descriptor(const emu::EmulationOptions& o, const emu::Policy& p) {
-  nlohmann::json points = nlohmann::json::object();
-  const std::pair<const char*, const emu::QuantPoint*> named[] = {
-      {"weights", &p.weights},
-      {"activations", &p.activations},
-      {"errors", &p.errors},
-      {"weight_grads", &p.weight_grads},
-      {"optimizer_state", &p.optimizer_state},
-      {"master", &p.master}};
-  for (const auto& [name, q] : named) {
-    if (!q->enabled()) {
-      points[name] = {{"format", "off"}};
-    } else if (q->str().rfind("ext:", 0) == 0) {
-      points[name] = {{"format", q->str()}};
-    } else {
-      points[name] = {{"format", q->format().display_name()},
-                      {"rounding", num::rounding_name(q->rounding())}};
-    }
-  }
-  std::string unit;
-  if (p.mad) unit = p.mad->str();
-  if (p.ext_unit) unit = "ext:" + p.ext_unit->path();
-  return {{"model", o.model},
-          {"batch", o.batch},
-          {"lr", o.lr},
-          {"momentum", o.momentum},
-          {"target", o.target},
-          {"eval_every", o.eval_every},
-          {"eval_examples", o.eval_examples},
-          {"max_iters", o.max_iters},
-          {"points", points},
-          {"loss_scale", p.loss_scale},
-          {"unit", unit},
-          {"activation", p.activation},
-          {"policy", p.str()},
-          {"format", compute_format(p)},
-          {"cost_config", emu::is_family_model(o.model)
-                              ? emu::fashion_mnist_family_config(o.model, o.batch).str()
-                              : cost::fashion_mnist_cost_config(o.model, o.batch)}};
-}
 
 nlohmann::json to_json(const emu::SeedRun& r) {
   nlohmann::json curve = nlohmann::json::array();
@@ -85,4 +25,30 @@ std::vector<nlohmann::json> seeds_json(const emu::EmulationResult& r) {
   return out;
 }
 
+namespace emu {
+
+SeedSummary summarize_seeds(const std::vector<SeedRun>& runs) {
+  SeedSummary s;
+  s.runs = int(runs.size());
+  std::vector<double> v;
+  for (const auto& r : runs)
+    if (r.iterations) v.push_back(double(*r.iterations));
+  s.reached = int(v.size());
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  s.mean = std::accumulate(v.begin(), v.end(), 0.0) / v.size();
+  double ss = 0;
+  for (double x : v) ss += (x - s.mean) * (x - s.mean);
+  s.stddev = v.size() > 1 ? std::sqrt(ss / (v.size() - 1)) : 0;
+  s.min = v.front();
+  s.max = v.back();
+  s.median = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  // MLPerf: drop the fastest and the slowest run and average the rest; only when every run
+  // reached the target (a run that did not is not a number to average).
+  if (s.reached == s.runs && v.size() >= 3)
+    s.mlperf_mean = std::accumulate(v.begin() + 1, v.end() - 1, 0.0) / double(v.size() - 2);
+  return s;
+}
+
+}  // namespace emu
 }  // namespace tb

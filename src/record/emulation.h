@@ -1,24 +1,59 @@
 #pragma once
 // An emulation result as the results store and `trainbench emulate --json` keep it: the
-// variant descriptor (what was emulated) and one object per seed.
+// options, one object per seed and their summary. What was emulated (the policy) is described by
+// emulation/descriptor.h.
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "emulation/emulate.h"
-
 namespace tb {
+namespace emu {
 
-// The format an accelerator running this variant computes and moves data in: the widest
-// of the points feeding the matrix multiplies (weights, activations, errors; an unset point
-// is fp32), or the MAD unit's product format when no point is set. Extension formats have
-// no known width and count as fp32.
-std::string compute_format(const emu::Policy& p);
+struct EmulationOptions {
+  std::string model = "mlp";  // mlp: 784-256-128-10; cnn: 2 x (conv5x5, act, pool) + linear
+  int64_t batch = 64;
+  double lr = 0.05, momentum = 0.9;
+  int64_t eval_every = 100;
+  int64_t max_iters = 3000;
+  int64_t eval_examples = 10000;  // first N test images
+  double target = 0.85;           // test accuracy
+  int seeds = 5;
+  uint64_t first_seed = 1;
+  int threads = 0;  // 0: all cores; the caller applies it (runner/threads.h) before emulate()
+};
 
-// model, batch, lr, momentum, target, evaluation, budget, the format and rounding at each
-// point, loss scaling, unit, activation, the policy text, the compute format and the cost
-// model's name for the emulated network ("fashion-mnist-mlp:batch=64").
-nlohmann::json variant_descriptor(const emu::EmulationOptions& o, const emu::Policy& p);
+struct SeedRun {
+  uint64_t seed = 0;
+  std::optional<int64_t> iterations;  // first evaluation at or above the target; none: never
+  double best_accuracy = 0;
+  std::vector<std::pair<int64_t, double>> curve;  // (iteration, test accuracy)
+  int64_t skipped_steps = 0;                      // dynamic loss scaling overflows
+  double final_loss_scale = 1;
+  double seconds = 0;
+};
+
+// Iterations to the target over the seeds of one emulation.
+struct SeedSummary {
+  int runs = 0, reached = 0;
+  // Over the runs that reached the target; meaningful only when reached == runs.
+  double mean = 0, stddev = 0, min = 0, max = 0, median = 0;
+  std::optional<double> mlperf_mean;  // without the fastest and slowest (needs >= 3 runs)
+};
+SeedSummary summarize_seeds(const std::vector<SeedRun>& runs);
+
+struct EmulationResult {
+  EmulationOptions options;
+  std::string policy;
+  std::vector<SeedRun> runs;
+  SeedSummary summary;
+};
+
+}  // namespace emu
+
+
 nlohmann::json to_json(const emu::SeedRun& r);
 std::vector<nlohmann::json> seeds_json(const emu::EmulationResult& r);
 

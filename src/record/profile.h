@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runner/utilization.h"
+#include "record/utilization.h"
 
 namespace tb {
 

@@ -5,7 +5,7 @@
 #include <numeric>
 
 #include "record/json.h"
-#include "runner/steady_state.h"
+#include "record/step_stats.h"
 
 namespace tb {
 

@@ -6,8 +6,8 @@
 
 #include "cost/cost.h"
 #include "platform/description.h"
-#include "runner/cpu_usage.h"
-#include "runner/steady_state.h"
+#include "record/utilization.h"
+#include "record/step_stats.h"
 
 namespace tb {
 

@@ -9,7 +9,7 @@
 
 #include "platform/registry.h"
 #include "record/context.h"
-#include "record/files.h"
+#include "base/files.h"
 #include "report/run_table.h"
 #include "report/simulation_views.h"
 #include "report/vega_assets.h"

@@ -6,7 +6,7 @@
 
 #include "analysis/tta.h"
 #include "report/charts.h"
-#include "simulate/validation.h"
+#include "analysis/validation.h"
 
 namespace tb {
 

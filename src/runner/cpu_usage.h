@@ -2,6 +2,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "record/utilization.h"
+
 namespace tb {
 
 // A snapshot of CPU time: this process's and every core's, to take the difference of.
@@ -12,14 +14,6 @@ struct CpuSnapshot {
 };
 
 CpuSnapshot cpu_snapshot();
-
-struct CpuUsage {
-  // TBD eq. 3 for this process: CPU time / (cores x elapsed), in [0, 1].
-  double process = 0;
-  // The same equation over all of the machine's activity, per core and averaged.
-  double system = 0;
-  std::vector<double> per_core;
-};
 
 CpuUsage cpu_usage(const CpuSnapshot& begin, const CpuSnapshot& end);
 

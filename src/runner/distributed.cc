@@ -24,7 +24,7 @@
 #include "platform/blas.h"
 #include "runner/cpu_usage.h"
 #include "runner/threads.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb {
 namespace {

@@ -5,7 +5,7 @@
 #include <exception>
 #include <new>
 
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb {
 namespace {

@@ -9,7 +9,7 @@
 #include "runner/profile.h"
 #include "runner/runner.h"
 #include "runner/threads.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb {
 namespace {

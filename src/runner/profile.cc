@@ -12,10 +12,11 @@
 #include "cost/op_cost.h"
 #include "model/workload.h"
 #include "runner/cpu_usage.h"
+#include "runner/utilization.h"
 #include "runner/failure.h"
 #include "runner/runner.h"
 #include "runner/threads.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb {
 namespace {

@@ -10,12 +10,13 @@
 #include "model/workload.h"
 #include "platform/blas.h"
 #include "platform/host.h"
+#include "runner/cpu_usage.h"
 #include "runner/failure.h"
 #include "runner/profile.h"
 #include "runner/stack_runtime.h"
 #include "runner/threads.h"
 #include "runner/torchscript.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb {
 namespace {

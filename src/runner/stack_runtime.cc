@@ -7,7 +7,7 @@
 
 #include "platform/blas.h"
 #include "runner/threads.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb {
 

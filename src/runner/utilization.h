@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "record/utilization.h"
 #include "runner/cpu_usage.h"
 
 namespace tb {
@@ -21,20 +22,6 @@ double fp_utilization(double flops, double peak_flops, double active_s);
 
 // TBD eq. 3: the sum over cores of each core's active time over cores x elapsed time.
 double cpu_utilization(const std::vector<double>& core_active_s, double elapsed_s);
-
-// Where this process's threads spent a window of time, from the kernel's per-thread
-// accounting (/proc/self/task/*/schedstat, or stat where schedstat is missing).
-struct ThreadActivity {
-  int threads = 0;       // threads of the process at the end of the window
-  int threads_used = 0;  // those that ran for at least 1% of the window
-  double elapsed_s = 0;
-  double computing_s = 0;      // on a CPU, all threads together
-  double runnable_wait_s = 0;  // ready to run but waiting for a core (0 without schedstat)
-  // The used threads' remaining time: blocked on a lock, a barrier or I/O, or sleeping.
-  double blocked_s = 0;
-  bool has_schedstat = false;
-  int64_t steps = 0;  // training steps in the window, where the caller counts them
-};
 
 // The shortest window whose CPU accounting means something: /proc/stat counts in ticks of
 // 1/CLK_TCK (10 ms), so a window of a few short steps reads as 0% and 0 threads.
@@ -51,19 +38,5 @@ struct ThreadSnapshot {
 };
 ThreadSnapshot thread_snapshot();
 ThreadActivity thread_activity(const ThreadSnapshot& begin, const ThreadSnapshot& end);
-
-// The utilization of one measured window, as reported next to a profile or a run.
-struct Utilization {
-  std::string device = "cpu";
-  double elapsed_s = 0;
-  double active_s = 0;               // eq. 1's numerator: time some operator was running
-  std::optional<double> compute;     // eq. 1
-  std::optional<double> fp;          // eq. 2, needs a peak
-  std::optional<double> fp_elapsed;  // FLOPs over peak x elapsed (eq. 2 with idle time counted)
-  std::string dtype;
-  std::optional<double> peak_flops;
-  CpuUsage cpu;  // eq. 3: this process, the whole machine, per core
-  ThreadActivity threads;
-};
 
 }  // namespace tb

@@ -8,7 +8,7 @@
 
 #include "numerics/format.h"
 #include "numerics/policy.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb::sim {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <set>
 
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb {
 namespace {

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb {
 namespace {

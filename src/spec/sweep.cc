@@ -16,7 +16,7 @@
 #include <sstream>
 #include <toml++/toml.h>
 
-#include "spec/errors.h"
+#include "base/errors.h"
 
 #ifndef TB_SWEEP_DIR
 #define TB_SWEEP_DIR "sweeps"

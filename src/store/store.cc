@@ -15,7 +15,7 @@
 
 #include "platform/host.h"
 #include "spec/config.h"
-#include "spec/errors.h"
+#include "base/errors.h"
 #include "spec/family.h"
 #include "store/sqlite.h"
 

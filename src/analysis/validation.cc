@@ -1,4 +1,4 @@
-#include "simulate/validation.h"
+#include "analysis/validation.h"
 
 #include <fmt/format.h>
 

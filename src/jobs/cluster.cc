@@ -1,4 +1,4 @@
-#include "runner/cluster.h"
+#include "jobs/cluster.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "spec/errors.h"
+#include "base/errors.h"
 #include "store/store.h"
 
 namespace tb {

@@ -1,16 +1,16 @@
-#include "runner/sweep_runner.h"
+#include "jobs/sweep_runner.h"
 
 #include <fmt/format.h>
 
 #include <chrono>
 
-#include "platform/characterize.h"
+#include "runner/characterize.h"
 #include "platform/host.h"
 #include "record/context.h"
 #include "record/json.h"
 #include "record/repetitions.h"
-#include "runner/child.h"
-#include "runner/repeat.h"
+#include "jobs/child.h"
+#include "jobs/repeat.h"
 #include "runner/runner.h"
 #include "runner/threads.h"
 

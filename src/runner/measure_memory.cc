@@ -4,7 +4,7 @@
 #include <chrono>
 #include <cmath>
 
-#include "platform/measure.h"
+#include "runner/measure.h"
 #include "platform/microarchitecture.h"
 
 namespace tb {

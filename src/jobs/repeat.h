@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runner/child.h"
+#include "jobs/child.h"
 #include "spec/config.h"
 
 namespace tb {

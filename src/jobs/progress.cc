@@ -1,4 +1,4 @@
-#include "report/progress.h"
+#include "jobs/progress.h"
 
 #include <fmt/format.h>
 

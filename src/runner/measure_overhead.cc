@@ -2,7 +2,7 @@
 #include <cmath>
 #include <functional>
 
-#include "platform/measure.h"
+#include "runner/measure.h"
 
 namespace tb {
 namespace {

@@ -1,4 +1,4 @@
-#include "runner/repeat.h"
+#include "jobs/repeat.h"
 
 #include "cost/cost.h"
 #include "record/json.h"

@@ -1,4 +1,4 @@
-#include "record/files.h"
+#include "base/files.h"
 
 #include <unistd.h>
 
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "spec/errors.h"
+#include "base/errors.h"
 
 namespace tb {
 

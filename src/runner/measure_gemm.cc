@@ -2,7 +2,7 @@
 #include <cmath>
 
 #include "platform/description.h"
-#include "platform/measure.h"
+#include "runner/measure.h"
 
 namespace tb {
 

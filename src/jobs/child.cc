@@ -1,4 +1,4 @@
-#include "runner/child.h"
+#include "jobs/child.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <string>
 
-#include "runner/sweep_runner.h"
+#include "jobs/sweep_runner.h"
 
 namespace tb {
 

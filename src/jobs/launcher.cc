@@ -1,4 +1,4 @@
-#include "runner/launcher.h"
+#include "jobs/launcher.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>

@@ -1,5 +1,5 @@
 #include "platform/host.h"
-#include "platform/characterize.h"
+#include "runner/characterize.h"
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
@@ -11,9 +11,9 @@
 #include <fstream>
 
 #include "platform/blas.h"
-#include "platform/measure.h"
+#include "runner/measure.h"
 #include "platform/microarchitecture.h"
-#include "record/files.h"
+#include "base/files.h"
 
 namespace tb {
 namespace {

@@ -1,0 +1,69 @@
+#include "emulation/descriptor.h"
+
+#include "cost/fashion_mnist.h"
+#include "emulation/family_training.h"
+
+namespace tb {
+
+std::string compute_format(const emu::Policy& p) {
+  std::string widest;
+  double bits = 0;
+  bool any = false;
+  for (const emu::QuantPoint* q : {&p.weights, &p.activations, &p.errors}) {
+    double b = 32;
+    std::string name = "fp32";
+    if (q->enabled()) {
+      any = true;
+      if (q->str().rfind("ext:", 0) != 0) {
+        b = q->format().bits_per_element();
+        name = q->format().display_name();
+      }
+    }
+    if (b > bits) bits = b, widest = name;
+  }
+  if (!any && p.mad) return p.mad->product.display_name();
+  return widest;
+}
+
+nlohmann::json variant_descriptor(const emu::EmulationOptions& o, const emu::Policy& p) {
+  nlohmann::json points = nlohmann::json::object();
+  const std::pair<const char*, const emu::QuantPoint*> named[] = {
+      {"weights", &p.weights},
+      {"activations", &p.activations},
+      {"errors", &p.errors},
+      {"weight_grads", &p.weight_grads},
+      {"optimizer_state", &p.optimizer_state},
+      {"master", &p.master}};
+  for (const auto& [name, q] : named) {
+    if (!q->enabled()) {
+      points[name] = {{"format", "off"}};
+    } else if (q->str().rfind("ext:", 0) == 0) {
+      points[name] = {{"format", q->str()}};
+    } else {
+      points[name] = {{"format", q->format().display_name()},
+                      {"rounding", num::rounding_name(q->rounding())}};
+    }
+  }
+  std::string unit;
+  if (p.mad) unit = p.mad->str();
+  if (p.ext_unit) unit = "ext:" + p.ext_unit->path();
+  return {{"model", o.model},
+          {"batch", o.batch},
+          {"lr", o.lr},
+          {"momentum", o.momentum},
+          {"target", o.target},
+          {"eval_every", o.eval_every},
+          {"eval_examples", o.eval_examples},
+          {"max_iters", o.max_iters},
+          {"points", points},
+          {"loss_scale", p.loss_scale},
+          {"unit", unit},
+          {"activation", p.activation},
+          {"policy", p.str()},
+          {"format", compute_format(p)},
+          {"cost_config", emu::is_family_model(o.model)
+                              ? emu::fashion_mnist_family_config(o.model, o.batch).str()
+                              : cost::fashion_mnist_cost_config(o.model, o.batch)}};
+}
+
+}  // namespace tb

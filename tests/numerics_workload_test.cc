@@ -9,6 +9,7 @@
 #include <set>
 
 #include "model/activation_point.h"
+#include "support/coverage.h"
 #include "runner/profile.h"
 #include "runner/runner.h"
 #include "base/errors.h"
@@ -17,6 +18,8 @@
 namespace {
 
 using namespace tb;
+using tb::testing::Coverage;
+using tb::testing::forward_coverage;
 
 const char* kFc = "fc:layers=1,nodes=6,input=5,output=3,batch=7,threads=1,optimizer=";
 
@@ -269,116 +272,6 @@ TEST(NumericsWorkload, FamilyOperatorsRunOnTheEmulatedActivationAndUnit) {
                    "numerics=act:tanh-pwl+unit:mad:mul=e5m2;acc=fp16;width=4;order=lanes"),
       o);
   EXPECT_EQ(cnn.status, Status::kOk) << cnn.error;
-}
-
-// What one forward pass showed of a model's layers: the Linear/Conv2d modules that reached
-// the activation hook and the override, and the conv, linear and ReLU operators that ran
-// outside the override (which must be none).
-struct Coverage {
-  std::set<const void*> hooked;  // the layers' weights
-  std::set<const torch::nn::Module*> overridden;
-  int64_t activations = 0;  // ReLU and ReLU6 calls the override saw
-  int64_t products = 0;     // products of two activations
-  std::multiset<std::string> escaped;
-};
-
-thread_local bool t_in_override = false;
-thread_local Coverage* t_coverage = nullptr;
-
-thread_local int t_backward_depth = 0;
-
-std::unique_ptr<at::ObserverContext> count_escape(const at::RecordFunction& fn) {
-  // Linear runs as addmm (or matmul), ReLU6 as hardtanh.
-  static const std::set<std::string> watched = {
-      "aten::conv2d",    "aten::convolution",   "aten::linear",
-      "aten::addmm",     "aten::matmul",        "aten::mm",
-      "aten::relu",      "aten::relu_",         "aten::hardtanh",
-      "aten::hardtanh_", "aten::lstm",          "aten::gru",
-      "aten::rnn_tanh",  "aten::rnn_relu",      "aten::lstm_cell",
-      "aten::gru_cell",  "aten::rnn_tanh_cell", "aten::rnn_relu_cell",
-      "aten::bmm"};
-  // Operators inside an autograd node (WGAN-GP's penalty differentiates in its forward pass)
-  // are the backward of forward operators already seen, not forward operators of their own.
-  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
-    ++t_backward_depth;
-    return nullptr;
-  }
-  if (t_coverage && !t_in_override && t_backward_depth == 0 && watched.count(fn.name()))
-    t_coverage->escaped.insert(fn.name());
-  return nullptr;
-}
-
-void end_escape(const at::RecordFunction& fn, at::ObserverContext*) {
-  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) --t_backward_depth;
-}
-
-// Runs one forward pass with a hook and an override that run each layer as it is, marking
-// what they see; with `install` false, neither is installed (the escapes are then all the
-// model's layers, which shows that the operator callback sees them).
-Coverage forward_coverage(Workload& w, const Batch& b, bool install) {
-  Coverage c;
-  w.module().train();
-  const ActivationHook hook = [&](const torch::Tensor& x, const torch::Tensor* weight) {
-    if (weight) c.hooked.insert(weight->unsafeGetTensorImpl());
-    return x;
-  };
-  Overrides overrides;
-  overrides.layer = [&](const torch::Tensor& x, torch::nn::Module& m) {
-    t_in_override = true;
-    torch::Tensor y;
-    if (auto* l = m.as<torch::nn::Linear>()) y = l->forward(x);
-    if (auto* k = m.as<torch::nn::Conv2d>()) y = k->forward(x);
-    if (y.defined()) c.overridden.insert(&m);
-    if (auto* r = m.as<torch::nn::ReLU>()) y = r->forward(x), ++c.activations;
-    if (auto* r = m.as<torch::nn::ReLU6>()) y = r->forward(x), ++c.activations;
-    t_in_override = false;
-    return y;
-  };
-  // Recurrent modules are replaced whole; their packed inputs need not be reproduced here.
-  overrides.recurrent = [&](const torch::Tensor& x, const torch::Tensor& lengths,
-                            const RecurrentState& initial, torch::nn::Module& m) {
-    c.overridden.insert(&m);
-    t_in_override = true;
-    RecurrentResult r;
-    if (auto* l = m.as<torch::nn::LSTM>()) {
-      auto [out, state] = l->forward(x);
-      r = {out, {std::get<0>(state), std::get<1>(state)}};
-    }
-    if (auto* g = m.as<torch::nn::GRU>()) r.output = std::get<0>(g->forward(x));
-    if (auto* n = m.as<torch::nn::RNN>()) r.output = std::get<0>(n->forward(x));
-    if (auto* l = m.as<torch::nn::LSTMCell>()) {
-      auto [h, cell] = l->forward(x, std::make_tuple(initial.h, initial.c));
-      r = {h, {h, cell}};
-    }
-    t_in_override = false;
-    return r;
-  };
-  overrides.product = [&](const torch::Tensor& a, const torch::Tensor& b) {
-    ++c.products;
-    t_in_override = true;
-    auto y = torch::matmul(a, b);
-    t_in_override = false;
-    return y;
-  };
-  overrides.linear = [&](const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
-    t_in_override = true;
-    auto y = torch::nn::functional::linear(x, w, b);
-    t_in_override = false;
-    return y;
-  };
-  t_coverage = &c;
-  const auto handle = at::addThreadLocalCallback(
-      at::RecordFunctionCallback(&count_escape, &end_escape)
-          .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
-  {
-    // Grad mode on: WGAN-GP's loss differentiates its critic inside.
-    std::optional<ActivationHookScope> scope;
-    if (install) scope.emplace(&hook, &overrides);
-    w.loss(b);
-  }
-  at::removeCallback(handle);
-  t_coverage = nullptr;
-  return c;
 }
 
 // A family that says it has operator points runs every Linear, Conv2d and ReLU of its forward

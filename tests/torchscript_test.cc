@@ -12,7 +12,7 @@
 #include "cost/cost.h"
 #include "emulation/emulate.h"
 #include "model/activation_point.h"
-#include "model/torchscript_family.h"
+#include "cost/torchscript.h"
 #include "record/json.h"
 #include "runner/memory.h"
 #include "runner/profile.h"

@@ -1,4 +1,4 @@
-// Cost description of the a3c family (model/a3c.cc). One step, with N = actors and
+// Schema and cost description of the a3c family (model/a3c.cc). One step, with N = actors and
 // T = batch (t_max):
 //   act    N (T + 1) forward passes on one stacked frame each: T to choose the actions, one
 //          for the bootstrap value (no gradient)
@@ -9,6 +9,7 @@
 // estimate's categories. The game's own work (rendering, preprocessing) is not FLOPs.
 #include "cost/layers.h"
 #include "cost/atari.h"
+#include "spec/family.h"
 
 namespace tb {
 namespace {
@@ -66,10 +67,50 @@ ModelCost a3c_cost(const Config& cfg, int64_t eb) {
   // the rollouts' frames, actions and returns
   m.input_bytes = double(N * T) * (atari::kStack * atari::kSide * atari::kSide * eb + 8 + eb);
   m.optimizer_updates = double(N);
+  m.optimizer_state_per_param = 1;  // the shared RMSprop's square averages, no momentum
   return m;
 }
 
-const bool registered = (register_cost("a3c", a3c_cost), true);
+FamilySchema a3c_schema() {
+  FamilySchema s{
+      "a3c",
+      "A3C (Mnih et al. 2016): the Atari actor-critic network on 4x84x84 frames of a rendered "
+      "Pong-like game, `actors` threads updating shared weights with a shared RMSprop",
+      {{"actors",
+        "asynchronous actor threads, each with its own game and network copy",
+        "2",
+        1,
+        256,
+        {}}},
+      "a3c:actors=2,batch=5,dtype=fp32"};
+  s.task = "reinforcement learning";
+  s.throughput_unit = "frames";
+  s.batch_sweep = {5, 10, 20, 40};
+  for (auto p : common_params(5, "rmsprop")) {
+    if (p.name == "batch") {
+      p.help = "t_max: agent steps each actor rolls out per update (the update's batch)";
+      p.max = 100000;
+    }
+    if (p.name == "dtype") p.choices = {"fp32"};
+    // The workload's own shared RMSprop (lr 7e-4, decay 0.99, eps 0.1, no momentum).
+    if (p.name == "optimizer") p.choices = {"rmsprop"};
+    if (p.name == "threads")
+      p.help = "intra-op threads, shared out among the actors (0 = all cores)";
+    // The data-parallel runner trains loss() with one optimizer; the actors are A3C's own
+    // parallelism.
+    if (p.name == "workers") {
+      p.max = 1;
+      p.help = "1 only: A3C's parallelism is its actors, not data-parallel workers";
+    }
+    s.params.push_back(p);
+  }
+  s.contract = "a3c:actors=1,batch=3";
+  s.exemptions["forward_flops"] =
+      "its step is the actors' rollouts and updates, not one loss(): the cost model's forward covers every actor step of an update; tests/gan_rl_models_test.cc checks the training forward against the profiler";
+  return s;
+}
+
+const bool registered = (register_family_schema(a3c_schema()), register_cost("a3c", a3c_cost), true);
 
 }  // namespace
 }  // namespace tb

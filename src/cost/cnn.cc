@@ -1,7 +1,8 @@
-// Cost description of the cnn family (model/cnn.cc).
+// Schema and cost description of the cnn family (model/cnn.cc).
 #include <fmt/format.h>
 
 #include "cost/layers.h"
+#include "spec/family.h"
 
 namespace tb {
 namespace {
@@ -86,7 +87,23 @@ ModelCost cnn_cost(const Config& cfg, int64_t eb) {
   return m;
 }
 
-const bool registered = (register_cost("cnn", cnn_cost), true);
+FamilySchema cnn_schema() {
+  FamilySchema s{
+      "cnn",
+      "ParaDnn ResNet-style CNN of residual or bottleneck blocks (4 groups, filters x1,2,4,8)",
+      {{"block", "residual (2 convs) or bottleneck (1x1, 3x3, 1x1, 4x expansion)", "bottleneck", 0,
+        0, {"residual", "bottleneck"}},
+       {"blocks", "blocks per group", "1", 1, 1024, {}},
+       {"filters", "filters of the first group", "16", 1, 1 << 16, {}},
+       {"image", "side of the square RGB input image", "224", 8, 1 << 15, {}},
+       {"output", "classes", "1000", 1, 1 << 24, {}}},
+      "cnn:block=bottleneck,blocks=1,filters=16,image=224,output=1000,batch=32,dtype=fp32"};
+  for (auto& p : common_params(32)) s.params.push_back(p);
+  s.contract = "cnn:block=residual,blocks=1,filters=8,image=32,output=10,batch=2";
+  return s;
+}
+
+const bool registered = (register_family_schema(cnn_schema()), register_cost("cnn", cnn_cost), true);
 
 }  // namespace
 }  // namespace tb

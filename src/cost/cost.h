@@ -15,6 +15,7 @@ struct LayerCost {
   std::string op;    // linear, conv2d, batchnorm, relu, maxpool, avgpool, add, embedding,
                      // rnn, lstm, gru, softmax_xent
   int64_t params = 0;
+  int64_t frozen_params = 0;    // of those, the ones that take no gradient and no update
   double fwd_flops = 0;         // all forward FLOPs of the layer
   double fwd_matmul_flops = 0;  // the GEMM / convolution part of fwd_flops
   double bwd_input_flops = 0;   // gradient with respect to the layer's input
@@ -65,6 +66,12 @@ struct ModelCost {
   // Optimizer updates per parameter per step, on average: more than 1 where a step updates
   // some weights several times (WGAN-GP's critic, A3C's shared weights once per actor).
   double optimizer_updates = 1;
+  // Parameters whose gradients are alive at the same time, where not all trainable ones are
+  // (WGAN-GP frees the critic's before the generator's update): 0 means all.
+  int64_t gradient_params_at_once = 0;
+  // Optimizer state per parameter, where the family steps with its own optimizer rather than
+  // the config's (A3C's shared RMSprop keeps one buffer, no momentum): 0 means the config's.
+  double optimizer_state_per_param = 0;
 };
 using CostDescription = std::function<ModelCost(const Config&, int64_t elem_bytes)>;
 

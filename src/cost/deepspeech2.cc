@@ -1,4 +1,4 @@
-// Cost description of the deepspeech2 family (model/deepspeech2.cc). The convolutions run
+// Schema and cost description of the deepspeech2 family (model/deepspeech2.cc). The convolutions run
 // over the padded spectrogram (padded frames included, as computed); the recurrent layers
 // run on packed sequences, so their work is at the real frame count; CTC's lattice is at
 // each utterance's real frames and transcript length. Lengths are exact (spec/lengths.h).
@@ -6,6 +6,7 @@
 
 #include "cost/layers.h"
 #include "spec/lengths.h"
+#include "spec/family.h"
 
 namespace tb {
 namespace {
@@ -68,7 +69,26 @@ ModelCost deepspeech2_cost(const Config& c, int64_t eb) {
   return m;
 }
 
-const bool registered = (register_cost("deepspeech2", deepspeech2_cost), true);
+FamilySchema deepspeech2_schema() {
+  FamilySchema s{
+      "deepspeech2",
+      "Deep Speech 2 (TBD, LibriSpeech): 2 convolutions, bidirectional GRU/RNN layers, "
+      "fully-connected to 29 characters, CTC over 161-bin spectrograms",
+      {{"rnn_type", "recurrent cell: gru, or rnn (ReLU)", "gru", 0, 0, {"gru", "rnn"}},
+       {"rnn_layers", "bidirectional recurrent layers (TBD 5, the paper 7)", "5", 1, 64, {}},
+       {"hidden", "recurrent units per direction", "1760", 1, 1 << 14, {}},
+       {"min_frames", "shortest utterance in 10 ms frames", "200", 1, 1 << 20, {}},
+       {"max_frames", "longest utterance in 10 ms frames (padded length)", "1500", 1, 1 << 20, {}}},
+      "deepspeech2:rnn_type=gru,rnn_layers=2,hidden=64,min_frames=50,max_frames=100,batch=4"};
+  s.task = "speech recognition";
+  s.throughput_unit = "audio_s";
+  s.batch_sweep = {4, 8, 12, 16, 32};
+  for (auto& p : common_params(12, "momentum")) s.params.push_back(p);
+  s.contract = "deepspeech2:rnn_type=gru,rnn_layers=1,hidden=8,min_frames=20,max_frames=30,batch=2";
+  return s;
+}
+
+const bool registered = (register_family_schema(deepspeech2_schema()), register_cost("deepspeech2", deepspeech2_cost), true);
 
 }  // namespace
 }  // namespace tb

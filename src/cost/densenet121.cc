@@ -1,9 +1,11 @@
-// Cost description of densenet121 (model/densenet121.cc); layer names are the module
+// Schema and cost description of densenet121 (model/densenet121.cc); layer names are the module
 // names. Every dense layer concatenates all earlier feature maps of its block again, so
 // the copies grow quadratically with the block's depth.
 #include <fmt/format.h>
 
 #include "cost/image_net.h"
+#include "cost/family_schemas.h"
+#include "spec/family.h"
 
 namespace tb {
 namespace {
@@ -39,7 +41,8 @@ ModelCost densenet121_cost(const Config& cfg, int64_t eb) {
   return m;
 }
 
-const bool registered = (register_cost("densenet121", densenet121_cost), true);
+const bool registered =
+    (register_family_schema(image_classifier_schema("densenet121", "DenseNet-121 (torchvision), 8.0M parameters", 224, 32, "momentum")), register_cost("densenet121", densenet121_cost), true);
 
 }  // namespace
 }  // namespace tb

@@ -1,10 +1,12 @@
-// Cost description of faster_rcnn (model/faster_rcnn.cc): the backbone, FPN, the RPN head
+// Schema and cost description of faster_rcnn (model/faster_rcnn.cc): the backbone, FPN, the RPN head
 // on every level and the RoI heads on 512 sampled RoIs per image, the number torchvision
 // samples whenever an image has at least 512 proposals. Left out: anchor matching,
 // proposal decoding, NMS, sampling and the box losses (data-dependent index work).
 #include <fmt/format.h>
 
 #include "cost/detection_backbone.h"
+#include "cost/family_schemas.h"
+#include "spec/family.h"
 
 namespace tb {
 namespace {
@@ -51,7 +53,21 @@ ModelCost faster_rcnn_cost(const Config& cfg, int64_t eb) {
   return m;
 }
 
-const bool registered = (register_cost("faster_rcnn", faster_rcnn_cost), true);
+FamilySchema faster_rcnn_schema() {
+  return detection_schema(
+      "faster_rcnn",
+      "Faster R-CNN with a ResNet-FPN backbone as torchvision 0.14 trains it, on synthetic "
+      "COCO-shaped images and boxes (91 classes)",
+      {{"backbone",
+        "ResNet depth of the FPN backbone",
+        "resnet50",
+        0,
+        0,
+        {"resnet50", "resnet101"}}},
+      "faster_rcnn:backbone=resnet50,height=800,width=1088,max_boxes=14,batch=2,dtype=fp32");
+}
+
+const bool registered = (register_family_schema(faster_rcnn_schema()), register_cost("faster_rcnn", faster_rcnn_cost), true);
 
 }  // namespace
 }  // namespace tb

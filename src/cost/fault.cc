@@ -1,5 +1,6 @@
-// Cost description of the diagnostic fault family (model/fault.cc): one 4x4 matmul.
+// Schema and cost description of the diagnostic fault family (model/fault.cc): one 4x4 matmul.
 #include "cost/layers.h"
+#include "spec/family.h"
 
 namespace tb {
 namespace {
@@ -13,7 +14,18 @@ ModelCost fault_cost(const Config& c, int64_t eb) {
   return m;
 }
 
-const bool registered = (register_cost("fault", fault_cost), true);
+FamilySchema fault_schema() {
+  FamilySchema s{"fault",
+                 "diagnostic: misbehaves on purpose (segfault, abort, alloc, hang) to test sweeps",
+                 {{"mode", "what goes wrong; ok trains a 4x4 matrix", "ok", 0, 0,
+                   {"ok", "segfault", "abort", "alloc", "hang"}}},
+                 "fault:mode=segfault"};
+  for (auto& p : common_params(1)) s.params.push_back(p);
+  s.contract = "fault:mode=ok";
+  return s;
+}
+
+const bool registered = (register_family_schema(fault_schema()), register_cost("fault", fault_cost), true);
 
 }  // namespace
 }  // namespace tb

@@ -1,7 +1,8 @@
-// Cost description of the fc family (model/fc.cc); layer names follow the module's.
+// Schema and cost description of the fc family (model/fc.cc); layer names follow the module's.
 #include <fmt/format.h>
 
 #include "cost/layers.h"
+#include "spec/family.h"
 
 namespace tb {
 namespace {
@@ -24,7 +25,20 @@ ModelCost fc_cost(const Config& c, int64_t eb) {
   return m;
 }
 
-const bool registered = (register_cost("fc", fc_cost), true);
+FamilySchema fc_schema() {
+  FamilySchema s{"fc",
+                 "ParaDnn fully-connected: input -> layers x (Linear(nodes)+ReLU) -> Linear(output)",
+                 {{"layers", "hidden layers", "4", 1, 4096, {}},
+                  {"nodes", "units per hidden layer", "1024", 1, 1 << 20, {}},
+                  {"input", "input features", "2000", 1, 1 << 24, {}},
+                  {"output", "classes", "200", 1, 1 << 24, {}}},
+                 "fc:layers=4,nodes=1024,input=2000,output=200,batch=512,dtype=fp32"};
+  for (auto& p : common_params(512)) s.params.push_back(p);
+  s.contract = "fc:layers=1,nodes=8,input=16,output=4,batch=2";
+  return s;
+}
+
+const bool registered = (register_family_schema(fc_schema()), register_cost("fc", fc_cost), true);
 
 }  // namespace
 }  // namespace tb

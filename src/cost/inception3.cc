@@ -1,9 +1,11 @@
-// Cost description of inception3 (model/inception3.cc) in training mode: the auxiliary
+// Schema and cost description of inception3 (model/inception3.cc) in training mode: the auxiliary
 // head and its loss are included. Layer names are the module names; each BasicConv2d is
 // its conv, bn and ReLU.
 #include <fmt/format.h>
 
 #include "cost/image_net.h"
+#include "cost/family_schemas.h"
+#include "spec/family.h"
 
 namespace tb {
 namespace {
@@ -104,7 +106,18 @@ ModelCost inception3_cost(const Config& cfg, int64_t eb) {
   return m;
 }
 
-const bool registered = (register_cost("inception3", inception3_cost), true);
+FamilySchema inception3_schema() {
+  FamilySchema s = image_classifier_schema(
+      "inception3", "Inception-v3 with its auxiliary classifier (torchvision), 27.2M parameters",
+      299, 299, "rmsprop");
+  // The auxiliary head batch-normalises a 1x1 feature map: one image per batch leaves one
+  // value per channel, which training-mode batch norm rejects (as in PyTorch).
+  for (auto& p : s.params)
+    if (p.name == "batch") p.min = 2;
+  return s;
+}
+
+const bool registered = (register_family_schema(inception3_schema()), register_cost("inception3", inception3_cost), true);
 
 }  // namespace
 }  // namespace tb

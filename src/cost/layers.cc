@@ -41,6 +41,7 @@ LayerCost conv(const std::string& name, const ConvGeometry& g, int64_t eb, bool 
   l.bwd_input_flops = input_grad ? 2 * mac : 0;
   // The weight gradient reads the input and the output gradient and writes dW (and db).
   l.bwd_weight_flops = weight_grad ? 2 * mac + bias_flops : 0;
+  if (!weight_grad) l.frozen_params = l.params;
   l.bytes_read =
       eb * ((weights + b + x) + (input_grad ? weights + y : 0) + (weight_grad ? x + y : 0));
   l.bytes_written = eb * (y + (input_grad ? x : 0) + (weight_grad ? weights + b : 0));

@@ -46,13 +46,21 @@ StepCost step_cost(ModelCost model, const std::string& optimizer, int64_t eb) {
     largest_output = std::max(largest_output, l.output_bytes);
   }
   const auto opt = cost::optimizer(optimizer);
-  const double p = double(s.params);
-  s.opt_flops = opt.flops_per_param * p * model.optimizer_updates;
-  s.opt_bytes = eb * (opt.reads_per_param + opt.writes_per_param) * p * model.optimizer_updates;
+  int64_t frozen = 0;
+  for (const auto& l : s.layers) frozen += l.frozen_params;
+  // Frozen parameters (torchvision's detection backbones freeze the stem and layer1) take
+  // no gradient, no optimizer state and no update.
+  const double p = double(s.params), trainable = double(s.params - frozen);
+  s.opt_flops = opt.flops_per_param * trainable * model.optimizer_updates;
+  s.opt_bytes =
+      eb * (opt.reads_per_param + opt.writes_per_param) * trainable * model.optimizer_updates;
   s.bytes += s.opt_bytes;
   s.memory.weights = eb * p;
-  s.memory.gradients = eb * p;
-  s.memory.optimizer_state = eb * opt.state_per_param * p;
+  s.memory.gradients =
+      eb * (model.gradient_params_at_once > 0 ? double(model.gradient_params_at_once) : trainable);
+  const double state = model.optimizer_state_per_param > 0 ? model.optimizer_state_per_param
+                                                           : opt.state_per_param;
+  s.memory.optimizer_state = eb * state * trainable;
   s.memory.inputs = model.input_bytes;
   // During backward the gradient of the largest activation and the gradient of its
   // input are alive together with everything saved.

@@ -1,8 +1,10 @@
-// Cost description of resnet50 (model/resnet50.cc, model/resnet.cc); layer names are the
+// Schema and cost description of resnet50 (model/resnet50.cc, model/resnet.cc); layer names are the
 // module names.
 #include <fmt/format.h>
 
 #include "cost/image_net.h"
+#include "cost/family_schemas.h"
+#include "spec/family.h"
 
 namespace tb {
 namespace {
@@ -31,7 +33,8 @@ ModelCost resnet50_cost(const Config& cfg, int64_t eb) {
   return m;
 }
 
-const bool registered = (register_cost("resnet50", resnet50_cost), true);
+const bool registered =
+    (register_family_schema(image_classifier_schema("resnet50", "ResNet-50 v1.5 (torchvision), 25.6M parameters", 224, 32, "momentum")), register_cost("resnet50", resnet50_cost), true);
 
 }  // namespace
 }  // namespace tb

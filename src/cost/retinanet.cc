@@ -1,9 +1,11 @@
-// Cost description of retinanet (model/retinanet.cc): the backbone, FPN P3-P7 and both
+// Schema and cost description of retinanet (model/retinanet.cc): the backbone, FPN P3-P7 and both
 // heads on every level. Left out: anchor matching, box encoding and the focal and L1
 // losses (element-wise work over anchors x classes, small next to the heads).
 #include <fmt/format.h>
 
 #include "cost/detection_backbone.h"
+#include "cost/family_schemas.h"
+#include "spec/family.h"
 
 namespace tb {
 namespace {
@@ -39,7 +41,15 @@ ModelCost retinanet_cost(const Config& cfg, int64_t eb) {
   return m;
 }
 
-const bool registered = (register_cost("retinanet", retinanet_cost), true);
+FamilySchema retinanet_schema() {
+  return detection_schema(
+      "retinanet",
+      "RetinaNet with a ResNet-50-FPN backbone (P3-P7) as torchvision 0.14 trains it, on "
+      "synthetic COCO-shaped images and boxes (91 classes)",
+      {}, "retinanet:height=800,width=1088,max_boxes=14,batch=2,dtype=fp32");
+}
+
+const bool registered = (register_family_schema(retinanet_schema()), register_cost("retinanet", retinanet_cost), true);
 
 }  // namespace
 }  // namespace tb

@@ -1,4 +1,4 @@
-// Cost description of the seq2seq family (model/seq2seq.cc). The encoder runs on packed
+// Schema and cost description of the seq2seq family (model/seq2seq.cc). The encoder runs on packed
 // sequences, so its recurrent work is at the real source token count (the sentences'
 // lengths are known exactly: spec/lengths.h); the decoder, attention and output layer run
 // at the padded target length, as the model computes them.
@@ -6,6 +6,7 @@
 
 #include "cost/layers.h"
 #include "spec/lengths.h"
+#include "spec/family.h"
 
 namespace tb {
 namespace {
@@ -56,7 +57,32 @@ ModelCost seq2seq_cost(const Config& c, int64_t eb) {
   return m;
 }
 
-const bool registered = (register_cost("seq2seq", seq2seq_cost), true);
+FamilySchema seq2seq_schema() {
+  FamilySchema s{
+      "seq2seq",
+      "Seq2Seq / NMT (TBD, IWSLT15 En-Vi): bidirectional LSTM encoder, LSTM decoder with "
+      "scaled Luong attention and input feeding, teacher forcing",
+      {{"layers",
+        "decoder LSTM layers (the encoder has layers/2 bidirectional ones)",
+        "2",
+        1,
+        64,
+        {}},
+       {"hidden", "LSTM units = embedding size = attention size", "512", 1, 1 << 14, {}},
+       {"src_vocab", "source vocabulary", "17188", 4, 1 << 22, {}},
+       {"tgt_vocab", "target vocabulary", "17188", 4, 1 << 22, {}},
+       {"min_len", "shortest sentence in tokens", "20", 1, 4096, {}},
+       {"max_len", "longest sentence in tokens (padded length)", "30", 1, 4096, {}}},
+      "seq2seq:layers=2,hidden=64,src_vocab=1000,tgt_vocab=1000,min_len=5,max_len=10,batch=8"};
+  s.task = "translation";
+  s.throughput_unit = "tokens";
+  s.batch_sweep = {16, 32, 64, 128};
+  for (auto& p : common_params(128, "sgd")) s.params.push_back(p);
+  s.contract = "seq2seq:layers=2,hidden=8,src_vocab=20,tgt_vocab=30,min_len=2,max_len=5,batch=4";
+  return s;
+}
+
+const bool registered = (register_family_schema(seq2seq_schema()), register_cost("seq2seq", seq2seq_cost), true);
 
 }  // namespace
 }  // namespace tb

@@ -1,8 +1,10 @@
-// Cost description of squeezenet1_1 (model/squeezenet1_1.cc); layer names are the module
+// Schema and cost description of squeezenet1_1 (model/squeezenet1_1.cc); layer names are the module
 // names. Its convolutions carry biases and are followed by ReLU, not BN.
 #include <fmt/format.h>
 
 #include "cost/image_net.h"
+#include "cost/family_schemas.h"
+#include "spec/family.h"
 
 namespace tb {
 namespace {
@@ -38,7 +40,8 @@ ModelCost squeezenet_cost(const Config& cfg, int64_t eb) {
   return m;
 }
 
-const bool registered = (register_cost("squeezenet1_1", squeezenet_cost), true);
+const bool registered =
+    (register_family_schema(image_classifier_schema("squeezenet1_1", "SqueezeNet 1.1 (torchvision), 1.2M parameters", 224, 32, "momentum")), register_cost("squeezenet1_1", squeezenet_cost), true);
 
 }  // namespace
 }  // namespace tb

@@ -1,9 +1,10 @@
-// Cost description of the transformer family (model/transformer.cc). Every sentence is
+// Schema and cost description of the transformer family (model/transformer.cc). Every sentence is
 // computed at the padded length `seq` (the batch's longest sentence is always `seq` long),
 // so the work below is the padded work; the throughput unit counts only real target tokens.
 #include <fmt/format.h>
 
 #include "cost/layers.h"
+#include "spec/family.h"
 
 namespace tb {
 namespace {
@@ -71,7 +72,31 @@ ModelCost transformer_cost(const Config& c, int64_t eb) {
   return m;
 }
 
-const bool registered = (register_cost("transformer", transformer_cost), true);
+FamilySchema transformer_schema() {
+  FamilySchema s{"transformer",
+                 "Transformer base (TBD, WMT-14 En-De): encoder-decoder self-attention, shared BPE "
+                 "vocabulary, tied embeddings, label-smoothed cross-entropy",
+                 {{"layers", "encoder layers = decoder layers", "6", 1, 64, {}},
+                  {"d_model", "model width", "512", 2, 1 << 14, {}},
+                  {"heads", "attention heads (divide d_model)", "8", 1, 256, {}},
+                  {"ff", "feed-forward width", "2048", 1, 1 << 16, {}},
+                  {"vocab", "shared source/target BPE vocabulary", "37000", 4, 1 << 22, {}},
+                  {"seq",
+                   "longest sentence in tokens (padded length); lengths spread over [seq/5, seq]",
+                   "50",
+                   1,
+                   4096,
+                   {}}},
+                 "transformer:layers=2,d_model=64,heads=4,ff=128,vocab=1000,seq=20,batch=8"};
+  s.task = "translation";
+  s.throughput_unit = "tokens";
+  s.batch_sweep = {16, 32, 64, 128};
+  for (auto& p : common_params(16, "adam")) s.params.push_back(p);
+  s.contract = "transformer:layers=1,d_model=16,heads=2,ff=24,vocab=30,seq=7,batch=3";
+  return s;
+}
+
+const bool registered = (register_family_schema(transformer_schema()), register_cost("transformer", transformer_cost), true);
 
 }  // namespace
 }  // namespace tb

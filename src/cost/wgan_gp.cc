@@ -1,4 +1,4 @@
-// Cost description of the wgan_gp family (model/wgan_gp.cc). One step, with n =
+// Schema and cost description of the wgan_gp family (model/wgan_gp.cc). One step, with n =
 // critic_iters and B = batch:
 //   sample     n x generator forward on B noise vectors (no gradient)
 //   critic     n x critic forward + backward on the 2B real and generated images
@@ -15,7 +15,10 @@
 // that keeps more alive (the critic update: 2B images' graph plus the penalty's two graphs).
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "cost/layers.h"
+#include "spec/family.h"
 
 namespace tb {
 namespace {
@@ -161,10 +164,43 @@ ModelCost wgan_gp_cost(const Config& cfg, int64_t eb) {
   }
   m.optimizer_updates =
       (n * critic_params + generator_params) / double(critic_params + generator_params);
+  // The critic's gradients are freed before the generator's update, which takes none for the
+  // critic's weights: the two sets are never alive together.
+  m.gradient_params_at_once = std::max(critic_params, generator_params);
   return m;
 }
 
-const bool registered = (register_cost("wgan_gp", wgan_gp_cost), true);
+FamilySchema wgan_schema() {
+  FamilySchema s{
+      "wgan_gp",
+      "WGAN-GP (Gulrajani et al. 2017): residual generator and layer-norm critic for 64x64 "
+      "images; critic_iters critic updates with gradient penalty, then one generator update",
+      {{"dim", "width of the first critic / last generator block (paper: 64)", "64", 1, 4096, {}},
+       {"critic_iters", "critic updates per generator update", "5", 1, 1000, {}},
+       {"lambda", "gradient penalty weight (0 turns the penalty off)", "10", 0, 100000, {}}},
+      "wgan_gp:dim=64,critic_iters=5,lambda=10,batch=64,dtype=fp32"};
+  s.task = "image generation";
+  s.throughput_unit = "images";
+  s.batch_sweep = {8, 16, 32, 64};
+  for (auto p : common_params(64, "adam")) {
+    if (p.name == "batch") p.help = "real (and generated) images per critic iteration";
+    if (p.name == "dtype") p.choices = {"fp32"};
+    // Its optimizers are the workload's own (Adam, lr 1e-4, betas 0 and 0.9).
+    if (p.name == "optimizer") p.choices = {"adam"};
+    // The data-parallel runner trains loss() with one optimizer; this step is not that.
+    if (p.name == "workers") {
+      p.max = 1;
+      p.help = "1 only: the critic/generator step has no data-parallel version";
+    }
+    s.params.push_back(p);
+  }
+  s.contract = "wgan_gp:dim=4,critic_iters=1,batch=2";
+  s.exemptions["forward_flops"] =
+      "its step is critic and generator updates, not one loss(): the cost model's forward covers all of them; tests/gan_rl_models_test.cc checks them against the profiler";
+  return s;
+}
+
+const bool registered = (register_family_schema(wgan_schema()), register_cost("wgan_gp", wgan_gp_cost), true);
 
 }  // namespace
 }  // namespace tb

@@ -243,44 +243,9 @@ class A3cWorkload : public Workload {
   std::vector<std::unique_ptr<Actor>> actors_;
 };
 
-FamilySchema a3c_schema() {
-  FamilySchema s{
-      "a3c",
-      "A3C (Mnih et al. 2016): the Atari actor-critic network on 4x84x84 frames of a rendered "
-      "Pong-like game, `actors` threads updating shared weights with a shared RMSprop",
-      {{"actors",
-        "asynchronous actor threads, each with its own game and network copy",
-        "2",
-        1,
-        256,
-        {}}},
-      "a3c:actors=2,batch=5,dtype=fp32"};
-  s.task = "reinforcement learning";
-  s.throughput_unit = "frames";
-  s.batch_sweep = {5, 10, 20, 40};
-  for (auto p : common_params(5, "rmsprop")) {
-    if (p.name == "batch") {
-      p.help = "t_max: agent steps each actor rolls out per update (the update's batch)";
-      p.max = 100000;
-    }
-    if (p.name == "dtype") p.choices = {"fp32"};
-    // The workload's own shared RMSprop (lr 7e-4, decay 0.99, eps 0.1, no momentum).
-    if (p.name == "optimizer") p.choices = {"rmsprop"};
-    if (p.name == "threads")
-      p.help = "intra-op threads, shared out among the actors (0 = all cores)";
-    // The data-parallel runner trains loss() with one optimizer; the actors are A3C's own
-    // parallelism.
-    if (p.name == "workers") {
-      p.max = 1;
-      p.help = "1 only: A3C's parallelism is its actors, not data-parallel workers";
-    }
-    s.params.push_back(p);
-  }
-  return s;
-}
 
 const bool registered =
-    (register_family(a3c_schema(),
+    (register_builder("a3c",
                      [](const Config& c) { return std::make_unique<A3cWorkload>(c); }),
      true);
 

@@ -95,22 +95,8 @@ class CnnWorkload : public Workload {
   int64_t batch_, image_, output_;
 };
 
-FamilySchema cnn_schema() {
-  FamilySchema s{
-      "cnn",
-      "ParaDnn ResNet-style CNN of residual or bottleneck blocks (4 groups, filters x1,2,4,8)",
-      {{"block", "residual (2 convs) or bottleneck (1x1, 3x3, 1x1, 4x expansion)", "bottleneck", 0,
-        0, {"residual", "bottleneck"}},
-       {"blocks", "blocks per group", "1", 1, 1024, {}},
-       {"filters", "filters of the first group", "16", 1, 1 << 16, {}},
-       {"image", "side of the square RGB input image", "224", 8, 1 << 15, {}},
-       {"output", "classes", "1000", 1, 1 << 24, {}}},
-      "cnn:block=bottleneck,blocks=1,filters=16,image=224,output=1000,batch=32,dtype=fp32"};
-  for (auto& p : common_params(32)) s.params.push_back(p);
-  return s;
-}
 
-const bool registered = (register_family(cnn_schema(),
+const bool registered = (register_builder("cnn",
                                          [](const Config& c) {
                                            return std::make_unique<CnnWorkload>(c);
                                          }),

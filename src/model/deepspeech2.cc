@@ -153,26 +153,9 @@ class DeepSpeech2Workload : public Workload {
   int64_t batch_, min_frames_, max_frames_;
 };
 
-FamilySchema deepspeech2_schema() {
-  FamilySchema s{
-      "deepspeech2",
-      "Deep Speech 2 (TBD, LibriSpeech): 2 convolutions, bidirectional GRU/RNN layers, "
-      "fully-connected to 29 characters, CTC over 161-bin spectrograms",
-      {{"rnn_type", "recurrent cell: gru, or rnn (ReLU)", "gru", 0, 0, {"gru", "rnn"}},
-       {"rnn_layers", "bidirectional recurrent layers (TBD 5, the paper 7)", "5", 1, 64, {}},
-       {"hidden", "recurrent units per direction", "1760", 1, 1 << 14, {}},
-       {"min_frames", "shortest utterance in 10 ms frames", "200", 1, 1 << 20, {}},
-       {"max_frames", "longest utterance in 10 ms frames (padded length)", "1500", 1, 1 << 20, {}}},
-      "deepspeech2:rnn_type=gru,rnn_layers=2,hidden=64,min_frames=50,max_frames=100,batch=4"};
-  s.task = "speech recognition";
-  s.throughput_unit = "audio_s";
-  s.batch_sweep = {4, 8, 12, 16, 32};
-  for (auto& p : common_params(12, "momentum")) s.params.push_back(p);
-  return s;
-}
 
 const bool registered =
-    (register_family(deepspeech2_schema(),
+    (register_builder("deepspeech2",
                      [](const Config& c) { return std::make_unique<DeepSpeech2Workload>(c); }),
      true);
 

@@ -119,9 +119,7 @@ class DenseNet121Workload : public ImageClassifierWorkload {
 };
 
 const bool registered =
-    (register_family(
-         image_classifier_schema("densenet121", "DenseNet-121 (torchvision), 8.0M parameters", 224,
-                                 32, "momentum"),
+    (register_builder("densenet121",
          [](const Config& c) { return std::make_unique<DenseNet121Workload>(c); }),
      true);
 

@@ -62,17 +62,6 @@ std::vector<torch::Tensor> FpnImpl::forward(const std::vector<torch::Tensor>& x)
   return out;
 }
 
-FamilySchema detection_schema(const std::string& name, const std::string& summary,
-                              std::vector<ParamSpec> own, const std::string& example) {
-  FamilySchema s{name,     summary,     std::move(own), example, "object detection",
-                 "images", {1, 2, 4, 8}};
-  s.params.push_back({"height", "image height in pixels, a multiple of 32", "800", 64, 4096, {}});
-  s.params.push_back({"width", "image width in pixels, a multiple of 32", "1088", 64, 4096, {}});
-  s.params.push_back(
-      {"max_boxes", "most objects per image (each image has 1..max_boxes)", "14", 1, 1000, {}});
-  for (auto& p : common_params(2, "momentum")) s.params.push_back(p);
-  return s;
-}
 
 DetectionData::DetectionData(const Config& c)
     : batch(c.get_int("batch")),

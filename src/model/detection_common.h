@@ -24,11 +24,6 @@ struct FpnImpl : torch::nn::Module {
 };
 TORCH_MODULE(Fpn);
 
-// A detection family's schema: its own parameters, then the image-size and box parameters
-// they share, then the common ones with torchvision's detection recipe (SGD, momentum 0.9,
-// 2 images per GPU).
-FamilySchema detection_schema(const std::string& name, const std::string& summary,
-                              std::vector<ParamSpec> own, const std::string& example);
 
 // One image's boxes and labels (1..90, COCO's 91 classes with background 0).
 struct Targets {

@@ -224,22 +224,9 @@ class FasterRcnnWorkload : public Workload {
   FasterRcnn net_;
 };
 
-FamilySchema faster_rcnn_schema() {
-  return det::detection_schema(
-      "faster_rcnn",
-      "Faster R-CNN with a ResNet-FPN backbone as torchvision 0.14 trains it, on synthetic "
-      "COCO-shaped images and boxes (91 classes)",
-      {{"backbone",
-        "ResNet depth of the FPN backbone",
-        "resnet50",
-        0,
-        0,
-        {"resnet50", "resnet101"}}},
-      "faster_rcnn:backbone=resnet50,height=800,width=1088,max_boxes=14,batch=2,dtype=fp32");
-}
 
 const bool registered =
-    (register_family(faster_rcnn_schema(),
+    (register_builder("faster_rcnn",
                      [](const Config& c) { return std::make_unique<FasterRcnnWorkload>(c); }),
      true);
 

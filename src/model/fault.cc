@@ -37,17 +37,8 @@ class FaultWorkload : public Workload {
   int64_t batch_;
 };
 
-FamilySchema fault_schema() {
-  FamilySchema s{"fault",
-                 "diagnostic: misbehaves on purpose (segfault, abort, alloc, hang) to test sweeps",
-                 {{"mode", "what goes wrong; ok trains a 4x4 matrix", "ok", 0, 0,
-                   {"ok", "segfault", "abort", "alloc", "hang"}}},
-                 "fault:mode=segfault"};
-  for (auto& p : common_params(1)) s.params.push_back(p);
-  return s;
-}
 
-const bool registered = (register_family(fault_schema(),
+const bool registered = (register_builder("fault",
                                          [](const Config& c) {
                                            return std::make_unique<FaultWorkload>(c);
                                          }),

@@ -51,19 +51,8 @@ class FcWorkload : public Workload {
   int64_t batch_, input_, output_;
 };
 
-FamilySchema fc_schema() {
-  FamilySchema s{"fc",
-                 "ParaDnn fully-connected: input -> layers x (Linear(nodes)+ReLU) -> Linear(output)",
-                 {{"layers", "hidden layers", "4", 1, 4096, {}},
-                  {"nodes", "units per hidden layer", "1024", 1, 1 << 20, {}},
-                  {"input", "input features", "2000", 1, 1 << 24, {}},
-                  {"output", "classes", "200", 1, 1 << 24, {}}},
-                 "fc:layers=4,nodes=1024,input=2000,output=200,batch=512,dtype=fp32"};
-  for (auto& p : common_params(512)) s.params.push_back(p);
-  return s;
-}
 
-const bool registered = (register_family(fc_schema(),
+const bool registered = (register_builder("fc",
                                          [](const Config& c) {
                                            return std::make_unique<FcWorkload>(c);
                                          }),

@@ -38,22 +38,5 @@ class ImageClassifierWorkload : public Workload {
   int64_t batch_, image_, classes_;
 };
 
-// `min_image`: the smallest side the network's downsampling leaves at least one pixel for.
-inline FamilySchema image_classifier_schema(const std::string& name, const std::string& summary,
-                                            int64_t default_image, int64_t min_image,
-                                            const std::string& optimizer) {
-  const std::string image = std::to_string(default_image);
-  FamilySchema s{
-      name,
-      summary,
-      {{"image", "side of the square RGB input image", image, min_image, 1 << 14, {}},
-       {"classes", "classes (ImageNet: 1000)", "1000", 1, 1 << 20, {}}},
-      name + ":image=" + image + ",classes=1000,batch=32,dtype=fp32,optimizer=" + optimizer,
-      "image classification",
-      "images",
-      {4, 8, 16, 32, 64}};
-  for (auto& p : common_params(32, optimizer)) s.params.push_back(p);
-  return s;
-}
 
 }  // namespace tb

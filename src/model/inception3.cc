@@ -247,19 +247,9 @@ class Inception3Workload : public ImageClassifierWorkload {
   Inception3 net_;
 };
 
-FamilySchema inception3_schema() {
-  FamilySchema s = image_classifier_schema(
-      "inception3", "Inception-v3 with its auxiliary classifier (torchvision), 27.2M parameters",
-      299, 299, "rmsprop");
-  // The auxiliary head batch-normalises a 1x1 feature map: one image per batch leaves one
-  // value per channel, which training-mode batch norm rejects (as in PyTorch).
-  for (auto& p : s.params)
-    if (p.name == "batch") p.min = 2;
-  return s;
-}
 
 const bool registered =
-    (register_family(inception3_schema(),
+    (register_builder("inception3",
                      [](const Config& c) { return std::make_unique<Inception3Workload>(c); }),
      true);
 

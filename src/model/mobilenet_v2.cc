@@ -107,9 +107,7 @@ class MobileNetV2Workload : public ImageClassifierWorkload {
 };
 
 const bool registered =
-    (register_family(image_classifier_schema("mobilenet_v2",
-                                             "MobileNetV2 width 1.0 (torchvision), 3.5M parameters",
-                                             224, 32, "rmsprop"),
+    (register_builder("mobilenet_v2",
                      [](const Config& c) { return std::make_unique<MobileNetV2Workload>(c); }),
      true);
 

@@ -13,9 +13,14 @@ std::map<std::string, WorkloadBuilder>& builders() {
 }
 }  // namespace
 
-void register_family(FamilySchema schema, WorkloadBuilder builder) {
-  builders()[schema.name] = std::move(builder);
-  register_family_schema(std::move(schema));
+void register_builder(const std::string& family, WorkloadBuilder builder) {
+  builders()[family] = std::move(builder);
+}
+
+std::vector<std::string> families_with_builders() {
+  std::vector<std::string> out;
+  for (const auto& [name, b] : builders()) out.push_back(name);
+  return out;
 }
 
 std::unique_ptr<Workload> build_workload(const Config& config) {

@@ -27,9 +27,7 @@ class ResNet50Workload : public ImageClassifierWorkload {
 };
 
 const bool registered =
-    (register_family(
-         image_classifier_schema("resnet50", "ResNet-50 v1.5 (torchvision), 25.6M parameters", 224,
-                                 32, "momentum"),
+    (register_builder("resnet50",
          [](const Config& c) { return std::make_unique<ResNet50Workload>(c); }),
      true);
 

@@ -136,16 +136,9 @@ class RetinaNetWorkload : public Workload {
   RetinaNet net_;
 };
 
-FamilySchema retinanet_schema() {
-  return det::detection_schema(
-      "retinanet",
-      "RetinaNet with a ResNet-50-FPN backbone (P3-P7) as torchvision 0.14 trains it, on "
-      "synthetic COCO-shaped images and boxes (91 classes)",
-      {}, "retinanet:height=800,width=1088,max_boxes=14,batch=2,dtype=fp32");
-}
 
 const bool registered =
-    (register_family(retinanet_schema(),
+    (register_builder("retinanet",
                      [](const Config& c) { return std::make_unique<RetinaNetWorkload>(c); }),
      true);
 

@@ -74,20 +74,8 @@ class RnnWorkload : public Workload {
   torch::Dtype dtype_ = torch::kFloat32;
 };
 
-FamilySchema rnn_schema() {
-  FamilySchema s{"rnn",
-                 "ParaDnn recurrent model: embedding -> stacked RNN/LSTM/GRU cells -> Linear(vocab)",
-                 {{"cell", "recurrent cell type", "rnn", 0, 0, {"rnn", "lstm", "gru"}},
-                  {"layers", "stacked recurrent layers", "1", 1, 1024, {}},
-                  {"embed", "embedding size = hidden width", "100", 1, 1 << 16, {}},
-                  {"length", "tokens per sequence", "10", 1, 1 << 16, {}},
-                  {"vocab", "vocabulary size", "1024", 2, 1 << 24, {}}},
-                 "rnn:cell=lstm,layers=1,embed=100,length=10,vocab=1024,batch=16,dtype=fp32"};
-  for (auto& p : common_params(16)) s.params.push_back(p);
-  return s;
-}
 
-const bool registered = (register_family(rnn_schema(),
+const bool registered = (register_builder("rnn",
                                          [](const Config& c) {
                                            return std::make_unique<RnnWorkload>(c);
                                          }),

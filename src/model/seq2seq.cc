@@ -155,32 +155,9 @@ class Seq2SeqWorkload : public Workload {
   int64_t batch_, min_len_, max_len_, src_vocab_, tgt_vocab_;
 };
 
-FamilySchema seq2seq_schema() {
-  FamilySchema s{
-      "seq2seq",
-      "Seq2Seq / NMT (TBD, IWSLT15 En-Vi): bidirectional LSTM encoder, LSTM decoder with "
-      "scaled Luong attention and input feeding, teacher forcing",
-      {{"layers",
-        "decoder LSTM layers (the encoder has layers/2 bidirectional ones)",
-        "2",
-        1,
-        64,
-        {}},
-       {"hidden", "LSTM units = embedding size = attention size", "512", 1, 1 << 14, {}},
-       {"src_vocab", "source vocabulary", "17188", 4, 1 << 22, {}},
-       {"tgt_vocab", "target vocabulary", "17188", 4, 1 << 22, {}},
-       {"min_len", "shortest sentence in tokens", "20", 1, 4096, {}},
-       {"max_len", "longest sentence in tokens (padded length)", "30", 1, 4096, {}}},
-      "seq2seq:layers=2,hidden=64,src_vocab=1000,tgt_vocab=1000,min_len=5,max_len=10,batch=8"};
-  s.task = "translation";
-  s.throughput_unit = "tokens";
-  s.batch_sweep = {16, 32, 64, 128};
-  for (auto& p : common_params(128, "sgd")) s.params.push_back(p);
-  return s;
-}
 
 const bool registered =
-    (register_family(seq2seq_schema(),
+    (register_builder("seq2seq",
                      [](const Config& c) { return std::make_unique<Seq2SeqWorkload>(c); }),
      true);
 

@@ -82,9 +82,7 @@ class SqueezeNetWorkload : public ImageClassifierWorkload {
 };
 
 const bool registered =
-    (register_family(
-         image_classifier_schema("squeezenet1_1", "SqueezeNet 1.1 (torchvision), 1.2M parameters",
-                                 224, 32, "momentum"),
+    (register_builder("squeezenet1_1",
          [](const Config& c) { return std::make_unique<SqueezeNetWorkload>(c); }),
      true);
 

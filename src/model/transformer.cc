@@ -189,31 +189,9 @@ class TransformerWorkload : public Workload {
   int64_t batch_, seq_, vocab_;
 };
 
-FamilySchema transformer_schema() {
-  FamilySchema s{"transformer",
-                 "Transformer base (TBD, WMT-14 En-De): encoder-decoder self-attention, shared BPE "
-                 "vocabulary, tied embeddings, label-smoothed cross-entropy",
-                 {{"layers", "encoder layers = decoder layers", "6", 1, 64, {}},
-                  {"d_model", "model width", "512", 2, 1 << 14, {}},
-                  {"heads", "attention heads (divide d_model)", "8", 1, 256, {}},
-                  {"ff", "feed-forward width", "2048", 1, 1 << 16, {}},
-                  {"vocab", "shared source/target BPE vocabulary", "37000", 4, 1 << 22, {}},
-                  {"seq",
-                   "longest sentence in tokens (padded length); lengths spread over [seq/5, seq]",
-                   "50",
-                   1,
-                   4096,
-                   {}}},
-                 "transformer:layers=2,d_model=64,heads=4,ff=128,vocab=1000,seq=20,batch=8"};
-  s.task = "translation";
-  s.throughput_unit = "tokens";
-  s.batch_sweep = {16, 32, 64, 128};
-  for (auto& p : common_params(16, "adam")) s.params.push_back(p);
-  return s;
-}
 
 const bool registered =
-    (register_family(transformer_schema(),
+    (register_builder("transformer",
                      [](const Config& c) { return std::make_unique<TransformerWorkload>(c); }),
      true);
 

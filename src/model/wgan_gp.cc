@@ -229,35 +229,9 @@ class WganWorkload : public Workload {
   std::unique_ptr<torch::optim::Adam> critic_opt_, generator_opt_;
 };
 
-FamilySchema wgan_schema() {
-  FamilySchema s{
-      "wgan_gp",
-      "WGAN-GP (Gulrajani et al. 2017): residual generator and layer-norm critic for 64x64 "
-      "images; critic_iters critic updates with gradient penalty, then one generator update",
-      {{"dim", "width of the first critic / last generator block (paper: 64)", "64", 1, 4096, {}},
-       {"critic_iters", "critic updates per generator update", "5", 1, 1000, {}},
-       {"lambda", "gradient penalty weight (0 turns the penalty off)", "10", 0, 100000, {}}},
-      "wgan_gp:dim=64,critic_iters=5,lambda=10,batch=64,dtype=fp32"};
-  s.task = "image generation";
-  s.throughput_unit = "images";
-  s.batch_sweep = {8, 16, 32, 64};
-  for (auto p : common_params(64, "adam")) {
-    if (p.name == "batch") p.help = "real (and generated) images per critic iteration";
-    if (p.name == "dtype") p.choices = {"fp32"};
-    // Its optimizers are the workload's own (Adam, lr 1e-4, betas 0 and 0.9).
-    if (p.name == "optimizer") p.choices = {"adam"};
-    // The data-parallel runner trains loss() with one optimizer; this step is not that.
-    if (p.name == "workers") {
-      p.max = 1;
-      p.help = "1 only: the critic/generator step has no data-parallel version";
-    }
-    s.params.push_back(p);
-  }
-  return s;
-}
 
 const bool registered =
-    (register_family(wgan_schema(),
+    (register_builder("wgan_gp",
                      [](const Config& c) { return std::make_unique<WganWorkload>(c); }),
      true);
 

@@ -88,10 +88,13 @@ class Workload {
 
 using WorkloadBuilder = std::function<std::unique_ptr<Workload>(const Config&)>;
 
-// A family is added by one call to this (in model/<family>.cc) plus one cost
-// description (cost/<family>.cc); nothing else needs to change.
-void register_family(FamilySchema schema, WorkloadBuilder builder);
+// A family is its builder, registered by one call to this in model/<family>.cc, plus its
+// schema and cost description, registered in cost/<family>.cc (which builds without
+// LibTorch, so configs parse without it); nothing else needs to change.
+void register_builder(const std::string& family, WorkloadBuilder builder);
 std::unique_ptr<Workload> build_workload(const Config& config);
+// The families with a builder, sorted; the family contracts check them against the schemas.
+std::vector<std::string> families_with_builders();
 
 torch::Dtype dtype_of(const Config& config);
 

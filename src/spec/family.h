@@ -1,6 +1,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,14 @@ struct FamilySchema {
   std::string throughput_unit = "examples";
   // The batch sizes `trainbench suite --batch-sweep` runs (TBD Figs. 4-6, 8).
   std::vector<int64_t> batch_sweep;
+  // The family contract (tests/family_contract_test.cc) runs this small, complete config for
+  // every registered family: round trip, parameters against the built module, forward GEMM and
+  // convolution FLOPs against the profiler, weights/gradients/optimizer bytes against the
+  // memory estimate, and activation-point coverage. A family without one fails the contract.
+  std::string contract;
+  // Clauses of the contract this family cannot run, each with the reason; the test skips and
+  // prints them. Clauses: parameters, forward_flops, memory, activation_points.
+  std::map<std::string, std::string> exemptions;
   bool is_reference() const { return !task.empty(); }
   const ParamSpec* find(const std::string& param) const;
 };

@@ -40,7 +40,9 @@ inline void register_fake_reference() {
     s.throughput_unit = "images";
     s.batch_sweep = {8, 2, 4};
     for (auto& p : common_params(4, "momentum")) s.params.push_back(p);
-    register_family(s, [](const Config& c) { return std::make_unique<FakeReferenceWorkload>(c); });
+    register_family_schema(s);
+    register_builder(kFakeReference,
+                     [](const Config& c) { return std::make_unique<FakeReferenceWorkload>(c); });
     register_cost(kFakeReference, [](const Config& c, int64_t eb) {
       const int64_t b = c.get_int("batch");
       ModelCost m;

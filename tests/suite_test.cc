@@ -10,16 +10,13 @@
 #include "base/errors.h"
 #include "store/store.h"
 #include "support/cli.h"
+#include "support/config_texts.h"
 #include "support/fake_reference.h"
 
 namespace tb {
 namespace {
 
-std::vector<std::string> texts(const std::vector<Config>& configs) {
-  std::vector<std::string> out;
-  for (const auto& c : configs) out.push_back(c.str());
-  return out;
-}
+using testing::config_texts;
 
 TEST(Suite, DefaultConfigsOfEveryReferenceFamily) {
   testing::register_fake_reference();
@@ -27,7 +24,7 @@ TEST(Suite, DefaultConfigsOfEveryReferenceFamily) {
   ASSERT_FALSE(refs.empty());
   const auto configs = suite_configs({}, false);
   ASSERT_EQ(configs.size(), refs.size());  // one default config per model
-  const auto t = texts(configs);
+  const auto t = config_texts(configs);
   EXPECT_NE(std::find(t.begin(), t.end(), make_config("fake_reference", {}).str()), t.end());
   for (const auto& c : configs) {
     EXPECT_TRUE(c.schema().is_reference()) << c.str();  // no generated family, no torchscript
@@ -47,9 +44,9 @@ TEST(Suite, BatchSweepFollowsTheSchema) {
   const SweepSpec spec = suite_sweep({"fake_reference"}, true);
   EXPECT_EQ(spec.name, "suite-batch");
   ASSERT_EQ(spec.grids.size(), 1u);
-  EXPECT_EQ(texts(expand_sweep(spec)), texts(configs));
+  EXPECT_EQ(config_texts(expand_sweep(spec)), config_texts(configs));
   // A family without a batch sweep runs at its default batch.
-  EXPECT_EQ(texts(suite_configs({"fc"}, true)), texts({make_config("fc", {})}));
+  EXPECT_EQ(config_texts(suite_configs({"fc"}, true)), config_texts({make_config("fc", {})}));
 }
 
 TEST(Suite, UnknownModelIsAUsageErrorNamingIt) {

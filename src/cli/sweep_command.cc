@@ -11,6 +11,7 @@
 #include "jobs/progress.h"
 #include "report/run_table.h"
 #include "jobs/cluster.h"
+#include "jobs/plan.h"
 #include "jobs/sweep_runner.h"
 #include "base/errors.h"
 #include "spec/printable.h"
@@ -44,13 +45,12 @@ double memory_limit_bytes(double gib) {
 
 Command add_sweep(CLI::App& app) {
   struct Args {
-    std::string sweep, store = "trainbench.db", filter, order = "grid", shard;
-    bool dry_run = false, list = false, rerun = false, lhs = false, retry_failed = false;
+    std::string sweep, store = "trainbench.db";
+    PlanRequest plan;  // --filter, --sample, --seed, --lhs, --stratify, --order, --shard
+    bool dry_run = false, list = false, rerun = false, retry_failed = false;
     bool profile = false, packages = false;
-    std::vector<std::string> stacks, stratify;
-    size_t sample = 0;
+    std::vector<std::string> stacks;
     int repetitions = 0;
-    uint64_t seed = 1;
     double budget = 0, timeout = 0, sweep_budget = 0, memory_limit_gib = 0, merge_timeout = 0;
   };
   auto a = std::make_shared<Args>();
@@ -61,21 +61,21 @@ Command add_sweep(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--list", a->list, "list the built-in sweeps");
   sub->add_flag("--dry-run", a->dry_run, "list the configs and their predicted cost; run nothing");
-  sub->add_option("--filter", a->filter, "keep configs matching all of key=value, key>=value, ...");
-  sub->add_option("--sample", a->sample, "run a sample of N configs")->check(CLI::PositiveNumber);
-  sub->add_option("--seed", a->seed, "seed of --sample")->capture_default_str();
-  auto* lhs = sub->add_flag("--lhs", a->lhs,
+  sub->add_option("--filter", a->plan.filter, "keep configs matching all of key=value, key>=value, ...");
+  sub->add_option("--sample", a->plan.sample, "run a sample of N configs")->check(CLI::PositiveNumber);
+  sub->add_option("--seed", a->plan.seed, "seed of --sample")->capture_default_str();
+  auto* lhs = sub->add_flag("--lhs", a->plan.lhs,
                 "sample by Latin hypercube over the axes (default: uniform random)");
-  sub->add_option("--stratify", a->stratify,
+  sub->add_option("--stratify", a->plan.stratify,
                   "with --sample: spread the sample evenly over the cells of these axes, e.g. "
                   "nodes,batch (fills a heat map over them)")
       ->delimiter(',')
       ->excludes(lhs);
-  sub->add_option("--order", a->order, "grid (as written) or cost (cheapest first)")
+  sub->add_option("--order", a->plan.order, "grid (as written) or cost (cheapest first)")
       ->check(CLI::IsMember({"grid", "cost"}))
       ->capture_default_str();
   sub->add_option(
-      "--shard", a->shard,
+      "--shard", a->plan.shard,
       "run shard I of N (1-based): every N-th config; 'auto': I and N from mpirun/srun's "
       "environment, each rank writes STORE.shard-I-of-N.db and rank 0 merges them into STORE");
   sub->add_option(
@@ -153,45 +153,11 @@ Command add_sweep(CLI::App& app) {
             throw UsageError("sweep: BLAS '" + st.blas + "' is not installed (Debian package " +
                              find_blas(st.blas).package + "; run scripts/setup.sh stacks " +
                              a->sweep + ")");
-        std::vector<Config> configs = expand_sweep(spec);
-        if (!a->filter.empty()) {
-          const Filter f = parse_filter(a->filter);
-          check_filter(f, spec);
-          std::vector<Config> kept;
-          for (auto& c : configs)
-            if (f.matches(c)) kept.push_back(c);
-          configs.swap(kept);
-        }
-        if (!a->stratify.empty() && a->sample == 0)
-          throw UsageError("--stratify needs --sample N (how many configs to spread)");
-        if (a->sample > 0)
-          configs = a->stratify.empty()
-                        ? sample_configs(configs, spec, a->sample, a->seed, a->lhs)
-                        : stratified_sample(configs, a->sample, a->seed, a->stratify);
-        if (a->order == "cost")
-          std::stable_sort(configs.begin(), configs.end(), [](const Config& x, const Config& y) {
-            auto flops = [](const Config& c) {
-              return has_cost(c.family()) ? step_cost(c).flops() : 0.0;
-            };
-            return flops(x) < flops(y);
-          });
-        int shard_n = 0, shard_i = 0;  // --shard auto over more than one rank
-        if (a->shard == "auto") {
-          std::string source;
-          const auto s = shard_from_launcher(&source);
-          if (!s)
-            throw UsageError(
-                "--shard auto: no launcher rank in the environment (OMPI_COMM_WORLD_RANK, "
-                "PMI_RANK, PMIX_RANK or SLURM_PROCID with its size)");
-          if (s->second > 1) {
-            shard_i = s->first, shard_n = s->second;
-            configs = shard(configs, shard_i, shard_n);
-            std::cerr << fmt::format("shard {}/{} ({})\n", shard_i, shard_n, source);
-          }
-        } else if (!a->shard.empty()) {
-          const auto [i, n] = parse_shard(a->shard);
-          configs = shard(configs, i, n);
-        }
+        const SweepPlan plan = plan_sweep(spec, a->plan);
+        const std::vector<Config>& configs = plan.configs;
+        const int shard_n = plan.shard_count, shard_i = plan.shard_index;
+        if (shard_n > 1)
+          std::cerr << fmt::format("shard {}/{} ({})\n", shard_i, shard_n, plan.shard_source);
         const double limit = memory_limit_bytes(a->memory_limit_gib);
         if (a->dry_run) {
           std::cout << fmt::format("{:>5}  {:>12} {:>10} {:<14} {}\n", "#", "FLOP/step", "memory",

@@ -1,0 +1,50 @@
+#include "jobs/plan.h"
+
+#include <algorithm>
+
+#include "base/errors.h"
+#include "cost/cost.h"
+#include "jobs/cluster.h"
+
+namespace tb {
+
+SweepPlan plan_sweep(const SweepSpec& spec, const PlanRequest& r) {
+  SweepPlan plan;
+  std::vector<Config> configs = expand_sweep(spec);
+  if (!r.filter.empty()) {
+    const Filter f = parse_filter(r.filter);
+    check_filter(f, spec);
+    std::vector<Config> kept;
+    for (auto& c : configs)
+      if (f.matches(c)) kept.push_back(c);
+    configs.swap(kept);
+  }
+  if (!r.stratify.empty() && r.sample == 0)
+    throw UsageError("--stratify needs --sample N (how many configs to spread)");
+  if (r.sample > 0)
+    configs = r.stratify.empty() ? sample_configs(configs, spec, r.sample, r.seed, r.lhs)
+                                 : stratified_sample(configs, r.sample, r.seed, r.stratify);
+  if (r.order == "cost")
+    std::stable_sort(configs.begin(), configs.end(), [](const Config& x, const Config& y) {
+      auto flops = [](const Config& c) { return has_cost(c.family()) ? step_cost(c).flops() : 0.0; };
+      return flops(x) < flops(y);
+    });
+  if (r.shard == "auto") {
+    const auto s = shard_from_launcher(&plan.shard_source);
+    if (!s)
+      throw UsageError(
+          "--shard auto: no launcher rank in the environment (OMPI_COMM_WORLD_RANK, "
+          "PMI_RANK, PMIX_RANK or SLURM_PROCID with its size)");
+    if (s->second > 1) {
+      plan.shard_index = s->first, plan.shard_count = s->second;
+      configs = shard(configs, plan.shard_index, plan.shard_count);
+    }
+  } else if (!r.shard.empty()) {
+    const auto [i, n] = parse_shard(r.shard);
+    configs = shard(configs, i, n);
+  }
+  plan.configs = std::move(configs);
+  return plan;
+}
+
+}  // namespace tb

@@ -1,0 +1,35 @@
+#pragma once
+// Which configs of a sweep run here, and in what order: the sweep's grid, filtered, sampled,
+// ordered and cut to this machine's shard. `trainbench sweep` parses its flags into a
+// PlanRequest, calls plan_sweep and runs (or, with --dry-run, lists) the plan.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "spec/config.h"
+#include "spec/sweep.h"
+
+namespace tb {
+
+struct PlanRequest {
+  std::string filter;                 // "nodes>=1024,batch=512": keep configs matching all
+  size_t sample = 0;                  // > 0: a sample of this many configs
+  uint64_t seed = 1;                  // of the sample
+  bool lhs = false;                   // Latin hypercube over the axes (default: uniform)
+  std::vector<std::string> stratify;  // spread the sample evenly over these axes' cells
+  std::string order = "grid";         // grid | cost (cheapest step first)
+  std::string shard;                  // "i/n", "auto" (from an MPI or Slurm launcher) or ""
+};
+
+struct SweepPlan {
+  std::vector<Config> configs;
+  // Set when the configs are one shard of several (shard_count > 1); `auto` also names where
+  // the rank came from ("OMPI_COMM_WORLD_RANK", ...).
+  int shard_index = 0, shard_count = 0;
+  std::string shard_source;
+};
+
+// Throws UsageError for a bad filter, sample or shard request, naming it.
+SweepPlan plan_sweep(const SweepSpec& spec, const PlanRequest& request);
+
+}  // namespace tb

@@ -111,17 +111,8 @@ TEST_P(FamilyContract, NoLayerEscapesTheActivationPoints) {
   auto t = prepare_training(c, torch::kCPU, 1);
   if (!t.workload->has_activation_points())
     GTEST_SKIP() << GetParam() << " declares no activation points (numerics= is refused)";
-  std::set<const torch::nn::Module*> layers;
-  std::set<const void*> weights;
-  for (const auto& m : t.workload->module().modules()) {
-    if (m->as<torch::nn::Linear>() || m->as<torch::nn::Conv2d>()) {
-      layers.insert(m.get());
-      weights.insert(m->named_parameters(false)["weight"].unsafeGetTensorImpl());
-    }
-    if (m->as<torch::nn::LSTM>() || m->as<torch::nn::GRU>() || m->as<torch::nn::RNN>() ||
-        m->as<torch::nn::LSTMCell>())
-      layers.insert(m.get());
-  }
+  auto [layers, recurrent, weights] = testing::point_layers(*t.workload);
+  layers.insert(recurrent.begin(), recurrent.end());
   ASSERT_FALSE(layers.empty());
   const testing::Coverage plain = testing::forward_coverage(*t.workload, t.batch, false);
   EXPECT_GE(plain.escaped.size(), layers.size()) << "the operator callback misses layers";

@@ -299,17 +299,7 @@ TEST(NumericsWorkload, EveryLayerOfAFamilyWithOperatorPointsReachesThem) {
     auto t = prepare_training(parse_config(std::string(config) + ",threads=1"), torch::kCPU, 1);
     ASSERT_TRUE(t.workload->has_activation_points());
     const std::string family = parse_config(config).family();
-    std::set<const torch::nn::Module*> layers, recurrent;
-    std::set<const void*> weights;
-    for (const auto& m : t.workload->module().modules()) {
-      if (m->as<torch::nn::Linear>() || m->as<torch::nn::Conv2d>()) {
-        layers.insert(m.get());
-        weights.insert(m->named_parameters(false)["weight"].unsafeGetTensorImpl());
-      }
-      if (m->as<torch::nn::LSTM>() || m->as<torch::nn::GRU>() || m->as<torch::nn::RNN>() ||
-          m->as<torch::nn::LSTMCell>())
-        recurrent.insert(m.get());
-    }
+    auto [layers, recurrent, weights] = tb::testing::point_layers(*t.workload);
     const Coverage plain = forward_coverage(*t.workload, t.batch, false);
     EXPECT_GE(plain.escaped.size(), layers.size());
     const Coverage c = forward_coverage(*t.workload, t.batch, true);

@@ -123,4 +123,24 @@ inline Coverage forward_coverage(Workload& w, const Batch& b, bool install) {
   return c;
 }
 
+// A workload's Linear and Conv2d modules (with their weights) and its recurrent modules: what
+// the activation points must reach.
+struct PointLayers {
+  std::set<const torch::nn::Module*> layers, recurrent;
+  std::set<const void*> weights;
+};
+inline PointLayers point_layers(Workload& w) {
+  PointLayers p;
+  for (const auto& m : w.module().modules()) {
+    if (m->as<torch::nn::Linear>() || m->as<torch::nn::Conv2d>()) {
+      p.layers.insert(m.get());
+      p.weights.insert(m->named_parameters(false)["weight"].unsafeGetTensorImpl());
+    }
+    if (m->as<torch::nn::LSTM>() || m->as<torch::nn::GRU>() || m->as<torch::nn::RNN>() ||
+        m->as<torch::nn::LSTMCell>())
+      p.recurrent.insert(m.get());
+  }
+  return p;
+}
+
 }  // namespace tb::testing

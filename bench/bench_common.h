@@ -3,6 +3,7 @@
 // measured in the same process, interleaved (A B A B ...), and reports medians.
 #pragma once
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,8 +14,6 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 #include "record/context.h"
 #include "record/json.h"

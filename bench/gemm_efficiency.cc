@@ -118,10 +118,10 @@ int main(int argc, char** argv) {
         100 * r.cpu.system);
     const size_t before = g.times.size();
     time_mm(g, reps);
-    std::cout << fmt::format("torch::mm {} after: best {} (best of all {} calls {})\n", g.shape(),
-                             gflops(g.flops() / *std::min_element(g.times.begin() + before,
-                                                                  g.times.end())),
-                             g.times.size(), gflops(g.best_flops()));
+    std::cout << fmt::format(
+        "torch::mm {} after: best {} (best of all {} calls {})\n", g.shape(),
+        gflops(g.flops() / *std::min_element(g.times.begin() + before, g.times.end())),
+        g.times.size(), gflops(g.best_flops()));
     rows.push_back({config.str(), r, g});
   }
   std::cout << "\n";
@@ -151,15 +151,15 @@ int main(int argc, char** argv) {
         "fraction {:.3f} | vs best GEMM seen {:.3f}  target >= 0.70 (own shape): {}\n"
         "  (medians: step {} -> {}, own-shape torch::mm {} -> fraction {:.3f})\n"
         "  (fastest step {} -> {}, vs fastest own-shape torch::mm -> fraction {:.3f})\n",
-        row.config, gflops(row.r.achieved_flops), gflops(own), f_own, gflops(best_square),
-        f_square, f_any, pass ? "PASS" : "FAIL", fmt_time(row.r.steps.median),
-        gflops(achieved_median), gflops(row.shape.median_flops()), f_median,
-        fmt_time(row.r.steps.min), gflops(achieved_best), f_best);
+        row.config, gflops(row.r.achieved_flops), gflops(own), f_own, gflops(best_square), f_square,
+        f_any, pass ? "PASS" : "FAIL", fmt_time(row.r.steps.median), gflops(achieved_median),
+        gflops(row.shape.median_flops()), f_median, fmt_time(row.r.steps.min),
+        gflops(achieved_best), f_best);
     summary.push_back(fmt::format(
         "gemm_efficiency {}: achieved {} = {:.3f} of torch::mm at its shape ({}), {:.3f} of best "
         "square ({}) ({}); fastest step vs fastest own-shape GEMM {:.3f}",
-        row.config, gflops(row.r.achieved_flops), f_own, gflops(own), f_square,
-        gflops(best_square), pass ? "PASS" : "FAIL", f_best));
+        row.config, gflops(row.r.achieved_flops), f_own, gflops(own), f_square, gflops(best_square),
+        pass ? "PASS" : "FAIL", f_best));
     const auto& s = row.r.steps;
     results.push_back({{"config", row.config},
                        {"flops_per_step", row.r.cost.flops()},

@@ -78,9 +78,10 @@ Bare bare_loop(const tb::Config& config, uint64_t seed, int64_t warmup_steps, do
 int across_processes(int argc, char** argv, int n, const std::string& out) {
   const std::vector<json> docs = in_fresh_processes(argc, argv, n, "harness_overhead");
   json doc = document("harness_overhead");
-  doc["method"] = fmt::format("{} fresh processes, each: {}; figure = median over the processes "
-                              "of each process's median harness/bare ratio",
-                              n, docs.front().value("method", ""));
+  doc["method"] = fmt::format(
+      "{} fresh processes, each: {}; figure = median over the processes "
+      "of each process's median harness/bare ratio",
+      n, docs.front().value("method", ""));
   doc["target_ratio"] = {0.98, 1.02};
   json results = json::array();
   std::vector<std::string> summary;
@@ -106,9 +107,10 @@ int across_processes(int argc, char** argv, int n, const std::string& out) {
         fmt_time(*std::max_element(harness.begin(), harness.end())),
         fmt_time(*std::min_element(bare.begin(), bare.end())),
         fmt_time(*std::max_element(bare.begin(), bare.end())), pass ? "PASS" : "FAIL");
-    summary.push_back(fmt::format("harness_overhead {}: median over {} processes harness/bare "
-                                  "{:.4f} (per process{}) ({})",
-                                  config, n, med, each, pass ? "PASS" : "FAIL"));
+    summary.push_back(
+        fmt::format("harness_overhead {}: median over {} processes harness/bare "
+                    "{:.4f} (per process{}) ({})",
+                    config, n, med, each, pass ? "PASS" : "FAIL"));
     results.push_back({{"config", config},
                        {"per_process_median_ratio", ratios},
                        {"per_process_harness_mean_s", harness},
@@ -206,8 +208,8 @@ int main(int argc, char** argv) {
         *std::min_element(ratios.begin(), ratios.end()),
         *std::max_element(ratios.begin(), ratios.end()), median(median_ratios),
         pass ? "PASS" : "FAIL");
-    summary.push_back(fmt::format("harness_overhead {}: median harness/bare {:.4f} ({})",
-                                  text, med_ratio, pass ? "PASS" : "FAIL"));
+    summary.push_back(fmt::format("harness_overhead {}: median harness/bare {:.4f} ({})", text,
+                                  med_ratio, pass ? "PASS" : "FAIL"));
     results.push_back({{"config", config.str()},
                        {"repetitions", rows},
                        {"median_harness_mean_s", median(hmeans)},

@@ -36,20 +36,26 @@ Run run(const tb::Config& c, const tb::RunOptions& o) {
 
 json to_row(const Run& x) {
   const auto& s = x.r.steps;
-  return {{"mean_s", s.mean},         {"median_s", s.median},
+  return {{"mean_s", s.mean},
+          {"median_s", s.median},
           {"ci95_relative", s.ci.relative()},
-          {"steps", s.steps},         {"warmup", s.warmup},
-          {"samples", s.samples},     {"end_reason", s.end_reason},
-          {"stationary", s.stationary}, {"timed_wall_s", s.wall_s},
-          {"total_wall_s", x.total_s}, {"cpu_process", x.r.cpu.process},
+          {"steps", s.steps},
+          {"warmup", s.warmup},
+          {"samples", s.samples},
+          {"end_reason", s.end_reason},
+          {"stationary", s.stationary},
+          {"timed_wall_s", s.wall_s},
+          {"total_wall_s", x.total_s},
+          {"cpu_process", x.r.cpu.process},
           {"cpu_system", x.r.cpu.system}};
 }
 
 std::string describe(const Run& x) {
   const auto& s = x.r.steps;
-  return fmt::format("mean {} +-{:.2f}%, {} steps ({} warm-up, {}{}), {:.2f} s timed, {:.2f} s total",
-                     fmt_time(s.mean), 100 * s.ci.relative(), s.steps, s.warmup, s.end_reason,
-                     s.stationary ? "" : ", NOT stationary", s.wall_s, x.total_s);
+  return fmt::format(
+      "mean {} +-{:.2f}%, {} steps ({} warm-up, {}{}), {:.2f} s timed, {:.2f} s total",
+      fmt_time(s.mean), 100 * s.ci.relative(), s.steps, s.warmup, s.end_reason,
+      s.stationary ? "" : ", NOT stationary", s.wall_s, x.total_s);
 }
 
 int across_processes(int argc, char** argv, int n, const std::string& out) {
@@ -75,14 +81,14 @@ int across_processes(int argc, char** argv, int n, const std::string& out) {
     }
     const double diff = median(diffs), share = median(steps) / fixed;
     const bool pass = std::abs(diff) <= 0.02 && share <= 0.25;
-    std::cout << fmt::format("{}: adaptive vs fixed mean (steps) per process{}; median {:+.2f}%, "
-                             "{:.0f} steps = {:.0f}% of {}  targets |diff| <= 2%, <= 25%: {}\n",
-                             config, each, 100 * diff, median(steps), 100 * share, fixed,
-                             pass ? "PASS" : "FAIL");
-    summary.push_back(fmt::format("measurement_cost {}: median over {} processes: mean rel diff "
-                                  "{:+.2f}%, {:.0f} steps ({:.0f}% of the fixed {}) ({})",
-                                  config, n, 100 * diff, median(steps), 100 * share, fixed,
-                                  pass ? "PASS" : "FAIL"));
+    std::cout << fmt::format(
+        "{}: adaptive vs fixed mean (steps) per process{}; median {:+.2f}%, "
+        "{:.0f} steps = {:.0f}% of {}  targets |diff| <= 2%, <= 25%: {}\n",
+        config, each, 100 * diff, median(steps), 100 * share, fixed, pass ? "PASS" : "FAIL");
+    summary.push_back(fmt::format(
+        "measurement_cost {}: median over {} processes: mean rel diff "
+        "{:+.2f}%, {:.0f} steps ({:.0f}% of the fixed {}) ({})",
+        config, n, 100 * diff, median(steps), 100 * share, fixed, pass ? "PASS" : "FAIL"));
     results.push_back({{"config", config},
                        {"per_process_rel_diff", diffs},
                        {"per_process_adaptive_steps", steps},
@@ -144,8 +150,9 @@ int main(int argc, char** argv) {
       a_mean.push_back(a.r.steps.mean);
       f_mean.push_back(f.r.steps.mean);
       diffs.push_back(d);
-      std::cout << fmt::format("rep {}: adaptive {}\n       fixed    {}\n       rel diff {:+.2f}%\n",
-                               rep + 1, describe(a), describe(f), 100 * d);
+      std::cout << fmt::format(
+          "rep {}: adaptive {}\n       fixed    {}\n       rel diff {:+.2f}%\n", rep + 1,
+          describe(a), describe(f), 100 * d);
       rows.push_back({{"adaptive", to_row(a)}, {"fixed", to_row(f)}, {"rel_diff", d}});
     }
     std::vector<double> abs_diffs;

@@ -86,10 +86,9 @@ int main(int argc, char** argv) {
   // The same copy with the non-temporal stores the quantizers use for outputs larger than
   // the last-level cache: the faster of the two copies is the reference.
   auto copy_nt = [&] {
-    at::parallel_for(0, int64_t(n), int64_t(n / size_t(threads)) + 1,
-                     [&](int64_t b, int64_t e) {
-                       tb::num::copy_nontemporal(x.data() + b, y.data() + b, size_t(e - b));
-                     });
+    at::parallel_for(0, int64_t(n), int64_t(n / size_t(threads)) + 1, [&](int64_t b, int64_t e) {
+      tb::num::copy_nontemporal(x.data() + b, y.data() + b, size_t(e - b));
+    });
   };
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"bf16", "nearest-even"},       {"e4m3", "nearest-even"}, {"e5m2", "stochastic"},

@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include "analysis/summary.h"
-#include "bench_common.h"
 #include "base/files.h"
+#include "bench_common.h"
 #include "report/html_report.h"
 #include "support/synthetic_store.h"
 

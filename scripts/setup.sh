@@ -35,6 +35,8 @@ packages=(
 # shapes and counts with, and that make the TorchScript test modules. Tests only: trainbench
 # itself never runs Python, and the tests carry the reference numbers for when it is absent.
 [ "$mode" = test ] && packages+=(python3-torchvision)
+# The check that the tree stays formatted (.clang-format; the ClangFormat test).
+[ "$mode" = test ] && packages+=(clang-format)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

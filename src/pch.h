@@ -1,9 +1,7 @@
 // Precompiled header: LibTorch's headers cost ~15 s per translation unit without it.
 #pragma once
-#include <torch/torch.h>
-
-#include <nlohmann/json.hpp>
 #include <fmt/format.h>
+#include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
@@ -11,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>

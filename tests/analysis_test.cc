@@ -1,8 +1,8 @@
+#include "analysis/analysis.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
-
-#include "analysis/analysis.h"
 
 namespace tb {
 namespace {
@@ -54,8 +54,8 @@ TEST(Analysis, PercentilesMatchADirectComputation) {
 }
 
 TEST(Analysis, SpeedupsOnlyOnConfigsPresentOnBothSides) {
-  const Comparison c = compare({{"x", 10}, {"y", 10}, {"only-a", 5}},
-                               {{"x", 20}, {"y", 5}, {"only-b", 7}});
+  const Comparison c =
+      compare({{"x", 10}, {"y", 10}, {"only-a", 5}}, {{"x", 20}, {"y", 5}, {"only-b", 7}});
   ASSERT_EQ(c.matched.size(), 2u);
   EXPECT_EQ(c.only_a, 1u);
   EXPECT_EQ(c.only_b, 1u);

@@ -45,7 +45,8 @@ TEST_F(AnalyzeCli, ViewsPrintInEveryFormat) {
 
   o = run("analyze heatmap " + db + " --x batch --y nodes --fix layers=1 --format csv");
   ASSERT_EQ(o.status, 0) << o.err;
-  EXPECT_EQ(o.out.substr(0, o.out.find('\n')), "batch,nodes,value,status,error,config,unstable,runs");
+  EXPECT_EQ(o.out.substr(0, o.out.find('\n')),
+            "batch,nodes,value,status,error,config,unstable,runs");
   EXPECT_NE(o.out.find("oom-predicted"), std::string::npos);
 
   o = run("analyze observations " + db + " --format json");

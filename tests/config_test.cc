@@ -1,6 +1,7 @@
+#include "spec/config.h"
+
 #include <gtest/gtest.h>
 
-#include "spec/config.h"
 #include "base/errors.h"
 
 namespace tb {
@@ -48,7 +49,8 @@ TEST(Config, RejectsBadInputNamingFieldAndValue) {
   EXPECT_NE(message("fc:nodes=").find("empty value"), std::string::npos);
   EXPECT_NE(message(":nodes=4").find("missing family"), std::string::npos);
   EXPECT_NE(message("fc:device=gpu").find("device=gpu"), std::string::npos);
-  EXPECT_NE(message("fc:device=cuda:99999999999999999999").find("device=cuda:9"), std::string::npos);
+  EXPECT_NE(message("fc:device=cuda:99999999999999999999").find("device=cuda:9"),
+            std::string::npos);
   EXPECT_EQ(parse_config("fc:device=cuda:00").get("device"), "cuda:0");  // one spelling per device
 }
 

@@ -6,9 +6,9 @@
 
 #include <cmath>
 
+#include "base/errors.h"
 #include "cost/cost.h"
 #include "model/workload.h"
-#include "base/errors.h"
 #include "support/forward_profile.h"
 #include "support/torchvision_ref.h"
 

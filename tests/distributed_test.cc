@@ -16,8 +16,8 @@
 #include <sstream>
 #include <thread>
 
-#include "spec/config.h"
 #include "base/errors.h"
+#include "spec/config.h"
 #include "store/store.h"
 
 namespace {
@@ -201,9 +201,9 @@ TEST(Distributed, AWorkerThatNeverJoinsEndsTheRunWithinTheTimeout) {
 TEST(Distributed, WorkerRunsReachTheStoreAndTheScalingView) {
   const std::string sweep = temp_path("workers.toml"), store = temp_path("workers.db");
   std::remove(store.c_str());
-  std::ofstream(sweep)
-      << "name = \"workers\"\nbudget = 0.3\nrepetitions = 1\n[[grid]]\nfamily = \"fc\"\nlayers = 2\nnodes = 64\n"
-         "input = 32\noutput = 8\nbatch = 16\nthreads = 1\nworkers = [1, 2]\n";
+  std::ofstream(sweep) << "name = \"workers\"\nbudget = 0.3\nrepetitions = 1\n[[grid]]\nfamily = "
+                          "\"fc\"\nlayers = 2\nnodes = 64\n"
+                          "input = 32\noutput = 8\nbatch = 16\nthreads = 1\nworkers = [1, 2]\n";
   const Output s = sh(TB_BINARY " sweep " + sweep + " --store " + store);
   ASSERT_EQ(s.status, 0) << s.err;
   auto db = tb::Store::open_read_only(store);

@@ -5,11 +5,11 @@
 
 #include <fstream>
 
+#include "base/errors.h"
 #include "emulation/emulate.h"
 #include "emulation/fashion_mnist.h"
 #include "numerics/extension.h"
 #include "numerics/quantize.h"
-#include "base/errors.h"
 
 namespace {
 

@@ -2,9 +2,8 @@
 // memory alike (they once disagreed: memory recorded "not implemented" as crashed).
 #include "runner/failure.h"
 
-#include <gtest/gtest.h>
-
 #include <c10/util/Exception.h>
+#include <gtest/gtest.h>
 
 #include <functional>
 #include <new>
@@ -25,9 +24,7 @@ Failure failure_of(const std::function<void()>& f) {
 }
 
 TEST(Failure, EveryKindOfExceptionGetsOneStatusAndOneLine) {
-  auto c10_error = [](const std::string& m) {
-    return [m] { TORCH_CHECK(false, m); };
-  };
+  auto c10_error = [](const std::string& m) { return [m] { TORCH_CHECK(false, m); }; };
   struct Case {
     std::function<void()> thrown;
     Status status;
@@ -42,7 +39,8 @@ TEST(Failure, EveryKindOfExceptionGetsOneStatusAndOneLine) {
       {c10_error("DefaultCPUAllocator: can't allocate memory: you tried 1 TB"), Status::kOom,
        "DefaultCPUAllocator"},
       {c10_error("shape mismatch"), Status::kCrashed, "shape mismatch"},
-      {[] { throw std::runtime_error("CUDA out of memory. Tried\nmore"); }, Status::kOom, "CUDA out"},
+      {[] { throw std::runtime_error("CUDA out of memory. Tried\nmore"); }, Status::kOom,
+       "CUDA out"},
       {[] { throw std::runtime_error("bad state"); }, Status::kCrashed, "bad state"},
       {[] { throw 42; }, Status::kCrashed, "an exception that is not"},
   };

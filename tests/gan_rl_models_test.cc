@@ -7,13 +7,13 @@
 #include <cmath>
 #include <cstdio>
 
+#include "base/errors.h"
 #include "cost/cost.h"
 #include "model/a3c.h"
 #include "model/atari_env.h"
 #include "model/wgan_gp.h"
 #include "model/workload.h"
 #include "runner/runner.h"
-#include "base/errors.h"
 #include "support/cli.h"
 #include "support/forward_profile.h"
 

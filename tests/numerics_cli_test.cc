@@ -51,7 +51,8 @@ TEST(NumericsCli, QuantizePrintsValuesExactlyAndTakesValuesOnBothSidesOfDashes) 
   EXPECT_EQ(in.size(), 150u) << in;
   EXPECT_EQ(std::strtof(in.c_str(), nullptr), 1e-40f);
   // Negative values after `--`, in any order; a value before `--` is refused with the fix.
-  for (const char* args : {"quantize --format e4m3 -- 448 -450", "quantize --format e4m3 -- -450 448"}) {
+  for (const char* args :
+       {"quantize --format e4m3 -- 448 -450", "quantize --format e4m3 -- -450 448"}) {
     o = run(args);
     ASSERT_EQ(o.status, 0) << args << "\n" << o.err;
     EXPECT_NE(o.out.find("-450"), std::string::npos) << o.out;

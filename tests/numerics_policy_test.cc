@@ -1,9 +1,9 @@
 // A number-format policy as config text (numerics/policy.h) and as a config value.
 #include <gtest/gtest.h>
 
+#include "base/errors.h"
 #include "numerics/policy.h"
 #include "spec/config.h"
-#include "base/errors.h"
 
 namespace {
 
@@ -104,7 +104,8 @@ TEST(NumericsPolicy, ComputeFormatIsTheWidestOfWeightsActivationsAndErrors) {
 
 TEST(NumericsPolicy, OperatorsAreGlobalItemsThatRoundTrip) {
   using tb::num::parse_numerics;
-  const auto p = parse_numerics("unit:mad:mul=e5m2;acc=fp16;width=4;order=lanes+w:e4m3+act:tanh-pwl");
+  const auto p =
+      parse_numerics("unit:mad:mul=e5m2;acc=fp16;width=4;order=lanes+w:e4m3+act:tanh-pwl");
   EXPECT_EQ(p.activation, "tanh-pwl");
   EXPECT_EQ(p.unit, "mad:mul=e5m2;acc=fp16;width=4;order=lanes");
   EXPECT_EQ(p.str(), "w:e4m3+act:tanh-pwl+unit:mad:mul=e5m2;acc=fp16;width=4;order=lanes");

@@ -11,10 +11,10 @@
 #include <xmmintrin.h>
 #endif
 
+#include "base/errors.h"
 #include "numerics/format.h"
 #include "numerics/mad.h"
 #include "numerics/quantize.h"
-#include "base/errors.h"
 
 namespace {
 

@@ -8,12 +8,12 @@
 #include <algorithm>
 #include <set>
 
+#include "base/errors.h"
 #include "model/activation_point.h"
-#include "support/coverage.h"
 #include "runner/profile.h"
 #include "runner/runner.h"
-#include "base/errors.h"
 #include "spec/stack.h"
+#include "support/coverage.h"
 
 namespace {
 

@@ -31,7 +31,8 @@ TEST(SweepPlan, FiltersSamplesOrdersAndShardsAsThePrimitivesDo) {
 
   r = {};
   r.sample = 5, r.seed = 3;
-  EXPECT_EQ(config_texts(plan_sweep(spec, r).configs), config_texts(sample_configs(grid, spec, 5, 3, false)));
+  EXPECT_EQ(config_texts(plan_sweep(spec, r).configs),
+            config_texts(sample_configs(grid, spec, 5, 3, false)));
 
   r = {};
   r.order = "cost";

@@ -2,10 +2,10 @@
 
 #include <fstream>
 
+#include "base/errors.h"
+#include "platform/registry.h"
 #include "runner/characterize.h"
 #include "runner/measure.h"
-#include "platform/registry.h"
-#include "base/errors.h"
 
 namespace tb {
 namespace {
@@ -49,7 +49,8 @@ TEST(PlatformRegistry, PaperCpuPeakFollowsItsFormula) {
   const auto peaks = theoretical_peaks(skylake, 2);
   ASSERT_FALSE(peaks.empty());
   EXPECT_EQ(peaks[0].dtype, "fp32");
-  EXPECT_DOUBLE_EQ(peaks[0].flops / 1e12, find_platform("n1-standard-32-skylake").peak_tflops.at("fp32"));
+  EXPECT_DOUBLE_EQ(peaks[0].flops / 1e12,
+                   find_platform("n1-standard-32-skylake").peak_tflops.at("fp32"));
 }
 
 HostInfo cpu(const char* vendor, int family, int model, double max_mhz, double nominal_mhz,
@@ -66,7 +67,8 @@ HostInfo cpu(const char* vendor, int family, int model, double max_mhz, double n
   return h;
 }
 
-const TheoreticalPeak& peak_of(const std::vector<TheoreticalPeak>& peaks, const std::string& dtype) {
+const TheoreticalPeak& peak_of(const std::vector<TheoreticalPeak>& peaks,
+                               const std::string& dtype) {
   for (const auto& p : peaks)
     if (p.dtype == dtype) return p;
   throw std::runtime_error("no " + dtype + " peak");
@@ -160,8 +162,9 @@ TEST(PlatformDescription, MalformedFilesNameTheField) {
   EXPECT_NE(error_of(with("kind", "quantum")).find("field 'kind'"), std::string::npos);
   EXPECT_NE(error_of(with("schema_version", 2)).find("field 'schema_version'"), std::string::npos);
   EXPECT_NE(error_of(with("name", "My GPU")).find("field 'name'"), std::string::npos);
-  EXPECT_NE(error_of(with("systolic_array", {{"rows", 0}, {"cols", 4}})).find("systolic_array.rows"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(with("systolic_array", {{"rows", 0}, {"cols", 4}})).find("systolic_array.rows"),
+      std::string::npos);
   EXPECT_NE(error_of("[1,2]").find("expected a JSON object"), std::string::npos);
   for (const std::string& bad : {without("memory_gb"), with("kind", "quantum")}) {
     const std::string message = error_of(bad);
@@ -223,7 +226,8 @@ TEST(PlatformCache, InvalidatedWhenHardwareOrLibraryChanges) {
 
 TEST(PlatformMeasure, CacheBandsUseTheSweepPlateaus) {
   HostInfo h;
-  h.caches = {{1, "Data", 32 << 10, 2}, {1, "Instruction", 32 << 10, 2}, {2, "Unified", 1 << 20, 2}};
+  h.caches = {
+      {1, "Data", 32 << 10, 2}, {1, "Instruction", 32 << 10, 2}, {2, "Unified", 1 << 20, 2}};
   std::vector<WorkingSetPoint> sweep;
   for (int64_t b = 16 << 10; b <= 8 << 20; b *= 2)
     sweep.push_back({b, {{b <= 32 << 10 ? 300.0 : b <= 1 << 20 ? 100.0 : 20.0}}});

@@ -1,10 +1,11 @@
 // Messages that quote user input stay on one line and cannot drive a terminal
 // (spec/printable.h), in every subcommand.
+#include "spec/printable.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "spec/printable.h"
 #include "support/cli.h"
 
 namespace {
@@ -14,8 +15,13 @@ TEST(Printable, EscapesControlCharactersAndKeepsUtf8) {
   EXPECT_EQ(tb::printable("\x1b[2J\x1b[31mred"), "\\e[2J\\e[31mred");
   EXPECT_EQ(tb::printable(std::string("nul\0x", 5)), "nul\\x00x");
   EXPECT_EQ(tb::printable("\x7f\x01"), "\\x7f\\x01");
-  EXPECT_EQ(tb::printable("\xc2\x9b" "31m"), "\\u009b31m");  // C1 CSI
-  EXPECT_EQ(tb::printable("caf\xc3\xa9 \xce\xbc" "s"), "caf\xc3\xa9 \xce\xbc" "s");
+  EXPECT_EQ(tb::printable("\xc2\x9b"
+                          "31m"),
+            "\\u009b31m");  // C1 CSI
+  EXPECT_EQ(tb::printable("caf\xc3\xa9 \xce\xbc"
+                          "s"),
+            "caf\xc3\xa9 \xce\xbc"
+            "s");
   EXPECT_EQ(tb::printable("plain text, 1.5 GiB"), "plain text, 1.5 GiB");
 }
 
@@ -34,8 +40,7 @@ size_t lines(const std::string& s) { return size_t(std::count(s.begin(), s.end()
 
 TEST(Printable, RandomConfigStringsGiveOneLineErrors) {
   std::mt19937 rng(7);
-  const std::string alphabet =
-      "fcnrb:=,.0123456789layersnodesbatch\n\r\f\t\x1b[2J\x7f\x01 ";
+  const std::string alphabet = "fcnrb:=,.0123456789layersnodesbatch\n\r\f\t\x1b[2J\x7f\x01 ";
   std::uniform_int_distribution<size_t> pick(0, alphabet.size() - 1), len(1, 30);
   int errors = 0;
   for (int i = 0; i < 40; ++i) {

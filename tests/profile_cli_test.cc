@@ -9,13 +9,14 @@
 #include <sstream>
 
 #include "store/store.h"
-
 #include "support/cli.h"
 
 namespace {
 
 using Output = ::tb::testing::CliOutput;
-Output run(const std::string& args, const std::string& env = "") { return ::tb::testing::run_cli(args, env); }
+Output run(const std::string& args, const std::string& env = "") {
+  return ::tb::testing::run_cli(args, env);
+}
 
 const std::string kFc = "fc:layers=1,nodes=32,input=16,output=4,batch=8";
 
@@ -42,14 +43,15 @@ TEST(ProfileCli, JsonAndChromeTrace) {
 // Two steps of a tiny model take well under the kernel's 10 ms accounting tick: the thread
 // and CPU figures come from a window long enough to be counted, never a silent 0.
 TEST(ProfileCli, TinyConfigsStillCountTheirThreads) {
-  const Output o =
-      run("profile fc:layers=1,nodes=8,input=8,output=2,batch=2,threads=1 --warmup 2 --steps 2 --json");
+  const Output o = run(
+      "profile fc:layers=1,nodes=8,input=8,output=2,batch=2,threads=1 --warmup 2 --steps 2 --json");
   ASSERT_EQ(o.status, 0) << o.err;
   const auto t = nlohmann::json::parse(o.out)["results"][0]["profile"]["utilization"]["threads"];
   EXPECT_GE(t["window_s"].get<double>(), 0.25) << t.dump();
   EXPECT_GT(t["steps"].get<int64_t>(), 2) << t.dump();
   EXPECT_GE(t["threads_used"].get<int>(), 1) << t.dump();
-  const Output table = run("profile fc:layers=1,nodes=8,input=8,output=2,batch=2,threads=1 --steps 2");
+  const Output table =
+      run("profile fc:layers=1,nodes=8,input=8,output=2,batch=2,threads=1 --steps 2");
   ASSERT_EQ(table.status, 0) << table.err;
   EXPECT_EQ(table.out.find("threads      0 used"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find(" steps): computing"), std::string::npos) << table.out;
@@ -82,9 +84,10 @@ TEST(MemoryCli, BatchesAndBudget) {
 TEST(ProfileCli, SweepProfilesEveryConfigIntoTheStore) {
   const std::string dir = ::testing::TempDir() + "/tb_sweep_profile_" + std::to_string(getpid());
   const std::string file = dir + ".toml", db = dir + ".db";
-  std::ofstream(file) << "name = \"tiny\"\nbudget = 0.2\ntarget_ci = 0.1\nrepetitions = 1\n[[grid]]\n"
-                         "family = \"fc\"\nlayers = 1\nnodes = [16, 32]\ninput = 16\n"
-                         "output = 4\nbatch = 8\n";
+  std::ofstream(file)
+      << "name = \"tiny\"\nbudget = 0.2\ntarget_ci = 0.1\nrepetitions = 1\n[[grid]]\n"
+         "family = \"fc\"\nlayers = 1\nnodes = [16, 32]\ninput = 16\n"
+         "output = 4\nbatch = 8\n";
   const Output o = run("sweep " + file + " --store " + db + " --profile");
   ASSERT_EQ(o.status, 0) << o.err;
   EXPECT_NE(o.out.find("2 profiled"), std::string::npos) << o.out;

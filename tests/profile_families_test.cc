@@ -50,7 +50,8 @@ TEST(FamilyProfiles, NoOperatorRunsAboveTheMeasuredPeak) {
   // its BLAS and kernels), on the one thread the profiles use.
   const auto plat = testing::run_cli("platform --threads 1 --quick --json");
   ASSERT_EQ(plat.status, 0) << plat.err;
-  const double peak_gflops = nlohmann::json::parse(plat.out)["peak_tflops"]["fp32"].get<double>() * 1e3;
+  const double peak_gflops =
+      nlohmann::json::parse(plat.out)["peak_tflops"]["fp32"].get<double>() * 1e3;
   ASSERT_GT(peak_gflops, 0);
   // The quick measurement stops at n = 512, a few percent under the full one, and both are
   // timed on a shared machine: an operator may come out a little above without any error.
@@ -61,8 +62,9 @@ TEST(FamilyProfiles, NoOperatorRunsAboveTheMeasuredPeak) {
     const std::string config = quarter_config(*f);
     if (config.empty()) continue;
     const auto t0 = std::chrono::steady_clock::now();
-    const auto r = testing::run_cli("profile '" + config + "' --json --warmup 2 --steps 3 --peak-gflops " +
-                                    std::to_string(peak_gflops));
+    const auto r =
+        testing::run_cli("profile '" + config + "' --json --warmup 2 --steps 3 --peak-gflops " +
+                         std::to_string(peak_gflops));
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (r.status != 0) {
       ADD_FAILURE() << config << ": exit " << r.status << ": " << r.err;

@@ -109,12 +109,12 @@ TEST(Profile, TheFirstConvolutionsBackwardCountsTheWeightGradientOnly) {
   // The table entry itself: both gradients elsewhere, the weight gradient on the input.
   const std::vector<std::vector<int64_t>> s = {{4, 8, 16, 16}, {4, 3, 32, 32}, {8, 3, 7, 7}};
   const double macs = 4.0 * 8 * 16 * 16 * 3 * 7 * 7;
-  EXPECT_DOUBLE_EQ(cost::op_cost("aten::convolution_backward", s, {"float", "float", "float"}).flops,
-                   4 * macs);
-  EXPECT_DOUBLE_EQ(cost::op_cost("aten::convolution_backward", s, {"float", "float", "float"},
-                                 {{4, 3, 32, 32}})
-                       .flops,
-                   2 * macs);
+  EXPECT_DOUBLE_EQ(
+      cost::op_cost("aten::convolution_backward", s, {"float", "float", "float"}).flops, 4 * macs);
+  EXPECT_DOUBLE_EQ(
+      cost::op_cost("aten::convolution_backward", s, {"float", "float", "float"}, {{4, 3, 32, 32}})
+          .flops,
+      2 * macs);
 }
 
 TEST(Profile, GradientsWithRespectToInputsOnlyCountNoWeightGradient) {

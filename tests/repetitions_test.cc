@@ -1,5 +1,7 @@
 // Repetitions in fresh processes (record/repetitions.h, runner/repeat.h, sweep): the
 // combination of per-process results, the unstable flag, and the CLI and store around them.
+#include "record/repetitions.h"
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -7,7 +9,6 @@
 #include <cmath>
 #include <fstream>
 
-#include "record/repetitions.h"
 #include "store/sqlite.h"
 #include "store/store.h"
 #include "support/cli.h"
@@ -108,7 +109,8 @@ TEST(Repetitions, AFailedProcessWinsAndKeepsTheProcessesThatRan) {
 }
 
 std::string tmp(const std::string& name) {
-  const std::string path = ::testing::TempDir() + "/tb-rep-" + std::to_string(getpid()) + "-" + name;
+  const std::string path =
+      ::testing::TempDir() + "/tb-rep-" + std::to_string(getpid()) + "-" + name;
   for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
   return path;
 }
@@ -227,8 +229,9 @@ dtype = ["fp32", "bf16"]
     tb::sql::Database d(db, SQLITE_OPEN_READWRITE);
     // The sweep's own processes may disagree already on a shared machine: set the flags.
     d.exec("UPDATE run SET unstable = 0");
-    d.exec("UPDATE run SET unstable = 1, rep_max_over_min = 1.7 WHERE config LIKE '%nodes=16%' AND "
-           "config LIKE '%dtype=fp32%'");
+    d.exec(
+        "UPDATE run SET unstable = 1, rep_max_over_min = 1.7 WHERE config LIKE '%nodes=16%' AND "
+        "config LIKE '%dtype=fp32%'");
   }
   const auto obs = tb::testing::run_cli("analyze observations " + db);
   ASSERT_EQ(obs.status, 0) << obs.err;

@@ -11,10 +11,10 @@
 #include <sstream>
 
 #include "analysis/summary.h"
+#include "base/errors.h"
 #include "report/analysis_views.h"
 #include "report/html_report.h"
 #include "report/run_table.h"
-#include "base/errors.h"
 #include "support/synthetic_store.h"
 
 namespace tb {
@@ -136,9 +136,14 @@ Point pt(int nodes, int batch, int layers, std::optional<double> value,
 
 TEST(Report, ASampledSweepsHeatMapIsTheMedianOverTheOtherHyperparameters) {
   // A sample: each (nodes, batch) cell was reached at other layer counts, no slice is full.
-  std::vector<Point> pts = {pt(64, 8, 1, 1.0),  pt(64, 8, 2, 3.0),  pt(64, 8, 3, 2.0),
-                            pt(64, 16, 4, 5.0), pt(64, 16, 5, 7.0), pt(128, 8, 6, 4.0),
-                            pt(128, 16, 7, std::nullopt, "oom"), pt(128, 16, 8, std::nullopt, "oom"),
+  std::vector<Point> pts = {pt(64, 8, 1, 1.0),
+                            pt(64, 8, 2, 3.0),
+                            pt(64, 8, 3, 2.0),
+                            pt(64, 16, 4, 5.0),
+                            pt(64, 16, 5, 7.0),
+                            pt(128, 8, 6, 4.0),
+                            pt(128, 16, 7, std::nullopt, "oom"),
+                            pt(128, 16, 8, std::nullopt, "oom"),
                             pt(128, 16, 9, std::nullopt, "timeout")};
   const HeatMap slice = heat_map(pts, "nodes", "batch", {}, HeatCells::slice);
   EXPECT_FALSE(slice.aggregated);

@@ -1,6 +1,7 @@
+#include "runner/runner.h"
+
 #include <gtest/gtest.h>
 
-#include "runner/runner.h"
 #include "runner/threads.h"
 
 namespace tb {

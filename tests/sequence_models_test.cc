@@ -7,11 +7,11 @@
 #include <cmath>
 #include <cstdio>
 
+#include "base/errors.h"
 #include "cost/cost.h"
 #include "cost/op_cost.h"
 #include "model/workload.h"
 #include "runner/runner.h"
-#include "base/errors.h"
 #include "support/cli.h"
 #include "support/forward_profile.h"
 

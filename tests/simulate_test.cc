@@ -7,13 +7,13 @@
 #include <fstream>
 
 #include "analysis/runs.h"
+#include "analysis/validation.h"
+#include "base/errors.h"
 #include "cost/layers.h"
 #include "platform/registry.h"
 #include "report/html_report.h"
 #include "simulate/accelerator_model.h"
-#include "analysis/validation.h"
 #include "spec/config.h"
-#include "base/errors.h"
 #include "store/store.h"
 #include "support/cli.h"
 #include "support/synthetic_store.h"

@@ -12,10 +12,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/errors.h"
 #include "model/workload.h"
 #include "platform/blas.h"
 #include "runner/torchscript.h"
-#include "base/errors.h"
 #include "support/cli.h"
 
 namespace tb {
@@ -161,14 +161,19 @@ namespace {
 // OpenBLAS releases older than the CPU fall back to generic kernels; trainbench then asks
 // for the AVX-512 or AVX2 ones (platform/blas.h), and only then.
 TEST(Stack, OpenBlasGenericCoreIsReplacedByTheCpusOwn) {
-  const std::vector<std::string> avx512 = {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx2", "fma"};
-  const std::string prescott = "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY USE_OPENMP Prescott MAX_THREADS=64";
+  const std::vector<std::string> avx512 = {"avx512f",  "avx512bw", "avx512dq",
+                                           "avx512vl", "avx2",     "fma"};
+  const std::string prescott =
+      "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY USE_OPENMP Prescott MAX_THREADS=64";
   EXPECT_EQ(openblas_core_override(prescott, avx512), "SkylakeX");
   EXPECT_EQ(openblas_core_override(prescott, {"avx2", "fma"}), "Haswell");
   EXPECT_EQ(openblas_core_override(prescott, {"sse3"}), "");
   // A core OpenBLAS chose for itself is kept, whatever the CPU has.
-  EXPECT_EQ(openblas_core_override("OpenBLAS 0.3.21 DYNAMIC_ARCH Cooperlake MAX_THREADS=64", avx512), "");
-  EXPECT_EQ(openblas_core_override("OpenBLAS 0.3.26 DYNAMIC_ARCH SapphireRapids MAX_THREADS=64", avx512), "");
+  EXPECT_EQ(
+      openblas_core_override("OpenBLAS 0.3.21 DYNAMIC_ARCH Cooperlake MAX_THREADS=64", avx512), "");
+  EXPECT_EQ(
+      openblas_core_override("OpenBLAS 0.3.26 DYNAMIC_ARCH SapphireRapids MAX_THREADS=64", avx512),
+      "");
   EXPECT_EQ(openblas_core_override("BLIS 0.9.0", avx512), "");
 }
 

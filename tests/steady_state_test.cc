@@ -1,8 +1,8 @@
+#include "runner/steady_state.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
-
-#include "runner/steady_state.h"
 
 namespace tb {
 namespace {

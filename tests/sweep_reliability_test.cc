@@ -1,14 +1,13 @@
 // Sweeps as a long job meets the world: killed at random moments, configs that crash,
 // hang or eat memory, Ctrl-C, bad files, foreign stores.
-#include <gtest/gtest.h>
-
-#include <cstdio>
-#include <signal.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -100,7 +99,7 @@ TEST(SweepReliability, KillNineAtRandomMomentsThenResume) {
   EXPECT_GE(kills, 10);
   ASSERT_EQ(run({"sweep", file, "--store", db}, log), 0) << read(log);
   const auto r = rows(db);
-  EXPECT_EQ(r.size(), 12u);  // every config, none lost
+  EXPECT_EQ(r.size(), 12u);                                     // every config, none lost
   for (const auto& [config, n] : r) EXPECT_EQ(n, 1) << config;  // none duplicated
   auto store = tb::Store::open(db, false);
   EXPECT_EQ(store->integrity_check(), "ok");
@@ -159,7 +158,9 @@ TEST(SweepReliability, MalformedSweepFileWritesNothing) {
 
 TEST(SweepReliability, ForeignOrCorruptStoresAreRefusedAndUntouched) {
   const std::string file = tmp("one.toml"), log = tmp("foreign.log");
-  write(file, "budget = 0.2\nrepetitions = 1\n[[grid]]\nfamily = \"fc\"\nnodes = 8\ninput = 8\nbatch = 2\n");
+  write(file,
+        "budget = 0.2\nrepetitions = 1\n[[grid]]\nfamily = \"fc\"\nnodes = 8\ninput = 8\nbatch = "
+        "2\n");
   // Not a database at all.
   const std::string junk = tmp("junk.db");
   write(junk, std::string(5000, 'x'));
@@ -204,7 +205,8 @@ TEST(SweepReliability, ConcurrentWritersToOneStoreWait) {
   for (const auto& [config, n] : r) EXPECT_EQ(n, 1) << config;
   // Hyperparameter columns hold numbers as numbers.
   tb::sql::Database d(db, SQLITE_OPEN_READONLY);
-  auto st = d.prepare("SELECT COUNT(*) FROM run WHERE p_nodes >= 32 AND typeof(p_nodes) = 'integer'");
+  auto st =
+      d.prepare("SELECT COUNT(*) FROM run WHERE p_nodes >= 32 AND typeof(p_nodes) = 'integer'");
   ASSERT_TRUE(st.step());
   EXPECT_EQ(st.integer(0), 8);
 }
@@ -217,7 +219,8 @@ TEST(SweepReliability, ShardsMergeToTheUnsplitSweep) {
   std::vector<std::string> parts;
   for (int i = 1; i <= 3; ++i) {
     parts.push_back(tmp("part" + std::to_string(i) + ".db"));
-    ASSERT_EQ(run({"sweep", file, "--store", parts.back(), "--shard", std::to_string(i) + "/3"}, log), 0);
+    ASSERT_EQ(
+        run({"sweep", file, "--store", parts.back(), "--shard", std::to_string(i) + "/3"}, log), 0);
   }
   ASSERT_EQ(run({"merge", parts[0], parts[1], parts[2], "-o", merged}, log), 0) << read(log);
   ASSERT_EQ(run({"merge", parts[0], parts[1], "-o", merged}, log), 0);  // again: no duplicates

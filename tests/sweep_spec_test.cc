@@ -31,7 +31,8 @@ output = 200
 [[exclude]]
 layers = 8
 nodes = [128, 256]
-)", "t.toml");
+)",
+                                  "t.toml");
   EXPECT_EQ(s.budget_s, 3);
   ASSERT_EQ(s.grids.size(), 1u);
   EXPECT_EQ(s.grids[0].axes[1].values, (std::vector<std::string>{"32", "64", "128", "256"}));
@@ -54,7 +55,8 @@ TEST(SweepSpec, BuiltInParaDnnGridsAreTable2) {
   const SweepSpec fc = find_sweep("paradnn-fc");
   EXPECT_EQ(fc.grids[0].axes[4].values.front(), "64");
   EXPECT_EQ(fc.grids[0].axes[4].values.back(), "16384");
-  for (const auto& name : builtin_sweep_names()) EXPECT_NO_THROW(expand_sweep(find_sweep(name))) << name;
+  for (const auto& name : builtin_sweep_names())
+    EXPECT_NO_THROW(expand_sweep(find_sweep(name))) << name;
 }
 
 TEST(SweepSpec, MalformedFilesNameFileLineAndKey) {
@@ -62,9 +64,11 @@ TEST(SweepSpec, MalformedFilesNameFileLineAndKey) {
             "s.toml:3: key 'nodes': empty range '64..32 x2'");
   EXPECT_EQ(error_of("[[grid]]\nfamily = \"fc\"\nnodez = 4\n"),
             "s.toml:3: key 'nodez': not a parameter of family 'fc'");
-  EXPECT_EQ(error_of("[[grid]]\nfamily = \"fc\"\nnodes = []\n"), "s.toml:3: key 'nodes': empty list");
-  EXPECT_NE(error_of("[[grid]]\nfamily = \"fc\"\nnodes = 1.5\n").find("s.toml:3: key 'nodes': expected"),
-            std::string::npos);
+  EXPECT_EQ(error_of("[[grid]]\nfamily = \"fc\"\nnodes = []\n"),
+            "s.toml:3: key 'nodes': empty list");
+  EXPECT_NE(
+      error_of("[[grid]]\nfamily = \"fc\"\nnodes = 1.5\n").find("s.toml:3: key 'nodes': expected"),
+      std::string::npos);
   EXPECT_NE(error_of("[[grid]]\nfamily = \"fc\"\nnodes = [32, 0]\n").find("s.toml:3: key 'nodes'"),
             std::string::npos);
   EXPECT_NE(error_of("[[grid]]\nfamily = \"fc\"\ndtype = \"fp64\"\n").find("s.toml:3: key 'dtype'"),
@@ -77,15 +81,19 @@ TEST(SweepSpec, MalformedFilesNameFileLineAndKey) {
             std::string::npos);
   EXPECT_NE(error_of("budget = -1\n[[grid]]\nfamily = \"fc\"\n").find("s.toml:1: key 'budget'"),
             std::string::npos);
-  EXPECT_NE(error_of("colour = 1\n[[grid]]\nfamily = \"fc\"\n").find("s.toml:1: key 'colour': unknown key"),
+  EXPECT_NE(error_of("colour = 1\n[[grid]]\nfamily = \"fc\"\n")
+                .find("s.toml:1: key 'colour': unknown key"),
             std::string::npos);
   EXPECT_NE(error_of("name = \"x\"\n").find("no [[grid]]"), std::string::npos);
   // Settings the child would refuse are refused here, with their line.
-  EXPECT_NE(error_of("target_ci = 1\n[[grid]]\nfamily = \"fc\"\n").find("s.toml:1: key 'target_ci': must be in"),
+  EXPECT_NE(error_of("target_ci = 1\n[[grid]]\nfamily = \"fc\"\n")
+                .find("s.toml:1: key 'target_ci': must be in"),
             std::string::npos);
-  EXPECT_NE(error_of("[[grid]]\nfamily = \"fc\"\n[[exclude]]\nnodez = 8\n").find("s.toml:4: key 'nodez'"),
-            std::string::npos);
-  EXPECT_NE(error_of("[[grid]]\nfamily = \"fc\"\nnodes = \"1..9223372036854775807 x3\"\n").find("s.toml:3: key 'nodes'"),
+  EXPECT_NE(
+      error_of("[[grid]]\nfamily = \"fc\"\n[[exclude]]\nnodez = 8\n").find("s.toml:4: key 'nodez'"),
+      std::string::npos);
+  EXPECT_NE(error_of("[[grid]]\nfamily = \"fc\"\nnodes = \"1..9223372036854775807 x3\"\n")
+                .find("s.toml:3: key 'nodes'"),
             std::string::npos);
   EXPECT_NE(error_of("[[grid]\nfamily=1").find("s.toml:1:"), std::string::npos);  // TOML syntax
   // A huge grid is refused before it is expanded.
@@ -127,8 +135,10 @@ TEST(SweepSpec, SamplingIsDeterministicAndCoversAxes) {
   for (const auto& c : a) unique.insert(c.str()), batches.insert(c.get("batch"));
   EXPECT_EQ(unique.size(), 50u);
   EXPECT_EQ(batches.size(), 9u);  // a Latin hypercube of 50 points hits all 9 batch sizes
-  EXPECT_NE(sample_configs(all, s, 50, 8, false)[0].str() + sample_configs(all, s, 50, 8, false)[1].str(),
-            sample_configs(all, s, 50, 9, false)[0].str() + sample_configs(all, s, 50, 9, false)[1].str());
+  EXPECT_NE(
+      sample_configs(all, s, 50, 8, false)[0].str() + sample_configs(all, s, 50, 8, false)[1].str(),
+      sample_configs(all, s, 50, 9, false)[0].str() +
+          sample_configs(all, s, 50, 9, false)[1].str());
 }
 
 TEST(SweepSpec, AStratifiedSampleFillsEveryCellOfItsAxesEvenly) {

@@ -1,6 +1,8 @@
 // The `torchscript` family: a user's TorchScript module trained like any family, its FLOPs
 // counted by the profiler, and every way a file or shape can be wrong reported in one line.
 // The modules are made by Debian's PyTorch (/usr/bin/python3); without it the tests skip.
+#include "cost/torchscript.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -9,16 +11,15 @@
 #include <fstream>
 #include <set>
 
+#include "base/errors.h"
 #include "cost/cost.h"
 #include "emulation/emulate.h"
+#include "jobs/sweep_runner.h"
 #include "model/activation_point.h"
-#include "cost/torchscript.h"
 #include "record/json.h"
 #include "runner/memory.h"
 #include "runner/profile.h"
 #include "runner/runner.h"
-#include "jobs/sweep_runner.h"
-#include "base/errors.h"
 #include "store/store.h"
 #include "support/cli.h"
 

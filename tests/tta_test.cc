@@ -8,13 +8,13 @@
 
 #include <cstdio>
 
+#include "base/errors.h"
 #include "cost/cost.h"
 #include "cost/fashion_mnist.h"
 #include "emulation/descriptor.h"
 #include "report/html_report.h"
 #include "simulate/accelerator_model.h"
 #include "spec/config.h"
-#include "base/errors.h"
 #include "store/store.h"
 #include "support/cli.h"
 

@@ -68,9 +68,10 @@ std::vector<Observation> observe(const RunSet& runs, const Summary& s) {
       text += fmt::format("; the winner flips on {} configs, most clearly {} ({:.2f}x)",
                           c.flips.size(), c.flips.front().config, c.flips.front().speedup);
     if (!c.unstable.empty())
-      text += fmt::format("; {} of the matched configs rest on an UNSTABLE run (processes "
-                          "disagree), e.g. {}",
-                          c.unstable.size(), c.unstable.front());
+      text += fmt::format(
+          "; {} of the matched configs rest on an UNSTABLE run (processes "
+          "disagree), e.g. {}",
+          c.unstable.size(), c.unstable.front());
     out.push_back({text, chart_id("cmp", c.axis + "_" + c.b)});
     for (const auto& [fam, r] : c.regression_by_family) {
       const auto ranked = ranked_params(r);

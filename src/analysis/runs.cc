@@ -5,6 +5,7 @@
 #include <set>
 
 #include "base/errors.h"
+#include "record/metrics.h"
 #include "spec/family.h"
 #include "spec/stack.h"
 #include "store/store.h"
@@ -78,19 +79,12 @@ std::map<std::string, std::string> config_params(const std::string& config, std:
 }
 
 const std::vector<MetricInfo>& metric_infos() {
-  static const std::vector<MetricInfo> m = {
-      {"flops_utilization", "FLOPS utilization", "fraction of peak", true},
-      {"examples_per_s", "Throughput", "examples/s", true},
-      {"achieved_flops", "Achieved FLOP/s", "FLOP/s", true},
-      {"step_mean_s", "Step time (mean)", "s", false},
-      {"step_median_s", "Step time (median)", "s", false},
-      {"cpu_utilization", "CPU utilization", "fraction of cores", true},
-      {"arithmetic_intensity", "Arithmetic intensity", "FLOP/byte", true},
-      {"flops_per_step", "FLOPs per step", "FLOP", true},
-      {"params", "Parameters", "count", true},
-      {"memory_estimate_bytes", "Estimated memory", "bytes", false},
-      {"step_cv", "Step time CV", "fraction", false},
-  };
+  static const std::vector<MetricInfo> m = [] {
+    std::vector<MetricInfo> v;
+    for (const Metric& t : metric_table())
+      if (t.analysable()) v.push_back({t.column, t.label, t.unit, t.higher_is_better});
+    return v;
+  }();
   return m;
 }
 
@@ -161,16 +155,12 @@ std::string stack_label(const nlohmann::json& row) {
   return label;
 }
 
+// Every numeric column the store keeps for a run, whether or not analyses chart it.
 const std::vector<std::string>& metric_columns() {
   static const std::vector<std::string> c = [] {
     std::vector<std::string> v;
-    for (const auto& m : metric_infos()) v.push_back(m.name);
-    for (const char* extra :
-         {"peak_flops", "ci95_relative", "samples", "warmup_steps", "bytes_per_step", "step_p5_s",
-          "step_p95_s", "comm_share", "per_worker_examples_per_s", "allreduce_bytes_per_step",
-          "units_per_s", "repetitions", "rep_cv", "rep_max_over_min", "rep_ci95_relative",
-          "unstable"})
-      v.push_back(extra);
+    for (const Metric& t : metric_table())
+      if (t.stored() && t.numeric()) v.push_back(t.column);
     return v;
   }();
   return c;

@@ -15,11 +15,11 @@ namespace tb {
 
 struct Run {
   std::string config, family, status, error;
-  std::string platform;           // the platform row's name
-  std::string stack;              // a short label of the software stack (see stack_label)
-  std::string store;              // the file it came from
-  std::string end_reason;         // why sampling stopped: converged, budget, ...
-  std::string throughput_unit = "examples";  // of units_per_s: images, tokens, audio_s, frames
+  std::string platform;    // the platform row's name
+  std::string stack;       // a short label of the software stack (see stack_label)
+  std::string store;       // the file it came from
+  std::string end_reason;  // why sampling stopped: converged, budget, ...
+  std::string throughput_unit = "examples";   // of units_per_s: images, tokens, audio_s, frames
   std::map<std::string, std::string> params;  // from the config text
   std::map<std::string, double> metrics;      // the store's numeric metric columns present
   bool ok() const { return status == "ok"; }
@@ -76,7 +76,8 @@ RunSet load_runs(const std::vector<std::string>& store_paths);
 std::map<std::string, std::string> config_params(const std::string& config,
                                                  std::string* family = nullptr);
 
-// The metrics an analysis may ask for, with whether larger is better.
+// The metrics an analysis may ask for, with whether larger is better: the rows of
+// record/metrics.h that carry a label.
 struct MetricInfo {
   std::string name, label, unit;
   bool higher_is_better = true;

@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <sstream>
 
+#include "base/errors.h"
 #include "cost/cost.h"
 #include "cost/fashion_mnist.h"
 #include "record/emulation.h"
 #include "simulate/accelerator_model.h"
 #include "spec/config.h"
-#include "base/errors.h"
 #include "store/store.h"
 
 namespace tb {

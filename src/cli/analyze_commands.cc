@@ -3,11 +3,11 @@
 #include <iostream>
 
 #include "analysis/summary.h"
-#include "cli/commands.h"
+#include "base/errors.h"
 #include "base/files.h"
+#include "cli/commands.h"
 #include "report/analysis_views.h"
 #include "report/html_report.h"
-#include "base/errors.h"
 
 namespace tb::cli {
 namespace {
@@ -72,7 +72,7 @@ Command add_analyze(CLI::App& app) {
     std::string view;
     std::vector<std::string> stores;
     std::string family, metric = "flops_utilization", x, y, fix, cells = "auto", format = "text",
-                out;
+                        out;
     bool second_order = false;
   };
   auto a = std::make_shared<Args>();
@@ -214,7 +214,7 @@ Command add_report(CLI::App& app) {
   struct Args {
     std::vector<std::string> stores, compare;
     std::string out, metric = "flops_utilization", title = "trainbench report", color = "batch",
-                tta_platform;
+                     tta_platform;
     bool second_order = false;
   };
   auto a = std::make_shared<Args>();

@@ -2,17 +2,18 @@
 
 #include <iostream>
 
+#include "base/errors.h"
 #include "cli/commands.h"
+#include "emulation/descriptor.h"
 #include "emulation/emulate.h"
 #include "emulation/numerics_workload.h"
+#include "jobs/sweep_runner.h"
 #include "numerics/policy.h"
-#include "runner/characterize.h"
 #include "platform/host.h"
 #include "record/context.h"
-#include "emulation/descriptor.h"
 #include "record/json.h"
-#include "jobs/sweep_runner.h"
-#include "base/errors.h"
+#include "report/emulation_table.h"
+#include "runner/characterize.h"
 #include "runner/threads.h"
 #include "store/store.h"
 
@@ -123,58 +124,10 @@ Command add_emulate(CLI::App& app) {
           if (!a->quiet) std::cerr << "emulate: stored in " << a->store << "\n";
         }
         if (a->json) {
-          nlohmann::json runs = nlohmann::json::array();
-          for (const auto& run : r.runs) runs.push_back(to_json(run));
-          nlohmann::json summary = {{"runs", s.runs}, {"reached", s.reached}};
-          if (s.reached == s.runs) {
-            summary["mean"] = s.mean;
-            summary["stddev"] = s.stddev;
-            summary["min"] = s.min;
-            summary["max"] = s.max;
-            summary["median"] = s.median;
-            summary["mlperf_mean"] =
-                s.mlperf_mean ? nlohmann::json(*s.mlperf_mean) : nlohmann::json();
-          }
-          std::cout << document("trainbench.emulate",
-                                {{"model", r.options.model},
-                                 {"target_accuracy", r.options.target},
-                                 {"eval_every", r.options.eval_every},
-                                 {"eval_examples", r.options.eval_examples},
-                                 {"max_iters", r.options.max_iters},
-                                 {"batch", r.options.batch},
-                                 {"lr", r.options.lr},
-                                 {"policy", r.policy},
-                                 {"runs", runs},
-                                 {"summary", summary}})
-                           .dump(2)
-                    << "\n";
+          std::cout << document("trainbench.emulate", emulation_fields(r)).dump(2) << "\n";
           return 0;
         }
-        std::cout << fmt::format(
-            "model {}, batch {}, lr {}, target test accuracy {} (first evaluation at or above it; "
-            "{} test images every {} iterations), budget {} iterations\n{}\n",
-            r.options.model, r.options.batch, r.options.lr, r.options.target,
-            r.options.eval_examples, r.options.eval_every, r.options.max_iters, r.policy);
-        std::cout << fmt::format("{:>6}  {:>20}  {:>13}  {:>8}  {:>9}\n", "seed",
-                                 "iterations-to-target", "best accuracy", "skipped", "time (s)");
-        for (const auto& run : r.runs)
-          std::cout << fmt::format("{:>6}  {:>20}  {:>13.4f}  {:>8}  {:>9.1f}\n", run.seed,
-                                   run.iterations ? std::to_string(*run.iterations) : "not reached",
-                                   run.best_accuracy, run.skipped_steps, run.seconds);
-        if (s.reached < s.runs) {
-          std::cout << fmt::format(
-              "{} of {} runs did not reach {} within {} iterations: no mean is "
-              "reported\n",
-              s.runs - s.reached, s.runs, r.options.target, r.options.max_iters);
-        } else {
-          std::cout << fmt::format(
-              "iterations to {}: mean {:.1f}, sd {:.1f}, min {}, median {}, max {}",
-              r.options.target, s.mean, s.stddev, s.min, s.median, s.max);
-          if (s.mlperf_mean)
-            std::cout << fmt::format("; without fastest and slowest (MLPerf) {:.1f}",
-                                     *s.mlperf_mean);
-          std::cout << fmt::format(" ({} seeds)\n", s.runs);
-        }
+        std::cout << format_emulation(r);
         return s.reached == s.runs ? 0 : 1;
       }};
 }

@@ -25,42 +25,41 @@ Command add_cost(CLI::App& app) {
       "  trainbench cost cnn:block=residual,blocks=2,filters=32,image=224,batch=64 --json\n"
       "Conventions (FLOP = 2 x MAC, BN, pooling, RNN gates): docs/cost-model.md");
   return {sub, [a]() {
-    nlohmann::json docs = nlohmann::json::array();
-    for (const auto& text : a->configs) {
-      const Config c = parse_config(text);
-      const StepCost cost = step_cost(c);
-      if (a->json) {
-        auto j = to_json(cost, true);
-        j["config"] = c.str();
-        docs.push_back(j);
-      } else {
-        std::cout << c.str() << "\n" << format_cost_table(cost) << "\n";
-      }
-    }
-    if (a->json)
-      std::cout << document("trainbench.cost", {{"results", docs}}).dump(2)
-                << "\n";
-    return 0;
-  }};
+            nlohmann::json docs = nlohmann::json::array();
+            for (const auto& text : a->configs) {
+              const Config c = parse_config(text);
+              const StepCost cost = step_cost(c);
+              if (a->json) {
+                auto j = to_json(cost, true);
+                j["config"] = c.str();
+                docs.push_back(j);
+              } else {
+                std::cout << c.str() << "\n" << format_cost_table(cost) << "\n";
+              }
+            }
+            if (a->json)
+              std::cout << document("trainbench.cost", {{"results", docs}}).dump(2) << "\n";
+            return 0;
+          }};
 }
 
 Command add_families(CLI::App& app) {
   auto* sub = app.add_subcommand("families", "List workload families and their parameters");
   sub->footer("Examples:\n  trainbench families");
   return {sub, []() {
-    for (const auto* s : family_schemas()) {
-      std::cout << fmt::format("{}: {}\n  example: {}\n", s->name, s->summary, s->example);
-      for (const auto& p : s->params) {
-        std::string range = p.is_choice() ? fmt::format("{}", fmt::join(p.choices, "|"))
-                            : p.is_text()        ? "text"
-                            : p.name == "device" ? "cpu|cuda|cuda:N"
-                                                 : fmt::format("{}..{}", p.min, p.max);
-        std::cout << fmt::format("  {:<10} {:<28} default {:<10} {}\n", p.name, range,
-                                 p.default_value, p.help);
-      }
-    }
-    return 0;
-  }};
+            for (const auto* s : family_schemas()) {
+              std::cout << fmt::format("{}: {}\n  example: {}\n", s->name, s->summary, s->example);
+              for (const auto& p : s->params) {
+                std::string range = p.is_choice() ? fmt::format("{}", fmt::join(p.choices, "|"))
+                                    : p.is_text() ? "text"
+                                    : p.name == "device" ? "cpu|cuda|cuda:N"
+                                                         : fmt::format("{}..{}", p.min, p.max);
+                std::cout << fmt::format("  {:<10} {:<28} default {:<10} {}\n", p.name, range,
+                                         p.default_value, p.help);
+              }
+            }
+            return 0;
+          }};
 }
 
 }  // namespace tb::cli

@@ -3,13 +3,13 @@
 #include <cctype>
 #include <iostream>
 
+#include "base/errors.h"
 #include "cli/commands.h"
 #include "platform/blas.h"
 #include "platform/host.h"
 #include "record/context.h"
 #include "runner/stack_runtime.h"
 #include "runner/threads.h"
-#include "base/errors.h"
 #include "spec/printable.h"
 
 int main(int argc, char** argv) {
@@ -32,12 +32,12 @@ int main(int argc, char** argv) {
       "  trainbench quantize --format e4m3 3.3 448 500\n"
       "  trainbench simulate fc:layers=4,nodes=1024,batch=512 --platform tpu-v2-board");
   const std::vector<tb::cli::Command> commands = {
-      tb::cli::add_run(app), tb::cli::add_cost(app), tb::cli::add_families(app),
-      tb::cli::add_platform(app), tb::cli::add_sweep(app), tb::cli::add_merge(app),
-      tb::cli::add_export(app), tb::cli::add_profile(app), tb::cli::add_memory(app),
-      tb::cli::add_analyze(app), tb::cli::add_compare(app), tb::cli::add_report(app),
+      tb::cli::add_run(app),      tb::cli::add_cost(app),    tb::cli::add_families(app),
+      tb::cli::add_platform(app), tb::cli::add_sweep(app),   tb::cli::add_merge(app),
+      tb::cli::add_export(app),   tb::cli::add_profile(app), tb::cli::add_memory(app),
+      tb::cli::add_analyze(app),  tb::cli::add_compare(app), tb::cli::add_report(app),
       tb::cli::add_quantize(app), tb::cli::add_formats(app), tb::cli::add_emulate(app),
-      tb::cli::add_simulate(app), tb::cli::add_tta(app), tb::cli::add_suite(app)};
+      tb::cli::add_simulate(app), tb::cli::add_tta(app),     tb::cli::add_suite(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

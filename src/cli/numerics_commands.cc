@@ -3,13 +3,13 @@
 #include <cmath>
 #include <iostream>
 
+#include "base/errors.h"
 #include "cli/commands.h"
-#include "numerics/format.h"
 #include "numerics/decimal.h"
+#include "numerics/format.h"
 #include "numerics/quantize.h"
 #include "record/context.h"
 #include "record/json.h"
-#include "base/errors.h"
 
 namespace tb::cli {
 namespace {
@@ -122,20 +122,19 @@ Command add_quantize(CLI::App& app) {
         if (a->json) {
           nlohmann::json values = nlohmann::json::array();
           for (size_t i = 0; i < xs.size(); ++i) {
-            const int64_t code =
-                f.kind == num::Format::Kind::kBlock ? -1 : num::encode(f, qs[i]);
+            const int64_t code = f.kind == num::Format::Kind::kBlock ? -1 : num::encode(f, qs[i]);
             const double q = qs[i];
             values.push_back(
-                {{"input", std::isfinite(xs[i]) ? nlohmann::json(double(xs[i])) : nlohmann::json(nullptr)},
+                {{"input",
+                  std::isfinite(xs[i]) ? nlohmann::json(double(xs[i])) : nlohmann::json(nullptr)},
                  {"input_exact", num::exact_decimal(xs[i])},
                  {"quantized", std::isfinite(q) ? nlohmann::json(q) : nlohmann::json(nullptr)},
                  {"quantized_exact", num::exact_decimal(q)},
                  {"quantized_shortest", num::shortest_float(qs[i])},
                  {"code", code < 0 ? nlohmann::json(nullptr) : nlohmann::json(code)},
-                 {"relative_error",
-                  std::isfinite(xs[i]) && std::isfinite(q) && xs[i] != 0
-                      ? nlohmann::json((q - xs[i]) / std::fabs(double(xs[i])))
-                      : nlohmann::json(nullptr)}});
+                 {"relative_error", std::isfinite(xs[i]) && std::isfinite(q) && xs[i] != 0
+                                        ? nlohmann::json((q - xs[i]) / std::fabs(double(xs[i])))
+                                        : nlohmann::json(nullptr)}});
           }
           std::cout << document("trainbench.quantize",
                                 {{"format", f.str()},
@@ -177,7 +176,8 @@ Command add_quantize(CLI::App& app) {
                                          : (code < 0 ? "(no encoding)" : binary(code, bits));
           std::cout << fmt::format("{:>16}  {:<16} {:<{}} {:<{}} {}\n", value(xs[i], &shortened),
                                    value(qs[i], &shortened), fields, std::max(bits + 2, 4),
-                                   hex(code, bits), (bits + 3) / 4 + 2, relative_error(xs[i], qs[i]));
+                                   hex(code, bits), (bits + 3) / 4 + 2,
+                                   relative_error(xs[i], qs[i]));
         }
         if (shortened) std::cout << kShortenedNote;
         return 0;

@@ -2,13 +2,13 @@
 
 #include <iostream>
 
+#include "base/errors.h"
 #include "cli/commands.h"
-#include "runner/characterize.h"
+#include "platform/host.h"
 #include "platform/registry.h"
 #include "report/platform_table.h"
-#include "platform/host.h"
+#include "runner/characterize.h"
 #include "runner/threads.h"
-#include "base/errors.h"
 
 namespace tb::cli {
 
@@ -21,7 +21,8 @@ Command add_platform(CLI::App& app) {
     CharacterizeOptions options;
   };
   auto a = std::make_shared<Args>();
-  auto* sub = app.add_subcommand("platform", "Describe and measure this machine, or show a known platform");
+  auto* sub =
+      app.add_subcommand("platform", "Describe and measure this machine, or show a known platform");
   sub->add_flag("--refresh", a->refresh, "measure again even if a fresh cached description exists");
   sub->add_flag("--json", a->json, "print the description as JSON");
   sub->add_flag("--list", a->list, "list the registry of known platforms");
@@ -47,60 +48,62 @@ Command add_platform(CLI::App& app) {
       "The cache lives in ~/.cache/trainbench (TRAINBENCH_CACHE_DIR overrides) and is re-measured\n"
       "when the CPU, memory, LibTorch or BLAS change. Your own platforms: put description files\n"
       "in ~/.config/trainbench/platforms or TRAINBENCH_PLATFORMS; format in docs/platforms.md.");
-  return {sub, [a]() {
-            if (a->list) {
-              std::vector<std::string> problems;
-              const auto ps = list_platforms(&problems);
-              for (const auto& p : problems) std::cerr << "platform: skipped " << p << "\n";
-              if (a->json) {
-                nlohmann::json j = nlohmann::json::array();
-                for (const auto& p : ps) j.push_back(to_json(p));
-                std::cout << j.dump(2) << "\n";
-              } else {
-                std::cout << format_platform_list(ps);
-              }
-              return 0;
+  return {
+      sub, [a]() {
+        if (a->list) {
+          std::vector<std::string> problems;
+          const auto ps = list_platforms(&problems);
+          for (const auto& p : problems) std::cerr << "platform: skipped " << p << "\n";
+          if (a->json) {
+            nlohmann::json j = nlohmann::json::array();
+            for (const auto& p : ps) j.push_back(to_json(p));
+            std::cout << j.dump(2) << "\n";
+          } else {
+            std::cout << format_platform_list(ps);
+          }
+          return 0;
+        }
+        PlatformDescription p;
+        if (!a->spec.empty()) {
+          p = find_platform(a->spec);
+        } else {
+          const std::string path = platform_cache_path();
+          std::string why;
+          auto cached =
+              a->refresh ? std::nullopt : load_cached_platform(path, host_fingerprint(), &why);
+          if (cached) {
+            p = *cached;
+            std::cerr << "platform: cached description " << path
+                      << " (--refresh to measure again)\n";
+          } else {
+            if (!a->refresh) std::cerr << "platform: measuring (" << why << ")\n";
+            apply_threads(a->threads);
+            if (a->quick) {
+              a->options.gemm_sizes = {256, 512};
+              a->options.trials = 3;
+              a->options.trial_s = 0.05;
+              a->options.sweep = false;
+              a->options.stream_elements = 1 << 22;  // 32 MiB arrays: not a DRAM figure
             }
-            PlatformDescription p;
-            if (!a->spec.empty()) {
-              p = find_platform(a->spec);
-            } else {
-              const std::string path = platform_cache_path();
-              std::string why;
-              auto cached = a->refresh ? std::nullopt
-                                       : load_cached_platform(path, host_fingerprint(), &why);
-              if (cached) {
-                p = *cached;
-                std::cerr << "platform: cached description " << path << " (--refresh to measure again)\n";
-              } else {
-                if (!a->refresh) std::cerr << "platform: measuring (" << why << ")\n";
-                apply_threads(a->threads);
-                if (a->quick) {
-                  a->options.gemm_sizes = {256, 512};
-                  a->options.trials = 3;
-                  a->options.trial_s = 0.05;
-                  a->options.sweep = false;
-                  a->options.stream_elements = 1 << 22;  // 32 MiB arrays: not a DRAM figure
-                }
-                a->options.progress = [](const std::string& s) {
-                  std::cerr << "platform: " << s << "\n";
-                };
-                p = characterize_host(a->options);
-                // Only the all-core characterization stands for the host; a --threads or
-                // --quick measurement is printed, never cached.
-                if (!a->quick && (a->threads == 0 || a->threads == online_cpus()))
-                  save_cached_platform(path, p);
-                else
-                  std::cerr << "platform: not cached (--quick or --threads measure part of the host)\n";
-              }
-            }
-            if (a->json)
-              std::cout << to_json(p).dump(2) << "\n";
+            a->options.progress = [](const std::string& s) {
+              std::cerr << "platform: " << s << "\n";
+            };
+            p = characterize_host(a->options);
+            // Only the all-core characterization stands for the host; a --threads or
+            // --quick measurement is printed, never cached.
+            if (!a->quick && (a->threads == 0 || a->threads == online_cpus()))
+              save_cached_platform(path, p);
             else
-              std::cout << format_platform(p);
-            if (!a->at.empty() && !a->json) std::cout << "\n" << format_roofline(p, a->at);
-            return 0;
-          }};
+              std::cerr << "platform: not cached (--quick or --threads measure part of the host)\n";
+          }
+        }
+        if (a->json)
+          std::cout << to_json(p).dump(2) << "\n";
+        else
+          std::cout << format_platform(p);
+        if (!a->at.empty() && !a->json) std::cout << "\n" << format_roofline(p, a->at);
+        return 0;
+      }};
 }
 
 }  // namespace tb::cli

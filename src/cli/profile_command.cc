@@ -5,20 +5,20 @@
 #include <cmath>
 #include <iostream>
 
+#include "base/errors.h"
+#include "base/files.h"
+#include "base/sizes.h"
 #include "cli/commands.h"
-#include "runner/characterize.h"
+#include "jobs/sweep_runner.h"
 #include "platform/registry.h"
 #include "record/context.h"
-#include "base/files.h"
 #include "record/json.h"
 #include "report/profile_table.h"
 #include "report/run_table.h"
+#include "runner/characterize.h"
 #include "runner/memory.h"
 #include "runner/profile.h"
-#include "jobs/sweep_runner.h"
 #include "spec/config.h"
-#include "base/errors.h"
-#include "base/sizes.h"
 #include "spec/printable.h"
 #include "store/store.h"
 
@@ -77,7 +77,6 @@ Config config_of(const std::string& text, const TorchScriptArgs& t) {
   apply_torchscript_sugar(t.file, family, params);
   return make_config(family, {params.begin(), params.end()});
 }
-
 
 std::vector<int64_t> parse_batches(const std::string& text) {
   std::vector<int64_t> out;

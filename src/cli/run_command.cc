@@ -5,21 +5,21 @@
 #include <iostream>
 #include <set>
 
-#include "cli/commands.h"
-#include "runner/characterize.h"
-#include "platform/registry.h"
+#include "base/errors.h"
 #include "base/files.h"
+#include "cli/commands.h"
+#include "jobs/data_parallel.h"
+#include "jobs/repeat.h"
+#include "platform/registry.h"
 #include "record/json.h"
 #include "report/profile_table.h"
 #include "report/run_table.h"
+#include "runner/characterize.h"
 #include "runner/distributed.h"
-#include "jobs/launcher.h"
 #include "runner/memory.h"
-#include "jobs/repeat.h"
 #include "runner/runner.h"
 #include "runner/stack_runtime.h"
 #include "spec/config.h"
-#include "base/errors.h"
 #include "spec/printable.h"
 
 namespace tb::cli {
@@ -33,7 +33,7 @@ struct RunArgs {
   std::map<std::string, std::string> params;  // --<param> VALUE, for --family
   bool json = false, per_layer = false;
   bool memory = false;  // also measure the memory breakdown of one step (runner/memory.h)
-  std::string output;  // also write the JSON document here
+  std::string output;   // also write the JSON document here
   RunOptions options;
   double peak_gflops = 0, memory_limit_gib = 0;
   std::string platform;  // registry name, file, or empty: this host's cached description
@@ -42,60 +42,19 @@ struct RunArgs {
   DistOptions dist;
 };
 
-// What the ranks of a data-parallel run are started with: the same timing options.
-std::vector<std::string> worker_args(const RunArgs& a, const Config& c) {
-  const auto& t = a.options.timing;
-  std::vector<std::string> v = {"run",
-                                c.str(),
-                                "--json",
-                                "--target-ci",
-                                fmt::format("{}", t.target_rel_ci),
-                                "--budget",
-                                fmt::format("{}", t.budget_s),
-                                "--min-samples",
-                                std::to_string(t.min_samples),
-                                "--seed",
-                                std::to_string(a.options.seed),
-                                "--dist-timeout",
-                                fmt::format("{}", a.dist.timeout_s),
-                                "--bucket-mib",
-                                fmt::format("{}", a.dist.bucket_mib)};
-  if (t.fixed_steps > 0) v.insert(v.end(), {"--steps", std::to_string(t.fixed_steps)});
-  if (t.max_steps > 0) v.insert(v.end(), {"--max-steps", std::to_string(t.max_steps)});
-  if (!a.platform.empty()) v.insert(v.end(), {"--platform", a.platform});
-  if (a.peak_gflops > 0) v.insert(v.end(), {"--peak-gflops", fmt::format("{}", a.peak_gflops)});
-  if (a.memory_limit_gib > 0)
-    v.insert(v.end(), {"--memory-limit", fmt::format("{}", a.memory_limit_gib)});
-  return v;
-}
-
-std::string format_distributed(const nlohmann::json& r) {
-  std::string out =
-      fmt::format("config    {}\nstatus    {}{}\n", r.value("config", ""), r.value("status", ""),
-                  r.value("error", "").empty() ? "" : "  (" + r.value("error", "") + ")");
-  if (!r.contains("distributed")) return out;
-  const auto& d = r["distributed"];
-  out += fmt::format("workers   {} ({}, {} launch), {} examples per worker per step\n",
-                     d.value("workers", 0), d.value("backend", ""), d.value("launch", ""),
-                     d.value("per_worker_batch", 0));
-  out += fmt::format("throughput {:.1f} examples/s in all, {:.1f} per worker\n",
-                     d.value("examples_per_s", 0.0), d.value("per_worker_examples_per_s", 0.0));
-  if (r.contains("timing"))
-    out += fmt::format("step      mean {:.3f} ms over {} steps ({})\n",
-                       1e3 * r["timing"].value("mean_s", 0.0), r["timing"].value("samples", 0),
-                       r["timing"].value("end_reason", ""));
-  out += fmt::format(
-      "comm      {:.1f}% of the step waiting for all-reduce after backward, compute {:.1f}%; "
-      "all-reduce in flight {:.3f} ms/step ({:.0f}% hidden behind backward)\n",
-      100 * d.value("comm_share", 0.0), 100 * d.value("compute_share", 0.0),
-      1e3 * d.value("allreduce_busy_s", 0.0), 100 * d.value("overlapped_share", 0.0));
-  out += fmt::format("allreduce {} bytes per step per worker in {} bucket(s)\n",
-                     d.value("allreduce_bytes_per_step", int64_t(0)), d.value("buckets", 0));
-  for (const auto& w : d.value("per_worker", nlohmann::json::array()))
-    out += fmt::format("  worker {:>3}  {:>10.1f} examples/s  step {:.3f} ms  waiting {:.3f} ms\n",
-                       w.value("rank", 0), w.value("examples_per_s", 0.0),
-                       1e3 * w.value("step_mean_s", 0.0), 1e3 * w.value("exposed_comm_s", 0.0));
-  return out;
+// The job a child of this command runs (a repetition, or a rank the local launcher starts):
+// this config with the same timing, seed, platform and limits.
+JobSpec child_job(const RunArgs& a, const Config& c, const StackSpec& stack) {
+  JobSpec j;
+  j.config = c;
+  j.stack = stack;
+  j.timing = a.options.timing;
+  j.seed = a.options.seed;
+  j.platform = a.platform;
+  j.peak_gflops = a.peak_gflops;
+  j.memory_limit_gib = a.memory_limit_gib;
+  j.dist = a.dist;
+  return j;
 }
 
 // One option per parameter name of any family, so `--family fc --layers 4` works;
@@ -115,28 +74,27 @@ void add_param_options(CLI::App* sub, RunArgs& a) {
 // `run --repetitions N`: each config in N child processes of this same command.
 int run_repetitions(const RunArgs& a, const std::vector<Config>& configs, const StackSpec& stack) {
   if (a.memory) throw UsageError("--memory with --repetitions: measure the memory in one run");
-  std::vector<RepeatJob> jobs;
+  std::vector<JobSpec> jobs;
   for (const auto& c : configs) {
     if (c.get_int("workers") > 1)
       throw UsageError("--repetitions with workers=" + c.get("workers") +
                        ": repeat a data-parallel run by running it again");
-    std::vector<std::string> args = worker_args(a, c);
-    if (!stack.is_default()) args.insert(args.end(), {"--stack", stack.str()});
-    jobs.push_back({c, args});
+    jobs.push_back(child_job(a, c, stack));
   }
   ChildOptions co;
   co.binary = "/proc/self/exe";
   co.timeout_s = 3 * a.options.timing.budget_s + 60;
   co.memory_limit = a.memory_limit_gib > 0 ? int64_t(a.memory_limit_gib * double(1LL << 30)) : 0;
   const bool tty = isatty(STDERR_FILENO);
-  const auto results = run_repeated(
-      jobs, a.repetitions, co, [&](size_t i, int rep, const nlohmann::json& r) {
+  const auto results =
+      run_repeated(jobs, a.repetitions, co, [&](size_t i, int rep, const nlohmann::json& r) {
         if (a.json && !tty) return;
-        const std::string what = r.value("status", "") == "ok"
-                                     ? fmt::format("mean {:.4g} ms +-{:.2f}%",
-                                                   1e3 * number_or(r["timing"], "mean_s", 0.0),
-                                                   100 * number_or(r["timing"], "ci95_relative", NAN))
-                                     : r.value("status", "") + ": " + r.value("error", "");
+        const std::string what =
+            r.value("status", "") == "ok"
+                ? fmt::format("mean {:.4g} ms +-{:.2f}%",
+                              1e3 * number_or(r["timing"], "mean_s", 0.0),
+                              100 * number_or(r["timing"], "ci95_relative", NAN))
+                : r.value("status", "") + ": " + r.value("error", "");
         std::cerr << fmt::format("process {}/{} {}: {}\n", rep, a.repetitions, jobs[i].config.str(),
                                  printable(what));
       });
@@ -173,7 +131,8 @@ void apply_torchscript_sugar(const std::string& file, std::string& family,
   }
   if (!family.empty() && family != "torchscript")
     throw UsageError("--torchscript " + file + " cannot be combined with --family " + family);
-  if (params.count("path")) throw UsageError("--torchscript and --path name the same file: give one");
+  if (params.count("path"))
+    throw UsageError("--torchscript and --path name the same file: give one");
   family = "torchscript";
   std::string path = file;
   if (!path.empty() && path[0] != '/') {
@@ -189,15 +148,18 @@ void apply_torchscript_sugar(const std::string& file, std::string& family,
 Command add_run(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   auto* sub = app.add_subcommand("run", "Train configs and measure their steady-state step time");
-  sub->add_option("config", a->configs,
-                  "config strings, e.g. fc:layers=4,nodes=1024,batch=512; a stack:... string among them sets "
-                  "the software stack");
-  sub->add_option("--stack", a->stack,
-                  "software stack, e.g. blas=blis-pthread,blas_threads=2,onednn=off,mode=torchscript");
+  sub->add_option(
+      "config", a->configs,
+      "config strings, e.g. fc:layers=4,nodes=1024,batch=512; a stack:... string among them sets "
+      "the software stack");
+  sub->add_option(
+      "--stack", a->stack,
+      "software stack, e.g. blas=blis-pthread,blas_threads=2,onednn=off,mode=torchscript");
   sub->add_option("--family", a->family, "build the config from --<param> options instead");
-  sub->add_option("--torchscript", a->torchscript,
-                  "train this TorchScript file (torch.jit.save): --family torchscript --path FILE; "
-                  "with --input SHAPE[,SHAPE...] (no batch dimension) and --target classes|regression");
+  sub->add_option(
+      "--torchscript", a->torchscript,
+      "train this TorchScript file (torch.jit.save): --family torchscript --path FILE; "
+      "with --input SHAPE[,SHAPE...] (no batch dimension) and --target classes|regression");
   sub->add_flag("--json", a->json, "print a versioned JSON document instead of a table");
   sub->add_flag("--per-layer", a->per_layer, "include the per-layer cost in the output");
   sub->add_flag("--memory", a->memory,
@@ -223,22 +185,23 @@ Command add_run(CLI::App& app) {
   sub->add_option("--platform", a->platform,
                   "platform for utilization and roofline: a registry name or file "
                   "(default: this host's cached `trainbench platform` description)");
-  sub->add_option("--peak-gflops", a->peak_gflops,
-                  "platform peak for FLOPS utilization, GFLOP/s")
+  sub->add_option("--peak-gflops", a->peak_gflops, "platform peak for FLOPS utilization, GFLOP/s")
       ->check(CLI::PositiveNumber);
   sub->add_option("--memory-limit", a->memory_limit_gib,
                   "GiB the run may use; larger estimates are oom-predicted (default: available)")
       ->check(CLI::PositiveNumber);
-  sub->add_option("--workers", a->workers,
-                  "data-parallel worker processes (sets the config's workers=N); trainbench starts "
-                  "them here, or each is started by torchrun/srun with RANK, WORLD_SIZE, MASTER_ADDR, "
-                  "MASTER_PORT set")
+  sub->add_option(
+         "--workers", a->workers,
+         "data-parallel worker processes (sets the config's workers=N); trainbench starts "
+         "them here, or each is started by torchrun/srun with RANK, WORLD_SIZE, MASTER_ADDR, "
+         "MASTER_PORT set")
       ->check(CLI::Range(1, 4096));
   sub->add_option("--dist-timeout", a->dist.timeout_s,
                   "seconds a data-parallel run waits for a worker to join or answer before failing")
       ->check(CLI::Range(0.5, 86400.0))
       ->capture_default_str();
-  sub->add_option("--bucket-mib", a->dist.bucket_mib, "gradient bucket size of data-parallel runs, MiB")
+  sub->add_option("--bucket-mib", a->dist.bucket_mib,
+                  "gradient bucket size of data-parallel runs, MiB")
       ->check(CLI::Range(0.001, 4096.0))
       ->capture_default_str();
   sub->add_option("--repetitions", a->repetitions,
@@ -270,130 +233,120 @@ Command add_run(CLI::App& app) {
       "Every result prints its config with threads resolved: paste it to re-run.\n"
       "Exit status: 0 all ok, 1 some config not ok (see its status), 2 bad input.");
   return {sub, [a]() {
-    std::vector<Config> configs;
-    apply_torchscript_sugar(a->torchscript, a->family, a->params);
-    if (!a->family.empty()) {
-      std::vector<std::pair<std::string, std::string>> given(a->params.begin(), a->params.end());
-      configs.push_back(make_config(a->family, given));
-    } else if (!a->params.empty()) {
-      throw UsageError("--" + a->params.begin()->first + " needs --family");
-    }
-    StackSpec stack = parse_stack(a->stack);
-    for (const auto& text : a->configs) {
-      if (text.rfind("stack:", 0) == 0)
-        stack = parse_stack(text);
-      else
-        configs.push_back(parse_config(text));
-    }
-    if (configs.empty()) throw UsageError("run: give a config string or --family");
-    if (a->workers > 0)
-      for (auto& c : configs) c.set("workers", std::to_string(a->workers));
-    std::optional<DistEnv> rank_env;
-    for (const auto& c : configs)
-      if (c.get_int("workers") > 1 && !rank_env) rank_env = dist_env_from_environment();
-    const bool quiet = rank_env && rank_env->rank != 0;  // rank 0 speaks for the job
-    if (!a->output.empty()) {                            // refuse before running, not after
-      std::string dir = a->output.substr(0, a->output.find_last_of('/') + 1);
-      if (access(dir.empty() ? "." : dir.c_str(), W_OK) != 0)
-        throw UsageError("--out " + a->output + ": directory is not writable or does not exist");
-    }
-    enter_blas(stack);  // may re-execute the program with the stack's BLAS
-    if (a->repetitions > 1) return run_repetitions(*a, configs, stack);
-    a->options.stack = stack;
-    if (a->peak_gflops > 0) a->options.peak_flops = a->peak_gflops * 1e9;
-    if (!a->platform.empty()) {
-      a->options.platform = find_platform(a->platform);
-    } else {
-      std::string why;
-      a->options.platform = load_cached_platform(platform_cache_path(), host_fingerprint(), &why);
-      if (!a->options.platform && !a->options.peak_flops)
-        std::cerr << "note: no platform description (" << why
-                  << "): run `trainbench platform` for FLOPS utilization and roofline\n";
-    }
-    a->options.memory_limit = a->memory_limit_gib * double(1LL << 30);
+            std::vector<Config> configs;
+            apply_torchscript_sugar(a->torchscript, a->family, a->params);
+            if (!a->family.empty()) {
+              std::vector<std::pair<std::string, std::string>> given(a->params.begin(),
+                                                                     a->params.end());
+              configs.push_back(make_config(a->family, given));
+            } else if (!a->params.empty()) {
+              throw UsageError("--" + a->params.begin()->first + " needs --family");
+            }
+            StackSpec stack = parse_stack(a->stack);
+            for (const auto& text : a->configs) {
+              if (text.rfind("stack:", 0) == 0)
+                stack = parse_stack(text);
+              else
+                configs.push_back(parse_config(text));
+            }
+            if (configs.empty()) throw UsageError("run: give a config string or --family");
+            if (a->workers > 0)
+              for (auto& c : configs) c.set("workers", std::to_string(a->workers));
+            std::optional<DistEnv> rank_env;
+            for (const auto& c : configs)
+              if (c.get_int("workers") > 1 && !rank_env) rank_env = dist_env_from_environment();
+            const bool quiet = rank_env && rank_env->rank != 0;  // rank 0 speaks for the job
+            if (!a->output.empty()) {                            // refuse before running, not after
+              std::string dir = a->output.substr(0, a->output.find_last_of('/') + 1);
+              if (access(dir.empty() ? "." : dir.c_str(), W_OK) != 0)
+                throw UsageError("--out " + a->output +
+                                 ": directory is not writable or does not exist");
+            }
+            enter_blas(stack);  // may re-execute the program with the stack's BLAS
+            if (a->repetitions > 1) return run_repetitions(*a, configs, stack);
+            a->options.stack = stack;
+            if (a->peak_gflops > 0) a->options.peak_flops = a->peak_gflops * 1e9;
+            if (!a->platform.empty()) {
+              a->options.platform = find_platform(a->platform);
+            } else {
+              std::string why;
+              a->options.platform =
+                  load_cached_platform(platform_cache_path(), host_fingerprint(), &why);
+              if (!a->options.platform && !a->options.peak_flops)
+                std::cerr << "note: no platform description (" << why
+                          << "): run `trainbench platform` for FLOPS utilization and roofline\n";
+            }
+            a->options.memory_limit = a->memory_limit_gib * double(1LL << 30);
 
-    const bool tty = isatty(STDOUT_FILENO);
-    std::vector<RunResult> results;
-    std::vector<std::optional<MemoryRun>> memory;
-    std::map<size_t, nlohmann::json> launched;  // results the local workers' rank 0 printed
-    for (const auto& c : configs) {
-      if (!a->json && tty && !quiet) std::cerr << "running " << c.str() << " ...\n";
-      memory.emplace_back();
-      if (c.get_int("workers") > 1) {
-        RunResult r;
-        if (rank_env) {
-          r = run_distributed(c, a->options, *rank_env, a->dist);
-          if (quiet && r.status != Status::kOk) std::cerr << "trainbench: " << printable(r.error) << "\n";
-        } else {
-          LaunchOptions lo;
-          lo.args = worker_args(*a, c);
-          lo.workers = int(c.get_int("workers"));
-          lo.timeout_s = a->dist.timeout_s;
-          const LaunchOutcome out = launch_local(lo);
-          r.config = c.str();
-          r.family = c.family();
-          if (!out.result.is_null()) {
-            launched[results.size()] = out.result;
-            r.status = status_from_string(out.result.value("status", "crashed"));
-            r.error = out.result.value("error", "");
-          } else {
-            r.status = Status::kCrashed;
-            for (const auto& e : out.errors) r.error += (r.error.empty() ? "" : "; ") + e;
-            if (r.error.empty()) r.error = "the workers printed no result";
-          }
-        }
-        results.push_back(r);
-        if (!a->json && !quiet)
-          std::cout << format_distributed(launched.count(results.size() - 1)
-                                              ? launched[results.size() - 1]
-                                              : nlohmann::json(to_json(r, false)))
-                    << "\n";
-        continue;
-      }
-      results.push_back(run_config(c, a->options));
-      if (a->memory && results.back().status == Status::kOk)
-        memory.back() = measure_memory(parse_config(results.back().config), MemoryOptions{});
-      if (!a->json) {
-        std::cout << format_result(results.back());
-        if (memory.back() && memory.back()->status == Status::kOk)
-          std::cout << format_memory(memory.back()->breakdown);
-        else if (memory.back())
-          std::cout << "memory    not measured: " << memory.back()->error << "\n";
-        std::cout << "\n";
-      }
-    }
-    const Context ctx = current_context();
-    auto doc = run_document(ctx, results, a->per_layer);
-    for (const auto& [i, r] : launched) doc["results"][i] = r;
-    if (quiet) {
-      for (const auto& r : results)
-        if (r.status != Status::kOk) return 1;
-      return 0;
-    }
-    for (size_t i = 0; i < memory.size(); ++i)
-      if (memory[i]) {
-        const MemoryRun& m = *memory[i];
-        doc["results"][i]["memory"] = m.status == Status::kOk
-                                          ? to_json(m.breakdown, false)
-                                          : nlohmann::json{{"status", to_string(m.status)},
-                                                           {"error", m.error}};
-      }
-    if (a->json)
-      std::cout << doc.dump(2) << "\n";
-    else
-      std::cout << format_context(ctx);
-    if (!a->output.empty()) write_file_atomically(a->output, doc.dump(2) + "\n");
-    // A model that cannot be trained (a broken TorchScript file) is bad input, though it
-    // is only found out while building it: one line and status 2, the result printed too.
-    for (const auto& r : results)
-      if (r.status == Status::kInvalid) {
-        std::cerr << "trainbench: " << printable(r.error) << "\n";
-        return 2;
-      }
-    for (const auto& r : results)
-      if (r.status != Status::kOk) return 1;
-    return 0;
-  }};
+            const bool tty = isatty(STDOUT_FILENO);
+            std::vector<RunResult> results;
+            std::vector<std::optional<MemoryRun>> memory;
+            std::map<size_t, nlohmann::json> launched;  // results the local workers' rank 0 printed
+            for (const auto& c : configs) {
+              if (!a->json && tty && !quiet) std::cerr << "running " << c.str() << " ...\n";
+              memory.emplace_back();
+              if (c.get_int("workers") > 1) {
+                // Ranks get no --stack: run_distributed applies no part of a stack but the BLAS the
+                // ranks inherit from this process.
+                const DataParallelOutcome dp =
+                    run_data_parallel(child_job(*a, c, StackSpec{}), a->options, rank_env);
+                const RunResult& r = dp.result;
+                if (rank_env && quiet && r.status != Status::kOk)
+                  std::cerr << "trainbench: " << printable(r.error) << "\n";
+                if (!dp.launched.is_null()) launched[results.size()] = dp.launched;
+                results.push_back(r);
+                if (!a->json && !quiet)
+                  std::cout << format_distributed(launched.count(results.size() - 1)
+                                                      ? launched[results.size() - 1]
+                                                      : nlohmann::json(to_json(r, false)))
+                            << "\n";
+                continue;
+              }
+              results.push_back(run_config(c, a->options));
+              if (a->memory && results.back().status == Status::kOk)
+                memory.back() =
+                    measure_memory(parse_config(results.back().config), MemoryOptions{});
+              if (!a->json) {
+                std::cout << format_result(results.back());
+                if (memory.back() && memory.back()->status == Status::kOk)
+                  std::cout << format_memory(memory.back()->breakdown);
+                else if (memory.back())
+                  std::cout << "memory    not measured: " << memory.back()->error << "\n";
+                std::cout << "\n";
+              }
+            }
+            const Context ctx = current_context();
+            auto doc = run_document(ctx, results, a->per_layer);
+            for (const auto& [i, r] : launched) doc["results"][i] = r;
+            if (quiet) {
+              for (const auto& r : results)
+                if (r.status != Status::kOk) return 1;
+              return 0;
+            }
+            for (size_t i = 0; i < memory.size(); ++i)
+              if (memory[i]) {
+                const MemoryRun& m = *memory[i];
+                doc["results"][i]["memory"] =
+                    m.status == Status::kOk
+                        ? to_json(m.breakdown, false)
+                        : nlohmann::json{{"status", to_string(m.status)}, {"error", m.error}};
+              }
+            if (a->json)
+              std::cout << doc.dump(2) << "\n";
+            else
+              std::cout << format_context(ctx);
+            if (!a->output.empty()) write_file_atomically(a->output, doc.dump(2) + "\n");
+            // A model that cannot be trained (a broken TorchScript file) is bad input, though it
+            // is only found out while building it: one line and status 2, the result printed too.
+            for (const auto& r : results)
+              if (r.status == Status::kInvalid) {
+                std::cerr << "trainbench: " << printable(r.error) << "\n";
+                return 2;
+              }
+            for (const auto& r : results)
+              if (r.status != Status::kOk) return 1;
+            return 0;
+          }};
 }
 
 }  // namespace tb::cli

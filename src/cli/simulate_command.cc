@@ -3,13 +3,13 @@
 #include <iostream>
 
 #include "analysis/runs.h"
+#include "analysis/validation.h"
+#include "base/errors.h"
 #include "cli/commands.h"
 #include "platform/registry.h"
 #include "record/json.h"
 #include "simulate/accelerator_model.h"
-#include "analysis/validation.h"
 #include "spec/config.h"
-#include "base/errors.h"
 
 namespace tb::cli {
 

@@ -2,9 +2,9 @@
 
 #include <iostream>
 
-#include "cli/commands.h"
-#include "base/files.h"
 #include "base/errors.h"
+#include "base/files.h"
+#include "cli/commands.h"
 #include "store/export.h"
 #include "store/store.h"
 
@@ -52,8 +52,9 @@ Command add_export(CLI::App& app) {
       "  trainbench export results.db --format json -o runs.json   # pd.read_json('runs.json')");
   return {sub, [a]() {
             if (a->format == "parquet")
-              throw UsageError("export: parquet is not available in this build (no Apache Arrow "
-                               "in Debian's packages); use --format csv or json");
+              throw UsageError(
+                  "export: parquet is not available in this build (no Apache Arrow "
+                  "in Debian's packages); use --format csv or json");
             auto store = Store::open_read_only(a->store);
             const std::string text = a->format == "csv" ? export_csv(*store) : export_json(*store);
             if (a->output.empty())

@@ -4,9 +4,9 @@
 
 #include <iostream>
 
+#include "base/errors.h"
 #include "cli/commands.h"
 #include "jobs/sweep_runner.h"
-#include "base/errors.h"
 #include "spec/suite.h"
 #include "store/store.h"
 
@@ -82,7 +82,8 @@ Command add_suite(CLI::App& app) {
                                        "batch sweep", "default config");
               for (const auto* s : refs)
                 std::cout << fmt::format("{:<16} {:<28} {:<8} {:<28} {}\n", s->name, s->task,
-                                         s->throughput_unit, batches_text(*s), make_config(s->name, {}).str());
+                                         s->throughput_unit, batches_text(*s),
+                                         make_config(s->name, {}).str());
               if (refs.empty()) std::cout << "(no reference models in this build)\n";
               return 0;
             }

@@ -5,15 +5,15 @@
 #include <csignal>
 #include <iostream>
 
+#include "base/errors.h"
 #include "cli/commands.h"
 #include "cost/cost.h"
-#include "platform/host.h"
-#include "jobs/progress.h"
-#include "report/run_table.h"
 #include "jobs/cluster.h"
 #include "jobs/plan.h"
+#include "jobs/progress.h"
 #include "jobs/sweep_runner.h"
-#include "base/errors.h"
+#include "platform/host.h"
+#include "report/run_table.h"
 #include "spec/printable.h"
 #include "spec/stack.h"
 #include "spec/sweep.h"
@@ -61,11 +61,13 @@ Command add_sweep(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--list", a->list, "list the built-in sweeps");
   sub->add_flag("--dry-run", a->dry_run, "list the configs and their predicted cost; run nothing");
-  sub->add_option("--filter", a->plan.filter, "keep configs matching all of key=value, key>=value, ...");
-  sub->add_option("--sample", a->plan.sample, "run a sample of N configs")->check(CLI::PositiveNumber);
+  sub->add_option("--filter", a->plan.filter,
+                  "keep configs matching all of key=value, key>=value, ...");
+  sub->add_option("--sample", a->plan.sample, "run a sample of N configs")
+      ->check(CLI::PositiveNumber);
   sub->add_option("--seed", a->plan.seed, "seed of --sample")->capture_default_str();
   auto* lhs = sub->add_flag("--lhs", a->plan.lhs,
-                "sample by Latin hypercube over the axes (default: uniform random)");
+                            "sample by Latin hypercube over the axes (default: uniform random)");
   sub->add_option("--stratify", a->plan.stratify,
                   "with --sample: spread the sample evenly over the cells of these axes, e.g. "
                   "nodes,batch (fills a heat map over them)")
@@ -118,7 +120,8 @@ Command add_sweep(CLI::App& app) {
       "  trainbench sweep demo --store demo.db\n"
       "  trainbench sweep fc-cpu --dry-run --order cost\n"
       "  trainbench sweep paradnn-fc --sample 200 --lhs --seed 7 --store fc.db\n"
-      "  trainbench sweep paradnn-fc --sample 180 --stratify nodes,batch --store fc.db  # 2 per cell\n"
+      "  trainbench sweep paradnn-fc --sample 180 --stratify nodes,batch --store fc.db  # 2 per "
+      "cell\n"
       "  trainbench sweep my-sweep.toml --filter 'nodes>=1024,batch=512' --budget 5\n"
       "  trainbench sweep paradnn-lstm --shard 3/8 --store shard3.db   # one of 8 machines\n"
       "  mpirun -n 8 trainbench sweep paradnn-lstm --shard auto --store lstm.db  # rank 0 merges\n"
@@ -128,93 +131,87 @@ Command add_sweep(CLI::App& app) {
       "  trainbench sweep rnn-cpu --repetitions 5 --store rnn.db   # 5 processes per config\n"
       "Re-running the same command resumes: finished configs are skipped (--rerun to force).\n"
       "Sweep file format: docs/sweeps.md");
-  return {
-      sub, [a]() {
-        if (a->list) {
-          for (const auto& n : builtin_sweep_names()) {
-            const SweepSpec s = find_sweep(n);
-            std::cout << fmt::format("{:<24} {:>6} configs  {}\n", n, expand_sweep(s).size(),
-                                     s.description);
-          }
-          return 0;
-        }
-        if (a->sweep.empty())
-          throw UsageError("sweep: name a sweep or a file (--list shows the built-in ones)");
-        const SweepSpec spec = find_sweep(a->sweep);
-        std::vector<StackSpec> stacks;
-        for (const auto& t : a->stacks.empty() ? spec.stacks : a->stacks)
-          stacks.push_back(parse_stack(t));
-        if (a->packages) {
-          for (const auto& p : stack_packages(stacks)) std::cout << p << "\n";
-          return 0;
-        }
-        for (const auto& st : stacks)
-          if (st.blas != "default" && st.blas != "system" && !find_blas(st.blas).installed())
-            throw UsageError("sweep: BLAS '" + st.blas + "' is not installed (Debian package " +
-                             find_blas(st.blas).package + "; run scripts/setup.sh stacks " +
-                             a->sweep + ")");
-        const SweepPlan plan = plan_sweep(spec, a->plan);
-        const std::vector<Config>& configs = plan.configs;
-        const int shard_n = plan.shard_count, shard_i = plan.shard_index;
-        if (shard_n > 1)
-          std::cerr << fmt::format("shard {}/{} ({})\n", shard_i, shard_n, plan.shard_source);
-        const double limit = memory_limit_bytes(a->memory_limit_gib);
-        if (a->dry_run) {
-          std::cout << fmt::format("{:>5}  {:>12} {:>10} {:<14} {}\n", "#", "FLOP/step", "memory",
-                                   "predicted", "config");
-          double flops = 0;
-          for (size_t i = 0; i < configs.size(); ++i) {
-            const StepCost c = has_cost(configs[i].family()) ? step_cost(configs[i]) : StepCost{};
-            flops += c.flops();
-            std::cout << fmt::format("{:>5}  {:>12} {:>10} {:<14} {}\n", i + 1, si(c.flops(), ""),
-                                     bytes_iec(c.memory.total()),
-                                     c.memory.total() > limit ? "oom-predicted" : "run",
-                                     configs[i].str());
-          }
-          std::cout << fmt::format("{} configs, {} per step in all; budget {} s per config and process\n",
-                                   configs.size(), si(flops, "FLOP"),
-                                   a->budget > 0 ? a->budget : spec.budget_s);
-          return 0;
-        }
-        const std::string merged_store = a->store;
-        if (shard_n > 1) a->store = shard_store_path(merged_store, shard_i, shard_n);
-        auto store = Store::open(a->store);
-        SweepOptions o;
-        o.sweep_name = spec.name;
-        o.budget_s = a->budget > 0 ? a->budget : spec.budget_s;
-        o.timeout_s = a->timeout > 0 ? a->timeout : spec.timeout_s;
-        o.target_ci = spec.target_ci;
-        o.sweep_budget_s = a->sweep_budget;
-        o.memory_limit = int64_t(limit);
-        o.rerun = a->rerun;
-        o.retry_failed = a->retry_failed;
-        o.profile = a->profile;
-        o.stacks = stacks;
-        o.repetitions = a->repetitions > 0      ? a->repetitions
-                        : spec.repetitions > 0 ? spec.repetitions
-                                               : kSweepRepetitions;
-        const SweepSummary s = run_sweep_with_progress(configs, *store, o);
-        if (shard_n > 1) {
-          // Marked done even when it stopped early, so rank 0 never waits for nothing.
-          mark_shard_done(a->store, s.interrupted             ? "interrupted"
-                                    : s.harness_error.empty() ? "done"
-                                                              : s.harness_error);
-          if (shard_i == 1) try {
-              merge_shards(merged_store, shard_n, a->merge_timeout, std::cerr);
-            } catch (const std::runtime_error& e) {
-              std::cerr << "trainbench: " << printable(e.what()) << "\n";
+  return {sub, [a]() {
+            if (a->list) {
+              for (const auto& n : builtin_sweep_names()) {
+                const SweepSpec s = find_sweep(n);
+                std::cout << fmt::format("{:<24} {:>6} configs  {}\n", n, expand_sweep(s).size(),
+                                         s.description);
+              }
+              return 0;
+            }
+            if (a->sweep.empty())
+              throw UsageError("sweep: name a sweep or a file (--list shows the built-in ones)");
+            const SweepSpec spec = find_sweep(a->sweep);
+            std::vector<StackSpec> stacks;
+            for (const auto& t : a->stacks.empty() ? spec.stacks : a->stacks)
+              stacks.push_back(parse_stack(t));
+            if (a->packages) {
+              for (const auto& p : stack_packages(stacks)) std::cout << p << "\n";
+              return 0;
+            }
+            for (const auto& st : stacks)
+              if (st.blas != "default" && st.blas != "system" && !find_blas(st.blas).installed())
+                throw UsageError("sweep: BLAS '" + st.blas + "' is not installed (Debian package " +
+                                 find_blas(st.blas).package + "; run scripts/setup.sh stacks " +
+                                 a->sweep + ")");
+            const SweepPlan plan = plan_sweep(spec, a->plan);
+            const std::vector<Config>& configs = plan.configs;
+            const int shard_n = plan.shard_count, shard_i = plan.shard_index;
+            if (shard_n > 1)
+              std::cerr << fmt::format("shard {}/{} ({})\n", shard_i, shard_n, plan.shard_source);
+            const double limit = memory_limit_bytes(a->memory_limit_gib);
+            if (a->dry_run) {
+              std::cout << fmt::format("{:>5}  {:>12} {:>10} {:<14} {}\n", "#", "FLOP/step",
+                                       "memory", "predicted", "config");
+              double flops = 0;
+              for (size_t i = 0; i < configs.size(); ++i) {
+                const StepCost c =
+                    has_cost(configs[i].family()) ? step_cost(configs[i]) : StepCost{};
+                flops += c.flops();
+                std::cout << fmt::format("{:>5}  {:>12} {:>10} {:<14} {}\n", i + 1,
+                                         si(c.flops(), ""), bytes_iec(c.memory.total()),
+                                         c.memory.total() > limit ? "oom-predicted" : "run",
+                                         configs[i].str());
+              }
+              std::cout << fmt::format(
+                  "{} configs, {} per step in all; budget {} s per config and process\n",
+                  configs.size(), si(flops, "FLOP"), a->budget > 0 ? a->budget : spec.budget_s);
+              return 0;
+            }
+            const std::string merged_store = a->store;
+            if (shard_n > 1) a->store = shard_store_path(merged_store, shard_i, shard_n);
+            auto store = Store::open(a->store);
+            SweepOptions o;
+            o.sweep_name = spec.name;
+            o.budget_s = a->budget > 0 ? a->budget : spec.budget_s;
+            o.timeout_s = a->timeout > 0 ? a->timeout : spec.timeout_s;
+            o.target_ci = spec.target_ci;
+            o.sweep_budget_s = a->sweep_budget;
+            o.memory_limit = int64_t(limit);
+            o.rerun = a->rerun;
+            o.retry_failed = a->retry_failed;
+            o.profile = a->profile;
+            o.stacks = stacks;
+            o.repetitions = a->repetitions > 0     ? a->repetitions
+                            : spec.repetitions > 0 ? spec.repetitions
+                                                   : kSweepRepetitions;
+            const SweepSummary s = run_sweep_with_progress(configs, *store, o);
+            if (shard_n > 1) try {
+                finish_shard(merged_store, shard_i, shard_n, s, a->merge_timeout, std::cerr);
+              } catch (const std::runtime_error& e) {
+                std::cerr << "trainbench: " << printable(e.what()) << "\n";
+                return 1;
+              }
+            if (!s.harness_error.empty()) {
+              std::cerr << "trainbench: sweep stopped: " << s.harness_error << "\n";
               return 1;
             }
-        }
-        if (!s.harness_error.empty()) {
-          std::cerr << "trainbench: sweep stopped: " << s.harness_error << "\n";
-          return 1;
-        }
-        std::cout << "store: " << store->path() << " (" << store->count_runs() << " runs";
-        if (a->profile) std::cout << ", " << s.profiled << " profiled";
-        std::cout << ")\n";
-        return s.interrupted ? 130 : 0;
-      }};
+            std::cout << "store: " << store->path() << " (" << store->count_runs() << " runs";
+            if (a->profile) std::cout << ", " << s.profiled << " profiled";
+            std::cout << ")\n";
+            return s.interrupted ? 130 : 0;
+          }};
 }
 
 }  // namespace tb::cli

@@ -1,10 +1,10 @@
 #include <iostream>
 
 #include "analysis/tta.h"
+#include "base/errors.h"
 #include "cli/commands.h"
 #include "platform/registry.h"
 #include "record/json.h"
-#include "base/errors.h"
 
 namespace tb::cli {
 
@@ -38,8 +38,7 @@ Command add_tta(CLI::App& app) {
             const auto emulations = load_emulations(a->stores);  // the result points into it
             const TtaResult r = time_to_accuracy(emulations, p, a->baseline);
             if (a->json)
-              std::cout << document("trainbench.tta", {{"results", to_json(r)}}).dump(2)
-                        << "\n";
+              std::cout << document("trainbench.tta", {{"results", to_json(r)}}).dump(2) << "\n";
             else
               std::cout << format_tta(r);
             return 0;

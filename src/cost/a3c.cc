@@ -7,8 +7,8 @@
 // and N updates of the shared weights per step (ModelCost::optimizer_updates). The actors'
 // local copies of the weights and gradients (2 x N x params) are not in the memory
 // estimate's categories. The game's own work (rendering, preprocessing) is not FLOPs.
-#include "cost/layers.h"
 #include "cost/atari.h"
+#include "cost/layers.h"
 #include "spec/family.h"
 
 namespace tb {
@@ -18,8 +18,8 @@ std::vector<LayerCost> network(double batch, int64_t actions, int64_t eb) {
   std::vector<LayerCost> ls;
   auto keep = [&] { ls.back().saved_bytes += ls.back().output_bytes; };
   const int64_t b = int64_t(batch);
-  const cost::ConvGeometry c1{
-      b, atari::kStack, atari::kSide, atari::kSide, 16, 8, 8, 4, 4, 0, 0, 1, true};
+  const cost::ConvGeometry c1{b, atari::kStack, atari::kSide, atari::kSide, 16, 8, 8, 4, 4, 0, 0,
+                              1, true};
   ls.push_back(cost::conv("conv1", c1, eb, false));
   ls.push_back(cost::relu("relu1", double(b) * 16 * c1.out_h() * c1.out_w(), eb));
   keep();
@@ -106,11 +106,14 @@ FamilySchema a3c_schema() {
   }
   s.contract = "a3c:actors=1,batch=3";
   s.exemptions["forward_flops"] =
-      "its step is the actors' rollouts and updates, not one loss(): the cost model's forward covers every actor step of an update; tests/gan_rl_models_test.cc checks the training forward against the profiler";
+      "its step is the actors' rollouts and updates, not one loss(): the cost model's forward "
+      "covers every actor step of an update; tests/gan_rl_models_test.cc checks the training "
+      "forward against the profiler";
   return s;
 }
 
-const bool registered = (register_family_schema(a3c_schema()), register_cost("a3c", a3c_cost), true);
+const bool registered =
+    (register_family_schema(a3c_schema()), register_cost("a3c", a3c_cost), true);
 
 }  // namespace
 }  // namespace tb

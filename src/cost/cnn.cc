@@ -91,8 +91,12 @@ FamilySchema cnn_schema() {
   FamilySchema s{
       "cnn",
       "ParaDnn ResNet-style CNN of residual or bottleneck blocks (4 groups, filters x1,2,4,8)",
-      {{"block", "residual (2 convs) or bottleneck (1x1, 3x3, 1x1, 4x expansion)", "bottleneck", 0,
-        0, {"residual", "bottleneck"}},
+      {{"block",
+        "residual (2 convs) or bottleneck (1x1, 3x3, 1x1, 4x expansion)",
+        "bottleneck",
+        0,
+        0,
+        {"residual", "bottleneck"}},
        {"blocks", "blocks per group", "1", 1, 1024, {}},
        {"filters", "filters of the first group", "16", 1, 1 << 16, {}},
        {"image", "side of the square RGB input image", "224", 8, 1 << 15, {}},
@@ -103,7 +107,8 @@ FamilySchema cnn_schema() {
   return s;
 }
 
-const bool registered = (register_family_schema(cnn_schema()), register_cost("cnn", cnn_cost), true);
+const bool registered =
+    (register_family_schema(cnn_schema()), register_cost("cnn", cnn_cost), true);
 
 }  // namespace
 }  // namespace tb

@@ -1,12 +1,12 @@
-// Schema and cost description of the deepspeech2 family (model/deepspeech2.cc). The convolutions run
-// over the padded spectrogram (padded frames included, as computed); the recurrent layers
-// run on packed sequences, so their work is at the real frame count; CTC's lattice is at
-// each utterance's real frames and transcript length. Lengths are exact (spec/lengths.h).
+// Schema and cost description of the deepspeech2 family (model/deepspeech2.cc). The convolutions
+// run over the padded spectrogram (padded frames included, as computed); the recurrent layers run
+// on packed sequences, so their work is at the real frame count; CTC's lattice is at each
+// utterance's real frames and transcript length. Lengths are exact (spec/lengths.h).
 #include <fmt/format.h>
 
 #include "cost/layers.h"
-#include "spec/lengths.h"
 #include "spec/family.h"
+#include "spec/lengths.h"
 
 namespace tb {
 namespace {
@@ -88,7 +88,8 @@ FamilySchema deepspeech2_schema() {
   return s;
 }
 
-const bool registered = (register_family_schema(deepspeech2_schema()), register_cost("deepspeech2", deepspeech2_cost), true);
+const bool registered = (register_family_schema(deepspeech2_schema()),
+                         register_cost("deepspeech2", deepspeech2_cost), true);
 
 }  // namespace
 }  // namespace tb

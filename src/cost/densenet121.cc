@@ -3,8 +3,8 @@
 // the copies grow quadratically with the block's depth.
 #include <fmt/format.h>
 
-#include "cost/image_net.h"
 #include "cost/family_schemas.h"
+#include "cost/image_net.h"
 #include "spec/family.h"
 
 namespace tb {
@@ -42,7 +42,9 @@ ModelCost densenet121_cost(const Config& cfg, int64_t eb) {
 }
 
 const bool registered =
-    (register_family_schema(image_classifier_schema("densenet121", "DenseNet-121 (torchvision), 8.0M parameters", 224, 32, "momentum")), register_cost("densenet121", densenet121_cost), true);
+    (register_family_schema(image_classifier_schema(
+         "densenet121", "DenseNet-121 (torchvision), 8.0M parameters", 224, 32, "momentum")),
+     register_cost("densenet121", densenet121_cost), true);
 
 }  // namespace
 }  // namespace tb

@@ -3,8 +3,8 @@
 namespace tb {
 
 FamilySchema image_classifier_schema(const std::string& name, const std::string& summary,
-                                            int64_t default_image, int64_t min_image,
-                                            const std::string& optimizer) {
+                                     int64_t default_image, int64_t min_image,
+                                     const std::string& optimizer) {
   const std::string image = std::to_string(default_image);
   FamilySchema s{
       name,

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "cost/layers.h"
 #include "base/errors.h"
+#include "cost/layers.h"
 
 namespace tb::cost {
 

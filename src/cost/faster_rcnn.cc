@@ -1,5 +1,5 @@
-// Schema and cost description of faster_rcnn (model/faster_rcnn.cc): the backbone, FPN, the RPN head
-// on every level and the RoI heads on 512 sampled RoIs per image, the number torchvision
+// Schema and cost description of faster_rcnn (model/faster_rcnn.cc): the backbone, FPN, the RPN
+// head on every level and the RoI heads on 512 sampled RoIs per image, the number torchvision
 // samples whenever an image has at least 512 proposals. Left out: anchor matching,
 // proposal decoding, NMS, sampling and the box losses (data-dependent index work).
 #include <fmt/format.h>
@@ -67,7 +67,8 @@ FamilySchema faster_rcnn_schema() {
       "faster_rcnn:backbone=resnet50,height=800,width=1088,max_boxes=14,batch=2,dtype=fp32");
 }
 
-const bool registered = (register_family_schema(faster_rcnn_schema()), register_cost("faster_rcnn", faster_rcnn_cost), true);
+const bool registered = (register_family_schema(faster_rcnn_schema()),
+                         register_cost("faster_rcnn", faster_rcnn_cost), true);
 
 }  // namespace
 }  // namespace tb

@@ -17,7 +17,11 @@ ModelCost fault_cost(const Config& c, int64_t eb) {
 FamilySchema fault_schema() {
   FamilySchema s{"fault",
                  "diagnostic: misbehaves on purpose (segfault, abort, alloc, hang) to test sweeps",
-                 {{"mode", "what goes wrong; ok trains a 4x4 matrix", "ok", 0, 0,
+                 {{"mode",
+                   "what goes wrong; ok trains a 4x4 matrix",
+                   "ok",
+                   0,
+                   0,
                    {"ok", "segfault", "abort", "alloc", "hang"}}},
                  "fault:mode=segfault"};
   for (auto& p : common_params(1)) s.params.push_back(p);
@@ -25,7 +29,8 @@ FamilySchema fault_schema() {
   return s;
 }
 
-const bool registered = (register_family_schema(fault_schema()), register_cost("fault", fault_cost), true);
+const bool registered =
+    (register_family_schema(fault_schema()), register_cost("fault", fault_cost), true);
 
 }  // namespace
 }  // namespace tb

@@ -26,13 +26,14 @@ ModelCost fc_cost(const Config& c, int64_t eb) {
 }
 
 FamilySchema fc_schema() {
-  FamilySchema s{"fc",
-                 "ParaDnn fully-connected: input -> layers x (Linear(nodes)+ReLU) -> Linear(output)",
-                 {{"layers", "hidden layers", "4", 1, 4096, {}},
-                  {"nodes", "units per hidden layer", "1024", 1, 1 << 20, {}},
-                  {"input", "input features", "2000", 1, 1 << 24, {}},
-                  {"output", "classes", "200", 1, 1 << 24, {}}},
-                 "fc:layers=4,nodes=1024,input=2000,output=200,batch=512,dtype=fp32"};
+  FamilySchema s{
+      "fc",
+      "ParaDnn fully-connected: input -> layers x (Linear(nodes)+ReLU) -> Linear(output)",
+      {{"layers", "hidden layers", "4", 1, 4096, {}},
+       {"nodes", "units per hidden layer", "1024", 1, 1 << 20, {}},
+       {"input", "input features", "2000", 1, 1 << 24, {}},
+       {"output", "classes", "200", 1, 1 << 24, {}}},
+      "fc:layers=4,nodes=1024,input=2000,output=200,batch=512,dtype=fp32"};
   for (auto& p : common_params(512)) s.params.push_back(p);
   s.contract = "fc:layers=1,nodes=8,input=16,output=4,batch=2";
   return s;

@@ -3,8 +3,8 @@
 // its conv, bn and ReLU.
 #include <fmt/format.h>
 
-#include "cost/image_net.h"
 #include "cost/family_schemas.h"
+#include "cost/image_net.h"
 #include "spec/family.h"
 
 namespace tb {
@@ -117,7 +117,8 @@ FamilySchema inception3_schema() {
   return s;
 }
 
-const bool registered = (register_family_schema(inception3_schema()), register_cost("inception3", inception3_cost), true);
+const bool registered = (register_family_schema(inception3_schema()),
+                         register_cost("inception3", inception3_cost), true);
 
 }  // namespace
 }  // namespace tb

@@ -2,8 +2,8 @@
 // names.
 #include <fmt/format.h>
 
-#include "cost/image_net.h"
 #include "cost/family_schemas.h"
+#include "cost/image_net.h"
 #include "spec/family.h"
 
 namespace tb {
@@ -45,8 +45,10 @@ ModelCost mobilenet_v2_cost(const Config& cfg, int64_t eb) {
   return m;
 }
 
-const bool registered =
-    (register_family_schema(image_classifier_schema("mobilenet_v2", "MobileNetV2 width 1.0 (torchvision), 3.5M parameters", 224, 32, "rmsprop")), register_cost("mobilenet_v2", mobilenet_v2_cost), true);
+const bool registered = (register_family_schema(image_classifier_schema(
+                             "mobilenet_v2", "MobileNetV2 width 1.0 (torchvision), 3.5M parameters",
+                             224, 32, "rmsprop")),
+                         register_cost("mobilenet_v2", mobilenet_v2_cost), true);
 
 }  // namespace
 }  // namespace tb

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <map>
 
+#include "base/errors.h"
 #include "cost/cost.h"
 #include "cost/layers.h"
-#include "base/errors.h"
 
 namespace tb {
 namespace {
@@ -58,8 +58,8 @@ StepCost step_cost(ModelCost model, const std::string& optimizer, int64_t eb) {
   s.memory.weights = eb * p;
   s.memory.gradients =
       eb * (model.gradient_params_at_once > 0 ? double(model.gradient_params_at_once) : trainable);
-  const double state = model.optimizer_state_per_param > 0 ? model.optimizer_state_per_param
-                                                           : opt.state_per_param;
+  const double state =
+      model.optimizer_state_per_param > 0 ? model.optimizer_state_per_param : opt.state_per_param;
   s.memory.optimizer_state = eb * state * trainable;
   s.memory.inputs = model.input_bytes;
   // During backward the gradient of the largest activation and the gradient of its

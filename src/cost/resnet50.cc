@@ -2,8 +2,8 @@
 // module names.
 #include <fmt/format.h>
 
-#include "cost/image_net.h"
 #include "cost/family_schemas.h"
+#include "cost/image_net.h"
 #include "spec/family.h"
 
 namespace tb {
@@ -34,7 +34,9 @@ ModelCost resnet50_cost(const Config& cfg, int64_t eb) {
 }
 
 const bool registered =
-    (register_family_schema(image_classifier_schema("resnet50", "ResNet-50 v1.5 (torchvision), 25.6M parameters", 224, 32, "momentum")), register_cost("resnet50", resnet50_cost), true);
+    (register_family_schema(image_classifier_schema(
+         "resnet50", "ResNet-50 v1.5 (torchvision), 25.6M parameters", 224, 32, "momentum")),
+     register_cost("resnet50", resnet50_cost), true);
 
 }  // namespace
 }  // namespace tb

@@ -49,7 +49,8 @@ FamilySchema retinanet_schema() {
       {}, "retinanet:height=800,width=1088,max_boxes=14,batch=2,dtype=fp32");
 }
 
-const bool registered = (register_family_schema(retinanet_schema()), register_cost("retinanet", retinanet_cost), true);
+const bool registered =
+    (register_family_schema(retinanet_schema()), register_cost("retinanet", retinanet_cost), true);
 
 }  // namespace
 }  // namespace tb

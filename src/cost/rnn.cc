@@ -25,20 +25,22 @@ ModelCost rnn_cost(const Config& c, int64_t eb) {
 }
 
 FamilySchema rnn_schema() {
-  FamilySchema s{"rnn",
-                 "ParaDnn recurrent model: embedding -> stacked RNN/LSTM/GRU cells -> Linear(vocab)",
-                 {{"cell", "recurrent cell type", "rnn", 0, 0, {"rnn", "lstm", "gru"}},
-                  {"layers", "stacked recurrent layers", "1", 1, 1024, {}},
-                  {"embed", "embedding size = hidden width", "100", 1, 1 << 16, {}},
-                  {"length", "tokens per sequence", "10", 1, 1 << 16, {}},
-                  {"vocab", "vocabulary size", "1024", 2, 1 << 24, {}}},
-                 "rnn:cell=lstm,layers=1,embed=100,length=10,vocab=1024,batch=16,dtype=fp32"};
+  FamilySchema s{
+      "rnn",
+      "ParaDnn recurrent model: embedding -> stacked RNN/LSTM/GRU cells -> Linear(vocab)",
+      {{"cell", "recurrent cell type", "rnn", 0, 0, {"rnn", "lstm", "gru"}},
+       {"layers", "stacked recurrent layers", "1", 1, 1024, {}},
+       {"embed", "embedding size = hidden width", "100", 1, 1 << 16, {}},
+       {"length", "tokens per sequence", "10", 1, 1 << 16, {}},
+       {"vocab", "vocabulary size", "1024", 2, 1 << 24, {}}},
+      "rnn:cell=lstm,layers=1,embed=100,length=10,vocab=1024,batch=16,dtype=fp32"};
   for (auto& p : common_params(16)) s.params.push_back(p);
   s.contract = "rnn:cell=lstm,layers=2,embed=16,length=5,vocab=32,batch=3";
   return s;
 }
 
-const bool registered = (register_family_schema(rnn_schema()), register_cost("rnn", rnn_cost), true);
+const bool registered =
+    (register_family_schema(rnn_schema()), register_cost("rnn", rnn_cost), true);
 
 }  // namespace
 }  // namespace tb

@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 
 #include "cost/layers.h"
-#include "spec/lengths.h"
 #include "spec/family.h"
+#include "spec/lengths.h"
 
 namespace tb {
 namespace {
@@ -82,7 +82,8 @@ FamilySchema seq2seq_schema() {
   return s;
 }
 
-const bool registered = (register_family_schema(seq2seq_schema()), register_cost("seq2seq", seq2seq_cost), true);
+const bool registered =
+    (register_family_schema(seq2seq_schema()), register_cost("seq2seq", seq2seq_cost), true);
 
 }  // namespace
 }  // namespace tb

@@ -2,8 +2,8 @@
 // names. Its convolutions carry biases and are followed by ReLU, not BN.
 #include <fmt/format.h>
 
-#include "cost/image_net.h"
 #include "cost/family_schemas.h"
+#include "cost/image_net.h"
 #include "spec/family.h"
 
 namespace tb {
@@ -41,7 +41,9 @@ ModelCost squeezenet_cost(const Config& cfg, int64_t eb) {
 }
 
 const bool registered =
-    (register_family_schema(image_classifier_schema("squeezenet1_1", "SqueezeNet 1.1 (torchvision), 1.2M parameters", 224, 32, "momentum")), register_cost("squeezenet1_1", squeezenet_cost), true);
+    (register_family_schema(image_classifier_schema(
+         "squeezenet1_1", "SqueezeNet 1.1 (torchvision), 1.2M parameters", 224, 32, "momentum")),
+     register_cost("squeezenet1_1", squeezenet_cost), true);
 
 }  // namespace
 }  // namespace tb

@@ -81,7 +81,7 @@ FamilySchema torchscript_schema() {
   const std::string why =
       "the module is the user's TorchScript file, and it has no cost description (the profiler "
       "counts its FLOPs); tests/torchscript_test.cc makes modules and checks them";
-  for (const char* clause : {"parameters", "forward_flops", "memory", "activation_points"})
+  for (const char* clause : {"cost", "parameters", "forward_flops", "memory", "activation_points"})
     s.exemptions[clause] = why;
   return s;
 }

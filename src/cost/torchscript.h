@@ -1,6 +1,6 @@
 #pragma once
-// The `torchscript` family's input shapes (model/torchscript.cc, cost/torchscript.cc): `3x224x224+16` is two
-// inputs, each without its batch dimension.
+// The `torchscript` family's input shapes (model/torchscript.cc, cost/torchscript.cc):
+// `3x224x224+16` is two inputs, each without its batch dimension.
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -96,7 +96,8 @@ FamilySchema transformer_schema() {
   return s;
 }
 
-const bool registered = (register_family_schema(transformer_schema()), register_cost("transformer", transformer_cost), true);
+const bool registered = (register_family_schema(transformer_schema()),
+                         register_cost("transformer", transformer_cost), true);
 
 }  // namespace
 }  // namespace tb

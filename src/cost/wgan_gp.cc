@@ -196,11 +196,13 @@ FamilySchema wgan_schema() {
   }
   s.contract = "wgan_gp:dim=4,critic_iters=1,batch=2";
   s.exemptions["forward_flops"] =
-      "its step is critic and generator updates, not one loss(): the cost model's forward covers all of them; tests/gan_rl_models_test.cc checks them against the profiler";
+      "its step is critic and generator updates, not one loss(): the cost model's forward covers "
+      "all of them; tests/gan_rl_models_test.cc checks them against the profiler";
   return s;
 }
 
-const bool registered = (register_family_schema(wgan_schema()), register_cost("wgan_gp", wgan_gp_cost), true);
+const bool registered =
+    (register_family_schema(wgan_schema()), register_cost("wgan_gp", wgan_gp_cost), true);
 
 }  // namespace
 }  // namespace tb

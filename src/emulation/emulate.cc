@@ -3,11 +3,11 @@
 #include <cmath>
 #include <numeric>
 
+#include "base/errors.h"
 #include "emulation/family_training.h"
 #include "emulation/fashion_mnist.h"
 #include "emulation/to_target.h"
 #include "numerics/policy.h"
-#include "base/errors.h"
 
 namespace tb::emu {
 namespace {

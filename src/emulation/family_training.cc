@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "base/errors.h"
 #include "emulation/numerics_workload.h"
 #include "emulation/to_target.h"
-#include "base/errors.h"
 
 namespace tb::emu {
 namespace {

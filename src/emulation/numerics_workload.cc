@@ -2,9 +2,9 @@
 
 #include <utility>
 
+#include "base/errors.h"
 #include "model/activation_point.h"
 #include "model/phase.h"
-#include "base/errors.h"
 
 namespace tb::emu {
 namespace {

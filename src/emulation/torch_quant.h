@@ -86,7 +86,6 @@ bool leaves_unchanged(const QuantPoint& second, const QuantPoint& first);
 torch::Tensor quantize_tensor(const torch::Tensor& x, const num::Format& f,
                               const num::QuantOptions& o);
 
-
 // y = forward.apply(x); in backward, dL/dx = backward.apply(dL/dy) (straight-through for the
 // rounding itself). Either point may be disabled.
 torch::Tensor quantize_op(const torch::Tensor& x, const QuantPoint& forward,

@@ -5,8 +5,8 @@
 
 #include <optional>
 
-#include "emulation/emulate.h"
 #include "base/errors.h"
+#include "emulation/emulate.h"
 
 namespace tb::emu {
 namespace {

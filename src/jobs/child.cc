@@ -74,7 +74,8 @@ ChildOutcome run_child(const std::vector<std::string>& args, const ChildOptions&
   int open_fds = 2;
   char buf[65536];
   while (open_fds > 0) {
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!timed_out && !out.interrupted) {
       if (elapsed > o.timeout_s) {
         timed_out = true;

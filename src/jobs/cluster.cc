@@ -101,4 +101,13 @@ int64_t merge_shards(const std::string& store, int n, double timeout_s, std::ost
   return added;
 }
 
+void finish_shard(const std::string& store, int i, int n, const SweepSummary& summary,
+                  double merge_timeout_s, std::ostream& log) {
+  mark_shard_done(shard_store_path(store, i, n), summary.interrupted ? "interrupted"
+                                                 : summary.harness_error.empty()
+                                                     ? "done"
+                                                     : summary.harness_error);
+  if (i == 1) merge_shards(store, n, merge_timeout_s, log);
+}
+
 }  // namespace tb

@@ -7,6 +7,8 @@
 #include <string>
 #include <utility>
 
+#include "jobs/sweep_runner.h"
+
 namespace tb {
 
 // Shard (1-based I, N) of this process from OpenMPI (OMPI_COMM_WORLD_RANK/SIZE), MPICH
@@ -24,5 +26,11 @@ void mark_shard_done(const std::string& shard_store, const std::string& note);
 // then merges their stores into `store`. Returns the number of runs added. Throws
 // std::runtime_error naming the shards still missing when the time is up.
 int64_t merge_shards(const std::string& store, int n, double timeout_s, std::ostream& log);
+
+// After shard I of N of `store` has run (`summary`): marks it done, even when it stopped
+// early, so the merging rank never waits for nothing; shard 1 then merges every shard into
+// `store` (merge_shards, whose errors it throws).
+void finish_shard(const std::string& store, int i, int n, const SweepSummary& summary,
+                  double merge_timeout_s, std::ostream& log);
 
 }  // namespace tb

@@ -26,7 +26,9 @@ SweepPlan plan_sweep(const SweepSpec& spec, const PlanRequest& r) {
                                  : stratified_sample(configs, r.sample, r.seed, r.stratify);
   if (r.order == "cost")
     std::stable_sort(configs.begin(), configs.end(), [](const Config& x, const Config& y) {
-      auto flops = [](const Config& c) { return has_cost(c.family()) ? step_cost(c).flops() : 0.0; };
+      auto flops = [](const Config& c) {
+        return has_cost(c.family()) ? step_cost(c).flops() : 0.0;
+      };
       return flops(x) < flops(y);
     });
   if (r.shard == "auto") {

@@ -50,24 +50,30 @@ void ProgressPrinter::draw(const SweepEvent& e) {
   const int filled = e.total ? int(width * finished / e.total) : width;
   std::string current = e.outcome == "running" ? e.config : "";
   if (current.size() > 60) current = current.substr(0, 57) + "...";
-  fmt::print(out_, "\r\033[K[{}{}] {}/{} done {} failed {} skipped {} | {:.2f} cfg/min | ETA {} | {}",
-             std::string(filled, '#'), std::string(width - filled, '.'), finished, e.total,
-             done_, failed_, skipped_, elapsed > 0 ? 60.0 * (done_ + failed_) / elapsed : 0,
+  fmt::print(out_,
+             "\r\033[K[{}{}] {}/{} done {} failed {} skipped {} | {:.2f} cfg/min | ETA {} | {}",
+             std::string(filled, '#'), std::string(width - filled, '.'), finished, e.total, done_,
+             failed_, skipped_, elapsed > 0 ? 60.0 * (done_ + failed_) / elapsed : 0,
              per > 0 ? duration(per * left) : "?", current);
   std::fflush(out_);
 }
 
 void ProgressPrinter::finish(const SweepSummary& s) {
   if (terminal_) fmt::print(out_, "\r\033[K");
-  fmt::print(out_,
-             "sweep: {} runs{}: {} ran ({} ok, {} not ok), {} oom-predicted, {} already in the "
-             "store, in {}{}{}\n",
-             s.total, s.repetitions > 1 ? fmt::format(" ({} configs x {} repetitions)", s.total / s.repetitions, s.repetitions) : "",
-             s.ran, s.ok, s.failed, s.predicted_oom, s.skipped, duration(s.wall_s),
-             s.unstable ? fmt::format("; {} UNSTABLE (processes disagree beyond their CIs)", s.unstable) : "",
-             s.interrupted      ? "; interrupted, unfinished configs not recorded"
-             : s.out_of_budget ? "; sweep budget spent, re-run to resume"
-                                : "");
+  fmt::print(
+      out_,
+      "sweep: {} runs{}: {} ran ({} ok, {} not ok), {} oom-predicted, {} already in the "
+      "store, in {}{}{}\n",
+      s.total,
+      s.repetitions > 1
+          ? fmt::format(" ({} configs x {} repetitions)", s.total / s.repetitions, s.repetitions)
+          : "",
+      s.ran, s.ok, s.failed, s.predicted_oom, s.skipped, duration(s.wall_s),
+      s.unstable ? fmt::format("; {} UNSTABLE (processes disagree beyond their CIs)", s.unstable)
+                 : "",
+      s.interrupted     ? "; interrupted, unfinished configs not recorded"
+      : s.out_of_budget ? "; sweep budget spent, re-run to resume"
+                        : "");
   std::fflush(out_);
 }
 

@@ -23,13 +23,13 @@ nlohmann::json result_of(const ChildOutcome& r, const Config& c) {
 }
 
 std::vector<nlohmann::json> run_repeated(
-    const std::vector<RepeatJob>& jobs, int repetitions, const ChildOptions& options,
+    const std::vector<JobSpec>& jobs, int repetitions, const ChildOptions& options,
     const std::function<void(size_t, int, const nlohmann::json&)>& on_result) {
   std::vector<nlohmann::json> combined(jobs.size());
   for (int rep = 0; rep < repetitions; ++rep)
     for (size_t i = 0; i < jobs.size(); ++i) {
       if (rep > 0 && combined[i].value("status", "") != "ok") continue;
-      const ChildOutcome out = run_child(jobs[i].args, options);
+      const ChildOutcome out = run_child(jobs[i].args(), options);
       if (out.interrupted) return combined;
       if (out.harness_error)
         throw std::runtime_error("could not start a repetition of " + jobs[i].config.str() + ": " +

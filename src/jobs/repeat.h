@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "jobs/child.h"
+#include "jobs/job_spec.h"
 #include "spec/config.h"
 
 namespace tb {
@@ -16,15 +17,10 @@ namespace tb {
 // A child's result object, or, when it died before printing one, a result that says how.
 nlohmann::json result_of(const ChildOutcome& child, const Config& config);
 
-struct RepeatJob {
-  Config config;
-  std::vector<std::string> args;  // the child's: run CONFIG --json ...
-};
-
 // Each job's combined result, in order. A job whose process fails runs no more. Stops
 // early, returning what it has, when `options.stop` is set. `on_result` sees every process.
 std::vector<nlohmann::json> run_repeated(
-    const std::vector<RepeatJob>& jobs, int repetitions, const ChildOptions& options,
+    const std::vector<JobSpec>& jobs, int repetitions, const ChildOptions& options,
     const std::function<void(size_t job, int repetition, const nlohmann::json& result)>& on_result);
 
 }  // namespace tb

@@ -4,13 +4,14 @@
 
 #include <chrono>
 
-#include "runner/characterize.h"
+#include "jobs/child.h"
+#include "jobs/job_spec.h"
+#include "jobs/repeat.h"
 #include "platform/host.h"
 #include "record/context.h"
 #include "record/json.h"
 #include "record/repetitions.h"
-#include "jobs/child.h"
-#include "jobs/repeat.h"
+#include "runner/characterize.h"
 #include "runner/runner.h"
 #include "runner/threads.h"
 
@@ -98,17 +99,20 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
       // --rerun and --retry-failed start a config afresh in the first round only; later
       // rounds add to what that round stored.
       const bool fresh_start = round == 0 && o.rerun;
-      nlohmann::json previous = fresh_start ? nlohmann::json() : store.run_result(text, platform, stack);
+      nlohmann::json previous =
+          fresh_start ? nlohmann::json() : store.run_result(text, platform, stack);
       const std::string recorded =
           previous.is_null() ? "" : previous.value("status", std::string("crashed"));
       // A config counts as done unless it failed for reasons that may not recur (with
       // --retry-failed) or was predicted not to fit and now would.
-      const bool retry = round == 0 &&
-          ((o.retry_failed && (recorded == "crashed" || recorded == "oom" || recorded == "timeout")) ||
-           (recorded == "oom-predicted" && !refuse_before_running(c, ro)));
+      const bool retry =
+          round == 0 && ((o.retry_failed &&
+                          (recorded == "crashed" || recorded == "oom" || recorded == "timeout")) ||
+                         (recorded == "oom-predicted" && !refuse_before_running(c, ro)));
       if (retry) previous = nullptr;
       // Round k runs the configs that rest on k processes or fewer.
-      const bool enough = !previous.is_null() && (recorded != "ok" || repetition_count(previous) > round);
+      const bool enough =
+          !previous.is_null() && (recorded != "ok" || repetition_count(previous) > round);
       if (enough) {
         ++sum.skipped;
         ev.outcome = "skipped";
@@ -119,7 +123,8 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
       }
       if (previous.is_null()) {
         if (auto refused = refuse_before_running(c, ro)) {
-          store.add_run(to_json(*refused, false), platform, stack, o.sweep_name, fresh_start || retry);
+          store.add_run(to_json(*refused, false), platform, stack, o.sweep_name,
+                        fresh_start || retry);
           ++sum.predicted_oom;
           ev.outcome = to_string(refused->status);
           ev.detail = refused->error;
@@ -130,15 +135,12 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
       ev.outcome = "running";
       on_event(ev);
       ChildOptions co{o.binary, timeout, memory_limit, o.stop};
-      std::vector<std::string> args = {"run",
-                                       text,
-                                       "--json",
-                                       "--budget",
-                                       fmt::format("{}", o.budget_s),
-                                       "--target-ci",
-                                       fmt::format("{}", o.target_ci)};
-      if (!stack_spec.is_default()) args.insert(args.end(), {"--stack", stack_spec.str()});
-      const ChildOutcome r = run_child(args, co);
+      JobSpec job;
+      job.config = c;
+      job.stack = stack_spec;
+      job.timing.budget_s = o.budget_s;
+      job.timing.target_rel_ci = o.target_ci;
+      const ChildOutcome r = run_child(job.args(), co);
       if (r.interrupted) {
         sum.interrupted = stopped = true;
         break;
@@ -150,22 +152,28 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
       }
       const nlohmann::json result = result_of(r, c);
       const nlohmann::json combined = add_repetition(previous, result);
-      store.add_run(combined, platform, stack, o.sweep_name, !previous.is_null() || fresh_start || retry);
+      store.add_run(combined, platform, stack, o.sweep_name,
+                    !previous.is_null() || fresh_start || retry);
       ++sum.ran;
       ev.wall_s = r.wall_s;
       ev.outcome = result.value("status", std::string("crashed"));
       if (ev.outcome == "ok") {
         ++sum.ok;
-        ev.detail = fmt::format("{:.1f} examples/s", number_or(result["metrics"], "examples_per_s", 0.0));
+        ev.detail =
+            fmt::format("{:.1f} examples/s", number_or(result["metrics"], "examples_per_s", 0.0));
         if (combined.value("unstable", false) && round + 1 == reps) {
           ++sum.unstable;
-          ev.detail += fmt::format("; UNSTABLE: processes' means differ {:.2f}x",
-                                   number_or(combined["repetitions"]["between_processes"], "max_over_min", 0.0));
+          ev.detail += fmt::format(
+              "; UNSTABLE: processes' means differ {:.2f}x",
+              number_or(combined["repetitions"]["between_processes"], "max_over_min", 0.0));
         }
         if (o.profile && stack_spec.is_default() && previous.is_null()) {
           // A profile that fails costs the config nothing: its run is already recorded.
-          const ChildOutcome p =
-              run_child({"profile", text, "--json", "--steps", std::to_string(o.profile_steps)}, co);
+          JobSpec profile;
+          profile.kind = JobSpec::Kind::kProfile;
+          profile.config = c;
+          profile.profile_steps = o.profile_steps;
+          const ChildOutcome p = run_child(profile.args(), co);
           if (p.status == Status::kOk && p.result.contains("profile")) {
             store.add_profile(p.result["profile"], platform, stack);
             ++sum.profiled;

@@ -243,10 +243,8 @@ class A3cWorkload : public Workload {
   std::vector<std::unique_ptr<Actor>> actors_;
 };
 
-
 const bool registered =
-    (register_builder("a3c",
-                     [](const Config& c) { return std::make_unique<A3cWorkload>(c); }),
+    (register_builder("a3c", [](const Config& c) { return std::make_unique<A3cWorkload>(c); }),
      true);
 
 }  // namespace

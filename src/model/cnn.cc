@@ -95,12 +95,9 @@ class CnnWorkload : public Workload {
   int64_t batch_, image_, output_;
 };
 
-
-const bool registered = (register_builder("cnn",
-                                         [](const Config& c) {
-                                           return std::make_unique<CnnWorkload>(c);
-                                         }),
-                         true);
+const bool registered =
+    (register_builder("cnn", [](const Config& c) { return std::make_unique<CnnWorkload>(c); }),
+     true);
 
 }  // namespace
 }  // namespace tb

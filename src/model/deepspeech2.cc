@@ -9,9 +9,9 @@
 // recurrent layers run on packed sequences, so padding does no recurrent work.
 #include <fmt/format.h>
 
+#include "base/errors.h"
 #include "model/activation_point.h"
 #include "model/workload.h"
-#include "base/errors.h"
 #include "spec/lengths.h"
 
 namespace tb {
@@ -153,10 +153,9 @@ class DeepSpeech2Workload : public Workload {
   int64_t batch_, min_frames_, max_frames_;
 };
 
-
 const bool registered =
     (register_builder("deepspeech2",
-                     [](const Config& c) { return std::make_unique<DeepSpeech2Workload>(c); }),
+                      [](const Config& c) { return std::make_unique<DeepSpeech2Workload>(c); }),
      true);
 
 }  // namespace

@@ -120,7 +120,7 @@ class DenseNet121Workload : public ImageClassifierWorkload {
 
 const bool registered =
     (register_builder("densenet121",
-         [](const Config& c) { return std::make_unique<DenseNet121Workload>(c); }),
+                      [](const Config& c) { return std::make_unique<DenseNet121Workload>(c); }),
      true);
 
 }  // namespace

@@ -3,8 +3,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
 
-#include "model/activation_point.h"
 #include "base/errors.h"
+#include "model/activation_point.h"
 
 namespace tb::det {
 namespace nn = torch::nn;
@@ -61,7 +61,6 @@ std::vector<torch::Tensor> FpnImpl::forward(const std::vector<torch::Tensor>& x)
   }
   return out;
 }
-
 
 DetectionData::DetectionData(const Config& c)
     : batch(c.get_int("batch")),

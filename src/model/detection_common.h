@@ -24,7 +24,6 @@ struct FpnImpl : torch::nn::Module {
 };
 TORCH_MODULE(Fpn);
 
-
 // One image's boxes and labels (1..90, COCO's 91 classes with background 0).
 struct Targets {
   std::vector<torch::Tensor> boxes, labels;

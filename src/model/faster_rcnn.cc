@@ -224,10 +224,9 @@ class FasterRcnnWorkload : public Workload {
   FasterRcnn net_;
 };
 
-
 const bool registered =
     (register_builder("faster_rcnn",
-                     [](const Config& c) { return std::make_unique<FasterRcnnWorkload>(c); }),
+                      [](const Config& c) { return std::make_unique<FasterRcnnWorkload>(c); }),
      true);
 
 }  // namespace

@@ -37,12 +37,9 @@ class FaultWorkload : public Workload {
   int64_t batch_;
 };
 
-
-const bool registered = (register_builder("fault",
-                                         [](const Config& c) {
-                                           return std::make_unique<FaultWorkload>(c);
-                                         }),
-                         true);
+const bool registered =
+    (register_builder("fault", [](const Config& c) { return std::make_unique<FaultWorkload>(c); }),
+     true);
 
 }  // namespace
 }  // namespace tb

@@ -51,12 +51,8 @@ class FcWorkload : public Workload {
   int64_t batch_, input_, output_;
 };
 
-
-const bool registered = (register_builder("fc",
-                                         [](const Config& c) {
-                                           return std::make_unique<FcWorkload>(c);
-                                         }),
-                         true);
+const bool registered =
+    (register_builder("fc", [](const Config& c) { return std::make_unique<FcWorkload>(c); }), true);
 
 }  // namespace
 }  // namespace tb

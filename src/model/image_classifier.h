@@ -38,5 +38,4 @@ class ImageClassifierWorkload : public Workload {
   int64_t batch_, image_, classes_;
 };
 
-
 }  // namespace tb

@@ -247,10 +247,9 @@ class Inception3Workload : public ImageClassifierWorkload {
   Inception3 net_;
 };
 
-
 const bool registered =
     (register_builder("inception3",
-                     [](const Config& c) { return std::make_unique<Inception3Workload>(c); }),
+                      [](const Config& c) { return std::make_unique<Inception3Workload>(c); }),
      true);
 
 }  // namespace

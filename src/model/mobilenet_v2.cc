@@ -108,7 +108,7 @@ class MobileNetV2Workload : public ImageClassifierWorkload {
 
 const bool registered =
     (register_builder("mobilenet_v2",
-                     [](const Config& c) { return std::make_unique<MobileNetV2Workload>(c); }),
+                      [](const Config& c) { return std::make_unique<MobileNetV2Workload>(c); }),
      true);
 
 }  // namespace

@@ -2,8 +2,8 @@
 
 #include <map>
 
-#include "model/workload.h"
 #include "base/errors.h"
+#include "model/workload.h"
 
 namespace tb {
 namespace {

@@ -19,9 +19,10 @@ struct FrozenBatchNorm2dImpl : torch::nn::Module {
 TORCH_MODULE(FrozenBatchNorm2d);
 
 struct ResNetOptions {
-  std::vector<int64_t> layers{3, 4, 6, 3};  // bottleneck blocks per stage: 50 {3,4,6,3}, 101 {3,4,23,3}
-  bool frozen_bn = false;                   // FrozenBatchNorm2d instead of BatchNorm2d
-  int64_t num_classes = 1000;               // 0: no avgpool/fc head (a backbone)
+  std::vector<int64_t> layers{3, 4, 6,
+                              3};  // bottleneck blocks per stage: 50 {3,4,6,3}, 101 {3,4,23,3}
+  bool frozen_bn = false;          // FrozenBatchNorm2d instead of BatchNorm2d
+  int64_t num_classes = 1000;      // 0: no avgpool/fc head (a backbone)
   // Stages, counted from the top, whose parameters train (torchvision's trainable_layers):
   // 5 trains everything, 3 freezes conv1 and layer1 as the detection models do.
   int64_t trainable_stages = 5;

@@ -28,7 +28,7 @@ class ResNet50Workload : public ImageClassifierWorkload {
 
 const bool registered =
     (register_builder("resnet50",
-         [](const Config& c) { return std::make_unique<ResNet50Workload>(c); }),
+                      [](const Config& c) { return std::make_unique<ResNet50Workload>(c); }),
      true);
 
 }  // namespace

@@ -136,10 +136,9 @@ class RetinaNetWorkload : public Workload {
   RetinaNet net_;
 };
 
-
 const bool registered =
     (register_builder("retinanet",
-                     [](const Config& c) { return std::make_unique<RetinaNetWorkload>(c); }),
+                      [](const Config& c) { return std::make_unique<RetinaNetWorkload>(c); }),
      true);
 
 }  // namespace

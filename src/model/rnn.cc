@@ -74,12 +74,9 @@ class RnnWorkload : public Workload {
   torch::Dtype dtype_ = torch::kFloat32;
 };
 
-
-const bool registered = (register_builder("rnn",
-                                         [](const Config& c) {
-                                           return std::make_unique<RnnWorkload>(c);
-                                         }),
-                         true);
+const bool registered =
+    (register_builder("rnn", [](const Config& c) { return std::make_unique<RnnWorkload>(c); }),
+     true);
 
 }  // namespace
 }  // namespace tb

@@ -10,9 +10,9 @@
 
 #include <limits>
 
+#include "base/errors.h"
 #include "model/activation_point.h"
 #include "model/workload.h"
-#include "base/errors.h"
 #include "spec/lengths.h"
 
 namespace tb {
@@ -56,7 +56,7 @@ struct Seq2SeqNetImpl : nn::Module {
     auto [enc_out, enc_state] = recurrent_state_op(encoder, x, src_lengths);
     auto memory = enc_out.transpose(0, 1);       // [B, S, 2H]
     auto keys = layer_op(memory_layer, memory);  // [B, S, H]
-    auto key_mask = src_pad.unsqueeze(1);  // [B, 1, S]
+    auto key_mask = src_pad.unsqueeze(1);        // [B, 1, S]
 
     // Decoder layer i starts from encoder state i (forward and backward directions
     // alternate), as TF NMT passes a bidirectional encoder's states on.
@@ -155,10 +155,9 @@ class Seq2SeqWorkload : public Workload {
   int64_t batch_, min_len_, max_len_, src_vocab_, tgt_vocab_;
 };
 
-
 const bool registered =
     (register_builder("seq2seq",
-                     [](const Config& c) { return std::make_unique<Seq2SeqWorkload>(c); }),
+                      [](const Config& c) { return std::make_unique<Seq2SeqWorkload>(c); }),
      true);
 
 }  // namespace

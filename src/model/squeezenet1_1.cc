@@ -83,7 +83,7 @@ class SqueezeNetWorkload : public ImageClassifierWorkload {
 
 const bool registered =
     (register_builder("squeezenet1_1",
-         [](const Config& c) { return std::make_unique<SqueezeNetWorkload>(c); }),
+                      [](const Config& c) { return std::make_unique<SqueezeNetWorkload>(c); }),
      true);
 
 }  // namespace

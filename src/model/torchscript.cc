@@ -3,18 +3,17 @@
 // cost description: its FLOPs are counted by the profiler (runner/profile.h). Its layer
 // operators are rewritten to pass the activation points (model/torchscript_points.h), so
 // that `numerics=` reaches them as in the other families.
+#include "cost/torchscript.h"
+
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <torch/script.h>
 
-#include "cost/torchscript.h"
+#include "base/errors.h"
 #include "model/torchscript_points.h"
 #include "model/workload.h"
-#include "base/errors.h"
 
 namespace tb {
-
-
 
 namespace {
 
@@ -180,10 +179,9 @@ class TorchScriptWorkload : public Workload {
   std::vector<std::string> outside_points_;
 };
 
-
 const bool registered =
     (register_builder("torchscript",
-                     [](const Config& c) { return std::make_unique<TorchScriptWorkload>(c); }),
+                      [](const Config& c) { return std::make_unique<TorchScriptWorkload>(c); }),
      true);
 
 }  // namespace

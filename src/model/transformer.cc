@@ -9,9 +9,9 @@
 #include <cmath>
 #include <limits>
 
+#include "base/errors.h"
 #include "model/activation_point.h"
 #include "model/workload.h"
-#include "base/errors.h"
 #include "spec/lengths.h"
 
 namespace tb {
@@ -189,10 +189,9 @@ class TransformerWorkload : public Workload {
   int64_t batch_, seq_, vocab_;
 };
 
-
 const bool registered =
     (register_builder("transformer",
-                     [](const Config& c) { return std::make_unique<TransformerWorkload>(c); }),
+                      [](const Config& c) { return std::make_unique<TransformerWorkload>(c); }),
      true);
 
 }  // namespace

@@ -9,9 +9,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "base/errors.h"
 #include "numerics/quantize.h"
 #include "numerics/round_bits.h"
-#include "base/errors.h"
 
 namespace tb::num {
 namespace {

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "base/errors.h"
 #include "numerics/format.h"
 #include "numerics/mad.h"
-#include "base/errors.h"
 
 namespace tb::num {
 namespace {

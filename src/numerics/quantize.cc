@@ -14,8 +14,8 @@
 #include <xmmintrin.h>
 #endif
 
-#include "numerics/round_bits.h"
 #include "base/errors.h"
+#include "numerics/round_bits.h"
 
 namespace tb::num {
 namespace {
@@ -341,8 +341,8 @@ TB_INLINE void round_block(const float* x, float* y, const G& grid, const SrKey&
   if constexpr (R == Rounding::kStochastic) {
     if (uint32_t(base) > 0xFFFFFFFFu - B) {  // the index's high word changes inside the block
       for (size_t i = 0; i < B; ++i)
-        y[i] = as_float(
-            round_on<R>(as_bits(x[i]), g, key.bits(uint32_t(base + i), key.hi(base + i))));
+        y[i] =
+            as_float(round_on<R>(as_bits(x[i]), g, key.bits(uint32_t(base + i), key.hi(base + i))));
       return;
     }
     const uint32_t hi = key.hi(base), lo = uint32_t(base);

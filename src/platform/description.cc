@@ -18,10 +18,16 @@ const std::set<std::string> kDtypes = {"fp64", "fp32", "tf32", "fp16", "bf16", "
 const std::set<std::string> kKinds = {"cpu", "gpu", "tpu", "accelerator"};
 const std::set<std::string> kCacheLevels = {"l1", "l2", "l3"};
 // Keys trainbench itself writes into measured descriptions, kept as they are.
-const std::set<std::string> kMeasuredKeys = {"kind_of_document", "measured_at", "spec_peak_tflops",
-                                             "spec_peak_formula", "spec_peak_verified",
-                                             "spec_peak_caveat", "machine", "measurements",
-                                             "fingerprint", "notes"};
+const std::set<std::string> kMeasuredKeys = {"kind_of_document",
+                                             "measured_at",
+                                             "spec_peak_tflops",
+                                             "spec_peak_formula",
+                                             "spec_peak_verified",
+                                             "spec_peak_caveat",
+                                             "machine",
+                                             "measurements",
+                                             "fingerprint",
+                                             "notes"};
 const std::set<std::string> kKnownKeys = {
     "schema_version", "name",      "description",           "kind",        "source",
     "cores",          "memory_gb", "memory_bandwidth_gbps", "peak_tflops", "cache_bandwidth_gbps",
@@ -184,8 +190,8 @@ PlatformDescription parse_platform(const json& j, const std::string& origin) {
   Reader r{j, origin};
   const json* version = r.get("schema_version", true);
   if (!version->is_number_integer() || version->get<int>() != kPlatformSchemaVersion)
-    r.fail("schema_version", fmt::format("expected {}, got {}", kPlatformSchemaVersion,
-                                         version->dump()));
+    r.fail("schema_version",
+           fmt::format("expected {}, got {}", kPlatformSchemaVersion, version->dump()));
   PlatformDescription p;
   p.extra = json::object();
   p.name = r.str("name", true);
@@ -194,7 +200,8 @@ PlatformDescription parse_platform(const json& j, const std::string& origin) {
     r.fail("name", "use lower-case letters, digits, '.', '_' and '-', got '" + p.name + "'");
   p.description = r.str("description", false);
   p.kind = r.str("kind", true);
-  if (!kKinds.count(p.kind)) r.fail("kind", "expected cpu, gpu, tpu or accelerator, got '" + p.kind + "'");
+  if (!kKinds.count(p.kind))
+    r.fail("kind", "expected cpu, gpu, tpu or accelerator, got '" + p.kind + "'");
   p.source = r.str("source", true);
   if (p.source.empty()) r.fail("source", "say where the numbers come from");
   if (const json* c = r.get("cores", false)) {
@@ -220,8 +227,8 @@ PlatformDescription parse_platform(const json& j, const std::string& origin) {
     sa.dataflow = sr.str("dataflow", false);
     if (sa.dataflow.empty()) sa.dataflow = "weight-stationary";
     if (sa.dataflow != "weight-stationary" && sa.dataflow != "output-stationary")
-      r.fail("systolic_array.dataflow", "expected weight-stationary or output-stationary, got '" +
-                                            sa.dataflow + "'");
+      r.fail("systolic_array.dataflow",
+             "expected weight-stationary or output-stationary, got '" + sa.dataflow + "'");
     p.systolic_array = sa;
   }
   if (const json* e = r.get("efficiency", false)) p.efficiency = parse_efficiency(*e, r);

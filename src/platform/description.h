@@ -13,14 +13,14 @@ inline constexpr int kPlatformSchemaVersion = 1;
 // (platforms/*.json), a user's hypothetical accelerator, and this host's measured
 // characterization. Documented field by field in docs/platforms.md.
 struct PlatformDescription {
-  std::string name;         // [a-z0-9._-]+
+  std::string name;  // [a-z0-9._-]+
   std::string description;
-  std::string kind;         // cpu, gpu, tpu, accelerator
-  std::string source;       // where the numbers come from
-  int cores = 0;            // compute units sharing the memory (0: not stated)
-  double memory_gb = 0;     // capacity, 1e9 bytes
-  double memory_bandwidth_gbps = 0;               // main memory (DRAM/HBM), 1e9 bytes/s
-  std::map<std::string, double> peak_tflops;      // per dtype: fp64 fp32 tf32 fp16 bf16 fp8 int8
+  std::string kind;                           // cpu, gpu, tpu, accelerator
+  std::string source;                         // where the numbers come from
+  int cores = 0;                              // compute units sharing the memory (0: not stated)
+  double memory_gb = 0;                       // capacity, 1e9 bytes
+  double memory_bandwidth_gbps = 0;           // main memory (DRAM/HBM), 1e9 bytes/s
+  std::map<std::string, double> peak_tflops;  // per dtype: fp64 fp32 tf32 fp16 bf16 fp8 int8
   std::map<std::string, double> cache_bandwidth_gbps;  // optional: l1, l2, l3
   struct Systolic {
     int rows = 0, cols = 0;
@@ -46,7 +46,8 @@ struct PlatformDescription {
     std::map<std::string, double> op_ns_per_element;
   };
   std::optional<Efficiency> efficiency;
-  nlohmann::json extra = nlohmann::json::object();  // everything else in the file (measurements, machine, ...), kept
+  nlohmann::json extra =
+      nlohmann::json::object();  // everything else in the file (measurements, machine, ...), kept
 
   // Peak FLOP/s for a dtype, if the description states one.
   std::optional<double> peak_flops(const std::string& dtype) const;

@@ -2,10 +2,10 @@
 
 #include <sched.h>
 #include <sys/utsname.h>
-#include <algorithm>
-#include <cstdlib>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <set>
@@ -28,10 +28,14 @@ int64_t parse_size(const std::string& s) {  // "48K", "2048K", "480M"
   if (s.empty()) return 0;
   int64_t v = std::stoll(s);
   switch (s.back()) {
-    case 'K': return v << 10;
-    case 'M': return v << 20;
-    case 'G': return v << 30;
-    default: return v;
+    case 'K':
+      return v << 10;
+    case 'M':
+      return v << 20;
+    case 'G':
+      return v << 30;
+    default:
+      return v;
   }
 }
 
@@ -88,7 +92,8 @@ std::string cpu_affinity() {
     if (!CPU_ISSET(c, &set)) continue;
     int end = c;
     while (end + 1 < CPU_SETSIZE && CPU_ISSET(end + 1, &set)) ++end;
-    out += (out.empty() ? "" : ",") + std::to_string(c) + (end > c ? "-" + std::to_string(end) : "");
+    out +=
+        (out.empty() ? "" : ",") + std::to_string(c) + (end > c ? "-" + std::to_string(end) : "");
     c = end;
   }
   return out;
@@ -128,9 +133,9 @@ HostInfo host_info() {
       std::string f;
       while (flags >> f) {
         if (f == "hypervisor") h.virtualized = true;
-        for (const char* want : {"sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw",
-                                 "avx512_bf16", "avx512_fp16", "avx512_vnni", "amx_tile",
-                                 "amx_bf16", "amx_int8", "asimd", "sve"})
+        for (const char* want :
+             {"sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_bf16", "avx512_fp16",
+              "avx512_vnni", "amx_tile", "amx_bf16", "amx_int8", "asimd", "sve"})
           if (f == want) h.simd.push_back(f);
       }
     }

@@ -15,16 +15,16 @@ struct CacheLevel {
 
 struct HostInfo {
   std::string hostname;
-  std::string os;         // kernel name and release
+  std::string os;  // kernel name and release
   std::string cpu_model;
-  int logical_cpus = 0;   // online logical CPUs
+  int logical_cpus = 0;  // online logical CPUs
   int physical_cores = 0;
   int sockets = 0;
-  double mhz = 0;         // cpufreq's base (or max) frequency; else what /proc/cpuinfo says
+  double mhz = 0;  // cpufreq's base (or max) frequency; else what /proc/cpuinfo says
   std::string mhz_source;
-  double max_mhz = 0;     // cpufreq's cpuinfo_max_freq (the highest turbo clock); 0 unread
-  std::string vendor;     // cpuinfo's vendor_id: GenuineIntel, AuthenticAMD, ...
-  int cpu_family = -1;    // cpuinfo's "cpu family" and "model": the microarchitecture
+  double max_mhz = 0;   // cpufreq's cpuinfo_max_freq (the highest turbo clock); 0 unread
+  std::string vendor;   // cpuinfo's vendor_id: GenuineIntel, AuthenticAMD, ...
+  int cpu_family = -1;  // cpuinfo's "cpu family" and "model": the microarchitecture
   int cpu_model_number = -1;
   bool virtualized = false;  // the "hypervisor" CPU flag
   std::vector<CacheLevel> caches;

@@ -9,11 +9,11 @@ namespace tb {
 // vendor, family and model (cpuinfo, from CPUID) but not its FMA units or datapath widths.
 struct Microarchitecture {
   std::string name;
-  double fp32_flops_per_cycle = 0;  // per core: FMA units x fp32 lanes x 2
-  double bf16_flops_per_cycle = 0;  // per core with AVX512_BF16 (VDPBF16PS); 0 without
+  double fp32_flops_per_cycle = 0;      // per core: FMA units x fp32 lanes x 2
+  double bf16_flops_per_cycle = 0;      // per core with AVX512_BF16 (VDPBF16PS); 0 without
   double amx_bf16_flops_per_cycle = 0;  // per core with AMX (TDPBF16PS); 0 without
-  std::string source;               // the manual that says so
-  std::string caveat;               // SKUs of the same model that do less, if any
+  std::string source;                   // the manual that says so
+  std::string caveat;                   // SKUs of the same model that do less, if any
 };
 
 // The microarchitecture of a CPU from cpuinfo's vendor_id, "cpu family" and "model", or

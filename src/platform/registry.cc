@@ -43,7 +43,8 @@ std::vector<std::string> platform_dirs() {
     size_t start = 0;
     while (start <= s.size()) {
       size_t colon = s.find(':', start);
-      std::string d = s.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+      std::string d =
+          s.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
       if (!d.empty()) dirs.push_back(d);
       if (colon == std::string::npos) break;
       start = colon + 1;

@@ -23,8 +23,9 @@ Context current_context() {
   c.affinity = cpu_affinity();
   c.blas_pool = c.blas.variant == "openmp"    ? "openmp (shared with LibTorch)"
                 : c.blas.variant == "pthread" ? "own pthread pool"
-                : c.blas.variant == "serial" || c.blas.name == "reference" ? "none (single-threaded)"
-                                              : "unknown";
+                : c.blas.variant == "serial" || c.blas.name == "reference"
+                    ? "none (single-threaded)"
+                    : "unknown";
   c.flush_denormal = fw.flush_denormal;
   return c;
 }

@@ -19,8 +19,8 @@ struct Context {
   std::string compiler;
   std::string trainbench_version;
   std::string git_revision;
-  bool onednn = false;       // LibTorch built with oneDNN (MKL-DNN)
-  int openmp_threads = 0;    // LibTorch's intra-op threads at the time of the snapshot
+  bool onednn = false;     // LibTorch built with oneDNN (MKL-DNN)
+  int openmp_threads = 0;  // LibTorch's intra-op threads at the time of the snapshot
   bool flush_denormal = false;
   // Thread placement: the CPUs the process (and so every OpenMP and BLAS thread) may run on,
   // and whether the BLAS runs its GEMMs on LibTorch's OpenMP pool or on a pool of its own.

@@ -51,4 +51,29 @@ SeedSummary summarize_seeds(const std::vector<SeedRun>& runs) {
 }
 
 }  // namespace emu
+nlohmann::json emulation_fields(const emu::EmulationResult& r) {
+  nlohmann::json runs = nlohmann::json::array();
+  for (const auto& run : r.runs) runs.push_back(to_json(run));
+  const emu::SeedSummary& s = r.summary;
+  nlohmann::json summary = {{"runs", s.runs}, {"reached", s.reached}};
+  if (s.reached == s.runs) {
+    summary["mean"] = s.mean;
+    summary["stddev"] = s.stddev;
+    summary["min"] = s.min;
+    summary["max"] = s.max;
+    summary["median"] = s.median;
+    summary["mlperf_mean"] = s.mlperf_mean ? nlohmann::json(*s.mlperf_mean) : nlohmann::json();
+  }
+  return {{"model", r.options.model},
+          {"target_accuracy", r.options.target},
+          {"eval_every", r.options.eval_every},
+          {"eval_examples", r.options.eval_examples},
+          {"max_iters", r.options.max_iters},
+          {"batch", r.options.batch},
+          {"lr", r.options.lr},
+          {"policy", r.policy},
+          {"runs", runs},
+          {"summary", summary}};
+}
+
 }  // namespace tb

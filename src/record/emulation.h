@@ -53,8 +53,10 @@ struct EmulationResult {
 
 }  // namespace emu
 
-
 nlohmann::json to_json(const emu::SeedRun& r);
 std::vector<nlohmann::json> seeds_json(const emu::EmulationResult& r);
+// The fields of `trainbench emulate --json`'s document: the options, the policy, every seed's
+// run and the summary (its statistics only when every seed reached the target).
+nlohmann::json emulation_fields(const emu::EmulationResult& r);
 
 }  // namespace tb

@@ -1,5 +1,6 @@
 #include "record/json.h"
 
+#include "record/metrics.h"
 #include "record/repetitions.h"
 
 namespace tb {
@@ -31,7 +32,7 @@ json to_json(const Context& c) {
             {"cpu_affinity", c.affinity},
             {"blas_thread_pool", c.blas_pool},
             {"environment", json(std::map<std::string, std::string>(c.runtime_env.begin(),
-                                                                     c.runtime_env.end()))}}},
+                                                                    c.runtime_env.end()))}}},
           {"trainbench", {{"version", c.trainbench_version}, {"git_revision", c.git_revision}}}};
 }
 
@@ -72,7 +73,6 @@ json to_json(const StepCost& c, bool with_layers) {
 }
 
 json to_json(const RunResult& r, bool with_layers) {
-  auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
   json j = {{"config", r.config},
             {"family", r.family},
             {"status", to_string(r.status)},
@@ -90,24 +90,6 @@ json to_json(const RunResult& r, bool with_layers) {
     j["stack_mismatch"] = r.stack_mismatch.empty() ? json(nullptr) : json(r.stack_mismatch);
   }
   if (r.status != Status::kOk) return j;
-  const StepStats& s = r.steps;
-  j["timing"] = {{"mean_s", s.mean},
-                 {"median_s", s.median},
-                 {"p5_s", s.p5},
-                 {"p95_s", s.p95},
-                 {"min_s", s.min},
-                 {"max_s", s.max},
-                 {"stddev_s", s.stddev},
-                 {"cv", s.cv},
-                 {"ci95_half_width_s", s.ci.half_width},
-                 {"ci95_relative", s.ci.relative()},
-                 {"ci_batch_means", s.ci.batches},
-                 {"samples", s.samples},
-                 {"warmup_steps", s.warmup},
-                 {"steps", s.steps},
-                 {"stationary", s.stationary},
-                 {"end_reason", s.end_reason},
-                 {"timed_wall_s", s.wall_s}};
   j["step_times_s"] = r.step_times;
   if (r.roofline) {
     const auto& p = *r.roofline;
@@ -122,17 +104,12 @@ json to_json(const RunResult& r, bool with_layers) {
                      {"bound", p.memory_bound ? "memory" : "compute"},
                      {"fraction_of_roof", p.fraction_of_roof()}};
   }
-  j["metrics"] = {{"examples_per_step", r.examples_per_step},
-                  {"examples_per_s", r.examples_per_s},
-                  {"unit", r.throughput_unit},
-                  {"units_per_step", r.units_per_step},
-                  {"units_per_s", r.units_per_s},
-                  {"achieved_flops", r.achieved_flops},
-                  {"peak_flops", opt(r.peak_flops)},
-                  {"flops_utilization", opt(r.flops_utilization)},
-                  {"cpu_utilization_process", r.cpu.process},
-                  {"cpu_utilization_system", r.cpu.system},
-                  {"cpu_utilization_per_core", r.cpu.per_core}};
+  for (const Metric& m : metric_table()) {
+    if (!m.value) continue;
+    json* at = &j;
+    for (const auto& k : m.path) at = &(*at)[k];
+    *at = m.value(r);
+  }
   if (!r.distributed.is_null()) j["distributed"] = r.distributed;
   mark_single_process(j);
   return j;
@@ -144,9 +121,8 @@ double number_or(const json& j, const char* key, double fallback) {
 }
 
 json document(const std::string& kind, const json& fields) {
-  json doc = {{"schema_version", kSchemaVersion},
-              {"kind", kind},
-              {"context", to_json(current_context())}};
+  json doc = {
+      {"schema_version", kSchemaVersion}, {"kind", kind}, {"context", to_json(current_context())}};
   for (const auto& [k, v] : fields.items()) doc[k] = v;
   return doc;
 }

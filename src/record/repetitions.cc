@@ -15,7 +15,8 @@ namespace {
 double num(const json& j, const char* key, double fallback) { return number_or(j, key, fallback); }
 }  // namespace
 
-bool repetitions_disagree(const std::vector<double>& means, const std::vector<double>& half_widths) {
+bool repetitions_disagree(const std::vector<double>& means,
+                          const std::vector<double>& half_widths) {
   if (means.size() < 2 || means.size() != half_widths.size()) return false;
   const auto lo = std::min_element(means.begin(), means.end()) - means.begin();
   const auto hi = std::max_element(means.begin(), means.end()) - means.begin();
@@ -59,8 +60,8 @@ json combine_repetitions(const json& latest, const std::vector<json>& entries) {
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return means[a] < means[b]; });
   const json& mid = entries[order[(n - 1) / 2]];
-  const double median = n % 2 ? means[order[n / 2]]
-                              : 0.5 * (means[order[n / 2 - 1]] + means[order[n / 2]]);
+  const double median =
+      n % 2 ? means[order[n / 2]] : 0.5 * (means[order[n / 2 - 1]] + means[order[n / 2]]);
 
   out["started_at"] = entries.front()["started_at"];
   out["finished_at"] = entries.back()["finished_at"];
@@ -68,14 +69,16 @@ json combine_repetitions(const json& latest, const std::vector<json>& entries) {
   out["timing"]["mean_s"] = median;
   out["step_times_s"] = mid["step_times_s"];
   json& m = out["metrics"];
-  for (const char* k : {"cpu_utilization_process", "cpu_utilization_system", "cpu_utilization_per_core"})
+  for (const char* k :
+       {"cpu_utilization_process", "cpu_utilization_system", "cpu_utilization_per_core"})
     m[k] = mid[k];
   if (median > 0) {
     m["examples_per_s"] = num(m, "examples_per_step", 0.0) / median;
     m["units_per_s"] = num(m, "units_per_step", 0.0) / median;
     const double flops = num(out["cost"], "flops_per_step", 0.0) / median;
     m["achieved_flops"] = flops;
-    if (m.contains("peak_flops") && m["peak_flops"].is_number() && m["peak_flops"].get<double>() > 0)
+    if (m.contains("peak_flops") && m["peak_flops"].is_number() &&
+        m["peak_flops"].get<double>() > 0)
       m["flops_utilization"] = flops / m["peak_flops"].get<double>();
     if (out.contains("roofline") && out["roofline"].is_object()) {
       json& roof = out["roofline"];
@@ -121,8 +124,8 @@ json combine_repetitions(const json& latest, const std::vector<json>& entries) {
 namespace {
 bool ok(const json& r) { return r.is_object() && r.value("status", "") == "ok"; }
 std::vector<json> entries_of(const json& r) {
-  const json runs = r.contains("repetitions") ? r["repetitions"].value("runs", json::array())
-                                              : json::array();
+  const json runs =
+      r.contains("repetitions") ? r["repetitions"].value("runs", json::array()) : json::array();
   if (!runs.empty()) return runs.get<std::vector<json>>();
   return {repetition_entry(r)};
 }

@@ -6,13 +6,20 @@ namespace tb {
 
 std::string to_string(Status s) {
   switch (s) {
-    case Status::kOk: return "ok";
-    case Status::kOomPredicted: return "oom-predicted";
-    case Status::kOom: return "oom";
-    case Status::kTimeout: return "timeout";
-    case Status::kCrashed: return "crashed";
-    case Status::kUnsupported: return "unsupported";
-    case Status::kInvalid: return "invalid";
+    case Status::kOk:
+      return "ok";
+    case Status::kOomPredicted:
+      return "oom-predicted";
+    case Status::kOom:
+      return "oom";
+    case Status::kTimeout:
+      return "timeout";
+    case Status::kCrashed:
+      return "crashed";
+    case Status::kUnsupported:
+      return "unsupported";
+    case Status::kInvalid:
+      return "invalid";
   }
   return "invalid";
 }

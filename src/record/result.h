@@ -6,8 +6,8 @@
 
 #include "cost/cost.h"
 #include "platform/description.h"
-#include "record/utilization.h"
 #include "record/step_stats.h"
+#include "record/utilization.h"
 
 namespace tb {
 
@@ -21,13 +21,13 @@ struct RunResult {
   std::string config;  // canonical, with threads resolved: paste it to re-run
   std::string family;
   Status status = Status::kOk;
-  std::string error;  // why, for any status but ok
+  std::string error;     // why, for any status but ok
   int threads = 0;       // LibTorch intra-op threads
   int blas_threads = 0;  // the BLAS's own, where it can be asked
   std::string device;
-  std::string stack;                 // the requested software stack, "" for the default
-  nlohmann::json stack_detected;     // what ran: BLAS, its threads, oneDNN, mode, threads
-  std::string stack_mismatch;        // why the detected stack differs from the request, or ""
+  std::string stack;                    // the requested software stack, "" for the default
+  nlohmann::json stack_detected;        // what ran: BLAS, its threads, oneDNN, mode, threads
+  std::string stack_mismatch;           // why the detected stack differs from the request, or ""
   std::string started_at, finished_at;  // ISO 8601 UTC
 
   StepCost cost;  // analytic, from the cost description
@@ -41,7 +41,7 @@ struct RunResult {
   std::string throughput_unit = "examples";
   double units_per_step = 0;
   double units_per_s = 0;
-  double achieved_flops = 0;  // analytic FLOPs per step / mean step time
+  double achieved_flops = 0;         // analytic FLOPs per step / mean step time
   std::optional<double> peak_flops;  // of the platform, when a description is available
   std::optional<double> flops_utilization;
   std::optional<RooflinePlacement> roofline;

@@ -100,9 +100,9 @@ View heat_view(const std::string& family, const HeatMap& h, const std::string& m
                   "cell is unstable)\n"
                 : "  (. never run; other words: the run's status; ! unstable: its processes "
                   "disagree)\n";
-  v.json = {{"family", family},     {"metric", metric}, {"x", h.x},
-            {"y", h.y},             {"fixed", h.fixed}, {"aggregated", h.aggregated},
-            {"xs", h.xs},           {"ys", h.ys},       {"cells", v.rows}};
+  v.json = {{"family", family}, {"metric", metric}, {"x", h.x},
+            {"y", h.y},         {"fixed", h.fixed}, {"aggregated", h.aggregated},
+            {"xs", h.xs},       {"ys", h.ys},       {"cells", v.rows}};
   return v;
 }
 

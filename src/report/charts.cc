@@ -91,9 +91,9 @@ void heat_chart(ChartSet& cs, const FamilyView& f, const MetricInfo& m) {
   cs.tables[table] = rows;
   std::string fixed;
   for (const auto& [k, v] : h.fixed) fixed += (fixed.empty() ? "" : ", ") + k + "=" + v;
-  json spec = chart_base(f.family + ": " + (h.aggregated ? "median " : "") + m.label + " over " +
-                         h.x + " and " + h.y +
-                         (h.aggregated ? " (over the other hyperparameters)" : ""));
+  json spec =
+      chart_base(f.family + ": " + (h.aggregated ? "median " : "") + m.label + " over " + h.x +
+                 " and " + h.y + (h.aggregated ? " (over the other hyperparameters)" : ""));
   spec["data"] = {{"name", table}};
   spec["width"] = std::max<size_t>(200, 44 * h.xs.size());
   spec["height"] = std::max<size_t>(120, 26 * h.ys.size());

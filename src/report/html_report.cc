@@ -7,9 +7,9 @@
 #include <map>
 #include <set>
 
+#include "base/files.h"
 #include "platform/registry.h"
 #include "record/context.h"
-#include "base/files.h"
 #include "report/run_table.h"
 #include "report/simulation_views.h"
 #include "report/vega_assets.h"
@@ -219,8 +219,9 @@ void reference_table(std::string& h, const RunSet& runs) {
     h += "<tr><td>" + html_escape(r->family) + "</td><td>" +
          html_escape(schema ? schema->task : "") + "</td><td class=\"num\">" +
          (batch ? fmt::format("{:g}", *batch) : "") + "</td><td class=\"num\">" +
-         (r->ok() && std::isfinite(thr) ? fmt::format("{:.4g} {}/s", thr, html_escape(r->throughput_unit))
-                                        : "\u2013") +
+         (r->ok() && std::isfinite(thr)
+              ? fmt::format("{:.4g} {}/s", thr, html_escape(r->throughput_unit))
+              : "\u2013") +
          "</td><td class=\"num\">" + pct_or_dash(r->metric("flops_utilization")) +
          "</td><td class=\"num\">" + pct_or_dash(r->metric("cpu_utilization")) +
          "</td><td class=\"num\">" +

@@ -12,7 +12,8 @@ std::string format_platform(const PlatformDescription& p) {
   out += fmt::format("memory    {:.4g} GB{}, {:.4g} GB/s", p.memory_gb,
                      p.cores > 0 ? fmt::format(" ({:.3g} GB per core)", p.memory_gb / p.cores) : "",
                      p.memory_bandwidth_gbps);
-  for (const auto& [level, gbps] : p.cache_bandwidth_gbps) out += fmt::format(", {} {:.4g} GB/s", level, gbps);
+  for (const auto& [level, gbps] : p.cache_bandwidth_gbps)
+    out += fmt::format(", {} {:.4g} GB/s", level, gbps);
   out += "\n";
   const auto spec = p.extra.value("spec_peak_tflops", nlohmann::json::object());
   for (const auto& [dtype, tflops] : p.peak_tflops) {

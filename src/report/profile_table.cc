@@ -58,9 +58,10 @@ std::string format_utilization(const Utilization& u) {
                                     t.steps > 0 ? fmt::format(" ({} steps)", t.steps) : "")
                       : "";
   if (t.threads_used == 0)
-    out += fmt::format("threads      not measured: no thread ran for 1% of the {} window; the "
-                       "kernel's accounting is coarser than that\n",
-                       seconds(t.elapsed_s));
+    out += fmt::format(
+        "threads      not measured: no thread ran for 1% of the {} window; the "
+        "kernel's accounting is coarser than that\n",
+        seconds(t.elapsed_s));
   else
     out += fmt::format(
         "threads      {} used of {}{}: computing {}, waiting for a core {}, blocked or "

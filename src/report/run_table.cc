@@ -1,11 +1,11 @@
 #include "report/run_table.h"
 
-#include "record/json.h"
-#include "spec/printable.h"
-
 #include <fmt/format.h>
 
 #include <cmath>
+
+#include "record/json.h"
+#include "spec/printable.h"
 
 namespace tb {
 
@@ -36,8 +36,8 @@ std::string format_context(const Context& c) {
       "threads   {} intra-op, BLAS threads: {}; CPUs allowed {}\n",
       c.host.hostname, c.host.cpu_model, c.host.logical_cpus, bytes_iec(double(c.host.mem_total)),
       bytes_iec(double(c.host.mem_available)), c.trainbench_version, c.git_revision,
-      c.libtorch_version, c.blas.label(), c.blas.library, c.onednn ? "on" : "off",
-      c.openmp_threads, c.blas_pool, c.affinity);
+      c.libtorch_version, c.blas.label(), c.blas.library, c.onednn ? "on" : "off", c.openmp_threads,
+      c.blas_pool, c.affinity);
 }
 
 std::string format_result(const RunResult& r) {
@@ -46,21 +46,24 @@ std::string format_result(const RunResult& r) {
   if (!r.stack.empty()) {
     const auto& d = r.stack_detected;
     out += fmt::format("stack     {} (ran: BLAS {}, {} BLAS threads, oneDNN {}, {})\n", r.stack,
-                       d.value("blas", "?"), d.value("blas_threads", 0), d.value("onednn", "?"), d.value("mode", "?"));
-    if (!r.stack_mismatch.empty()) out += fmt::format("WARNING   stack differs from the request: {}\n", r.stack_mismatch);
+                       d.value("blas", "?"), d.value("blas_threads", 0), d.value("onednn", "?"),
+                       d.value("mode", "?"));
+    if (!r.stack_mismatch.empty())
+      out += fmt::format("WARNING   stack differs from the request: {}\n", r.stack_mismatch);
   }
   const auto& c = r.cost;
-  out += fmt::format("cost      {} params, {} per step (fwd {}, bwd {}, opt {}), {} moved, "
-                     "intensity {:.1f} FLOP/B{}\n",
-                     si(double(c.params), ""), si(c.flops(), "FLOP"), si(c.fwd_flops, ""),
-                     si(c.bwd_flops, ""), si(c.opt_flops, ""), bytes_iec(c.bytes), c.intensity(),
-                     c.source == "analytic" ? "" : " (counted by the " + c.source + ")");
-  out += fmt::format("memory    estimated {} (weights {}, gradients {}, optimizer {}, feature maps "
-                     "{}, inputs {}, workspace {})\n",
-                     bytes_iec(c.memory.total()), bytes_iec(c.memory.weights),
-                     bytes_iec(c.memory.gradients), bytes_iec(c.memory.optimizer_state),
-                     bytes_iec(c.memory.feature_maps), bytes_iec(c.memory.inputs),
-                     bytes_iec(c.memory.workspace));
+  out += fmt::format(
+      "cost      {} params, {} per step (fwd {}, bwd {}, opt {}), {} moved, "
+      "intensity {:.1f} FLOP/B{}\n",
+      si(double(c.params), ""), si(c.flops(), "FLOP"), si(c.fwd_flops, ""), si(c.bwd_flops, ""),
+      si(c.opt_flops, ""), bytes_iec(c.bytes), c.intensity(),
+      c.source == "analytic" ? "" : " (counted by the " + c.source + ")");
+  out += fmt::format(
+      "memory    estimated {} (weights {}, gradients {}, optimizer {}, feature maps "
+      "{}, inputs {}, workspace {})\n",
+      bytes_iec(c.memory.total()), bytes_iec(c.memory.weights), bytes_iec(c.memory.gradients),
+      bytes_iec(c.memory.optimizer_state), bytes_iec(c.memory.feature_maps),
+      bytes_iec(c.memory.inputs), bytes_iec(c.memory.workspace));
   if (r.status != Status::kOk) return out;
   const auto& s = r.steps;
   // One sample has no spread: say so rather than print an infinite interval.
@@ -78,29 +81,31 @@ std::string format_result(const RunResult& r) {
     out += fmt::format(", {:.1f}% of the {} peak", 100 * *r.flops_utilization,
                        si(*r.peak_flops, "FLOP/s"));
   if (r.roofline)
-    out += fmt::format("\nroofline  {}-bound on {} (intensity {:.3g} {} ridge {:.3g} FLOP/B); "
-                       "{:.0f}% of the attainable {}",
-                       r.roofline->memory_bound ? "memory" : "compute", r.roofline->platform,
-                       r.roofline->intensity, r.roofline->memory_bound ? "<" : ">=",
-                       r.roofline->ridge, 100 * r.roofline->fraction_of_roof(),
-                       si(r.roofline->attainable, "FLOP/s"));
-  out += fmt::format("\ncpu       {:.0f}% utilization by this process (TBD eq. 3), {:.0f}% system; "
-                     "{} threads, BLAS threads {}\n",
-                     100 * r.cpu.process, 100 * r.cpu.system, r.threads, r.blas_threads);
+    out += fmt::format(
+        "\nroofline  {}-bound on {} (intensity {:.3g} {} ridge {:.3g} FLOP/B); "
+        "{:.0f}% of the attainable {}",
+        r.roofline->memory_bound ? "memory" : "compute", r.roofline->platform,
+        r.roofline->intensity, r.roofline->memory_bound ? "<" : ">=", r.roofline->ridge,
+        100 * r.roofline->fraction_of_roof(), si(r.roofline->attainable, "FLOP/s"));
+  out += fmt::format(
+      "\ncpu       {:.0f}% utilization by this process (TBD eq. 3), {:.0f}% system; "
+      "{} threads, BLAS threads {}\n",
+      100 * r.cpu.process, 100 * r.cpu.system, r.threads, r.blas_threads);
   out += "spread    between processes not measured (one process; --repetitions N measures it)\n";
   return out;
 }
 
 std::string format_repeated(const nlohmann::json& r) {
-  std::string out = fmt::format("config    {}\nstatus    {}\n", r.value("config", ""),
-                                r.value("status", ""));
+  std::string out =
+      fmt::format("config    {}\nstatus    {}\n", r.value("config", ""), r.value("status", ""));
   const nlohmann::json reps = r.value("repetitions", nlohmann::json::object());
   const nlohmann::json runs = reps.value("runs", nlohmann::json::array());
   std::string each;
   for (const auto& e : runs) {
     const auto& t = e["timing"];
-    each += fmt::format("{}{} +-{:.1f}%", each.empty() ? "" : ", ", seconds(number_or(t, "mean_s", 0.0)),
-                        100 * number_or(t, "ci95_relative", NAN));
+    each +=
+        fmt::format("{}{} +-{:.1f}%", each.empty() ? "" : ", ",
+                    seconds(number_or(t, "mean_s", 0.0)), 100 * number_or(t, "ci95_relative", NAN));
   }
   if (r.value("status", "") != "ok") {
     out += fmt::format("reason    {}\n", printable(r.value("error", "")));
@@ -112,8 +117,9 @@ std::string format_repeated(const nlohmann::json& r) {
     out += fmt::format(
         "step      {} (median of {} processes' means); between processes min {}, max {} "
         "(max/min {:.3f}), CV {:.2f}%, +-{:.2f}% (95% CI over processes)\n",
-        seconds(number_or(r["timing"], "mean_s", 0.0)), runs.size(), seconds(number_or(b, "min_s", 0.0)),
-        seconds(number_or(b, "max_s", 0.0)), number_or(b, "max_over_min", 0.0), 100 * number_or(b, "cv", 0.0),
+        seconds(number_or(r["timing"], "mean_s", 0.0)), runs.size(),
+        seconds(number_or(b, "min_s", 0.0)), seconds(number_or(b, "max_s", 0.0)),
+        number_or(b, "max_over_min", 0.0), 100 * number_or(b, "cv", 0.0),
         100 * number_or(b, "ci95_relative", 0.0));
   else
     out += fmt::format("step      {} (one process: spread between processes not measured)\n",
@@ -126,23 +132,53 @@ std::string format_repeated(const nlohmann::json& r) {
     out += fmt::format(", {:.1f}% of the peak", 100 * m["flops_utilization"].get<double>());
   out += "\n";
   if (r.value("unstable", false))
-    out += "UNSTABLE  the processes' means disagree beyond their own CIs: the step time depends on "
-           "the process (two modes?); see docs/stacks.md\n";
+    out +=
+        "UNSTABLE  the processes' means disagree beyond their own CIs: the step time depends on "
+        "the process (two modes?); see docs/stacks.md\n";
   return out;
 }
 
 std::string format_cost_table(const StepCost& c) {
-  std::string out = fmt::format("{:<28} {:<12} {:>10} {:>11} {:>11} {:>11} {:>11} {:>11}\n",
-                                "layer", "op", "params", "fwd FLOP", "bwd-in FLOP", "bwd-w FLOP",
-                                "bytes", "saved");
+  std::string out =
+      fmt::format("{:<28} {:<12} {:>10} {:>11} {:>11} {:>11} {:>11} {:>11}\n", "layer", "op",
+                  "params", "fwd FLOP", "bwd-in FLOP", "bwd-w FLOP", "bytes", "saved");
   for (const auto& l : c.layers)
     out += fmt::format("{:<28} {:<12} {:>10} {:>11} {:>11} {:>11} {:>11} {:>11}\n", l.name, l.op,
                        l.params, si(l.fwd_flops, ""), si(l.bwd_input_flops, ""),
                        si(l.bwd_weight_flops, ""), bytes_iec(l.bytes_read + l.bytes_written),
                        bytes_iec(l.saved_bytes));
   out += fmt::format("{:<28} {:<12} {:>10} {:>11}\n", "optimizer", "", "", si(c.opt_flops, ""));
-  out += fmt::format("total: {} params, {} per step, {} moved, intensity {:.2f} FLOP/B\n",
-                     c.params, si(c.flops(), "FLOP"), bytes_iec(c.bytes), c.intensity());
+  out += fmt::format("total: {} params, {} per step, {} moved, intensity {:.2f} FLOP/B\n", c.params,
+                     si(c.flops(), "FLOP"), bytes_iec(c.bytes), c.intensity());
+  return out;
+}
+
+std::string format_distributed(const nlohmann::json& r) {
+  std::string out =
+      fmt::format("config    {}\nstatus    {}{}\n", r.value("config", ""), r.value("status", ""),
+                  r.value("error", "").empty() ? "" : "  (" + r.value("error", "") + ")");
+  if (!r.contains("distributed")) return out;
+  const auto& d = r["distributed"];
+  out += fmt::format("workers   {} ({}, {} launch), {} examples per worker per step\n",
+                     d.value("workers", 0), d.value("backend", ""), d.value("launch", ""),
+                     d.value("per_worker_batch", 0));
+  out += fmt::format("throughput {:.1f} examples/s in all, {:.1f} per worker\n",
+                     d.value("examples_per_s", 0.0), d.value("per_worker_examples_per_s", 0.0));
+  if (r.contains("timing"))
+    out += fmt::format("step      mean {:.3f} ms over {} steps ({})\n",
+                       1e3 * r["timing"].value("mean_s", 0.0), r["timing"].value("samples", 0),
+                       r["timing"].value("end_reason", ""));
+  out += fmt::format(
+      "comm      {:.1f}% of the step waiting for all-reduce after backward, compute {:.1f}%; "
+      "all-reduce in flight {:.3f} ms/step ({:.0f}% hidden behind backward)\n",
+      100 * d.value("comm_share", 0.0), 100 * d.value("compute_share", 0.0),
+      1e3 * d.value("allreduce_busy_s", 0.0), 100 * d.value("overlapped_share", 0.0));
+  out += fmt::format("allreduce {} bytes per step per worker in {} bucket(s)\n",
+                     d.value("allreduce_bytes_per_step", int64_t(0)), d.value("buckets", 0));
+  for (const auto& w : d.value("per_worker", nlohmann::json::array()))
+    out += fmt::format("  worker {:>3}  {:>10.1f} examples/s  step {:.3f} ms  waiting {:.3f} ms\n",
+                       w.value("rank", 0), w.value("examples_per_s", 0.0),
+                       1e3 * w.value("step_mean_s", 0.0), 1e3 * w.value("exposed_comm_s", 0.0));
   return out;
 }
 

@@ -15,6 +15,8 @@ std::string format_result(const RunResult& r);
 // headline, the spread between processes and each process's own mean and CI.
 std::string format_repeated(const nlohmann::json& result);
 std::string format_cost_table(const StepCost& c);
+// A data-parallel result (workers > 1), from its JSON: the job, then each worker.
+std::string format_distributed(const nlohmann::json& result);
 
 // "1.23 GFLOP/s", "512 MiB", "3.2 ms": one place for units.
 std::string si(double value, const std::string& unit);

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "analysis/tta.h"
-#include "report/charts.h"
 #include "analysis/validation.h"
+#include "report/charts.h"
 
 namespace tb {
 

@@ -1,4 +1,3 @@
-#include "platform/host.h"
 #include "runner/characterize.h"
 
 #include <ATen/Parallel.h>
@@ -10,10 +9,11 @@
 #include <ctime>
 #include <fstream>
 
-#include "platform/blas.h"
-#include "runner/measure.h"
-#include "platform/microarchitecture.h"
 #include "base/files.h"
+#include "platform/blas.h"
+#include "platform/host.h"
+#include "platform/microarchitecture.h"
+#include "runner/measure.h"
 
 namespace tb {
 namespace {
@@ -42,7 +42,6 @@ auto one_core(F&& f) {
 nlohmann::json trials_json(const Trials& t) {
   return {{"trials", t.values}, {"best", t.best()}, {"median", t.median()}};
 }
-
 
 void mkdirs(const std::string& path) {
   for (size_t i = 1; i <= path.size(); ++i)
@@ -187,9 +186,10 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
       j["bytes"] = pt.bytes;
       sweep.push_back(j);
     }
-    measurements["working_set"] = {{"unit", "GB/s"}, {"kernel", "x = 0.5 x + 0.5, 16 B/element"},
-                                   {"points", sweep}};
-    for (const auto& [level, gbps] : cache_bandwidths(h, points)) p.cache_bandwidth_gbps[level] = gbps;
+    measurements["working_set"] = {
+        {"unit", "GB/s"}, {"kernel", "x = 0.5 x + 0.5, 16 B/element"}, {"points", sweep}};
+    for (const auto& [level, gbps] : cache_bandwidths(h, points))
+      p.cache_bandwidth_gbps[level] = gbps;
   }
 
   nlohmann::json spec_peaks = nlohmann::json::object(), formulas = nlohmann::json::object(),

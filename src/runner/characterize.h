@@ -14,9 +14,9 @@ struct CharacterizeOptions {
   std::vector<std::string> dtypes = {"fp32", "bf16"};
   int trials = 5;
   double trial_s = 0.15;
-  int fma_units = 0;      // per core; 0: the microarchitecture's, see docs/platforms.md
-  bool sweep = true;      // the working-set sweep for cache roofs
-  bool overhead = true;   // the per-operator overhead for the description's efficiency
+  int fma_units = 0;            // per core; 0: the microarchitecture's, see docs/platforms.md
+  bool sweep = true;            // the working-set sweep for cache roofs
+  bool overhead = true;         // the per-operator overhead for the description's efficiency
   int64_t stream_elements = 0;  // per array; 0: 4x the last-level cache, as STREAM asks
   std::function<void(const std::string&)> progress;  // one line per phase, optional
 };

@@ -9,7 +9,7 @@ namespace tb {
 // A snapshot of CPU time: this process's and every core's, to take the difference of.
 struct CpuSnapshot {
   double wall_s = 0;
-  double process_cpu_s = 0;  // user + system time of all this process's threads
+  double process_cpu_s = 0;                     // user + system time of all this process's threads
   std::vector<double> core_active, core_total;  // /proc/stat jiffies per core
 };
 

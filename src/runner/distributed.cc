@@ -1,5 +1,7 @@
-#include "platform/host.h"
 #include "runner/distributed.h"
+
+#include "platform/host.h"
+#include "runner/failure.h"
 
 // ProcessGroupGloo.hpp compiles to nothing unless USE_C10D_GLOO is defined, which
 // TorchConfig.cmake does for Debian's LibTorch (libtorch_cpu.so holds the symbols,
@@ -19,12 +21,12 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "base/errors.h"
 #include "model/phase.h"
 #include "model/workload.h"
 #include "platform/blas.h"
 #include "runner/cpu_usage.h"
 #include "runner/threads.h"
-#include "base/errors.h"
 
 namespace tb {
 namespace {
@@ -34,7 +36,6 @@ using Clock = std::chrono::steady_clock;
 double seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
-
 
 const char* env_var(const char* name) {
   const char* v = std::getenv(name);
@@ -436,27 +437,27 @@ RunResult run_distributed(const Config& input, const RunOptions& options, const 
       r.examples_per_s = aggregate;
       r.units_per_s = aggregate * workload->units_per_step() / workload->examples_per_step();
     }
-  } catch (const c10::Error& e) {
+  } catch (...) {
     new Job(job);
-    return done(
-        Status::kCrashed,
-        fmt::format("rank {}: communication failed at step {} (a worker died, stalled or "
-                    "timed out after {} s): {}",
-                    env.rank, step, dist.timeout_s, first_line(e.what_without_backtrace())));
-  } catch (const ::gloo::Exception& e) {  // a peer's connection dropped, or a timeout
-    new Job(job);
+    // The status from the one mapping every path shares (a UsageError is rethrown); the
+    // reason says which rank and step, and what a crash here usually means.
+    const Failure f = current_failure("during the step");
+    if (f.status != Status::kCrashed)
+      return done(f.status, fmt::format("rank {}: step {}: {}", env.rank, step, f.error));
+    bool communication = false;  // LibTorch's and Gloo's errors: a peer dropped or timed out
+    try {
+      throw;
+    } catch (const c10::Error&) {
+      communication = true;
+    } catch (const ::gloo::Exception&) {
+      communication = true;
+    } catch (...) {
+    }
     return done(Status::kCrashed,
-                fmt::format("rank {}: communication failed at step {} (a worker died, stalled or "
-                            "timed out after {} s): {}",
-                            env.rank, step, dist.timeout_s, first_line(e.what())));
-  } catch (const UsageError&) {
-    throw;
-  } catch (const std::exception& e) {
-    new Job(job);
-    return done(Status::kCrashed,
-                fmt::format("rank {}: failed at step {} (a worker died, stalled or timed out after "
-                            "{} s): {}",
-                            env.rank, step, dist.timeout_s, first_line(e.what())));
+                fmt::format("rank {}: {}failed at step {} (a worker died, stalled or timed out "
+                            "after {} s): {}",
+                            env.rank, communication ? "communication " : "", step, dist.timeout_s,
+                            f.error));
   }
 
   if (r.steps.mean > 0) {

@@ -17,8 +17,7 @@ Status from_message(const std::string& m) {
       m.find("not supported") != std::string::npos || m.find("Unsupported") != std::string::npos)
     return Status::kUnsupported;
   if (m.find("can't allocate memory") != std::string::npos ||
-      m.find("out of memory") != std::string::npos ||
-      m.find("std::bad_alloc") != std::string::npos)
+      m.find("out of memory") != std::string::npos || m.find("std::bad_alloc") != std::string::npos)
     return Status::kOom;
   return Status::kCrashed;
 }

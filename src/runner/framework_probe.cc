@@ -15,7 +15,9 @@ FrameworkInfo libtorch_info() {
   FrameworkInfo f;
   f.known = true;
   f.version = TORCH_VERSION;
-  f.build_config = at::show_config();
+  // Fixed for the life of the process, and the probe runs once per result document.
+  static const std::string build_config = at::show_config();
+  f.build_config = build_config;
   f.onednn = at::hasMKLDNN();
   f.intra_op_threads = at::get_num_threads();
   // prepare_runtime() records whether the CPU flushes denormals; re-asking would change it.

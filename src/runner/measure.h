@@ -85,7 +85,7 @@ std::vector<std::pair<int64_t, double>> gemm_fractions(const GemmMeasurement& g,
                                                        double floor_us);
 
 struct StreamMeasurement {
-  int64_t elements = 0;  // per array, doubles
+  int64_t elements = 0;            // per array, doubles
   Trials copy, scale, add, triad;  // GB/s, STREAM's byte counting
   bool validated = false;
   std::string validation;
@@ -102,8 +102,8 @@ struct WorkingSetPoint {
 
 // ERT-style sweep: each thread repeatedly updates its own share of a working set
 // (x = x * a + b: 16 bytes moved per element), from L1-sized to beyond the last level.
-std::vector<WorkingSetPoint> measure_working_sets(int64_t min_bytes, int64_t max_bytes,
-                                                  int trials, double trial_s);
+std::vector<WorkingSetPoint> measure_working_sets(int64_t min_bytes, int64_t max_bytes, int trials,
+                                                  double trial_s);
 
 // Bandwidth per cache level from a sweep: the median rate over working sets that fit
 // in half that level (all instances) and not in the level below.

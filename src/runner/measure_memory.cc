@@ -4,8 +4,8 @@
 #include <chrono>
 #include <cmath>
 
-#include "runner/measure.h"
 #include "platform/microarchitecture.h"
+#include "runner/measure.h"
 
 namespace tb {
 namespace {
@@ -42,7 +42,8 @@ TB_SIMD_CLONES void copy_kernel(double* c, const double* a, int64_t lo, int64_t 
 TB_SIMD_CLONES void scale_kernel(double* b, const double* c, double s, int64_t lo, int64_t hi) {
   for (int64_t j = lo; j < hi; ++j) b[j] = s * c[j];
 }
-TB_SIMD_CLONES void add_kernel(double* c, const double* a, const double* b, int64_t lo, int64_t hi) {
+TB_SIMD_CLONES void add_kernel(double* c, const double* a, const double* b, int64_t lo,
+                               int64_t hi) {
   for (int64_t j = lo; j < hi; ++j) c[j] = a[j] + b[j];
 }
 TB_SIMD_CLONES void triad_kernel(double* a, const double* b, const double* c, double s, int64_t lo,
@@ -148,7 +149,8 @@ std::vector<std::pair<std::string, double>> cache_bandwidths(
   for (int level = 1; level <= 3; ++level) {
     int64_t total = 0;
     for (const auto& c : host.caches)
-      if (c.level == level && c.type != "Instruction") total = c.size_bytes * std::max(1, c.instances);
+      if (c.level == level && c.type != "Instruction")
+        total = c.size_bytes * std::max(1, c.instances);
     if (total == 0) continue;
     // The plateau of the level: the median over working sets that overflow the level
     // below and fit in half of this one (the other half leaves room for conflicts).
@@ -163,7 +165,9 @@ std::vector<std::pair<std::string, double>> cache_bandwidths(
 
 std::vector<TheoreticalPeak> theoretical_peaks(const HostInfo& h, int fma_units) {
   std::vector<TheoreticalPeak> out;
-  auto has = [&](const char* f) { return std::find(h.simd.begin(), h.simd.end(), f) != h.simd.end(); };
+  auto has = [&](const char* f) {
+    return std::find(h.simd.begin(), h.simd.end(), f) != h.simd.end();
+  };
   const bool clock_known = h.max_mhz > 0;
   const double ghz = (clock_known ? h.max_mhz : h.mhz) / 1000;
   const int cores = h.physical_cores;
@@ -176,12 +180,13 @@ std::vector<TheoreticalPeak> theoretical_peaks(const HostInfo& h, int fma_units)
         "the clock is the nominal {:.3g} GHz /proc/cpuinfo reports ({}); the cores may run faster",
         ghz, h.virtualized ? "a virtual machine: no cpufreq limits to read" : "no cpufreq limits"));
   if (!arch)
-    caveats.push_back(fmt::format("microarchitecture not known to trainbench ({} family {} model "
-                                  "{}): FLOPs per cycle from the SIMD flags",
-                                  h.vendor.empty() ? "unknown vendor" : h.vendor, h.cpu_family,
-                                  h.cpu_model_number));
+    caveats.push_back(fmt::format(
+        "microarchitecture not known to trainbench ({} family {} model "
+        "{}): FLOPs per cycle from the SIMD flags",
+        h.vendor.empty() ? "unknown vendor" : h.vendor, h.cpu_family, h.cpu_model_number));
   else if (!from_table)
-    caveats.push_back(fmt::format("{} FMA units per core as given, not {}'s", fma_units, arch->name));
+    caveats.push_back(
+        fmt::format("{} FMA units per core as given, not {}'s", fma_units, arch->name));
   if (arch && from_table && !arch->caveat.empty()) caveats.push_back(arch->caveat);
   std::string caveat;
   for (const auto& c : caveats) caveat += (caveat.empty() ? "" : "; ") + c;
@@ -205,7 +210,8 @@ std::vector<TheoreticalPeak> theoretical_peaks(const HostInfo& h, int fma_units)
   double bf16_per_cycle = 0;
   std::string bf16_how;
   if (has("amx_bf16")) {
-    bf16_per_cycle = from_table && arch->amx_bf16_flops_per_cycle > 0 ? arch->amx_bf16_flops_per_cycle : 1024;
+    bf16_per_cycle =
+        from_table && arch->amx_bf16_flops_per_cycle > 0 ? arch->amx_bf16_flops_per_cycle : 1024;
     bf16_how = "AMX";
   } else if (has("avx512_bf16")) {
     bf16_per_cycle = from_table && arch->bf16_flops_per_cycle > 0 ? arch->bf16_flops_per_cycle

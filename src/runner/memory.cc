@@ -2,6 +2,7 @@
 
 #include <unordered_map>
 
+#include "base/errors.h"
 #include "cost/cost.h"
 #include "model/workload.h"
 #include "runner/failure.h"
@@ -9,7 +10,6 @@
 #include "runner/profile.h"
 #include "runner/runner.h"
 #include "runner/threads.h"
-#include "base/errors.h"
 
 namespace tb {
 namespace {

@@ -7,16 +7,16 @@
 #include <map>
 #include <tuple>
 
+#include "base/errors.h"
 #include "cost/cost.h"
 #include "cost/layers.h"
 #include "cost/op_cost.h"
 #include "model/workload.h"
 #include "runner/cpu_usage.h"
-#include "runner/utilization.h"
 #include "runner/failure.h"
 #include "runner/runner.h"
 #include "runner/threads.h"
-#include "base/errors.h"
+#include "runner/utilization.h"
 
 namespace tb {
 namespace {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <ctime>
 
+#include "base/errors.h"
 #include "emulation/numerics_workload.h"
 #include "model/phase.h"
 #include "model/workload.h"
@@ -16,7 +17,6 @@
 #include "runner/stack_runtime.h"
 #include "runner/threads.h"
 #include "runner/torchscript.h"
-#include "base/errors.h"
 
 namespace tb {
 namespace {

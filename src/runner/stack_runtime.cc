@@ -5,9 +5,9 @@
 
 #include <cstdlib>
 
+#include "base/errors.h"
 #include "platform/blas.h"
 #include "runner/threads.h"
-#include "base/errors.h"
 
 namespace tb {
 
@@ -66,7 +66,8 @@ std::string stack_mismatch(const StackSpec& r, const DetectedStack& d) {
   // blas=default is what this process entered; a process that entered none (a test) runs on
   // what the system gave it, which is no mismatch.
   const std::string blas = r.blas == "default" ? entered_blas() : r.blas;
-  if (!blas.empty() && blas != "system" && blas != d.blas) add("requested BLAS " + blas + ", detected " + d.blas);
+  if (!blas.empty() && blas != "system" && blas != d.blas)
+    add("requested BLAS " + blas + ", detected " + d.blas);
   if (r.onednn == "on" && !d.onednn) add("requested oneDNN on, but LibTorch has no oneDNN");
   if (r.onednn == "off" && d.onednn) add("requested oneDNN off, detected on");
   // A BLAS without a thread switch (reference, ATLAS) reports 0 threads: not a mismatch.

@@ -13,10 +13,10 @@ namespace tb {
 struct SteadyStateOptions {
   double target_rel_ci = 0.01;  // half-width of the CI relative to the mean
   double confidence = 0.95;
-  double budget_s = 30;       // wall-clock budget for the timed loop
-  int64_t min_samples = 10;   // stationary samples needed before the CI is trusted
-  int64_t max_steps = 0;      // 0: no limit
-  int64_t fixed_steps = 0;    // >0: run exactly this many steps, no early stop
+  double budget_s = 30;      // wall-clock budget for the timed loop
+  int64_t min_samples = 10;  // stationary samples needed before the CI is trusted
+  int64_t max_steps = 0;     // 0: no limit
+  int64_t fixed_steps = 0;   // >0: run exactly this many steps, no early stop
 };
 
 // MSER-5 truncation point (in samples, a multiple of 5) for a series, searched over the

@@ -43,7 +43,7 @@ const std::pair<const char*, const char*> kRuntimeEnv[] = {
     {"GOMP_SPINCOUNT", "10000"},
     {"OMP_WAIT_POLICY", nullptr},
     {"OPENBLAS_CORETYPE", nullptr},  // set where OpenBLAS would fall back (platform/blas.h)
-    {"OMP_PROC_BIND", nullptr},  // thread placement, when the user pins (docs/stacks.md)
+    {"OMP_PROC_BIND", nullptr},      // thread placement, when the user pins (docs/stacks.md)
     {"OMP_PLACES", nullptr},
     {"MALLOC_MMAP_THRESHOLD_", "33554432"},  // glibc's largest accepted value, 32 MiB
     {"MALLOC_TRIM_THRESHOLD_", "68719476736"},

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <sstream>
 
+#include "base/errors.h"
 #include "numerics/format.h"
 #include "numerics/policy.h"
-#include "base/errors.h"
 
 namespace tb::sim {
 namespace {

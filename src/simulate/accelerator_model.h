@@ -80,9 +80,9 @@ struct Simulation {
   double step_s = 0;              // the phases' sum plus overhead_s
   double compute_bound_s = 0, memory_bound_s = 0;  // step time in phases of each bound
   OpCount ops;
-  double op_overhead_s = 0;  // per operator, from the description (0: none stated)
-  double overhead_s = 0;     // ops.total() x op_overhead_s
-  std::map<std::string, double> phase_s;           // per phase
+  double op_overhead_s = 0;               // per operator, from the description (0: none stated)
+  double overhead_s = 0;                  // ops.total() x op_overhead_s
+  std::map<std::string, double> phase_s;  // per phase
   double memory_bytes = 0, capacity_bytes = 0;
   std::string status = "ok";  // ok or oom-predicted
 };

@@ -49,7 +49,8 @@ std::string check_value(const FamilySchema& schema, const ParamSpec& p, const st
   }
   if (p.name == "device") {
     const std::string device = canonical_device(raw);
-    if (device.empty()) throw UsageError(fmt::format("{}: expected cpu, cuda or cuda:N (N < 64)", where));
+    if (device.empty())
+      throw UsageError(fmt::format("{}: expected cpu, cuda or cuda:N (N < 64)", where));
     return device;
   }
   errno = 0;
@@ -147,8 +148,8 @@ Config parse_config(const std::string& text) {
     size_t start = 0;
     while (start <= rest.size()) {
       size_t comma = rest.find(',', start);
-      std::string item = rest.substr(start, comma == std::string::npos ? std::string::npos
-                                                                       : comma - start);
+      std::string item =
+          rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
       auto eq = item.find('=');
       if (item.empty() || eq == std::string::npos || eq == 0)
         throw UsageError(fmt::format("config '{}': expected key=value, got '{}'", text, item));

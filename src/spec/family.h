@@ -46,7 +46,8 @@ struct FamilySchema {
   // memory estimate, and activation-point coverage. A family without one fails the contract.
   std::string contract;
   // Clauses of the contract this family cannot run, each with the reason; the test skips and
-  // prints them. Clauses: parameters, forward_flops, memory, activation_points.
+  // prints them. Clauses: cost (has a cost description), parameters, forward_flops, memory,
+  // activation_points.
   std::map<std::string, std::string> exemptions;
   bool is_reference() const { return !task.empty(); }
   const ParamSpec* find(const std::string& param) const;

@@ -11,15 +11,32 @@ std::string printable(const std::string& s) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
     char buf[8];
     switch (c) {
-      case '\n': out += "\\n"; continue;
-      case '\r': out += "\\r"; continue;
-      case '\t': out += "\\t"; continue;
-      case '\f': out += "\\f"; continue;
-      case '\v': out += "\\v"; continue;
-      case '\b': out += "\\b"; continue;
-      case '\a': out += "\\a"; continue;
-      case 0x1b: out += "\\e"; continue;
-      default: break;
+      case '\n':
+        out += "\\n";
+        continue;
+      case '\r':
+        out += "\\r";
+        continue;
+      case '\t':
+        out += "\\t";
+        continue;
+      case '\f':
+        out += "\\f";
+        continue;
+      case '\v':
+        out += "\\v";
+        continue;
+      case '\b':
+        out += "\\b";
+        continue;
+      case '\a':
+        out += "\\a";
+        continue;
+      case 0x1b:
+        out += "\\e";
+        continue;
+      default:
+        break;
     }
     if (c < 0x20 || c == 0x7f) {
       std::snprintf(buf, sizeof buf, "\\x%02x", c);

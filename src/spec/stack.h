@@ -11,8 +11,8 @@ struct StackSpec {
   // A name from blas_libraries(); "system": the system's alternative as it is; "default":
   // default_blas(), the build that shares LibTorch's OpenMP runtime when it is installed.
   std::string blas = "default";
-  int blas_threads = 0;          // the BLAS's own threads; 0: as it decides
-  std::string onednn = "on";     // LibTorch's global oneDNN switch: on, off
+  int blas_threads = 0;        // the BLAS's own threads; 0: as it decides
+  std::string onednn = "on";   // LibTorch's global oneDNN switch: on, off
   std::string mode = "eager";  // eager, torchscript (the loss traced and run by the graph executor)
   bool is_default() const;
   std::string str() const;  // "stack:blas=...,blas_threads=...,onednn=...,mode=..." or ""

@@ -1,22 +1,20 @@
 #include "spec/sweep.h"
 
-#include <cmath>
-
-#include "spec/stack.h"
-
 #include <dirent.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
+#include <toml++/toml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <numeric>
 #include <random>
 #include <set>
 #include <sstream>
-#include <toml++/toml.h>
 
 #include "base/errors.h"
+#include "spec/stack.h"
 
 #ifndef TB_SWEEP_DIR
 #define TB_SWEEP_DIR "sweeps"
@@ -39,7 +37,9 @@ std::vector<std::string> range_values(const std::string& origin, const toml::nod
   if (std::sscanf(text.c_str(), "%lld..%lld %c%lld %c", &a, &b, &op, &k, &rest) != 4 ||
       (op != 'x' && op != '+'))
     return {};
-  if (k <= (op == 'x' ? 1 : 0)) fail(origin, node.source(), key, "step must be > " + std::string(op == 'x' ? "1" : "0") + " in '" + text + "'");
+  if (k <= (op == 'x' ? 1 : 0))
+    fail(origin, node.source(), key,
+         "step must be > " + std::string(op == 'x' ? "1" : "0") + " in '" + text + "'");
   if (b < a) fail(origin, node.source(), key, "empty range '" + text + "'");
   std::vector<std::string> out;
   if (op == 'x' && a <= 0) fail(origin, node.source(), key, "geometric range must start above 0");
@@ -86,7 +86,8 @@ double number_in(const std::string& origin, const toml::node& n, const std::stri
     v = f->get();
   else
     fail(origin, n.source(), key, "expected a number");
-  if (!(v >= lo && v <= hi)) fail(origin, n.source(), key, fmt::format("must be in [{}, {}], got {}", lo, hi, v));
+  if (!(v >= lo && v <= hi))
+    fail(origin, n.source(), key, fmt::format("must be in [{}, {}], got {}", lo, hi, v));
   return v;
 }
 
@@ -124,14 +125,16 @@ SweepSpec parse_sweep(const std::string& text, const std::string& origin) {
       s.target_ci = number_in(origin, node, key, 1e-4, 0.5);
     } else if (key == "repetitions") {
       const double n = number_in(origin, node, key, 1, 100);
-      if (n != std::floor(n)) fail(origin, node.source(), key, "expected a whole number of processes");
+      if (n != std::floor(n))
+        fail(origin, node.source(), key, "expected a whole number of processes");
       s.repetitions = int(n);
     } else if (key == "stacks") {
       auto arr = node.as_array();
       if (!arr) fail(origin, node.source(), key, "expected a list of stack strings");
       for (const auto& e : *arr) {
         auto v = e.as_string();
-        if (!v) fail(origin, e.source(), key, "expected a string like \"blas=blis-pthread,onednn=off\"");
+        if (!v)
+          fail(origin, e.source(), key, "expected a string like \"blas=blis-pthread,onednn=off\"");
         try {
           s.stacks.push_back(parse_stack(v->get()).str());
         } catch (const UsageError& err) {
@@ -144,13 +147,13 @@ SweepSpec parse_sweep(const std::string& text, const std::string& origin) {
         fail(origin, node.source(), key, "expected [[" + key + "]] tables");
     } else {
       fail(origin, node.source(), key,
-           "unknown key (expected name, description, budget, timeout, target_ci, repetitions, stacks, "
+           "unknown key (expected name, description, budget, timeout, target_ci, repetitions, "
+           "stacks, "
            "[[grid]], [[exclude]])");
     }
   }
   const toml::array* grids = root["grid"].as_array();
-  if (!grids || grids->empty())
-    throw UsageError(origin + ": no [[grid]] table: nothing to sweep");
+  if (!grids || grids->empty()) throw UsageError(origin + ": no [[grid]] table: nothing to sweep");
   for (const auto& g : *grids) {
     const toml::table& t = *g.as_table();
     auto fam = t["family"].as_string();
@@ -159,7 +162,8 @@ SweepSpec parse_sweep(const std::string& text, const std::string& origin) {
     if (!schema) {
       std::string names;
       for (const auto* f : family_schemas()) names += (names.empty() ? "" : ", ") + f->name;
-      fail(origin, fam->source(), "family", "unknown family '" + fam->get() + "' (known: " + names + ")");
+      fail(origin, fam->source(), "family",
+           "unknown family '" + fam->get() + "' (known: " + names + ")");
     }
     SweepGrid grid{schema->name, {}};
     // Values are checked in a config whose required parameters (torchscript's path) take
@@ -224,7 +228,8 @@ std::vector<std::string> builtin_sweep_names() {
   if (DIR* d = opendir(TB_SWEEP_DIR)) {
     while (dirent* e = readdir(d)) {
       std::string n = e->d_name;
-      if (n.size() > 5 && n.compare(n.size() - 5, 5, ".toml") == 0) out.push_back(n.substr(0, n.size() - 5));
+      if (n.size() > 5 && n.compare(n.size() - 5, 5, ".toml") == 0)
+        out.push_back(n.substr(0, n.size() - 5));
     }
     closedir(d);
   }
@@ -244,7 +249,8 @@ SweepSpec find_sweep(const std::string& name_or_path) {
   }
   std::string names;
   for (const auto& n : builtin_sweep_names()) names += (names.empty() ? "" : ", ") + n;
-  throw UsageError("unknown sweep '" + name_or_path + "' (built-in: " + names + ", or a .toml file)");
+  throw UsageError("unknown sweep '" + name_or_path + "' (built-in: " + names +
+                   ", or a .toml file)");
 }
 
 std::vector<Config> expand_sweep(const SweepSpec& s, uint64_t limit) {
@@ -254,14 +260,16 @@ std::vector<Config> expand_sweep(const SweepSpec& s, uint64_t limit) {
     total = (n == UINT64_MAX || total + n < total) ? UINT64_MAX : total + n;
   }
   if (total > limit)
-    throw UsageError(fmt::format("{}: the grid has {} configs, more than {}; narrow it or use --sample",
-                                 s.origin, total == UINT64_MAX ? std::string("too many") : std::to_string(total), limit));
+    throw UsageError(fmt::format(
+        "{}: the grid has {} configs, more than {}; narrow it or use --sample", s.origin,
+        total == UINT64_MAX ? std::string("too many") : std::to_string(total), limit));
   std::vector<Config> out;
   for (const auto& g : s.grids) {
     std::vector<size_t> index(g.axes.size(), 0);
     for (;;) {
       std::vector<std::pair<std::string, std::string>> kv;
-      for (size_t a = 0; a < g.axes.size(); ++a) kv.emplace_back(g.axes[a].name, g.axes[a].values[index[a]]);
+      for (size_t a = 0; a < g.axes.size(); ++a)
+        kv.emplace_back(g.axes[a].name, g.axes[a].values[index[a]]);
       Config c = make_config(g.family, kv);
       bool excluded = false;
       for (const auto& rule : s.excludes) {
@@ -270,7 +278,8 @@ std::vector<Config> expand_sweep(const SweepSpec& s, uint64_t limit) {
           if (key == "family") {
             all &= std::find(values.begin(), values.end(), c.family()) != values.end();
           } else {
-            all &= c.has(key) && std::find(values.begin(), values.end(), c.get(key)) != values.end();
+            all &=
+                c.has(key) && std::find(values.begin(), values.end(), c.get(key)) != values.end();
           }
         }
         excluded |= all;
@@ -292,9 +301,11 @@ Filter parse_filter(const std::string& text) {
     if (item.empty()) continue;
     size_t at = item.find_first_of("<>=!");
     if (at == std::string::npos || at == 0)
-      throw UsageError("--filter: expected key<op>value with op one of = != < <= > >=, got '" + item + "'");
+      throw UsageError("--filter: expected key<op>value with op one of = != < <= > >=, got '" +
+                       item + "'");
     size_t end = item.find_first_not_of("<>=!", at);
-    std::string op = item.substr(at, end - at), value = end == std::string::npos ? "" : item.substr(end);
+    std::string op = item.substr(at, end - at),
+                value = end == std::string::npos ? "" : item.substr(end);
     if (op != "=" && op != "!=" && op != "<" && op != "<=" && op != ">" && op != ">=")
       throw UsageError("--filter: unknown operator '" + op + "' in '" + item + "'");
     if (value.empty()) throw UsageError("--filter: no value in '" + item + "'");
@@ -308,7 +319,8 @@ void check_filter(const Filter& f, const SweepSpec& s) {
     bool known = cond.key == "family";
     for (const auto& g : s.grids) known |= find_family_schema(g.family)->find(cond.key) != nullptr;
     if (!known)
-      throw UsageError("--filter: '" + cond.key + "' is not a parameter of any family in " + s.origin);
+      throw UsageError("--filter: '" + cond.key + "' is not a parameter of any family in " +
+                       s.origin);
   }
 }
 
@@ -327,8 +339,12 @@ bool Filter::matches(const Config& c) const {
     const bool numeric = *e1 == '\0' && *e2 == '\0';
     const int cmp = numeric ? (a < b ? -1 : a > b ? 1 : 0) : v.compare(cond.value);
     const std::string& op = cond.op;
-    const bool ok = op == "=" ? cmp == 0 : op == "!=" ? cmp != 0 : op == "<" ? cmp < 0
-                  : op == "<=" ? cmp <= 0 : op == ">" ? cmp > 0 : cmp >= 0;
+    const bool ok = op == "="    ? cmp == 0
+                    : op == "!=" ? cmp != 0
+                    : op == "<"  ? cmp < 0
+                    : op == "<=" ? cmp <= 0
+                    : op == ">"  ? cmp > 0
+                                 : cmp >= 0;
     if (!ok) return false;
   }
   return true;

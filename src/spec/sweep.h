@@ -34,8 +34,8 @@ struct SweepSpec {
   std::string name, description, origin;  // origin: file path or "built-in"
   std::vector<SweepGrid> grids;
   std::vector<std::map<std::string, std::vector<std::string>>> excludes;
-  double budget_s = 10;   // per config, timed loop
-  double timeout_s = 0;   // per config, whole child process; 0: derived from the budget
+  double budget_s = 10;  // per config, timed loop
+  double timeout_s = 0;  // per config, whole child process; 0: derived from the budget
   double target_ci = 0.01;
   // Processes each config is measured in; 0: kSweepRepetitions.
   int repetitions = 0;
@@ -73,8 +73,8 @@ Filter parse_filter(const std::string& text);
 void check_filter(const Filter& f, const SweepSpec& s);
 
 // Random or Latin-hypercube sample of n configs (without repetition), deterministic in seed.
-std::vector<Config> sample_configs(const std::vector<Config>& configs, const SweepSpec& s,
-                                   size_t n, uint64_t seed, bool latin_hypercube);
+std::vector<Config> sample_configs(const std::vector<Config>& configs, const SweepSpec& s, size_t n,
+                                   uint64_t seed, bool latin_hypercube);
 
 // A sample of n configs spread evenly over the cells of the named axes (`--stratify
 // nodes,batch`): every combination of their values that the configs reach gets n / cells

@@ -25,7 +25,6 @@ std::string csv_field(const nlohmann::json& v) {
   return q + "\"";
 }
 
-
 std::string export_csv(Store& store) {
   const auto rows = store.runs();
   const auto cols = columns(rows);

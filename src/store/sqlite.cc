@@ -1,6 +1,5 @@
 #include "store/sqlite.h"
 
-
 namespace tb::sql {
 
 Statement::Statement(sqlite3* db, const std::string& sql) : db_(db) {

@@ -13,9 +13,10 @@
 #include <fstream>
 #include <thread>
 
-#include "platform/host.h"
-#include "spec/config.h"
 #include "base/errors.h"
+#include "platform/host.h"
+#include "record/metrics.h"
+#include "spec/config.h"
 #include "spec/family.h"
 #include "store/sqlite.h"
 
@@ -23,56 +24,6 @@ namespace tb {
 namespace {
 
 using nlohmann::json;
-
-// Metric columns of the run table and where they come from in a result object.
-struct MetricColumn {
-  const char* column;
-  const char* type;
-  std::vector<const char*> path;
-};
-const std::vector<MetricColumn>& metric_columns() {
-  static const std::vector<MetricColumn> m = {
-      {"examples_per_s", "REAL", {"metrics", "examples_per_s"}},
-      // The family's own unit (images, tokens, audio_s, frames); added to older stores.
-      {"unit", "TEXT", {"metrics", "unit"}},
-      {"units_per_s", "REAL", {"metrics", "units_per_s"}},
-      {"achieved_flops", "REAL", {"metrics", "achieved_flops"}},
-      {"flops_utilization", "REAL", {"metrics", "flops_utilization"}},
-      {"peak_flops", "REAL", {"metrics", "peak_flops"}},
-      {"cpu_utilization", "REAL", {"metrics", "cpu_utilization_process"}},
-      {"step_mean_s", "REAL", {"timing", "mean_s"}},
-      {"step_median_s", "REAL", {"timing", "median_s"}},
-      {"step_p5_s", "REAL", {"timing", "p5_s"}},
-      {"step_p95_s", "REAL", {"timing", "p95_s"}},
-      {"step_cv", "REAL", {"timing", "cv"}},
-      {"ci95_relative", "REAL", {"timing", "ci95_relative"}},
-      {"samples", "INTEGER", {"timing", "samples"}},
-      {"warmup_steps", "INTEGER", {"timing", "warmup_steps"}},
-      {"end_reason", "TEXT", {"timing", "end_reason"}},
-      {"params", "INTEGER", {"cost", "params"}},
-      {"flops_per_step", "REAL", {"cost", "flops_per_step"}},
-      {"bytes_per_step", "REAL", {"cost", "bytes_per_step"}},
-      {"arithmetic_intensity", "REAL", {"cost", "arithmetic_intensity"}},
-      {"memory_estimate_bytes", "REAL", {"cost", "memory_estimate_bytes", "total"}},
-      // "analytic" (the family's cost description) or "profiler" (counted from one
-      // profiled step, for models without one: TorchScript files).
-      {"cost_source", "TEXT", {"cost", "source"}},
-      {"roofline_bound", "TEXT", {"roofline", "bound"}},
-      // Data-parallel runs (docs/scale-out.md); added to older stores when opened.
-      {"workers", "INTEGER", {"distributed", "workers"}},
-      {"per_worker_examples_per_s", "REAL", {"distributed", "per_worker_examples_per_s"}},
-      {"comm_share", "REAL", {"distributed", "comm_share"}},
-      {"allreduce_bytes_per_step", "REAL", {"distributed", "allreduce_bytes_per_step"}},
-      // Repetitions in fresh processes (record/repetitions.h); every repetition's timing
-      // stays in the result column. NULL in stores from before repetitions existed.
-      {"repetitions", "INTEGER", {"repetitions", "count"}},
-      {"rep_cv", "REAL", {"repetitions", "between_processes", "cv"}},
-      {"rep_max_over_min", "REAL", {"repetitions", "between_processes", "max_over_min"}},
-      {"rep_ci95_relative", "REAL", {"repetitions", "between_processes", "ci95_relative"}},
-      {"unstable", "INTEGER", {"unstable"}},
-  };
-  return m;
-}
 
 const json* at_path(const json& j, const std::vector<const char*>& path) {
   const json* cur = &j;
@@ -84,7 +35,8 @@ const json* at_path(const json& j, const std::vector<const char*>& path) {
 }
 
 bool on_network_filesystem(const std::string& path) {
-  const std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.find_last_of('/') + 1);
+  const std::string dir =
+      path.find('/') == std::string::npos ? "." : path.substr(0, path.find_last_of('/') + 1);
   struct statfs fs {};
   if (statfs(dir.c_str(), &fs) != 0) return false;
   switch (static_cast<unsigned long>(fs.f_type)) {
@@ -180,10 +132,9 @@ CREATE TABLE IF NOT EXISTS emulation_seed (
   UNIQUE (variant_id, seed));
 )";
 
-
-const char* kMemoryCategoryColumns[] = {"weights",   "gradients",   "optimizer_state",
+const char* kMemoryCategoryColumns[] = {"weights",      "gradients", "optimizer_state",
                                         "feature_maps", "workspace", "temporaries",
-                                        "inputs",    "other"};
+                                        "inputs",       "other"};
 
 // The directory a new store's file (and its -wal and -shm files) would be created in.
 std::string parent_directory(const std::string& path) {
@@ -206,8 +157,8 @@ void check_writable(const std::string& path, bool existed) {
         "export, analyze and report read it as it is",
         path, std::strerror(errno)));
   if (access(dir.c_str(), W_OK) != 0)
-    throw UsageError(fmt::format("store '{}': directory '{}' cannot be written ({}): {}", path,
-                                 dir, std::strerror(errno),
+    throw UsageError(fmt::format("store '{}': directory '{}' cannot be written ({}): {}", path, dir,
+                                 std::strerror(errno),
                                  existed ? "the store writes its journal files beside it"
                                          : "the store and its journal files are created there"));
 }
@@ -249,10 +200,11 @@ auto writing(Store& s, F&& f) -> decltype(f()) {
 }  // namespace
 
 std::optional<std::string> storage_failure_message(const std::string& path, int code,
-                                                   const std::string& sqlite_message, int64_t kept) {
-  const std::string keeps =
-      kept < 0 ? std::string("its stored results")
-               : fmt::format("{} stored result{}", kept, kept == 1 ? "" : "s");
+                                                   const std::string& sqlite_message,
+                                                   int64_t kept) {
+  const std::string keeps = kept < 0
+                                ? std::string("its stored results")
+                                : fmt::format("{} stored result{}", kept, kept == 1 ? "" : "s");
   // SQLite rolls the failed transaction back, so what was committed before stays as it was.
   switch (code) {
     case SQLITE_FULL:
@@ -351,8 +303,9 @@ std::unique_ptr<Store> Store::open_read_only(const std::string& path) {
     }
     auto v = db->prepare("SELECT value FROM meta WHERE key = 'schema_version'");
     if (!v.step() || std::stoi(v.text(0)) != kStoreSchemaVersion)
-      throw UsageError("store '" + path + "': schema version " + v.text(0) +
-                       " differs from this trainbench's; open it with `trainbench sweep` to migrate");
+      throw UsageError(
+          "store '" + path + "': schema version " + v.text(0) +
+          " differs from this trainbench's; open it with `trainbench sweep` to migrate");
   } catch (const UsageError&) {
     throw;
   } catch (const std::exception& e) {
@@ -373,14 +326,15 @@ void Store::migrate() {
     throw UsageError(fmt::format("store '{}': schema version {} is newer than this trainbench's {}",
                                  path_, version, kStoreSchemaVersion));
   // Migrations from older schema versions go here, one step per version, in order.
-  if (version == 0) db_->exec("INSERT OR REPLACE INTO meta VALUES ('format', 'trainbench-results')");
+  if (version == 0)
+    db_->exec("INSERT OR REPLACE INTO meta VALUES ('format', 'trainbench-results')");
   {  // metric columns are only ever added: a store made before one existed gets it now
     std::set<std::string> existing;
     auto st = db_->prepare("PRAGMA table_info(run)");
     while (st.step()) existing.insert(st.text(1));
-    for (const auto& m : metric_columns())
-      if (!existing.count(m.column))
-        db_->exec(fmt::format("ALTER TABLE run ADD COLUMN {} {}", m.column, m.type));
+    for (const auto& m : metric_table())
+      if (m.stored() && !existing.count(m.column))
+        db_->exec(fmt::format("ALTER TABLE run ADD COLUMN {} {}", m.column, m.sql_type));
   }
   db_->exec(fmt::format("INSERT OR REPLACE INTO meta VALUES ('schema_version', '{}')",
                         kStoreSchemaVersion));
@@ -414,7 +368,10 @@ int64_t Store::platform_id(const json& identity, const std::string& name, const 
     const std::string id = identity.dump();
     sql::Transaction t(*db_);
     db_->prepare("INSERT OR IGNORE INTO platform (identity, name, detail) VALUES (?, ?, ?)")
-        .bind(1, id).bind(2, name).bind(3, detail.dump()).run();
+        .bind(1, id)
+        .bind(2, name)
+        .bind(3, detail.dump())
+        .run();
     const int64_t out = id_of("platform", id);
     t.commit();
     return out;
@@ -434,11 +391,17 @@ int64_t Store::stack_id(const json& identity) {
     auto field = [&](const char* k) { return identity.value(k, std::string()); };
     sql::Transaction t(*db_);
     db_->prepare(
-           "INSERT OR IGNORE INTO stack (identity, trainbench_version, git_revision, libtorch, blas, "
+           "INSERT OR IGNORE INTO stack (identity, trainbench_version, git_revision, libtorch, "
+           "blas, "
            "compiler, detail) VALUES (?, ?, ?, ?, ?, ?, ?)")
-        .bind(1, id).bind(2, field("trainbench_version")).bind(3, field("git_revision"))
-        .bind(4, field("libtorch")).bind(5, field("blas")).bind(6, field("compiler"))
-        .bind(7, identity.dump()).run();
+        .bind(1, id)
+        .bind(2, field("trainbench_version"))
+        .bind(3, field("git_revision"))
+        .bind(4, field("libtorch"))
+        .bind(5, field("blas"))
+        .bind(6, field("compiler"))
+        .bind(7, identity.dump())
+        .run();
     const int64_t out = id_of("stack", id);
     t.commit();
     return out;
@@ -446,7 +409,8 @@ int64_t Store::stack_id(const json& identity) {
 }
 
 std::string Store::run_status(const std::string& config, int64_t platform, int64_t stack) {
-  auto st = db_->prepare("SELECT status FROM run WHERE config = ? AND platform_id = ? AND stack_id = ?");
+  auto st =
+      db_->prepare("SELECT status FROM run WHERE config = ? AND platform_id = ? AND stack_id = ?");
   st.bind(1, config).bind(2, platform).bind(3, stack);
   return st.step() ? st.text(0) : std::string();
 }
@@ -466,10 +430,11 @@ void Store::add_run(const json& r, int64_t platform, int64_t stack, const std::s
   writing(*this, [&] {
     const std::string config = r.at("config").get<std::string>();
     const Config c = parse_config(config);
-    std::vector<std::string> cols = {"config", "platform_id", "stack_id", "family", "status",
-                                     "error", "sweep", "started_at", "finished_at", "step_times",
-                                     "result"};
-    for (const auto& m : metric_columns()) cols.push_back(m.column);
+    std::vector<std::string> cols = {"config",      "platform_id", "stack_id", "family",
+                                     "status",      "error",       "sweep",    "started_at",
+                                     "finished_at", "step_times",  "result"};
+    for (const auto& m : metric_table())
+      if (m.stored()) cols.push_back(m.column);
     for (const auto& [k, v] : c.values()) cols.push_back("p_" + k);
     std::string names, marks;
     for (const auto& col : cols) {
@@ -493,15 +458,16 @@ void Store::add_run(const json& r, int64_t platform, int64_t stack, const std::s
     json stored = r;
     stored.erase("step_times_s");  // kept once, in its own column
     st.bind(i++, stored.dump());
-    for (const auto& m : metric_columns()) {
-      const json* v = at_path(r, m.path);
+    for (const auto& m : metric_table()) {
+      if (!m.stored()) continue;
+      const json* v = metric_value(r, m);
       if (!v || v->is_null())
         st.bind_null(i++);
       else if (v->is_boolean())
         st.bind(i++, int64_t(v->get<bool>()));
       else if (v->is_string())
         st.bind(i++, v->get<std::string>());
-      else if (std::string(m.type) == "INTEGER")
+      else if (m.sql_type == "INTEGER")
         st.bind(i++, v->get<int64_t>());
       else
         st.bind(i++, v->get<double>());
@@ -557,10 +523,11 @@ std::vector<json> Store::platforms() {
   std::vector<json> out;
   auto st = db_->prepare("SELECT id, name, identity, detail FROM platform ORDER BY id");
   while (st.step()) {
-    out.push_back({{"id", st.integer(0)},
-                   {"name", st.text(1)},
-                   {"identity", json::parse(st.text(2))},
-                   {"detail", st.is_null(3) || st.text(3).empty() ? json() : json::parse(st.text(3))}});
+    out.push_back(
+        {{"id", st.integer(0)},
+         {"name", st.text(1)},
+         {"identity", json::parse(st.text(2))},
+         {"detail", st.is_null(3) || st.text(3).empty() ? json() : json::parse(st.text(3))}});
   }
   return out;
 }
@@ -597,10 +564,11 @@ void Store::merge_extras_from(Store& other) {
     p.bind(1, platform);
     auto s = other.db_->prepare("SELECT identity FROM stack WHERE id = ?");
     s.bind(1, stack);
-    if (!p.step() || !s.step()) throw std::runtime_error("profile row without its platform or stack");
-    return std::make_pair(
-        platform_id(json::parse(p.text(0)), p.text(1), p.text(2).empty() ? json() : json::parse(p.text(2))),
-        stack_id(json::parse(s.text(0))));
+    if (!p.step() || !s.step())
+      throw std::runtime_error("profile row without its platform or stack");
+    return std::make_pair(platform_id(json::parse(p.text(0)), p.text(1),
+                                      p.text(2).empty() ? json() : json::parse(p.text(2))),
+                          stack_id(json::parse(s.text(0))));
   };
   auto present = [&](const char* table, const std::string& config, int64_t p, int64_t s) {
     auto st = db_->prepare(fmt::format(
@@ -642,16 +610,26 @@ void Store::add_profile(const json& p, int64_t platform, int64_t stack) {
     summary.erase("ops");  // one row each, in the profile table
     sql::Transaction t(*db_);
     for (const char* table : {"profile_run", "profile"})
-      db_->prepare(fmt::format("DELETE FROM {} WHERE config = ? AND platform_id = ? AND stack_id = ?",
-                               table))
-          .bind(1, config).bind(2, platform).bind(3, stack).run();
+      db_
+          ->prepare(fmt::format(
+              "DELETE FROM {} WHERE config = ? AND platform_id = ? AND stack_id = ?", table))
+          .bind(1, config)
+          .bind(2, platform)
+          .bind(3, stack)
+          .run();
     db_->prepare(
            "INSERT INTO profile_run (config, platform_id, stack_id, recorded_at, steps, step_us, "
            "flops_per_step, model_flops_per_step, summary) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
-        .bind(1, config).bind(2, platform).bind(3, stack).bind(4, utc_now_iso())
-        .bind(5, p.value("steps", int64_t(0))).bind(6, p.value("step_us", 0.0))
-        .bind(7, p.value("flops_per_step", 0.0)).bind(8, p.value("model_flops_per_step", 0.0))
-        .bind(9, summary.dump()).run();
+        .bind(1, config)
+        .bind(2, platform)
+        .bind(3, stack)
+        .bind(4, utc_now_iso())
+        .bind(5, p.value("steps", int64_t(0)))
+        .bind(6, p.value("step_us", 0.0))
+        .bind(7, p.value("flops_per_step", 0.0))
+        .bind(8, p.value("model_flops_per_step", 0.0))
+        .bind(9, summary.dump())
+        .run();
     auto op = db_->prepare(
         "INSERT INTO profile (config, platform_id, stack_id, name, shapes, phase, class, calls, "
         "total_us, self_us, flops, flops_source, profiler_flops, bytes) VALUES "
@@ -659,7 +637,9 @@ void Store::add_profile(const json& p, int64_t platform, int64_t stack) {
     for (const auto& o : p.value("ops", json::array())) {
       op.bind(1, config).bind(2, platform).bind(3, stack);
       op.bind(4, o.value("name", "")).bind(5, o.value("shapes", "")).bind(6, o.value("phase", ""));
-      op.bind(7, o.value("class", "")).bind(8, o.value("calls", 0.0)).bind(9, o.value("total_us", 0.0));
+      op.bind(7, o.value("class", ""))
+          .bind(8, o.value("calls", 0.0))
+          .bind(9, o.value("total_us", 0.0));
       op.bind(10, o.value("self_us", 0.0)).bind(11, o.value("flops", 0.0));
       op.bind(12, o.value("flops_source", "")).bind(13, o.value("profiler_flops", 0.0));
       op.bind(14, o.value("bytes", 0.0));
@@ -691,10 +671,16 @@ std::vector<json> Store::profiles(const std::string& config) {
         "ORDER BY self_us DESC");
     ops.bind(1, st.text(0)).bind(2, st.integer(1)).bind(3, st.integer(2));
     while (ops.step())
-      p["ops"].push_back({{"name", ops.text(0)}, {"shapes", ops.text(1)}, {"phase", ops.text(2)},
-                          {"class", ops.text(3)}, {"calls", ops.real(4)}, {"total_us", ops.real(5)},
-                          {"self_us", ops.real(6)}, {"flops", ops.real(7)},
-                          {"flops_source", ops.text(8)}, {"profiler_flops", ops.real(9)},
+      p["ops"].push_back({{"name", ops.text(0)},
+                          {"shapes", ops.text(1)},
+                          {"phase", ops.text(2)},
+                          {"class", ops.text(3)},
+                          {"calls", ops.real(4)},
+                          {"total_us", ops.real(5)},
+                          {"self_us", ops.real(6)},
+                          {"flops", ops.real(7)},
+                          {"flops_source", ops.text(8)},
+                          {"profiler_flops", ops.real(9)},
                           {"bytes", ops.real(10)}});
     p["platform_id"] = st.integer(1);
     p["stack_id"] = st.integer(2);
@@ -759,8 +745,8 @@ void Store::add_emulation(const json& variant, const std::vector<json>& seeds, i
     }
     int64_t id = 0;
     {
-      auto st = db_->prepare(
-          "SELECT id FROM emulation_variant WHERE descriptor = ? AND platform_id = ?");
+      auto st =
+          db_->prepare("SELECT id FROM emulation_variant WHERE descriptor = ? AND platform_id = ?");
       st.bind(1, descriptor).bind(2, platform);
       if (!st.step()) throw std::runtime_error("emulation variant not stored");
       id = st.integer(0);

@@ -25,7 +25,8 @@ std::optional<std::string> storage_failure_message(const std::string& path, int 
 // run (one row per config per platform per stack, every hyperparameter its own column,
 // the metrics of `trainbench run`, raw step times, the full result JSON), and, added
 // without a version change, profile_run/profile (per-operator profiles), memory
-// (measured memory breakdowns) and emulation_variant/emulation_seed (emulation results). See docs/sweeps.md and docs/profiling.md.
+// (measured memory breakdowns) and emulation_variant/emulation_seed (emulation results). See
+// docs/sweeps.md and docs/profiling.md.
 class Store {
  public:
   // Opens or creates a store. A file that is not a trainbench store, or is corrupt, is

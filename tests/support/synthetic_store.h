@@ -78,8 +78,11 @@ inline void fill_synthetic_store(Store& store, const SyntheticOptions& o) {
                         {"flops_utilization", util},
                         {"cpu_utilization_process", 0.4 + 0.1 * std::log2(double(batch))},
                         {"peak_flops", peak}};
-        r["timing"] = {{"mean_s", step}, {"median_s", step}, {"ci95_relative", 0.004},
-                       {"samples", 40}, {"end_reason", "converged"}};
+        r["timing"] = {{"mean_s", step},
+                       {"median_s", step},
+                       {"ci95_relative", 0.004},
+                       {"samples", 40},
+                       {"end_reason", "converged"}};
         r["cost"] = {{"source", "analytic"},
                      {"params", int64_t(params)},
                      {"flops_per_step", flops},

@@ -1,0 +1,154 @@
+#include "record/metrics.h"
+
+namespace tb {
+
+using nlohmann::json;
+
+namespace {
+
+json optional_number(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+
+// Stored columns keep the order they were first added in, so stores made by earlier
+// versions and new ones have the same layout.
+std::vector<Metric> make_table() {
+  using R = const RunResult&;
+  return {
+      {"examples_per_s",
+       "REAL",
+       {"metrics", "examples_per_s"},
+       [](R r) { return json(r.examples_per_s); },
+       "Throughput",
+       "examples/s",
+       true},
+      // The family's own unit (images, tokens, audio_s, frames).
+      {"unit", "TEXT", {"metrics", "unit"}, [](R r) { return json(r.throughput_unit); }},
+      {"units_per_s", "REAL", {"metrics", "units_per_s"}, [](R r) { return json(r.units_per_s); }},
+      {"achieved_flops",
+       "REAL",
+       {"metrics", "achieved_flops"},
+       [](R r) { return json(r.achieved_flops); },
+       "Achieved FLOP/s",
+       "FLOP/s",
+       true},
+      {"flops_utilization",
+       "REAL",
+       {"metrics", "flops_utilization"},
+       [](R r) { return optional_number(r.flops_utilization); },
+       "FLOPS utilization",
+       "fraction of peak",
+       true},
+      {"peak_flops",
+       "REAL",
+       {"metrics", "peak_flops"},
+       [](R r) { return optional_number(r.peak_flops); }},
+      {"cpu_utilization",
+       "REAL",
+       {"metrics", "cpu_utilization_process"},
+       [](R r) { return json(r.cpu.process); },
+       "CPU utilization",
+       "fraction of cores",
+       true},
+      {"step_mean_s",
+       "REAL",
+       {"timing", "mean_s"},
+       [](R r) { return json(r.steps.mean); },
+       "Step time (mean)",
+       "s",
+       false},
+      {"step_median_s",
+       "REAL",
+       {"timing", "median_s"},
+       [](R r) { return json(r.steps.median); },
+       "Step time (median)",
+       "s",
+       false},
+      {"step_p5_s", "REAL", {"timing", "p5_s"}, [](R r) { return json(r.steps.p5); }},
+      {"step_p95_s", "REAL", {"timing", "p95_s"}, [](R r) { return json(r.steps.p95); }},
+      {"step_cv",
+       "REAL",
+       {"timing", "cv"},
+       [](R r) { return json(r.steps.cv); },
+       "Step time CV",
+       "fraction",
+       false},
+      {"ci95_relative",
+       "REAL",
+       {"timing", "ci95_relative"},
+       [](R r) { return json(r.steps.ci.relative()); }},
+      {"samples", "INTEGER", {"timing", "samples"}, [](R r) { return json(r.steps.samples); }},
+      {"warmup_steps",
+       "INTEGER",
+       {"timing", "warmup_steps"},
+       [](R r) { return json(r.steps.warmup); }},
+      {"end_reason",
+       "TEXT",
+       {"timing", "end_reason"},
+       [](R r) { return json(r.steps.end_reason); }},
+      // The cost block is written whole by to_json(StepCost), for every status.
+      {"params", "INTEGER", {"cost", "params"}, {}, "Parameters", "count", true},
+      {"flops_per_step", "REAL", {"cost", "flops_per_step"}, {}, "FLOPs per step", "FLOP", true},
+      {"bytes_per_step", "REAL", {"cost", "bytes_per_step"}, {}},
+      {"arithmetic_intensity",
+       "REAL",
+       {"cost", "arithmetic_intensity"},
+       {},
+       "Arithmetic intensity",
+       "FLOP/byte",
+       true},
+      {"memory_estimate_bytes",
+       "REAL",
+       {"cost", "memory_estimate_bytes", "total"},
+       {},
+       "Estimated memory",
+       "bytes",
+       false},
+      // "analytic" (the family's cost description) or "profiler" (counted from one profiled
+      // step, for models without one: TorchScript files).
+      {"cost_source", "TEXT", {"cost", "source"}, {}},
+      {"roofline_bound", "TEXT", {"roofline", "bound"}, {}},
+      // Data-parallel runs (docs/scale-out.md): written by runner/distributed.cc.
+      {"workers", "INTEGER", {"distributed", "workers"}, {}},
+      {"per_worker_examples_per_s", "REAL", {"distributed", "per_worker_examples_per_s"}, {}},
+      {"comm_share", "REAL", {"distributed", "comm_share"}, {}},
+      {"allreduce_bytes_per_step", "REAL", {"distributed", "allreduce_bytes_per_step"}, {}},
+      // Repetitions in fresh processes (record/repetitions.h); every repetition's timing
+      // stays in the stored result. NULL in stores from before repetitions existed.
+      {"repetitions", "INTEGER", {"repetitions", "count"}, {}},
+      {"rep_cv", "REAL", {"repetitions", "between_processes", "cv"}, {}},
+      {"rep_max_over_min", "REAL", {"repetitions", "between_processes", "max_over_min"}, {}},
+      {"rep_ci95_relative", "REAL", {"repetitions", "between_processes", "ci95_relative"}, {}},
+      {"unstable", "INTEGER", {"unstable"}, {}},
+
+      // In the JSON only.
+      {"", "", {"metrics", "examples_per_step"}, [](R r) { return json(r.examples_per_step); }},
+      {"", "", {"metrics", "units_per_step"}, [](R r) { return json(r.units_per_step); }},
+      {"", "", {"metrics", "cpu_utilization_system"}, [](R r) { return json(r.cpu.system); }},
+      {"", "", {"metrics", "cpu_utilization_per_core"}, [](R r) { return json(r.cpu.per_core); }},
+      {"", "", {"timing", "min_s"}, [](R r) { return json(r.steps.min); }},
+      {"", "", {"timing", "max_s"}, [](R r) { return json(r.steps.max); }},
+      {"", "", {"timing", "stddev_s"}, [](R r) { return json(r.steps.stddev); }},
+      {"", "", {"timing", "ci95_half_width_s"}, [](R r) { return json(r.steps.ci.half_width); }},
+      {"", "", {"timing", "ci_batch_means"}, [](R r) { return json(r.steps.ci.batches); }},
+      {"", "", {"timing", "steps"}, [](R r) { return json(r.steps.steps); }},
+      {"", "", {"timing", "stationary"}, [](R r) { return json(r.steps.stationary); }},
+      {"", "", {"timing", "timed_wall_s"}, [](R r) { return json(r.steps.wall_s); }},
+  };
+}
+
+}  // namespace
+
+const std::vector<Metric>& metric_table() {
+  static const std::vector<Metric> table = make_table();
+  return table;
+}
+
+const json* metric_value(const json& result, const Metric& m) {
+  const json* cur = &result;
+  for (const auto& k : m.path) {
+    if (!cur->is_object() || !cur->contains(k)) return nullptr;
+    cur = &(*cur)[k];
+  }
+  return cur->is_null() ? nullptr : cur;
+}
+
+}  // namespace tb

@@ -25,6 +25,7 @@ RunResult a_result() {
   r.cost.params = 4680;
   r.cost.fwd_flops = 1.5e5;
   r.cost.bytes = 2.5e4;
+  r.cost.model_flops.total = 4.2e5;
   r.steps.mean = 0.011;
   r.steps.median = 0.012;
   r.steps.p5 = 0.009;
@@ -87,11 +88,17 @@ TEST(MetricsTable, EveryMetricWithAValueIsInTheJsonAtItsPath) {
   for (const Metric& m : metric_table()) {
     if (!m.value) continue;
     const nlohmann::json* v = metric_value(j, m);
+    if (m.value(r).is_null()) {  // a metric the run has none of is written as null
+      EXPECT_EQ(v, nullptr) << m.path.back();
+      continue;
+    }
     ASSERT_NE(v, nullptr) << m.path.back() << " missing from the result's JSON";
     EXPECT_EQ(*v, m.value(r)) << m.path.back();
   }
   EXPECT_EQ(j["timing"]["mean_s"], 0.011);
   EXPECT_EQ(j["metrics"]["cpu_utilization_process"], 0.93);
+  EXPECT_DOUBLE_EQ(j["metrics"]["mfu"].get<double>(), 4.2e5 / 0.011 / 6.2e10);
+  EXPECT_TRUE(to_json(RunResult{}, false)["cost"].is_object());
   // A run that did not finish has no timing or metrics at all.
   RunResult failed = r;
   failed.status = Status::kOom;

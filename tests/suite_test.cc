@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <set>
 
 #include "base/errors.h"
 #include "store/store.h"
@@ -23,13 +24,19 @@ TEST(Suite, DefaultConfigsOfEveryReferenceFamily) {
   const auto refs = reference_families();
   ASSERT_FALSE(refs.empty());
   const auto configs = suite_configs({}, false);
-  ASSERT_EQ(configs.size(), refs.size());  // one default config per model
+  // one default config per model, then the named configs of generated families (gpt2-small)
+  ASSERT_EQ(configs.size(), refs.size() + named_configs().size());
   const auto t = config_texts(configs);
   EXPECT_NE(std::find(t.begin(), t.end(), make_config("fake_reference", {}).str()), t.end());
+  std::set<std::string> named;
+  for (const auto* n : named_configs()) named.insert(parse_config(n->config).str());
   for (const auto& c : configs) {
-    EXPECT_TRUE(c.schema().is_reference()) << c.str();  // no generated family, no torchscript
-    EXPECT_EQ(parse_config(c.str()), c);                // every row re-runs from its config
+    // no generated family but as a named config, no torchscript
+    EXPECT_TRUE(c.schema().is_reference() || named.count(c.str())) << c.str();
+    EXPECT_EQ(parse_config(c.str()), c);  // every row re-runs from its config
   }
+  EXPECT_EQ(config_texts(suite_configs({"gpt2-small"}, true)),
+            config_texts({parse_config("gpt2-small")}));
 }
 
 TEST(Suite, BatchSweepFollowsTheSchema) {

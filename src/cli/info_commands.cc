@@ -45,7 +45,11 @@ Command add_cost(CLI::App& app) {
 
 Command add_families(CLI::App& app) {
   auto* sub = app.add_subcommand("families", "List workload families and their parameters");
-  sub->footer("Examples:\n  trainbench families");
+  sub->footer(
+      "Examples:\n"
+      "  trainbench families\n"
+      "  trainbench cost gpt2-small          # a named config, wherever a config goes\n"
+      "  trainbench run gpt:layers=2,d_model=128,heads=4,seq=64,vocab=512,batch=4 --budget 5");
   return {sub, []() {
             for (const auto* s : family_schemas()) {
               std::cout << fmt::format("{}: {}\n  example: {}\n", s->name, s->summary, s->example);
@@ -58,6 +62,10 @@ Command add_families(CLI::App& app) {
                                          p.default_value, p.help);
               }
             }
+            std::cout << "\nNamed configs (use the name wherever a config goes):\n";
+            for (const auto* n : named_configs())
+              std::cout << fmt::format("  {:<16} {}\n  {:<16} = {}\n", n->name, n->summary, "",
+                                       parse_config(n->config).str());
             return 0;
           }};
 }

@@ -1,5 +1,6 @@
 #pragma once
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,17 @@ struct MemoryEstimate {
   }
 };
 
+// Model FLOPs of a training step by a published convention, for families that have one (gpt:
+// Narayanan et al. 2021, docs/cost-model.md): what MFU divides by. Unlike StepCost's own counts
+// (what runs: every elementwise operation, capacity-padded experts), only the matrix products
+// the model needs, each counted 3 times (forward, input and weight gradients).
+struct ModelFlops {
+  double total = 0;   // 0: the family has no such convention
+  double causal = 0;  // the same with the attention scores of a causal mask halved
+  // total split by part: attention_scores, projections, mlp (experts and router), logits
+  std::map<std::string, double> parts;
+};
+
 struct StepCost {
   // "analytic": from the family's cost description; "profiler": counted from one profiled
   // training step, for models without one (runner/profile.h measured_step_cost).
@@ -53,6 +65,7 @@ struct StepCost {
   double opt_bytes = 0;
   double bytes = 0;  // all bytes read + written in the step, optimizer included
   MemoryEstimate memory;
+  ModelFlops model_flops;
   double flops() const { return fwd_flops + bwd_flops + opt_flops; }
   double intensity() const { return bytes > 0 ? flops() / bytes : 0; }
 };
@@ -72,6 +85,7 @@ struct ModelCost {
   // Optimizer state per parameter, where the family steps with its own optimizer rather than
   // the config's (A3C's shared RMSprop keeps one buffer, no momentum): 0 means the config's.
   double optimizer_state_per_param = 0;
+  ModelFlops model_flops;
 };
 using CostDescription = std::function<ModelCost(const Config&, int64_t elem_bytes)>;
 

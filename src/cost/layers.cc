@@ -189,6 +189,8 @@ OptimizerCost optimizer(const std::string& kind) {
   // adam (LibTorch): m = b1*m + (1-b1)*g (2), v = b2*v + (1-b2)*g*g (3),
   // d = sqrt(v)/sqrt(bc2) + eps (3), p -= step*m/d (2); bias corrections are scalars.
   if (kind == "adam") return {10, 4, 3, 2};
+  // adamw: adam plus the decoupled weight decay p -= lr*wd*p (2).
+  if (kind == "adamw") return {12, 4, 3, 2};
   if (kind == "momentum") return {4, 3, 2, 1};  // m = mu*m + g (2), p -= lr*m (2)
   if (kind == "sgd") return {2, 2, 1, 0};       // p -= lr*g
   throw std::invalid_argument("unknown optimizer " + kind);
@@ -239,6 +241,23 @@ LayerCost layernorm(const std::string& name, double rows, int64_t dim, int64_t e
   l.bytes_written = eb * 2 * e;
   l.saved_bytes = eb * e + 2 * 4 * rows;  // its input; mean and 1/std per row (fp32)
   l.output_bytes = eb * e;
+  return l;
+}
+
+LayerCost rmsnorm(const std::string& name, double rows, int64_t dim, int64_t eb) {
+  LayerCost l{name, "rmsnorm"};
+  const double e = rows * dim;
+  l.params = dim;
+  l.fwd_flops = 4 * e;
+  l.bwd_input_flops = 7 * e;
+  l.bwd_weight_flops = 2 * e;
+  l.bytes_read = eb * 3 * e;
+  l.bytes_written = eb * 2 * e;
+  // Composed of LibTorch operators, autograd keeps the input, its square's mean, the
+  // normalized input and the output of the scale.
+  l.saved_bytes = eb * 2 * e + eb * rows;
+  l.output_bytes = eb * e;
+  l.elements = e;
   return l;
 }
 

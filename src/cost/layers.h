@@ -74,6 +74,10 @@ LayerCost elementwise(const std::string& name, const std::string& op, double ele
 // LayerNorm over the last `dim` features of `rows` rows: the batch-norm counts per element
 // (7 forward, 9 input gradient, 3 for gamma and beta), statistics per row.
 LayerCost layernorm(const std::string& name, double rows, int64_t dim, int64_t eb);
+// RMSNorm (Zhang and Sennrich 2019) over the last `dim` features, with a scale and no shift:
+// x * rsqrt(mean(x^2) + eps) * w. 4 FLOPs per element forward (square, sum, two products), 7
+// for the input gradient, 2 for the scale's.
+LayerCost rmsnorm(const std::string& name, double rows, int64_t dim, int64_t eb);
 // Scaled dot-product attention without its projections: scores = Q K^T over `heads` heads
 // (key_dim features in all), `score_ops` FLOPs per score (masks, scales), softmax (5 per
 // score, 3 backward), optional dropout of the weights, weights times V (value_dim).

@@ -35,6 +35,7 @@ StepCost step_cost(const Config& config) {
 StepCost step_cost(ModelCost model, const std::string& optimizer, int64_t eb) {
   StepCost s;
   s.layers = std::move(model.layers);
+  s.model_flops = model.model_flops;
   double largest_output = 0;
   for (const auto& l : s.layers) {
     s.params += l.params;

@@ -21,6 +21,10 @@ std::vector<torch::Tensor> state_tensors(torch::optim::OptimizerParamState& stat
     add(a->exp_avg());
     add(a->exp_avg_sq());
     add(a->max_exp_avg_sq());
+  } else if (auto* a = dynamic_cast<torch::optim::AdamWParamState*>(&state)) {
+    add(a->exp_avg());
+    add(a->exp_avg_sq());
+    add(a->max_exp_avg_sq());
   } else if (auto* r = dynamic_cast<torch::optim::RMSpropParamState*>(&state)) {
     add(r->square_avg());
     add(r->momentum_buffer());

@@ -54,6 +54,10 @@ json to_json(const StepCost& c, bool with_layers) {
               {"inputs", c.memory.inputs},
               {"workspace", c.memory.workspace},
               {"total", c.memory.total()}}}};
+  if (c.model_flops.total > 0)
+    j["model_flops"] = {{"per_step", c.model_flops.total},
+                        {"per_step_causal", c.model_flops.causal},
+                        {"parts", c.model_flops.parts}};
   if (with_layers) {
     json layers = json::array();
     for (const auto& l : c.layers)

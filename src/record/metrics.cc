@@ -118,6 +118,22 @@ std::vector<Metric> make_table() {
       {"rep_max_over_min", "REAL", {"repetitions", "between_processes", "max_over_min"}, {}},
       {"rep_ci95_relative", "REAL", {"repetitions", "between_processes", "ci95_relative"}, {}},
       {"unstable", "INTEGER", {"unstable"}, {}},
+      // Families with a model-FLOPs convention (gpt: docs/cost-model.md): that count per step,
+      // and MFU, model FLOPs per second over the platform's peak. flops_utilization, from what
+      // the cost description says runs, is then the hardware FLOPS utilization (HFU).
+      {"model_flops_per_step", "REAL", {"cost", "model_flops", "per_step"}, {}},
+      {"mfu",
+       "REAL",
+       {"metrics", "mfu"},
+       [](R r) {
+         const double f = r.cost.model_flops.total;
+         if (f <= 0 || !r.peak_flops || *r.peak_flops <= 0 || r.steps.mean <= 0)
+           return json(nullptr);
+         return json(f / r.steps.mean / *r.peak_flops);
+       },
+       "Model FLOPS utilization (MFU)",
+       "fraction of peak",
+       true},
 
       // In the JSON only.
       {"", "", {"metrics", "examples_per_step"}, [](R r) { return json(r.examples_per_step); }},

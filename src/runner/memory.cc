@@ -15,7 +15,7 @@ namespace tb {
 namespace {
 
 // The tensors an optimizer holds per parameter (LibTorch's RMSprop: square_avg and,
-// with momentum, momentum_buffer; Adam: exp_avg, exp_avg_sq; SGD with momentum:
+// with momentum, momentum_buffer; Adam and AdamW: exp_avg, exp_avg_sq; SGD with momentum:
 // momentum_buffer).
 std::vector<torch::Tensor> optimizer_state(torch::optim::Optimizer& opt) {
   std::vector<torch::Tensor> out;
@@ -24,6 +24,9 @@ std::vector<torch::Tensor> optimizer_state(torch::optim::Optimizer& opt) {
       for (const auto& t : {r->square_avg(), r->momentum_buffer(), r->grad_avg()})
         if (t.defined()) out.push_back(t);
     } else if (auto* a = dynamic_cast<torch::optim::AdamParamState*>(state.get())) {
+      for (const auto& t : {a->exp_avg(), a->exp_avg_sq(), a->max_exp_avg_sq()})
+        if (t.defined()) out.push_back(t);
+    } else if (auto* a = dynamic_cast<torch::optim::AdamWParamState*>(state.get())) {
       for (const auto& t : {a->exp_avg(), a->exp_avg_sq(), a->max_exp_avg_sq()})
         if (t.defined()) out.push_back(t);
     } else if (auto* s = dynamic_cast<torch::optim::SGDParamState*>(state.get())) {

@@ -39,6 +39,9 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const Config& config,
         params, torch::optim::RMSpropOptions(1e-3).alpha(0.9).momentum(0.9).eps(1.0));
   if (kind == "adam")
     return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(1e-3));
+  if (kind == "adamw")
+    return std::make_unique<torch::optim::AdamW>(
+        params, torch::optim::AdamWOptions(1e-3).weight_decay(0.01));
   if (kind == "momentum")
     return std::make_unique<torch::optim::SGD>(params,
                                                torch::optim::SGDOptions(1e-3).momentum(0.9));

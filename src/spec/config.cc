@@ -14,7 +14,9 @@ namespace {
 std::string known_families() {
   std::string out;
   for (const auto* s : family_schemas()) out += (out.empty() ? "" : ", ") + s->name;
-  return out;
+  std::string named;
+  for (const auto* n : named_configs()) named += (named.empty() ? "" : ", ") + n->name;
+  return named.empty() ? out : out + "; named configs: " + named;
 }
 
 std::string join(const std::vector<std::string>& v) {
@@ -133,6 +135,7 @@ Config make_config(const std::string& family,
       throw UsageError(fmt::format("{}: missing required parameter '{}'", family, p.name));
     c.values_.emplace_back(p.name, check_value(*schema, p, raw ? *raw : p.default_value));
   }
+  if (schema->finalize) schema->finalize(c);
   return c;
 }
 
@@ -140,6 +143,8 @@ int64_t dtype_bytes(const std::string& dtype) { return dtype == "fp32" ? 4 : 2; 
 
 Config parse_config(const std::string& text) {
   auto colon = text.find(':');
+  if (colon == std::string::npos)
+    if (const NamedConfig* named = find_named_config(text)) return parse_config(named->config);
   std::string family = text.substr(0, colon);
   if (family.empty()) throw UsageError(fmt::format("config '{}': missing family before ':'", text));
   std::vector<std::pair<std::string, std::string>> given;

@@ -43,7 +43,8 @@ class Config {
 Config make_config(const std::string& family,
                    const std::vector<std::pair<std::string, std::string>>& given);
 
-// Parses `family:key=value,...`. Throws UsageError.
+// Parses `family:key=value,...`, or the name of a named config (`gpt2-small`: spec/family.h).
+// Throws UsageError.
 Config parse_config(const std::string& text);
 
 // Bytes per element of a config's dtype (fp32 4, bf16 2).

@@ -19,12 +19,12 @@ std::vector<ParamSpec> common_params(int64_t default_batch, const std::string& d
       {"batch", "examples per training step", std::to_string(default_batch), 1, 1 << 20, {}},
       {"dtype", "number format of weights and activations", "fp32", 0, 0, {"fp32", "bf16"}},
       {"optimizer",
-       "rmsprop (decay 0.9, momentum 0.9, eps 1.0, as ParaDnn), sgd, momentum (0.9) or adam "
-       "(betas 0.9, 0.999)",
+       "rmsprop (decay 0.9, momentum 0.9, eps 1.0, as ParaDnn), sgd, momentum (0.9), adam "
+       "(betas 0.9, 0.999) or adamw (adam with decoupled weight decay 0.01)",
        default_optimizer,
        0,
        0,
-       {"rmsprop", "sgd", "momentum", "adam"}},
+       {"rmsprop", "sgd", "momentum", "adam", "adamw"}},
       // 0 means "all cores"; a result always records the number actually used.
       {"threads", "intra-op and BLAS threads (0 = all cores)", "0", 0, 4096, {}},
       {"device", "torch device: cpu, cuda, cuda:N", "cpu", 0, 0, {}},
@@ -70,6 +70,29 @@ const FamilySchema* find_family_schema(const std::string& name) {
 std::vector<const FamilySchema*> family_schemas() {
   std::vector<const FamilySchema*> out;
   for (const auto& [name, schema] : registry()) out.push_back(&schema);
+  return out;
+}
+
+namespace {
+std::map<std::string, NamedConfig>& named_registry() {
+  static std::map<std::string, NamedConfig> r;
+  return r;
+}
+}  // namespace
+
+void register_named_config(NamedConfig named) {
+  std::string name = named.name;
+  named_registry()[name] = std::move(named);
+}
+
+const NamedConfig* find_named_config(const std::string& name) {
+  auto it = named_registry().find(name);
+  return it == named_registry().end() ? nullptr : &it->second;
+}
+
+std::vector<const NamedConfig*> named_configs() {
+  std::vector<const NamedConfig*> out;
+  for (const auto& [name, n] : named_registry()) out.push_back(&n);
   return out;
 }
 

@@ -7,6 +7,8 @@
 
 namespace tb {
 
+class Config;
+
 // One hyperparameter of a workload family. Integer parameters carry a range that
 // rejects absurd values at parse time; choice parameters carry their allowed words.
 struct ParamSpec {
@@ -49,6 +51,11 @@ struct FamilySchema {
   // prints them. Clauses: cost (has a cost description), parameters, forward_flops, memory,
   // activation_points.
   std::map<std::string, std::string> exemptions;
+  // Checks between parameters and defaults that depend on others (e.g. a width derived from
+  // the model width), run by make_config once every value is in place: throws UsageError
+  // naming the field, or sets derived values with Config::set so the canonical text holds
+  // them. Empty: none.
+  std::function<void(Config&)> finalize;
   bool is_reference() const { return !task.empty(); }
   const ParamSpec* find(const std::string& param) const;
 };
@@ -62,5 +69,15 @@ std::vector<ParamSpec> common_params(int64_t default_batch,
 void register_family_schema(FamilySchema schema);
 const FamilySchema* find_family_schema(const std::string& name);
 std::vector<const FamilySchema*> family_schemas();  // sorted by name
+
+// A named config (`gpt2-small`): a published model written as one of a family's configs,
+// usable wherever a config string is. Registered beside the family's schema.
+struct NamedConfig {
+  std::string name, config, summary;
+  std::string source;  // where its published figures come from
+};
+void register_named_config(NamedConfig named);
+const NamedConfig* find_named_config(const std::string& name);
+std::vector<const NamedConfig*> named_configs();  // sorted by name
 
 }  // namespace tb

@@ -30,21 +30,41 @@ std::vector<std::string> split_models(const std::string& text) {
   return out;
 }
 
+namespace {
+
+// A named config (gpt2-small) as a grid of one: its every value an axis of one value.
+SweepGrid named_grid(const NamedConfig& n) {
+  const Config c = parse_config(n.config);
+  SweepGrid g{c.family(), {}};
+  for (const auto& [k, v] : c.values()) g.axes.push_back({k, {v}});
+  return g;
+}
+
+}  // namespace
+
 SweepSpec suite_sweep(const std::vector<std::string>& models, bool batch_sweep) {
   std::vector<const FamilySchema*> chosen;
+  std::vector<const NamedConfig*> named;
   if (models.empty()) {
     chosen = reference_families();
+    named = named_configs();
   } else {
     std::set<std::string> seen;
     for (const auto& m : models) {
+      if (!seen.insert(m).second) continue;
+      if (const NamedConfig* n = find_named_config(m)) {
+        named.push_back(n);
+        continue;
+      }
       const FamilySchema* s = find_family_schema(m);
       if (!s) {
         std::string names;
         for (const auto* r : reference_families()) names += (names.empty() ? "" : ", ") + r->name;
+        for (const auto* n : named_configs()) names += (names.empty() ? "" : ", ") + n->name;
         throw UsageError(fmt::format("suite: unknown model '{}' (reference models: {})", m,
                                      names.empty() ? "none in this build" : names));
       }
-      if (seen.insert(m).second) chosen.push_back(s);
+      chosen.push_back(s);
     }
   }
   SweepSpec spec;
@@ -64,6 +84,8 @@ SweepSpec suite_sweep(const std::vector<std::string>& models, bool batch_sweep) 
     }
     spec.grids.push_back(std::move(g));
   }
+  // Named configs of generated families (gpt2-small, tinyllama-1.1b) run at their own batch.
+  for (const auto* n : named) spec.grids.push_back(named_grid(*n));
   return spec;
 }
 

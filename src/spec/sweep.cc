@@ -166,11 +166,12 @@ SweepSpec parse_sweep(const std::string& text, const std::string& origin) {
            "unknown family '" + fam->get() + "' (known: " + names + ")");
     }
     SweepGrid grid{schema->name, {}};
-    // Values are checked in a config whose required parameters (torchscript's path) take
-    // the grid's first values; the others keep their defaults, so an error is the value's own.
+    // Values are checked in a config whose other parameters take the grid's first values
+    // (torchscript's required path; gpt's heads, which d_model must be divisible by), so an
+    // error is the value's own or its combination with those.
     std::vector<std::pair<std::string, std::string>> firsts;
     for (const auto& p : schema->params)
-      if (const toml::node* n = t.get(p.name); n && p.default_value.empty())
+      if (const toml::node* n = t.get(p.name))
         firsts.emplace_back(p.name, axis_values(origin, *n, p.name)[0]);
     for (const auto& p : schema->params) {
       const toml::node* n = t.get(p.name);

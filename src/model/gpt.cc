@@ -1,0 +1,251 @@
+// The gpt family (cost/gpt.cc has its schema): a decoder-only transformer as GPT-2 and LLaMA
+// build it. Pre-norm blocks; causal self-attention with grouped-query heads; a GELU or SwiGLU
+// feed-forward, or a token-choice top-k mixture of experts with a capacity per expert (GShard,
+// Switch Transformer); learned or rotary positions; next-token cross-entropy. LibTorch 1.13
+// has no fused attention and no RMSNorm, so both are composed here, every matrix product
+// through model/activation_point.h. No dropout: today's pre-training runs without it.
+#include "cost/gpt.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+#include "model/activation_point.h"
+#include "model/workload.h"
+
+namespace tb {
+namespace {
+
+namespace nn = torch::nn;
+namespace F = torch::nn::functional;
+
+struct RMSNormImpl : nn::Module {
+  explicit RMSNormImpl(int64_t d) { weight = register_parameter("weight", torch::ones({d})); }
+  // In fp32 whatever the dtype, as LLaMA does: the mean of squares loses too much in bf16.
+  torch::Tensor forward(const torch::Tensor& x) {
+    const auto xf = x.to(torch::kFloat32);
+    const auto y = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + 1e-6);
+    return y.to(x.scalar_type()) * weight;
+  }
+  torch::Tensor weight;
+};
+TORCH_MODULE(RMSNorm);
+
+// LayerNorm or RMSNorm, chosen by the config.
+struct NormImpl : nn::Module {
+  NormImpl(int64_t d, bool rms) {
+    if (rms)
+      rms_ = register_module("rms", RMSNorm(d));
+    else
+      ln_ = register_module("ln", nn::LayerNorm(nn::LayerNormOptions({d})));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return rms_ ? rms_(x) : ln_(x); }
+  RMSNorm rms_{nullptr};
+  nn::LayerNorm ln_{nullptr};
+};
+TORCH_MODULE(Norm);
+
+nn::Linear linear(int64_t in, int64_t out, bool bias) {
+  return nn::Linear(nn::LinearOptions(in, out).bias(bias));
+}
+
+// One feed-forward block: fc1, GELU, fc2; or SwiGLU's down(silu(gate(x)) * up(x)).
+struct MlpImpl : nn::Module {
+  MlpImpl(const GptShape& g) : swiglu(g.swiglu) {
+    if (swiglu) {
+      gate = register_module("gate", linear(g.d, g.ff, g.bias));
+      up = register_module("up", linear(g.d, g.ff, g.bias));
+      down = register_module("down", linear(g.ff, g.d, g.bias));
+    } else {
+      fc1 = register_module("fc1", linear(g.d, g.ff, g.bias));
+      fc2 = register_module("fc2", linear(g.ff, g.d, g.bias));
+    }
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    if (swiglu) return layer_op(down, F::silu(layer_op(gate, x)) * layer_op(up, x));
+    return layer_op(fc2, F::gelu(layer_op(fc1, x), F::GELUFuncOptions().approximate("tanh")));
+  }
+  bool swiglu;
+  nn::Linear gate{nullptr}, up{nullptr}, down{nullptr}, fc1{nullptr}, fc2{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+// Token-choice top-k routing to experts of a fixed capacity. Every expert runs on exactly its
+// capacity's rows (empty slots are zeros), so the work is what the cost description counts.
+struct MoeImpl : nn::Module {
+  MoeImpl(const GptShape& g) : E(g.experts), k(g.top_k), d(g.d), g_(g) {
+    router = register_module("router", linear(g.d, g.experts, false));
+    experts = register_module("experts", nn::ModuleList());
+    for (int64_t e = 0; e < E; ++e) experts->push_back(Mlp(g));
+  }
+  // h [B, s, d] -> the experts' output [B, s, d] and this layer's load-balancing loss.
+  std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor& h) {
+    const int64_t T = h.size(0) * h.size(1);
+    GptShape at = g_;
+    at.batch = h.size(0), at.seq = h.size(1);
+    const int64_t C = at.expert_capacity();
+    const auto x = h.reshape({T, d});
+    const auto probs = torch::softmax(layer_op(router, x).to(torch::kFloat32), -1);  // [T, E]
+    auto [top_p, top_e] = probs.topk(k, -1);                                         // [T, k]
+    // Switch Transformer (k = 1) uses the probability itself; top-k renormalizes (GShard).
+    const auto gates = k > 1 ? top_p / top_p.sum(-1, true) : top_p;
+    // Assignments in priority order: every token's first choice, then every second choice.
+    const auto expert = top_e.t().reshape({-1});                        // [k T]
+    const auto token = torch::arange(T, expert.options()).repeat({k});  // [k T]
+    const auto onehot = F::one_hot(expert, E);                          // [k T, E]
+    const auto position = (onehot.cumsum(0) - 1).gather(1, expert.unsqueeze(1)).squeeze(1);
+    const auto kept = (position < C).nonzero().squeeze(1);
+    const auto slot = expert.index_select(0, kept) * C + position.index_select(0, kept);
+    const auto from = token.index_select(0, kept);
+    const auto dispatched =
+        torch::zeros({E * C, d}, x.options()).index_copy(0, slot, x.index_select(0, from));
+    std::vector<torch::Tensor> outs;
+    for (int64_t e = 0; e < E; ++e)
+      outs.push_back(experts[e]->as<MlpImpl>()->forward(dispatched.slice(0, e * C, (e + 1) * C)));
+    const auto gate = gates.t().reshape({-1}).index_select(0, kept).to(x.scalar_type());
+    const auto y =
+        torch::zeros({T, d}, x.options())
+            .index_add(0, from, torch::cat(outs).index_select(0, slot) * gate.unsqueeze(1));
+    // Switch Transformer's balance loss: E x sum over experts of (share of assignments it was
+    // chosen for, before capacity) x (mean router probability).
+    const auto share = onehot.sum(0).to(torch::kFloat32) / double(k * T);
+    const auto aux = double(E) * (share * probs.mean(0)).sum();
+    return {y.view(h.sizes()), aux};
+  }
+  int64_t E, k, d;
+  GptShape g_;
+  nn::Linear router{nullptr};
+  nn::ModuleList experts{nullptr};
+};
+TORCH_MODULE(Moe);
+
+torch::Tensor rotate_half(const torch::Tensor& x) {
+  const int64_t half = x.size(-1) / 2;
+  return torch::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
+}
+
+struct BlockImpl : nn::Module {
+  BlockImpl(const GptShape& g) : g_(g) {
+    norm1 = register_module("norm1", Norm(g.d, g.rmsnorm));
+    qkv = register_module("qkv", linear(g.d, g.d + 2 * g.kv_width(), g.bias));
+    out = register_module("out", linear(g.d, g.d, g.bias));
+    norm2 = register_module("norm2", Norm(g.d, g.rmsnorm));
+    if (g.moe())
+      moe = register_module("moe", Moe(g));
+    else
+      mlp = register_module("mlp", Mlp(g));
+  }
+  // x [B, s, d]; mask [s, s] additive; cos, sin [s, head_dim] (RoPE) or undefined. Adds this
+  // block's load-balancing loss to `aux`.
+  torch::Tensor forward(torch::Tensor x, const torch::Tensor& mask, const torch::Tensor& cos,
+                        const torch::Tensor& sin, torch::Tensor& aux) {
+    const int64_t B = x.size(0), s = x.size(1), H = g_.heads, KV = g_.kv_heads, hd = g_.head_dim;
+    const auto proj = layer_op(qkv, norm1(x));
+    auto q = proj.slice(-1, 0, g_.d).view({B, s, H, hd}).transpose(1, 2);
+    auto k = proj.slice(-1, g_.d, g_.d + g_.kv_width()).view({B, s, KV, hd}).transpose(1, 2);
+    auto v = proj.slice(-1, g_.d + g_.kv_width()).view({B, s, KV, hd}).transpose(1, 2);
+    if (cos.defined()) {
+      q = q * cos + rotate_half(q) * sin;
+      k = k * cos + rotate_half(k) * sin;
+    }
+    if (KV < H) {
+      k = k.repeat_interleave(H / KV, 1);
+      v = v.repeat_interleave(H / KV, 1);
+    }
+    q = q * (1 / std::sqrt(double(hd)));
+    const auto scores = product_op(q, k.transpose(-2, -1)) + mask;   // [B, H, s, s]
+    const auto context = product_op(torch::softmax(scores, -1), v);  // [B, H, s, hd]
+    x = x + layer_op(out, context.transpose(1, 2).reshape({B, s, g_.d}));
+    const auto h = norm2(x);
+    if (!moe) return x + mlp(h);
+    auto [y, balance] = moe(h);
+    aux = aux.defined() ? aux + balance : balance;
+    return x + y;
+  }
+  GptShape g_;
+  Norm norm1{nullptr}, norm2{nullptr};
+  nn::Linear qkv{nullptr}, out{nullptr};
+  Mlp mlp{nullptr};
+  Moe moe{nullptr};
+};
+TORCH_MODULE(Block);
+
+struct GptNetImpl : nn::Module {
+  explicit GptNetImpl(const GptShape& g) : g_(g) {
+    embed = register_module("embed", nn::Embedding(g.vocab, g.d));
+    if (!g.rope) pos_embed = register_module("pos_embed", nn::Embedding(g.positions, g.d));
+    layers = register_module("layers", nn::ModuleList());
+    for (int64_t i = 0; i < g.layers; ++i) layers->push_back(Block(g));
+    final_norm = register_module("final_norm", Norm(g.d, g.rmsnorm));
+    if (!g.tied) lm_head = register_module("lm_head", linear(g.d, g.vocab, false));
+  }
+  // tokens [B, s] -> logits [B, s, vocab] and the summed load-balancing loss (undefined when
+  // dense).
+  std::pair<torch::Tensor, torch::Tensor> forward(const std::vector<torch::Tensor>& in) {
+    const auto& tokens = in[0];
+    const auto& mask = in[1];
+    const torch::Tensor cos = g_.rope ? in[2] : torch::Tensor(),
+                        sin = g_.rope ? in[3] : torch::Tensor();
+    auto x = embed(tokens);
+    if (!g_.rope) x = x + pos_embed(torch::arange(tokens.size(1), tokens.options()));
+    torch::Tensor aux;
+    for (const auto& m : *layers) x = m->as<BlockImpl>()->forward(x, mask, cos, sin, aux);
+    const auto h = final_norm(x);
+    auto logits = g_.tied ? linear_op(h, embed->weight) : layer_op(lm_head, h);
+    return {activation_point(logits), aux};
+  }
+  GptShape g_;
+  nn::Embedding embed{nullptr}, pos_embed{nullptr};
+  nn::ModuleList layers{nullptr};
+  Norm final_norm{nullptr};
+  nn::Linear lm_head{nullptr};
+};
+TORCH_MODULE(GptNet);
+
+class GptWorkload : public Workload {
+ public:
+  explicit GptWorkload(const Config& c) : g_(gpt_shape(c)), net_(GptNet(g_)) {}
+  torch::nn::Module& module() override { return *net_; }
+
+  // Random token ids (the step's cost does not depend on them), their next tokens as targets,
+  // and the mask and rotary tables, all made once outside the timed steps.
+  Batch make_batch(torch::Device device, torch::Dtype dtype, uint64_t seed) override {
+    torch::manual_seed(seed);
+    const int64_t B = g_.batch, s = g_.seq;
+    const auto ids = torch::randint(0, g_.vocab, {B, s + 1}, torch::kLong);
+    std::vector<torch::Tensor> inputs = {
+        ids.slice(1, 0, s).contiguous().to(device),
+        torch::full({s, s}, -std::numeric_limits<float>::infinity()).triu(1).to(dtype).to(device)};
+    if (g_.rope) {
+      const int64_t hd = g_.head_dim;
+      const auto inv_freq =
+          torch::pow(10000.0, -torch::arange(0, hd, 2, torch::kFloat64) / double(hd));
+      const auto angles = torch::outer(torch::arange(s, torch::kFloat64), inv_freq);
+      const auto both = torch::cat({angles, angles}, -1);  // [s, hd], as rotate_half pairs them
+      inputs.push_back(both.cos().to(dtype).to(device));
+      inputs.push_back(both.sin().to(dtype).to(device));
+    }
+    return {inputs, ids.slice(1, 1, s + 1).reshape({-1}).to(device)};
+  }
+  torch::Tensor loss(const Batch& b) override {
+    auto [logits, aux] = net_->forward(b.inputs);
+    auto loss = F::cross_entropy(logits.reshape({-1, g_.vocab}).to(torch::kFloat32), b.target);
+    if (aux.defined() && g_.aux_loss > 0) loss = loss + g_.aux_loss * aux;
+    return loss;
+  }
+  int64_t examples_per_step() const override { return g_.batch; }
+  double units_per_step() const override { return double(g_.tokens()); }
+  bool has_activation_points() const override { return true; }
+
+ private:
+  GptShape g_;
+  GptNet net_{nullptr};
+};
+
+const bool registered =
+    (register_builder("gpt", [](const Config& c) { return std::make_unique<GptWorkload>(c); }),
+     true);
+
+}  // namespace
+}  // namespace tb

@@ -1,0 +1,168 @@
+// The gpt family's builder against its cost description, beyond the one contract config
+// (tests/family_contract_test.cc): every branch's GEMM FLOPs against LibTorch's profiler, the
+// named configs' modules, and a training step of each variant.
+#include "cost/gpt.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "cost/cost.h"
+#include "model/workload.h"
+#include "runner/memory.h"
+#include "runner/runner.h"
+#include "support/forward_profile.h"
+#include "support/torchvision_ref.h"
+
+namespace tb {
+namespace {
+
+const char* const kVariants[] = {
+    // GPT-2 style: GELU, LayerNorm, learned positions, tied, biases
+    "gpt:layers=2,d_model=48,heads=4,seq=12,vocab=70,batch=2",
+    // grouped-query (and multi-query) attention
+    "gpt:layers=1,d_model=48,heads=6,kv_heads=2,seq=12,vocab=70,batch=2",
+    "gpt:layers=1,d_model=48,heads=6,kv_heads=1,pos=rope,seq=12,vocab=70,batch=2",
+    // LLaMA style
+    "gpt:layers=2,d_model=64,heads=4,act=swiglu,norm=rmsnorm,pos=rope,tied=off,bias=off,seq=16,"
+    "vocab=90,batch=2",
+    // mixtures of experts: top-1 with tokens dropped, top-2
+    "gpt:layers=1,d_model=32,heads=4,experts=4,top_k=1,capacity=0.5,seq=16,vocab=40,batch=2",
+    "gpt:layers=2,d_model=32,heads=4,experts=8,top_k=2,act=swiglu,seq=16,vocab=40,batch=3",
+};
+
+TEST(Gpt, EveryVariantsForwardGemmFlopsMatchTheProfiler) {
+  for (const char* text : kVariants) {
+    const Config c = parse_config(text);
+    const double profiled = testing::profile_forward(c).matmul;
+    const double modeled = step_cost(c).fwd_matmul_flops;
+    EXPECT_NEAR(modeled / profiled, 1.0, 0.01)
+        << text << ": model " << modeled << ", profiler " << profiled;
+    auto w = build_workload(c);
+    int64_t n = 0;
+    for (const auto& p : w->module().parameters()) n += p.numel();
+    EXPECT_EQ(n, step_cost(c).params) << text;
+  }
+}
+
+TEST(Gpt, Gpt2SmallBuildsWithItsPublishedParameterCount) {
+  auto w = build_workload(parse_config("gpt2-small"));
+  int64_t n = 0;
+  for (const auto& p : w->module().parameters()) n += p.numel();
+  EXPECT_EQ(n, 124439808);
+}
+
+TEST(Gpt, EveryVariantTrainsAndItsWeightGradientAndOptimizerBytesMatchTheEstimate) {
+  for (const char* text : kVariants) {
+    for (const char* dtype : {"fp32", "bf16"}) {
+      const Config c = parse_config(std::string(text) + ",threads=1,dtype=" + dtype);
+      RunOptions o;
+      o.timing.fixed_steps = 3;
+      const RunResult r = run_config(c, o);
+      ASSERT_EQ(r.status, Status::kOk) << c.str() << ": " << r.error;
+      EXPECT_GT(r.units_per_s, 0);
+    }
+    const Config c = parse_config(std::string(text) + ",threads=1");
+    const MemoryRun m = measure_memory(c, MemoryOptions{});
+    ASSERT_EQ(m.status, Status::kOk) << m.error;
+    const StepCost cost = step_cost(c);
+    EXPECT_DOUBLE_EQ(m.breakdown.peak[kWeights], cost.memory.weights) << text;
+    EXPECT_DOUBLE_EQ(m.breakdown.peak[kGradients], cost.memory.gradients) << text;
+    EXPECT_DOUBLE_EQ(m.breakdown.peak[kOptimizerState], cost.memory.optimizer_state) << text;
+  }
+}
+
+// The shape as tests/support/gpt_twin.py reads it.
+nlohmann::json twin_shape(const Config& c) {
+  const GptShape g = gpt_shape(c);
+  return {{"layers", g.layers},
+          {"d", g.d},
+          {"heads", g.heads},
+          {"kv_heads", g.kv_heads},
+          {"ff", g.ff},
+          {"seq", g.seq},
+          {"vocab", g.vocab},
+          {"positions", g.positions},
+          {"experts", g.experts},
+          {"top_k", g.top_k},
+          {"capacity", g.capacity},
+          {"aux_loss", g.aux_loss},
+          {"swiglu", g.swiglu},
+          {"rmsnorm", g.rmsnorm},
+          {"rope", g.rope},
+          {"tied", g.tied},
+          {"bias", g.bias},
+          {"batch", g.batch}};
+}
+
+std::optional<nlohmann::json> twin(const std::string& mode, const Config& c) {
+  return testing::torchvision_json(std::string(TB_SOURCE_DIR) + "/tests/support/gpt_twin.py",
+                                   mode + " '" + twin_shape(c).dump() + "'");
+}
+
+// An independent PyTorch implementation (tests/support/gpt_twin.py) with the same parameter
+// names and shapes: with its weights loaded, trainbench's module gives the same loss and the
+// same gradient for every parameter.
+TEST(Gpt, MatchesItsPyTorchTwinInParametersLossAndGradients) {
+  for (const char* text :
+       {"gpt:layers=2,d_model=24,heads=4,seq=6,vocab=30,batch=2",
+        "gpt:layers=2,d_model=32,heads=4,kv_heads=2,act=swiglu,norm=rmsnorm,pos=rope,tied=off,"
+        "bias=off,seq=8,vocab=40,batch=2",
+        "gpt:layers=1,d_model=16,heads=2,experts=4,top_k=2,capacity=0.75,act=swiglu,pos=rope,"
+        "seq=6,vocab=20,batch=2,aux_loss=0.1"}) {
+    const Config c = parse_config(std::string(text) + ",threads=1");
+    const auto ref = twin("step", c);
+    if (!ref) GTEST_SKIP() << "python3 with torch is not installed (python3-torch)";
+    auto w = build_workload(c);
+    torch::NoGradGuard no_grad_for_loading;
+    std::set<std::string> names;
+    for (auto& item : w->module().named_parameters()) {
+      const std::string& name = item.key();
+      torch::Tensor& p = item.value();
+      names.insert(name);
+      ASSERT_TRUE((*ref)["params"].contains(name)) << text << ": the twin has no " << name;
+      const auto& r = (*ref)["params"][name];
+      ASSERT_EQ(r["shape"].get<std::vector<int64_t>>(), p.sizes().vec()) << name;
+      p.copy_(torch::tensor(r["value"].get<std::vector<float>>()).view(p.sizes()));
+    }
+    EXPECT_EQ(names.size(), (*ref)["params"].size()) << text;
+    const auto rows = (*ref)["tokens"].get<std::vector<std::vector<int64_t>>>();
+    std::vector<int64_t> flat;
+    for (const auto& row : rows) flat.insert(flat.end(), row.begin(), row.end());
+    const auto tokens = torch::tensor(flat).view({int64_t(rows.size()), -1});
+    Batch b = w->make_batch(torch::kCPU, torch::kFloat32, 1);
+    const int64_t s = tokens.size(1) - 1;
+    b.inputs[0] = tokens.slice(1, 0, s).contiguous();
+    b.target = tokens.slice(1, 1, s + 1).reshape({-1});
+    torch::Tensor loss;
+    {
+      torch::AutoGradMode grad(true);
+      loss = w->loss(b);
+      loss.backward();
+    }
+    const double expected = (*ref)["loss"].get<double>();
+    EXPECT_NEAR(loss.item<double>(), expected, 1e-5 * std::abs(expected)) << text;
+    for (auto& item : w->module().named_parameters()) {
+      const std::string& name = item.key();
+      const torch::Tensor& p = item.value();
+      const auto r = torch::tensor((*ref)["params"][name]["grad"].get<std::vector<float>>());
+      ASSERT_TRUE(p.grad().defined()) << name;
+      const double scale = std::max(1.0, r.abs().max().item<double>());
+      EXPECT_LT((p.grad().reshape({-1}) - r).abs().max().item<double>(), 1e-4 * scale)
+          << text << ": gradient of " << name;
+    }
+  }
+}
+
+// TinyLlama is too large to build in a test; its twin is built on PyTorch's meta device.
+TEST(Gpt, NamedConfigsHaveTheirParameterCountsInPyTorch) {
+  const auto small = twin("count", parse_config("gpt2-small"));
+  if (!small) GTEST_SKIP() << "python3 with torch is not installed (python3-torch)";
+  EXPECT_EQ((*small)["params"], 124439808);
+  const auto tiny = twin("count", parse_config("tinyllama-1.1b"));
+  ASSERT_TRUE(tiny);
+  EXPECT_EQ((*tiny)["params"], 1100048384);
+}
+
+}  // namespace
+}  // namespace tb

@@ -153,6 +153,47 @@ TEST(Distributed, TwoLocalWorkersAllReduceEveryStep) {
   EXPECT_EQ(r["timing"]["steps"], 30);
 }
 
+// ZeRO-1 changes where the optimizer state lives, not the arithmetic: after the same steps on
+// the same data its weights equal plain data parallelism's (whose averaged gradient is the
+// combined batch's), and each rank holds its shard of the state, as `cost` predicts.
+TEST(Distributed, ZeroOneShardsTheOptimizerStateAndTrainsTheSameWeights) {
+  const std::string gpt =
+      "gpt:layers=2,d_model=64,heads=4,kv_heads=2,act=swiglu,norm=rmsnorm,pos=rope,seq=32,"
+      "vocab=300,tied=off,bias=off,batch=2,threads=1";
+  json runs[2];
+  for (int zero : {0, 1}) {
+    const Output o = sh(TB_BINARY " run " + gpt + ",zero=" + std::to_string(zero) +
+                        " --workers 2 --steps 6 --json");
+    ASSERT_EQ(o.status, 0) << o.err << o.out;
+    runs[zero] = result_of(o.out);
+    ASSERT_EQ(runs[zero]["status"], "ok") << runs[zero].dump();
+    const json& d = runs[zero]["distributed"];
+    EXPECT_EQ(d["zero"], zero);
+    // measured on rank 0 against the per-worker estimate
+    EXPECT_EQ(d["optimizer_state_bytes"].get<double>(),
+              runs[zero]["cost"]["memory_estimate_bytes"]["optimizer_state"].get<double>());
+  }
+  const json &plain = runs[0]["distributed"], &zero1 = runs[1]["distributed"];
+  EXPECT_NEAR(zero1["weights_sum"].get<double>(), plain["weights_sum"].get<double>(),
+              1e-9 * std::abs(plain["weights_sum"].get<double>()));
+  EXPECT_NEAR(zero1["weights_sum_of_squares"].get<double>(),
+              plain["weights_sum_of_squares"].get<double>(),
+              1e-9 * plain["weights_sum_of_squares"].get<double>());
+  // 137,024 parameters: an even split, AdamW's two moments each
+  const int64_t params = runs[0]["cost"]["params"];
+  EXPECT_EQ(plain["optimizer_state_bytes"].get<double>(), 2.0 * 4 * params);
+  EXPECT_EQ(zero1["optimizer_state_bytes"].get<double>(), 2.0 * 4 * ((params + 1) / 2));
+  EXPECT_GT(zero1["allgather_bytes_per_step"].get<double>(), 0);
+
+  // Stages 2 and 3 are predicted, not run; any stage needs workers.
+  const Output two = sh(TB_BINARY " run " + gpt + ",zero=2 --workers 2 --steps 2 --json");
+  EXPECT_EQ(two.status, 1) << two.err;
+  EXPECT_EQ(result_of(two.out)["status"], "unsupported");
+  const Output alone = sh(TB_BINARY " run " + gpt + ",zero=1 --steps 2");
+  EXPECT_EQ(alone.status, 2);
+  EXPECT_NE(alone.err.find("zero=1"), std::string::npos) << alone.err;
+}
+
 TEST(Distributed, ARankThatDiesEndsTheOthersWithinTheTimeout) {
   const int port = free_port();
   const std::string out0 = temp_path("rank0.json"), out1 = temp_path("rank1.json");

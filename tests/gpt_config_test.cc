@@ -102,5 +102,28 @@ TEST(GptConfig, MixtureOfExpertsCountsTopKForTheModelAndCapacityForTheHardware) 
   EXPECT_DOUBLE_EQ(expert_gemms, 2 * 8 * 20 * 2.0 * 2 * 64 * 256);
 }
 
+// Rajbhandari et al. 2020, per worker: stage 1 divides the optimizer state by the workers, 2 also
+// the gradients, 3 also the weights.
+TEST(GptConfig, ZeroStagesPredictPerWorkerMemoryAndTraffic) {
+  const std::string base = "gpt:layers=2,d_model=64,heads=4,seq=32,vocab=300,batch=2,workers=4";
+  const StepCost s0 = step_cost(parse_config(base));
+  const double P = double(s0.params), shard = std::ceil(P / 4);
+  EXPECT_EQ(s0.data_parallel.workers, 4);
+  EXPECT_DOUBLE_EQ(s0.memory.optimizer_state, 2 * 4 * P);  // AdamW: two moments, fp32
+  EXPECT_DOUBLE_EQ(s0.data_parallel.ideal_bytes_per_step, 2 * 0.75 * 4 * P);
+  const StepCost s1 = step_cost(parse_config(base + ",zero=1"));
+  EXPECT_DOUBLE_EQ(s1.memory.optimizer_state, 2 * 4 * shard);
+  EXPECT_DOUBLE_EQ(s1.memory.gradients, 4 * P);
+  const StepCost s2 = step_cost(parse_config(base + ",zero=2"));
+  EXPECT_DOUBLE_EQ(s2.memory.gradients, 4 * shard);
+  EXPECT_DOUBLE_EQ(s2.memory.weights, 4 * P);
+  const StepCost s3 = step_cost(parse_config(base + ",zero=3"));
+  EXPECT_DOUBLE_EQ(s3.memory.weights, 4 * shard);
+  EXPECT_DOUBLE_EQ(s3.data_parallel.ideal_bytes_per_step, 3 * 0.75 * 4 * P);
+  EXPECT_EQ(s3.data_parallel.run_bytes_per_step, 0);  // not run
+  EXPECT_EQ(error_of("gpt:zero=1"),
+            "gpt: zero=1 shards over data-parallel workers: it needs workers > 1");
+}
+
 }  // namespace
 }  // namespace tb

@@ -72,6 +72,59 @@ TEST(Gpt, EveryVariantTrainsAndItsWeightGradientAndOptimizerBytesMatchTheEstimat
   }
 }
 
+// Loss and every parameter's gradient of one step of a config, from weights made by `seed`.
+std::pair<double, std::vector<torch::Tensor>> one_step(const Config& c, uint64_t seed) {
+  torch::manual_seed(seed);
+  auto w = build_workload(c);
+  const Batch b = w->make_batch(torch::kCPU, torch::kFloat32, 1);
+  const auto loss = w->loss(b);
+  loss.backward();
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : w->module().parameters()) grads.push_back(p.grad().clone());
+  return {loss.item<double>(), grads};
+}
+
+// Recomputation changes where activations live and what runs, never the numbers.
+TEST(Gpt, RecomputationGivesTheSameLossAndGradientsWithLessActivationMemory) {
+  for (const std::string text :
+       {"gpt:layers=3,d_model=32,heads=4,kv_heads=2,pos=rope,seq=24,vocab=50,batch=2",
+        "gpt:layers=2,d_model=32,heads=4,experts=4,top_k=2,act=swiglu,seq=24,vocab=50,batch=2"}) {
+    const auto plain = one_step(parse_config(text + ",threads=1"), 3);
+    double feature_maps_none = 0;
+    for (const std::string mode : {"none", "selective", "full"}) {
+      const Config c = parse_config(text + ",threads=1,recompute=" + mode);
+      const auto again = one_step(c, 3);
+      EXPECT_NEAR(again.first, plain.first, 1e-6 * std::abs(plain.first)) << c.str();
+      ASSERT_EQ(again.second.size(), plain.second.size());
+      for (size_t i = 0; i < plain.second.size(); ++i)
+        EXPECT_TRUE(torch::allclose(again.second[i], plain.second[i], 1e-5, 1e-6))
+            << c.str() << ": gradient " << i;
+      const MemoryRun m = measure_memory(c, MemoryOptions{});
+      ASSERT_EQ(m.status, Status::kOk) << m.error;
+      const double fm = m.breakdown.peak[kFeatureMaps];
+      if (mode == "none")
+        feature_maps_none = fm;
+      else
+        EXPECT_LT(fm, feature_maps_none) << c.str() << ": recomputation kept as much";
+      // The re-run forward is work that runs: more hardware FLOPs, the same model FLOPs.
+      const StepCost cost = step_cost(c), base = step_cost(parse_config(text));
+      EXPECT_EQ(cost.model_flops.total, base.model_flops.total);
+      if (mode != "none") EXPECT_GT(cost.flops(), base.flops()) << c.str();
+    }
+  }
+}
+
+// An emulated number format with recomputation is refused as unsupported, not run wrongly.
+TEST(Gpt, RecomputationWithEmulatedFormatsIsUnsupported) {
+  RunOptions o;
+  o.timing.fixed_steps = 2;
+  const RunResult r =
+      run_config(parse_config("gpt:layers=1,d_model=16,heads=2,seq=8,vocab=20,batch=2,threads=1,"
+                              "recompute=full,numerics=bf16"),
+                 o);
+  EXPECT_EQ(r.status, Status::kUnsupported) << r.error;
+}
+
 // The shape as tests/support/gpt_twin.py reads it.
 nlohmann::json twin_shape(const Config& c) {
   const GptShape g = gpt_shape(c);

@@ -213,6 +213,21 @@ TEST(Report, HtmlIsSelfContainedAndEscapesDataText) {
   EXPECT_GE(st.observations, 3u);
 }
 
+TEST(Report, BoxesSplitByAnyHyperparameter) {
+  const RunSet runs = load_runs({synthetic_store("views", 100)});
+  const auto by_layers = box_groups(runs, "flops_utilization", "layers", "fc");
+  ASSERT_GT(by_layers.size(), 1u);
+  size_t n = 0;
+  for (const auto& g : by_layers) {
+    EXPECT_EQ(g.group.rfind("fc layers=", 0), 0u) << g.group;
+    n += g.stats.n;
+  }
+  const auto whole = box_groups(runs, "flops_utilization", "", "fc");
+  ASSERT_EQ(whole.size(), 1u);
+  EXPECT_EQ(n, whole[0].stats.n);  // every run in exactly one split box
+  EXPECT_THROW(box_groups(runs, "flops_utilization", "nope"), UsageError);
+}
+
 TEST(Report, ViewsRenderAsCsvAndJson) {
   const RunSet runs = load_runs({synthetic_store("views", 100)});
   const View b = box_view(box_groups(runs, "flops_utilization"), "flops_utilization");

@@ -17,7 +17,10 @@ struct BoxGroup {
 
 // The parameter a family is split by for box plots, or "" (cell for rnn, block for cnn).
 std::string box_split_param(const std::vector<const Run*>& runs);
-std::vector<BoxGroup> box_groups(const RunSet& runs, const std::string& metric);
+// `by`: split every family's box by this hyperparameter instead (its runs without it stay
+// whole); `family`: only that family's runs ("" all).
+std::vector<BoxGroup> box_groups(const RunSet& runs, const std::string& metric,
+                                 const std::string& by = "", const std::string& family = "");
 // Box statistics of arbitrary points' values grouped by family (e.g. speedups).
 std::vector<BoxGroup> box_groups(const std::vector<Point>& points);
 

@@ -72,7 +72,7 @@ Command add_analyze(CLI::App& app) {
     std::string view;
     std::vector<std::string> stores;
     std::string family, metric = "flops_utilization", x, y, fix, cells = "auto", format = "text",
-                        out;
+                        out, by;
     bool second_order = false;
   };
   auto a = std::make_shared<Args>();
@@ -99,6 +99,9 @@ Command add_analyze(CLI::App& app) {
                   "them, with runs per cell) or auto (median when the runs are not a full grid)")
       ->check(CLI::IsMember({"auto", "slice", "median"}))
       ->capture_default_str();
+  sub->add_option("--by", a->by,
+                  "box: split each family's box by this hyperparameter (default: cell for rnn, "
+                  "block for cnn)");
   sub->add_flag("--second-order", a->second_order, "sensitivity: add pairwise product terms");
   add_output_options(sub, a->format, a->out);
   sub->footer(
@@ -107,6 +110,7 @@ Command add_analyze(CLI::App& app) {
       "  trainbench analyze heatmap out/demo.db --family fc --x batch --y nodes --fix layers=4\n"
       "  trainbench analyze heatmap fc.db --x nodes --y batch --cells median  # a sampled sweep\n"
       "  trainbench analyze box out/demo.db --metric examples_per_s --format csv -o box.csv\n"
+      "  trainbench analyze box gpt.db --family gpt --by experts --metric mfu\n"
       "  trainbench analyze roofline out/demo.db --format json\n"
       "  trainbench analyze observations out/demo.db");
   return {
@@ -117,7 +121,8 @@ Command add_analyze(CLI::App& app) {
         so.second_order = a->second_order;
         metric_info(a->metric);
         if (a->view == "box")
-          return emit("box", box_view(box_groups(runs, a->metric), a->metric), a->format, a->out);
+          return emit("box", box_view(box_groups(runs, a->metric, a->by, a->family), a->metric),
+                      a->format, a->out);
         if (a->view == "roofline")
           return emit("roofline", roofline_view(rooflines(runs)), a->format, a->out);
         if (a->view == "scaling") {

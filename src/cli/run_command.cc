@@ -235,9 +235,13 @@ Command add_run(CLI::App& app) {
   return {sub, [a]() {
             std::vector<Config> configs;
             apply_torchscript_sugar(a->torchscript, a->family, a->params);
+            // --workers goes into every config before it is checked: ZeRO needs workers > 1.
+            std::vector<std::pair<std::string, std::string>> overrides;
+            if (a->workers > 0) overrides.emplace_back("workers", std::to_string(a->workers));
             if (!a->family.empty()) {
               std::vector<std::pair<std::string, std::string>> given(a->params.begin(),
                                                                      a->params.end());
+              given.insert(given.end(), overrides.begin(), overrides.end());
               configs.push_back(make_config(a->family, given));
             } else if (!a->params.empty()) {
               throw UsageError("--" + a->params.begin()->first + " needs --family");
@@ -247,11 +251,9 @@ Command add_run(CLI::App& app) {
               if (text.rfind("stack:", 0) == 0)
                 stack = parse_stack(text);
               else
-                configs.push_back(parse_config(text));
+                configs.push_back(parse_config(text, overrides));
             }
             if (configs.empty()) throw UsageError("run: give a config string or --family");
-            if (a->workers > 0)
-              for (auto& c : configs) c.set("workers", std::to_string(a->workers));
             std::optional<DistEnv> rank_env;
             for (const auto& c : configs)
               if (c.get_int("workers") > 1 && !rank_env) rank_env = dist_env_from_environment();

@@ -55,6 +55,22 @@ struct ModelFlops {
   std::map<std::string, double> parts;
 };
 
+// Data parallelism with ZeRO (Rajbhandari et al. 2020): what each of `workers` holds and sends
+// per step. Stage 1 shards the optimizer state, 2 also the gradients, 3 also the weights; a
+// shard is ceil(parameters / workers) elements (the flat, padded partition of
+// runner/distributed.cc's ZeRO-1). Bytes sent per worker per step, at the dtype, for the
+// collectives of a ring: all-reduce 2 (N-1)/N P, reduce-scatter and all-gather (N-1)/N P each.
+struct DataParallelCost {
+  int64_t workers = 1;
+  int zero = 0;
+  int64_t shard = 0;  // parameters per shard
+  // Ideal ZeRO (reduce-scatter where it can): stages 0-2 2 (N-1)/N P, stage 3 3 (N-1)/N P.
+  double ideal_bytes_per_step = 0;
+  // As trainbench runs it on Gloo in LibTorch 1.13: stage 0 an all-reduce; stage 1 an
+  // all-reduce and an all-gather of the weights, 3 (N-1)/N P. 0 for stages it does not run.
+  double run_bytes_per_step = 0;
+};
+
 struct StepCost {
   // "analytic": from the family's cost description; "profiler": counted from one profiled
   // training step, for models without one (runner/profile.h measured_step_cost).
@@ -63,9 +79,10 @@ struct StepCost {
   int64_t params = 0;
   double fwd_flops = 0, fwd_matmul_flops = 0, bwd_flops = 0, opt_flops = 0;
   double opt_bytes = 0;
-  double bytes = 0;  // all bytes read + written in the step, optimizer included
-  MemoryEstimate memory;
+  double bytes = 0;       // all bytes read + written in the step, optimizer included
+  MemoryEstimate memory;  // per worker
   ModelFlops model_flops;
+  DataParallelCost data_parallel;
   double flops() const { return fwd_flops + bwd_flops + opt_flops; }
   double intensity() const { return bytes > 0 ? flops() / bytes : 0; }
 };
@@ -86,6 +103,10 @@ struct ModelCost {
   // the config's (A3C's shared RMSprop keeps one buffer, no momentum): 0 means the config's.
   double optimizer_state_per_param = 0;
   ModelFlops model_flops;
+  // Data-parallel workers and ZeRO stage, for families that shard across them (gpt): the
+  // memory estimate is then per worker.
+  int64_t workers = 1;
+  int zero = 0;
 };
 using CostDescription = std::function<ModelCost(const Config&, int64_t elem_bytes)>;
 

@@ -41,6 +41,7 @@ GptShape gpt_shape(const Config& c) {
   g.bias = c.get("bias") == "on";
   g.capacity = std::stod(c.get("capacity"));
   g.aux_loss = std::stod(c.get("aux_loss"));
+  g.recompute = c.get("recompute");
   return g;
 }
 
@@ -103,6 +104,9 @@ void finalize_gpt(Config& c) {
     const int64_t ff = c.get("act") == "swiglu" ? (8 * d / 3 + 63) / 64 * 64 : 4 * d;
     c.set("ff", std::to_string(ff));
   }
+  if (c.get_int("zero") > 0 && c.get_int("workers") < 2)
+    throw UsageError("gpt: zero=" + c.get("zero") +
+                     " shards over data-parallel workers: it needs workers > 1");
   const int64_t seq = c.get_int("seq");
   if (c.get("pos") == "learned") {
     if (c.get_int("positions") == 0) c.set("positions", std::to_string(seq));
@@ -151,6 +155,7 @@ ModelCost gpt_cost(const Config& c, int64_t eb) {
   }
   for (int64_t i = 0; i < g.layers; ++i) {
     const std::string p = fmt::format("layer{}", i);
+    const size_t first = out.size();
     norm(p + ".norm1");
     linear(p + ".attn.qkv", T, g.d, g.d + 2 * g.kv_width(), g.bias);
     if (g.rope)  // q * cos + rotate_half(q) * sin, and the same for k
@@ -179,6 +184,24 @@ ModelCost gpt_cost(const Config& c, int64_t eb) {
       out.push_back(cost::elementwise(p + ".moe.combine", "combine", k * T * d, 2, 3, 1, eb));
     }
     out.push_back(cost::add(p + ".mlp.residual", T * d, eb));
+    if (g.recompute == "full") {
+      // Every block's forward runs again in backward; between steps a block keeps only its
+      // input, and one block's activations are alive at a time (while it is re-run): counted
+      // at layer 0.
+      for (size_t j = first; j < out.size(); ++j) {
+        out[j].bwd_input_flops += out[j].fwd_flops;
+        if (i > 0) out[j].saved_bytes = 0;
+      }
+      out[first].saved_bytes += double(eb) * T * d;
+    } else if (g.recompute == "selective") {
+      // Only the attention core runs again; it keeps q, k and v (expanded to every head), not
+      // the s x s scores and probabilities.
+      for (size_t j = first; j < out.size(); ++j)
+        if (out[j].op == "attention") {
+          out[j].bwd_input_flops += out[j].fwd_flops;
+          out[j].saved_bytes = double(eb) * 3 * T * d;
+        }
+    }
   }
   norm("final_norm");
   if (g.tied)  // the embedding's weight: no parameters of its own
@@ -190,6 +213,8 @@ ModelCost gpt_cost(const Config& c, int64_t eb) {
   m.input_bytes = 8.0 * 2 * T + double(eb) * double(g.seq) * double(g.seq) +
                   (g.rope ? 2.0 * double(eb) * double(g.seq) * double(g.head_dim) : 0.0);
   m.model_flops = gpt_model_flops(g);
+  m.workers = c.get_int("workers");
+  m.zero = int(c.get_int("zero"));
   return m;
 }
 
@@ -230,7 +255,21 @@ FamilySchema gpt_schema() {
                   "experts; assignments beyond are dropped",
                   "1.25", 0.01, 64),
        real_param("aux_loss", "weight of the load-balancing loss (Switch Transformer)", "0.01", 0,
-                  100)},
+                  100),
+       {"recompute",
+        "activation recomputation: none, selective (the attention core, Korthikanti et al. "
+        "2022) or full (every block re-run in backward)",
+        "none",
+        0,
+        0,
+        {"none", "selective", "full"}},
+       {"zero",
+        "ZeRO stage with workers > 1: 0 plain data parallelism, 1 optimizer state sharded (run); "
+        "2 and 3 also gradients, weights (predicted by memory and cost, refused by run)",
+        "0",
+        0,
+        3,
+        {}}},
       "gpt:layers=2,d_model=128,heads=4,kv_heads=2,act=swiglu,norm=rmsnorm,pos=rope,seq=64,"
       "vocab=512,batch=4"};
   s.throughput_unit = "tokens";

@@ -2,6 +2,7 @@
 // The gpt family's shape, read once from a config, for its cost description (cost/gpt.cc) and
 // its builder (model/gpt.cc), so that both see the same derived widths and capacities.
 #include <cstdint>
+#include <string>
 
 #include "cost/cost.h"
 #include "spec/config.h"
@@ -13,6 +14,7 @@ struct GptShape {
           vocab = 0, positions = 0, experts = 1, top_k = 1;
   bool swiglu = false, rmsnorm = false, rope = false, tied = true, bias = true;
   double capacity = 1.25, aux_loss = 0.01;
+  std::string recompute = "none";  // none, selective (the attention core), full (every block)
 
   int64_t tokens() const { return batch * seq; }
   int64_t kv_width() const { return kv_heads * head_dim; }

@@ -66,6 +66,20 @@ StepCost step_cost(ModelCost model, const std::string& optimizer, int64_t eb) {
   // During backward the gradient of the largest activation and the gradient of its
   // input are alive together with everything saved.
   s.memory.workspace = 2 * largest_output;
+  if (model.workers > 1) {
+    DataParallelCost& dp = s.data_parallel;
+    dp.workers = model.workers;
+    dp.zero = model.zero;
+    dp.shard = (int64_t(trainable) + model.workers - 1) / model.workers;
+    const double shard = double(dp.shard), n = double(model.workers), P = eb * trainable;
+    if (model.zero >= 1) s.memory.optimizer_state = eb * state * shard;
+    if (model.zero >= 2) s.memory.gradients = eb * shard;
+    if (model.zero >= 3) s.memory.weights = eb * shard;
+    dp.ideal_bytes_per_step = (model.zero >= 3 ? 3 : 2) * (n - 1) / n * P;
+    dp.run_bytes_per_step = model.zero == 0   ? 2 * (n - 1) / n * P
+                            : model.zero == 1 ? 2 * (n - 1) / n * P + (n - 1) * shard * eb
+                                              : 0;
+  }
   return s;
 }
 

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 
+#include "base/errors.h"
 #include "model/activation_point.h"
 #include "model/workload.h"
 
@@ -19,6 +20,51 @@ namespace {
 
 namespace nn = torch::nn;
 namespace F = torch::nn::functional;
+
+// Recomputation: `fn` runs in the forward pass without keeping anything but its inputs, and
+// again, with autograd, in the backward pass, whose gradients then flow through the re-run
+// graph (the re-entrant form of torch.utils.checkpoint; LibTorch 1.13 has no checkpoint API).
+// The parameters `fn` reads get their gradients from that inner backward. The re-run is
+// identical because nothing in `fn` draws random numbers (no dropout; routing is top-k).
+using Segment = std::function<std::vector<torch::Tensor>(const std::vector<torch::Tensor>&)>;
+
+struct Recompute : torch::autograd::Function<Recompute> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                at::TensorList inputs, int64_t segment) {
+    ctx->saved_data["segment"] = segment;
+    ctx->save_for_backward(inputs.vec());
+    torch::NoGradGuard no_graph;
+    std::vector<torch::Tensor> detached;
+    for (const auto& t : inputs) detached.push_back(t.detach());
+    return (*reinterpret_cast<const Segment*>(segment))(detached);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto& fn = *reinterpret_cast<const Segment*>(ctx->saved_data["segment"].toInt());
+    std::vector<torch::Tensor> inputs;
+    for (const auto& t : ctx->get_saved_variables())
+      inputs.push_back(t.detach().requires_grad_(t.requires_grad()));
+    std::vector<torch::Tensor> outputs, output_grads;
+    {
+      torch::AutoGradMode with_graph(true);
+      const auto again = fn(inputs);
+      for (size_t i = 0; i < again.size(); ++i)
+        if (again[i].requires_grad() && grads[i].defined()) {
+          outputs.push_back(again[i]);
+          output_grads.push_back(grads[i]);
+        }
+    }
+    if (!outputs.empty()) torch::autograd::backward(outputs, output_grads);
+    torch::autograd::variable_list out;
+    for (const auto& t : inputs) out.push_back(t.requires_grad() ? t.grad() : torch::Tensor());
+    out.emplace_back();  // for `segment`
+    return out;
+  }
+};
+
+std::vector<torch::Tensor> recompute(const Segment& fn, const std::vector<torch::Tensor>& in) {
+  return Recompute::apply(at::TensorList(in), reinterpret_cast<int64_t>(&fn));
+}
 
 struct RMSNormImpl : nn::Module {
   explicit RMSNormImpl(int64_t d) { weight = register_parameter("weight", torch::ones({d})); }
@@ -126,7 +172,7 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
 }
 
 struct BlockImpl : nn::Module {
-  BlockImpl(const GptShape& g) : g_(g) {
+  BlockImpl(const GptShape& g, const std::string& recompute) : g_(g), recompute_(recompute) {
     norm1 = register_module("norm1", Norm(g.d, g.rmsnorm));
     qkv = register_module("qkv", linear(g.d, g.d + 2 * g.kv_width(), g.bias));
     out = register_module("out", linear(g.d, g.d, g.bias));
@@ -140,6 +186,21 @@ struct BlockImpl : nn::Module {
   // block's load-balancing loss to `aux`.
   torch::Tensor forward(torch::Tensor x, const torch::Tensor& mask, const torch::Tensor& cos,
                         const torch::Tensor& sin, torch::Tensor& aux) {
+    if (recompute_ != "full") return block(x, mask, cos, sin, aux);
+    // The segment lives in the block until the next step's forward replaces it: after this
+    // step's backward has re-run it.
+    segment_ = [this, mask, cos, sin](const std::vector<torch::Tensor>& in) {
+      torch::Tensor balance;
+      auto y = block(in[0], mask, cos, sin, balance);
+      return balance.defined() ? std::vector<torch::Tensor>{y, balance}
+                               : std::vector<torch::Tensor>{y};
+    };
+    const auto out = recompute(segment_, {x});
+    if (out.size() > 1) aux = aux.defined() ? aux + out[1] : out[1];
+    return out[0];
+  }
+  torch::Tensor block(torch::Tensor x, const torch::Tensor& mask, const torch::Tensor& cos,
+                      const torch::Tensor& sin, torch::Tensor& aux) {
     const int64_t B = x.size(0), s = x.size(1), H = g_.heads, KV = g_.kv_heads, hd = g_.head_dim;
     const auto proj = layer_op(qkv, norm1(x));
     auto q = proj.slice(-1, 0, g_.d).view({B, s, H, hd}).transpose(1, 2);
@@ -154,8 +215,17 @@ struct BlockImpl : nn::Module {
       v = v.repeat_interleave(H / KV, 1);
     }
     q = q * (1 / std::sqrt(double(hd)));
-    const auto scores = product_op(q, k.transpose(-2, -1)) + mask;   // [B, H, s, s]
-    const auto context = product_op(torch::softmax(scores, -1), v);  // [B, H, s, hd]
+    torch::Tensor context;
+    if (recompute_ == "selective") {
+      // Korthikanti et al. 2022: only the attention core (scores, softmax, their product with
+      // v) is recomputed; its inputs q, k, v are kept.
+      attention_ = [mask](const std::vector<torch::Tensor>& in) {
+        return std::vector<torch::Tensor>{attention_core(in[0], in[1], in[2], mask)};
+      };
+      context = recompute(attention_, {q, k, v})[0];
+    } else {
+      context = attention_core(q, k, v, mask);
+    }
     x = x + layer_op(out, context.transpose(1, 2).reshape({B, s, g_.d}));
     const auto h = norm2(x);
     if (!moe) return x + mlp(h);
@@ -163,6 +233,13 @@ struct BlockImpl : nn::Module {
     aux = aux.defined() ? aux + balance : balance;
     return x + y;
   }
+  static torch::Tensor attention_core(const torch::Tensor& q, const torch::Tensor& k,
+                                      const torch::Tensor& v, const torch::Tensor& mask) {
+    const auto scores = product_op(q, k.transpose(-2, -1)) + mask;  // [B, H, s, s]
+    return product_op(torch::softmax(scores, -1), v);               // [B, H, s, hd]
+  }
+  std::string recompute_;
+  Segment segment_, attention_;
   GptShape g_;
   Norm norm1{nullptr}, norm2{nullptr};
   nn::Linear qkv{nullptr}, out{nullptr};
@@ -172,11 +249,11 @@ struct BlockImpl : nn::Module {
 TORCH_MODULE(Block);
 
 struct GptNetImpl : nn::Module {
-  explicit GptNetImpl(const GptShape& g) : g_(g) {
+  GptNetImpl(const GptShape& g, const std::string& recompute) : g_(g) {
     embed = register_module("embed", nn::Embedding(g.vocab, g.d));
     if (!g.rope) pos_embed = register_module("pos_embed", nn::Embedding(g.positions, g.d));
     layers = register_module("layers", nn::ModuleList());
-    for (int64_t i = 0; i < g.layers; ++i) layers->push_back(Block(g));
+    for (int64_t i = 0; i < g.layers; ++i) layers->push_back(Block(g, recompute));
     final_norm = register_module("final_norm", Norm(g.d, g.rmsnorm));
     if (!g.tied) lm_head = register_module("lm_head", linear(g.d, g.vocab, false));
   }
@@ -205,7 +282,14 @@ TORCH_MODULE(GptNet);
 
 class GptWorkload : public Workload {
  public:
-  explicit GptWorkload(const Config& c) : g_(gpt_shape(c)), net_(GptNet(g_)) {}
+  explicit GptWorkload(const Config& c) : g_(gpt_shape(c)) {
+    // The re-run must see the same stochastic rounding as the first run; the emulation's
+    // points draw a fresh stream per call, so the two would differ.
+    if (c.get("recompute") != "none" && c.get("numerics") != "fp32")
+      throw Unsupported("gpt: recompute=" + c.get("recompute") +
+                        " with numerics=" + c.get("numerics") + " is not supported yet");
+    net_ = GptNet(g_, c.get("recompute"));
+  }
   torch::nn::Module& module() override { return *net_; }
 
   // Random token ids (the step's cost does not depend on them), their next tokens as targets,

@@ -58,6 +58,12 @@ json to_json(const StepCost& c, bool with_layers) {
     j["model_flops"] = {{"per_step", c.model_flops.total},
                         {"per_step_causal", c.model_flops.causal},
                         {"parts", c.model_flops.parts}};
+  if (c.data_parallel.workers > 1)
+    j["data_parallel"] = {{"workers", c.data_parallel.workers},
+                          {"zero", c.data_parallel.zero},
+                          {"shard_params", c.data_parallel.shard},
+                          {"ideal_bytes_per_step", c.data_parallel.ideal_bytes_per_step},
+                          {"run_bytes_per_step", c.data_parallel.run_bytes_per_step}};
   if (with_layers) {
     json layers = json::array();
     for (const auto& l : c.layers)

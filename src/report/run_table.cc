@@ -77,9 +77,18 @@ std::string format_result(const RunResult& r) {
       s.warmup, s.end_reason, s.stationary ? "stationary" : "NOT stationary", seconds(s.wall_s));
   out += fmt::format("speed     {:.1f} examples/s, {}", r.examples_per_s,
                      si(r.achieved_flops, "FLOP/s"));
+  if (r.throughput_unit != "examples")
+    out += fmt::format(" ({:.1f} {}/s)", r.units_per_s, r.throughput_unit);
   if (r.flops_utilization)
     out += fmt::format(", {:.1f}% of the {} peak", 100 * *r.flops_utilization,
                        si(*r.peak_flops, "FLOP/s"));
+  // Families with a model-FLOPs convention (gpt): MFU beside the hardware utilization above.
+  if (r.cost.model_flops.total > 0 && r.peak_flops && *r.peak_flops > 0 && s.mean > 0)
+    out += fmt::format(
+        "\nmfu       {:.1f}% model FLOPS utilization ({} model FLOPs per step; the "
+        "utilization above counts what runs: HFU)",
+        100 * r.cost.model_flops.total / s.mean / *r.peak_flops,
+        si(r.cost.model_flops.total, "FLOP"));
   if (r.roofline)
     out += fmt::format(
         "\nroofline  {}-bound on {} (intensity {:.3g} {} ridge {:.3g} FLOP/B); "

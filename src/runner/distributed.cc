@@ -2,6 +2,7 @@
 
 #include "platform/host.h"
 #include "runner/failure.h"
+#include "runner/memory.h"
 
 // ProcessGroupGloo.hpp compiles to nothing unless USE_C10D_GLOO is defined, which
 // TorchConfig.cmake does for Debian's LibTorch (libtorch_cpu.so holds the symbols,
@@ -250,6 +251,72 @@ std::optional<DistEnv> dist_env_from_environment() {
   return e;
 }
 
+// ZeRO stage 1 (Rajbhandari et al. 2020): the optimizer's state is sharded over the ranks.
+// The parameters become views into one flat buffer padded to `world` equal shards; each rank's
+// optimizer holds its shard only (a leaf sharing the buffer's storage), so the update writes
+// the weights in place. A step: gradients all-reduced as in plain data parallelism (Gloo in
+// LibTorch 1.13 has no reduce_scatter), each rank updates its shard, then the shards are
+// all-gathered in the list form (no _allgather_base either).
+class Zero1 {
+ public:
+  Zero1(c10d::ProcessGroup& pg, int rank, int world, const std::vector<torch::Tensor>& params)
+      : pg_(pg), rank_(rank), world_(world), params_(params) {
+    int64_t total = 0;
+    for (const auto& p : params_) total += p.numel();
+    shard_size_ = (total + world - 1) / world;
+    flat_ = torch::zeros({shard_size_ * world}, params_.front().options());
+    int64_t at = 0;
+    for (auto& p : params_) {
+      flat_.narrow(0, at, p.numel()).copy_(p.detach().reshape({-1}));
+      p.set_data(flat_.narrow(0, at, p.numel()).view(p.sizes()));
+      offsets_.push_back(at);
+      at += p.numel();
+    }
+    shard_ =
+        flat_.narrow(0, int64_t(rank) * shard_size_, shard_size_).detach().requires_grad_(true);
+  }
+  torch::Tensor shard() const { return shard_; }
+  int64_t shard_size() const { return shard_size_; }
+
+  void step(torch::optim::Optimizer& opt) {
+    // This rank's slice of the averaged gradient, from the parameters it overlaps.
+    const int64_t lo = int64_t(rank_) * shard_size_, hi = lo + shard_size_;
+    torch::Tensor grad = torch::zeros({shard_size_}, flat_.options());
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const int64_t a = std::max(lo, offsets_[i]),
+                    b = std::min(hi, offsets_[i] + params_[i].numel());
+      if (a >= b || !params_[i].grad().defined()) continue;
+      grad.narrow(0, a - lo, b - a)
+          .copy_(params_[i].grad().reshape({-1}).narrow(0, a - offsets_[i], b - a));
+    }
+    shard_.mutable_grad() = grad;
+    opt.step();
+    std::vector<torch::Tensor> in{shard_.detach().clone()};
+    std::vector<std::vector<torch::Tensor>> out(1);
+    for (int r = 0; r < world_; ++r)
+      out[0].push_back(flat_.narrow(0, int64_t(r) * shard_size_, shard_size_));
+    wait_all(*pg_.allgather(out, in));
+  }
+  double allgather_bytes_per_step() const {
+    return double(shard_size_) * double(world_ - 1) * double(flat_.element_size());
+  }
+
+ private:
+  c10d::ProcessGroup& pg_;
+  int rank_, world_;
+  std::vector<torch::Tensor> params_;
+  std::vector<int64_t> offsets_;
+  int64_t shard_size_ = 0;
+  torch::Tensor flat_, shard_;
+};
+
+// Bytes of the state an optimizer holds now (runner/memory.h's categories).
+double optimizer_state_bytes(torch::optim::Optimizer& opt) {
+  double bytes = 0;
+  for (const auto& t : optimizer_state(opt)) bytes += double(t.numel()) * double(t.element_size());
+  return bytes;
+}
+
 RunResult run_distributed(const Config& input, const RunOptions& options, const DistEnv& env,
                           const DistOptions& dist) {
   Config config = input;
@@ -281,6 +348,11 @@ RunResult run_distributed(const Config& input, const RunOptions& options, const 
     return done(Status::kUnsupported, "numerics=" + config.get("numerics") +
                                           " with workers > 1: the data-parallel "
                                           "step does not apply emulated formats");
+  if (config.schema().find("zero") && config.get_int("zero") >= 2)
+    return done(Status::kUnsupported,
+                "zero=" + config.get("zero") +
+                    ": ZeRO stages 2 and 3 are predicted (trainbench memory, cost), not run; "
+                    "stage 1 runs");
   if (auto refused = refuse_before_running(config, options)) {
     refused->config = r.config;
     refused->threads = r.threads;
@@ -325,7 +397,14 @@ RunResult run_distributed(const Config& input, const RunOptions& options, const 
     // Each worker its own examples: data parallelism.
     const Batch batch =
         workload->make_batch(torch::kCPU, dtype, options.seed + 7919 * uint64_t(env.rank));
-    auto opt = make_optimizer(config, workload->module());
+    // ZeRO-1 shards the optimizer over the ranks; its flat buffer must exist before the
+    // gradient hooks are placed and the optimizer made.
+    const int64_t zero = config.schema().find("zero") ? config.get_int("zero") : 0;
+    std::unique_ptr<Zero1> zero1;
+    if (zero == 1)
+      zero1 = std::make_unique<Zero1>(pg, env.rank, env.world, workload->module().parameters());
+    auto opt = zero1 ? make_optimizer(config, std::vector<torch::Tensor>{zero1->shard()})
+                     : make_optimizer(config, workload->module());
     GradientReducer reducer(job.pg, workload->module().parameters(),
                             int64_t(dist.bucket_mib * (1 << 20)));
     r.examples_per_step = workload->examples_per_step() * env.world;
@@ -352,7 +431,10 @@ RunResult run_distributed(const Config& input, const RunOptions& options, const 
       }
       {
         PhaseScope phase(Phase::kOptimizer);
-        opt->step();
+        if (zero1)
+          zero1->step(*opt);
+        else
+          opt->step();
       }
       const auto t1 = Clock::now();
       times.push_back(seconds(t0, t1));
@@ -432,7 +514,23 @@ RunResult run_distributed(const Config& input, const RunOptions& options, const 
         {"buckets", reducer.buckets()},
         {"bucket_mib", dist.bucket_mib},
         {"timeout_s", dist.timeout_s},
+        {"zero", zero},
+        // Measured: what this rank's optimizer holds after the last step.
+        {"optimizer_state_bytes", optimizer_state_bytes(*opt)},
+        {"allgather_bytes_per_step", zero1 ? zero1->allgather_bytes_per_step() : 0.0},
     };
+    {
+      // Where the weights ended, so runs can be compared (ZeRO-1 against plain data
+      // parallelism): their sum and sum of squares in double.
+      double sum = 0, squares = 0;
+      for (const auto& p : workload->module().parameters()) {
+        const auto d = p.detach().to(torch::kDouble);
+        sum += d.sum().item<double>();
+        squares += d.pow(2).sum().item<double>();
+      }
+      r.distributed["weights_sum"] = sum;
+      r.distributed["weights_sum_of_squares"] = squares;
+    }
     if (env.rank == 0) {
       r.examples_per_s = aggregate;
       r.units_per_s = aggregate * workload->units_per_step() / workload->examples_per_step();

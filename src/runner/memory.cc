@@ -12,11 +12,7 @@
 #include "runner/threads.h"
 
 namespace tb {
-namespace {
 
-// The tensors an optimizer holds per parameter (LibTorch's RMSprop: square_avg and,
-// with momentum, momentum_buffer; Adam and AdamW: exp_avg, exp_avg_sq; SGD with momentum:
-// momentum_buffer).
 std::vector<torch::Tensor> optimizer_state(torch::optim::Optimizer& opt) {
   std::vector<torch::Tensor> out;
   for (auto& [key, state] : opt.state()) {
@@ -35,6 +31,8 @@ std::vector<torch::Tensor> optimizer_state(torch::optim::Optimizer& opt) {
   }
   return out;
 }
+
+namespace {
 
 // Who owns each live allocation now: the parameters, their gradients, the optimizer's
 // state, the batch. Matched by the storage's data pointer, i.e. the allocation itself.

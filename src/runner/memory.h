@@ -1,4 +1,6 @@
 #pragma once
+#include <torch/torch.h>
+
 #include <string>
 
 #include "record/memory.h"
@@ -22,5 +24,10 @@ struct MemoryRun {
 // Builds the config's workload under the counting allocator, runs the warm-up steps, and
 // records one training step: every allocation, its owner and the phase it lived in.
 MemoryRun measure_memory(const Config& config, const MemoryOptions& options);
+
+// The tensors an optimizer holds now (LibTorch's RMSprop: square_avg and, with momentum,
+// momentum_buffer; Adam and AdamW: exp_avg, exp_avg_sq; SGD with momentum: momentum_buffer):
+// what the optimizer-state category counts.
+std::vector<torch::Tensor> optimizer_state(torch::optim::Optimizer& opt);
 
 }  // namespace tb

@@ -32,8 +32,12 @@ void synchronize(torch::Device device) {
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const Config& config,
                                                         torch::nn::Module& module) {
+  return make_optimizer(config, module.parameters());
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const Config& config,
+                                                        std::vector<torch::Tensor> params) {
   const std::string& kind = config.get("optimizer");
-  auto params = module.parameters();
   if (kind == "rmsprop")
     return std::make_unique<torch::optim::RMSprop>(
         params, torch::optim::RMSpropOptions(1e-3).alpha(0.9).momentum(0.9).eps(1.0));

@@ -47,6 +47,9 @@ TrainingSetup prepare_training(const Config& config, torch::Device device, uint6
 // their own loop (benchmarks): zero grads, forward, loss, backward, optimizer step.
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const Config& config,
                                                         torch::nn::Module& module);
+// The config's optimizer over these tensors (a ZeRO shard rather than a module's parameters).
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const Config& config,
+                                                        std::vector<torch::Tensor> params);
 void train_step(Workload& w, torch::optim::Optimizer& opt, const Batch& batch,
                 torch::Device device);
 

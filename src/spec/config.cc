@@ -141,10 +141,12 @@ Config make_config(const std::string& family,
 
 int64_t dtype_bytes(const std::string& dtype) { return dtype == "fp32" ? 4 : 2; }
 
-Config parse_config(const std::string& text) {
+Config parse_config(const std::string& text,
+                    const std::vector<std::pair<std::string, std::string>>& overrides) {
   auto colon = text.find(':');
   if (colon == std::string::npos)
-    if (const NamedConfig* named = find_named_config(text)) return parse_config(named->config);
+    if (const NamedConfig* named = find_named_config(text))
+      return parse_config(named->config, overrides);
   std::string family = text.substr(0, colon);
   if (family.empty()) throw UsageError(fmt::format("config '{}': missing family before ':'", text));
   std::vector<std::pair<std::string, std::string>> given;
@@ -162,6 +164,12 @@ Config parse_config(const std::string& text) {
       if (comma == std::string::npos) break;
       start = comma + 1;
     }
+  }
+  for (const auto& [k, v] : overrides) {
+    bool replaced = false;
+    for (auto& [gk, gv] : given)
+      if (gk == k) gv = v, replaced = true;
+    if (!replaced) given.emplace_back(k, v);
   }
   return make_config(family, given);
 }

@@ -45,7 +45,10 @@ Config make_config(const std::string& family,
 
 // Parses `family:key=value,...`, or the name of a named config (`gpt2-small`: spec/family.h).
 // Throws UsageError.
-Config parse_config(const std::string& text);
+// `overrides` replace or add values before the config is checked (`run --workers N`: a
+// config valid only with those workers).
+Config parse_config(const std::string& text,
+                    const std::vector<std::pair<std::string, std::string>>& overrides = {});
 
 // Bytes per element of a config's dtype (fp32 4, bf16 2).
 int64_t dtype_bytes(const std::string& dtype);

@@ -16,7 +16,8 @@ namespace {
 
 // A config big enough for its convolutions and products to approach the peak, small enough
 // to profile in seconds on one core: every size at a quarter of its default (at least its
-// minimum), one thread, one worker. "" for a family whose input is a file.
+// minimum; a size whose default is 0, derived or off, stays so), one thread, one worker. ""
+// for a family whose input is a file.
 std::string quarter_config(const FamilySchema& f) {
   std::string text = f.name + ":";
   bool first = true;
@@ -33,6 +34,7 @@ std::string quarter_config(const FamilySchema& f) {
       // A quarter of the default, still divisible by the powers of two (up to 32) that
       // divide the default: some sizes must be (an FPN's image side, a multiple of 32).
       const int64_t d = std::stoll(p.default_value);
+      if (d == 0) continue;  // 0 means "derived from the others" or "off" (gpt's ff, zero)
       int64_t step = 1;
       while (step < 32 && d % (2 * step) == 0) step *= 2;
       int64_t q = d / 4;

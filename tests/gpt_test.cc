@@ -5,11 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "cost/cost.h"
 #include "model/workload.h"
 #include "runner/memory.h"
+#include "runner/profile.h"
 #include "runner/runner.h"
 #include "support/forward_profile.h"
 #include "support/torchvision_ref.h"
@@ -112,6 +114,35 @@ TEST(Gpt, RecomputationGivesTheSameLossAndGradientsWithLessActivationMemory) {
       if (mode != "none") EXPECT_GT(cost.flops(), base.flops()) << c.str();
     }
   }
+}
+
+// The profiler sees the re-run: the backward phase's GEMMs grow by exactly the forward GEMMs
+// re-run (every block's with full, the attention products with selective), as the cost says.
+TEST(Gpt, RecomputedForwardGemmsAppearInTheBackwardPhase) {
+  const std::string text = "gpt:layers=2,d_model=64,heads=4,seq=32,vocab=200,batch=2,threads=1";
+  std::map<std::string, double> backward;
+  for (const std::string mode : {"none", "selective", "full"}) {
+    ProfileOptions o;
+    o.warmup_steps = 1;
+    o.steps = 2;
+    const ProfileRun run = profile_config(parse_config(text + ",recompute=" + mode), o);
+    ASSERT_EQ(run.status, Status::kOk) << run.error;
+    double forward = 0;
+    for (const auto& op : run.profile.ops)
+      if (op.name == "aten::mm" || op.name == "aten::addmm" || op.name == "aten::bmm") {
+        if (op.phase == "backward") backward[mode] += op.profiler_flops;
+        if (op.phase == "forward") forward += op.profiler_flops;
+      }
+    EXPECT_NEAR(forward / step_cost(parse_config(text)).fwd_matmul_flops, 1.0, 0.01) << mode;
+  }
+  const StepCost none = step_cost(parse_config(text));
+  double blocks = 0, attention = 0;
+  for (const auto& l : none.layers) {
+    if (l.name.rfind("layer", 0) == 0) blocks += l.fwd_matmul_flops;
+    if (l.op == "attention") attention += l.fwd_matmul_flops;
+  }
+  EXPECT_NEAR((backward["full"] - backward["none"]) / blocks, 1.0, 0.01);
+  EXPECT_NEAR((backward["selective"] - backward["none"]) / attention, 1.0, 0.01);
 }
 
 // An emulated number format with recomputation is refused as unsupported, not run wrongly.

@@ -172,7 +172,7 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
 }
 
 struct BlockImpl : nn::Module {
-  BlockImpl(const GptShape& g, const std::string& recompute) : g_(g), recompute_(recompute) {
+  BlockImpl(const GptShape& g, const std::string& recompute) : recompute_(recompute), g_(g) {
     norm1 = register_module("norm1", Norm(g.d, g.rmsnorm));
     qkv = register_module("qkv", linear(g.d, g.d + 2 * g.kv_width(), g.bias));
     out = register_module("out", linear(g.d, g.d, g.bias));

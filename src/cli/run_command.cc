@@ -293,7 +293,7 @@ Command add_run(CLI::App& app) {
                 const DataParallelOutcome dp =
                     run_data_parallel(child_job(*a, c, StackSpec{}), a->options, rank_env);
                 const RunResult& r = dp.result;
-                if (rank_env && quiet && r.status != Status::kOk)
+                if (quiet && r.status != Status::kOk)
                   std::cerr << "trainbench: " << printable(r.error) << "\n";
                 if (!dp.launched.is_null()) launched[results.size()] = dp.launched;
                 results.push_back(r);

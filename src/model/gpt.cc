@@ -120,14 +120,14 @@ TORCH_MODULE(Mlp);
 // Token-choice top-k routing to experts of a fixed capacity. Every expert runs on exactly its
 // capacity's rows (empty slots are zeros), so the work is what the cost description counts.
 struct MoeImpl : nn::Module {
-  MoeImpl(const GptShape& g) : E(g.experts), k(g.top_k), d(g.d), g_(g) {
+  MoeImpl(const GptShape& g) : g_(g) {
     router = register_module("router", linear(g.d, g.experts, false));
     experts = register_module("experts", nn::ModuleList());
-    for (int64_t e = 0; e < E; ++e) experts->push_back(Mlp(g));
+    for (int64_t e = 0; e < g.experts; ++e) experts->push_back(Mlp(g));
   }
   // h [B, s, d] -> the experts' output [B, s, d] and this layer's load-balancing loss.
   std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor& h) {
-    const int64_t T = h.size(0) * h.size(1);
+    const int64_t T = h.size(0) * h.size(1), E = g_.experts, k = g_.top_k, d = g_.d;
     GptShape at = g_;
     at.batch = h.size(0), at.seq = h.size(1);
     const int64_t C = at.expert_capacity();
@@ -159,7 +159,6 @@ struct MoeImpl : nn::Module {
     const auto aux = double(E) * (share * probs.mean(0)).sum();
     return {y.view(h.sizes()), aux};
   }
-  int64_t E, k, d;
   GptShape g_;
   nn::Linear router{nullptr};
   nn::ModuleList experts{nullptr};

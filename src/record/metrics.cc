@@ -158,13 +158,15 @@ const std::vector<Metric>& metric_table() {
   return table;
 }
 
-const json* metric_value(const json& result, const Metric& m) {
-  const json* cur = &result;
-  for (const auto& k : m.path) {
+const json* json_at(const json& j, const std::vector<std::string>& path) {
+  const json* cur = &j;
+  for (const auto& k : path) {
     if (!cur->is_object() || !cur->contains(k)) return nullptr;
     cur = &(*cur)[k];
   }
   return cur->is_null() ? nullptr : cur;
 }
+
+const json* metric_value(const json& result, const Metric& m) { return json_at(result, m.path); }
 
 }  // namespace tb

@@ -35,7 +35,9 @@ struct Metric {
 
 const std::vector<Metric>& metric_table();
 
-// The value at `path` in a result object; nullptr when absent or null.
+// The value at `path` in a JSON object; nullptr when absent or null.
+const nlohmann::json* json_at(const nlohmann::json& j, const std::vector<std::string>& path);
+// The metric's value in a result object (json_at its path).
 const nlohmann::json* metric_value(const nlohmann::json& result, const Metric& m);
 
 }  // namespace tb

@@ -276,7 +276,6 @@ class Zero1 {
         flat_.narrow(0, int64_t(rank) * shard_size_, shard_size_).detach().requires_grad_(true);
   }
   torch::Tensor shard() const { return shard_; }
-  int64_t shard_size() const { return shard_size_; }
 
   void step(torch::optim::Optimizer& opt) {
     // This rank's slice of the averaged gradient, from the parameters it overlaps.

@@ -25,15 +25,6 @@ namespace {
 
 using nlohmann::json;
 
-const json* at_path(const json& j, const std::vector<const char*>& path) {
-  const json* cur = &j;
-  for (const char* k : path) {
-    if (!cur->is_object() || !cur->contains(k)) return nullptr;
-    cur = &(*cur)[k];
-  }
-  return cur->is_null() ? nullptr : cur;
-}
-
 bool on_network_filesystem(const std::string& path) {
   const std::string dir =
       path.find('/') == std::string::npos ? "." : path.substr(0, path.find_last_of('/') + 1);
@@ -702,7 +693,7 @@ void Store::add_memory(const json& m, int64_t platform, int64_t stack) {
     st.bind(5, m.value("batch", int64_t(0))).bind(6, m.value("peak_bytes", 0.0));
     int i = 7;
     for (const char* c : kMemoryCategoryColumns) {
-      const json* v = at_path(m, {"categories", c, "peak_bytes"});
+      const json* v = json_at(m, {"categories", c, "peak_bytes"});
       st.bind(i++, v ? v->get<double>() : 0.0);
     }
     st.bind(i++, m.value("estimate_total_bytes", 0.0));

@@ -1,8 +1,11 @@
 #include "analysis/analysis.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <random>
+
+#include "analysis/summary.h"
 
 namespace tb {
 namespace {
@@ -68,6 +71,47 @@ TEST(Analysis, AmdahlFractionFromScaling) {
   std::map<int, double> t;
   for (int n : {1, 2, 4, 8}) t[n] = 100.0 / (s + (1 - s) / n);
   EXPECT_NEAR(amdahl_serial_fraction(t), 0.1, 1e-12);
+}
+
+// Profiles with model parts (gpt): the observation names the seq at which the attention
+// scores' time passes the MLP's, per d_model.
+TEST(Analysis, ObservesWhereAttentionOvertakesTheMlp) {
+  RunSet runs;
+  auto profile = [&](int64_t d_model, int64_t seq, double attention_us, double mlp_us) {
+    ProfileRow row;
+    row.platform = "host";
+    row.profile.config = fmt::format("gpt:layers=2,d_model={},heads=4,seq={}", d_model, seq);
+    for (const auto& [part, us] : {std::pair<const char*, double>{"attention_scores", attention_us},
+                                   {"mlp", mlp_us},
+                                   {"projections", 5.0}}) {
+      OpStats op;
+      op.name = "aten::mm";
+      op.part = part;
+      op.self_us = us;
+      row.profile.ops.push_back(op);
+    }
+    runs.profiles.push_back(row);
+  };
+  profile(64, 512, 30, 20);  // listed out of order: sorted by seq
+  profile(64, 128, 5, 20);
+  profile(64, 256, 10, 20);
+  profile(64, 256, 15, 20);  // another variant: the median of 0.5 and 0.75
+  profile(128, 128, 4, 40);
+  profile(128, 256, 9, 40);
+  const Summary s = summarize(runs);
+  std::vector<std::string> found;
+  for (const auto& o : s.observations)
+    if (o.text.find("attention scores") != std::string::npos) found.push_back(o.text);
+  ASSERT_EQ(found.size(), 2u);
+  EXPECT_EQ(found[0],
+            "On host, gpt d_model=64: the attention scores' time (forward and backward, profiled) "
+            "over the MLP's is 0.25x at seq=128, 0.62x at seq=256, 1.50x at seq=512 (median of "
+            "up to 2 variants): the attention scores overtake the MLP between seq=256 and "
+            "seq=512");
+  EXPECT_EQ(found[1],
+            "On host, gpt d_model=128: the attention scores' time (forward and backward, "
+            "profiled) over the MLP's is 0.10x at seq=128, 0.23x at seq=256: the MLP takes "
+            "longer at every profiled seq");
 }
 
 }  // namespace

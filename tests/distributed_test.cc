@@ -17,6 +17,8 @@
 #include <thread>
 
 #include "base/errors.h"
+#include "model/workload.h"
+#include "runner/runner.h"
 #include "spec/config.h"
 #include "store/store.h"
 
@@ -174,6 +176,29 @@ TEST(Distributed, ZeroOneShardsTheOptimizerStateAndTrainsTheSameWeights) {
               runs[zero]["cost"]["memory_estimate_bytes"]["optimizer_state"].get<double>());
   }
   const json &plain = runs[0]["distributed"], &zero1 = runs[1]["distributed"];
+  // One worker with the combined batch (rank 0's examples, then rank 1's: their seeds as
+  // runner/distributed.cc makes them), for as many steps, ends at the same weights.
+  {
+    const int64_t steps = int64_t(runs[0]["step_times_s"].size());
+    ASSERT_EQ(steps, int64_t(runs[1]["step_times_s"].size()));
+    const uint64_t seed = 1;  // RunOptions' default, as the runs above took it
+    auto t = tb::prepare_training(tb::parse_config(gpt), torch::kCPU, seed);
+    const tb::Batch b1 = t.workload->make_batch(torch::kCPU, torch::kFloat32, seed + 7919);
+    tb::Batch both = t.batch;
+    both.inputs[0] = torch::cat({t.batch.inputs[0], b1.inputs[0]});
+    both.target = torch::cat({t.batch.target, b1.target});
+    for (int64_t i = 0; i < steps; ++i)
+      tb::train_step(*t.workload, *t.optimizer, both, torch::kCPU);
+    double sum = 0, squares = 0;
+    for (const auto& p : t.workload->module().parameters()) {
+      const auto d = p.detach().to(torch::kDouble);
+      sum += d.sum().item<double>();
+      squares += d.pow(2).sum().item<double>();
+    }
+    EXPECT_NEAR(sum, plain["weights_sum"].get<double>(), 1e-6 * std::abs(sum)) << steps;
+    EXPECT_NEAR(squares, plain["weights_sum_of_squares"].get<double>(), 1e-6 * squares);
+    EXPECT_NEAR(sum, zero1["weights_sum"].get<double>(), 1e-6 * std::abs(sum));
+  }
   EXPECT_NEAR(zero1["weights_sum"].get<double>(), plain["weights_sum"].get<double>(),
               1e-9 * std::abs(plain["weights_sum"].get<double>()));
   EXPECT_NEAR(zero1["weights_sum_of_squares"].get<double>(),

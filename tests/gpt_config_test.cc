@@ -125,5 +125,35 @@ TEST(GptConfig, ZeroStagesPredictPerWorkerMemoryAndTraffic) {
             "gpt: zero=1 shards over data-parallel workers: it needs workers > 1");
 }
 
+// The memory estimate carries Korthikanti et al. 2022's per-layer activation counts beside
+// trainbench's own, and what recomputation saves against none.
+TEST(GptConfig, MemoryEstimateShowsKorthikantiBesideItsCountAndWhatRecomputationSaves) {
+  const std::string base = "gpt:layers=2,d_model=64,heads=4,seq=32,vocab=100,batch=2";
+  auto reference = [](const StepCost& c, const std::string& word) {
+    for (const auto& r : c.memory.references)
+      if (r.label.find(word) != std::string::npos) return r.bytes;
+    ADD_FAILURE() << "no reference mentioning " << word;
+    return -1.0;
+  };
+  const double sbh = 32.0 * 2 * 64, as_h = 4.0 * 32 / 64;
+  const StepCost none = step_cost(parse_config(base));
+  EXPECT_DOUBLE_EQ(reference(none, "Korthikanti"), sbh * (34 + 5 * as_h));
+  double blocks = 0;
+  for (const auto& l : none.layers)
+    if (l.name.rfind("layer", 0) == 0) blocks += l.saved_bytes;
+  EXPECT_DOUBLE_EQ(reference(none, "trainbench"), blocks / 2);
+  EXPECT_EQ(none.memory.references.size(), 2u);  // nothing saved: no line for it
+  const StepCost selective = step_cost(parse_config(base + ",recompute=selective"));
+  EXPECT_DOUBLE_EQ(reference(selective, "Korthikanti"), 34 * sbh);
+  const StepCost full = step_cost(parse_config(base + ",recompute=full"));
+  EXPECT_DOUBLE_EQ(reference(full, "Korthikanti"), 2 * sbh);
+  EXPECT_DOUBLE_EQ(reference(full, "saves"), none.memory.feature_maps - full.memory.feature_maps);
+  EXPECT_GT(reference(selective, "saves"), 0);
+  // References stay outside the total.
+  EXPECT_DOUBLE_EQ(none.memory.total(), none.memory.weights + none.memory.gradients +
+                                            none.memory.optimizer_state + none.memory.feature_maps +
+                                            none.memory.inputs + none.memory.workspace);
+}
+
 }  // namespace
 }  // namespace tb

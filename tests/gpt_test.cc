@@ -145,15 +145,71 @@ TEST(Gpt, RecomputedForwardGemmsAppearInTheBackwardPhase) {
   EXPECT_NEAR((backward["selective"] - backward["none"]) / attention, 1.0, 0.01);
 }
 
-// An emulated number format with recomputation is refused as unsupported, not run wrongly.
-TEST(Gpt, RecomputationWithEmulatedFormatsIsUnsupported) {
+// Loss and gradients of one step under the config's numerics= (the wrapper's points installed
+// for the forward pass), weights and stochastic streams made by `seed`.
+std::pair<double, std::vector<torch::Tensor>> one_emulated_step(const Config& c, uint64_t seed) {
+  auto t = prepare_training(c, torch::kCPU, seed);
+  const auto loss = t.workload->loss(t.batch);
+  loss.backward();
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : t.workload->module().parameters()) grads.push_back(p.grad().clone());
+  return {loss.item<double>(), grads};
+}
+
+// Under emulated formats with stochastic rounding the re-run forward replays the rounding its
+// first run drew (model/activation_point.h's PointsReplay), so recomputation still changes
+// nothing: without the replay the re-run draws other bits and the gradients move.
+TEST(Gpt, RecomputationReplaysTheStochasticRoundingOfEmulatedFormats) {
+  const std::string text =
+      "gpt:layers=2,d_model=32,heads=4,kv_heads=2,seq=16,vocab=50,batch=2,threads=1,"
+      "numerics=a:bf16/stochastic+e:bf16/stochastic";
+  const auto plain = one_emulated_step(parse_config(text), 3);
+  // The random bits matter: rounding to nearest gives another loss.
+  const std::string nearest =
+      "gpt:layers=2,d_model=32,heads=4,kv_heads=2,seq=16,vocab=50,batch=2,threads=1,"
+      "numerics=a:bf16+e:bf16";
+  EXPECT_NE(one_emulated_step(parse_config(nearest), 3).first, plain.first);
+  for (const std::string mode : {"selective", "full"}) {
+    const auto again = one_emulated_step(parse_config(text + ",recompute=" + mode), 3);
+    EXPECT_EQ(again.first, plain.first) << mode;
+    ASSERT_EQ(again.second.size(), plain.second.size());
+    for (size_t i = 0; i < plain.second.size(); ++i)
+      EXPECT_TRUE(torch::allclose(again.second[i], plain.second[i], 1e-5, 1e-6))
+          << mode << ": gradient " << i;
+  }
   RunOptions o;
   o.timing.fixed_steps = 2;
-  const RunResult r =
-      run_config(parse_config("gpt:layers=1,d_model=16,heads=2,seq=8,vocab=20,batch=2,threads=1,"
-                              "recompute=full,numerics=bf16"),
-                 o);
-  EXPECT_EQ(r.status, Status::kUnsupported) << r.error;
+  const RunResult r = run_config(parse_config(text + ",recompute=full"), o);
+  EXPECT_EQ(r.status, Status::kOk) << r.error;
+}
+
+// The profile splits the step by model part (model/phase.h's PartScope): each part's
+// matrix-product FLOPs, its backward operators found through autograd's links, are the
+// cost's model FLOPs of that part; with full recomputation every block's part runs its
+// forward twice.
+TEST(Gpt, ProfileAttributesOperatorsToModelParts) {
+  for (const std::string text :
+       {std::string(kVariants[0]), std::string(kVariants[2]), std::string(kVariants[3])}) {
+    for (const std::string mode : {"none", "full"}) {
+      const Config c = parse_config(text + ",threads=1,recompute=" + mode);
+      ProfileOptions o;
+      o.warmup_steps = 1;
+      o.steps = 2;
+      const ProfileRun run = profile_config(c, o);
+      ASSERT_EQ(run.status, Status::kOk) << run.error;
+      const auto flops = run.profile.part_matmul_flops();
+      const auto time = run.profile.part_self_us();
+      const auto model = step_cost(c).model_flops.parts;
+      ASSERT_EQ(model.size(), 4u);
+      for (const auto& [part, f] : model) {
+        const double reruns = mode == "full" && part != "logits" ? 4.0 / 3 : 1.0;
+        ASSERT_TRUE(flops.count(part)) << c.str() << ": " << part;
+        EXPECT_NEAR(flops.at(part) / (f * reruns), 1.0, 0.01) << c.str() << ": " << part;
+        EXPECT_GT(time.at(part), 0) << part;
+      }
+      EXPECT_EQ(run.profile.model_part_flops, model);
+    }
+  }
 }
 
 // The shape as tests/support/gpt_twin.py reads it.

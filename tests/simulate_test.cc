@@ -99,6 +99,26 @@ TEST(Simulate, HalfTheFormatWidthHalvesTheBytes) {
   EXPECT_DOUBLE_EQ(bb, ba / 2);
 }
 
+// With data-parallel workers the simulation is per worker: the ZeRO stage's per-worker memory
+// and the bytes each worker sends (cost.h's DataParallelCost), at the format's width.
+TEST(Simulate, DataParallelWorkersGetPerWorkerMemoryAndTraffic) {
+  const std::string base = "gpt:layers=2,d_model=64,heads=4,seq=32,vocab=100,batch=2,workers=4";
+  const auto p = accelerator(1, 1);
+  const auto plain = sim::simulate_config(p, parse_config(base), "fp32");
+  const auto zero3 = sim::simulate_config(p, parse_config(base + ",zero=3"), "fp32");
+  const auto half = sim::simulate_config(p, parse_config(base + ",zero=3"), "bf16");
+  EXPECT_EQ(zero3.workers, 4);
+  EXPECT_EQ(zero3.zero, 3);
+  const StepCost c = step_cost(parse_config(base + ",zero=3"));
+  EXPECT_DOUBLE_EQ(zero3.comm_bytes_ideal, c.data_parallel.ideal_bytes_per_step);
+  EXPECT_DOUBLE_EQ(half.comm_bytes_ideal, c.data_parallel.ideal_bytes_per_step / 2);
+  EXPECT_LT(zero3.memory_bytes, plain.memory_bytes);  // weights, gradients, state sharded
+  EXPECT_EQ(zero3.step_s, plain.step_s);              // communication is not modeled in time
+  EXPECT_NE(sim::format_simulation(zero3).find("data parallel: 4 workers, ZeRO stage 3"),
+            std::string::npos);
+  EXPECT_EQ(sim::to_json(zero3)["data_parallel"]["zero"], 3);
+}
+
 TEST(Simulate, MappingEfficiencySlowsTheComputeBoundGemm) {
   const StepCost c = one_linear(10, 5, 6);  // the hand example's forward GEMM
   const auto p = accelerator(1, 1e9, 4, 4);

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <tuple>
 
 #include "analysis/summary.h"
 
@@ -25,6 +27,57 @@ std::string show(const MetricInfo& m, double v) {
 std::string weight_text(const MetricInfo& m, double w) {
   if (m.unit.rfind("fraction", 0) == 0) return fmt::format("{:+.1f} points", 100 * w);
   return (w >= 0 ? "+" : "") + show(m, w);
+}
+
+// Profiles whose operators carry model parts (gpt): where the attention scores overtake the
+// MLP in time (forward and backward) as seq grows, per platform and d_model. At each seq the
+// ratio is the median over the profiled variants (heads, activation, experts, ...).
+void observe_parts(const RunSet& runs, std::vector<Observation>& out) {
+  // (platform, family, d_model) -> seq -> attention scores' time over the MLP's
+  std::map<std::tuple<std::string, std::string, int64_t>, std::map<int64_t, std::vector<double>>>
+      groups;
+  for (const auto& pr : runs.profiles) {
+    const auto parts = pr.profile.part_self_us();
+    const auto attn = parts.find("attention_scores"), mlp = parts.find("mlp");
+    if (attn == parts.end() || mlp == parts.end() || mlp->second <= 0) continue;
+    std::string family;
+    const auto params = config_params(pr.profile.config, &family);
+    if (!params.count("seq") || !params.count("d_model")) continue;
+    groups[{pr.platform, family, std::stoll(params.at("d_model"))}][std::stoll(params.at("seq"))]
+        .push_back(attn->second / mlp->second);
+  }
+  size_t written = 0;
+  for (const auto& [key, by_seq] : groups) {
+    const auto& [platform, family, d_model] = key;
+    std::vector<std::pair<int64_t, double>> series;  // seq, median ratio
+    size_t variants = 0;
+    for (const auto& [seq, ratios] : by_seq) {
+      series.push_back({seq, percentile(ratios, 50)});
+      variants = std::max(variants, ratios.size());
+    }
+    std::string list;
+    for (size_t i = 0; i < series.size() && i < 6; ++i)
+      list += fmt::format("{}{:.2f}x at seq={}", i ? ", " : "", series[i].second, series[i].first);
+    if (series.size() > 6) list += ", ...";
+    size_t first = 0;
+    while (first < series.size() && series[first].second <= 1) ++first;
+    std::string verdict;
+    if (first == series.size())
+      verdict = "the MLP takes longer at every profiled seq";
+    else if (first == 0)
+      verdict = fmt::format("the attention scores take longer already at seq={}", series[0].first);
+    else
+      verdict = fmt::format("the attention scores overtake the MLP between seq={} and seq={}",
+                            series[first - 1].first, series[first].first);
+    out.push_back(
+        {fmt::format("On {}, {} d_model={}: the attention scores' time (forward and backward, "
+                     "profiled) over the MLP's is {}{}: {}",
+                     platform, family, d_model, list,
+                     variants > 1 ? fmt::format(" (median of up to {} variants)", variants) : "",
+                     verdict),
+         chart_id("oproof", platform)});
+    if (++written >= 8) break;
+  }
 }
 
 }  // namespace
@@ -200,6 +253,8 @@ std::vector<Observation> observe(const RunSet& runs, const Summary& s) {
                      chart_id("box")});
     }
   }
+
+  observe_parts(runs, out);
 
   size_t loose = 0, ok = 0;
   std::vector<double> cis;

@@ -36,9 +36,17 @@ struct LayerCost {
 };
 
 // Memory a training step needs, by TBD's categories (bytes).
+// A figure to read the estimate against, outside its total: a published formula's count
+// (gpt: Korthikanti et al. 2022's activations per layer) or what an option changes.
+struct MemoryReference {
+  std::string label;
+  double bytes = 0;
+};
+
 struct MemoryEstimate {
   double weights = 0, gradients = 0, optimizer_state = 0, feature_maps = 0, inputs = 0,
          workspace = 0;
+  std::vector<MemoryReference> references;
   double total() const {
     return weights + gradients + optimizer_state + feature_maps + inputs + workspace;
   }
@@ -103,6 +111,7 @@ struct ModelCost {
   // the config's (A3C's shared RMSprop keeps one buffer, no momentum): 0 means the config's.
   double optimizer_state_per_param = 0;
   ModelFlops model_flops;
+  std::vector<MemoryReference> memory_references;  // copied to the estimate
   // Data-parallel workers and ZeRO stage, for families that shard across them (gpt): the
   // memory estimate is then per worker.
   int64_t workers = 1;

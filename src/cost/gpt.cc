@@ -119,6 +119,49 @@ void finalize_gpt(Config& c) {
   }
 }
 
+ModelCost gpt_cost(const Config& c, int64_t eb);
+
+// The activation memory beside published counts: Korthikanti et al. 2022 ("Reducing
+// Activation Recomputation in Large Transformer Models", eq. 1 and section 5) count, per layer,
+// sbh(34 + 5as/h) bytes without recomputation, 34sbh with selective and 2sbh with full, for
+// 16-bit activations with 1-byte dropout masks; this family has no dropout and keeps its own
+// dtype, so the two differ by design. And what recomputation saves against none.
+std::vector<MemoryReference> activation_references(const Config& c, const GptShape& g,
+                                                   const std::vector<LayerCost>& layers,
+                                                   int64_t eb) {
+  const double s = double(g.seq), b = double(g.batch), h = double(g.d), a = double(g.heads);
+  const double sbh = s * b * h;
+  std::vector<MemoryReference> out;
+  double own = 0;
+  for (const auto& l : layers)
+    if (l.name.rfind("layer", 0) == 0) own += l.saved_bytes;
+  out.push_back(
+      {"activations per layer, trainbench's count (feature maps of the blocks / "
+       "layers)",
+       own / double(g.layers)});
+  if (g.recompute == "none")
+    out.push_back(
+        {"activations per layer, Korthikanti et al. 2022: sbh(34 + 5as/h) (16-bit, "
+         "dropout masks)",
+         sbh * (34 + 5 * a * s / h)});
+  else if (g.recompute == "selective")
+    out.push_back(
+        {"activations per layer, Korthikanti et al. 2022, selective: 34sbh (16-bit, "
+         "dropout masks)",
+         34 * sbh});
+  else
+    out.push_back({"activations per layer, Korthikanti et al. 2022, full: 2sbh (16-bit)", 2 * sbh});
+  if (g.recompute != "none") {
+    Config none = c;
+    none.set("recompute", "none");
+    double all = 0, now = 0;
+    for (const auto& l : gpt_cost(none, eb).layers) all += l.saved_bytes;
+    for (const auto& l : layers) now += l.saved_bytes;
+    out.push_back({"feature maps recompute=" + g.recompute + " saves (against none)", all - now});
+  }
+  return out;
+}
+
 ModelCost gpt_cost(const Config& c, int64_t eb) {
   const GptShape g = gpt_shape(c);
   const double T = double(g.tokens()), d = double(g.d);
@@ -213,6 +256,7 @@ ModelCost gpt_cost(const Config& c, int64_t eb) {
   m.input_bytes = 8.0 * 2 * T + double(eb) * double(g.seq) * double(g.seq) +
                   (g.rope ? 2.0 * double(eb) * double(g.seq) * double(g.head_dim) : 0.0);
   m.model_flops = gpt_model_flops(g);
+  m.memory_references = activation_references(c, g, out, eb);
   m.workers = c.get_int("workers");
   m.zero = int(c.get_int("zero"));
   return m;

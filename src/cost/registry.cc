@@ -63,6 +63,7 @@ StepCost step_cost(ModelCost model, const std::string& optimizer, int64_t eb) {
       model.optimizer_state_per_param > 0 ? model.optimizer_state_per_param : opt.state_per_param;
   s.memory.optimizer_state = eb * state * trainable;
   s.memory.inputs = model.input_bytes;
+  s.memory.references = model.memory_references;
   // During backward the gradient of the largest activation and the gradient of its
   // input are alive together with everything saved.
   s.memory.workspace = 2 * largest_output;
@@ -79,6 +80,15 @@ StepCost step_cost(ModelCost model, const std::string& optimizer, int64_t eb) {
     dp.run_bytes_per_step = model.zero == 0   ? 2 * (n - 1) / n * P
                             : model.zero == 1 ? 2 * (n - 1) / n * P + (n - 1) * shard * eb
                                               : 0;
+    s.memory.references.push_back(
+        {fmt::format("sent per worker per step, ZeRO stage {} over {} workers (ring collectives, "
+                     "Rajbhandari et al. 2020); the estimate above is per worker, a one-process "
+                     "measurement is not sharded",
+                     model.zero, model.workers),
+         dp.ideal_bytes_per_step});
+    if (dp.run_bytes_per_step > 0)
+      s.memory.references.push_back(
+          {"sent per worker per step as trainbench runs it on Gloo", dp.run_bytes_per_step});
   }
   return s;
 }

@@ -349,6 +349,26 @@ void Policy::reseed(uint64_t run_seed) {
                   uint64_t(&q - points.data()));
 }
 
+std::vector<uint64_t> Policy::stream_positions() const {
+  std::vector<uint64_t> out;
+  for (const QuantPoint* q : globals()) out.push_back(q->position());
+  for (const auto& [layer, points] : layers)
+    for (const auto& q : points)
+      if (q) out.push_back(q->position());
+  return out;
+}
+
+void Policy::seek_streams(const std::vector<uint64_t>& positions) const {
+  size_t i = 0;
+  auto next = [&](const QuantPoint& q) {
+    if (i < positions.size()) q.seek(positions[i++]);
+  };
+  for (const QuantPoint* q : globals()) next(*q);
+  for (const auto& [layer, points] : layers)
+    for (const auto& q : points)
+      if (q) next(*q);
+}
+
 const QuantPoint& Policy::at(int place, int layer) const {
   if (layer >= 0) {
     const auto it = layers.find(layer);

@@ -52,6 +52,9 @@ struct Policy {
   std::string str() const;
   // Every point's stochastic stream for one run: runs seeded the same draw the same bits.
   void reseed(uint64_t run_seed);
+  // Every point's stream position, globals then layers' in order; and back to such a list.
+  std::vector<uint64_t> stream_positions() const;
+  void seek_streams(const std::vector<uint64_t>& positions) const;
 };
 
 // Piecewise-linear tanh and sigmoid (33 knots), with the segment slope as their gradient.

@@ -57,6 +57,8 @@ NumericsWorkload::NumericsWorkload(std::unique_ptr<Workload> inner, Policy polic
     rounds_weights_ = rounds_weights_ || (points[0] && points[0]->enabled());
     for (int i : {1, 2}) installs_points_ = installs_points_ || (points[i] && points[i]->enabled());
   }
+  overrides_.tell_streams = [this] { return policy_.stream_positions(); };
+  overrides_.seek_streams = [this](const std::vector<uint64_t>& p) { policy_.seek_streams(p); };
   // Recurrent modules run step by step when activations or errors are rounded too, so that
   // their formats reach the hidden states, not only the sequences going in and out.
   if (global_points) {

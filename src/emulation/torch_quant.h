@@ -36,6 +36,10 @@ class QuantPoint {
     seed_ = base_seed_ * 0x9E3779B97F4A7C15ull + run_stream;
     calls_ = 0;
   }
+  // Where the stochastic stream stands (calls so far), and moving it there: a recomputed
+  // forward pass replays the rounding of its first run (model/activation_point.h).
+  uint64_t position() const { return calls_.load(); }
+  void seek(uint64_t calls) const { calls_ = calls; }
 
   // A float32 copy of x holding values of the format (x itself when disabled). Block formats
   // take blocks along the last dimension.

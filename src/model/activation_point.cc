@@ -121,4 +121,20 @@ ActivationHookScope::~ActivationHookScope() {
   current = previous_overrides_;
 }
 
+PointsReplay::PointsReplay() : hook_(current_hook), overrides_(current) {
+  if (overrides_ && overrides_->tell_streams) positions_ = overrides_->tell_streams();
+}
+
+PointsReplay::Scope::Scope(const PointsReplay& replay)
+    : points_(replay.hook_, replay.overrides_), overrides_(replay.overrides_) {
+  if (overrides_ && overrides_->tell_streams) {
+    resume_ = overrides_->tell_streams();
+    overrides_->seek_streams(replay.positions_);
+  }
+}
+
+PointsReplay::Scope::~Scope() {
+  if (overrides_ && overrides_->seek_streams) overrides_->seek_streams(resume_);
+}
+
 }  // namespace tb

@@ -76,6 +76,11 @@ struct Overrides {
   std::function<torch::Tensor(const torch::Tensor& x, const torch::Tensor& w,
                               const torch::Tensor& b, const ConvOptions& geometry)>
       conv2d;
+  // Where the random streams of the emulation's stochastic rounding stand, and a way to put
+  // them there: a recomputed stretch of the forward pass (PointsReplay) rounds as it did the
+  // first time. Empty: nothing random.
+  std::function<std::vector<uint64_t>()> tell_streams;
+  std::function<void(const std::vector<uint64_t>&)> seek_streams;
 };
 
 // True while a hook or overrides are installed on this thread: a family whose library
@@ -182,6 +187,34 @@ class ActivationHookScope {
  private:
   const ActivationHook* previous_;
   const Overrides* previous_overrides_;
+};
+
+// The hook and overrides installed on this thread when it is made, and where their random
+// streams stand then: a stretch of the forward pass re-run later (recomputation, whose re-run
+// happens in backward, outside the forward pass's ActivationHookScope) goes through the same
+// points and draws the same rounding.
+class PointsReplay {
+ public:
+  PointsReplay();
+  // For its lifetime: the captured hook and overrides installed on this thread, their streams
+  // rewound to the capture; on exit the streams go back to where they stood before it.
+  class Scope {
+   public:
+    explicit Scope(const PointsReplay& replay);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    ActivationHookScope points_;
+    const Overrides* overrides_;
+    std::vector<uint64_t> resume_;
+  };
+
+ private:
+  const ActivationHook* hook_;
+  const Overrides* overrides_;
+  std::vector<uint64_t> positions_;
 };
 
 }  // namespace tb

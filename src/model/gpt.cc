@@ -11,8 +11,8 @@
 #include <cmath>
 #include <limits>
 
-#include "base/errors.h"
 #include "model/activation_point.h"
+#include "model/phase.h"
 #include "model/workload.h"
 
 namespace tb {
@@ -25,8 +25,13 @@ namespace F = torch::nn::functional;
 // again, with autograd, in the backward pass, whose gradients then flow through the re-run
 // graph (the re-entrant form of torch.utils.checkpoint; LibTorch 1.13 has no checkpoint API).
 // The parameters `fn` reads get their gradients from that inner backward. The re-run is
-// identical because nothing in `fn` draws random numbers (no dropout; routing is top-k).
-using Segment = std::function<std::vector<torch::Tensor>(const std::vector<torch::Tensor>&)>;
+// identical: nothing in `fn` draws random numbers (no dropout; routing is top-k) except the
+// stochastic rounding of emulated formats (numerics=), which it replays from where the first
+// run's streams stood, through the same points (model/activation_point.h's PointsReplay).
+struct Segment {
+  std::function<std::vector<torch::Tensor>(const std::vector<torch::Tensor>&)> fn;
+  PointsReplay points;  // captured as the forward pass runs it
+};
 
 struct Recompute : torch::autograd::Function<Recompute> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
@@ -36,18 +41,21 @@ struct Recompute : torch::autograd::Function<Recompute> {
     torch::NoGradGuard no_graph;
     std::vector<torch::Tensor> detached;
     for (const auto& t : inputs) detached.push_back(t.detach());
-    return (*reinterpret_cast<const Segment*>(segment))(detached);
+    auto& seg = *reinterpret_cast<Segment*>(segment);
+    seg.points = PointsReplay();
+    return seg.fn(detached);
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    const auto& fn = *reinterpret_cast<const Segment*>(ctx->saved_data["segment"].toInt());
+    const auto& seg = *reinterpret_cast<const Segment*>(ctx->saved_data["segment"].toInt());
     std::vector<torch::Tensor> inputs;
     for (const auto& t : ctx->get_saved_variables())
       inputs.push_back(t.detach().requires_grad_(t.requires_grad()));
     std::vector<torch::Tensor> outputs, output_grads;
     {
       torch::AutoGradMode with_graph(true);
-      const auto again = fn(inputs);
+      const PointsReplay::Scope replay(seg.points);
+      const auto again = seg.fn(inputs);
       for (size_t i = 0; i < again.size(); ++i)
         if (again[i].requires_grad() && grads[i].defined()) {
           outputs.push_back(again[i]);
@@ -62,8 +70,8 @@ struct Recompute : torch::autograd::Function<Recompute> {
   }
 };
 
-std::vector<torch::Tensor> recompute(const Segment& fn, const std::vector<torch::Tensor>& in) {
-  return Recompute::apply(at::TensorList(in), reinterpret_cast<int64_t>(&fn));
+std::vector<torch::Tensor> recompute(Segment& segment, const std::vector<torch::Tensor>& in) {
+  return Recompute::apply(at::TensorList(in), reinterpret_cast<int64_t>(&segment));
 }
 
 struct RMSNormImpl : nn::Module {
@@ -188,7 +196,7 @@ struct BlockImpl : nn::Module {
     if (recompute_ != "full") return block(x, mask, cos, sin, aux);
     // The segment lives in the block until the next step's forward replaces it: after this
     // step's backward has re-run it.
-    segment_ = [this, mask, cos, sin](const std::vector<torch::Tensor>& in) {
+    segment_.fn = [this, mask, cos, sin](const std::vector<torch::Tensor>& in) {
       torch::Tensor balance;
       auto y = block(in[0], mask, cos, sin, balance);
       return balance.defined() ? std::vector<torch::Tensor>{y, balance}
@@ -201,39 +209,57 @@ struct BlockImpl : nn::Module {
   torch::Tensor block(torch::Tensor x, const torch::Tensor& mask, const torch::Tensor& cos,
                       const torch::Tensor& sin, torch::Tensor& aux) {
     const int64_t B = x.size(0), s = x.size(1), H = g_.heads, KV = g_.kv_heads, hd = g_.head_dim;
-    const auto proj = layer_op(qkv, norm1(x));
-    auto q = proj.slice(-1, 0, g_.d).view({B, s, H, hd}).transpose(1, 2);
-    auto k = proj.slice(-1, g_.d, g_.d + g_.kv_width()).view({B, s, KV, hd}).transpose(1, 2);
-    auto v = proj.slice(-1, g_.d + g_.kv_width()).view({B, s, KV, hd}).transpose(1, 2);
-    if (cos.defined()) {
-      q = q * cos + rotate_half(q) * sin;
-      k = k * cos + rotate_half(k) * sin;
+    const auto normed = norm1(x);
+    torch::Tensor q, k, v;
+    {
+      const PartScope part("projections");
+      const auto proj = layer_op(qkv, normed);
+      q = proj.slice(-1, 0, g_.d).view({B, s, H, hd}).transpose(1, 2);
+      k = proj.slice(-1, g_.d, g_.d + g_.kv_width()).view({B, s, KV, hd}).transpose(1, 2);
+      v = proj.slice(-1, g_.d + g_.kv_width()).view({B, s, KV, hd}).transpose(1, 2);
+      if (cos.defined()) {
+        q = q * cos + rotate_half(q) * sin;
+        k = k * cos + rotate_half(k) * sin;
+      }
+      if (KV < H) {
+        k = k.repeat_interleave(H / KV, 1);
+        v = v.repeat_interleave(H / KV, 1);
+      }
     }
-    if (KV < H) {
-      k = k.repeat_interleave(H / KV, 1);
-      v = v.repeat_interleave(H / KV, 1);
-    }
-    q = q * (1 / std::sqrt(double(hd)));
     torch::Tensor context;
     if (recompute_ == "selective") {
       // Korthikanti et al. 2022: only the attention core (scores, softmax, their product with
       // v) is recomputed; its inputs q, k, v are kept.
-      attention_ = [mask](const std::vector<torch::Tensor>& in) {
+      attention_.fn = [mask](const std::vector<torch::Tensor>& in) {
         return std::vector<torch::Tensor>{attention_core(in[0], in[1], in[2], mask)};
       };
       context = recompute(attention_, {q, k, v})[0];
     } else {
       context = attention_core(q, k, v, mask);
     }
-    x = x + layer_op(out, context.transpose(1, 2).reshape({B, s, g_.d}));
+    {
+      const PartScope part("projections");
+      x = x + layer_op(out, context.transpose(1, 2).reshape({B, s, g_.d}));
+    }
     const auto h = norm2(x);
-    if (!moe) return x + mlp(h);
-    auto [y, balance] = moe(h);
-    aux = aux.defined() ? aux + balance : balance;
+    torch::Tensor y;
+    {
+      const PartScope part("mlp");
+      if (moe) {
+        auto [experts_out, balance] = moe(h);
+        y = experts_out;
+        aux = aux.defined() ? aux + balance : balance;
+      } else {
+        y = mlp(h);
+      }
+    }
     return x + y;
   }
-  static torch::Tensor attention_core(const torch::Tensor& q, const torch::Tensor& k,
+  // The queries' scaling, the scores with the causal mask, softmax, and their product with v.
+  static torch::Tensor attention_core(torch::Tensor q, const torch::Tensor& k,
                                       const torch::Tensor& v, const torch::Tensor& mask) {
+    const PartScope part("attention_scores");
+    q = q * (1 / std::sqrt(double(q.size(-1))));
     const auto scores = product_op(q, k.transpose(-2, -1)) + mask;  // [B, H, s, s]
     return product_op(torch::softmax(scores, -1), v);               // [B, H, s, hd]
   }
@@ -268,6 +294,7 @@ struct GptNetImpl : nn::Module {
     torch::Tensor aux;
     for (const auto& m : *layers) x = m->as<BlockImpl>()->forward(x, mask, cos, sin, aux);
     const auto h = final_norm(x);
+    const PartScope part("logits");
     auto logits = g_.tied ? linear_op(h, embed->weight) : layer_op(lm_head, h);
     return {activation_point(logits), aux};
   }
@@ -282,11 +309,6 @@ TORCH_MODULE(GptNet);
 class GptWorkload : public Workload {
  public:
   explicit GptWorkload(const Config& c) : g_(gpt_shape(c)) {
-    // The re-run must see the same stochastic rounding as the first run; the emulation's
-    // points draw a fresh stream per call, so the two would differ.
-    if (c.get("recompute") != "none" && c.get("numerics") != "fp32")
-      throw Unsupported("gpt: recompute=" + c.get("recompute") +
-                        " with numerics=" + c.get("numerics") + " is not supported yet");
     net_ = GptNet(g_, c.get("recompute"));
   }
   torch::nn::Module& module() override { return *net_; }
@@ -313,7 +335,11 @@ class GptWorkload : public Workload {
   }
   torch::Tensor loss(const Batch& b) override {
     auto [logits, aux] = net_->forward(b.inputs);
-    auto loss = F::cross_entropy(logits.reshape({-1, g_.vocab}).to(torch::kFloat32), b.target);
+    torch::Tensor loss;
+    {
+      const PartScope part("logits");
+      loss = F::cross_entropy(logits.reshape({-1, g_.vocab}).to(torch::kFloat32), b.target);
+    }
     if (aux.defined() && g_.aux_loss > 0) loss = loss + g_.aux_loss * aux;
     return loss;
   }

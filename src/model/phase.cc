@@ -1,5 +1,7 @@
 #include "model/phase.h"
 
+#include <string>
+
 namespace tb {
 namespace {
 std::atomic<int> g_phase{0};
@@ -38,6 +40,10 @@ PhaseScope::PhaseScope(Phase p)
         scope_.before("tb::other");
     }
   }
+}
+
+PartScope::PartScope(const char* part) : scope_(at::RecordScope::USER_SCOPE) {
+  if (scope_.isActive()) scope_.before(std::string(kPartScopePrefix) + part);
 }
 
 FrozenWeightsScope::FrozenWeightsScope(const std::vector<at::Tensor>& parameters)

@@ -32,6 +32,21 @@ class PhaseScope {
   at::RecordFunction scope_;
 };
 
+// Marks the operators of one part of a model for its lifetime (gpt: attention_scores,
+// projections, mlp, logits): a profiler user scope "tb::part::<name>". A profile attributes to
+// the part the operators the scope contains and the backward operators of those (linked by
+// autograd's sequence numbers), so time can be split as a cost description splits FLOPs.
+class PartScope {
+ public:
+  explicit PartScope(const char* part);
+  PartScope(const PartScope&) = delete;
+  PartScope& operator=(const PartScope&) = delete;
+
+ private:
+  at::RecordFunction scope_;
+};
+inline constexpr const char* kPartScopePrefix = "tb::part::";
+
 // Marks a stretch of the step in which these parameters are frozen (requires_grad false,
 // e.g. the critic while a GAN's generator updates): a profiler user scope "tb::frozen" whose
 // recorded input shapes are theirs, so a profile counts no weight gradient for a convolution

@@ -54,6 +54,12 @@ json to_json(const StepCost& c, bool with_layers) {
               {"inputs", c.memory.inputs},
               {"workspace", c.memory.workspace},
               {"total", c.memory.total()}}}};
+  if (!c.memory.references.empty()) {
+    json refs = json::array();
+    for (const auto& r : c.memory.references)
+      refs.push_back({{"label", r.label}, {"bytes", r.bytes}});
+    j["memory_references"] = refs;
+  }
   if (c.model_flops.total > 0)
     j["model_flops"] = {{"per_step", c.model_flops.total},
                         {"per_step_causal", c.model_flops.causal},

@@ -106,6 +106,12 @@ json to_json(const MemoryBreakdown& m, bool with_timeline) {
             {"reference",
              {{"params_x_dtype_bytes", double(m.params) * double(m.dtype_bytes)},
               {"optimizer_held_bytes", m.optimizer_held_bytes}}}};
+  if (!m.estimate.references.empty()) {
+    json refs = json::array();
+    for (const auto& r : m.estimate.references)
+      refs.push_back({{"label", r.label}, {"bytes", r.bytes}});
+    j["estimate_references"] = refs;
+  }
   if (with_timeline) {
     json names = json::array();
     for (int c = 0; c < kMemoryCategories; ++c) names.push_back(category_name(c));

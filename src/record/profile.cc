@@ -56,6 +56,20 @@ std::map<std::string, double> Profile::phase_flops() const {
   return out;
 }
 
+std::map<std::string, double> Profile::part_self_us() const {
+  std::map<std::string, double> out;
+  for (const auto& op : ops)
+    if (!op.part.empty()) out[op.part] += op.self_us;
+  return out;
+}
+
+std::map<std::string, double> Profile::part_matmul_flops() const {
+  std::map<std::string, double> out;
+  for (const auto& op : ops)
+    if (!op.part.empty()) out[op.part] += op.op_class == "matmul" ? op.flops : 0.0;
+  return out;
+}
+
 json to_json(const Utilization& u) {
   auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
   return {{"device", u.device},
@@ -123,6 +137,7 @@ json to_json(const Profile& p) {
                    {"shapes", o.shapes},
                    {"phase", o.phase},
                    {"class", o.op_class},
+                   {"part", o.part},
                    {"calls", o.calls},
                    {"total_us", o.total_us},
                    {"self_us", o.self_us},
@@ -152,6 +167,9 @@ json to_json(const Profile& p) {
           {"model_phase_flops", p.model_phase_flops},
           {"phase_flops", p.phase_flops()},
           {"class_self_us", p.class_self_us()},
+          {"model_part_flops", p.model_part_flops},
+          {"part_self_us", p.part_self_us()},
+          {"part_matmul_flops", p.part_matmul_flops()},
           {"utilization", to_json(p.utilization)},
           {"below_average", below},
           {"ops", ops}};
@@ -170,6 +188,7 @@ Profile profile_from_json(const json& j) {
   p.bytes = j.value("bytes_per_step", 0.0);
   p.model_flops = j.value("model_flops_per_step", 0.0);
   p.model_phase_flops = j.value("model_phase_flops", std::map<std::string, double>());
+  p.model_part_flops = j.value("model_part_flops", std::map<std::string, double>());
   if (j.contains("utilization")) p.utilization = utilization_from_json(j["utilization"]);
   for (const auto& o : j.value("ops", json::array())) {
     OpStats s;
@@ -177,6 +196,7 @@ Profile profile_from_json(const json& j) {
     s.shapes = o.value("shapes", "");
     s.phase = o.value("phase", "");
     s.op_class = o.value("class", "");
+    s.part = o.value("part", "");
     s.calls = o.value("calls", 0.0);
     s.total_us = o.value("total_us", 0.0);
     s.self_us = o.value("self_us", 0.0);

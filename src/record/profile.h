@@ -17,6 +17,9 @@ struct OpStats {
   std::string shapes;    // its input shapes, "64x256, 256x256"; "-" for a non-tensor argument
   std::string phase;     // forward, backward, optimizer, other
   std::string op_class;  // matmul, conv, elementwise, ... (cost::op_class)
+  // The model part it belongs to where the family marks parts (gpt: attention_scores,
+  // projections, mlp, logits; model/phase.h's PartScope), backward operators included; "" none.
+  std::string part;
   double calls = 0;
   double total_us = 0, self_us = 0;  // total includes the operators it calls
   // Analytic FLOPs and bytes, counted once: at the outermost operator the cost table knows
@@ -39,6 +42,7 @@ struct Profile {
   double flops = 0, bytes = 0;                      // per step, the sum over operators
   double model_flops = 0;                           // the cost model's FLOPs per step
   std::map<std::string, double> model_phase_flops;  // forward, backward, optimizer
+  std::map<std::string, double> model_part_flops;   // the cost's model FLOPs by part (gpt)
   Utilization utilization;
   std::vector<OpStats> ops;  // by self time, longest first
 
@@ -55,6 +59,10 @@ struct Profile {
   // Self time per operator class and per phase, per step.
   std::map<std::string, double> class_self_us() const;
   std::map<std::string, double> phase_flops() const;
+  // Per model part (operators with a part only): self time, and FLOPs of matrix products
+  // (what the cost description's model FLOPs count), per step. Empty without parts.
+  std::map<std::string, double> part_self_us() const;
+  std::map<std::string, double> part_matmul_flops() const;
 };
 
 nlohmann::json to_json(const Utilization& u);

@@ -437,12 +437,17 @@ void roofline_chart(ChartSet& cs, const RooflineView& v, const std::string& colo
 void op_roofline_chart(ChartSet& cs, const RooflineView& v) {
   const std::string roofs = roof_table(cs, v), pts = "oproof-" + v.platform;
   json points = json::array();
+  // Where a family marks its parts (gpt: attention scores, projections, MLP, logits), the
+  // points are colored by part, so those operators stand apart under the roofs.
+  bool by_part = false;
+  for (const auto& [prof, op] : v.ops) by_part = by_part || !op->part.empty();
   for (const auto& [prof, op] : v.ops)
     points.push_back({{"config", prof->config},
                       {"operator", op->name},
                       {"shapes", op->shapes},
                       {"phase", op->phase},
                       {"class", op->op_class},
+                      {"part", op->part.empty() ? "(no part)" : op->part},
                       {"intensity", op->intensity()},
                       {"achieved", op->achieved_flops()},
                       {"time_share", prof->step_us > 0 ? op->total_us / prof->step_us : 0.0},
@@ -464,15 +469,16 @@ void op_roofline_chart(ChartSet& cs, const RooflineView& v) {
          {{"x", {{"field", "intensity"}, {"type", "quantitative"}}},
           {"y", {{"field", "achieved"}, {"type", "quantitative"}}},
           {"color",
-           {{"field", "class"},
+           {{"field", by_part ? "part" : "class"},
             {"type", "nominal"},
             {"scale", {{"scheme", "category10"}}},
-            {"title", "operator class"}}},
+            {"title", by_part ? "model part" : "operator class"}}},
           {"shape", {{"field", "phase"}, {"type", "nominal"}}},
           {"size", {{"field", "time_share"}, {"type", "quantitative"}, {"title", "share of step"}}},
           {"tooltip", chart_tooltip({{"operator", "nominal"},
                                      {"shapes", "nominal"},
                                      {"phase", "nominal"},
+                                     {"part", "nominal"},
                                      {"config", "nominal"},
                                      {"achieved", "quantitative"},
                                      {"intensity", "quantitative"},
@@ -481,9 +487,12 @@ void op_roofline_chart(ChartSet& cs, const RooflineView& v) {
       {chart_id("oproof", v.platform),
        "profiles",
        v.platform + ": operator roofline",
-       "Each point is an operator (name and input shapes) of a profiled config: analytic FLOPs and "
-       "bytes "
-       "over its measured time, sized by its share of the step, colored by class, shaped by phase.",
+       std::string("Each point is an operator (name and input shapes) of a profiled config: "
+                   "analytic FLOPs and bytes over its measured time, sized by its share of the "
+                   "step, shaped by phase, colored by ") +
+           (by_part ? "model part (attention scores, projections, MLP, logits; backward "
+                      "operators in their forward operator's part)."
+                    : "class."),
        {roofs, pts},
        pts,
        spec});

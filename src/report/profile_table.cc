@@ -135,6 +135,24 @@ std::string format_profile(const Profile& p, size_t top) {
       fmt::format("  {:<14} {:>10} {:>6}\n", "(between ops)",
                   seconds(std::max(0.0, p.step_us - classified) * 1e-6),
                   percent(p.step_us > 0 ? std::max(0.0, p.step_us - classified) / p.step_us : 0));
+
+  if (const auto parts = p.part_self_us(); !parts.empty()) {
+    // Matrix-product FLOPs against the cost's model FLOPs: MoE experts run capacity-padded
+    // and recomputed forwards run twice, so those parts count more than the model's.
+    const auto flops = p.part_matmul_flops();
+    out += "\nSelf time by model part, forward and backward, per step (matmul FLOPs vs model)\n";
+    double parted = 0;
+    for (const auto& [part, us] : parts) {
+      parted += us;
+      const double f = get(flops, part.c_str()), mf = get(p.model_part_flops, part.c_str());
+      out += fmt::format("  {:<18} {:>10} {:>6}  {} vs {}{}\n", part, seconds(us * 1e-6),
+                         percent(p.step_us > 0 ? us / p.step_us : 0), si(f, "FLOP"), si(mf, "FLOP"),
+                         mf > 0 ? fmt::format(" ({:+.1f}%)", 100 * (f / mf - 1)) : "");
+    }
+    out += fmt::format("  {:<18} {:>10} {:>6}\n", "(rest of the step)",
+                       seconds(std::max(0.0, p.step_us - parted) * 1e-6),
+                       percent(p.step_us > 0 ? std::max(0.0, p.step_us - parted) / p.step_us : 0));
+  }
   return out;
 }
 
@@ -160,6 +178,8 @@ std::string format_memory(const MemoryBreakdown& m) {
   out += fmt::format("exactness    weights {} = {} params x {} B; optimizer holds {}\n",
                      bytes_iec(m.peak[kWeights]), m.params, m.dtype_bytes,
                      bytes_iec(m.optimizer_held_bytes));
+  for (const auto& r : m.estimate.references)
+    out += fmt::format("compare      {:>11}  {}\n", bytes_iec(r.bytes), r.label);
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include "cost/cost.h"
 #include "cost/layers.h"
 #include "cost/op_cost.h"
+#include "model/phase.h"
 #include "model/workload.h"
 #include "runner/cpu_usage.h"
 #include "runner/failure.h"
@@ -61,8 +62,64 @@ struct Annotated {
   std::string phase = "other";
   double self_us = 0, flops = 0, bytes = 0;
   std::string flops_source;
+  std::string part;
   bool owner = false;  // its FLOPs and bytes count (no ancestor's do)
 };
+
+bool is_backward_node(const OpEvent& e) {
+  return e.sequence_nr >= 0 && (e.name.find("Backward") != std::string::npos ||
+                                e.name.rfind("autograd::engine::evaluate_function", 0) == 0);
+}
+
+// Model parts (model/phase.h's PartScope): an operator inside a tb::part::<name> range on its
+// thread is in that part; a backward node is in the part of the forward operator that made
+// it (autograd's sequence number on the forward thread); anything else in its parent's.
+// Recomputed forwards run inside the backward phase, within their own part ranges.
+void assign_parts(const std::vector<OpEvent>& events, const std::vector<size_t>& order,
+                  std::vector<Annotated>& ann) {
+  struct PartRange {
+    Interval r;
+    uint64_t tid;
+    std::string part;
+  };
+  std::vector<PartRange> ranges;
+  const std::string prefix = kPartScopePrefix;
+  for (const auto& e : events)
+    if (e.user_scope && e.name.rfind(prefix, 0) == 0)
+      ranges.push_back({{e.start_us, e.start_us + e.dur_us}, e.tid, e.name.substr(prefix.size())});
+  if (ranges.empty()) return;
+  // The innermost range containing the event's start: the latest-starting one.
+  auto contained = [&](const OpEvent& e) -> const std::string* {
+    const PartRange* best = nullptr;
+    for (const auto& pr : ranges)
+      if (pr.tid == e.tid && e.start_us >= pr.r.start && e.start_us <= pr.r.end &&
+          (!best || pr.r.start >= best->r.start))
+        best = &pr;
+    return best ? &best->part : nullptr;
+  };
+  // Forward operators by (thread, sequence number): the latest one to take a number is the
+  // one whose autograd node has it.
+  std::map<std::pair<uint64_t, int64_t>, std::pair<double, std::string>> forward;
+  for (size_t i : order) {
+    const auto& e = events[i];
+    if (e.sequence_nr < 0 || is_backward_node(e)) continue;
+    if (const std::string* part = contained(e)) {
+      auto& slot = forward[{e.tid, e.sequence_nr}];
+      if (slot.second.empty() || e.start_us >= slot.first) slot = {e.start_us, *part};
+    }
+  }
+  for (size_t i : order) {  // parents first
+    const auto& e = events[i];
+    auto& a = ann[i];
+    if (const std::string* part = contained(e)) {
+      a.part = *part;
+    } else if (is_backward_node(e)) {
+      const auto it = forward.find({e.fwd_tid ? e.fwd_tid : e.tid, e.sequence_nr});
+      if (it != forward.end()) a.part = it->second.second;
+    }
+    if (a.part.empty() && a.parent >= 0) a.part = ann[a.parent].part;
+  }
+}
 
 Profile aggregate(const std::vector<OpEvent>& events, int steps, std::vector<TraceEvent>* trace,
                   const std::vector<std::vector<int64_t>>& no_grad_shapes = {}) {
@@ -128,6 +185,7 @@ Profile aggregate(const std::vector<OpEvent>& events, int steps, std::vector<Tra
     }
     a.self_us = e.dur_us;
   }
+  assign_parts(events, order, ann);
   std::vector<bool> has_children(events.size(), false);
   for (size_t i : order)
     if (ann[i].parent >= 0) {
@@ -167,15 +225,16 @@ Profile aggregate(const std::vector<OpEvent>& events, int steps, std::vector<Tra
     }
   }
 
-  std::map<std::tuple<std::string, std::string, std::string>, OpStats> rows;
+  std::map<std::tuple<std::string, std::string, std::string, std::string>, OpStats> rows;
   double window_start = 1e300, window_end = -1e300;
   for (size_t i : order) {
     const auto& e = events[i];
     const auto& a = ann[i];
     const std::string shapes = shape_text(e.shapes);
-    OpStats& s = rows[{e.name, shapes, a.phase}];
+    OpStats& s = rows[{e.name, shapes, a.phase, a.part}];
     if (s.calls == 0) {
       s.name = e.name, s.shapes = shapes, s.phase = a.phase, s.op_class = cost::op_class(e.name);
+      s.part = a.part;
       if (a.phase == "optimizer" && s.op_class != "memory" && s.op_class != "quantize")
         s.op_class = "optimizer";
     }
@@ -224,6 +283,7 @@ Profile aggregate(const std::vector<OpEvent>& events, int steps, std::vector<Tra
       if (!e.user_scope) {
         t.args = {
             {"shapes", shape_text(e.shapes)}, {"phase", ann[i].phase}, {"self_us", ann[i].self_us}};
+        if (!ann[i].part.empty()) t.args["part"] = ann[i].part;
         if (ann[i].flops > 0) t.args["flops"] = ann[i].flops;
       }
       trace->push_back(std::move(t));
@@ -247,6 +307,8 @@ std::vector<OpEvent> op_events(torch::autograd::profiler::ProfilerResult& result
     if (e.hasTypes())
       for (const auto& d : e.dtypes()) x.dtypes.push_back(d);
     x.profiler_flops = double(e.flops());
+    x.sequence_nr = e.sequenceNr();
+    x.fwd_tid = e.fwdThreadId();
     events.push_back(std::move(x));
   }
   return events;
@@ -403,6 +465,7 @@ ProfileRun profile_config(const Config& input, const ProfileOptions& o) {
     p.model_flops = cost.flops();
     p.model_phase_flops = {
         {"forward", cost.fwd_flops}, {"backward", cost.bwd_flops}, {"optimizer", cost.opt_flops}};
+    p.model_part_flops = cost.model_flops.parts;
     Utilization& u = p.utilization;
     u.dtype = p.dtype;
     u.peak_flops = o.peak_flops;

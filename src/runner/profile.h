@@ -37,11 +37,16 @@ struct OpEvent {
   std::vector<std::vector<int64_t>> shapes;
   std::vector<std::string> dtypes;
   double profiler_flops = 0;
+  // Autograd's link from a backward node to the forward operator that made it: the forward
+  // operator's sequence number on its thread (-1: none), and that thread (backward nodes).
+  int64_t sequence_nr = -1;
+  uint64_t fwd_tid = 0;
 };
 
 // Aggregates a window of events into a profile: nests them per thread, attributes each
-// to the phase whose tb::<phase> range contains it, computes self time and counts FLOPs
-// and bytes once per operator tree. `steps` divides everything to per-step figures.
+// to the phase whose tb::<phase> range contains it and to the model part (model/phase.h's
+// PartScope) whose range contains it or its forward operator, computes self time and counts
+// FLOPs and bytes once per operator tree. `steps` divides everything to per-step figures.
 Profile aggregate_profile(const std::vector<OpEvent>& events, int steps);
 
 // The cost of one training step counted by the profiler, for families without a cost

@@ -219,6 +219,12 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
   // Inputs stay as loaded; everything else is held at the format's width.
   s.memory_bytes = (cost.memory.total() - cost.memory.inputs) * width + cost.memory.inputs;
   s.capacity_bytes = p.memory_gb * 1e9;
+  if (cost.data_parallel.workers > 1) {
+    s.workers = cost.data_parallel.workers;
+    s.zero = cost.data_parallel.zero;
+    s.comm_bytes_ideal = cost.data_parallel.ideal_bytes_per_step * width;
+    s.comm_bytes_run = cost.data_parallel.run_bytes_per_step * width;
+  }
   if (s.capacity_bytes > 0 && s.memory_bytes > s.capacity_bytes) s.status = "oom-predicted";
   return s;
 }
@@ -280,31 +286,37 @@ nlohmann::json to_json(const Simulation& s, size_t top_layers) {
   }
   nlohmann::json topj = nlohmann::json::array();
   for (const auto* l : top(s, top_layers)) topj.push_back(l->name);
-  return {{"platform", s.platform},
-          {"config", s.config},
-          {"format",
-           {{"name", s.format.name},
-            {"bits", s.format.bits},
-            {"peak_dtype", s.format.peak_dtype},
-            {"note", s.format.note}}},
-          {"status", s.status},
-          {"peak_flops", s.peak_flops},
-          {"bandwidth", s.bandwidth},
-          {"step_s", s.step_s},
-          {"compute_bound_s", s.compute_bound_s},
-          {"memory_bound_s", s.memory_bound_s},
-          {"overhead_s", s.overhead_s},
-          {"op_overhead_s", s.op_overhead_s},
-          {"operators",
-           {{"forward", s.ops.forward},
-            {"backward", s.ops.backward},
-            {"optimizer", s.ops.optimizer},
-            {"total", s.ops.total()}}},
-          {"phase_s", s.phase_s},
-          {"memory_bytes", s.memory_bytes},
-          {"capacity_bytes", s.capacity_bytes},
-          {"top_layers", topj},
-          {"layers", layers}};
+  return {
+      {"platform", s.platform},
+      {"config", s.config},
+      {"format",
+       {{"name", s.format.name},
+        {"bits", s.format.bits},
+        {"peak_dtype", s.format.peak_dtype},
+        {"note", s.format.note}}},
+      {"status", s.status},
+      {"peak_flops", s.peak_flops},
+      {"bandwidth", s.bandwidth},
+      {"step_s", s.step_s},
+      {"compute_bound_s", s.compute_bound_s},
+      {"memory_bound_s", s.memory_bound_s},
+      {"overhead_s", s.overhead_s},
+      {"op_overhead_s", s.op_overhead_s},
+      {"operators",
+       {{"forward", s.ops.forward},
+        {"backward", s.ops.backward},
+        {"optimizer", s.ops.optimizer},
+        {"total", s.ops.total()}}},
+      {"phase_s", s.phase_s},
+      {"memory_bytes", s.memory_bytes},
+      {"capacity_bytes", s.capacity_bytes},
+      {"data_parallel", s.workers > 1 ? nlohmann::json{{"workers", s.workers},
+                                                       {"zero", s.zero},
+                                                       {"bytes_per_step_ideal", s.comm_bytes_ideal},
+                                                       {"bytes_per_step_as_run", s.comm_bytes_run}}
+                                      : nlohmann::json(nullptr)},
+      {"top_layers", topj},
+      {"layers", layers}};
 }
 
 std::string format_simulation(const Simulation& s, size_t top_layers) {
@@ -315,8 +327,17 @@ std::string format_simulation(const Simulation& s, size_t top_layers) {
   if (!s.format.note.empty()) o << "note: " << s.format.note << "\n";
   o << fmt::format("predicted step time: {:.4g} ms{}\n", s.step_s * 1e3,
                    s.status == "ok" ? "" : "  (" + s.status + ")");
-  o << fmt::format("memory: {:.3g} GB of {:.3g} GB\n", s.memory_bytes / 1e9,
-                   s.capacity_bytes / 1e9);
+  o << fmt::format("memory: {:.3g} GB of {:.3g} GB{}\n", s.memory_bytes / 1e9,
+                   s.capacity_bytes / 1e9, s.workers > 1 ? " per worker" : "");
+  if (s.workers > 1)
+    o << fmt::format(
+        "data parallel: {} workers, ZeRO stage {}: each sends {:.4g} MB per step (ring "
+        "collectives, Rajbhandari et al. 2020){}; not in the step time (no interconnect "
+        "described)\n",
+        s.workers, s.zero, s.comm_bytes_ideal / 1e6,
+        s.comm_bytes_run > 0
+            ? fmt::format(", {:.4g} MB as trainbench runs it on Gloo", s.comm_bytes_run / 1e6)
+            : "");
   const double t = s.step_s > 0 ? s.step_s : 1;
   o << fmt::format("bound: compute {:.1f}%, memory {:.1f}%, overhead {:.1f}%\n",
                    100 * s.compute_bound_s / t, 100 * s.memory_bound_s / t, 100 * s.overhead_s / t);

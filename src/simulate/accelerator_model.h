@@ -83,7 +83,13 @@ struct Simulation {
   double op_overhead_s = 0;               // per operator, from the description (0: none stated)
   double overhead_s = 0;                  // ops.total() x op_overhead_s
   std::map<std::string, double> phase_s;  // per phase
-  double memory_bytes = 0, capacity_bytes = 0;
+  double memory_bytes = 0, capacity_bytes = 0;  // per worker with data parallelism
+  // Data-parallel workers (the config's `workers`) and ZeRO stage: the bytes each worker sends
+  // per step, at the format's width (cost.h's DataParallelCost). Not in step_s: descriptions
+  // state no interconnect.
+  int64_t workers = 1;
+  int zero = 0;
+  double comm_bytes_ideal = 0, comm_bytes_run = 0;
   std::string status = "ok";  // ok or oom-predicted
 };
 

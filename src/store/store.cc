@@ -94,7 +94,7 @@ CREATE TABLE IF NOT EXISTS profile (
   stack_id INTEGER NOT NULL REFERENCES stack(id),
   name TEXT NOT NULL, shapes TEXT, phase TEXT, class TEXT,
   calls REAL, total_us REAL, self_us REAL, flops REAL, flops_source TEXT, profiler_flops REAL,
-  bytes REAL);
+  bytes REAL, part TEXT);
 CREATE INDEX IF NOT EXISTS profile_key ON profile(config, platform_id, stack_id);
 CREATE TABLE IF NOT EXISTS memory (
   id INTEGER PRIMARY KEY,
@@ -327,6 +327,8 @@ void Store::migrate() {
       if (m.stored() && !existing.count(m.column))
         db_->exec(fmt::format("ALTER TABLE run ADD COLUMN {} {}", m.column, m.sql_type));
   }
+  // The model part of a profiled operator came later than the profile table.
+  if (!has_column("profile", "part")) db_->exec("ALTER TABLE profile ADD COLUMN part TEXT");
   db_->exec(fmt::format("INSERT OR REPLACE INTO meta VALUES ('schema_version', '{}')",
                         kStoreSchemaVersion));
   t.commit();
@@ -623,8 +625,8 @@ void Store::add_profile(const json& p, int64_t platform, int64_t stack) {
         .run();
     auto op = db_->prepare(
         "INSERT INTO profile (config, platform_id, stack_id, name, shapes, phase, class, calls, "
-        "total_us, self_us, flops, flops_source, profiler_flops, bytes) VALUES "
-        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+        "total_us, self_us, flops, flops_source, profiler_flops, bytes, part) VALUES "
+        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     for (const auto& o : p.value("ops", json::array())) {
       op.bind(1, config).bind(2, platform).bind(3, stack);
       op.bind(4, o.value("name", "")).bind(5, o.value("shapes", "")).bind(6, o.value("phase", ""));
@@ -633,7 +635,7 @@ void Store::add_profile(const json& p, int64_t platform, int64_t stack) {
           .bind(9, o.value("total_us", 0.0));
       op.bind(10, o.value("self_us", 0.0)).bind(11, o.value("flops", 0.0));
       op.bind(12, o.value("flops_source", "")).bind(13, o.value("profiler_flops", 0.0));
-      op.bind(14, o.value("bytes", 0.0));
+      op.bind(14, o.value("bytes", 0.0)).bind(15, o.value("part", ""));
       op.run();
     }
     t.commit();
@@ -646,9 +648,17 @@ bool Store::has_table(const std::string& name) {
   return st.step() && st.integer(0) > 0;
 }
 
+bool Store::has_column(const std::string& table, const std::string& column) {
+  auto st = db_->prepare(fmt::format("PRAGMA table_info({})", table));
+  while (st.step())
+    if (st.text(1) == column) return true;
+  return false;
+}
+
 std::vector<json> Store::profiles(const std::string& config) {
   std::vector<json> out;
   if (!has_table("profile_run")) return out;  // a store from before profiles, opened read-only
+  const bool with_part = has_column("profile", "part");  // the same, from before parts
   auto st = db_->prepare(
       "SELECT config, platform_id, stack_id, summary FROM profile_run WHERE ? = '' OR config = ? "
       "ORDER BY id");
@@ -656,10 +666,11 @@ std::vector<json> Store::profiles(const std::string& config) {
   while (st.step()) {
     json p = json::parse(st.text(3));
     p["ops"] = json::array();
-    auto ops = db_->prepare(
+    auto ops = db_->prepare(fmt::format(
         "SELECT name, shapes, phase, class, calls, total_us, self_us, flops, flops_source, "
-        "profiler_flops, bytes FROM profile WHERE config = ? AND platform_id = ? AND stack_id = ? "
-        "ORDER BY self_us DESC");
+        "profiler_flops, bytes, {} FROM profile WHERE config = ? AND platform_id = ? AND "
+        "stack_id = ? ORDER BY self_us DESC",
+        with_part ? "part" : "''"));
     ops.bind(1, st.text(0)).bind(2, st.integer(1)).bind(3, st.integer(2));
     while (ops.step())
       p["ops"].push_back({{"name", ops.text(0)},
@@ -672,7 +683,8 @@ std::vector<json> Store::profiles(const std::string& config) {
                           {"flops", ops.real(7)},
                           {"flops_source", ops.text(8)},
                           {"profiler_flops", ops.real(9)},
-                          {"bytes", ops.real(10)}});
+                          {"bytes", ops.real(10)},
+                          {"part", ops.is_null(11) ? "" : ops.text(11)}});
     p["platform_id"] = st.integer(1);
     p["stack_id"] = st.integer(2);
     out.push_back(std::move(p));

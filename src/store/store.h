@@ -89,6 +89,7 @@ class Store {
   void migrate();
   void ensure_param_columns();
   bool has_table(const std::string& name);
+  bool has_column(const std::string& table, const std::string& column);
   void merge_extras_from(Store& other);
   int64_t id_of(const char* table, const std::string& identity);  // of a platform/stack row
   std::string path_;

@@ -106,6 +106,32 @@ TEST(SweepSpec, MalformedFilesNameFileLineAndKey) {
   }
 }
 
+// Values that go together only in some combinations (gpt's d_model and heads): the others are
+// left out of the sweep and listed with their reason; an exclusion rule drops one silently.
+TEST(SweepSpec, CombinationsThatAreNoConfigAreLeftOutAndListed) {
+  const std::string grid =
+      "[[grid]]\nfamily = \"gpt\"\nlayers = 1\nd_model = [48, 64]\nheads = [3, 4]\n";
+  std::vector<InvalidCell> invalid;
+  const auto configs = expand_sweep(parse_sweep(grid, "s.toml"), 1000, &invalid);
+  ASSERT_EQ(configs.size(), 3u);  // 48/3, 48/4 and 64/4
+  ASSERT_EQ(invalid.size(), 1u);
+  EXPECT_NE(invalid[0].config.find("d_model=64,heads=3"), std::string::npos) << invalid[0].config;
+  EXPECT_EQ(invalid[0].reason, "gpt: d_model=64 is not divisible by heads=3");
+  invalid.clear();
+  EXPECT_EQ(expand_sweep(parse_sweep(grid + "[[exclude]]\nd_model = 64\nheads = 3\n", "s.toml"),
+                         1000, &invalid)
+                .size(),
+            3u);
+  EXPECT_TRUE(invalid.empty());
+  EXPECT_EQ(error_of("[[grid]]\nfamily = \"gpt\"\nd_model = 64\nheads = [3, 6]\n"),
+            "s.toml: no combination of the grid's values is a config: gpt: d_model=64 is not "
+            "divisible by heads=3");
+  // A value wrong on its own is still refused with its line.
+  EXPECT_NE(error_of("[[grid]]\nfamily = \"gpt\"\nd_model = 64\nheads = [4, 0]\n")
+                .find("s.toml:4: key 'heads'"),
+            std::string::npos);
+}
+
 TEST(SweepSpec, FilterComparesNumbersAndWords) {
   const auto configs = expand_sweep(find_sweep("fc-cpu"));
   const Filter f = parse_filter("nodes>=256,batch=1024,layers!=8");

@@ -161,6 +161,13 @@ Command add_sweep(CLI::App& app) {
             if (shard_n > 1)
               std::cerr << fmt::format("shard {}/{} ({})\n", shard_i, shard_n, plan.shard_source);
             const double limit = memory_limit_bytes(a->memory_limit_gib);
+            if (!plan.invalid.empty())
+              std::cerr << fmt::format(
+                  "sweep: {} combination{} of the grid's values {} no config and left out, "
+                  "e.g. {}: {}\n",
+                  plan.invalid.size(), plan.invalid.size() == 1 ? "" : "s",
+                  plan.invalid.size() == 1 ? "is" : "are", printable(plan.invalid.front().config),
+                  printable(plan.invalid.front().reason));
             if (a->dry_run) {
               std::cout << fmt::format("{:>5}  {:>12} {:>10} {:<14} {}\n", "#", "FLOP/step",
                                        "memory", "predicted", "config");

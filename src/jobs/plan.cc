@@ -10,7 +10,7 @@ namespace tb {
 
 SweepPlan plan_sweep(const SweepSpec& spec, const PlanRequest& r) {
   SweepPlan plan;
-  std::vector<Config> configs = expand_sweep(spec);
+  std::vector<Config> configs = expand_sweep(spec, 2000000, &plan.invalid);
   if (!r.filter.empty()) {
     const Filter f = parse_filter(r.filter);
     check_filter(f, spec);

@@ -23,6 +23,7 @@ struct PlanRequest {
 
 struct SweepPlan {
   std::vector<Config> configs;
+  std::vector<InvalidCell> invalid;  // combinations of the grid left out (spec/sweep.h)
   // Set when the configs are one shard of several (shard_count > 1); `auto` also names where
   // the rank came from ("OMPI_COMM_WORLD_RANK", ...).
   int shard_index = 0, shard_count = 0;

@@ -110,7 +110,7 @@ std::string Config::str() const {
 }
 
 Config make_config(const std::string& family,
-                   const std::vector<std::pair<std::string, std::string>>& given) {
+                   const std::vector<std::pair<std::string, std::string>>& given, bool combine) {
   const FamilySchema* schema = find_family_schema(family);
   if (!schema)
     throw UsageError(fmt::format("unknown family '{}' (known: {})", family, known_families()));
@@ -135,7 +135,7 @@ Config make_config(const std::string& family,
       throw UsageError(fmt::format("{}: missing required parameter '{}'", family, p.name));
     c.values_.emplace_back(p.name, check_value(*schema, p, raw ? *raw : p.default_value));
   }
-  if (schema->finalize) schema->finalize(c);
+  if (combine && schema->finalize) schema->finalize(c);
   return c;
 }
 

@@ -31,7 +31,8 @@ class Config {
   bool operator!=(const Config& o) const { return !(*this == o); }
 
   friend Config make_config(const std::string& family,
-                            const std::vector<std::pair<std::string, std::string>>& given);
+                            const std::vector<std::pair<std::string, std::string>>& given,
+                            bool combine);
 
  private:
   std::string family_;
@@ -39,9 +40,12 @@ class Config {
 };
 
 // Builds a config from explicit key/value pairs; missing keys take defaults.
-// Throws UsageError naming the field and value for anything invalid.
+// Throws UsageError naming the field and value for anything invalid. `combine` false checks
+// each value on its own and skips the family's checks between parameters and derived
+// defaults (FamilySchema::finalize): a sweep's values, before they meet in combinations.
 Config make_config(const std::string& family,
-                   const std::vector<std::pair<std::string, std::string>>& given);
+                   const std::vector<std::pair<std::string, std::string>>& given,
+                   bool combine = true);
 
 // Parses `family:key=value,...`, or the name of a named config (`gpt2-small`: spec/family.h).
 // Throws UsageError.

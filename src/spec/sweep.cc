@@ -9,6 +9,7 @@
 #include <cmath>
 #include <fstream>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -166,9 +167,10 @@ SweepSpec parse_sweep(const std::string& text, const std::string& origin) {
            "unknown family '" + fam->get() + "' (known: " + names + ")");
     }
     SweepGrid grid{schema->name, {}};
-    // Values are checked in a config whose other parameters take the grid's first values
-    // (torchscript's required path; gpt's heads, which d_model must be divisible by), so an
-    // error is the value's own or its combination with those.
+    // Values are checked one by one (range, choices), in a config whose other parameters take
+    // the grid's first values (torchscript's required path). Whether values go together
+    // (gpt's d_model and heads) is a combination's question: expand_sweep leaves out those
+    // that do not.
     std::vector<std::pair<std::string, std::string>> firsts;
     for (const auto& p : schema->params)
       if (const toml::node* n = t.get(p.name))
@@ -184,7 +186,7 @@ SweepSpec parse_sweep(const std::string& text, const std::string& origin) {
           for (auto& [k, x] : given)
             if (k == p.name) x = v, replaced = true;
           if (!replaced) given.emplace_back(p.name, v);
-          make_config(schema->name, given);
+          make_config(schema->name, given, /*combine=*/false);
         } catch (const UsageError& e) {
           fail(origin, n->source(), p.name, e.what());
         }
@@ -254,7 +256,8 @@ SweepSpec find_sweep(const std::string& name_or_path) {
                    ", or a .toml file)");
 }
 
-std::vector<Config> expand_sweep(const SweepSpec& s, uint64_t limit) {
+std::vector<Config> expand_sweep(const SweepSpec& s, uint64_t limit,
+                                 std::vector<InvalidCell>* invalid) {
   uint64_t total = 0;
   for (const auto& g : s.grids) {
     const uint64_t n = g.size();
@@ -265,32 +268,46 @@ std::vector<Config> expand_sweep(const SweepSpec& s, uint64_t limit) {
         "{}: the grid has {} configs, more than {}; narrow it or use --sample", s.origin,
         total == UINT64_MAX ? std::string("too many") : std::to_string(total), limit));
   std::vector<Config> out;
+  std::vector<InvalidCell> left_out;
   for (const auto& g : s.grids) {
     std::vector<size_t> index(g.axes.size(), 0);
     for (;;) {
       std::vector<std::pair<std::string, std::string>> kv;
       for (size_t a = 0; a < g.axes.size(); ++a)
         kv.emplace_back(g.axes[a].name, g.axes[a].values[index[a]]);
-      Config c = make_config(g.family, kv);
+      // An exclusion rule drops a combination whether or not its values go together.
+      std::optional<Config> c;
+      std::string why;
+      try {
+        c = make_config(g.family, kv);
+      } catch (const UsageError& e) {
+        why = e.what();
+      }
+      const Config seen = c ? *c : make_config(g.family, kv, /*combine=*/false);
       bool excluded = false;
       for (const auto& rule : s.excludes) {
         bool all = true;
         for (const auto& [key, values] : rule) {
           if (key == "family") {
-            all &= std::find(values.begin(), values.end(), c.family()) != values.end();
+            all &= std::find(values.begin(), values.end(), seen.family()) != values.end();
           } else {
-            all &=
-                c.has(key) && std::find(values.begin(), values.end(), c.get(key)) != values.end();
+            all &= seen.has(key) &&
+                   std::find(values.begin(), values.end(), seen.get(key)) != values.end();
           }
         }
         excluded |= all;
       }
-      if (!excluded) out.push_back(std::move(c));
+      if (!excluded && !c) left_out.push_back({seen.str(), why});
+      if (!excluded && c) out.push_back(std::move(*c));
       size_t a = g.axes.size();
       while (a > 0 && ++index[a - 1] == g.axes[a - 1].values.size()) index[--a] = 0;
       if (a == 0) break;
     }
   }
+  if (out.empty() && !left_out.empty())
+    throw UsageError(fmt::format("{}: no combination of the grid's values is a config: {}",
+                                 s.origin, left_out.front().reason));
+  if (invalid) *invalid = std::move(left_out);
   return out;
 }
 
@@ -382,7 +399,13 @@ std::vector<Config> sample_configs(const std::vector<Config>& configs, const Swe
         const size_t idx = std::min(k - 1, size_t((perms[offset + a][i] + u(rng)) / n * k));
         kv.emplace_back(g.axes[a].name, g.axes[a].values[idx]);
       }
-      auto it = by_string.find(make_config(g.family, kv).str());
+      std::string text;
+      try {
+        text = make_config(g.family, kv).str();
+      } catch (const UsageError&) {
+        continue;  // values that do not go together: the sample fills up from the rest
+      }
+      auto it = by_string.find(text);
       if (it != by_string.end() && used.insert(it->second).second) chosen.push_back(it->second);
     }
   }

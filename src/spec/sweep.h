@@ -56,9 +56,18 @@ SweepSpec load_sweep_file(const std::string& path);
 std::vector<std::string> builtin_sweep_names();
 SweepSpec find_sweep(const std::string& name_or_path);
 
+// A combination of a grid's values that is no config (gpt: d_model=100 with heads=12): the
+// values joined as a config string would write them, and why.
+struct InvalidCell {
+  std::string config, reason;
+};
+
 // Every config of the sweep, in a deterministic order, exclusions applied. Refuses grids
-// larger than `limit` configs (UsageError) before expanding them.
-std::vector<Config> expand_sweep(const SweepSpec& s, uint64_t limit = 2000000);
+// larger than `limit` configs (UsageError) before expanding them. Combinations whose values
+// do not go together are left out and listed in `invalid`; a sweep none of whose
+// combinations is a config is a UsageError naming the first one's reason.
+std::vector<Config> expand_sweep(const SweepSpec& s, uint64_t limit = 2000000,
+                                 std::vector<InvalidCell>* invalid = nullptr);
 
 // `--filter "family=fc,nodes>=1024,batch<4096"`: every condition must hold.
 struct Filter {

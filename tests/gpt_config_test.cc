@@ -60,6 +60,12 @@ TEST(GptConfig, NamedConfigsHaveTheirPublishedParameterCounts) {
   for (const NamedConfig* n : named_configs())
     EXPECT_EQ(parse_config(parse_config(n->name).str()).str(), parse_config(n->config).str())
         << n->name;
+  // NAME:key=value changes some of a named config's values.
+  EXPECT_EQ(
+      parse_config("tinyllama-1.1b:seq=256,batch=2"),
+      parse_config(find_named_config("tinyllama-1.1b")->config, {{"seq", "256"}, {"batch", "2"}}));
+  EXPECT_NE(error_of("gpt2-small:sequence=4").find("unknown parameter 'sequence'"),
+            std::string::npos);
 }
 
 // Narayanan et al. 2021, eq. 3: 72 B s l h^2 (1 + s / 6h + V / 12 l h) for the plain GPT case.

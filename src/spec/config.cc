@@ -171,6 +171,10 @@ Config parse_config(const std::string& text,
       if (gk == k) gv = v, replaced = true;
     if (!replaced) given.emplace_back(k, v);
   }
+  // `tinyllama-1.1b:seq=256`: a named config with some of its values changed.
+  if (!find_family_schema(family))
+    if (const NamedConfig* named = find_named_config(family))
+      return parse_config(named->config, given);
   return make_config(family, given);
 }
 

@@ -134,16 +134,68 @@ TEST(Simulate, MappingEfficiencySlowsTheComputeBoundGemm) {
   EXPECT_EQ(dx.mapping->folds, 2 * 2);  // ceil(6/4) rows x ceil(5/4) columns
 }
 
-TEST(Simulate, FormatFallbackIsStatedAndUnknownFormatsRefused) {
+// A format runs at its own peak or its class's (8-bit floats on fp8); a peak the description
+// does not state is refused, unless it says what the hardware runs the format as.
+TEST(Simulate, AFormatWithoutAPeakIsRefusedUnlessTheDescriptionSaysWhatItRunsAs) {
   PlatformDescription p = accelerator(1, 1);
   p.peak_tflops = {{"bf16", 100}, {"fp8", 200}};
   EXPECT_EQ(sim::resolve_format(p, "e4m3").peak_dtype, "fp8");
   EXPECT_TRUE(sim::resolve_format(p, "e4m3").note.empty());
-  const auto f = sim::resolve_format(p, "fp32");  // no fp32 peak: the slowest stated one
+  EXPECT_EQ(sim::resolve_format(p, "e3m4").peak_dtype, "fp8");
+  try {
+    sim::resolve_format(p, "fp32");
+    ADD_FAILURE() << "fp32 without a peak was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "platform 'test-accel' states no fp32 peak (it states bf16, fp8), nor what it runs "
+              "fp32 as (runs_as)");
+  }
+  EXPECT_THROW(sim::resolve_format(p, "int8"), UsageError);
+  p.runs_as = {{"fp32", "bf16"}};
+  const auto f = sim::resolve_format(p, "fp32");
   EXPECT_EQ(f.peak_dtype, "bf16");
-  EXPECT_NE(f.note.find("no fp32 peak"), std::string::npos);
-  EXPECT_EQ(sim::resolve_format(p, "int8").peak_dtype, "fp8");
+  EXPECT_NE(f.note.find("runs fp32 as bf16"), std::string::npos) << f.note;
   EXPECT_THROW(sim::resolve_format(p, "fp7x"), UsageError);
+  // The shipped V100 states fp16 and no bf16: bf16 is refused, not quietly run as fp16.
+  EXPECT_THROW(sim::resolve_format(find_platform("v100-sxm2-16gb"), "bf16"), UsageError);
+  EXPECT_EQ(sim::resolve_format(find_platform("tpu-v2-board"), "fp32").peak_dtype, "bf16");
+}
+
+// Mixed precision as frameworks run it: under AMP the matrix products take the half format's
+// tensor-core peak and activations its width, the rest runs at fp32; tf32 changes only the
+// matrix products' peak.
+TEST(Simulate, MixedPrecisionRecipesRunMatrixProductsAndTheRestAtTheirOwnPeaks) {
+  PlatformDescription p = accelerator(1, 1e6);  // compute-bound
+  p.peak_tflops = {{"fp32", 10}, {"tf32", 80}, {"fp16", 160}, {"bf16", 160}};
+  const Config c = parse_config("fc:layers=2,nodes=1024,input=1024,output=10,batch=256");
+  const auto fp32 = sim::simulate_config(p, c, "fp32");
+  const auto amp = sim::simulate_config(p, c, "amp-fp16");
+  const auto tf32 = sim::simulate_config(p, c, "tf32");
+  EXPECT_TRUE(amp.format.mixed);
+  EXPECT_EQ(amp.format.peak_dtype, "fp16");
+  EXPECT_EQ(amp.format.other_peak_dtype, "fp32");
+  EXPECT_EQ(amp.format.bits, 16);
+  EXPECT_EQ(amp.format.state_bits, 32);
+  for (size_t i = 0; i < fp32.layers.size(); ++i)
+    for (size_t k = 0; k < fp32.layers[i].phases.size(); ++k) {
+      const auto &a = fp32.layers[i].phases[k], &b = amp.layers[i].phases[k],
+                 &t = tf32.layers[i].phases[k];
+      const double expect = b.matmul_flops / 160e12 + (b.flops - b.matmul_flops) / 10e12;
+      EXPECT_NEAR(b.compute_s, expect, 1e-9 * expect) << fp32.layers[i].name;
+      const double expect_tf32 = t.matmul_flops / 80e12 + (t.flops - t.matmul_flops) / 10e12;
+      EXPECT_NEAR(t.compute_s, expect_tf32, 1e-9 * expect_tf32);
+      if (fp32.layers[i].name != "optimizer") EXPECT_DOUBLE_EQ(b.bytes, a.bytes / 2);
+    }
+  // The optimizer keeps fp32 and adds the weights' cast to fp16.
+  const StepCost cost = step_cost(c);
+  EXPECT_DOUBLE_EQ(amp.layers.back().phases[0].bytes, cost.opt_bytes + 6.0 * double(cost.params));
+  const double state = cost.memory.weights + cost.memory.gradients + cost.memory.optimizer_state;
+  EXPECT_DOUBLE_EQ(
+      amp.memory_bytes,
+      state + (cost.memory.total() - cost.memory.inputs - state) / 2 + cost.memory.inputs);
+  EXPECT_THROW(sim::simulate_config(find_platform("v100-sxm2-16gb"), c, "amp-bf16"), UsageError);
+  EXPECT_EQ(sim::simulate_config(find_platform("v100-sxm2-16gb"), c, "amp-fp16").format.peak_dtype,
+            "fp16");
 }
 
 TEST(Simulate, CapacityExceededIsOomPredicted) {
@@ -169,7 +221,8 @@ TEST(Simulate, EveryFamilyWithACostDescriptionSimulates) {
 }
 
 TEST(Simulate, ANumericsConfigIsSimulatedInItsPolicysComputeFormat) {
-  const PlatformDescription p = accelerator(1, 1);
+  PlatformDescription p = accelerator(1, 1);
+  p.peak_tflops["fp8"] = 2;
   const std::string fc = "fc:layers=2,nodes=256,batch=32";
   EXPECT_EQ(sim::simulate_config(p, parse_config(fc)).format.name, "fp32");
   const auto q = sim::simulate_config(p, parse_config(fc + ",numerics=w:e4m3+a:e4m3+e:e5m2"));

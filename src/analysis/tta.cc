@@ -84,9 +84,16 @@ TtaResult time_to_accuracy(const std::vector<StoredEmulation>& emulations,
                         v.policy, v.cost_config));
       cost = step_cost(*c);
     }
-    const sim::SimFormat f = sim::resolve_format(accel, v.format);
-    v.format_note = f.note;
-    v.step_s = sim::simulate_step(accel, cost, 4, f).step_s;
+    std::optional<sim::SimFormat> f;
+    try {
+      f = sim::resolve_format(accel, v.format);
+    } catch (const UsageError& e) {
+      v.unsupported = e.what();
+      r.variants.push_back(std::move(v));
+      continue;
+    }
+    v.format_note = f->note;
+    v.step_s = sim::simulate_step(accel, cost, 4, *f).step_s;
     if (v.all_reached()) {
       v.tta_s = v.mean_iterations * v.step_s;
       v.tta_min_s = v.min_iterations * v.step_s;
@@ -158,7 +165,10 @@ nlohmann::json to_json(const TtaResult& r) {
                   {"format_note", v.format_note},
                   {"cost_config", v.cost_config},
                   {"iterations", it},
-                  {"status", v.all_reached() ? "reached" : "not reached"},
+                  {"status", !v.unsupported.empty() ? "unsupported"
+                             : v.all_reached()      ? "reached"
+                                                    : "not reached"},
+                  {"unsupported", v.unsupported},
                   {"step_s", v.step_s},
                   {"tta_s", opt(v.tta_s)},
                   {"tta_mlperf_s", opt(v.tta_mlperf_s)},
@@ -179,10 +189,14 @@ std::string format_tta(const TtaResult& r) {
     o << "no emulation results in the store(s): run `trainbench emulate --store`\n";
   for (size_t i = 0; i < r.variants.size(); ++i) {
     const auto& v = r.variants[i];
-    o << fmt::format("\n{}. {}{}\n   model {}, target {}, format {}: step {:.4g} ms\n", i + 1,
-                     v.policy, v.baseline ? "  [baseline]" : "", v.model, v.target, v.format,
-                     v.step_s * 1e3);
+    o << fmt::format("\n{}. {}{}\n   model {}, target {}, format {}: step {}\n", i + 1, v.policy,
+                     v.baseline ? "  [baseline]" : "", v.model, v.target, v.format,
+                     v.unsupported.empty() ? fmt::format("{:.4g} ms", v.step_s * 1e3) : "-");
     if (!v.format_note.empty()) o << "   note: " << v.format_note << "\n";
+    if (!v.unsupported.empty()) {
+      o << "   unsupported: " << v.unsupported << "\n";
+      continue;
+    }
     if (!v.all_reached()) {
       o << fmt::format("   not reached: {} of {} seeds reached the target\n", v.reached, v.seeds);
       continue;

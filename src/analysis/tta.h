@@ -30,7 +30,10 @@ struct TtaVariant {
   double mean_iterations = 0, stddev_iterations = 0, min_iterations = 0, max_iterations = 0;
   std::optional<double> mlperf_iterations;  // without the fastest and slowest (>= 3 seeds)
   double step_s = 0;                        // simulated on the accelerator
-  std::string format_note;                  // when the accelerator lacks the format's peak
+  std::string format_note;                  // when the accelerator runs the format as another
+  // Why the accelerator cannot run the format (no peak, no runs_as): the variant then has no
+  // step time and no TTA, and its status is `unsupported`.
+  std::string unsupported;
   std::optional<double> tta_s, tta_mlperf_s, tta_min_s, tta_max_s;
   std::optional<double> speedup;  // baseline's TTA / this TTA (same model and target)
   bool baseline = false;

@@ -14,7 +14,8 @@ namespace {
 
 using nlohmann::json;
 
-const std::set<std::string> kDtypes = {"fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8"};
+const std::set<std::string> kDtypes = {"fp64", "fp32", "tf32", "fp16",
+                                       "bf16", "fp8",  "int8", "fp4"};
 const std::set<std::string> kKinds = {"cpu", "gpu", "tpu", "accelerator"};
 const std::set<std::string> kCacheLevels = {"l1", "l2", "l3"};
 // Keys trainbench itself writes into measured descriptions, kept as they are.
@@ -28,10 +29,13 @@ const std::set<std::string> kMeasuredKeys = {"kind_of_document",
                                              "measurements",
                                              "fingerprint",
                                              "notes"};
-const std::set<std::string> kKnownKeys = {
-    "schema_version", "name",      "description",           "kind",        "source",
-    "cores",          "memory_gb", "memory_bandwidth_gbps", "peak_tflops", "cache_bandwidth_gbps",
-    "systolic_array", "efficiency"};
+const std::set<std::string> kKnownKeys = {"schema_version", "name",
+                                          "description",    "kind",
+                                          "source",         "cores",
+                                          "memory_gb",      "memory_bandwidth_gbps",
+                                          "peak_tflops",    "cache_bandwidth_gbps",
+                                          "systolic_array", "efficiency",
+                                          "runs_as"};
 
 struct Reader {
   const json& j;
@@ -214,6 +218,14 @@ PlatformDescription parse_platform(const json& j, const std::string& origin) {
       r.positive(*r.get("memory_bandwidth_gbps", true), "memory_bandwidth_gbps");
   p.peak_tflops = r.table("peak_tflops", kDtypes, true);
   p.cache_bandwidth_gbps = r.table("cache_bandwidth_gbps", kCacheLevels, false);
+  if (const json* ra = r.get("runs_as", false)) {
+    if (!ra->is_object()) r.fail("runs_as", "expected an object of format: peak key");
+    for (const auto& [k, v] : ra->items()) {
+      if (!v.is_string() || !p.peak_tflops.count(v.get<std::string>()))
+        r.fail("runs_as." + k, "expected one of peak_tflops' keys, got " + v.dump());
+      p.runs_as[k] = v.get<std::string>();
+    }
+  }
   if (const json* s = r.get("systolic_array", false)) {
     if (!s->is_object()) r.fail("systolic_array", "expected an object");
     Reader sr{*s, origin};
@@ -235,11 +247,10 @@ PlatformDescription parse_platform(const json& j, const std::string& origin) {
   for (const auto& [k, v] : j.items()) {
     if (kKnownKeys.count(k)) continue;
     if (!kMeasuredKeys.count(k))
-      r.fail(
-          k,
-          "unknown key (a typo? known: name, description, kind, source, cores, memory_gb, "
-          "memory_bandwidth_gbps, peak_tflops, cache_bandwidth_gbps, systolic_array, efficiency, "
-          "notes)");
+      r.fail(k,
+             "unknown key (a typo? known: name, description, kind, source, cores, memory_gb, "
+             "memory_bandwidth_gbps, peak_tflops, runs_as, cache_bandwidth_gbps, systolic_array, "
+             "efficiency, notes)");
     p.extra[k] = v;
   }
   return p;
@@ -270,6 +281,7 @@ json to_json(const PlatformDescription& p) {
   j["memory_gb"] = p.memory_gb;
   j["memory_bandwidth_gbps"] = p.memory_bandwidth_gbps;
   j["peak_tflops"] = p.peak_tflops;
+  if (!p.runs_as.empty()) j["runs_as"] = p.runs_as;
   if (!p.cache_bandwidth_gbps.empty()) j["cache_bandwidth_gbps"] = p.cache_bandwidth_gbps;
   if (p.systolic_array)
     j["systolic_array"] = {{"rows", p.systolic_array->rows},

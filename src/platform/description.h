@@ -20,7 +20,10 @@ struct PlatformDescription {
   int cores = 0;                              // compute units sharing the memory (0: not stated)
   double memory_gb = 0;                       // capacity, 1e9 bytes
   double memory_bandwidth_gbps = 0;           // main memory (DRAM/HBM), 1e9 bytes/s
-  std::map<std::string, double> peak_tflops;  // per dtype: fp64 fp32 tf32 fp16 bf16 fp8 int8
+  std::map<std::string, double> peak_tflops;  // per dtype: fp64 fp32 tf32 fp16 bf16 fp8 int8 fp4
+  // What the hardware runs a format it has no peak for as (a TPU: fp32 matrix products in
+  // bf16): format or peak key -> a peak_tflops key. Without it such a format is refused.
+  std::map<std::string, std::string> runs_as;
   std::map<std::string, double> cache_bandwidth_gbps;  // optional: l1, l2, l3
   struct Systolic {
     int rows = 0, cols = 0;

@@ -84,7 +84,7 @@ void add_tta_chart(ChartSet& cs, const TtaResult& r) {
   json rows = json::array();
   for (size_t i = 0; i < r.variants.size(); ++i) {
     const auto& v = r.variants[i];
-    if (!v.source) continue;
+    if (!v.source || !v.unsupported.empty()) continue;  // no step time to put it on
     const std::string label = fmt::format("{}. {} ({})", i + 1, v.format, v.model);
     for (const auto& s : v.source->seeds)
       for (const auto& pt : s.at("curve"))
@@ -154,6 +154,10 @@ std::string tta_table_html(const TtaResult& r) {
          "</code>" + (v.baseline ? " (baseline)" : "") + "</td><td>" + html_escape(v.model) +
          "</td><td>" + html_escape(v.format) + "</td><td class=\"num\">" +
          fmt::format("{} of {}", v.reached, v.seeds) + "</td>";
+    if (!v.unsupported.empty()) {
+      h += "<td colspan=\"5\">unsupported: " + html_escape(v.unsupported) + "</td></tr>";
+      continue;
+    }
     if (!v.all_reached()) {
       h += "<td colspan=\"2\">not reached</td><td class=\"num\">" +
            fmt::format("{:.4g} ms", v.step_s * 1e3) + "</td><td>not reached</td><td></td></tr>";

@@ -17,21 +17,22 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The peak a format of `bits` would run at, most specific first. Integer and fixed-point
 // formats prefer int8; block formats count as their elements.
-std::vector<std::string> peak_candidates(const std::string& name, double bits, bool integer) {
-  std::vector<std::string> c;
-  for (const char* d : {"fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8"})
-    if (name == d) c.push_back(d);
-  if (bits <= 8.5) {
-    if (integer) c.push_back("int8");
-    c.insert(c.end(), {"fp8", "int8", "bf16", "fp16", "fp32"});
-  } else if (bits <= 16.5) {
-    c.insert(c.end(), {"bf16", "fp16", "fp32"});
-  } else if (bits <= 32.5) {
-    c.insert(c.end(), {"fp32", "tf32", "fp64"});
-  } else {
-    c.insert(c.end(), {"fp64", "fp32"});
-  }
-  return c;
+// The peak a format's arithmetic runs at: its own name's, or its class's (8-bit floats on the
+// fp8 units, integers and fixed point of 8 bits or fewer on the int8 ones, 4-bit floats on
+// fp4), as the peak_tflops keys name them; "" for none.
+std::string peak_key(const std::string& name, double bits, bool integer) {
+  for (const char* d : {"fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4"})
+    if (name == d) return d;
+  if (integer && bits <= 8.5) return "int8";
+  if (!integer && bits <= 4.5) return "fp4";
+  if (!integer && bits <= 8.5) return "fp8";
+  return "";
+}
+
+std::string stated_peaks(const PlatformDescription& p) {
+  std::string out;
+  for (const auto& [d, tf] : p.peak_tflops) out += (out.empty() ? "" : ", ") + d;
+  return out;
 }
 
 bool recurrent(const std::string& op) { return op == "rnn" || op == "lstm" || op == "gru"; }
@@ -78,14 +79,50 @@ SystolicMapping map_gemm(int64_t m, int64_t n, int64_t k, int64_t count,
   return s;
 }
 
+const std::vector<std::string>& recipe_names() {
+  static const std::vector<std::string> names = {"amp-fp16", "amp-bf16", "tf32"};
+  return names;
+}
+
 SimFormat resolve_format(const PlatformDescription& p, const std::string& format) {
+  if (p.peak_tflops.empty())
+    throw UsageError(fmt::format("platform '{}' states no peak FLOP/s", p.name));
   SimFormat f;
   f.name = format;
+  // The key whose peak a format runs at: stated, or what the description says the hardware
+  // runs it as (a TPU runs fp32 models' matrix products in bf16).
+  auto runs_at = [&](const std::string& name, const std::string& key) {
+    if (!key.empty() && p.peak_tflops.count(key)) return key;
+    for (const std::string& k : {name, key}) {
+      const auto it = p.runs_as.find(k);
+      if (!k.empty() && it != p.runs_as.end()) {
+        f.note =
+            fmt::format("{} runs {} as {} (its description's runs_as)", p.name, name, it->second);
+        return it->second;
+      }
+    }
+    throw UsageError(fmt::format(
+        "platform '{}' states no {} peak (it states {}), nor what it runs {} as (runs_as)", p.name,
+        key.empty() ? name : key, stated_peaks(p), name));
+  };
+  if (format == "amp-fp16" || format == "amp-bf16") {
+    const std::string half = format.substr(4);
+    f.mixed = true;
+    f.bits = 16;
+    f.peak_dtype = runs_at(half, half);
+    f.other_peak_dtype = runs_at("fp32", "fp32");
+    f.state_bits = 32;
+    return f;
+  }
+  if (format == "tf32") {
+    f.mixed = true;
+    f.peak_dtype = runs_at("tf32", "tf32");
+    f.other_peak_dtype = runs_at("fp32", "fp32");
+    return f;
+  }
   bool integer = false;
   if (format == "fp64") {
     f.bits = 64;
-  } else if (format == "tf32") {
-    f.bits = 32;  // stored as fp32
   } else if (format == "fp8") {
     f.bits = 8;
   } else {
@@ -95,26 +132,14 @@ SimFormat resolve_format(const PlatformDescription& p, const std::string& format
       integer = nf.kind == num::Format::Kind::kFixed || format.find("int") != std::string::npos;
     } catch (const std::exception& e) {
       throw UsageError(
-          fmt::format("unknown format '{}' (see trainbench formats): {}", format, e.what()));
+          fmt::format("unknown format '{}' (see trainbench formats; recipes: "
+                      "amp-fp16, amp-bf16, tf32): {}",
+                      format, e.what()));
     }
   }
-  if (p.peak_tflops.empty())
-    throw UsageError(fmt::format("platform '{}' states no peak FLOP/s", p.name));
-  for (const auto& d : peak_candidates(format, f.bits, integer))
-    if (p.peak_tflops.count(d)) {
-      f.peak_dtype = d;
-      break;
-    }
-  if (f.peak_dtype.empty()) {  // the slowest stated peak: never flatter the accelerator
-    f.peak_dtype = p.peak_tflops.begin()->first;
-    for (const auto& [d, tf] : p.peak_tflops)
-      if (tf < p.peak_tflops.at(f.peak_dtype)) f.peak_dtype = d;
-  }
-  const bool exact = f.peak_dtype == format || (format == "e4m3" && f.peak_dtype == "fp8") ||
-                     (format == "e5m2" && f.peak_dtype == "fp8");
-  if (!exact)
-    f.note = fmt::format("{} states no {} peak: using its {} peak for {} ({} bits)", p.name, format,
-                         f.peak_dtype, format, f.bits);
+  f.peak_dtype = runs_at(format, peak_key(format, f.bits, integer));
+  f.other_peak_dtype = f.peak_dtype;
+  f.state_bits = f.bits;
   return f;
 }
 
@@ -130,16 +155,21 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
   s.platform = p.name;
   s.format = f;
   s.peak_flops = p.peak_flops(f.peak_dtype).value_or(0) * o.peak_share;
+  const std::string other = f.other_peak_dtype.empty() ? f.peak_dtype : f.other_peak_dtype;
+  const double other_peak = p.peak_flops(other).value_or(0) * o.peak_share;
+  s.other_peak_flops = other_peak;
   s.bandwidth = p.bandwidth();
-  if (s.peak_flops <= 0 || s.bandwidth <= 0)
-    throw UsageError(
-        fmt::format("platform '{}' lacks a {} peak or a bandwidth", p.name, f.peak_dtype));
+  if (s.peak_flops <= 0 || other_peak <= 0 || s.bandwidth <= 0)
+    throw UsageError(fmt::format("platform '{}' lacks a {} peak or a bandwidth", p.name,
+                                 s.peak_flops <= 0 ? f.peak_dtype : other));
   const double width = (f.bits / 8) / config_elem_bytes;
+  const double state_width = (f.state_bits / 8) / config_elem_bytes;
   auto finish = [&](PhaseTime& ph) {
     double matmul_s = ph.matmul_flops / (s.peak_flops * ph.gemm_fraction);
     if (ph.mapping && ph.mapping->utilization > 0) matmul_s /= ph.mapping->utilization;
-    // Work off the array (elementwise, reductions) runs at the format's peak.
-    ph.compute_s = matmul_s + (ph.flops - ph.matmul_flops) / s.peak_flops;
+    // Work off the array (elementwise, reductions) runs at the format's peak; under a
+    // mixed-precision recipe at the fp32 one.
+    ph.compute_s = matmul_s + (ph.flops - ph.matmul_flops) / other_peak;
     ph.memory_s = ph.bytes / s.bandwidth;
   };
   for (const auto& l : cost.layers) {
@@ -192,14 +222,17 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     if (p.efficiency && l.elements > 0 && !gemm) {
       const auto it = p.efficiency->op_ns_per_element.find(l.op);
       if (it != p.efficiency->op_ns_per_element.end()) {
-        const double total = l.elements * it->second * 1e-9 * double(f.bits) / 32;
+        const double total = l.elements * it->second * 1e-9 * f.bits / 32;
         for (auto& ph : lt.phases)
           ph.memory_s = std::max(ph.memory_s, total / double(lt.phases.size()));
       }
     }
     s.layers.push_back(std::move(lt));
   }
-  PhaseTime opt{"optimizer", cost.opt_flops, 0, cost.opt_bytes * width};
+  // Under automatic mixed precision the optimizer updates fp32 weights, and the weights are
+  // cast to the half format once a step (read 4, write 2 bytes each).
+  const double casts = f.mixed && f.bits < f.state_bits ? double(cost.params) * (4 + 2) : 0;
+  PhaseTime opt{"optimizer", cost.opt_flops, 0, cost.opt_bytes * state_width + casts};
   finish(opt);
   s.layers.push_back({"optimizer", "optimizer", {opt}});
   for (const auto& l : s.layers)
@@ -216,14 +249,17 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     s.overhead_s = s.ops.total() * s.op_overhead_s;
     s.step_s += s.overhead_s;
   }
-  // Inputs stay as loaded; everything else is held at the format's width.
-  s.memory_bytes = (cost.memory.total() - cost.memory.inputs) * width + cost.memory.inputs;
+  // Inputs stay as loaded; weights, gradients and optimizer state at the state's width (fp32
+  // under a recipe), activations at the format's.
+  const MemoryEstimate& m = cost.memory;
+  const double state = m.weights + m.gradients + m.optimizer_state;
+  s.memory_bytes = state * state_width + (m.total() - m.inputs - state) * width + m.inputs;
   s.capacity_bytes = p.memory_gb * 1e9;
   if (cost.data_parallel.workers > 1) {
     s.workers = cost.data_parallel.workers;
     s.zero = cost.data_parallel.zero;
-    s.comm_bytes_ideal = cost.data_parallel.ideal_bytes_per_step * width;
-    s.comm_bytes_run = cost.data_parallel.run_bytes_per_step * width;
+    s.comm_bytes_ideal = cost.data_parallel.ideal_bytes_per_step * state_width;
+    s.comm_bytes_run = cost.data_parallel.run_bytes_per_step * state_width;
   }
   if (s.capacity_bytes > 0 && s.memory_bytes > s.capacity_bytes) s.status = "oom-predicted";
   return s;
@@ -293,6 +329,9 @@ nlohmann::json to_json(const Simulation& s, size_t top_layers) {
        {{"name", s.format.name},
         {"bits", s.format.bits},
         {"peak_dtype", s.format.peak_dtype},
+        {"other_peak_dtype", s.format.other_peak_dtype},
+        {"state_bits", s.format.state_bits},
+        {"recipe", s.format.mixed},
         {"note", s.format.note}}},
       {"status", s.status},
       {"peak_flops", s.peak_flops},
@@ -324,6 +363,12 @@ std::string format_simulation(const Simulation& s, size_t top_layers) {
   o << fmt::format("{} on {} in {} ({} bits, {} peak {:.4g} TFLOP/s, {:.4g} GB/s)\n", s.config,
                    s.platform, s.format.name, s.format.bits, s.format.peak_dtype,
                    s.peak_flops / 1e12, s.bandwidth / 1e9);
+  if (s.format.mixed)
+    o << fmt::format(
+        "recipe: matrix products at the {} peak, other arithmetic at the {} peak ({:.4g} "
+        "TFLOP/s), activations in {} bits, weights, gradients and optimizer state in {}\n",
+        s.format.peak_dtype, s.format.other_peak_dtype, s.other_peak_flops / 1e12, s.format.bits,
+        s.format.state_bits);
   if (!s.format.note.empty()) o << "note: " << s.format.note << "\n";
   o << fmt::format("predicted step time: {:.4g} ms{}\n", s.step_s * 1e3,
                    s.status == "ok" ? "" : "  (" + s.status + ")");

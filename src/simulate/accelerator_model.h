@@ -34,14 +34,25 @@ SystolicMapping map_gemm(int64_t m, int64_t n, int64_t k, int64_t count,
                          const PlatformDescription::Systolic& array);
 
 // The number format the accelerator computes and stores in, and which of its peaks that
-// uses. `note` says when the description lacks the format's peak and another was taken.
+// uses. A pure format (fp32, bf16, e4m3, ...) runs everything in it. A mixed-precision recipe
+// runs as frameworks run it: `amp-fp16` / `amp-bf16` (automatic mixed precision) the matrix
+// products and convolutions on the half format's peak with activations stored in it, other
+// arithmetic at the fp32 peak, weights, gradients and optimizer state in fp32 with the
+// weights cast to the half format once a step; `tf32` the matrix products on the tf32 peak,
+// everything else fp32. `note` says when the description's `runs_as` chose the peak.
 struct SimFormat {
-  std::string name;        // as given: fp32, bf16, e4m3, int8, fixed:w=8,f=4, ...
-  double bits = 32;        // per element, block scales amortized
-  std::string peak_dtype;  // the peak_tflops key used
+  std::string name;              // as given: fp32, bf16, e4m3, amp-fp16, tf32, fixed:w=8,f=4, ...
+  double bits = 32;              // activations' storage, per element, block scales amortized
+  std::string peak_dtype;        // the peak_tflops key of the matrix products
+  std::string other_peak_dtype;  // of everything else: = peak_dtype for a pure format
+  double state_bits = 32;        // weights, gradients, optimizer state: = bits for a pure format
+  bool mixed = false;            // a recipe (amp-*, tf32) rather than a pure format
   std::string note;
 };
-// Throws UsageError for an unknown format or a description without any peak.
+// The recipes' names: amp-fp16, amp-bf16, tf32.
+const std::vector<std::string>& recipe_names();
+// Throws UsageError for an unknown format, or one the description states no peak for (nor
+// what the hardware runs it as: `runs_as`), naming the platform, the format and its peaks.
 SimFormat resolve_format(const PlatformDescription& p, const std::string& format);
 
 struct PhaseTime {
@@ -76,6 +87,7 @@ struct Simulation {
   std::string platform, config;
   SimFormat format;
   double peak_flops = 0, bandwidth = 0;
+  double other_peak_flops = 0;    // of the arithmetic off the matrix units (= peak_flops: pure)
   std::vector<LayerTime> layers;  // in forward order; the optimizer is one more "layer"
   double step_s = 0;              // the phases' sum plus overhead_s
   double compute_bound_s = 0, memory_bound_s = 0;  // step time in phases of each bound

@@ -23,6 +23,7 @@ packages=(
   libtorch-dev libopenblas0-openmp libopenblas0-pthread
   nlohmann-json3-dev libcli11-dev libfmt-dev libboost-dev libsqlite3-dev libgtest-dev
   libtomlplusplus-dev libeigen3-dev sqlite3
+  libcsv-dev  # the published throughputs' CSV (simulate --validate-published)
   zlib1g-dev dataset-fashion-mnist  # the emulation phase's real data (trainbench emulate)
   libgloo-dev  # Gloo's headers, which LibTorch's c10d ProcessGroupGloo.hpp includes
   libblas3  # the reference BLAS: only so the test that detects a slow BLAS can load it

@@ -23,7 +23,7 @@ TEST(PlatformRegistry, EveryFileValidatesAndThePapersPlatformsArePresent) {
   for (const char* file :
        {"n1-standard-32-skylake", "v100-sxm2-16gb", "tpu-v2-board", "tpu-v3-board", "quadro-p4000",
         "titan-xp", "xeon-e5-2680", "a100-sxm4-80gb", "h100-sxm5-80gb", "h200-sxm-141gb",
-        "example-systolic-accelerator"}) {
+        "example-systolic-accelerator", "v100-sxm2-32gb", "a100-sxm4-40gb"}) {
     const PlatformDescription p = load_platform_file(kRegistry + "/" + file + ".json");
     EXPECT_EQ(p.name, file);
     EXPECT_FALSE(p.source.empty());

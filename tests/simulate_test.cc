@@ -5,7 +5,9 @@
 
 #include <cstdio>
 #include <fstream>
+#include <set>
 
+#include "analysis/published.h"
 #include "analysis/runs.h"
 #include "analysis/validation.h"
 #include "base/errors.h"
@@ -515,6 +517,149 @@ TEST(Validation, PredictsEveryOkRunOfASyntheticStore) {
   EXPECT_NE(ss.str().find("median |pred-meas|/meas"), std::string::npos);
   std::remove(out.c_str());
   std::remove(path.c_str());
+}
+
+std::string write_csv(const std::string& name, const std::string& text) {
+  const std::string path =
+      ::testing::TempDir() + "/tb_pub_" + std::to_string(getpid()) + "_" + name + ".csv";
+  std::ofstream(path) << text;
+  return path;
+}
+
+const char* const kPublishedHeader = "config,platform,format,batch,throughput,unit,source,note\n";
+
+// A row is predicted from its platform's description in its format, at its batch: the same
+// step time simulate gives, against batch / throughput.
+TEST(Published, ARowIsPredictedAsSimulateWouldAndComparedAsAThroughput) {
+  const std::string path = write_csv(
+      "one", std::string(kPublishedHeader) +
+                 "\"fc:layers=2,nodes=1024,batch=8\",a100-sxm4-80gb,tf32,512,\"2e6\",samples/s,"
+                 "\"a test, with a comma\",\n");
+  const auto rows = sim::read_published(path);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].batch, 512);
+  EXPECT_NE(rows[0].config.find("batch=512"), std::string::npos);  // the batch column wins
+  EXPECT_EQ(rows[0].source, "a test, with a comma");
+  const auto vs = sim::validate_published(rows);
+  ASSERT_EQ(vs.size(), 1u);
+  ASSERT_EQ(vs[0].points.size(), 1u);
+  const auto& p = vs[0].points[0];
+  const auto s =
+      sim::simulate_config(find_platform("a100-sxm4-80gb"), parse_config(rows[0].config), "tf32");
+  EXPECT_DOUBLE_EQ(p.predicted_s, s.step_s);
+  EXPECT_DOUBLE_EQ(p.measured_s, 512 / 2e6);
+  EXPECT_DOUBLE_EQ(vs[0].all.median, std::abs(s.step_s - 512 / 2e6) / (512 / 2e6));
+  const auto j = sim::to_json(vs[0]);
+  EXPECT_EQ(j["points"][0]["format"], "tf32");
+  EXPECT_NEAR(j["points"][0]["published_per_s"].get<double>(), 2e6, 1e-6);
+  std::remove(path.c_str());
+}
+
+// The shipped rows all read, with their sources, over V100, A100 and H100, and include the
+// issue's two V100 figures.
+TEST(Published, TheShippedFileCoversV100A100AndH100WithSources) {
+  const auto rows = sim::read_published(sim::shipped_published_path());
+  std::set<std::string> platforms;
+  bool fp32_112 = false, amp_256 = false;
+  for (const auto& r : rows) {
+    platforms.insert(r.platform);
+    EXPECT_FALSE(r.source.empty()) << r.line;
+    fp32_112 |= r.platform == "v100-sxm2-16gb" && r.format == "fp32" && r.batch == 112 &&
+                r.throughput == 367;
+    amp_256 |= r.platform == "v100-sxm2-16gb" && r.format == "amp-fp16" && r.batch == 256 &&
+               r.throughput == 1200;
+  }
+  EXPECT_TRUE(fp32_112 && amp_256);
+  for (const char* p : {"v100-sxm2-16gb", "a100-sxm4-80gb", "h100-sxm5-80gb"})
+    EXPECT_TRUE(platforms.count(p)) << p;
+  const auto vs = sim::validate_published(rows);
+  size_t n = 0;
+  for (const auto& v : vs) n += v.points.size();
+  EXPECT_EQ(n, rows.size());
+}
+
+// A malformed row: one line naming the file, line and field, exit 2.
+TEST(Published, MalformedRowsNameFileLineAndField) {
+  auto error_of = [](const std::string& name, const std::string& body) {
+    const std::string path = write_csv(name, body);
+    std::string what = "no error";
+    try {
+      sim::read_published(path);
+    } catch (const UsageError& e) {
+      what = e.what();
+    }
+    std::remove(path.c_str());
+    return what.substr(what.find(".csv") + 4);
+  };
+  const std::string ok = "resnet50:batch=8,v100-sxm2-16gb,fp32,8,100,images/s,s,\n";
+  EXPECT_EQ(error_of("h", "config,platform,format,batch,throughput,unit\n"),
+            ":1: missing column 'source'");
+  EXPECT_EQ(
+      error_of("fam", kPublishedHeader + ok + "bert:batch=8,v100-sxm2-16gb,fp32,8,1,img/s,s,\n")
+          .rfind(":3: field 'config': unknown family 'bert'", 0),
+      0u);
+  EXPECT_EQ(
+      error_of("plat", kPublishedHeader + std::string("resnet50,no-such-gpu,fp32,8,100,img/s,s,\n"))
+          .rfind(":2: field 'platform':", 0),
+      0u);
+  EXPECT_EQ(error_of("fmt", kPublishedHeader +
+                                std::string("resnet50,v100-sxm2-16gb,amp-bf16,8,100,img/s,s,\n")),
+            ":2: field 'format': platform 'v100-sxm2-16gb' states no bf16 peak (it states fp16, "
+            "fp32, fp64), nor what it runs bf16 as (runs_as)");
+  EXPECT_EQ(error_of("thr", kPublishedHeader +
+                                std::string("resnet50,v100-sxm2-16gb,fp32,8,-3,img/s,s,\n")),
+            ":2: field 'throughput': expected a positive number, got '-3'");
+  EXPECT_EQ(error_of("unit", kPublishedHeader +
+                                 std::string("resnet50,v100-sxm2-16gb,fp32,8,3,tokens/s,s,\n"))
+                .rfind(":2: field 'unit': 'tokens/s'", 0),
+            0u);
+  EXPECT_EQ(error_of("batch",
+                     kPublishedHeader + std::string("resnet50,v100-sxm2-16gb,fp32,0,3,img/s,s,\n")),
+            ":2: field 'batch': expected a positive integer, got '0'");
+}
+
+TEST(SimulateCli, AMalformedPublishedRowExits2WithOneLineAndTheShippedFileValidates) {
+  const std::string bad = write_csv(
+      "cli", kPublishedHeader + std::string("resnet50,v100-sxm2-16gb,fp32,8,0,img/s,s,\n"));
+  const auto o = testing::run_cli("simulate --validate-published " + bad);
+  EXPECT_EQ(o.status, 2);
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  EXPECT_NE(o.err.find(":2: field 'throughput'"), std::string::npos) << o.err;
+  std::remove(bad.c_str());
+  const auto j = testing::run_cli("simulate --validate-published " + sim::shipped_published_path() +
+                                  " --json");
+  ASSERT_EQ(j.status, 0) << j.err;
+  const auto doc = nlohmann::json::parse(j.out);
+  EXPECT_EQ(doc["kind"], "trainbench.simulate.published");
+  EXPECT_GE(doc["results"].size(), 3u);
+  const auto t = testing::run_cli("simulate --validate-published " + sim::shipped_published_path());
+  EXPECT_NE(t.out.find("median error"), std::string::npos) << t.out;
+}
+
+// --explain splits the step by layer class and bound; the classes add up to the step less
+// the overhead.
+TEST(Simulate, ExplanationSplitsTheStepByClassAndBound) {
+  PlatformDescription p = accelerator(10, 100, 64, 64);
+  p.efficiency = curve({{16, 0.1}, {1024, 0.8}}, 2);
+  const auto s = sim::simulate_config(
+      p, parse_config("cnn:block=residual,filters=16,image=32,output=10,batch=8"));
+  double sum = 0;
+  std::set<std::string> classes;
+  for (const auto& c : sim::explain(s)) {
+    sum += c.time_s;
+    classes.insert(c.op_class);
+    EXPECT_NEAR(c.compute_bound_s + c.memory_bound_s, c.time_s, 1e-12 * s.step_s) << c.op_class;
+    if (c.op_class == "conv") {
+      EXPECT_GT(c.gemm_fraction, 0.09);
+      EXPECT_LE(c.gemm_fraction, 0.8);
+      EXPECT_GT(c.array_utilization, 0);
+    }
+  }
+  EXPECT_NEAR(sum + s.overhead_s, s.step_s, 1e-9 * s.step_s);
+  EXPECT_TRUE(classes.count("conv") && classes.count("optimizer") && classes.count("elementwise"));
+  const std::string text = sim::format_explanation(s, p);
+  EXPECT_NE(text.find("overhead"), std::string::npos) << text;
+  EXPECT_NE(text.find("stated in the description"), std::string::npos) << text;
 }
 
 TEST(SimulateCli, UnknownPlatformAndFormatExit2WithOneLine) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "analysis/published.h"
 #include "base/errors.h"
 #include "cost/cost.h"
 #include "cost/fashion_mnist.h"
@@ -45,6 +46,7 @@ TtaResult time_to_accuracy(const std::vector<StoredEmulation>& emulations,
                            const PlatformDescription& accel, const std::string& baseline) {
   TtaResult r;
   r.platform = accel.name;
+  r.validation = sim::validation_phrase(accel.name);
   for (const auto& e : emulations) {
     TtaVariant v;
     v.source = &e;
@@ -178,13 +180,13 @@ nlohmann::json to_json(const TtaResult& r) {
                   {"baseline", v.baseline},
                   {"variant", v.source ? v.source->variant : nlohmann::json()}});
   }
-  return {{"platform", r.platform}, {"variants", vs}};
+  return {{"platform", r.platform}, {"validation", r.validation}, {"variants", vs}};
 }
 
 std::string format_tta(const TtaResult& r) {
   std::ostringstream o;
-  o << fmt::format("time to accuracy on {}: emulated iterations x simulated step time\n",
-                   r.platform);
+  o << fmt::format("time to accuracy on {}: emulated iterations x simulated step time\n{}\n",
+                   r.platform, r.validation);
   if (r.variants.empty())
     o << "no emulation results in the store(s): run `trainbench emulate --store`\n";
   for (size_t i = 0; i < r.variants.size(); ++i) {
@@ -205,10 +207,11 @@ std::string format_tta(const TtaResult& r) {
         "   iterations: mean {:.1f} (sd {:.1f}, {:.0f}..{:.0f}, {} seeds), MLPerf mean {}\n",
         v.mean_iterations, v.stddev_iterations, v.min_iterations, v.max_iterations, v.seeds,
         v.mlperf_iterations ? fmt::format("{:.1f}", *v.mlperf_iterations) : "- (< 3 seeds)");
-    o << fmt::format("   TTA: {:.4g} s (MLPerf {}, range {:.4g}..{:.4g} s){}\n", *v.tta_s,
-                     v.tta_mlperf_s ? fmt::format("{:.4g} s", *v.tta_mlperf_s) : "-", *v.tta_min_s,
-                     *v.tta_max_s,
-                     v.speedup ? fmt::format(", {:.2f}x the baseline's speed", *v.speedup) : "");
+    o << fmt::format(
+        "   TTA: {:.4g} s (MLPerf {}, range {:.4g}..{:.4g} s){}\n", *v.tta_s,
+        v.tta_mlperf_s ? fmt::format("{:.4g} s", *v.tta_mlperf_s) : "-", *v.tta_min_s, *v.tta_max_s,
+        v.speedup ? fmt::format(", {:.2f}x the baseline's speed ({})", *v.speedup, r.validation)
+                  : "");
   }
   return o.str();
 }

@@ -43,6 +43,9 @@ struct TtaVariant {
 
 struct TtaResult {
   std::string platform;
+  // The simulator's error on this platform against published throughputs, or "not
+  // validated" (analysis/published.h): every speedup rests on it.
+  std::string validation;
   std::vector<TtaVariant> variants;
 };
 

@@ -99,13 +99,22 @@ std::vector<Validation> validate(const RunSet& runs,
 
 nlohmann::json to_json(const Validation& v) {
   nlohmann::json points = nlohmann::json::array(), fam = nlohmann::json::object();
-  for (const auto& p : v.points)
+  for (const auto& p : v.points) {
     points.push_back({{"config", p.config},
                       {"family", p.family},
                       {"predicted_s", p.predicted_s},
                       {"measured_s", p.measured_s},
                       {"error", p.error()},
                       {"bound", p.bound}});
+    if (!p.source.empty()) {
+      auto& last = points.back();
+      last["format"] = p.format;
+      last["batch"] = p.batch;
+      last["source"] = p.source;
+      last["predicted_per_s"] = double(p.batch) / p.predicted_s;
+      last["published_per_s"] = double(p.batch) / p.measured_s;
+    }
+  }
   for (const auto& [f, s] : v.per_family) fam[f] = stats_json(s);
   return {{"platform", v.platform}, {"model", v.model}, {"errors", stats_json(v.all)},
           {"per_family", fam},      {"points", points}, {"skipped", v.skipped}};

@@ -15,6 +15,10 @@ struct ValidationPoint {
   std::string config, family, platform;
   double predicted_s = 0, measured_s = 0;
   std::string bound;  // the largest share of the predicted step: compute, memory or overhead
+  // Published rows (analysis/published.h): the simulated format, where the figure comes from,
+  // and the examples per step that turn step times into throughputs.
+  std::string format, source;
+  int64_t batch = 0;
   double error() const { return std::abs(predicted_s - measured_s) / measured_s; }
 };
 

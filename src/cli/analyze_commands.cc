@@ -219,7 +219,7 @@ Command add_report(CLI::App& app) {
   struct Args {
     std::vector<std::string> stores, compare;
     std::string out, metric = "flops_utilization", title = "trainbench report", color = "batch",
-                     tta_platform;
+                     tta_platform, published;
     bool second_order = false;
   };
   auto a = std::make_shared<Args>();
@@ -239,9 +239,15 @@ Command add_report(CLI::App& app) {
   sub->add_option("--tta-platform", a->tta_platform,
                   "accelerator of the time-to-accuracy section, for stores with `emulate "
                   "--store` results (default: the platform they ran on)");
+  sub->add_option("--published", a->published,
+                  "a CSV of published training throughputs to validate the accelerator model "
+                  "against (data/published/training-throughput.csv; simulate "
+                  "--validate-published)");
   sub->footer(
       "Examples:\n"
       "  trainbench report out/demo.db -o out/report.html\n"
+      "  trainbench report out/demo.db -o out/report.html --published "
+      "data/published/training-throughput.csv\n"
       "  trainbench report tta.db -o tta.html --tta-platform example-systolic-accelerator\n"
       "  trainbench report xeon.db epyc.db -o cpus.html --compare platform:host-xeon:host-epyc\n"
       "  trainbench report out/demo.db -o util.html --metric examples_per_s --color nodes\n"
@@ -250,6 +256,7 @@ Command add_report(CLI::App& app) {
             ReportOptions o;
             o.title = a->title;
             o.tta_platform = a->tta_platform;
+            o.published = a->published;
             o.summary.metric = a->metric;
             o.summary.second_order = a->second_order;
             o.charts.color_param = a->color;

@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "analysis/published.h"
 #include "analysis/runs.h"
 #include "analysis/validation.h"
 #include "base/errors.h"
@@ -17,7 +18,8 @@ Command add_simulate(CLI::App& app) {
   struct Args {
     std::vector<std::string> inputs;
     std::string platform, format;
-    bool json = false, validate = false;
+    bool json = false, validate = false, explain = false;
+    std::string published;
     size_t top = 10;
   };
   auto a = std::make_shared<Args>();
@@ -25,19 +27,27 @@ Command add_simulate(CLI::App& app) {
       "simulate",
       "Predict a training step's time on a described accelerator, or validate the "
       "prediction against measured runs");
-  sub->add_option("inputs", a->inputs, "config strings (or, with --validate, results stores)")
-      ->required();
+  sub->add_option("inputs", a->inputs, "config strings (or, with --validate, results stores)");
   sub->add_option("--platform", a->platform,
                   "platform name or description file (with --validate: replaces every stored "
                   "description)");
   sub->add_option("--format", a->format,
                   "number format the accelerator computes and stores in (default: the widest "
                   "of the config's numerics= weights, activations and errors formats where all "
-                  "three are set, else its dtype): fp32, bf16, fp16, e4m3, int8, mxfp8_e4m3, ...");
+                  "three are set, else its dtype): fp32, bf16, fp16, e4m3, int8, mxfp8_e4m3, ...; "
+                  "or a mixed-precision recipe: amp-fp16, amp-bf16, tf32");
   sub->add_flag("--validate", a->validate,
                 "predict every ok run of the stores from its platform's stored description and "
                 "report the error distribution");
+  sub->add_option("--validate-published", a->published,
+                  "predict every row of a CSV of published single-device training throughputs "
+                  "(columns config, platform, format, batch, throughput, unit, source; shipped: "
+                  "data/published/training-throughput.csv) and report the error per row and "
+                  "platform");
   sub->add_option("--top", a->top, "layers to list")->capture_default_str();
+  sub->add_flag("--explain", a->explain,
+                "add why: the step by layer class and bound, the peaks, efficiency and array "
+                "utilization used, and where they come from");
   sub->add_flag("--json", a->json, "JSON instead of text");
   sub->footer(
       "Examples:\n"
@@ -46,11 +56,31 @@ Command add_simulate(CLI::App& app) {
       "--platform example-systolic-accelerator --format e4m3 --json\n"
       "  trainbench simulate --validate out/demo.db\n"
       "  trainbench simulate --validate out/demo.db --platform ./my-host.json --json\n"
+      "  trainbench simulate resnet50:batch=256 --platform a100-sxm4-80gb --format amp-fp16 "
+      "--explain\n"
+      "  trainbench simulate --validate-published data/published/training-throughput.csv\n"
       "Model and its conventions: docs/numerics.md (\"Simulation phase\").");
   return {sub, [a]() {
             auto doc = [](const char* kind, nlohmann::json results) {
               return document(kind, {{"results", std::move(results)}});
             };
+            if (!a->published.empty()) {
+              if (a->validate || !a->format.empty() || !a->platform.empty() || !a->inputs.empty())
+                throw UsageError(
+                    "--validate-published takes no configs, --validate, --format or --platform: "
+                    "each row names its own");
+              const auto vs = sim::validate_published(sim::read_published(a->published));
+              if (a->json) {
+                nlohmann::json r = nlohmann::json::array();
+                for (const auto& v : vs) r.push_back(sim::to_json(v));
+                std::cout << doc("trainbench.simulate.published", r).dump(2) << "\n";
+              } else {
+                std::cout << sim::format_published(vs);
+              }
+              return 0;
+            }
+            if (a->inputs.empty())
+              throw UsageError("simulate: give configs (or --validate STORES)");
             if (a->validate) {
               if (!a->format.empty())
                 throw UsageError("--format does not apply to --validate (runs keep their dtype)");
@@ -71,10 +101,13 @@ Command add_simulate(CLI::App& app) {
             nlohmann::json results = nlohmann::json::array();
             for (const auto& text : a->inputs) {
               const sim::Simulation s = sim::simulate_config(p, parse_config(text), a->format);
-              if (a->json)
+              if (a->json) {
                 results.push_back(sim::to_json(s, a->top));
-              else
+                if (a->explain) results.back()["explain"] = sim::explanation_json(s, p);
+              } else {
                 std::cout << sim::format_simulation(s, a->top) << "\n";
+                if (a->explain) std::cout << sim::format_explanation(s, p) << "\n";
+              }
             }
             if (a->json) std::cout << doc("trainbench.simulate", results).dump(2) << "\n";
             return 0;

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "analysis/published.h"
 #include "base/files.h"
 #include "platform/registry.h"
 #include "record/context.h"
@@ -279,6 +280,7 @@ std::string render_report(const RunSet& runs, const Summary& s, const ChartSet& 
                                                         {"comparisons", "Comparisons"},
                                                         {"scaling", "Scaling"},
                                                         {"simulation", "Simulation"},
+                                                        {"published", "Published"},
                                                         {"tta", "Time to accuracy"}})
     if (sections.count(id)) h += "<a href=\"#" + id + "\">" + label + "</a>";
   h += "</nav><div id=\"tb-errors\"></div><main>";
@@ -365,6 +367,15 @@ std::string render_report(const RunSet& runs, const Summary& s, const ChartSet& 
          "the ok runs of each platform with a stored description (docs/numerics.md).</p>";
     h += sim.validation_html;
   }
+  if (sections.count("published")) {
+    h += "<h2 id=\"published\">Simulation: the accelerator model against published training "
+         "throughputs</h2>";
+    section(h, cs, "published");
+    h += "<p>Published single-device training throughputs, each predicted from its platform's "
+         "description in the row's format (simulate --validate-published; docs/numerics.md). "
+         "Error is |predicted - published| / published step time.</p>";
+    h += sim.published_html;
+  }
   if (sections.count("tta")) {
     h += "<h2 id=\"tta\">Time to accuracy on " + html_escape(sim.tta_platform) + "</h2>";
     section(h, cs, "tta");
@@ -412,6 +423,11 @@ ReportStats write_report(const std::vector<std::string>& stores, const std::stri
   if (!validations.empty()) {
     add_validation_chart(cs, validations);
     extra.validation_html = validation_table_html(validations);
+  }
+  if (!o.published.empty()) {
+    const auto published = sim::validate_published(sim::read_published(o.published));
+    add_published_chart(cs, published);
+    extra.published_html = published_table_html(published);
   }
   const auto emulations = load_emulations(stores);
   if (!emulations.empty()) {

@@ -13,6 +13,9 @@ namespace tb {
 
 struct ReportOptions {
   SummaryOptions summary;
+  // A CSV of published throughputs to validate the accelerator model against
+  // (analysis/published.h); empty: no such section.
+  std::string published;
   ChartOptions charts;
   std::string title = "trainbench report";
   // The accelerator of the time-to-accuracy section (a platform name or file); empty: the
@@ -22,7 +25,7 @@ struct ReportOptions {
 
 // HTML tables of the simulation sections (report/simulation_views.h), empty when absent.
 struct SimulationSections {
-  std::string validation_html, tta_html, tta_platform;
+  std::string validation_html, tta_html, tta_platform, published_html;
 };
 
 // Text from data (configs, platform names, errors) goes through these two and nowhere else.

@@ -126,6 +126,86 @@ void add_tta_chart(ChartSet& cs, const TtaResult& r) {
        spec});
 }
 
+void add_published_chart(ChartSet& cs, const std::vector<sim::Validation>& vs) {
+  json rows = json::array();
+  double lo = 0, hi = 0;
+  for (const auto& v : vs)
+    for (const auto& p : v.points) {
+      const double published = double(p.batch) / p.measured_s,
+                   predicted = double(p.batch) / p.predicted_s;
+      rows.push_back({{"platform", v.platform},
+                      {"format", p.format},
+                      {"config", p.config},
+                      {"source", p.source},
+                      {"published", published},
+                      {"predicted", predicted},
+                      {"error", p.error()}});
+      for (double t : {published, predicted}) {
+        lo = lo == 0 ? t : std::min(lo, t);
+        hi = std::max(hi, t);
+      }
+    }
+  if (rows.empty()) return;
+  cs.tables["published"] = rows;
+  cs.tables["published-line"] = json::array({{{"t", lo / 1.5}}, {{"t", hi * 1.5}}});
+  json spec = chart_base("Predicted vs published training throughput");
+  spec["width"] = 420;
+  spec["height"] = 320;
+  const json log = {{"type", "log"}};
+  spec["layer"] = json::array(
+      {{{"data", {{"name", "published-line"}}},
+        {"mark", {{"type", "line"}, {"color", "#999"}, {"strokeDash", {4, 4}}}},
+        {"encoding",
+         {{"x", {{"field", "t"}, {"type", "quantitative"}, {"scale", log}}},
+          {"y", {{"field", "t"}, {"type", "quantitative"}, {"scale", log}}}}}},
+       {{"data", {{"name", "published"}}},
+        {"mark", {{"type", "point"}, {"filled", true}, {"tooltip", true}}},
+        {"encoding",
+         {{"x",
+           {{"field", "published"},
+            {"type", "quantitative"},
+            {"scale", log},
+            {"title", "published examples/s"}}},
+          {"y",
+           {{"field", "predicted"},
+            {"type", "quantitative"},
+            {"scale", log},
+            {"title", "predicted examples/s"}}},
+          {"color", {{"field", "platform"}, {"type", "nominal"}}},
+          {"shape", {{"field", "format"}, {"type", "nominal"}}},
+          {"tooltip",
+           json::array({{{"field", "config"}, {"type", "nominal"}},
+                        {{"field", "published"}, {"type", "quantitative"}},
+                        {{"field", "predicted"}, {"type", "quantitative"}},
+                        {{"field", "error"}, {"type", "quantitative"}, {"format", ".1%"}},
+                        {{"field", "source"}, {"type", "nominal"}}})}}}}});
+  cs.charts.push_back(
+      {chart_id("published"),
+       "published",
+       "Accelerator model vs published training throughputs",
+       "Each point is a published single-device training throughput, predicted from the "
+       "platform's description in the row's format; above the dashed line the model is "
+       "optimistic.",
+       {"published", "published-line"},
+       "published",
+       spec});
+}
+
+std::string published_table_html(const std::vector<sim::Validation>& vs) {
+  std::string h =
+      "<table><tr><th>platform</th><th>format</th><th>config</th><th>published/s</th>"
+      "<th>predicted/s</th><th>error</th><th>source</th></tr>";
+  for (const auto& v : vs)
+    for (const auto& p : v.points)
+      h += "<tr><td>" + html_escape(v.platform) + "</td><td>" + html_escape(p.format) +
+           "</td><td><code>" + html_escape(p.config) + "</code></td><td class=\"num\">" +
+           fmt::format("{:.4g}", double(p.batch) / p.measured_s) + "</td><td class=\"num\">" +
+           fmt::format("{:.4g}", double(p.batch) / p.predicted_s) + "</td><td class=\"num\">" +
+           pct(p.error()) + "</td><td><small>" + html_escape(p.source) + "</small></td></tr>";
+  h += "</table>";
+  return h + validation_table_html(vs);
+}
+
 std::string validation_table_html(const std::vector<sim::Validation>& vs) {
   std::string h =
       "<table><tr><th>platform</th><th>family</th><th>runs</th><th>median |pred-meas|/meas</th>"
@@ -169,7 +249,10 @@ std::string tta_table_html(const TtaResult& r) {
          (v.mlperf_iterations ? fmt::format("{:.1f}", *v.mlperf_iterations) : "&ndash;") +
          "</td><td class=\"num\">" + fmt::format("{:.4g} ms", v.step_s * 1e3) +
          "</td><td class=\"num\">" + fmt::format("{:.4g} s", *v.tta_s) + "</td><td class=\"num\">" +
-         (v.speedup ? fmt::format("{:.2f}x", *v.speedup) : "&ndash;") + "</td></tr>";
+         (v.speedup ? fmt::format("{:.2f}x", *v.speedup) + " <small>(" + html_escape(r.validation) +
+                          ")</small>"
+                    : "&ndash;") +
+         "</td></tr>";
   }
   return h + "</table>";
 }

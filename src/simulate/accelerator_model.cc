@@ -358,6 +358,105 @@ nlohmann::json to_json(const Simulation& s, size_t top_layers) {
       {"layers", layers}};
 }
 
+namespace {
+std::string class_of(const std::string& op) {
+  if (op == "linear" || op == "embedding") return "matmul";
+  if (op == "conv2d" || op == "gconv2d") return "conv";
+  if (recurrent(op)) return "recurrent";
+  if (op == "attention") return "attention";
+  if (op == "optimizer") return "optimizer";
+  return "elementwise";
+}
+
+std::string efficiency_source(const PlatformDescription& p) {
+  if (!p.efficiency) return "none stated: the pure roofline (fraction 1, no overhead)";
+  const auto at = p.extra.find("measured_at");
+  return at != p.extra.end() && at->is_string()
+             ? "measured by trainbench platform at " + at->get<std::string>() +
+                   " (micro-benchmarks, not the runs predicted)"
+             : "stated in the description (source: " + p.source + ")";
+}
+}  // namespace
+
+std::vector<ClassTime> explain(const Simulation& s) {
+  std::map<std::string, ClassTime> by;
+  std::map<std::string, double> gemm_time;
+  for (const auto& l : s.layers) {
+    ClassTime& c = by[class_of(l.op)];
+    c.op_class = class_of(l.op);
+    for (const auto& ph : l.phases) {
+      const double t = ph.time_s();
+      c.time_s += t;
+      (ph.memory_bound() ? c.memory_bound_s : c.compute_bound_s) += t;
+      c.flops += ph.flops;
+      c.bytes += ph.bytes;
+      if (ph.matmul_flops > 0) {
+        gemm_time[c.op_class] += t;
+        c.gemm_fraction += ph.gemm_fraction * t;
+        if (ph.mapping) c.array_utilization += ph.mapping->utilization * t;
+      }
+    }
+  }
+  std::vector<ClassTime> out;
+  for (auto& [k, c] : by) {
+    if (gemm_time[k] > 0) c.gemm_fraction /= gemm_time[k], c.array_utilization /= gemm_time[k];
+    out.push_back(c);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const ClassTime& a, const ClassTime& b) { return a.time_s > b.time_s; });
+  return out;
+}
+
+std::string format_explanation(const Simulation& s, const PlatformDescription& p) {
+  std::ostringstream o;
+  const double t = s.step_s > 0 ? s.step_s : 1;
+  o << fmt::format("why {:.4g} ms: time by layer class and bound\n", s.step_s * 1e3);
+  o << fmt::format("  {:<12} {:>10} {:>6} {:>10} {:>10} {:>9} {:>9}\n", "class", "ms", "share",
+                   "compute", "memory", "GEMM eff", "array");
+  for (const auto& c : explain(s))
+    o << fmt::format(
+        "  {:<12} {:>10.4g} {:>5.1f}% {:>9.1f}% {:>9.1f}% {:>9} {:>9}\n", c.op_class,
+        c.time_s * 1e3, 100 * c.time_s / t, c.time_s > 0 ? 100 * c.compute_bound_s / c.time_s : 0.0,
+        c.time_s > 0 ? 100 * c.memory_bound_s / c.time_s : 0.0,
+        c.gemm_fraction > 0 ? fmt::format("{:.1f}%", 100 * c.gemm_fraction) : "-",
+        c.array_utilization > 0 ? fmt::format("{:.1f}%", 100 * c.array_utilization) : "-");
+  if (s.overhead_s > 0)
+    o << fmt::format("  {:<12} {:>10.4g} {:>5.1f}%  ({:.0f} operators x {:.3g} us)\n", "overhead",
+                     s.overhead_s * 1e3, 100 * s.overhead_s / t, s.ops.total(),
+                     s.op_overhead_s * 1e6);
+  o << fmt::format(
+      "compute: matrix products at the {} peak, {:.4g} TFLOP/s; other arithmetic at the {} "
+      "peak, {:.4g} TFLOP/s (description: {})\n",
+      s.format.peak_dtype, s.peak_flops / 1e12,
+      s.format.other_peak_dtype.empty() ? s.format.peak_dtype : s.format.other_peak_dtype,
+      s.other_peak_flops / 1e12, p.name);
+  o << fmt::format(
+      "memory: {:.4g} GB/s; bytes at {} bits for activations, {} for weights, "
+      "gradients and optimizer state\n",
+      s.bandwidth / 1e9, s.format.bits, s.format.state_bits);
+  o << "GEMM efficiency and per-operator overhead: " << efficiency_source(p) << "\n";
+  if (p.systolic_array)
+    o << fmt::format("array: {} x {} {} (folds, fill and drain per GEMM)\n", p.systolic_array->rows,
+                     p.systolic_array->cols, p.systolic_array->dataflow);
+  return o.str();
+}
+
+nlohmann::json explanation_json(const Simulation& s, const PlatformDescription& p) {
+  nlohmann::json classes = nlohmann::json::array();
+  for (const auto& c : explain(s))
+    classes.push_back({{"class", c.op_class},
+                       {"time_s", c.time_s},
+                       {"compute_bound_s", c.compute_bound_s},
+                       {"memory_bound_s", c.memory_bound_s},
+                       {"flops", c.flops},
+                       {"bytes", c.bytes},
+                       {"gemm_fraction", c.gemm_fraction},
+                       {"array_utilization", c.array_utilization}});
+  return {{"classes", classes},
+          {"overhead_s", s.overhead_s},
+          {"efficiency_source", efficiency_source(p)}};
+}
+
 std::string format_simulation(const Simulation& s, size_t top_layers) {
   std::ostringstream o;
   o << fmt::format("{} on {} in {} ({} bits, {} peak {:.4g} TFLOP/s, {:.4g} GB/s)\n", s.config,

@@ -119,6 +119,20 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
 Simulation simulate_config(const PlatformDescription& p, const Config& config,
                            const std::string& format = "", const SimOptions& o = {});
 
+// `simulate --explain`: the step split by layer class (matmul, conv, recurrent, attention,
+// elementwise, optimizer) and bound (compute, memory; overhead apart), with the peak, the
+// GEMM efficiency and the array utilization each class used and where they come from.
+struct ClassTime {
+  std::string op_class;
+  double time_s = 0, compute_bound_s = 0, memory_bound_s = 0;
+  double flops = 0, bytes = 0;
+  double gemm_fraction = 0;      // time-weighted over its matrix-product phases (0: none)
+  double array_utilization = 0;  // the same, on a systolic array (0: none)
+};
+std::vector<ClassTime> explain(const Simulation& s);
+std::string format_explanation(const Simulation& s, const PlatformDescription& p);
+nlohmann::json explanation_json(const Simulation& s, const PlatformDescription& p);
+
 nlohmann::json to_json(const Simulation& s, size_t top_layers = 10);
 std::string format_simulation(const Simulation& s, size_t top_layers = 10);
 

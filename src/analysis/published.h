@@ -1,0 +1,46 @@
+#pragma once
+// The accelerator model against published training throughputs (simulate
+// --validate-published): a CSV of single-device measurements from public sources, each
+// predicted from its platform's description and compared. The shipped file is
+// data/published/training-throughput.csv; its derivation is scripts/published_rows.py.
+#include <string>
+#include <vector>
+
+#include "analysis/validation.h"
+
+namespace tb::sim {
+
+// One row: columns config, platform, format, batch, throughput, unit, source (and an
+// optional note), by name in the header line.
+struct PublishedRow {
+  int line = 0;
+  std::string config;    // trainbench config string, the row's batch applied
+  std::string platform;  // a platform name (platforms/*.json) or description file
+  std::string format;    // a simulate format or recipe: fp32, tf32, amp-fp16, ...
+  int64_t batch = 0;
+  double throughput = 0;  // examples per second
+  std::string unit, source, note;
+};
+
+// Reads and checks every row: the config parses and has a cost description, the platform is
+// known and runs the format, batch and throughput are positive, the unit counts examples.
+// Throws UsageError "FILE:LINE: field 'NAME': why" for the first bad one.
+std::vector<PublishedRow> read_published(const std::string& path);
+
+// One validation per platform, in the order the rows name them; points carry the row's
+// format and source, measured_s is batch / throughput.
+std::vector<Validation> validate_published(const std::vector<PublishedRow>& rows);
+
+// The shipped file (data/published/training-throughput.csv).
+std::string shipped_published_path();
+
+// How far the simulator is from the shipped published rows for a platform, in a phrase for
+// beside a prediction: "simulator error on a100-sxm4-80gb: median 31%, p90 40% over 8
+// published rows", or "simulator not validated on NAME (no published rows)".
+std::string validation_phrase(const std::string& platform);
+
+// Text: every row (predicted and published throughput, error), then median and p90 per
+// platform and over all rows.
+std::string format_published(const std::vector<Validation>& v);
+
+}  // namespace tb::sim

@@ -64,19 +64,24 @@ Command add_simulate(CLI::App& app) {
             auto doc = [](const char* kind, nlohmann::json results) {
               return document(kind, {{"results", std::move(results)}});
             };
+            // A validation, as JSON under `kind` or as the given text.
+            auto print = [&](const std::vector<sim::Validation>& vs, const char* kind,
+                             std::string (*text)(const std::vector<sim::Validation>&)) {
+              if (!a->json) {
+                std::cout << text(vs);
+                return;
+              }
+              nlohmann::json r = nlohmann::json::array();
+              for (const auto& v : vs) r.push_back(sim::to_json(v));
+              std::cout << doc(kind, r).dump(2) << "\n";
+            };
             if (!a->published.empty()) {
               if (a->validate || !a->format.empty() || !a->platform.empty() || !a->inputs.empty())
                 throw UsageError(
                     "--validate-published takes no configs, --validate, --format or --platform: "
                     "each row names its own");
               const auto vs = sim::validate_published(sim::read_published(a->published));
-              if (a->json) {
-                nlohmann::json r = nlohmann::json::array();
-                for (const auto& v : vs) r.push_back(sim::to_json(v));
-                std::cout << doc("trainbench.simulate.published", r).dump(2) << "\n";
-              } else {
-                std::cout << sim::format_published(vs);
-              }
+              print(vs, "trainbench.simulate.published", sim::format_published);
               return 0;
             }
             if (a->inputs.empty())
@@ -87,13 +92,7 @@ Command add_simulate(CLI::App& app) {
               std::optional<PlatformDescription> d;
               if (!a->platform.empty()) d = find_platform(a->platform);
               const auto vs = sim::validate(load_runs(a->inputs), d);
-              if (a->json) {
-                nlohmann::json r = nlohmann::json::array();
-                for (const auto& v : vs) r.push_back(sim::to_json(v));
-                std::cout << doc("trainbench.simulate.validation", r).dump(2) << "\n";
-              } else {
-                std::cout << sim::format_validation(vs);
-              }
+              print(vs, "trainbench.simulate.validation", sim::format_validation);
               return 0;
             }
             if (a->platform.empty()) throw UsageError("--platform is required (a name or a file)");

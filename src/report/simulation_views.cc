@@ -16,11 +16,58 @@ std::string pct(double f) { return fmt::format("{:.1f}%", 100 * f); }
 
 }  // namespace
 
+namespace {
+
+// A predicted-against-observed scatter on log-log axes with the y = x line, for the two
+// validations: `rows` carry `x` and `y` fields named by the axes.
+struct Axis {
+  std::string field, title;
+};
+void add_prediction_chart(ChartSet& cs, const std::string& table, const std::string& section,
+                          const std::string& title, const std::string& caption, json rows,
+                          const Axis& x, const Axis& y, const std::string& color,
+                          const std::string& shape, const json& tooltip) {
+  if (rows.empty()) return;
+  double lo = 0, hi = 0;
+  for (const auto& r : rows)
+    for (const auto& f : {x.field, y.field}) {
+      const double t = r.at(f).get<double>();
+      lo = lo == 0 ? t : std::min(lo, t);
+      hi = std::max(hi, t);
+    }
+  const std::string line = table + "-line";
+  cs.tables[table] = std::move(rows);
+  cs.tables[line] = json::array({{{"t", lo / 1.5}}, {{"t", hi * 1.5}}});
+  json spec = chart_base(title);
+  spec["width"] = 420;
+  spec["height"] = 320;
+  const json log = {{"type", "log"}};
+  auto axis = [&](const Axis& a) {
+    return json{{"field", a.field}, {"type", "quantitative"}, {"scale", log}, {"title", a.title}};
+  };
+  spec["layer"] =
+      json::array({{{"data", {{"name", line}}},
+                    {"mark", {{"type", "line"}, {"color", "#999"}, {"strokeDash", {4, 4}}}},
+                    {"encoding",
+                     {{"x", {{"field", "t"}, {"type", "quantitative"}, {"scale", log}}},
+                      {"y", {{"field", "t"}, {"type", "quantitative"}, {"scale", log}}}}}},
+                   {{"data", {{"name", table}}},
+                    {"mark", {{"type", "point"}, {"filled", true}, {"tooltip", true}}},
+                    {"encoding",
+                     {{"x", axis(x)},
+                      {"y", axis(y)},
+                      {"color", {{"field", color}, {"type", "nominal"}}},
+                      {"shape", {{"field", shape}, {"type", "nominal"}}},
+                      {"tooltip", tooltip}}}}});
+  cs.charts.push_back({chart_id(table), section, title, caption, {table, line}, table, spec});
+}
+
+}  // namespace
+
 void add_validation_chart(ChartSet& cs, const std::vector<sim::Validation>& vs) {
   json rows = json::array();
-  double lo = 0, hi = 0;
   for (const auto& v : vs)
-    for (const auto& p : v.points) {
+    for (const auto& p : v.points)
       rows.push_back({{"platform", v.platform},
                       {"family", p.family},
                       {"config", p.config},
@@ -28,56 +75,44 @@ void add_validation_chart(ChartSet& cs, const std::vector<sim::Validation>& vs) 
                       {"predicted_s", p.predicted_s},
                       {"error", p.error()},
                       {"bound", p.bound}});
-      for (double t : {p.measured_s, p.predicted_s}) {
-        lo = lo == 0 ? t : std::min(lo, t);
-        hi = std::max(hi, t);
-      }
-    }
-  if (rows.empty()) return;
-  cs.tables["validation"] = rows;
-  cs.tables["validation-line"] = json::array({{{"t", lo / 1.5}}, {{"t", hi * 1.5}}});
-  json spec = chart_base("Predicted vs measured step time");
-  spec["width"] = 420;
-  spec["height"] = 320;
-  const json log = {{"type", "log"}};
-  spec["layer"] = json::array(
-      {{{"data", {{"name", "validation-line"}}},
-        {"mark", {{"type", "line"}, {"color", "#999"}, {"strokeDash", {4, 4}}}},
-        {"encoding",
-         {{"x", {{"field", "t"}, {"type", "quantitative"}, {"scale", log}}},
-          {"y", {{"field", "t"}, {"type", "quantitative"}, {"scale", log}}}}}},
-       {{"data", {{"name", "validation"}}},
-        {"mark", {{"type", "point"}, {"filled", true}, {"tooltip", true}}},
-        {"encoding",
-         {{"x",
-           {{"field", "measured_s"},
-            {"type", "quantitative"},
-            {"scale", log},
-            {"title", "measured step time (s)"}}},
-          {"y",
-           {{"field", "predicted_s"},
-            {"type", "quantitative"},
-            {"scale", log},
-            {"title", "predicted step time (s)"}}},
-          {"color", {{"field", "family"}, {"type", "nominal"}}},
-          {"shape", {{"field", "bound"}, {"type", "nominal"}}},
-          {"tooltip",
-           json::array({{{"field", "config"}, {"type", "nominal"}},
-                        {{"field", "measured_s"}, {"type", "quantitative"}},
-                        {{"field", "predicted_s"}, {"type", "quantitative"}},
-                        {{"field", "error"}, {"type", "quantitative"}, {"format", ".1%"}},
-                        {{"field", "bound"}, {"type", "nominal"}}})}}}}});
-  cs.charts.push_back(
-      {chart_id("validation"),
-       "simulation",
-       "Accelerator model vs measured step times",
-       "Each point is a measured run; its prediction comes from the platform's own stored "
-       "description (roofline per layer and phase, with its measured efficiency when it has one: "
-       "GEMM fraction of peak by size, per-operator overhead). On the dashed line the model is "
-       "exact; below it the model is optimistic.",
-       {"validation", "validation-line"},
-       "validation",
-       spec});
+  add_prediction_chart(
+      cs, "validation", "simulation", "Accelerator model vs measured step times",
+      "Each point is a measured run; its prediction comes from the platform's own stored "
+      "description (roofline per layer and phase, with its measured efficiency when it has one: "
+      "GEMM fraction of peak by size, per-operator overhead). On the dashed line the model is "
+      "exact; below it the model is optimistic.",
+      std::move(rows), {"measured_s", "measured step time (s)"},
+      {"predicted_s", "predicted step time (s)"}, "family", "bound",
+      json::array({{{"field", "config"}, {"type", "nominal"}},
+                   {{"field", "measured_s"}, {"type", "quantitative"}},
+                   {{"field", "predicted_s"}, {"type", "quantitative"}},
+                   {{"field", "error"}, {"type", "quantitative"}, {"format", ".1%"}},
+                   {{"field", "bound"}, {"type", "nominal"}}}));
+}
+
+void add_published_chart(ChartSet& cs, const std::vector<sim::Validation>& vs) {
+  json rows = json::array();
+  for (const auto& v : vs)
+    for (const auto& p : v.points)
+      rows.push_back({{"platform", v.platform},
+                      {"format", p.format},
+                      {"config", p.config},
+                      {"source", p.source},
+                      {"published", double(p.batch) / p.measured_s},
+                      {"predicted", double(p.batch) / p.predicted_s},
+                      {"error", p.error()}});
+  add_prediction_chart(
+      cs, "published", "published", "Accelerator model vs published training throughputs",
+      "Each point is a published single-device training throughput, predicted from the "
+      "platform's description in the row's format; above the dashed line the model is "
+      "optimistic.",
+      std::move(rows), {"published", "published examples/s"}, {"predicted", "predicted examples/s"},
+      "platform", "format",
+      json::array({{{"field", "config"}, {"type", "nominal"}},
+                   {{"field", "published"}, {"type", "quantitative"}},
+                   {{"field", "predicted"}, {"type", "quantitative"}},
+                   {{"field", "error"}, {"type", "quantitative"}, {"format", ".1%"}},
+                   {{"field", "source"}, {"type", "nominal"}}}));
 }
 
 void add_tta_chart(ChartSet& cs, const TtaResult& r) {
@@ -123,71 +158,6 @@ void add_tta_chart(ChartSet& cs, const TtaResult& r) {
        "accelerator model's step time for the variant's format.",
        {"tta"},
        "tta",
-       spec});
-}
-
-void add_published_chart(ChartSet& cs, const std::vector<sim::Validation>& vs) {
-  json rows = json::array();
-  double lo = 0, hi = 0;
-  for (const auto& v : vs)
-    for (const auto& p : v.points) {
-      const double published = double(p.batch) / p.measured_s,
-                   predicted = double(p.batch) / p.predicted_s;
-      rows.push_back({{"platform", v.platform},
-                      {"format", p.format},
-                      {"config", p.config},
-                      {"source", p.source},
-                      {"published", published},
-                      {"predicted", predicted},
-                      {"error", p.error()}});
-      for (double t : {published, predicted}) {
-        lo = lo == 0 ? t : std::min(lo, t);
-        hi = std::max(hi, t);
-      }
-    }
-  if (rows.empty()) return;
-  cs.tables["published"] = rows;
-  cs.tables["published-line"] = json::array({{{"t", lo / 1.5}}, {{"t", hi * 1.5}}});
-  json spec = chart_base("Predicted vs published training throughput");
-  spec["width"] = 420;
-  spec["height"] = 320;
-  const json log = {{"type", "log"}};
-  spec["layer"] = json::array(
-      {{{"data", {{"name", "published-line"}}},
-        {"mark", {{"type", "line"}, {"color", "#999"}, {"strokeDash", {4, 4}}}},
-        {"encoding",
-         {{"x", {{"field", "t"}, {"type", "quantitative"}, {"scale", log}}},
-          {"y", {{"field", "t"}, {"type", "quantitative"}, {"scale", log}}}}}},
-       {{"data", {{"name", "published"}}},
-        {"mark", {{"type", "point"}, {"filled", true}, {"tooltip", true}}},
-        {"encoding",
-         {{"x",
-           {{"field", "published"},
-            {"type", "quantitative"},
-            {"scale", log},
-            {"title", "published examples/s"}}},
-          {"y",
-           {{"field", "predicted"},
-            {"type", "quantitative"},
-            {"scale", log},
-            {"title", "predicted examples/s"}}},
-          {"color", {{"field", "platform"}, {"type", "nominal"}}},
-          {"shape", {{"field", "format"}, {"type", "nominal"}}},
-          {"tooltip",
-           json::array({{{"field", "config"}, {"type", "nominal"}},
-                        {{"field", "published"}, {"type", "quantitative"}},
-                        {{"field", "predicted"}, {"type", "quantitative"}},
-                        {{"field", "error"}, {"type", "quantitative"}, {"format", ".1%"}},
-                        {{"field", "source"}, {"type", "nominal"}}})}}}}});
-  cs.charts.push_back(
-      {chart_id("published"),
-       "published",
-       "Accelerator model vs published training throughputs",
-       "Each point is a published single-device training throughput, predicted from the "
-       "platform's description in the row's format; above the dashed line the model is "
-       "optimistic.",
-       {"published", "published-line"},
-       "published",
        spec});
 }
 

@@ -7,6 +7,10 @@
 # pool), the two stacks of one config back to back in the same minutes. The figure per
 # config and stack is max/min of its per-process mean step times; the target is that
 # >= 95% of the default stack's configs have max/min <= 1.05.
+# After every round of processes, bench/machine_floor (plain C++, no LibTorch, no BLAS) runs in
+# fresh processes too, on 1 and 2 threads, for as long as a config's timed loop: its max/min is
+# what the machine alone contributes, measured in the same minutes. A floor above 1.05 means
+# the target cannot be met on this machine at that time, whatever trainbench does.
 #
 #   bench/reproducibility.sh [--build-dir DIR] [--out FILE] [--reps N] [SWEEP ...]
 set -euo pipefail
@@ -21,7 +25,7 @@ while [[ $# -gt 0 ]]; do
     --build-dir) build="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --reps) reps="$2"; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) sweeps+=("$1"); shift ;;
   esac
 done
@@ -38,14 +42,21 @@ done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 start=$SECONDS
-for s in "${sweeps[@]}"; do
-  echo "== $s: $reps processes per config and stack"
-  "$tb" sweep "$s" --store "$work/$s.db" --repetitions "$reps" \
-    --stack blas=default --stack blas=openblas-pthread 2>&1 | tail -n 3
+floor="$build/bench/machine_floor"
+[[ -x "$floor" ]] || { echo "reproducibility: $floor not built (make machine_floor)" >&2; exit 1; }
+# One round is every config's next process on both stacks (a resumed sweep tops a config up
+# by one repetition), then the floor's processes.
+for ((r = 1; r <= reps; r++)); do
+  for s in "${sweeps[@]}"; do
+    echo "== $s: round $r of $reps"
+    "$tb" sweep "$s" --store "$work/$s.db" --repetitions "$r" \
+      --stack blas=default --stack blas=openblas-pthread 2>&1 | tail -n 2
+  done
+  for t in 1 2; do "$floor" --threads "$t" --seconds 1.5 >> "$work/floor.jsonl"; done
 done
 wall=$((SECONDS - start))
 python3 - "$out" "$reps" "$wall" "$work" "${sweeps[@]}" <<'PY'
-import json, sqlite3, statistics, sys
+import json, os, sqlite3, statistics, sys
 out, reps, wall, work, sweeps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5:]
 rows = []
 for s in sweeps:
@@ -79,11 +90,17 @@ def table(stack):
             "processes_converged": sum(e == "converged" for e in ends) / max(1, len(ends)),
             "worst": {"config": worst["config"], "max_over_min": worst["max_over_min"],
                       "means_s": worst["means_s"]}}
+floor = {}
+for line in open(os.path.join(work, "floor.jsonl")):
+    f = json.loads(line)
+    floor.setdefault(f"{f['work']}_{f['threads']}_threads", []).append(f["mean_s"])
+floor = {k: {"means_s": v, "max_over_min": max(v) / min(v)} for k, v in floor.items()}
 doc = {"schema_version": 1, "kind": "trainbench.bench.reproducibility",
        "method": f"sweeps {', '.join(sweeps)} as shipped, {reps} fresh processes per config and "
                  "stack, interleaved; stacks blas=default and blas=openblas-pthread back to back",
        "wall_s": wall, "target": ">= 95% of the default stack's configs with max/min <= 1.05",
-       "default": table("default"), "openblas_pthread": table("pthread"), "rows": rows}
+       "default": table("default"), "openblas_pthread": table("pthread"),
+       "machine_floor": floor, "rows": rows}
 json.dump(doc, open(out, "w"), indent=2)
 for name in ("default", "openblas_pthread"):
     t = doc[name]
@@ -93,9 +110,13 @@ for name in ("default", "openblas_pthread"):
           f"max/min p50 {t['max_over_min_quantiles']['p50']:.3f} p90 {t['max_over_min_quantiles']['p90']:.3f} "
           f"max {t['max_over_min_quantiles']['p100']:.3f} ({t['worst']['config']}); {t['unstable']} unstable; "
           f"{100*t['processes_converged']:.0f}% of processes converged")
+for k, f in floor.items():
+    print(f"{'floor ' + k:>24}: max/min {f['max_over_min']:.3f} over {len(f['means_s'])} processes "
+          f"(plain C++, {', '.join(f'{1e3*m:.3f}' for m in f['means_s'])} ms)")
 d = doc["default"]
 ok = d.get("configs") and d["share_within_1_05"] >= 0.95
 print(f"SUMMARY reproducibility: {100*d.get('share_within_1_05',0):.0f}% of {d.get('configs',0)} configs "
       f"within 1.05 on the default stack (target >= 95%: {'PASS' if ok else 'FAIL'}); "
-      f"openblas-pthread {100*doc['openblas_pthread'].get('share_within_1_05',0):.0f}%; {wall} s")
+      f"openblas-pthread {100*doc['openblas_pthread'].get('share_within_1_05',0):.0f}%; machine floor "
+      f"max/min {max((f['max_over_min'] for f in floor.values()), default=0):.3f}; {wall} s")
 PY

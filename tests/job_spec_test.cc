@@ -40,6 +40,7 @@ TEST(JobSpec, ARunCarriesItsTimingSeedAndLimitsAndNothingItDoesNotSet) {
   EXPECT_TRUE(has_pair(a, "--seed", "7"));
   EXPECT_TRUE(has_pair(a, "--memory-limit", "1.5"));
   EXPECT_TRUE(has_pair(a, "--min-samples", std::to_string(SteadyStateOptions{}.min_samples)));
+  EXPECT_TRUE(has_pair(a, "--min-time", "0.5"));
   for (const char* absent :
        {"--max-steps", "--stack", "--platform", "--peak-gflops", "--dist-timeout", "--bucket-mib"})
     EXPECT_FALSE(has(a, absent)) << absent;

@@ -90,6 +90,36 @@ TEST(SteadyState, MonitorDoesNotConvergeOnADrift) {
   EXPECT_EQ(m.result().end_reason, "budget");
 }
 
+// A precise, stationary window that is too short in wall time is not accepted: it could lie
+// wholly inside a slow spell of the machine. Steps of 1 ms reach +-1% within ~30 steps, but
+// 0.5 s of stationary steps needs ~500.
+TEST(SteadyState, MonitorWaitsForTheMinimumWindow) {
+  SteadyStateOptions o;
+  o.budget_s = 30;
+  o.min_time_s = 0.5;
+  SteadyStateMonitor m(o);
+  const auto x = series(10, 100000, 0.005, 0.001, 0.00002, 7);
+  size_t i = 0;
+  double t = 0;
+  while (!m.add(x[i], t += x[i])) ++i;
+  const StepStats s = m.result();
+  EXPECT_EQ(s.end_reason, "converged");
+  EXPECT_GE(double(s.samples) * s.mean, 0.5);
+  EXPECT_LT(double(s.samples) * s.mean, 0.5 * 1.2);  // checks are 10% apart
+
+  o.min_time_s = 0;  // the same series without the minimum stops far earlier
+  SteadyStateMonitor quick(o);
+  i = 0, t = 0;
+  while (!quick.add(x[i], t += x[i])) ++i;
+  EXPECT_LT(quick.result().steps, 100);
+
+  o.min_time_s = 10, o.budget_s = 0.2;  // capped at half the budget, so it still converges
+  SteadyStateMonitor capped(o);
+  i = 0, t = 0;
+  while (!capped.add(x[i], t += x[i])) ++i;
+  EXPECT_EQ(capped.result().end_reason, "converged");
+}
+
 TEST(SteadyState, FixedStepsRunsExactly) {
   SteadyStateMonitor m({0.01, 0.95, 1e9, 10, 0, 37});
   const auto x = series(0, 100, 0, 1.0, 0.0, 5);

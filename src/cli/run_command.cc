@@ -176,6 +176,10 @@ Command add_run(CLI::App& app) {
   sub->add_option("--min-samples", t.min_samples, "stationary steps needed before stopping")
       ->check(CLI::Range(2, 1000000))
       ->capture_default_str();
+  sub->add_option("--min-time", t.min_time_s,
+                  "seconds of stationary steps needed before stopping (at most half the budget)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
   sub->add_option("--steps", t.fixed_steps, "run exactly this many steps (no early stop)")
       ->check(CLI::Range(2, 100000000));
   sub->add_option("--max-steps", t.max_steps, "stop after this many steps")

@@ -32,6 +32,8 @@ std::vector<std::string> JobSpec::args() const {
                                 number(timing.budget_s),
                                 "--min-samples",
                                 std::to_string(timing.min_samples),
+                                "--min-time",
+                                number(timing.min_time_s),
                                 "--seed",
                                 std::to_string(seed)};
   if (timing.fixed_steps > 0) v.insert(v.end(), {"--steps", std::to_string(timing.fixed_steps)});
@@ -54,6 +56,7 @@ json JobSpec::to_json() const {
             {"target_ci", timing.target_rel_ci},
             {"budget_s", timing.budget_s},
             {"min_samples", timing.min_samples},
+            {"min_time_s", timing.min_time_s},
             {"fixed_steps", timing.fixed_steps},
             {"max_steps", timing.max_steps},
             {"seed", seed},
@@ -95,6 +98,7 @@ JobSpec job_from_json(const json& j) {
   get(j, "target_ci", s.timing.target_rel_ci);
   get(j, "budget_s", s.timing.budget_s);
   get(j, "min_samples", s.timing.min_samples);
+  get(j, "min_time_s", s.timing.min_time_s);
   get(j, "fixed_steps", s.timing.fixed_steps);
   get(j, "max_steps", s.timing.max_steps);
   get(j, "seed", s.seed);

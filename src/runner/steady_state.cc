@@ -58,7 +58,10 @@ bool SteadyStateMonitor::add(double step_seconds, double elapsed_s) {
       const size_t h = tail.size() / 2;
       const double m1 = std::accumulate(tail.begin(), tail.begin() + h, 0.0) / h;
       const double m2 = std::accumulate(tail.begin() + h, tail.end(), 0.0) / (tail.size() - h);
-      if (ci.relative() <= opt_.target_rel_ci && std::fabs(m1 - m2) <= 2 * ci.half_width)
+      const double window_s = m1 * double(h) + m2 * double(tail.size() - h);
+      const double min_time_s = std::min(opt_.min_time_s, opt_.budget_s / 2);
+      if (ci.relative() <= opt_.target_rel_ci && std::fabs(m1 - m2) <= 2 * ci.half_width &&
+          window_s >= min_time_s)
         return finish("converged");
     }
   }

@@ -17,6 +17,11 @@ struct SteadyStateOptions {
   int64_t min_samples = 10;  // stationary samples needed before the CI is trusted
   int64_t max_steps = 0;     // 0: no limit
   int64_t fixed_steps = 0;   // >0: run exactly this many steps, no early stop
+  // Seconds of stationary steps needed before the CI is trusted (capped at half the budget).
+  // A short window can sit wholly inside a slow spell of a shared machine (steal time,
+  // another tenant's burst) and then look stationary and precise while it is 10-40% off;
+  // README.md ("What a run measures") gives the measurement that set the default.
+  double min_time_s = 0.5;
 };
 
 // MSER-5 truncation point (in samples, a multiple of 5) for a series, searched over the

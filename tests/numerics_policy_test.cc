@@ -102,6 +102,40 @@ TEST(NumericsPolicy, ComputeFormatIsTheWidestOfWeightsActivationsAndErrors) {
   EXPECT_EQ(parse_numerics("fp32").compute_format(), "");
 }
 
+// The recipe names `simulate --format` takes mean the same places here, and a simulation of a
+// config with numerics=amp-bf16 runs it as that recipe.
+TEST(NumericsPolicy, RecipesExpandToTheirPlacesAndRoundTripByName) {
+  const auto amp = parse_numerics("amp-fp16");
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(amp.points[i], "fp16") << i;
+  EXPECT_EQ(amp.optimizer_state(), "off");
+  EXPECT_EQ(amp.master(), "off");
+  EXPECT_EQ(amp.loss_scale, "dynamic");
+  EXPECT_EQ(amp.str(), "amp-fp16");
+  EXPECT_EQ(amp.compute_format(), "amp-fp16");
+  const auto bf = parse_numerics("amp-bf16");
+  EXPECT_EQ(bf.weight_grads(), "bf16");
+  EXPECT_EQ(bf.loss_scale, "none");
+  EXPECT_EQ(bf.compute_format(), "amp-bf16");
+  const auto tf = parse_numerics("tf32");
+  EXPECT_EQ(tf.weights(), "tf32");
+  EXPECT_EQ(tf.errors(), "tf32");
+  EXPECT_EQ(tf.weight_grads(), "off");  // accumulated in fp32
+  EXPECT_EQ(tf.str(), "tf32");
+  // Later items refine a recipe, and what differs from it is written after its name.
+  const auto fixed = parse_numerics("amp-fp16+ls:static:1024");
+  EXPECT_EQ(fixed.loss_scale, "static:1024");
+  EXPECT_EQ(fixed.str(), "amp-fp16+ls:static:1024");
+  EXPECT_EQ(parse_numerics(fixed.str()), fixed);
+  const auto none = parse_numerics("amp-fp16+ls:none");
+  EXPECT_EQ(none.str(), "amp-fp16+ls:none");
+  EXPECT_EQ(parse_numerics(none.str()), none);
+  // The same places spelled out are the recipe.
+  EXPECT_EQ(parse_numerics("w:bf16+a:bf16+e:bf16+g:bf16").str(), "amp-bf16");
+  // A changed place is no longer the recipe.
+  EXPECT_EQ(parse_numerics("amp-bf16+o:bf16").recipe(), "");
+  EXPECT_EQ(tb::parse_config("fc:numerics=amp-bf16").get("numerics"), "amp-bf16");
+}
+
 TEST(NumericsPolicy, OperatorsAreGlobalItemsThatRoundTrip) {
   using tb::num::parse_numerics;
   const auto p =

@@ -76,9 +76,9 @@ double reference(double x, const FloatFormat& f, Rounding r, uint32_t rnd = 0) {
 
 bool same(float a, float b) { return (std::isnan(a) && std::isnan(b)) || bits(a) == bits(b); }
 
-const char* kFloatPresets[] = {"fp32", "bf16", "fp16",     "fp8_152",  "fp16_169",
-                               "e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz", "e3m4",
-                               "e2m3", "e3m2", "e2m1"};
+const char* kFloatPresets[] = {"fp32",     "bf16", "fp16", "tf32",     "fp8_152",
+                               "fp16_169", "e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz",
+                               "e3m4",     "e2m3", "e3m2", "e2m1"};
 
 TEST(NumericsFormat, PresetsAndDescriptorsRoundTrip) {
   for (const auto& p : tb::num::format_presets()) {

@@ -385,7 +385,7 @@ TEST(Efficiency, DescriptionsWithoutItPredictExactlyWhatTheyDidBefore) {
   EXPECT_DOUBLE_EQ(s.overhead_s, 0);
   EXPECT_DOUBLE_EQ(s.ops.total(), 0);
   // The shipped registry states efficiency only where it was derived from kernel measurements:
-  // the V100 and its successors, from DeepBench (scripts/calibrate_gpus_from_deepbench.py);
+  // the V100 and its successors, from DeepBench and later tables (scripts/calibrate_gpus.py);
   // every other known platform keeps its roofline.
   for (const auto& known : list_platforms(nullptr)) {
     const bool calibrated = known.name.rfind("v100", 0) == 0 || known.name.rfind("a100", 0) == 0 ||
@@ -432,6 +432,31 @@ TEST(Efficiency, JsonRoundTripSortsTheCurve) {
   EXPECT_FALSE(parse_platform(old, "old.json").efficiency);
 }
 
+// Streaming kernels reach a share of the stated bandwidth: every memory-bound phase takes
+// 1/share as long, and compute-bound phases do not change.
+TEST(Efficiency, MemoryFractionSlowsOnlyTheMemoryBoundPhases) {
+  const StepCost c = step_cost(parse_config("cnn:block=residual,blocks=1,filters=16,image=32"));
+  const auto full = parse_platform(described({{"op_overhead_us", 0}}), "full.json");
+  const auto part =
+      parse_platform(described({{"op_overhead_us", 0}, {"memory_fraction", 0.8}}), "part.json");
+  EXPECT_DOUBLE_EQ(part.efficiency->memory_fraction, 0.8);
+  EXPECT_DOUBLE_EQ(to_json(part)["efficiency"]["memory_fraction"], 0.8);
+  EXPECT_FALSE(to_json(full)["efficiency"].contains("memory_fraction"));  // 1: not written
+  const auto a = sim::simulate_step(full, c, 4, sim::resolve_format(full, "fp32"));
+  const auto b = sim::simulate_step(part, c, 4, sim::resolve_format(part, "fp32"));
+  ASSERT_EQ(a.layers.size(), b.layers.size());
+  size_t memory_bound = 0;
+  for (size_t i = 0; i < a.layers.size(); ++i)
+    for (size_t j = 0; j < a.layers[i].phases.size(); ++j) {
+      const auto &x = a.layers[i].phases[j], &y = b.layers[i].phases[j];
+      EXPECT_NEAR(y.memory_s, x.memory_s / 0.8, 1e-15 + 1e-12 * x.memory_s);
+      EXPECT_DOUBLE_EQ(y.compute_s, x.compute_s);
+      memory_bound += x.memory_bound();
+    }
+  EXPECT_GT(memory_bound, 0u);
+  EXPECT_GT(b.step_s, a.step_s);
+}
+
 TEST(Efficiency, BadValuesAreRefusedNamingTheField) {
   auto refused = [](const nlohmann::json& e, const std::string& field) {
     try {
@@ -461,6 +486,8 @@ TEST(Efficiency, BadValuesAreRefusedNamingTheField) {
   refused({{"conv", {{"fp32", {{{"n", 16}, {"fraction_of_peak", 2}}}}}}},
           "efficiency.conv.fp32[0].fraction_of_peak");
   refused({{"op_ns_per_element", {{"relu", -1}}}}, "efficiency.op_ns_per_element.relu");
+  refused({{"memory_fraction", 0}}, "efficiency.memory_fraction");
+  refused({{"memory_fraction", 1.2}}, "efficiency.memory_fraction");
   refused({{"op_overhead", 5}}, "efficiency.op_overhead");
   refused(5, "efficiency");
 }

@@ -57,6 +57,8 @@ const std::vector<std::pair<std::string, PresetDef>>& preset_table() {
     fp("fp32", make_fp(8, 23, kI, kInf), "IEEE 754 binary32 (identity)");
     fp("bf16", make_fp(8, 7, kI, kInf), "bfloat16: float32's range, 8 bits of precision");
     fp("fp16", make_fp(5, 10, kI, kInf), "IEEE 754 binary16");
+    fp("tf32", make_fp(8, 10, kI, kInf),
+       "NVIDIA TensorFloat-32: float32's range, fp16's precision (tensor-core inputs)");
     fp("fp8_152", make_fp(5, 2, kI, kInf), "Wang et al. 2018 fp8 (1,5,2), IEEE conventions");
     fp("fp16_169", make_fp(6, 9, kI, kInf), "Wang et al. 2018 fp16 (1,6,9), IEEE conventions");
     fp("e4m3", make_fp(4, 3, Special::kFn, kInf), "OCP FP8 E4M3 (fn): no Inf, NaN S.1111.111");

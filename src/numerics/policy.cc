@@ -9,6 +9,41 @@
 #include "numerics/mad.h"
 
 namespace tb::num {
+
+namespace {
+
+struct Recipe {
+  const char* name;
+  std::array<const char*, 6> points;
+  const char* loss_scale;
+};
+
+// Autocast runs matrix products on half inputs and keeps fp32 masters and optimizer state;
+// fp16 needs a dynamic loss scale (its range), bf16 does not. TF32 rounds only what tensor
+// cores read.
+const std::array<Recipe, 3> kRecipes = {{
+    {"amp-fp16", {"fp16", "fp16", "fp16", "fp16", "off", "off"}, "dynamic"},
+    {"amp-bf16", {"bf16", "bf16", "bf16", "bf16", "off", "off"}, "none"},
+    {"tf32", {"tf32", "tf32", "tf32", "off", "off", "off"}, "none"},
+}};
+
+const Recipe* find_recipe(const std::string& name) {
+  for (const auto& r : kRecipes)
+    if (name == r.name) return &r;
+  return nullptr;
+}
+
+}  // namespace
+
+std::string NumericsPolicy::recipe() const {
+  for (const auto& r : kRecipes) {
+    bool same = true;
+    for (size_t i = 0; i < points.size(); ++i) same = same && points[i] == r.points[i];
+    if (same) return r.name;
+  }
+  return "";
+}
+
 namespace {
 
 // Checks one point's text the way emulation will read it (QuantPoint::parse).
@@ -75,6 +110,7 @@ bool NumericsPolicy::is_fp32() const {
 }
 
 std::string NumericsPolicy::compute_format() const {
+  if (const std::string r = recipe(); !r.empty()) return r;
   std::string widest;
   double bits = 0;
   for (size_t i = 0; i < 3; ++i) {
@@ -92,7 +128,10 @@ std::string NumericsPolicy::str() const {
   bool uniform = points[0] != "off";
   for (const auto& p : points) uniform = uniform && p == points[0];
   std::string s;
-  if (uniform) {
+  const Recipe* r = find_recipe(recipe());
+  if (r) {
+    s = r->name;
+  } else if (uniform) {
     s = points[0];
   } else {
     for (size_t i = 0; i < points.size(); ++i)
@@ -103,7 +142,9 @@ std::string NumericsPolicy::str() const {
       if (!ps[i].empty())
         s += (s.empty() ? "" : "+") + std::string(kKeys[i]) + "." + std::to_string(layer) + ":" +
              ps[i];
-  if (loss_scale != "none") s += (s.empty() ? "" : "+") + std::string("ls:") + loss_scale;
+  // A recipe brings its own loss scale; only a different one is written.
+  if (loss_scale != (r ? r->loss_scale : "none"))
+    s += (s.empty() ? "" : "+") + std::string("ls:") + loss_scale;
   if (activation != "relu") s += (s.empty() ? "" : "+") + std::string("act:") + activation;
   if (!unit.empty()) s += (s.empty() ? "" : "+") + std::string("unit:") + unit;
   return s;
@@ -137,6 +178,11 @@ NumericsPolicy parse_numerics(const std::string& text) {
       throw UsageError("numerics '" + text + "': the loss scale is global, not per layer");
     if ((key == "act" || key == "unit") && layer >= 0)
       throw UsageError("numerics '" + text + "': '" + key + "' is global, not per layer");
+    if (const Recipe* r = colon == std::string::npos ? find_recipe(item) : nullptr) {
+      for (size_t i = 0; i < p.points.size(); ++i) p.points[i] = r->points[i];
+      p.loss_scale = r->loss_scale;
+      continue;
+    }
     if (key == "ls") {
       parse_loss_scale(value);
       p.loss_scale = value;

@@ -13,6 +13,11 @@
 //                                   tanh-pwl | sigmoid-pwl | ext:PATH
 //            | unit:UNIT          every Linear, Conv2d and recurrent gate product on a custom
 //                                   processing unit: mad:mul=F;acc=F;width=W;order=O | ext:PATH
+//            | RECIPE             a mixed-precision recipe as frameworks run it, the same
+//                                   names `simulate --format` takes: amp-fp16 (w, a, e, g in
+//                                   fp16, fp32 optimizer state and masters, ls:dynamic),
+//                                   amp-bf16 (the same in bf16, no loss scale), tf32 (w, a, e
+//                                   rounded to TF32, as tensor cores read their inputs)
 //   POINT    = FORMAT['/'ROUNDING] | ext:PATH | off       (ls: none | static:S | dynamic[:S0])
 // A config value cannot hold ',', so a format descriptor writes its commas as ';'
 // (`fixed:w=8;f=4`). Only the text lives here; applying it to tensors is emulation/'s job.
@@ -41,7 +46,10 @@ struct NumericsPolicy {
   const std::string& master() const { return points[5]; }
   // Nothing rounded, no loss scale, no operator replaced: the plain training step.
   bool is_fp32() const;
-  // The format an accelerator running this policy would multiply in: the widest of the
+  // The recipe whose places these are (amp-fp16, amp-bf16, tf32), or "".
+  std::string recipe() const;
+  // The format an accelerator running this policy would multiply in: its recipe, else the
+  // widest of the
   // weights', activations' and errors' global formats, as parse_format text (commas
   // restored), or "" where one of them is off or an extension (the tensors stay float32 or
   // their format is opaque). Per-layer points are not considered.

@@ -91,6 +91,10 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
       if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() > 1e6)
         r.fail(field, "expected microseconds in [0, 1e6], got " + v.dump());
       out.op_overhead_us = v.get<double>();
+    } else if (k == "memory_fraction") {
+      if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > 1)
+        r.fail(field, "expected a number in (0, 1], got " + v.dump());
+      out.memory_fraction = v.get<double>();
     } else if (k == "gemm" || k == "conv") {
       if (!v.is_object()) r.fail(field, "expected an object of dtypes, got " + v.dump());
       for (const auto& [dtype, pts] : v.items()) {
@@ -127,7 +131,9 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
         out.op_ns_per_element[op] = ns.get<double>();
       }
     } else {
-      r.fail(field, "unknown key (expected op_overhead_us, gemm, conv or op_ns_per_element)");
+      r.fail(field,
+             "unknown key (expected op_overhead_us, memory_fraction, gemm, conv or "
+             "op_ns_per_element)");
     }
   }
   return out;
@@ -289,6 +295,7 @@ json to_json(const PlatformDescription& p) {
                            {"dataflow", p.systolic_array->dataflow}};
   if (p.efficiency) {
     json e = {{"op_overhead_us", p.efficiency->op_overhead_us}};
+    if (p.efficiency->memory_fraction != 1) e["memory_fraction"] = p.efficiency->memory_fraction;
     for (const auto& [key, curves] :
          {std::pair{"gemm", &p.efficiency->gemm}, std::pair{"conv", &p.efficiency->conv}})
       for (const auto& [dtype, curve] : *curves) {

@@ -39,6 +39,9 @@ struct PlatformDescription {
   };
   struct Efficiency {
     double op_overhead_us = 0;  // per operator (forward, backward or optimizer) of a step
+    // The share of memory_bandwidth_gbps that streaming kernels reach (STREAM's triad on a
+    // GPU: 0.84-0.90 of the datasheet figure). 1 where the bandwidth is itself measured.
+    double memory_fraction = 1;
     std::map<std::string, std::vector<GemmPoint>> gemm;  // per dtype, ascending n
     // Per dtype, ascending n: convolutions (3x3, forward and both backward passes) keyed by
     // their im2col GEMM's equivalent square n. Where a dtype has none, convolutions use gemm.

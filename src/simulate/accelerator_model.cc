@@ -158,7 +158,8 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
   const std::string other = f.other_peak_dtype.empty() ? f.peak_dtype : f.other_peak_dtype;
   const double other_peak = p.peak_flops(other).value_or(0) * o.peak_share;
   s.other_peak_flops = other_peak;
-  s.bandwidth = p.bandwidth();
+  // What streaming kernels reach, not the datasheet: no read-and-write stream gets all of it.
+  s.bandwidth = p.bandwidth() * (p.efficiency ? p.efficiency->memory_fraction : 1);
   if (s.peak_flops <= 0 || other_peak <= 0 || s.bandwidth <= 0)
     throw UsageError(fmt::format("platform '{}' lacks a {} peak or a bandwidth", p.name,
                                  s.peak_flops <= 0 ? f.peak_dtype : other));
@@ -242,7 +243,9 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
       s.phase_s[ph.phase] += t;
       (ph.memory_bound() ? s.memory_bound_s : s.compute_bound_s) += t;
     }
-  // Added, not overlapped: on a CPU the thread that dispatches an operator then waits for it.
+  // Added, not overlapped: on a CPU the thread that dispatches an operator then waits for it;
+  // on a GPU back-to-back kernels each pay a start-up time on top of their work (t = a + V/b
+  // fits small-kernel measurements; docs/platforms.md).
   if (p.efficiency) {
     s.ops = count_operators(cost);
     s.op_overhead_s = p.efficiency->op_overhead_us * 1e-6;
@@ -431,9 +434,14 @@ std::string format_explanation(const Simulation& s, const PlatformDescription& p
       s.format.other_peak_dtype.empty() ? s.format.peak_dtype : s.format.other_peak_dtype,
       s.other_peak_flops / 1e12, p.name);
   o << fmt::format(
-      "memory: {:.4g} GB/s; bytes at {} bits for activations, {} for weights, "
+      "memory: {:.4g} GB/s{}; bytes at {} bits for activations, {} for weights, "
       "gradients and optimizer state\n",
-      s.bandwidth / 1e9, s.format.bits, s.format.state_bits);
+      s.bandwidth / 1e9,
+      p.efficiency && p.efficiency->memory_fraction != 1
+          ? fmt::format(" ({:.0f}% of the stated {:.4g} GB/s, as streaming kernels reach)",
+                        100 * p.efficiency->memory_fraction, p.memory_bandwidth_gbps)
+          : "",
+      s.format.bits, s.format.state_bits);
   o << "GEMM efficiency and per-operator overhead: " << efficiency_source(p) << "\n";
   if (p.systolic_array)
     o << fmt::format("array: {} x {} {} (folds, fill and drain per GEMM)\n", p.systolic_array->rows,

@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""Writes the `efficiency` of the NVIDIA GPU descriptions (platforms/*.json) from published
+kernel measurements, so that `trainbench simulate` runs GEMMs, convolutions and memory-bound
+layers at the rates such kernels reach instead of at the datasheet roofs. Inputs (each row
+names its source): data/deepbench/ (DeepBench's V100 GEMM and convolution times) and
+data/gpu-kernels/ (GEMM throughput by shape on A100, H100 and H200; STREAM-like bandwidth;
+per-kernel start-up time); data/gpu-kernels/README.md lists the sources.
+
+What it does, and what it assumes:
+- GEMM curves. Every measured GEMM of the device and precision gives a point (equivalent
+  square n = 3MNK / (MK + KN + MN), fraction of peak = 2MNK / time / peak); points are grouped
+  in octave bins of n, each bin giving its median n and median fraction (capped at 1).
+  V100: DeepBench ("Float" is fp32, "16 bit inputs, 16 bit multiplication, 32 bit addition"
+  fp16). A100 fp16/bf16: Azure's cuBLASLt table (A100-SXM4-80GB; the 40 GB part has the same
+  SMs and clocks). H100 and H200 bf16/fp16/tf32: XLA's measured sm_90 table (H200 has the
+  H100's SMs and clocks); fp8: Azure's cuBLASLt tables of each. Where a GPU has no table for a
+  format (A100 tf32, every fp32 SIMT curve), the V100's curve of the same unit (tensor core or
+  SIMT) is taken as a fraction of the GPU's own peak: an assumption, named in `source`.
+- Convolution curves. Measured only on the V100 (DeepBench: each convolution's im2col GEMM,
+  forward + backward times). Elsewhere: the V100's convolution curve times the ratio of the
+  GPU's large-GEMM efficiency (median fraction over points with n >= 2048) to the V100's, i.e.
+  convolutions are assumed to lose to large GEMMs what they lose on the V100.
+- memory_fraction: the median over the GPU's STREAM triad measurements of achieved / stated
+  bandwidth (V100: gpu-stream; A100: gpu-stream and BabelStream; H100, H200: BabelStream).
+- op_overhead_us: the start-up time of back-to-back kernels (fit t = a + V/b of small-kernel
+  stream launches): A100 measured; H200 measured and taken for H100 (the same SMs); V100
+  assumed the mean of the two.
+Nothing here is taken from the published end-to-end throughputs (data/published/): those stay
+validation rows.
+
+Usage: scripts/calibrate_gpus.py   (rewrites the descriptions in place)
+"""
+import csv
+import json
+import math
+import os
+import statistics
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+DEEPBENCH = os.path.join(ROOT, "data", "deepbench")
+PLATFORMS = os.path.join(ROOT, "platforms")
+DEVICE = "NVIDIA V100"
+PRECISIONS = {"Float": "fp32",
+              "16 bit inputs, 16 bit multiplication, 32 bit addition": "fp16"}
+V100_PEAK = {"fp32": 15.7e12, "fp16": 125e12}
+KERNELS = os.path.join(ROOT, "data", "gpu-kernels")
+SOURCE = "efficiency: scripts/calibrate_gpus.py from published kernel measurements"
+XLA_H100 = "NVIDIA H100 (sm_90; SKU not stated)"
+# Per description prefix: which measured GEMM table gives which format's curve.
+GEMM_TABLES = {
+    "a100": {"fp16": ("NVIDIA A100-SXM4-80GB", "fp16"), "bf16": ("NVIDIA A100-SXM4-80GB", "fp16")},
+    "h100": {"bf16": (XLA_H100, "bf16"), "fp16": (XLA_H100, "bf16"), "tf32": (XLA_H100, "tf32"),
+             "fp8": ("NVIDIA H100 80GB HBM3", "fp8")},
+    "h200": {"bf16": (XLA_H100, "bf16"), "fp16": (XLA_H100, "bf16"), "tf32": (XLA_H100, "tf32"),
+             "fp8": ("NVIDIA H200 141GB", "fp8")},
+}
+BANDWIDTH = {
+    "v100": ["NVIDIA V100 (900 GB/s; SKU not stated)"],
+    "a100-sxm4-40gb": ["NVIDIA A100-SXM4-40GB"],
+    "a100-sxm4-80gb": ["NVIDIA A100-SXM4-80GB"],
+    "h100": ["NVIDIA H100 80GB HBM3"],
+    "h200": ["NVIDIA H200 141GB"],
+}
+STARTUP = {"a100": ["NVIDIA A100-SXM4-80GB"], "h100": ["NVIDIA H200"], "h200": ["NVIDIA H200"],
+           "v100": ["NVIDIA A100-SXM4-80GB", "NVIDIA H200"]}
+LARGE_N = 2048
+
+
+def eq_n(m, n, k):
+    return 3 * m * n * k / (m * k + k * n + m * n)
+
+
+def number(text):
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def points(kind):
+    out = {"fp32": [], "fp16": []}
+    with open(os.path.join(DEEPBENCH, kind + ".csv"), newline="") as f:
+        for r in csv.DictReader(f):
+            dtype = PRECISIONS.get(r["precision"])
+            if r["device"] != DEVICE or dtype is None:
+                continue
+            if kind == "gemm":
+                m, n, k, t = (number(r[c]) for c in ("m", "n", "k", "time_ms"))
+                if not t:
+                    continue
+                flops, seconds = 2 * m * n * k, t * 1e-3
+            else:
+                m = number(r["n"]) * number(r["p"]) * number(r["q"])
+                n, k = number(r["k"]), number(r["c"]) * number(r["r"]) * number(r["s"])
+                times = [number(r[c]) for c in ("forward_ms", "backward_inputs_ms",
+                                                "backward_params_ms")]
+                if all(times):
+                    flops, seconds = 3 * 2 * m * n * k, sum(times) * 1e-3
+                elif times[0]:
+                    flops, seconds = 2 * m * n * k, times[0] * 1e-3
+                else:
+                    continue
+            out[dtype].append((eq_n(m, n, k), flops / seconds / V100_PEAK[dtype]))
+    return out
+
+
+def curve(pts):
+    bins = {}
+    for n, frac in pts:
+        bins.setdefault(math.floor(math.log2(n)), []).append((n, frac))
+    result = []
+    for key in sorted(bins):
+        b = bins[key]
+        n = int(round(statistics.median(p[0] for p in b)))
+        frac = min(1.0, statistics.median(p[1] for p in b))
+        if result and result[-1]["n"] == n:
+            continue
+        result.append({"n": n, "fraction_of_peak": round(frac, 4)})
+    return result
+
+
+def rows(name):
+    with open(os.path.join(KERNELS, name), newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def table_points(device, precision, peak_tflops):
+    return [(eq_n(float(r["m"]), float(r["n"]), float(r["k"])), float(r["tflops"]) / peak_tflops)
+            for r in rows("gemm.csv") if r["device"] == device and r["precision"] == precision]
+
+
+def large(pts):
+    return statistics.median(f for n, f in pts if n >= LARGE_N)
+
+
+def for_prefix(table, name):
+    for prefix, value in table.items():
+        if name.startswith(prefix):
+            return value
+    return None
+
+
+def main():
+    gemm, conv = points("gemm"), points("conv")
+    curves = {"gemm": {d: curve(p) for d, p in gemm.items()},
+              "conv": {d: curve(p) for d, p in conv.items()}}
+    bandwidth = rows("bandwidth.csv")
+    startup = {r["device"]: float(r["startup_us"]) for r in rows("kernel-startup.csv")}
+    for name in sorted(os.listdir(PLATFORMS)):
+        path = os.path.join(PLATFORMS, name)
+        with open(path) as f:
+            desc = json.load(f)
+        if desc.get("kind") != "gpu" or not name.startswith(("v100", "a100", "h100", "h200")):
+            continue
+        tables = for_prefix(GEMM_TABLES, name) or {}
+        eff = {"op_overhead_us": round(statistics.mean(startup[d] for d in
+                                                       for_prefix(STARTUP, name)), 3),
+               "memory_fraction": round(statistics.median(
+                   float(r["gbps"]) / float(r["peak_gbps"]) for r in bandwidth
+                   if r["device"] in for_prefix(BANDWIDTH, name)), 3),
+               "gemm": {}, "conv": {}}
+        assumed = []
+        for dtype in desc["peak_tflops"]:
+            if dtype in ("fp64", "int8"):
+                continue
+            unit = "fp32" if dtype == "fp32" else "fp16"
+            if dtype in tables:
+                pts = table_points(*tables[dtype], desc["peak_tflops"][dtype])
+                eff["gemm"][dtype] = curve(pts)
+                ratio = large(pts) / large(gemm[unit])
+                eff["conv"][dtype] = [{"n": p["n"], "fraction_of_peak":
+                                       round(min(1.0, p["fraction_of_peak"] * ratio), 4)}
+                                      for p in curves["conv"][unit]]
+            else:
+                eff["gemm"][dtype] = curves["gemm"][unit]
+                eff["conv"][dtype] = curves["conv"][unit]
+                if not name.startswith("v100"):
+                    assumed.append(dtype)
+        desc["efficiency"] = eff
+        note = SOURCE + ": GEMM " + ("DeepBench V100" if name.startswith("v100") else
+                                     ", ".join(f"{d} {dev} {p}" for d, (dev, p) in tables.items()))
+        if not name.startswith("v100"):
+            note += ("; convolutions: DeepBench V100's curve scaled by this GPU's large-GEMM "
+                     "efficiency over the V100's")
+        if assumed:
+            note += ("; assumed (no table): the V100's curves as fractions of this GPU's peak for "
+                     + ", ".join(assumed))
+        note += (f"; memory_fraction: STREAM triad ({', '.join(for_prefix(BANDWIDTH, name))}); "
+                 f"op_overhead_us: kernel start-up fit ({', '.join(for_prefix(STARTUP, name))}"
+                 f"{', mean, assumed' if name.startswith('v100') else ''}); data/gpu-kernels/README.md")
+        base = desc["source"].split("; efficiency: ")[0]
+        desc["source"] = base + "; " + note
+        with open(path, "w") as f:
+            json.dump(desc, f, indent=2)
+            f.write("\n")
+        print(name, {k: {d: len(c) for d, c in v.items()} for k, v in eff.items()
+                     if isinstance(v, dict)})
+
+
+if __name__ == "__main__":
+    main()

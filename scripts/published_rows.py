@@ -10,6 +10,8 @@ FP32 -> fp32; TF32 -> tf32; automatic mixed precision (and MXNet's float16 train
 keeps fp32 master weights) -> amp-fp16; Lambda's "fp32" on Ampere and Hopper -> tf32, because
 PyTorch runs cuDNN convolutions in TF32 by default (torch.backends.cudnn.allow_tf32 = True) and
 the source does not say it changed that. Everything else is left out, and listed on stderr.
+The layout column is what the source states of the activations' memory layout (its notes name
+NCHW or NHWC; Lambda's logs say memory_format nchw), empty where it says nothing.
 
 Usage: scripts/published_rows.py > data/published/training-throughput.csv
 """
@@ -63,7 +65,8 @@ def format_of(precision, platform):
 
 def main():
     out = csv.writer(sys.stdout, lineterminator="\n")
-    out.writerow(["config", "platform", "format", "batch", "throughput", "unit", "source", "note"])
+    out.writerow(["config", "platform", "format", "batch", "throughput", "unit", "source",
+                  "layout", "note"])
     with open(SOURCES, newline="") as f:
         for row in csv.DictReader(f):
             why = None
@@ -85,8 +88,9 @@ def main():
                       f"{row['source_table']}; {row['source_model_name']}, {row['platform_gpu']}, "
                       f"{row['precision']}")
             notes = "; ".join(x for x in (note, row["extra"]) if x)
+            layout = "nchw" if "NCHW" in row["extra"] else "nhwc" if "NHWC" in row["extra"] else ""
             out.writerow([f"resnet50:batch={row['batch']}", platform, fmt, row["batch"],
-                          row["throughput"], "images/s", source, notes])
+                          row["throughput"], "images/s", source, layout, notes])
 
 
 if __name__ == "__main__":

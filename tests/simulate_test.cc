@@ -650,6 +650,50 @@ TEST(Published, MalformedRowsNameFileLineAndField) {
   EXPECT_EQ(error_of("batch",
                      kPublishedHeader + std::string("resnet50,v100-sxm2-16gb,fp32,0,3,img/s,s,\n")),
             ":2: field 'batch': expected a positive integer, got '0'");
+  EXPECT_EQ(error_of("layout",
+                     "config,platform,format,batch,throughput,unit,source,layout\n"
+                     "resnet50,v100-sxm2-16gb,fp32,8,3,img/s,s,nwhc\n"),
+            ":2: field 'layout': 'nwhc' (expected nhwc or nchw)");
+}
+
+// With layout=nchw, every convolution phase on a GPU in a half (or 8-bit) format gains the
+// transposes of its activations, in and back (twice the activations it moves, at the
+// streaming bandwidth), as separate kernels; nothing else changes, and fp32/tf32 convolutions
+// and non-GPU descriptions pay nothing.
+TEST(Simulate, NchwLayoutAddsTransposesAroundHalfPrecisionConvolutions) {
+  const PlatformDescription gpu = find_platform("a100-sxm4-80gb");
+  const Config c = parse_config("resnet50:batch=32");
+  sim::SimOptions nchw;
+  nchw.layout = "nchw";
+  const auto a = sim::simulate_config(gpu, c, "amp-fp16");
+  const auto b = sim::simulate_config(gpu, c, "amp-fp16", nchw);
+  EXPECT_EQ(a.layout_s, 0);
+  EXPECT_GT(b.layout_s, 0);
+  EXPECT_NEAR(b.step_s, a.step_s + b.layout_s, 1e-12);
+  const StepCost cost = step_cost(c);
+  ASSERT_EQ(a.layers.size(), cost.layers.size() + 1);  // + the optimizer
+  for (size_t i = 0; i < cost.layers.size(); ++i) {
+    const LayerCost& l = cost.layers[i];
+    const auto& lb = b.layers[i];
+    const bool conv = l.op == "conv2d" || l.op == "gconv2d";
+    double layout = 0;
+    for (size_t j = 0; j < lb.phases.size(); ++j) {
+      layout += lb.phases[j].layout_s;
+      EXPECT_DOUBLE_EQ(lb.phases[j].memory_s, a.layers[i].phases[j].memory_s);
+    }
+    if (!conv) {
+      EXPECT_EQ(layout, 0) << l.name;
+      continue;
+    }
+    // fp32 cost (4 bytes) at 2 bytes: the activations are everything but the weights, which
+    // each phase touches once (the stem convolution has no input gradient: two phases).
+    const double phases = double(lb.phases.size());
+    const double activations = (l.bytes_read + l.bytes_written - phases * l.params * 4) / 2;
+    EXPECT_NEAR(layout, 2 * activations / b.bandwidth, 1e-9 * layout) << l.name;
+  }
+  EXPECT_EQ(sim::simulate_config(gpu, c, "tf32", nchw).layout_s, 0);
+  EXPECT_EQ(sim::simulate_config(accelerator(100, 100), c, "fp32", nchw).layout_s, 0);
+  EXPECT_FALSE(sim::known_layout("nwhc"));
 }
 
 TEST(SimulateCli, AMalformedPublishedRowExits2WithOneLineAndTheShippedFileValidates) {

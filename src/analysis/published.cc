@@ -78,10 +78,11 @@ std::vector<PublishedRow> read_published(const std::string& path) {
   std::map<std::string, size_t> column;
   for (size_t i = 0; i < records[0].size(); ++i) {
     const std::string& name = records[0][i];
-    if (name != "note" && std::find(required.begin(), required.end(), name) == required.end())
+    if (name != "note" && name != "layout" &&
+        std::find(required.begin(), required.end(), name) == required.end())
       throw UsageError(
           fmt::format("{}:1: unknown column '{}' (columns: config, platform, "
-                      "format, batch, throughput, unit, source, note)",
+                      "format, batch, throughput, unit, source, layout, note)",
                       printable(path), printable(name)));
     column[name] = i;
   }
@@ -113,6 +114,8 @@ std::vector<PublishedRow> read_published(const std::string& path) {
     row.unit = get("unit");
     row.source = get("source");
     row.note = get("note");
+    row.layout = get("layout").empty() ? "nhwc" : get("layout");
+    if (!known_layout(row.layout)) fail("layout", "'" + row.layout + "' (expected nhwc or nchw)");
     const double batch = positive_number(get("batch"));
     if (batch < 1 || batch != std::floor(batch))
       fail("batch", "expected a positive integer, got '" + get("batch") + "'");
@@ -166,7 +169,9 @@ std::vector<Validation> validate_published(const std::vector<PublishedRow>& rows
       it = out.end() - 1;
     }
     const Config c = parse_config(row.config);
-    const Simulation s = simulate_config(platforms.at(row.platform), c, row.format);
+    SimOptions o;
+    o.layout = row.layout;
+    const Simulation s = simulate_config(platforms.at(row.platform), c, row.format, o);
     const char* bound = s.memory_bound_s > s.compute_bound_s ? "memory" : "compute";
     if (s.overhead_s > std::max(s.memory_bound_s, s.compute_bound_s)) bound = "overhead";
     ValidationPoint p{

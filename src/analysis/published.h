@@ -10,8 +10,8 @@
 
 namespace tb::sim {
 
-// One row: columns config, platform, format, batch, throughput, unit, source (and an
-// optional note), by name in the header line.
+// One row: columns config, platform, format, batch, throughput, unit, source (and optional
+// layout and note), by name in the header line.
 struct PublishedRow {
   int line = 0;
   std::string config;    // trainbench config string, the row's batch applied
@@ -20,6 +20,7 @@ struct PublishedRow {
   int64_t batch = 0;
   double throughput = 0;  // examples per second
   std::string unit, source, note;
+  std::string layout = "nhwc";  // the run's activation layout (SimOptions::layout); empty: nhwc
 };
 
 // Reads and checks every row: the config parses and has a cost description, the platform is

@@ -17,7 +17,7 @@ namespace tb::cli {
 Command add_simulate(CLI::App& app) {
   struct Args {
     std::vector<std::string> inputs;
-    std::string platform, format;
+    std::string platform, format, layout = "nhwc";
     bool json = false, validate = false, explain = false;
     std::string published;
     size_t top = 10;
@@ -36,6 +36,11 @@ Command add_simulate(CLI::App& app) {
                   "of the config's numerics= weights, activations and errors formats where all "
                   "three are set, else its dtype): fp32, bf16, fp16, e4m3, int8, mxfp8_e4m3, ...; "
                   "or a mixed-precision recipe: amp-fp16, amp-bf16, tf32");
+  sub->add_option("--layout", a->layout,
+                  "activations' memory layout: nhwc (channels last) or nchw (PyTorch's default: "
+                  "on a GPU, half-precision convolutions pay cuDNN's transposes to NHWC and back)")
+      ->check(CLI::IsMember({"nhwc", "nchw"}))
+      ->capture_default_str();
   sub->add_flag("--validate", a->validate,
                 "predict every ok run of the stores from its platform's stored description and "
                 "report the error distribution");
@@ -58,6 +63,8 @@ Command add_simulate(CLI::App& app) {
       "  trainbench simulate --validate out/demo.db --platform ./my-host.json --json\n"
       "  trainbench simulate resnet50:batch=256 --platform a100-sxm4-80gb --format amp-fp16 "
       "--explain\n"
+      "  trainbench simulate resnet50:batch=1280 --platform h100-sxm5-80gb --format amp-fp16 "
+      "--layout nchw --explain\n"
       "  trainbench simulate --validate-published data/published/training-throughput.csv\n"
       "Model and its conventions: docs/numerics.md (\"Simulation phase\").");
   return {sub, [a]() {
@@ -76,10 +83,11 @@ Command add_simulate(CLI::App& app) {
               std::cout << doc(kind, r).dump(2) << "\n";
             };
             if (!a->published.empty()) {
-              if (a->validate || !a->format.empty() || !a->platform.empty() || !a->inputs.empty())
+              if (a->validate || !a->format.empty() || !a->platform.empty() || !a->inputs.empty() ||
+                  a->layout != "nhwc")
                 throw UsageError(
-                    "--validate-published takes no configs, --validate, --format or --platform: "
-                    "each row names its own");
+                    "--validate-published takes no configs, --validate, --format, --platform or "
+                    "--layout: each row names its own");
               const auto vs = sim::validate_published(sim::read_published(a->published));
               print(vs, "trainbench.simulate.published", sim::format_published);
               return 0;
@@ -89,6 +97,8 @@ Command add_simulate(CLI::App& app) {
             if (a->validate) {
               if (!a->format.empty())
                 throw UsageError("--format does not apply to --validate (runs keep their dtype)");
+              if (a->layout != "nhwc")
+                throw UsageError("--layout does not apply to --validate (runs keep their layout)");
               std::optional<PlatformDescription> d;
               if (!a->platform.empty()) d = find_platform(a->platform);
               const auto vs = sim::validate(load_runs(a->inputs), d);
@@ -99,7 +109,9 @@ Command add_simulate(CLI::App& app) {
             const PlatformDescription p = find_platform(a->platform);
             nlohmann::json results = nlohmann::json::array();
             for (const auto& text : a->inputs) {
-              const sim::Simulation s = sim::simulate_config(p, parse_config(text), a->format);
+              sim::SimOptions o;
+              o.layout = a->layout;
+              const sim::Simulation s = sim::simulate_config(p, parse_config(text), a->format, o);
               if (a->json) {
                 results.push_back(sim::to_json(s, a->top));
                 if (a->explain) results.back()["explain"] = sim::explanation_json(s, p);

@@ -79,6 +79,8 @@ SystolicMapping map_gemm(int64_t m, int64_t n, int64_t k, int64_t count,
   return s;
 }
 
+bool known_layout(const std::string& layout) { return layout == "nhwc" || layout == "nchw"; }
+
 const std::vector<std::string>& recipe_names() {
   static const std::vector<std::string> names = {"amp-fp16", "amp-bf16", "tf32"};
   return names;
@@ -164,6 +166,10 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     throw UsageError(fmt::format("platform '{}' lacks a {} peak or a bandwidth", p.name,
                                  s.peak_flops <= 0 ? f.peak_dtype : other));
   const double width = (f.bits / 8) / config_elem_bytes;
+  s.layout = o.layout;
+  const bool transposes = o.layout == "nchw" && p.kind == "gpu" &&
+                          (f.peak_dtype == "fp16" || f.peak_dtype == "bf16" ||
+                           f.peak_dtype == "fp8" || f.peak_dtype == "fp4");
   const double state_width = (f.state_bits / 8) / config_elem_bytes;
   auto finish = [&](PhaseTime& ph) {
     double matmul_s = ph.matmul_flops / (s.peak_flops * ph.gemm_fraction);
@@ -219,6 +225,13 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
       finish(dw);
       lt.phases.push_back(dw);
     }
+    if (transposes && conv) {
+      // The weights are read (or dW written) once per phase; the rest is activations.
+      const double weights = double(l.params) * config_elem_bytes * n;
+      const double activations =
+          std::max(0.0, l.bytes_read + l.bytes_written - weights) * width / n;
+      for (auto& ph : lt.phases) ph.layout_s = 2 * activations / s.bandwidth;
+    }
     // A measured elementwise rate slower than the roofline: the layer's phases share it.
     if (p.efficiency && l.elements > 0 && !gemm) {
       const auto it = p.efficiency->op_ns_per_element.find(l.op);
@@ -241,7 +254,9 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
       const double t = ph.time_s();
       s.step_s += t;
       s.phase_s[ph.phase] += t;
-      (ph.memory_bound() ? s.memory_bound_s : s.compute_bound_s) += t;
+      s.layout_s += ph.layout_s;
+      (ph.memory_bound() ? s.memory_bound_s : s.compute_bound_s) += t - ph.layout_s;
+      s.memory_bound_s += ph.layout_s;  // transposes only move data
     }
   // Added, not overlapped: on a CPU the thread that dispatches an operator then waits for it;
   // on a GPU back-to-back kernels each pay a start-up time on top of their work (t = a + V/b
@@ -344,6 +359,8 @@ nlohmann::json to_json(const Simulation& s, size_t top_layers) {
       {"memory_bound_s", s.memory_bound_s},
       {"overhead_s", s.overhead_s},
       {"op_overhead_s", s.op_overhead_s},
+      {"layout", s.layout},
+      {"layout_s", s.layout_s},
       {"operators",
        {{"forward", s.ops.forward},
         {"backward", s.ops.backward},
@@ -390,7 +407,8 @@ std::vector<ClassTime> explain(const Simulation& s) {
     for (const auto& ph : l.phases) {
       const double t = ph.time_s();
       c.time_s += t;
-      (ph.memory_bound() ? c.memory_bound_s : c.compute_bound_s) += t;
+      (ph.memory_bound() ? c.memory_bound_s : c.compute_bound_s) += t - ph.layout_s;
+      c.memory_bound_s += ph.layout_s;
       c.flops += ph.flops;
       c.bytes += ph.bytes;
       if (ph.matmul_flops > 0) {
@@ -423,6 +441,11 @@ std::string format_explanation(const Simulation& s, const PlatformDescription& p
         c.time_s > 0 ? 100 * c.memory_bound_s / c.time_s : 0.0,
         c.gemm_fraction > 0 ? fmt::format("{:.1f}%", 100 * c.gemm_fraction) : "-",
         c.array_utilization > 0 ? fmt::format("{:.1f}%", 100 * c.array_utilization) : "-");
+  if (s.layout_s > 0)
+    o << fmt::format(
+        "  of which {:.4g} ms ({:.1f}%) in NCHW <-> NHWC transposes around the convolutions "
+        "(--layout nchw; cuDNN runs them on tensor cores in NHWC)\n",
+        s.layout_s * 1e3, 100 * s.layout_s / t);
   if (s.overhead_s > 0)
     o << fmt::format("  {:<12} {:>10.4g} {:>5.1f}%  ({:.0f} operators x {:.3g} us)\n", "overhead",
                      s.overhead_s * 1e3, 100 * s.overhead_s / t, s.ops.total(),
@@ -493,6 +516,9 @@ std::string format_simulation(const Simulation& s, size_t top_layers) {
   const double t = s.step_s > 0 ? s.step_s : 1;
   o << fmt::format("bound: compute {:.1f}%, memory {:.1f}%, overhead {:.1f}%\n",
                    100 * s.compute_bound_s / t, 100 * s.memory_bound_s / t, 100 * s.overhead_s / t);
+  if (s.layout_s > 0)
+    o << fmt::format("layout: nchw, {:.4g} ms of transposes around half-precision convolutions\n",
+                     s.layout_s * 1e3);
   if (s.op_overhead_s > 0)
     o << fmt::format(
         "overhead: {:.0f} operators (forward {:.0f}, backward {:.0f}, optimizer {:.0f}) x {:.3g} "

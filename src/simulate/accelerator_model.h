@@ -61,7 +61,10 @@ struct PhaseTime {
   double compute_s = 0, memory_s = 0;
   std::optional<SystolicMapping> mapping;  // the phase's GEMM, on a systolic array
   double gemm_fraction = 1;                // of the peak, from the description's GEMM curve
-  double time_s() const { return std::max(compute_s, memory_s); }
+  // Separate transpose kernels before and after the phase (SimOptions::layout), so added to
+  // the phase rather than overlapped with it.
+  double layout_s = 0;
+  double time_s() const { return std::max(compute_s, memory_s) + layout_s; }
   bool memory_bound() const { return memory_s > compute_s; }
 };
 
@@ -94,6 +97,8 @@ struct Simulation {
   OpCount ops;
   double op_overhead_s = 0;               // per operator, from the description (0: none stated)
   double overhead_s = 0;                  // ops.total() x op_overhead_s
+  std::string layout = "nhwc";            // SimOptions::layout
+  double layout_s = 0;                    // the phases' layout_s
   std::map<std::string, double> phase_s;  // per phase
   double memory_bytes = 0, capacity_bytes = 0;  // per worker with data parallelism
   // Data-parallel workers (the config's `workers`) and ZeRO stage: the bytes each worker sends
@@ -108,7 +113,14 @@ struct Simulation {
 struct SimOptions {
   // Fraction of the peak available: a CPU run on `threads` of `cores` cores gets that share.
   double peak_share = 1;
+  // The activations' memory layout. "nhwc" (channels last): convolutions run as stored.
+  // "nchw" (PyTorch's default): on a GPU, cuDNN runs half- and 8-bit convolutions on tensor
+  // cores in NHWC and transposes every activation a convolution phase reads and writes, in
+  // and back, with kernels of their own: each phase moves its activations twice more.
+  std::string layout = "nhwc";
 };
+// The layouts SimOptions::layout takes.
+bool known_layout(const std::string& layout);
 
 // `cost` is at the config's dtype (`config_elem_bytes` per element); bytes are rescaled to
 // the format's width.

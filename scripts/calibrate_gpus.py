@@ -16,6 +16,8 @@ What it does, and what it assumes:
   H100's SMs and clocks); fp8: Azure's cuBLASLt tables of each. Where a GPU has no table for a
   format (A100 tf32, every fp32 SIMT curve), the V100's curve of the same unit (tensor core or
   SIMT) is taken as a fraction of the GPU's own peak: an assumption, named in `source`.
+- TITAN Xp: its own DeepBench GEMM and convolution times (fp32); no bandwidth or start-up
+  figure is published for it, so those stay unstated.
 - Convolution curves. Measured only on the V100 (DeepBench: each convolution's im2col GEMM,
   forward + backward times). Elsewhere: the V100's convolution curve times the ratio of the
   GPU's large-GEMM efficiency (median fraction over points with n >= 2048) to the V100's, i.e.
@@ -40,6 +42,8 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 DEEPBENCH = os.path.join(ROOT, "data", "deepbench")
 PLATFORMS = os.path.join(ROOT, "platforms")
 DEVICE = "NVIDIA V100"
+# Descriptions whose own kernels DeepBench measured (fp32 only beyond the V100).
+DEEPBENCH_OWN = {"titan-xp": ("NVIDIA GTX TitanXp", {"fp32": 12.15e12})}
 PRECISIONS = {"Float": "fp32",
               "16 bit inputs, 16 bit multiplication, 32 bit addition": "fp16"}
 V100_PEAK = {"fp32": 15.7e12, "fp16": 125e12}
@@ -77,12 +81,13 @@ def number(text):
         return None
 
 
-def points(kind):
+def points(kind, device=DEVICE, peak=None):
+    peak = peak or V100_PEAK
     out = {"fp32": [], "fp16": []}
     with open(os.path.join(DEEPBENCH, kind + ".csv"), newline="") as f:
         for r in csv.DictReader(f):
             dtype = PRECISIONS.get(r["precision"])
-            if r["device"] != DEVICE or dtype is None:
+            if r["device"] != device or dtype not in peak:
                 continue
             if kind == "gemm":
                 m, n, k, t = (number(r[c]) for c in ("m", "n", "k", "time_ms"))
@@ -100,7 +105,7 @@ def points(kind):
                     flops, seconds = 2 * m * n * k, times[0] * 1e-3
                 else:
                     continue
-            out[dtype].append((eq_n(m, n, k), flops / seconds / V100_PEAK[dtype]))
+            out[dtype].append((eq_n(m, n, k), flops / seconds / peak[dtype]))
     return out
 
 
@@ -150,6 +155,23 @@ def main():
         path = os.path.join(PLATFORMS, name)
         with open(path) as f:
             desc = json.load(f)
+        own = for_prefix(DEEPBENCH_OWN, name)
+        if own:
+            device, peak = own
+            g, c = points("gemm", device, peak), points("conv", device, peak)
+            # No bandwidth or start-up measurement is published for it: those stay unstated.
+            desc["efficiency"] = {"gemm": {d: curve(p) for d, p in g.items() if p},
+                                  "conv": {d: curve(p) for d, p in c.items() if p}}
+            base = desc["source"].split("; efficiency: ")[0]
+            desc["source"] = (base + "; efficiency: scripts/calibrate_gpus.py from DeepBench's "
+                              f"{device} kernel times (data/deepbench, fp32 GEMM and "
+                              "convolution; no bandwidth or kernel start-up figures published)")
+            with open(path, "w") as f:
+                json.dump(desc, f, indent=2)
+                f.write("\n")
+            print(name, {k: {d: len(v) for d, v in e.items()} for k, e in
+                         desc["efficiency"].items()})
+            continue
         if desc.get("kind") != "gpu" or not name.startswith(("v100", "a100", "h100", "h200")):
             continue
         tables = for_prefix(GEMM_TABLES, name) or {}

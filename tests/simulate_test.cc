@@ -385,11 +385,13 @@ TEST(Efficiency, DescriptionsWithoutItPredictExactlyWhatTheyDidBefore) {
   EXPECT_DOUBLE_EQ(s.overhead_s, 0);
   EXPECT_DOUBLE_EQ(s.ops.total(), 0);
   // The shipped registry states efficiency only where it was derived from kernel measurements:
-  // the V100 and its successors, from DeepBench and later tables (scripts/calibrate_gpus.py);
+  // the V100 and its successors and the TITAN Xp, from DeepBench and later tables
+  // (scripts/calibrate_gpus.py);
   // every other known platform keeps its roofline.
   for (const auto& known : list_platforms(nullptr)) {
     const bool calibrated = known.name.rfind("v100", 0) == 0 || known.name.rfind("a100", 0) == 0 ||
-                            known.name.rfind("h100", 0) == 0 || known.name.rfind("h200", 0) == 0;
+                            known.name.rfind("h100", 0) == 0 || known.name.rfind("h200", 0) == 0 ||
+                            known.name == "titan-xp";
     EXPECT_EQ(bool(known.efficiency), calibrated) << known.name;
     if (known.efficiency) EXPECT_NE(known.source.find("DeepBench"), std::string::npos);
   }

@@ -459,6 +459,26 @@ TEST(Efficiency, MemoryFractionSlowsOnlyTheMemoryBoundPhases) {
   EXPECT_GT(b.step_s, a.step_s);
 }
 
+// A convolution's fixed time: once per convolution phase (forward, dX, dW; the stem has no
+// dX), on top of the per-operator overhead, and nothing else changes.
+TEST(Efficiency, ConvolutionCallTimeIsAddedPerConvolutionPhase) {
+  const StepCost c = step_cost(parse_config("cnn:block=residual,blocks=1,filters=16,image=32"));
+  const auto plain = parse_platform(described({{"op_overhead_us", 2}}), "plain.json");
+  const auto calls =
+      parse_platform(described({{"op_overhead_us", 2}, {"conv_call_us", 30}}), "calls.json");
+  EXPECT_DOUBLE_EQ(to_json(calls)["efficiency"]["conv_call_us"], 30);
+  EXPECT_FALSE(to_json(plain)["efficiency"].contains("conv_call_us"));
+  const auto a = sim::simulate_step(plain, c, 4, sim::resolve_format(plain, "fp32"));
+  const auto b = sim::simulate_step(calls, c, 4, sim::resolve_format(calls, "fp32"));
+  double phases = 0;
+  for (const auto& l : b.layers)
+    if (l.op == "conv2d") phases += double(l.phases.size());
+  EXPECT_GT(phases, 0);
+  EXPECT_DOUBLE_EQ(b.conv_phases, phases);
+  EXPECT_NEAR(b.overhead_s, a.overhead_s + phases * 30e-6, 1e-12);
+  EXPECT_NEAR(b.step_s, a.step_s + phases * 30e-6, 1e-12);
+}
+
 TEST(Efficiency, BadValuesAreRefusedNamingTheField) {
   auto refused = [](const nlohmann::json& e, const std::string& field) {
     try {
@@ -489,6 +509,7 @@ TEST(Efficiency, BadValuesAreRefusedNamingTheField) {
           "efficiency.conv.fp32[0].fraction_of_peak");
   refused({{"op_ns_per_element", {{"relu", -1}}}}, "efficiency.op_ns_per_element.relu");
   refused({{"memory_fraction", 0}}, "efficiency.memory_fraction");
+  refused({{"conv_call_us", -3}}, "efficiency.conv_call_us");
   refused({{"memory_fraction", 1.2}}, "efficiency.memory_fraction");
   refused({{"op_overhead", 5}}, "efficiency.op_overhead");
   refused(5, "efficiency");

@@ -33,9 +33,12 @@ std::string describe_model(const PlatformDescription& d) {
     ops += fmt::format("{}{} {:.2g}", ops.empty() ? "" : ", ", op, ns);
   if (!ops.empty()) ops = ", elementwise layers at their measured ns per element (" + ops + ")";
   return fmt::format(
-      "roofline x GEMM efficiency ({}){}{} + {:.3g} us per operator, from the "
+      "roofline x GEMM efficiency ({}){}{} + {:.3g} us per operator{}, from the "
       "description's efficiency{}",
       list(d.efficiency->gemm), conv, ops, d.efficiency->op_overhead_us,
+      d.efficiency->conv_call_us > 0
+          ? fmt::format(" + {:.3g} us per convolution phase", d.efficiency->conv_call_us)
+          : "",
       d.extra.contains("measurements") ? " (trainbench platform's micro-benchmarks, not these runs)"
                                        : "");
 }

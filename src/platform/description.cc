@@ -91,6 +91,10 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
       if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() > 1e6)
         r.fail(field, "expected microseconds in [0, 1e6], got " + v.dump());
       out.op_overhead_us = v.get<double>();
+    } else if (k == "conv_call_us") {
+      if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() > 1e6)
+        r.fail(field, "expected microseconds in [0, 1e6], got " + v.dump());
+      out.conv_call_us = v.get<double>();
     } else if (k == "memory_fraction") {
       if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > 1)
         r.fail(field, "expected a number in (0, 1], got " + v.dump());
@@ -132,8 +136,8 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
       }
     } else {
       r.fail(field,
-             "unknown key (expected op_overhead_us, memory_fraction, gemm, conv or "
-             "op_ns_per_element)");
+             "unknown key (expected op_overhead_us, conv_call_us, memory_fraction, gemm, "
+             "conv or op_ns_per_element)");
     }
   }
   return out;
@@ -296,6 +300,7 @@ json to_json(const PlatformDescription& p) {
   if (p.efficiency) {
     json e = {{"op_overhead_us", p.efficiency->op_overhead_us}};
     if (p.efficiency->memory_fraction != 1) e["memory_fraction"] = p.efficiency->memory_fraction;
+    if (p.efficiency->conv_call_us > 0) e["conv_call_us"] = p.efficiency->conv_call_us;
     for (const auto& [key, curves] :
          {std::pair{"gemm", &p.efficiency->gemm}, std::pair{"conv", &p.efficiency->conv}})
       for (const auto& [dtype, curve] : *curves) {

@@ -42,6 +42,9 @@ struct PlatformDescription {
     // The share of memory_bandwidth_gbps that streaming kernels reach (STREAM's triad on a
     // GPU: 0.84-0.90 of the datasheet figure). 1 where the bandwidth is itself measured.
     double memory_fraction = 1;
+    // Beyond op_overhead_us, per convolution phase (forward, backward-input, backward-weight):
+    // the fixed time a convolution library spends on a call whatever its size.
+    double conv_call_us = 0;
     std::map<std::string, std::vector<GemmPoint>> gemm;  // per dtype, ascending n
     // Per dtype, ascending n: convolutions (3x3, forward and both backward passes) keyed by
     // their im2col GEMM's equivalent square n. Where a dtype has none, convolutions use gemm.

@@ -23,7 +23,8 @@ namespace {
 // 3: `efficiency.conv`, a convolution curve (forward + backward, 8 to 256 channels), and
 //    `efficiency.op_ns_per_element` for elementwise layers.
 // 4: theoretical peaks per microarchitecture at the maximum clock, marked verified or not.
-constexpr int kMethodVersion = 4;
+// 5: the fixed time of a convolution call (conv_call_us), measured on the run's threads.
+constexpr int kMethodVersion = 5;
 
 // Runs a measurement on one thread (intra-op and BLAS), then restores the thread counts.
 // The convolution and elementwise rates are one core's: on a small machine, the threading
@@ -101,6 +102,18 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
                                 {"backward", trials_json(overhead->backward_us)}};
   }
   PlatformDescription::Efficiency efficiency;
+  if (overhead) {
+    // A convolution's fixed time is far above a generic operator's (oneDNN's primitive
+    // lookup, reorders, starting its threads): measured apart, on the run's threads, and
+    // added by the simulator per convolution phase beyond op_overhead_us.
+    say("convolution call floor");
+    const Trials floor = measure_conv_floor("fp32", o.trials, o.trial_s);
+    measurements["conv_call_floor"] = {
+        {"unit", "us"},
+        {"kernel", "3x3 conv2d, batch 16, 8 channels, 2x2, fp32: forward + backward, all threads"},
+        {"trials", trials_json(floor)}};
+    efficiency.conv_call_us = std::max(0.0, floor.median() / 3 - overhead->op_overhead_us());
+  }
 
   for (const auto& dtype : o.dtypes) {
     say("GEMM " + dtype);
@@ -132,10 +145,12 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
           {"unit", "GFLOP/s"},
           {"kernel", "3x3 conv2d, stride 1, pad 1, batch 16, 16x16, C = K; forward + backward"},
           {"shapes", shapes}};
-      // The simulator adds the layer's forward, dX and dW operators' fixed cost itself. One
-      // core's rate against one core's share of the peak: a run on t cores gets t shares.
+      // The simulator adds each convolution phase's fixed time (op_overhead_us +
+      // conv_call_us) itself. One core's rate against one core's share of the peak: a run on
+      // t cores gets t shares.
       const double core_peak = g.best_gflops / std::max(1, p.cores);
-      for (const auto& [n, f] : conv_fractions(cm, core_peak, 3 * overhead->op_overhead_us()))
+      for (const auto& [n, f] : conv_fractions(
+               cm, core_peak, 3 * (overhead->op_overhead_us() + efficiency.conv_call_us)))
         efficiency.conv[dtype].push_back({n, f});
     }
   }

@@ -45,6 +45,10 @@ struct ConvMeasurement {
 };
 ConvMeasurement measure_conv(const std::string& dtype, const std::vector<int64_t>& channels,
                              int trials, double trial_s);
+// The fixed time of a convolution's forward + backward (microseconds, per trial): a 3x3
+// convolution too small to compute anything (batch 16, 8 channels, 2x2), on the threads a run
+// uses, so the cost of starting a parallel convolution is in it.
+Trials measure_conv_floor(const std::string& dtype, int trials, double trial_s);
 // Per shape, the median rate's fraction of `peak_gflops` once `floor_us` per call (the
 // operators' fixed cost, which the simulator adds separately) is taken out.
 std::vector<std::pair<int64_t, double>> conv_fractions(const ConvMeasurement& m, double peak_gflops,

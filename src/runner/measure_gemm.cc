@@ -81,6 +81,33 @@ ConvMeasurement measure_conv(const std::string& dtype, const std::vector<int64_t
   return m;
 }
 
+Trials measure_conv_floor(const std::string& dtype, int trials, double trial_s) {
+  using Clock = std::chrono::steady_clock;
+  const torch::Dtype t = dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
+  auto x = torch::randn({16, 8, 2, 2}).to(t).requires_grad_();
+  auto w = (torch::randn({8, 8, 3, 3}) * 0.1).to(t).requires_grad_();
+  const auto gy = torch::ones({16, 8, 2, 2}).to(t);
+  auto step = [&] {
+    torch::conv2d(x, w, {}, 1, 1).backward(gy);
+    x.mutable_grad() = torch::Tensor();
+    w.mutable_grad() = torch::Tensor();
+  };
+  for (int i = 0; i < 20; ++i) step();  // primitive caches, page faults
+  Trials us;
+  for (int i = 0; i < trials; ++i) {
+    int64_t calls = 0;
+    const auto t0 = Clock::now();
+    double dt = 0;
+    while (dt < trial_s) {
+      step();
+      ++calls;
+      dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+    us.values.push_back(dt / double(calls) * 1e6);
+  }
+  return us;
+}
+
 std::vector<std::pair<int64_t, double>> conv_fractions(const ConvMeasurement& m, double peak_gflops,
                                                        double floor_us) {
   std::vector<RatePoint> points;

@@ -95,8 +95,9 @@ struct Simulation {
   double step_s = 0;              // the phases' sum plus overhead_s
   double compute_bound_s = 0, memory_bound_s = 0;  // step time in phases of each bound
   OpCount ops;
-  double op_overhead_s = 0;               // per operator, from the description (0: none stated)
-  double overhead_s = 0;                  // ops.total() x op_overhead_s
+  double op_overhead_s = 0;                 // per operator, from the description (0: none stated)
+  double conv_phases = 0, conv_call_s = 0;  // convolution phases x the description's conv_call_us
+  double overhead_s = 0;                  // ops.total() x op_overhead_s + conv_phases x conv_call_s
   std::string layout = "nhwc";            // SimOptions::layout
   double layout_s = 0;                    // the phases' layout_s
   std::map<std::string, double> phase_s;  // per phase

@@ -136,6 +136,21 @@ TEST(NumericsPolicy, RecipesExpandToTheirPlacesAndRoundTripByName) {
   EXPECT_EQ(tb::parse_config("fc:numerics=amp-bf16").get("numerics"), "amp-bf16");
 }
 
+// Per-tensor current scaling is part of a point: it round-trips, leaves the compute format
+// alone, and a bad scaling is refused naming it.
+TEST(NumericsPolicy, ScaledPointsRoundTripAndBadScalingsNameTheItem) {
+  const auto p = parse_numerics("w:e4m3@current+a:e4m3@current+e:e5m2@current:1+g:e5m2@current");
+  EXPECT_EQ(p.weights(), "e4m3@current");
+  EXPECT_EQ(p.errors(), "e5m2@current:1");
+  EXPECT_EQ(parse_numerics(p.str()), p);
+  EXPECT_EQ(p.compute_format(), "e4m3");
+  EXPECT_EQ(parse_numerics("e4m3/stochastic@current").compute_format(), "e4m3");
+  EXPECT_NE(error_of("w:e4m3@delayed:16").find("scaling 'delayed:16'"), std::string::npos)
+      << error_of("w:e4m3@delayed:16");
+  EXPECT_NE(error_of("w:mxfp8_e4m3@current").find("element formats"), std::string::npos);
+  EXPECT_NE(error_of("w:e4m3@current:123").find("scaling 'current:123'"), std::string::npos);
+}
+
 TEST(NumericsPolicy, OperatorsAreGlobalItemsThatRoundTrip) {
   using tb::num::parse_numerics;
   const auto p =

@@ -5,9 +5,11 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
+#include "base/errors.h"
 #include "emulation/torch_quant.h"
 #include "numerics/quantize.h"
 
@@ -147,6 +149,54 @@ TEST(NumericsTorch, TensorAdapterMatchesTheLibraryAndKeepsBlocksInRows) {
   EXPECT_FALSE(torch::equal(a1, a2));
   EXPECT_EQ(a.str(), "e4m3/stochastic");
   EXPECT_FALSE(tb::emu::QuantPoint::parse("off").enabled());
+}
+
+// Per-tensor current scaling (Transformer Engine's Float8CurrentScaling) against a reference
+// written here from its definition: scale = 448 / amax / 2^M in float32, e4m3 rounded to
+// nearest even (written out below, not the library's code), times the float32 1 / scale.
+TEST(NumericsTorch, CurrentScalingMatchesItsDefinitionAndKeepsOutOfRangeValues) {
+  // e4m3 (fn): 3 mantissa bits, normals from 2^-6, subnormals down to 2^-9, max 448.
+  auto e4m3 = [](double v) {
+    if (v == 0) return 0.0;
+    const int e = std::max(-6, int(std::floor(std::log2(std::fabs(v)))));
+    const double quantum = std::ldexp(1.0, e - 3);
+    return std::nearbyint(v / quantum) * quantum;  // the default mode: ties to even
+  };
+  torch::manual_seed(3);
+  torch::Tensor x = torch::randn({64, 33}) * 1000;  // far beyond e4m3's 448
+  x[0][0] = 3000.0f;
+  x[5][7] = -2999.0f;
+  const float* xs = x.data_ptr<float>();
+  float amax = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) amax = std::max(amax, std::fabs(xs[i]));
+  for (int margin : {0, 2}) {
+    const auto q = tb::emu::QuantPoint::parse(margin ? "e4m3@current:2" : "e4m3@current");
+    ASSERT_TRUE(q.current_scaling());
+    EXPECT_EQ(q.margin(), margin);
+    EXPECT_EQ(q.str(), margin ? "e4m3@current:2" : "e4m3@current");
+    const float scale = 448.0f / amax / float(1 << margin);
+    EXPECT_EQ(q.scale_for(x), scale);
+    const float inv = 1.0f / scale;
+    const torch::Tensor y = q.apply(x);
+    const float* ys = y.data_ptr<float>();
+    int64_t bad = 0;
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const float want = float(e4m3(double(xs[i] * scale))) * inv;
+      bad += std::memcmp(&want, &ys[i], sizeof(float)) != 0;
+    }
+    EXPECT_EQ(bad, 0) << "margin " << margin;
+  }
+  // Unscaled, 3000 is out of e4m3's range; scaled, it keeps e4m3's 3-bit precision.
+  const auto plain = tb::emu::QuantPoint::parse("e4m3").apply(x);
+  const auto scaled = tb::emu::QuantPoint::parse("e4m3@current").apply(x);
+  EXPECT_FALSE(std::fabs(plain[0][0].item<float>() - 3000.0f) < 100) << plain[0][0].item<float>();
+  EXPECT_NEAR(scaled[0][0].item<float>(), 3000.0f, 3000.0f / 16);
+  EXPECT_NEAR(scaled[5][7].item<float>(), -2999.0f, 3000.0f / 16);
+  // An all-zero tensor keeps scale 1; block formats and unknown scalings are refused.
+  EXPECT_EQ(tb::emu::QuantPoint::parse("e4m3@current").scale_for(torch::zeros({4})), 1.0f);
+  EXPECT_THROW(tb::emu::QuantPoint::parse("mxfp8_e4m3@current"), tb::UsageError);
+  EXPECT_THROW(tb::emu::QuantPoint::parse("e4m3@delayed"), tb::UsageError);
+  EXPECT_THROW(tb::emu::QuantPoint::parse("e4m3@current:x"), tb::UsageError);
 }
 
 // Tensors large enough to be split over at::parallel_for's threads (over a million elements),

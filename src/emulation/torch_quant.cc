@@ -4,6 +4,7 @@
 #include <ATen/record_function.h>
 
 #include <atomic>
+#include <cmath>
 
 #include "base/errors.h"
 
@@ -14,6 +15,28 @@ QuantPoint::QuantPoint(num::Format format, num::Rounding rounding, uint64_t seed
 
 QuantPoint QuantPoint::parse(const std::string& text, uint64_t seed) {
   if (text.empty() || text == "off" || text == "none") return {};
+  if (const auto at = text.find('@'); at != std::string::npos && text.rfind("ext:", 0) != 0) {
+    const std::string scaling = text.substr(at + 1);
+    QuantPoint q = parse(text.substr(0, at), seed);
+    int margin = 0;
+    const bool current = scaling == "current" || scaling.rfind("current:", 0) == 0;
+    if (current && scaling.size() > 7) {
+      const std::string m = scaling.substr(8);
+      if (m.empty() || m.size() > 2 || m.find_first_not_of("0123456789") != std::string::npos)
+        throw UsageError("scaling '" + scaling + "': margin '" + m +
+                         "' (expected current:M with M an integer from 0 to 99)");
+      margin = std::stoi(m);
+    } else if (!current) {
+      throw UsageError("scaling '" + scaling + "' (expected current or current:MARGIN)");
+    }
+    if (!q.format_ || q.format_->kind == num::Format::Kind::kBlock)
+      throw UsageError("scaling '" + scaling + "' on '" + text.substr(0, at) +
+                       "': per-tensor scaling applies to element formats (block formats carry "
+                       "their own scales)");
+    q.scaled_ = true;
+    q.margin_ = margin;
+    return q;
+  }
   if (text.rfind("ext:", 0) == 0) {
     QuantPoint q;
     q.ext_ = num::Extension::load(text.substr(4));
@@ -30,7 +53,21 @@ std::string QuantPoint::str() const {
   if (!enabled()) return "off";
   if (ext_) return "ext:" + ext_->path();
   const std::string f = format_->display_name();
-  return rounding_ == num::Rounding::kNearestEven ? f : f + "/" + num::rounding_name(rounding_);
+  const std::string r =
+      rounding_ == num::Rounding::kNearestEven ? f : f + "/" + num::rounding_name(rounding_);
+  if (!scaled_) return r;
+  return r + "@current" + (margin_ ? ":" + std::to_string(margin_) : "");
+}
+
+float QuantPoint::scale_for(const torch::Tensor& x) const {
+  if (!scaled_ || x.numel() == 0) return 1;
+  const float amax = x.detach().abs().max().to(torch::kFloat).item<float>();
+  if (!(amax > 0) || !std::isfinite(amax)) return 1;
+  const float max = float(format_->kind == num::Format::Kind::kFixed ? format_->fx.max_value()
+                                                                     : format_->fp.max_finite());
+  // Transformer Engine's order: (max / amax) / 2^margin, in float32.
+  const float scale = max / amax / std::ldexp(1.0f, margin_);
+  return std::isfinite(scale) ? scale : 1.0f;
 }
 
 namespace {
@@ -103,6 +140,15 @@ torch::Tensor QuantPoint::apply(const torch::Tensor& x) const {
     return out.to(x.scalar_type());
   }
   const num::QuantOptions o = options();
+  if (scaled_) {
+    const torch::Tensor xf = x.to(torch::kFloat);
+    const float scale = scale_for(xf);
+    if (scale != 1.0f) {
+      torch::Tensor y = quantize_tensor(xf * scale, *format_, o);
+      y.mul_(1.0f / scale);  // the stored inverse, as the dequantizing kernels apply it
+      return y.to(x.scalar_type());
+    }
+  }
   if (x.scalar_type() != torch::kFloat)
     return quantize_tensor(x.to(torch::kFloat), *format_, o).to(x.scalar_type());
   return quantize_tensor(x, *format_, o);
@@ -113,7 +159,8 @@ void QuantPoint::apply_(torch::Tensor& x) const {
   RECORD_FUNCTION("tb::quantize_", std::vector<c10::IValue>({x}));
   torch::NoGradGuard no_grad;
   // The common case (optimizer state, master weights) rounds in place: no new tensor, no copy.
-  if (format_ && x.scalar_type() == torch::kFloat && x.device().is_cpu() && x.is_contiguous()) {
+  if (format_ && !scaled_ && x.scalar_type() == torch::kFloat && x.device().is_cpu() &&
+      x.is_contiguous()) {
     torch::Tensor d = x.detach();
     quantize_into(d, d, *format_, options());
     d.unsafeGetTensorImpl()->bump_version();  // as copy_ would: it is an in-place change of x
@@ -124,7 +171,8 @@ void QuantPoint::apply_(torch::Tensor& x) const {
 
 bool QuantPoint::round_unscale_(torch::Tensor& g, double scale) const {
   torch::NoGradGuard no_grad;
-  if (ext_ || g.scalar_type() != torch::kFloat || !g.device().is_cpu() || !g.is_contiguous()) {
+  if (ext_ || scaled_ || g.scalar_type() != torch::kFloat || !g.device().is_cpu() ||
+      !g.is_contiguous()) {
     apply_(g);
     if (scale != 1) g.div_(scale);
     return torch::isfinite(g).all().item<bool>();

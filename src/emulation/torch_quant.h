@@ -21,9 +21,19 @@ class QuantPoint {
  public:
   QuantPoint() = default;  // disabled: passes values through
   QuantPoint(num::Format format, num::Rounding rounding, uint64_t seed = 0);
-  // `format[/rounding]`, e.g. `e4m3`, `bf16/stochastic`, `off`, or `ext:PATH` (a format
-  // extension's convert and as_float). Throws UsageError.
+  // `format[/rounding][@scaling]`, e.g. `e4m3`, `bf16/stochastic`, `e4m3@current`, `off`, or
+  // `ext:PATH` (a format extension's convert and as_float). Throws UsageError.
+  // Scaling `current[:M]`: per-tensor current scaling as Transformer Engine's
+  // Float8CurrentScaling does it. Each tensor is multiplied by scale = max / amax / 2^M (in
+  // float32: max the format's largest finite value, amax the tensor's largest magnitude, M
+  // the margin), rounded, and multiplied by 1 / scale, so its largest value lands at the
+  // format's largest instead of clipping or flushing. An amax of 0, Inf or NaN keeps scale 1.
+  // Element formats only: block formats carry their own scales.
   static QuantPoint parse(const std::string& text, uint64_t seed = 0);
+  bool current_scaling() const { return scaled_; }
+  int margin() const { return margin_; }
+  // The scale apply() uses for x (1 without scaling).
+  float scale_for(const torch::Tensor& x) const;
 
   bool enabled() const { return format_.has_value() || ext_ != nullptr; }
   bool is_extension() const { return ext_ != nullptr; }
@@ -57,6 +67,8 @@ class QuantPoint {
   std::optional<num::Format> format_;
   std::shared_ptr<const num::Extension> ext_;
   num::Rounding rounding_ = num::Rounding::kNearestEven;
+  bool scaled_ = false;  // @current
+  int margin_ = 0;
   uint64_t base_seed_ = 0;  // as parsed
   uint64_t seed_ = 0;       // the current stream
   mutable std::atomic<uint64_t> calls_{0};
@@ -66,6 +78,8 @@ class QuantPoint {
       : format_(o.format_),
         ext_(o.ext_),
         rounding_(o.rounding_),
+        scaled_(o.scaled_),
+        margin_(o.margin_),
         base_seed_(o.base_seed_),
         seed_(o.seed_),
         calls_(o.calls_.load()) {}
@@ -73,6 +87,8 @@ class QuantPoint {
     format_ = o.format_;
     ext_ = o.ext_;
     rounding_ = o.rounding_;
+    scaled_ = o.scaled_;
+    margin_ = o.margin_;
     base_seed_ = o.base_seed_;
     seed_ = o.seed_;
     calls_ = o.calls_.load();

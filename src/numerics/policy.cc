@@ -53,11 +53,27 @@ void check_point(const std::string& text, const std::string& whole) {
     if (text.size() == 4) throw UsageError("numerics '" + whole + "': ext: needs a library path");
     return;
   }
-  const std::string p = point_from_config(text);
+  const std::string full = point_from_config(text);
+  const auto at = full.find('@');
+  const std::string p = full.substr(0, at);
   const auto slash = p.rfind('/');
   try {
-    parse_format(p.substr(0, slash));
+    const Format f = parse_format(p.substr(0, slash));
     if (slash != std::string::npos) parse_rounding(p.substr(slash + 1));
+    if (at != std::string::npos) {
+      // The same rules as emulation's QuantPoint::parse.
+      const std::string scaling = full.substr(at + 1);
+      const std::string m = scaling.size() > 8 ? scaling.substr(8) : "";
+      const bool ok = scaling == "current" ||
+                      (scaling.rfind("current:", 0) == 0 && !m.empty() && m.size() <= 2 &&
+                       m.find_first_not_of("0123456789") == std::string::npos);
+      if (!ok)
+        throw UsageError("scaling '" + scaling + "' (expected current or current:MARGIN, 0-99)");
+      if (f.kind == Format::Kind::kBlock)
+        throw UsageError("scaling '" + scaling + "' on '" + p +
+                         "': per-tensor scaling applies to element formats (block formats "
+                         "carry their own scales)");
+    }
   } catch (const UsageError& e) {
     throw UsageError("numerics '" + whole + "': " + e.what());
   }
@@ -116,7 +132,8 @@ std::string NumericsPolicy::compute_format() const {
   for (size_t i = 0; i < 3; ++i) {
     const std::string& p = points[i];
     if (p == "off" || p.rfind("ext:", 0) == 0) return "";
-    const std::string text = point_from_config(p.substr(0, p.rfind('/')));
+    const std::string base = p.substr(0, p.find('@'));  // scaling does not change the format
+    const std::string text = point_from_config(base.substr(0, base.rfind('/')));
     const double b = parse_format(text).bits_per_element();
     if (b > bits) bits = b, widest = text;
   }

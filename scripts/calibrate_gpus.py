@@ -145,6 +145,14 @@ def for_prefix(table, name):
     return None
 
 
+def write(path, name, desc):
+    with open(path, "w") as f:
+        json.dump(desc, f, indent=2)
+        f.write("\n")
+    print(name, {k: {d: len(c) for d, c in v.items()} for k, v in desc["efficiency"].items()
+                 if isinstance(v, dict)})
+
+
 def main():
     gemm, conv = points("gemm"), points("conv")
     curves = {"gemm": {d: curve(p) for d, p in gemm.items()},
@@ -166,11 +174,7 @@ def main():
             desc["source"] = (base + "; efficiency: scripts/calibrate_gpus.py from DeepBench's "
                               f"{device} kernel times (data/deepbench, fp32 GEMM and "
                               "convolution; no bandwidth or kernel start-up figures published)")
-            with open(path, "w") as f:
-                json.dump(desc, f, indent=2)
-                f.write("\n")
-            print(name, {k: {d: len(v) for d, v in e.items()} for k, e in
-                         desc["efficiency"].items()})
+            write(path, name, desc)
             continue
         if desc.get("kind") != "gpu" or not name.startswith(("v100", "a100", "h100", "h200")):
             continue
@@ -212,11 +216,7 @@ def main():
                  f"{', mean, assumed' if name.startswith('v100') else ''}); data/gpu-kernels/README.md")
         base = desc["source"].split("; efficiency: ")[0]
         desc["source"] = base + "; " + note
-        with open(path, "w") as f:
-            json.dump(desc, f, indent=2)
-            f.write("\n")
-        print(name, {k: {d: len(c) for d, c in v.items()} for k, v in eff.items()
-                     if isinstance(v, dict)})
+        write(path, name, desc)
 
 
 if __name__ == "__main__":

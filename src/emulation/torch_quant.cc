@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "base/errors.h"
+#include "numerics/policy.h"
 
 namespace tb::emu {
 
@@ -16,25 +17,12 @@ QuantPoint::QuantPoint(num::Format format, num::Rounding rounding, uint64_t seed
 QuantPoint QuantPoint::parse(const std::string& text, uint64_t seed) {
   if (text.empty() || text == "off" || text == "none") return {};
   if (const auto at = text.find('@'); at != std::string::npos && text.rfind("ext:", 0) != 0) {
-    const std::string scaling = text.substr(at + 1);
     QuantPoint q = parse(text.substr(0, at), seed);
-    int margin = 0;
-    const bool current = scaling == "current" || scaling.rfind("current:", 0) == 0;
-    if (current && scaling.size() > 7) {
-      const std::string m = scaling.substr(8);
-      if (m.empty() || m.size() > 2 || m.find_first_not_of("0123456789") != std::string::npos)
-        throw UsageError("scaling '" + scaling + "': margin '" + m +
-                         "' (expected current:M with M an integer from 0 to 99)");
-      margin = std::stoi(m);
-    } else if (!current) {
-      throw UsageError("scaling '" + scaling + "' (expected current or current:MARGIN)");
-    }
-    if (!q.format_ || q.format_->kind == num::Format::Kind::kBlock)
-      throw UsageError("scaling '" + scaling + "' on '" + text.substr(0, at) +
-                       "': per-tensor scaling applies to element formats (block formats carry "
-                       "their own scales)");
+    if (!q.format_)
+      throw UsageError("scaling '" + text.substr(at + 1) + "' on '" + text.substr(0, at) +
+                       "': a point that rounds nothing has nothing to scale");
+    q.margin_ = num::parse_scaling(text.substr(at + 1), *q.format_, text.substr(0, at));
     q.scaled_ = true;
-    q.margin_ = margin;
     return q;
   }
   if (text.rfind("ext:", 0) == 0) {

@@ -60,26 +60,26 @@ void check_point(const std::string& text, const std::string& whole) {
   try {
     const Format f = parse_format(p.substr(0, slash));
     if (slash != std::string::npos) parse_rounding(p.substr(slash + 1));
-    if (at != std::string::npos) {
-      // The same rules as emulation's QuantPoint::parse.
-      const std::string scaling = full.substr(at + 1);
-      const std::string m = scaling.size() > 8 ? scaling.substr(8) : "";
-      const bool ok = scaling == "current" ||
-                      (scaling.rfind("current:", 0) == 0 && !m.empty() && m.size() <= 2 &&
-                       m.find_first_not_of("0123456789") == std::string::npos);
-      if (!ok)
-        throw UsageError("scaling '" + scaling + "' (expected current or current:MARGIN, 0-99)");
-      if (f.kind == Format::Kind::kBlock)
-        throw UsageError("scaling '" + scaling + "' on '" + p +
-                         "': per-tensor scaling applies to element formats (block formats "
-                         "carry their own scales)");
-    }
+    if (at != std::string::npos) parse_scaling(full.substr(at + 1), f, p);
   } catch (const UsageError& e) {
     throw UsageError("numerics '" + whole + "': " + e.what());
   }
 }
 
 }  // namespace
+
+int parse_scaling(const std::string& scaling, const Format& f, const std::string& format_text) {
+  const std::string m = scaling.size() > 8 ? scaling.substr(8) : "";
+  const bool ok =
+      scaling == "current" || (scaling.rfind("current:", 0) == 0 && !m.empty() && m.size() <= 2 &&
+                               m.find_first_not_of("0123456789") == std::string::npos);
+  if (!ok) throw UsageError("scaling '" + scaling + "' (expected current or current:MARGIN, 0-99)");
+  if (f.kind == Format::Kind::kBlock)
+    throw UsageError("scaling '" + scaling + "' on '" + format_text +
+                     "': per-tensor scaling applies to element formats (block formats carry "
+                     "their own scales)");
+  return m.empty() ? 0 : std::stoi(m);
+}
 
 std::string point_from_config(const std::string& point) {
   std::string s = point;

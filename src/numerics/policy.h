@@ -26,6 +26,8 @@
 #include <map>
 #include <string>
 
+#include "numerics/format.h"
+
 namespace tb::num {
 
 struct NumericsPolicy {
@@ -61,6 +63,11 @@ struct NumericsPolicy {
            activation == o.activation && unit == o.unit;
   }
 };
+
+// A point's per-tensor scaling suffix (after '@'): `current` or `current:M`, M the margin
+// (0-99), returned. Element formats only: `f` (written `format_text`) of block kind is
+// refused, as is any other scaling. Throws tb::UsageError naming the scaling.
+int parse_scaling(const std::string& scaling, const Format& f, const std::string& format_text);
 
 // `none` (scale 1), `static:S`, or `dynamic[:S0]` (start at S0, default 65536; halve and
 // skip the step on overflow, double after 2000 good steps). Throws tb::UsageError.

@@ -79,6 +79,23 @@ SystolicMapping map_gemm(int64_t m, int64_t n, int64_t k, int64_t count,
   return s;
 }
 
+namespace {
+
+// A phase's time to the bound it is under; its layout transposes only move data.
+void add_by_bound(const PhaseTime& ph, double& compute_s, double& memory_s) {
+  (ph.memory_bound() ? memory_s : compute_s) += std::max(ph.compute_s, ph.memory_s);
+  memory_s += ph.layout_s;
+}
+
+// The fixed costs beyond the per-operator one, as the overhead lines append them.
+std::string conv_call_terms(const Simulation& s) {
+  return s.conv_call_s > 0 ? fmt::format(" + {:.0f} convolution phases x {:.3g} us", s.conv_phases,
+                                         s.conv_call_s * 1e6)
+                           : "";
+}
+
+}  // namespace
+
 bool known_layout(const std::string& layout) { return layout == "nhwc" || layout == "nchw"; }
 
 const std::vector<std::string>& recipe_names() {
@@ -225,6 +242,7 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
       finish(dw);
       lt.phases.push_back(dw);
     }
+    if (conv) s.conv_phases += double(lt.phases.size());
     if (transposes && conv) {
       // The weights are read (or dW written) once per phase; the rest is activations.
       const double weights = double(l.params) * config_elem_bytes * n;
@@ -255,8 +273,7 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
       s.step_s += t;
       s.phase_s[ph.phase] += t;
       s.layout_s += ph.layout_s;
-      (ph.memory_bound() ? s.memory_bound_s : s.compute_bound_s) += t - ph.layout_s;
-      s.memory_bound_s += ph.layout_s;  // transposes only move data
+      add_by_bound(ph, s.compute_bound_s, s.memory_bound_s);
     }
   // Added, not overlapped: on a CPU the thread that dispatches an operator then waits for it;
   // on a GPU back-to-back kernels each pay a start-up time on top of their work (t = a + V/b
@@ -265,8 +282,6 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     s.ops = count_operators(cost);
     s.op_overhead_s = p.efficiency->op_overhead_us * 1e-6;
     s.overhead_s = s.ops.total() * s.op_overhead_s;
-    for (const auto& l : s.layers)
-      if (l.op == "conv2d" || l.op == "gconv2d") s.conv_phases += double(l.phases.size());
     s.conv_call_s = p.efficiency->conv_call_us * 1e-6;
     s.overhead_s += s.conv_phases * s.conv_call_s;
     s.step_s += s.overhead_s;
@@ -413,8 +428,7 @@ std::vector<ClassTime> explain(const Simulation& s) {
     for (const auto& ph : l.phases) {
       const double t = ph.time_s();
       c.time_s += t;
-      (ph.memory_bound() ? c.memory_bound_s : c.compute_bound_s) += t - ph.layout_s;
-      c.memory_bound_s += ph.layout_s;
+      add_by_bound(ph, c.compute_bound_s, c.memory_bound_s);
       c.flops += ph.flops;
       c.bytes += ph.bytes;
       if (ph.matmul_flops > 0) {
@@ -455,10 +469,7 @@ std::string format_explanation(const Simulation& s, const PlatformDescription& p
   if (s.overhead_s > 0)
     o << fmt::format("  {:<12} {:>10.4g} {:>5.1f}%  ({:.0f} operators x {:.3g} us{})\n", "overhead",
                      s.overhead_s * 1e3, 100 * s.overhead_s / t, s.ops.total(),
-                     s.op_overhead_s * 1e6,
-                     s.conv_call_s > 0 ? fmt::format(" + {:.0f} convolution phases x {:.3g} us",
-                                                     s.conv_phases, s.conv_call_s * 1e6)
-                                       : "");
+                     s.op_overhead_s * 1e6, conv_call_terms(s));
   o << fmt::format(
       "compute: matrix products at the {} peak, {:.4g} TFLOP/s; other arithmetic at the {} "
       "peak, {:.4g} TFLOP/s (description: {})\n",
@@ -533,10 +544,7 @@ std::string format_simulation(const Simulation& s, size_t top_layers) {
         "overhead: {:.0f} operators (forward {:.0f}, backward {:.0f}, optimizer {:.0f}) x {:.3g} "
         "us{} = {:.4g} ms\n",
         s.ops.total(), s.ops.forward, s.ops.backward, s.ops.optimizer, s.op_overhead_s * 1e6,
-        s.conv_call_s > 0 ? fmt::format(" + {:.0f} convolution phases x {:.3g} us", s.conv_phases,
-                                        s.conv_call_s * 1e6)
-                          : "",
-        s.overhead_s * 1e3);
+        conv_call_terms(s), s.overhead_s * 1e3);
   o << "phases:";
   for (const char* ph : {"forward", "backward-input", "backward-weight", "optimizer"})
     if (s.phase_s.count(ph)) o << fmt::format(" {} {:.1f}%", ph, 100 * s.phase_s.at(ph) / t);

@@ -145,8 +145,14 @@ TEST(NumericsPolicy, ScaledPointsRoundTripAndBadScalingsNameTheItem) {
   EXPECT_EQ(parse_numerics(p.str()), p);
   EXPECT_EQ(p.compute_format(), "e4m3");
   EXPECT_EQ(parse_numerics("e4m3/stochastic@current").compute_format(), "e4m3");
-  EXPECT_NE(error_of("w:e4m3@delayed:16").find("scaling 'delayed:16'"), std::string::npos)
-      << error_of("w:e4m3@delayed:16");
+  const auto r = parse_numerics("a:e4m3@delayed:16:recent:1+e:e5m2@block:1x32:pow2+w:nvfp4_2d");
+  EXPECT_EQ(r.activations(), "e4m3@delayed:16:recent:1");
+  EXPECT_EQ(parse_numerics(r.str()), r);
+  EXPECT_NE(error_of("w:e4m3@delayed:0").find("history length '0'"), std::string::npos)
+      << error_of("w:e4m3@delayed:0");
+  EXPECT_NE(error_of("w:e4m3@block:1x0").find("scaling 'block:1x0'"), std::string::npos)
+      << error_of("w:e4m3@block:1x0");
+  EXPECT_NE(error_of("w:e4m3@blocks").find("w:e4m3@blocks"), std::string::npos);
   EXPECT_NE(error_of("w:mxfp8_e4m3@current").find("element formats"), std::string::npos);
   EXPECT_NE(error_of("w:e4m3@current:123").find("scaling 'current:123'"), std::string::npos);
 }

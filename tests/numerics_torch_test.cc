@@ -195,8 +195,68 @@ TEST(NumericsTorch, CurrentScalingMatchesItsDefinitionAndKeepsOutOfRangeValues) 
   // An all-zero tensor keeps scale 1; block formats and unknown scalings are refused.
   EXPECT_EQ(tb::emu::QuantPoint::parse("e4m3@current").scale_for(torch::zeros({4})), 1.0f);
   EXPECT_THROW(tb::emu::QuantPoint::parse("mxfp8_e4m3@current"), tb::UsageError);
-  EXPECT_THROW(tb::emu::QuantPoint::parse("e4m3@delayed"), tb::UsageError);
+  EXPECT_THROW(tb::emu::QuantPoint::parse("e4m3@delayed:0"), tb::UsageError);
   EXPECT_THROW(tb::emu::QuantPoint::parse("e4m3@current:x"), tb::UsageError);
+}
+
+// Delayed scaling through a point: each call of a step is a site with its own history (the
+// scale a step uses comes from earlier steps' amaxes, num::AmaxHistory), evaluation uses the
+// scales without recording, and a copy of the point (one per training run) starts from its
+// own state.
+TEST(NumericsTorch, DelayedScalingKeepsAHistoryPerSite) {
+  const auto q = tb::emu::QuantPoint::parse("e4m3@delayed:4:max");
+  ASSERT_EQ(q.scaling().kind, tb::num::Scaling::Kind::kDelayed);
+  std::vector<tb::num::AmaxHistory> want(2, tb::num::AmaxHistory(4));
+  const tb::num::Format sat = tb::num::parse_format("fp:e=4,m=3,special=fn,overflow=sat");
+  torch::manual_seed(2);
+  for (int step = 0; step < 8; ++step) {
+    q.begin_step();
+    for (auto& h : want)
+      if (step > 0) h.end_step(448.0f, 0, false);
+    // Site 0 grows, site 1 shrinks: their scales must not mix.
+    const torch::Tensor xs[2] = {torch::randn({8, 16}) * float(1 << step),
+                                 torch::randn({8, 16}) / float(1 << step)};
+    for (int site = 0; site < 2; ++site) {
+      const torch::Tensor y = q.apply(xs[site]);
+      const float scale = want[size_t(site)].scale();
+      const torch::Tensor expect =
+          tb::emu::quantize_tensor(xs[site] * scale, sat, {}) * (1.0f / scale);
+      EXPECT_TRUE(torch::equal(y, expect)) << "step " << step << " site " << site;
+      want[size_t(site)].record(xs[site].abs().max().item<float>());
+    }
+    // An evaluation between steps: the same scales, nothing recorded.
+    q.set_recording(false);
+    const torch::Tensor big = torch::full({4}, 1e6f);
+    const tb::emu::QuantPoint copy = q;
+    EXPECT_TRUE(torch::equal(q.apply(big), copy.apply(big)));
+    q.set_recording(true);
+  }
+  const auto stats = q.take_stats();
+  EXPECT_EQ(stats.sites, 2);
+  EXPECT_GT(stats.counts.overflow, 0u);  // the evaluations' 1e6 clipped, and counted
+  EXPECT_GT(stats.scale_max, stats.scale_min);
+  EXPECT_TRUE(q.take_stats().empty());
+  EXPECT_EQ(q.str(), "e4m3@delayed:4:max");
+}
+
+// NVFP4's tensor scale comes from the whole tensor, also when it is split over threads and
+// chunks, and a weight gradient rounds to it like any tensor.
+TEST(NumericsTorch, Nvfp4UsesTheWholeTensorsAmax) {
+  torch::manual_seed(4);
+  torch::Tensor x = torch::randn({1100, 1024});
+  x[1099][5] = 500.0f;  // the tensor's amax, in the last chunk
+  for (const char* name : {"nvfp4", "nvfp4_2d"}) {
+    const auto f = tb::num::parse_format(name);
+    tb::num::QuantOptions o;
+    o.row = 1024;
+    const std::vector<float> want = tb::num::quantize(
+        f, std::vector<float>(x.data_ptr<float>(), x.data_ptr<float>() + x.numel()), o);
+    const auto got = tb::emu::quantize_tensor(x, f, {});
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), got.data_ptr<float>())) << name;
+    torch::Tensor g = x.clone();
+    ASSERT_TRUE(tb::emu::QuantPoint::parse(name).round_unscale_(g, 2.0));
+    EXPECT_TRUE(torch::equal(g, got / 2.0)) << name;
+  }
 }
 
 // Tensors large enough to be split over at::parallel_for's threads (over a million elements),

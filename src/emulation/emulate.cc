@@ -271,6 +271,7 @@ SeedRun train_one(const EmulationOptions& o, const Policy& given, const Dataset&
   int64_t skipped = 0;
   Learner learner;
   learner.step = [&](const torch::Tensor& images, const torch::Tensor& labels) {
+    policy.begin_step();
     for (auto& p : net.params) p.mutable_grad() = torch::Tensor();
     const auto loss = torch::nn::functional::cross_entropy(net.forward(images), labels);
     (loss * ls.scale).backward();
@@ -298,7 +299,13 @@ SeedRun train_one(const EmulationOptions& o, const Policy& given, const Dataset&
       ls.good = 0;
     }
   };
-  learner.logits = [&](const torch::Tensor& images) { return net.forward(images); };
+  learner.logits = [&](const torch::Tensor& images) {
+    policy.set_recording(false);  // evaluation uses the scales, records no amax
+    const auto out = net.forward(images);
+    policy.set_recording(true);
+    return out;
+  };
+  learner.scaling = [&](int64_t iteration) { return policy.take_scaling(iteration); };
   learner.skipped_steps = [&] { return skipped; };
   learner.loss_scale = [&] { return ls.scale; };
   return train_to_target(o, train, test, seed, learner, progress);
@@ -347,6 +354,55 @@ void Policy::reseed(uint64_t run_seed) {
       if (q)
         q->reseed(0xD1B54A32D192ED03ull * (run_seed + 1) + uint64_t(layer) * 6 +
                   uint64_t(&q - points.data()));
+}
+
+namespace {
+
+// Every point with its name in results: KEY, or KEY.N for a layer's own.
+template <typename F>
+void each_point(const Policy& p, F&& f) {
+  static const char* kKeys[] = {"w", "a", "e", "g", "o", "m"};
+  const auto globals = p.globals();
+  for (size_t i = 0; i < globals.size(); ++i) f(std::string(kKeys[i]), *globals[i]);
+  for (const auto& [layer, points] : p.layers)
+    for (size_t i = 0; i < points.size(); ++i)
+      if (points[i]) f(std::string(kKeys[i]) + "." + std::to_string(layer), *points[i]);
+}
+
+}  // namespace
+
+void Policy::begin_step() const {
+  each_point(*this, [](const std::string&, const QuantPoint& q) {
+    if (q.enabled()) q.begin_step();
+  });
+}
+
+void Policy::set_recording(bool on) const {
+  each_point(*this, [on](const std::string&, const QuantPoint& q) {
+    if (q.enabled()) q.set_recording(on);
+  });
+}
+
+std::vector<ScalingSample> Policy::take_scaling(int64_t iteration) const {
+  std::vector<ScalingSample> out;
+  each_point(*this, [&](const std::string& name, const QuantPoint& q) {
+    if (!q.enabled()) return;
+    const QuantPoint::Stats st = q.take_stats();
+    if (st.empty()) return;
+    ScalingSample s;
+    s.point = name;
+    s.iteration = iteration;
+    s.amax = st.amax;
+    s.scale_min = st.scale_min;
+    s.scale_max = st.scale_max;
+    s.sites = st.sites;
+    s.values = st.counts.values;
+    s.overflow = st.counts.overflow;
+    s.underflow = st.counts.underflow;
+    s.nonfinite = st.counts.nonfinite;
+    out.push_back(s);
+  });
+  return out;
 }
 
 std::vector<uint64_t> Policy::stream_positions() const {

@@ -52,6 +52,12 @@ struct Policy {
   std::string str() const;
   // Every point's stochastic stream for one run: runs seeded the same draw the same bits.
   void reseed(uint64_t run_seed);
+  // Every point's begin_step() and set_recording() (QuantPoint): at the start of a training
+  // step, and around an evaluation.
+  void begin_step() const;
+  void set_recording(bool on) const;
+  // What each point's rounding did since the last call, for the points that rounded anything.
+  std::vector<ScalingSample> take_scaling(int64_t iteration) const;
   // Every point's stream position, globals then layers' in order; and back to such a list.
   std::vector<uint64_t> stream_positions() const;
   void seek_streams(const std::vector<uint64_t>& positions) const;

@@ -72,6 +72,7 @@ SeedRun train_family(const EmulationOptions& o, const Policy& given, const Datas
   if (emulated) {
     learner.skipped_steps = [&] { return emulated->skipped_steps(); };
     learner.loss_scale = [&] { return emulated->loss_scale(); };
+    learner.scaling = [&](int64_t iteration) { return emulated->policy().take_scaling(iteration); };
   }
   return train_to_target(o, train, test, seed, learner, progress);
 }

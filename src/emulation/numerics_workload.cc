@@ -122,7 +122,13 @@ torch::Tensor NumericsWorkload::loss(const Batch& batch) {
 }
 
 torch::Tensor NumericsWorkload::logits(const Batch& batch) {
-  // Evaluated as trained: with the weights in their format.
+  // Evaluated as trained: with the weights in their format and the scales training reached,
+  // recording no amax into delayed scaling's histories.
+  struct Recording {
+    const Policy& p;
+    explicit Recording(const Policy& p) : p(p) { p.set_recording(false); }
+    ~Recording() { p.set_recording(true); }
+  } recording(policy_);
   std::vector<torch::Tensor> params = inner_->module().parameters();
   round_weights(params);
   torch::Tensor out;
@@ -184,7 +190,8 @@ bool NumericsWorkload::custom_step(torch::optim::Optimizer& opt, const Batch& ba
 }
 
 double NumericsWorkload::before_forward(const std::vector<torch::Tensor>& weights) {
-  if (rounded_.empty()) {
+  if (rounded_.empty()) {  // the step's first forward pass
+    policy_.begin_step();
     rounded_ = weights;
     round_weights(rounded_);
   }

@@ -47,6 +47,7 @@ class NumericsWorkload : public Workload, private StepHooks {
 
   int64_t skipped_steps() const { return skipped_steps_; }  // overflows under dynamic scaling
   double loss_scale() const { return scale_.scale; }
+  const Policy& policy() const { return policy_; }
 
  private:
   // Weights to their format for a forward pass, float32 masters kept in masters_; and back.

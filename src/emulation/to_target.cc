@@ -36,6 +36,8 @@ SeedRun train_to_target(const EmulationOptions& o, const Dataset& train, const D
     cursor += o.batch;
     learner.step(train.images.index_select(0, idx), train.labels.index_select(0, idx));
     if (it % o.eval_every == 0 || it == o.max_iters) {
+      if (learner.scaling)
+        for (auto& sample : learner.scaling(it)) run.scaling.push_back(std::move(sample));
       const double acc = accuracy(learner, test, o.eval_examples);
       run.curve.push_back({it, acc});
       run.best_accuracy = std::max(run.best_accuracy, acc);

@@ -17,6 +17,8 @@ struct Learner {
   // Filled into the SeedRun at the end (dynamic loss scaling), when given.
   std::function<int64_t()> skipped_steps;
   std::function<double()> loss_scale;
+  // What the rounding points did since the last evaluation, taken at each (when given).
+  std::function<std::vector<ScalingSample>(int64_t iteration)> scaling;
 };
 
 // Trains until the target or o.max_iters. The seed drives the batch order; the caller seeds

@@ -21,8 +21,12 @@ QuantPoint QuantPoint::parse(const std::string& text, uint64_t seed) {
     if (!q.format_)
       throw UsageError("scaling '" + text.substr(at + 1) + "' on '" + text.substr(0, at) +
                        "': a point that rounds nothing has nothing to scale");
-    q.margin_ = num::parse_scaling(text.substr(at + 1), *q.format_, text.substr(0, at));
-    q.scaled_ = true;
+    q.scaling_ = num::parse_scaling(text.substr(at + 1), *q.format_, text.substr(0, at));
+    // Scaled values beyond the largest finite one clip to it, as Transformer Engine's casts
+    // (satfinite) do; the overflow count says how many did.
+    if (q.format_->kind == num::Format::Kind::kFloat)
+      q.format_->fp.overflow = num::Overflow::kSaturate;
+    if (q.format_->kind == num::Format::Kind::kFixed) q.format_->fx.saturate = true;
     return q;
   }
   if (text.rfind("ext:", 0) == 0) {
@@ -43,19 +47,71 @@ std::string QuantPoint::str() const {
   const std::string f = format_->display_name();
   const std::string r =
       rounding_ == num::Rounding::kNearestEven ? f : f + "/" + num::rounding_name(rounding_);
-  if (!scaled_) return r;
-  return r + "@current" + (margin_ ? ":" + std::to_string(margin_) : "");
+  return scaling_.enabled() ? r + "@" + scaling_.str() : r;
 }
 
+namespace {
+
+float amax_of(const torch::Tensor& contiguous_float) {
+  return num::tensor_amax(contiguous_float.data_ptr<float>(), size_t(contiguous_float.numel()));
+}
+
+}  // namespace
+
 float QuantPoint::scale_for(const torch::Tensor& x) const {
-  if (!scaled_ || x.numel() == 0) return 1;
-  const float amax = x.detach().abs().max().to(torch::kFloat).item<float>();
-  if (!(amax > 0) || !std::isfinite(amax)) return 1;
-  const float max = float(format_->kind == num::Format::Kind::kFixed ? format_->fx.max_value()
-                                                                     : format_->fp.max_finite());
-  // Transformer Engine's order: (max / amax) / 2^margin, in float32.
-  const float scale = max / amax / std::ldexp(1.0f, margin_);
-  return std::isfinite(scale) ? scale : 1.0f;
+  if (!current_scaling() || x.numel() == 0) return 1;
+  const torch::Tensor xf = x.detach().to(torch::kFloat).contiguous();
+  return num::current_scale(num::scaling_max(*format_), amax_of(xf), scaling_.margin);
+}
+
+std::unique_ptr<QuantPoint::State> QuantPoint::copy_state(const State& s) {
+  auto out = std::make_unique<State>();
+  std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(s.mu));
+  out->step_start = s.step_start;
+  out->eval_start = s.eval_start;
+  out->recording = s.recording;
+  out->sites = s.sites;
+  out->stats = s.stats;
+  return out;
+}
+
+void QuantPoint::begin_step() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (scaling_.kind == num::Scaling::Kind::kDelayed)
+    for (num::AmaxHistory& h : state_->sites)
+      h.end_step(num::scaling_max(*format_), scaling_.margin, scaling_.most_recent);
+  state_->step_start = calls_.load();
+}
+
+void QuantPoint::set_recording(bool on) const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->recording = on;
+  if (!on) state_->eval_start = calls_.load();
+}
+
+QuantPoint::Stats QuantPoint::take_stats() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  Stats out = state_->stats;
+  out.sites = int(state_->sites.size());
+  state_->stats = Stats{};
+  return out;
+}
+
+void QuantPoint::note(const torch::Tensor& scaled, const torch::Tensor& q, float amax,
+                      float scale) const {
+  const num::RangeCounts c =
+      num::count_range(scaled.data_ptr<float>(), q.data_ptr<float>(), size_t(scaled.numel()),
+                       num::overflow_threshold(*format_));
+  std::lock_guard<std::mutex> lock(state_->mu);
+  Stats& s = state_->stats;
+  if (s.empty()) {
+    s.scale_min = s.scale_max = scale;
+  } else {
+    s.scale_min = std::min(s.scale_min, scale);
+    s.scale_max = std::max(s.scale_max, scale);
+  }
+  s.counts += c;
+  s.amax = std::fmax(s.amax, amax);
 }
 
 namespace {
@@ -73,7 +129,11 @@ void quantize_into(const torch::Tensor& in, torch::Tensor& out, const num::Forma
   const int64_t row = in.dim() > 0 ? std::max<int64_t>(in.size(-1), 1) : 1;
   // Chunks must not split a block: whole rows for block formats, else any 64 elements.
   const bool block = f.kind == num::Format::Kind::kBlock;
-  const int64_t unit = block ? row : 64;
+  const bool nvfp4 = block && f.blk.kind == num::BlockFormat::Kind::kNvfp4;
+  num::QuantOptions whole = o;
+  if (nvfp4 && whole.tensor_amax < 0) whole.tensor_amax = num::tensor_amax(src, size_t(n));
+  // NVFP4's tiles span several rows.
+  const int64_t unit = block ? (nvfp4 ? row * f.blk.rows : row) : 64;
   const int64_t units = (n + unit - 1) / unit;
   // Only tensors of a million elements or more are split over threads. A training step's
   // tensors are smaller (the MLP's largest, 200K elements, rounds in ~0.15 ms on one core), and
@@ -82,7 +142,7 @@ void quantize_into(const torch::Tensor& in, torch::Tensor& out, const num::Forma
   // 32K-element grain the fp8 step's ~9 extra regions cost more than splitting saved.
   const int64_t grain = std::max<int64_t>(1, kParallelFrom / unit);
   at::parallel_for(0, units, grain, [&](int64_t b, int64_t e) {
-    num::QuantOptions part = o;
+    num::QuantOptions part = whole;
     part.threads = 1;
     part.row = block ? size_t(row) : 0;
     const int64_t lo = b * unit, hi = std::min(n, e * unit);
@@ -104,13 +164,11 @@ torch::Tensor quantize_tensor(const torch::Tensor& x, const num::Format& f,
   return out;
 }
 
-num::QuantOptions QuantPoint::options() const {
+num::QuantOptions QuantPoint::options(uint64_t call) const {
   num::QuantOptions o;
   o.rounding = rounding_;
   // Each call of a stochastic point draws a fresh stream: (seed, call number).
-  if (rounding_ == num::Rounding::kStochastic) {
-    o.seed = seed_ * 0x9E3779B97F4A7C15ull + calls_.fetch_add(1);
-  }
+  if (rounding_ == num::Rounding::kStochastic) o.seed = seed_ * 0x9E3779B97F4A7C15ull + call;
   return o;
 }
 
@@ -127,19 +185,55 @@ torch::Tensor QuantPoint::apply(const torch::Tensor& x) const {
                      [&](int64_t b, int64_t e) { ext_->round(src + b, dst + b, size_t(e - b)); });
     return out.to(x.scalar_type());
   }
-  const num::QuantOptions o = options();
-  if (scaled_) {
-    const torch::Tensor xf = x.to(torch::kFloat);
-    const float scale = scale_for(xf);
-    if (scale != 1.0f) {
-      torch::Tensor y = quantize_tensor(xf * scale, *format_, o);
-      y.mul_(1.0f / scale);  // the stored inverse, as the dequantizing kernels apply it
+  const uint64_t call = calls_.fetch_add(1);
+  const num::QuantOptions o = options(call);
+  const torch::Tensor xf = x.to(torch::kFloat).contiguous();
+  float amax = 0, scale = 1;
+  switch (scaling_.kind) {
+    case num::Scaling::Kind::kNone:
+      break;
+    case num::Scaling::Kind::kCurrent:
+      amax = amax_of(xf);
+      scale = num::current_scale(num::scaling_max(*format_), amax, scaling_.margin);
+      break;
+    case num::Scaling::Kind::kDelayed: {
+      amax = amax_of(xf);
+      std::lock_guard<std::mutex> lock(state_->mu);
+      const bool rec = state_->recording;
+      const size_t site = size_t(call - (rec ? state_->step_start : state_->eval_start));
+      if (rec)
+        while (state_->sites.size() <= site) state_->sites.emplace_back(scaling_.history);
+      if (site < state_->sites.size()) {
+        num::AmaxHistory& h = state_->sites[site];
+        scale = h.scale();
+        if (rec) h.record(amax);
+      }
+      break;
+    }
+    case num::Scaling::Kind::kBlock: {
+      torch::Tensor y = torch::empty_like(xf);
+      num::RangeCounts c;
+      num::QuantOptions bo = o;
+      bo.threads = 1;
+      num::quantize_block_scaled(
+          *format_, scaling_, xf.data_ptr<float>(), y.data_ptr<float>(), size_t(xf.numel()),
+          size_t(xf.dim() > 0 ? std::max<int64_t>(xf.size(-1), 1) : 1), bo, &c);
+      std::lock_guard<std::mutex> lock(state_->mu);
+      Stats& s = state_->stats;
+      s.counts += c;
+      s.amax = std::fmax(s.amax, amax_of(xf));
+      s.scale_min = s.scale_max = 1;  // per tile; not summarized
       return y.to(x.scalar_type());
     }
   }
-  if (x.scalar_type() != torch::kFloat)
-    return quantize_tensor(x.to(torch::kFloat), *format_, o).to(x.scalar_type());
-  return quantize_tensor(x, *format_, o);
+  const torch::Tensor in = scale == 1.0f ? xf : xf * scale;
+  torch::Tensor y = quantize_tensor(in, *format_, o);
+  if (format_->kind != num::Format::Kind::kBlock || scaling_.enabled()) {
+    if (!scaling_.enabled()) amax = amax_of(xf);
+    note(in, y, amax, scale);
+  }
+  if (scale != 1.0f) y.mul_(1.0f / scale);  // the stored inverse, as dequantizing kernels apply it
+  return y.to(x.scalar_type());
 }
 
 void QuantPoint::apply_(torch::Tensor& x) const {
@@ -147,10 +241,10 @@ void QuantPoint::apply_(torch::Tensor& x) const {
   RECORD_FUNCTION("tb::quantize_", std::vector<c10::IValue>({x}));
   torch::NoGradGuard no_grad;
   // The common case (optimizer state, master weights) rounds in place: no new tensor, no copy.
-  if (format_ && !scaled_ && x.scalar_type() == torch::kFloat && x.device().is_cpu() &&
+  if (format_ && !scaling_.enabled() && x.scalar_type() == torch::kFloat && x.device().is_cpu() &&
       x.is_contiguous()) {
     torch::Tensor d = x.detach();
-    quantize_into(d, d, *format_, options());
+    quantize_into(d, d, *format_, options(calls_.fetch_add(1)));
     d.unsafeGetTensorImpl()->bump_version();  // as copy_ would: it is an in-place change of x
     return;
   }
@@ -159,8 +253,11 @@ void QuantPoint::apply_(torch::Tensor& x) const {
 
 bool QuantPoint::round_unscale_(torch::Tensor& g, double scale) const {
   torch::NoGradGuard no_grad;
-  if (ext_ || scaled_ || g.scalar_type() != torch::kFloat || !g.device().is_cpu() ||
-      !g.is_contiguous()) {
+  // NVFP4 needs the whole tensor's amax before any chunk is rounded.
+  const bool nvfp4 = format_ && format_->kind == num::Format::Kind::kBlock &&
+                     format_->blk.kind == num::BlockFormat::Kind::kNvfp4;
+  if (ext_ || scaling_.enabled() || nvfp4 || g.scalar_type() != torch::kFloat ||
+      !g.device().is_cpu() || !g.is_contiguous()) {
     apply_(g);
     if (scale != 1) g.div_(scale);
     return torch::isfinite(g).all().item<bool>();
@@ -175,7 +272,7 @@ bool QuantPoint::round_unscale_(torch::Tensor& g, double scale) const {
   const int64_t chunk = block ? row * std::max<int64_t>(1, 4096 / row) : 4096;
   const int64_t chunks = (n + chunk - 1) / chunk;
   num::QuantOptions o;
-  if (format_) o = options();
+  if (format_) o = options(calls_.fetch_add(1));
   o.threads = 1;
   o.row = block ? size_t(row) : 0;
   // The scalar division LibTorch's div_ does on float32 (the scale converted to float).
@@ -230,6 +327,8 @@ struct QuantizeFunction : public torch::autograd::Function<QuantizeFunction> {
 bool leaves_unchanged(const QuantPoint& second, const QuantPoint& first) {
   if (!second.enabled()) return true;
   if (!first.enabled() || second.is_extension() || first.is_extension()) return false;
+  // A scaled point's grid moves with its scale.
+  if (second.scaling().enabled() || first.scaling().enabled()) return false;
   return second.format().kind != num::Format::Kind::kBlock && second.format() == first.format();
 }
 

@@ -5,6 +5,8 @@
 #include <torch/torch.h>
 
 #include <atomic>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +14,7 @@
 #include "numerics/extension.h"
 #include "numerics/format.h"
 #include "numerics/quantize.h"
+#include "numerics/scaling.h"
 
 namespace tb::emu {
 
@@ -21,19 +24,40 @@ class QuantPoint {
  public:
   QuantPoint() = default;  // disabled: passes values through
   QuantPoint(num::Format format, num::Rounding rounding, uint64_t seed = 0);
-  // `format[/rounding][@scaling]`, e.g. `e4m3`, `bf16/stochastic`, `e4m3@current`, `off`, or
-  // `ext:PATH` (a format extension's convert and as_float). Throws UsageError.
-  // Scaling `current[:M]`: per-tensor current scaling as Transformer Engine's
-  // Float8CurrentScaling does it. Each tensor is multiplied by scale = max / amax / 2^M (in
-  // float32: max the format's largest finite value, amax the tensor's largest magnitude, M
-  // the margin), rounded, and multiplied by 1 / scale, so its largest value lands at the
-  // format's largest instead of clipping or flushing. An amax of 0, Inf or NaN keeps scale 1.
+  // `format[/rounding][@scaling]`, e.g. `e4m3`, `bf16/stochastic`, `e4m3@current`,
+  // `e4m3@delayed:16`, `e4m3@block:1x128`, `off`, or `ext:PATH` (a format extension's convert
+  // and as_float). Throws UsageError. The scaling recipes (numerics/scaling.h) multiply each
+  // tensor by a scale before rounding and by its float32 inverse after, so its largest values
+  // land near the format's largest instead of clipping or flushing:
+  //  - current[:M]: the scale from this tensor's amax (Float8CurrentScaling);
+  //  - delayed[:H[:max|recent[:M]]]: from an amax history of earlier steps, per site: the
+  //    point's calls in a step are its sites, in call order (a step begins at begin_step());
+  //  - block:RxC[:pow2]: a scale per tile of the last two dimensions.
   // Element formats only: block formats carry their own scales.
   static QuantPoint parse(const std::string& text, uint64_t seed = 0);
-  bool current_scaling() const { return scaled_; }
-  int margin() const { return margin_; }
-  // The scale apply() uses for x (1 without scaling).
+  const num::Scaling& scaling() const { return scaling_; }
+  bool current_scaling() const { return scaling_.kind == num::Scaling::Kind::kCurrent; }
+  int margin() const { return scaling_.margin; }
+  // The scale current scaling uses for x (1 for other points).
   float scale_for(const torch::Tensor& x) const;
+
+  // A training step begins: delayed scaling folds the last step's amaxes into each site's
+  // history and scale (AmaxHistory::end_step), and the next call is site 0 again.
+  void begin_step() const;
+  // Off while evaluating: calls use the scales but record no amax. Turning it off makes the
+  // next call site 0 again (an evaluation's forward pass calls the point in the order the
+  // training step's forward pass did).
+  void set_recording(bool on) const;
+  // What this point's rounding did since the last call (and forgets it): values rounded,
+  // overflows, underflows and NaN/Inf (num::RangeCounts), the largest amax seen, the range of
+  // scales used (1 without scaling), and how many sites delayed scaling keeps.
+  struct Stats {
+    num::RangeCounts counts;
+    float amax = 0, scale_min = 0, scale_max = 0;
+    int sites = 0;
+    bool empty() const { return counts.values == 0; }
+  };
+  Stats take_stats() const;
 
   bool enabled() const { return format_.has_value() || ext_ != nullptr; }
   bool is_extension() const { return ext_ != nullptr; }
@@ -61,37 +85,51 @@ class QuantPoint {
   bool round_unscale_(torch::Tensor& g, double scale) const;
 
  private:
-  // The options of one call (stochastic rounding: the next stream of this point).
-  num::QuantOptions options() const;
+  // The options of call number `call` of this point (stochastic rounding: its own stream).
+  num::QuantOptions options(uint64_t call) const;
+  // Counts a call's rounding into stats_ (scaled: the values rounded; q: what they became).
+  void note(const torch::Tensor& scaled, const torch::Tensor& q, float amax, float scale) const;
+
+  // Mutable through const calls (points are shared const by the graphs that use them); every
+  // copy of a point gets its own.
+  struct State {
+    std::mutex mu;
+    uint64_t step_start = 0;  // calls_ when the step began
+    uint64_t eval_start = 0;  // ... and when recording was last turned off
+    bool recording = true;
+    std::vector<num::AmaxHistory> sites;  // delayed scaling
+    Stats stats;
+  };
+  static std::unique_ptr<State> copy_state(const State& s);
 
   std::optional<num::Format> format_;
   std::shared_ptr<const num::Extension> ext_;
   num::Rounding rounding_ = num::Rounding::kNearestEven;
-  bool scaled_ = false;  // @current
-  int margin_ = 0;
-  uint64_t base_seed_ = 0;  // as parsed
-  uint64_t seed_ = 0;       // the current stream
-  mutable std::atomic<uint64_t> calls_{0};
+  num::Scaling scaling_;
+  uint64_t base_seed_ = 0;                  // as parsed
+  uint64_t seed_ = 0;                       // the current stream
+  mutable std::atomic<uint64_t> calls_{0};  // every enabled call, stochastic or not
+  std::unique_ptr<State> state_ = std::make_unique<State>();
 
  public:
   QuantPoint(const QuantPoint& o)
       : format_(o.format_),
         ext_(o.ext_),
         rounding_(o.rounding_),
-        scaled_(o.scaled_),
-        margin_(o.margin_),
+        scaling_(o.scaling_),
         base_seed_(o.base_seed_),
         seed_(o.seed_),
-        calls_(o.calls_.load()) {}
+        calls_(o.calls_.load()),
+        state_(copy_state(*o.state_)) {}
   QuantPoint& operator=(const QuantPoint& o) {
     format_ = o.format_;
     ext_ = o.ext_;
     rounding_ = o.rounding_;
-    scaled_ = o.scaled_;
-    margin_ = o.margin_;
+    scaling_ = o.scaling_;
     base_seed_ = o.base_seed_;
     seed_ = o.seed_;
     calls_ = o.calls_.load();
+    state_ = copy_state(*o.state_);
     return *this;
   }
 };

@@ -87,6 +87,20 @@ const std::vector<std::pair<std::string, PresetDef>>& preset_table() {
                                                           {"mxfp4_e2m1", "e2m1"},
                                                           {"mxint8", "int8"}})
       t->push_back({n, {"OCP MX: 32 " + e + " elements sharing an E8M0 scale", mx_format(e, n)}});
+    for (const int rows : {1, 16}) {
+      Format nv;
+      nv.kind = Format::Kind::kBlock;
+      nv.blk.kind = BlockFormat::Kind::kNvfp4;
+      nv.blk.block = 16;
+      nv.blk.element = "e2m1";
+      nv.blk.rows = rows;
+      nv.name = rows == 1 ? "nvfp4" : "nvfp4_2d";
+      t->push_back({nv.name,
+                    {rows == 1 ? "NVIDIA NVFP4: 16 E2M1 elements sharing an E4M3 scale, "
+                                 "and a float32 tensor scale"
+                               : "NVFP4 with 16 x 16 tiles sharing a scale (weights)",
+                     nv}});
+    }
     Format bfp;
     bfp.kind = Format::Kind::kBlock;
     bfp.blk.kind = BlockFormat::Kind::kBfp;
@@ -193,8 +207,15 @@ bool FixedFormat::operator==(const FixedFormat& o) const {
 
 bool BlockFormat::operator==(const BlockFormat& o) const {
   if (kind != o.kind || block != o.block) return false;
-  return kind == Kind::kBfp ? man_bits == o.man_bits && scale_bits == o.scale_bits
-                            : element == o.element;
+  switch (kind) {
+    case Kind::kBfp:
+      return man_bits == o.man_bits && scale_bits == o.scale_bits;
+    case Kind::kMx:
+      return element == o.element && scale_mode == o.scale_mode;
+    case Kind::kNvfp4:
+      return rows == o.rows;
+  }
+  return false;
 }
 
 bool Format::operator==(const Format& o) const {
@@ -241,7 +262,14 @@ std::string Format::str() const {
       if (blk.kind == BlockFormat::Kind::kBfp)
         return "bfp:block=" + std::to_string(blk.block) + ",m=" + std::to_string(blk.man_bits) +
                ",e=" + std::to_string(blk.scale_bits);
-      return "mx:elem=" + blk.element + ",block=" + std::to_string(blk.block);
+      if (blk.kind == BlockFormat::Kind::kNvfp4)
+        return "nvfp4:block=" + std::to_string(blk.block) + ",rows=" + std::to_string(blk.rows);
+      // The default floor mode is left out, so texts written before the field existed still
+      // name the same format.
+      return "mx:elem=" + blk.element + ",block=" + std::to_string(blk.block) +
+             (blk.scale_mode == BlockFormat::ScaleMode::kFloor
+                  ? ""
+                  : ",scale=" + scale_mode_name(blk.scale_mode));
   }
   return "";
 }
@@ -255,6 +283,7 @@ double Format::bits_per_element() const {
     case Kind::kBlock:
       if (blk.kind == BlockFormat::Kind::kBfp)
         return 1 + blk.man_bits + double(blk.scale_bits) / blk.block;
+      if (blk.kind == BlockFormat::Kind::kNvfp4) return 4 + 8.0 / (blk.block * blk.rows);
       return (blk.element == "int8" ? 8 : parse_format(blk.element).fp.bits()) + 8.0 / blk.block;
   }
   return 0;
@@ -285,6 +314,20 @@ Rounding parse_rounding(const std::string& text) {
   if (text == "stochastic" || text == "sr") return Rounding::kStochastic;
   throw UsageError("rounding '" + text +
                    "': expected nearest-even, ties-away, toward-zero or stochastic");
+}
+
+std::string scale_mode_name(BlockFormat::ScaleMode m) {
+  switch (m) {
+    case BlockFormat::ScaleMode::kFloor:
+      return "floor";
+    case BlockFormat::ScaleMode::kCeil:
+      return "ceil";
+    case BlockFormat::ScaleMode::kEven:
+      return "even";
+    case BlockFormat::ScaleMode::kRceil:
+      return "rceil";
+  }
+  return "";
 }
 
 std::string rounding_name(Rounding r) {
@@ -396,9 +439,22 @@ Format parse_format(const std::string& text) {
     return r;
   }
   if (family == "mx") {
-    auto kv = key_values(text, body, {"elem", "block"});
+    auto kv = key_values(text, body, {"elem", "block", "scale"});
     r.kind = Format::Kind::kBlock;
     r.blk.kind = BlockFormat::Kind::kMx;
+    if (kv.count("scale")) {
+      const std::string& m = kv["scale"];
+      if (m == "floor")
+        r.blk.scale_mode = BlockFormat::ScaleMode::kFloor;
+      else if (m == "ceil")
+        r.blk.scale_mode = BlockFormat::ScaleMode::kCeil;
+      else if (m == "even")
+        r.blk.scale_mode = BlockFormat::ScaleMode::kEven;
+      else if (m == "rceil")
+        r.blk.scale_mode = BlockFormat::ScaleMode::kRceil;
+      else
+        bad(text, "scale=" + m + " (expected floor|ceil|even|rceil)");
+    }
     r.blk.element = kv.count("elem") ? kv["elem"] : "e4m3";
     r.blk.block = kv.count("block") ? to_int(text, "block", kv["block"]) : 32;
     if (r.blk.block < 1 || r.blk.block > 4096) bad(text, "block=" + kv["block"] + " (1..4096)");
@@ -406,10 +462,23 @@ Format parse_format(const std::string& text) {
       const auto& names = {"e4m3", "e5m2", "e3m4", "e2m3", "e3m2", "e2m1"};
       if (std::find(names.begin(), names.end(), r.blk.element) == names.end())
         bad(text, "elem=" + r.blk.element + " (expected e4m3|e5m2|e3m4|e2m3|e3m2|e2m1|int8)");
+    } else if (r.blk.scale_mode != BlockFormat::ScaleMode::kFloor) {
+      bad(text, "scale=" + kv["scale"] + ": int8 elements take the floor scale only");
     }
     return r;
   }
-  bad(text, "unknown kind '" + family + "' (expected fp, fixed, bfp or mx)");
+  if (family == "nvfp4") {
+    auto kv = key_values(text, body, {"block", "rows"});
+    r.kind = Format::Kind::kBlock;
+    r.blk.kind = BlockFormat::Kind::kNvfp4;
+    r.blk.element = "e2m1";
+    r.blk.block = kv.count("block") ? to_int(text, "block", kv["block"]) : 16;
+    r.blk.rows = kv.count("rows") ? to_int(text, "rows", kv["rows"]) : 1;
+    if (r.blk.block < 1 || r.blk.block > 4096) bad(text, "block=" + kv["block"] + " (1..4096)");
+    if (r.blk.rows < 1 || r.blk.rows > 4096) bad(text, "rows=" + kv["rows"] + " (1..4096)");
+    return r;
+  }
+  bad(text, "unknown kind '" + family + "' (expected fp, fixed, bfp, mx or nvfp4)");
 }
 
 }  // namespace tb::num

@@ -63,19 +63,35 @@ struct FixedFormat {
   bool operator==(const FixedFormat& o) const;
 };
 
-// A shared power-of-two scale per block of `block` consecutive elements (blocks never cross a
-// row of `row` elements, see quantize()). Two kinds:
+// A shared scale per block of `block` consecutive elements (blocks never cross a row of `row`
+// elements, see quantize()). Three kinds:
 //  - kBfp: block floating point; the shared exponent is the block's largest exponent, each
 //    element a sign and `man_bits` magnitude bits with no implicit one, saturating.
-//  - kMx: OCP Microscaling v1.0; an E8M0 scale 2^(floor(log2(amax)) - emax(element)) and
-//    elements in `element` (saturating), or int8 elements (value = k * 2^-6 * scale).
+//  - kMx: OCP Microscaling v1.0; an E8M0 scale 2^X and elements in `element` (saturating), or
+//    int8 elements (value = k * 2^-6 * scale). X by `scale_mode`, amax the block's largest
+//    finite magnitude and emax the element's largest exponent (torchao's ScaleCalculationMode):
+//      floor  floor(log2(amax)) - emax (the OCP specification)
+//      ceil   ceil(log2(amax)) - emax
+//      even   floor(log2(amax rounded to the element's mantissa bits, ties up)) - emax
+//      rceil  ceil(log2(amax * (1 / element max))), in float32 (NVIDIA's cvt.rp.ue8m0)
+//  - kNvfp4: NVIDIA NVFP4 as Transformer Engine computes it: E2M1 elements, an E4M3 scale per
+//    block, and a float32 scale for the whole tensor. Blocks are `rows` x `block` tiles (rows
+//    1: 1-D blocks along a row; 16: the recipe's 16 x 16 weight tiles). With T the tensor's
+//    amax (QuantOptions::tensor_amax) and a a tile's:
+//      S_enc = 448 * 6 / T (1 where T is 0 or S_enc is 0; at most FLT_MAX)
+//      s     = e4m3(a * (S_enc * (1/6)))           the stored block scale, saturating
+//      q     = e2m1(x * (1 / (s * (1 / S_enc))))   the element, per the rounding mode
+//      value = q * s * (1 / S_enc)
 struct BlockFormat {
-  enum class Kind { kBfp, kMx };
+  enum class Kind { kBfp, kMx, kNvfp4 };
+  enum class ScaleMode { kFloor, kCeil, kEven, kRceil };
   Kind kind = Kind::kMx;
   int block = 32;
-  int man_bits = 7;              // kBfp: magnitude bits per element
-  int scale_bits = 8;            // kBfp: shared exponent bits (biased like IEEE)
-  std::string element = "e4m3";  // kMx: element preset name, or "int8"
+  int man_bits = 7;                          // kBfp: magnitude bits per element
+  int scale_bits = 8;                        // kBfp: shared exponent bits (biased like IEEE)
+  std::string element = "e4m3";              // kMx: element preset name, or "int8"
+  ScaleMode scale_mode = ScaleMode::kFloor;  // kMx
+  int rows = 1;                              // kNvfp4: tile height in rows
   bool operator==(const BlockFormat& o) const;
 };
 
@@ -99,12 +115,14 @@ struct Format {
 
 // Parses a preset name (`bf16`, `e4m3`, `mxfp4_e2m1`, ...), `eXmY` (IEEE conventions), or a
 // descriptor: `fp:e=4,m=3[,bias=7][,sub=on][,special=fn][,overflow=sat]`,
-// `fixed:w=16,f=8[,signed=on][,sat=on]`, `bfp:block=16,m=7[,e=8]`, `mx:elem=e4m3[,block=32]`.
+// `fixed:w=16,f=8[,signed=on][,sat=on]`, `bfp:block=16,m=7[,e=8]`,
+// `mx:elem=e4m3[,block=32][,scale=floor|ceil|even|rceil]`, `nvfp4[:block=16][,rows=1]`.
 // Throws tb::UsageError naming the field and value.
 Format parse_format(const std::string& text);
 
 Rounding parse_rounding(const std::string& text);
 std::string rounding_name(Rounding r);
+std::string scale_mode_name(BlockFormat::ScaleMode m);
 std::string special_name(Special s);
 
 struct Preset {

@@ -7,6 +7,7 @@
 #include "base/errors.h"
 #include "numerics/format.h"
 #include "numerics/mad.h"
+#include "numerics/scaling.h"
 
 namespace tb::num {
 
@@ -67,19 +68,6 @@ void check_point(const std::string& text, const std::string& whole) {
 }
 
 }  // namespace
-
-int parse_scaling(const std::string& scaling, const Format& f, const std::string& format_text) {
-  const std::string m = scaling.size() > 8 ? scaling.substr(8) : "";
-  const bool ok =
-      scaling == "current" || (scaling.rfind("current:", 0) == 0 && !m.empty() && m.size() <= 2 &&
-                               m.find_first_not_of("0123456789") == std::string::npos);
-  if (!ok) throw UsageError("scaling '" + scaling + "' (expected current or current:MARGIN, 0-99)");
-  if (f.kind == Format::Kind::kBlock)
-    throw UsageError("scaling '" + scaling + "' on '" + format_text +
-                     "': per-tensor scaling applies to element formats (block formats carry "
-                     "their own scales)");
-  return m.empty() ? 0 : std::stoi(m);
-}
 
 std::string point_from_config(const std::string& point) {
   std::string s = point;

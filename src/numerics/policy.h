@@ -18,7 +18,9 @@
 //                                   fp16, fp32 optimizer state and masters, ls:dynamic),
 //                                   amp-bf16 (the same in bf16, no loss scale), tf32 (w, a, e
 //                                   rounded to TF32, as tensor cores read their inputs)
-//   POINT    = FORMAT['/'ROUNDING] | ext:PATH | off       (ls: none | static:S | dynamic[:S0])
+//   POINT    = FORMAT['/'ROUNDING]['@'SCALING] | ext:PATH | off
+//                                   (ls: none | static:S | dynamic[:S0]); SCALING: a scaling
+//                                   recipe, numerics/scaling.h (current, delayed, block)
 // A config value cannot hold ',', so a format descriptor writes its commas as ';'
 // (`fixed:w=8;f=4`). Only the text lives here; applying it to tensors is emulation/'s job.
 #pragma once
@@ -63,11 +65,6 @@ struct NumericsPolicy {
            activation == o.activation && unit == o.unit;
   }
 };
-
-// A point's per-tensor scaling suffix (after '@'): `current` or `current:M`, M the margin
-// (0-99), returned. Element formats only: `f` (written `format_text`) of block kind is
-// refused, as is any other scaling. Throws tb::UsageError naming the scaling.
-int parse_scaling(const std::string& scaling, const Format& f, const std::string& format_text);
 
 // `none` (scale 1), `static:S`, or `dynamic[:S0]` (start at S0, default 65536; halve and
 // skip the step on overflow, double after 2000 good steps). Throws tb::UsageError.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -296,20 +297,54 @@ void block_one(const BlockFormat& f, const float* in, float* out, size_t n, Roun
 // looked up in a per-exponent table, so the per-block work is the amax and two short loops.
 struct BlockGrids {
   bool mx;
-  int lo, hi;                // shared exponent range
-  int emax_elem;             // MX: element emax; BFP: 0
+  int lo, hi;                                                    // shared exponent range
+  int emax_elem;                                                 // MX: element emax; BFP: 0
+  BlockFormat::ScaleMode mode = BlockFormat::ScaleMode::kFloor;  // MX
+  int elem_mbits = 0;        // MX even: the element's mantissa bits
+  float rcp_max = 0;         // MX rceil: 1 / the element's largest value, in float32
   std::vector<Grid> by_exp;  // index: shared exponent - lo
   // The same grids for the round_bits.h shortcuts, where fast_ok says they apply.
   std::vector<FastGrid> fast_by_exp;
   std::vector<char> fast_ok;
 };
 
+// The MX scale's exponent (unclamped) for a block whose largest finite magnitude has the bits
+// `amax` (> 0), by scale mode (format.h). `e` is floor(log2(amax)).
+TB_INLINE int mx_scale_exponent(BlockFormat::ScaleMode mode, uint32_t amax, int e, int emax_elem,
+                                int elem_mbits, float rcp_max) {
+  switch (mode) {
+    case BlockFormat::ScaleMode::kFloor:
+      return e - emax_elem;
+    case BlockFormat::ScaleMode::kCeil:  // up where amax is not a power of two
+      return e + int((amax & 0x7FFFFFu) != 0 && (amax >> 23) != 0) - emax_elem;
+    case BlockFormat::ScaleMode::kEven: {
+      // amax rounded to the element's precision (half an element ulp added, mantissa dropped)
+      const uint32_t r = (amax + (1u << (22 - elem_mbits))) & 0xFF800000u;
+      return int(r >> 23) - 127 - emax_elem;
+    }
+    case BlockFormat::ScaleMode::kRceil: {
+      const uint32_t d = as_bits(as_float(amax) * rcp_max);
+      const uint32_t be = d >> 23, m = d & 0x7FFFFFu;
+      // Normal values round up on any mantissa bit; a subnormal above 2^-127 rounds to 2^-126.
+      const uint32_t up = be == 0 ? uint32_t(m > 0x400000u) : uint32_t(m != 0);
+      return int(be + up) - 127;
+    }
+  }
+  return e - emax_elem;
+}
+
 // The index of the shared exponent's grid for a block whose largest finite magnitude is `amax`.
 TB_INLINE size_t block_grid(const BlockGrids& bg, uint32_t amax) {
   const int be = int(amax >> 23);
   const int e = be ? be - 127 : int(as_bits(float(int32_t(amax))) >> 23) - 127 - 149;
-  const int se = amax == 0 ? bg.lo : std::min(std::max(e - bg.emax_elem, bg.lo), bg.hi);
-  return size_t(se - bg.lo);
+  int se;
+  if (amax == 0)
+    se = bg.lo;
+  else if (bg.mx && bg.mode != BlockFormat::ScaleMode::kFloor)
+    se = mx_scale_exponent(bg.mode, amax, e, bg.emax_elem, bg.elem_mbits, bg.rcp_max);
+  else
+    se = e - bg.emax_elem;
+  return size_t(std::min(std::max(se, bg.lo), bg.hi) - bg.lo);
 }
 
 // A whole block of a compile-time size B: the loops have a constant trip count, so they compile
@@ -456,6 +491,9 @@ const BlockGrids& block_grids(const BlockFormat& f) {
     bg->lo = -127;
     bg->hi = 127;
     bg->emax_elem = mx_emax(f);
+    bg->mode = f.scale_mode;
+    bg->elem_mbits = mx_element(f.element).man_bits;
+    bg->rcp_max = float(1.0 / mx_element(f.element).max_finite());
     for (int e = bg->lo; e <= bg->hi; ++e)
       bg->by_exp.push_back(make_grid(mx_element(f.element), e, true));
   } else {
@@ -474,6 +512,46 @@ const BlockGrids& block_grids(const BlockFormat& f) {
   return *cache.back().second;
 }
 
+// NVFP4 (format.h) over rows of `row` elements; `in` starts on a tile's first row.
+void nvfp4_serial(const BlockFormat& f, const float* in, float* out, size_t n, size_t row,
+                  float tensor_amax, Rounding r, uint64_t seed, uint64_t offset) {
+  static const Grid elem = make_grid(mx_element("e2m1"), 0, true);
+  static const Grid scale_grid = [] {
+    FloatFormat e4m3 = mx_element("e4m3");
+    e4m3.overflow = Overflow::kSaturate;  // Transformer Engine casts scales with satfinite
+    return make_grid(e4m3, 0, true);
+  }();
+  constexpr float kFltMax = std::numeric_limits<float>::max();
+  float s_enc = std::fmin(448.0f * 6.0f / tensor_amax, kFltMax);
+  if (tensor_amax == 0 || s_enc == 0) s_enc = 1;
+  const float s_dec = 1.0f / s_enc;
+  const float k = s_enc * (1.0f / 6.0f);
+  const size_t block = size_t(f.block), band = size_t(f.rows) * row;
+  std::vector<float> buf(block);
+  for (size_t b0 = 0; b0 < n; b0 += band) {
+    const size_t rows = (std::min(band, n - b0) + row - 1) / row;
+    for (size_t c0 = 0; c0 < row; c0 += block) {
+      const size_t len = std::min(block, row - c0);
+      float amax = 0;  // NaN ignored, as fmaxf does
+      for (size_t i = 0; i < rows; ++i) {
+        const size_t at = b0 + i * row + c0;
+        for (size_t j = 0; j < len && at + j < n; ++j)
+          amax = std::fmax(amax, std::fabs(in[at + j]));
+      }
+      const float sb =
+          as_float(round_bits<Rounding::kNearestEven>(as_bits(amax * k), scale_grid, 0));
+      const float enc = std::fmin(1.0f / (sb * s_dec), kFltMax);
+      for (size_t i = 0; i < rows; ++i) {
+        const size_t at = b0 + i * row + c0;
+        const size_t m = std::min(len, n - std::min(n, at));
+        for (size_t j = 0; j < m; ++j) buf[j] = in[at + j] * enc;
+        run_grid(buf.data(), buf.data(), m, elem, r, seed, offset + at);
+        for (size_t j = 0; j < m; ++j) out[at + j] = buf[j] * sb * s_dec;
+      }
+    }
+  }
+}
+
 void quantize_serial(const Format& f, const float* in, float* out, size_t n, const QuantOptions& o,
                      uint64_t offset) {
   switch (f.kind) {
@@ -488,6 +566,8 @@ void quantize_serial(const Format& f, const float* in, float* out, size_t n, con
     case Format::Kind::kBlock: {
       // `in` starts at a row boundary (see quantize()).
       const size_t row = o.row ? o.row : n;
+      if (f.blk.kind == BlockFormat::Kind::kNvfp4)
+        return nvfp4_serial(f.blk, in, out, n, row, o.tensor_amax, o.rounding, o.seed, offset);
       const size_t b = size_t(f.blk.block);
       if (f.blk.element != "int8" || f.blk.kind == BlockFormat::Kind::kBfp) {
         const BlockGrids& bg = block_grids(f.blk);
@@ -554,8 +634,15 @@ int block_exponent(const BlockFormat& f, const float* x, size_t n) {
   if (f.kind == BlockFormat::Kind::kMx) {
     if (special) return 255;
     if (amax == 0) return 0;  // the smallest scale, 2^-127
-    return std::min(std::max(floor_log2(amax) - mx_emax(f), -127), 127) + 127;
+    int se = floor_log2(amax) - mx_emax(f);
+    if (f.element != "int8" && f.scale_mode != BlockFormat::ScaleMode::kFloor) {
+      const FloatFormat& el = mx_element(f.element);
+      se = mx_scale_exponent(f.scale_mode, as_bits(amax), floor_log2(amax), el.emax(), el.man_bits,
+                             float(1.0 / el.max_finite()));
+    }
+    return std::min(std::max(se, -127), 127) + 127;
   }
+  if (f.kind == BlockFormat::Kind::kNvfp4) return -1;
   const int bias = (1 << (f.scale_bits - 1)) - 1;
   const int lo = std::max(1 - bias, -149 + f.man_bits - 1);
   if (amax == 0) return lo;
@@ -598,8 +685,10 @@ void quantize_streaming(const Format& f, const float* in, float* out, size_t n,
   size_t tile = kStreamTile;
   if (f.kind == Format::Kind::kBlock) {
     const size_t row = o.row ? o.row : n;
-    if (row > kStreamTile) return quantize_serial(f, in, out, n, o, offset);
-    tile = row * (kStreamTile / row);
+    // NVFP4's tiles span `rows` rows.
+    const size_t band = f.blk.kind == BlockFormat::Kind::kNvfp4 ? row * size_t(f.blk.rows) : row;
+    if (band > kStreamTile) return quantize_serial(f, in, out, n, o, offset);
+    tile = band * (kStreamTile / band);
   }
 #if defined(__SSE2__)
   alignas(64) float buf[kStreamTile];
@@ -638,8 +727,17 @@ void copy_nontemporal(const float* in, float* out, size_t n) {
 #endif
 }
 
-void quantize(const Format& f, const float* in, float* out, size_t n, const QuantOptions& o) {
+float tensor_amax(const float* x, size_t n) {
+  float amax = 0;
+  for (size_t i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+  return amax;
+}
+
+void quantize(const Format& f, const float* in, float* out, size_t n, const QuantOptions& given) {
   if (f.kind == Format::Kind::kFloat) validate(f.fp);
+  QuantOptions o = given;
+  const bool nvfp4 = f.kind == Format::Kind::kBlock && f.blk.kind == BlockFormat::Kind::kNvfp4;
+  if (nvfp4 && o.tensor_amax < 0) o.tensor_amax = tensor_amax(in, n);
   int threads = o.threads > 0 ? o.threads : int(std::thread::hardware_concurrency());
   // Below ~64K elements a thread costs more than it saves.
   threads = int(std::min<size_t>(size_t(std::max(threads, 1)), n / 65536 + 1));
@@ -652,6 +750,7 @@ void quantize(const Format& f, const float* in, float* out, size_t n, const Quan
   if (f.kind == Format::Kind::kBlock) {
     const size_t row = o.row ? o.row : n;
     unit = row < n ? row : size_t(f.blk.block);
+    if (nvfp4) unit = row < n ? row * size_t(f.blk.rows) : n;  // whole tiles
   }
   const size_t units = (n + unit - 1) / unit;
   const size_t per = (units + threads - 1) / threads;

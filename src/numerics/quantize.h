@@ -20,6 +20,9 @@ struct QuantOptions {
   // Block formats: blocks never cross a row of this many elements (the innermost dimension
   // of a tensor); a short last block in a row is a block of its own. 0: one row.
   size_t row = 0;
+  // NVFP4: the whole tensor's largest magnitude (NaN ignored), for its float32 scale. < 0: the
+  // largest in this call. Callers splitting a tensor into several calls pass it.
+  float tensor_amax = -1;
   int threads = 1;  // <= 0: std::thread::hardware_concurrency()
   // Outputs of more elements than this that do not overlap the input are written with
   // non-temporal stores, past the caches (same results). 0: the last-level cache's size.
@@ -44,8 +47,12 @@ float decode(const FloatFormat& f, uint32_t code);
 float decode(const FixedFormat& f, uint32_t code);
 
 // Block formats: the shared exponent a block of values gets (BFP: the block's largest
-// exponent; MX: the E8M0 scale's exponent, 255 standing for the NaN scale).
+// exponent; MX: the E8M0 scale's exponent, 255 standing for the NaN scale; NVFP4: -1, its
+// scales are not powers of two).
 int block_exponent(const BlockFormat& f, const float* x, size_t n);
+
+// The largest magnitude of x[0, n), NaN ignored (fmax), Inf kept.
+float tensor_amax(const float* x, size_t n);
 
 // Counter-based random bits used by stochastic rounding (exposed for tests).
 uint32_t random_bits(uint64_t seed, uint64_t index);

@@ -16,7 +16,44 @@ nlohmann::json to_json(const emu::SeedRun& r) {
           {"skipped_steps", r.skipped_steps},
           {"final_loss_scale", r.final_loss_scale},
           {"seconds", r.seconds},
-          {"curve", curve}};
+          {"curve", curve},
+          {"scaling", to_json(r.scaling)}};
+}
+
+nlohmann::json to_json(const std::vector<emu::ScalingSample>& samples) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& s : samples)
+    out.push_back({{"point", s.point},
+                   {"iteration", s.iteration},
+                   {"amax", s.amax},
+                   {"scale_min", s.scale_min},
+                   {"scale_max", s.scale_max},
+                   {"sites", s.sites},
+                   {"values", s.values},
+                   {"overflow", s.overflow},
+                   {"underflow", s.underflow},
+                   {"nonfinite", s.nonfinite}});
+  return out;
+}
+
+std::vector<emu::ScalingSample> scaling_from_json(const nlohmann::json& j) {
+  std::vector<emu::ScalingSample> out;
+  if (!j.is_array()) return out;
+  for (const auto& e : j) {
+    emu::ScalingSample s;
+    s.point = e.value("point", "");
+    s.iteration = e.value("iteration", int64_t(0));
+    s.amax = e.value("amax", 0.0);
+    s.scale_min = e.value("scale_min", 1.0);
+    s.scale_max = e.value("scale_max", 1.0);
+    s.sites = e.value("sites", int64_t(0));
+    s.values = e.value("values", uint64_t(0));
+    s.overflow = e.value("overflow", uint64_t(0));
+    s.underflow = e.value("underflow", uint64_t(0));
+    s.nonfinite = e.value("nonfinite", uint64_t(0));
+    out.push_back(s);
+  }
+  return out;
 }
 
 std::vector<nlohmann::json> seeds_json(const emu::EmulationResult& r) {

@@ -25,6 +25,17 @@ struct EmulationOptions {
   int threads = 0;  // 0: all cores; the caller applies it (runner/threads.h) before emulate()
 };
 
+// What one rounding point did over an evaluation interval: how many values it rounded, how
+// many of them (after scaling) were beyond the format's largest finite value, how many nonzero
+// values became zero, how many were NaN or Inf, the largest amax, and the scales used.
+struct ScalingSample {
+  std::string point;      // w, a, e, g, o, m, or KEY.N for a layer's own point
+  int64_t iteration = 0;  // the interval's last iteration
+  double amax = 0, scale_min = 1, scale_max = 1;
+  int64_t sites = 0;  // delayed scaling: the tensors the point keeps a history for
+  uint64_t values = 0, overflow = 0, underflow = 0, nonfinite = 0;
+};
+
 struct SeedRun {
   uint64_t seed = 0;
   std::optional<int64_t> iterations;  // first evaluation at or above the target; none: never
@@ -33,6 +44,7 @@ struct SeedRun {
   int64_t skipped_steps = 0;                      // dynamic loss scaling overflows
   double final_loss_scale = 1;
   double seconds = 0;
+  std::vector<ScalingSample> scaling;  // every point that rounded, at every evaluation
 };
 
 // Iterations to the target over the seeds of one emulation.
@@ -54,6 +66,8 @@ struct EmulationResult {
 }  // namespace emu
 
 nlohmann::json to_json(const emu::SeedRun& r);
+nlohmann::json to_json(const std::vector<emu::ScalingSample>& samples);
+std::vector<emu::ScalingSample> scaling_from_json(const nlohmann::json& j);
 std::vector<nlohmann::json> seeds_json(const emu::EmulationResult& r);
 // The fields of `trainbench emulate --json`'s document: the options, the policy, every seed's
 // run and the summary (its statistics only when every seed reached the target).

@@ -119,7 +119,7 @@ CREATE TABLE IF NOT EXISTS emulation_seed (
   variant_id INTEGER NOT NULL REFERENCES emulation_variant(id),
   seed INTEGER NOT NULL,
   iterations INTEGER, best_accuracy REAL, skipped_steps INTEGER, final_loss_scale REAL,
-  seconds REAL, curve TEXT NOT NULL,
+  seconds REAL, curve TEXT NOT NULL, scaling TEXT,
   UNIQUE (variant_id, seed));
 )";
 
@@ -329,6 +329,9 @@ void Store::migrate() {
   }
   // The model part of a profiled operator came later than the profile table.
   if (!has_column("profile", "part")) db_->exec("ALTER TABLE profile ADD COLUMN part TEXT");
+  // And what each rounding point did (emulation/torch_quant.h) later than emulation seeds.
+  if (has_table("emulation_seed") && !has_column("emulation_seed", "scaling"))
+    db_->exec("ALTER TABLE emulation_seed ADD COLUMN scaling TEXT");
   db_->exec(fmt::format("INSERT OR REPLACE INTO meta VALUES ('schema_version', '{}')",
                         kStoreSchemaVersion));
   t.commit();
@@ -756,7 +759,8 @@ void Store::add_emulation(const json& variant, const std::vector<json>& seeds, i
     }
     auto st = db_->prepare(
         "INSERT OR REPLACE INTO emulation_seed (variant_id, seed, iterations, best_accuracy, "
-        "skipped_steps, final_loss_scale, seconds, curve) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+        "skipped_steps, final_loss_scale, seconds, curve, scaling) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
+        "?)");
     for (const auto& r : seeds) {
       st.bind(1, id).bind(2, r.at("seed").get<int64_t>());
       const json& it = r.at("iterations_to_target");
@@ -767,6 +771,10 @@ void Store::add_emulation(const json& variant, const std::vector<json>& seeds, i
       st.bind(4, r.value("best_accuracy", 0.0)).bind(5, r.value("skipped_steps", int64_t(0)));
       st.bind(6, r.value("final_loss_scale", 1.0)).bind(7, r.value("seconds", 0.0));
       st.bind(8, r.at("curve").dump());
+      if (r.contains("scaling"))
+        st.bind(9, r.at("scaling").dump());
+      else
+        st.bind_null(9);
       st.run();
     }
     t.commit();
@@ -779,15 +787,15 @@ std::vector<json> Store::emulations() {
   auto v = db_->prepare(
       "SELECT id, descriptor, platform_id, stack_id FROM emulation_variant ORDER BY id");
   auto s = db_->prepare(
-      "SELECT seed, iterations, best_accuracy, skipped_steps, final_loss_scale, seconds, curve "
-      "FROM emulation_seed WHERE variant_id = ? ORDER BY seed");
+      "SELECT seed, iterations, best_accuracy, skipped_steps, final_loss_scale, seconds, curve, "
+      "scaling FROM emulation_seed WHERE variant_id = ? ORDER BY seed");
   while (v.step()) {
     json e = {{"variant", json::parse(v.text(1))},
               {"platform_id", v.integer(2)},
               {"stack_id", v.integer(3)},
               {"seeds", json::array()}};
     s.bind(1, v.integer(0));
-    while (s.step())
+    while (s.step()) {
       e["seeds"].push_back({{"seed", s.integer(0)},
                             {"iterations_to_target", s.is_null(1) ? json() : json(s.integer(1))},
                             {"reached", !s.is_null(1)},
@@ -796,6 +804,9 @@ std::vector<json> Store::emulations() {
                             {"final_loss_scale", s.real(4)},
                             {"seconds", s.real(5)},
                             {"curve", json::parse(s.text(6))}});
+      // What the rounding points did, where the seed recorded it (later than the curve).
+      if (!s.is_null(7)) e["seeds"].back()["scaling"] = json::parse(s.text(7));
+    }
     s.reset();
     out.push_back(std::move(e));
   }

@@ -1,0 +1,215 @@
+#include "numerics/scaling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "base/errors.h"
+
+namespace tb::num {
+namespace {
+
+constexpr float kFltMax = std::numeric_limits<float>::max();
+
+bool all_digits(const std::string& s, size_t max_len) {
+  return !s.empty() && s.size() <= max_len &&
+         s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t b = 0;
+  for (size_t e; (e = s.find(sep, b)) != std::string::npos; b = e + 1)
+    out.push_back(s.substr(b, e - b));
+  out.push_back(s.substr(b));
+  return out;
+}
+
+}  // namespace
+
+std::string Scaling::str() const {
+  switch (kind) {
+    case Kind::kNone:
+      return "";
+    case Kind::kCurrent:
+      return margin ? "current:" + std::to_string(margin) : "current";
+    case Kind::kDelayed: {
+      std::string s = "delayed:" + std::to_string(history) + ":" + (most_recent ? "recent" : "max");
+      return margin ? s + ":" + std::to_string(margin) : s;
+    }
+    case Kind::kBlock:
+      return "block:" + std::to_string(block_rows) + "x" + std::to_string(block_cols) +
+             (pow2 ? ":pow2" : "");
+  }
+  return "";
+}
+
+bool Scaling::operator==(const Scaling& o) const { return str() == o.str(); }
+
+Scaling parse_scaling(const std::string& text, const Format& f, const std::string& format_text) {
+  const std::vector<std::string> p = split(text, ':');
+  Scaling s;
+  auto margin = [&](const std::string& m) {
+    if (!all_digits(m, 2))
+      throw UsageError("scaling '" + text + "': margin '" + m + "' (expected 0-99)");
+    return std::stoi(m);
+  };
+  if (p[0] == "current" && p.size() <= 2) {
+    s.kind = Scaling::Kind::kCurrent;
+    if (p.size() == 2) s.margin = margin(p[1]);
+  } else if (p[0] == "delayed" && p.size() <= 4) {
+    s.kind = Scaling::Kind::kDelayed;
+    if (p.size() >= 2) {
+      if (!all_digits(p[1], 6) || std::stoi(p[1]) < 1 || std::stoi(p[1]) > 100000)
+        throw UsageError("scaling '" + text + "': history length '" + p[1] +
+                         "' (expected 1-100000 steps)");
+      s.history = std::stoi(p[1]);
+    }
+    if (p.size() >= 3) {
+      if (p[2] != "max" && p[2] != "recent")
+        throw UsageError("scaling '" + text + "': amax algorithm '" + p[2] +
+                         "' (expected max or recent)");
+      s.most_recent = p[2] == "recent";
+    }
+    if (p.size() == 4) s.margin = margin(p[3]);
+  } else if (p[0] == "block" && (p.size() == 2 || p.size() == 3)) {
+    s.kind = Scaling::Kind::kBlock;
+    const auto x = p[1].find('x');
+    const std::string r = x == std::string::npos ? "" : p[1].substr(0, x),
+                      c = x == std::string::npos ? "" : p[1].substr(x + 1);
+    if (!all_digits(r, 4) || !all_digits(c, 4) || std::stoi(r) < 1 || std::stoi(c) < 1 ||
+        std::stoi(r) > 4096 || std::stoi(c) > 4096)
+      throw UsageError("scaling '" + text + "': block '" + p[1] +
+                       "' (expected RxC, rows and columns 1-4096, e.g. 1x128)");
+    s.block_rows = std::stoi(r);
+    s.block_cols = std::stoi(c);
+    if (p.size() == 3) {
+      if (p[2] != "pow2")
+        throw UsageError("scaling '" + text + "': '" + p[2] + "' (expected pow2 or nothing)");
+      s.pow2 = true;
+    }
+  } else {
+    throw UsageError("scaling '" + text +
+                     "' (expected current[:M], delayed[:H[:max|recent[:M]]] or block:RxC[:pow2])");
+  }
+  if (f.kind == Format::Kind::kBlock)
+    throw UsageError("scaling '" + text + "' on '" + format_text +
+                     "': scaling recipes apply to element formats (block formats carry their own "
+                     "scales)");
+  return s;
+}
+
+float scaling_max(const Format& f) {
+  return float(f.kind == Format::Kind::kFixed ? f.fx.max_value() : f.fp.max_finite());
+}
+
+float overflow_threshold(const Format& f) {
+  if (f.kind == Format::Kind::kFixed)
+    return float(f.fx.max_value() + std::ldexp(0.5, -f.fx.frac_bits));
+  return float(f.fp.max_finite() + std::ldexp(1.0, f.fp.emax() - f.fp.man_bits - 1));
+}
+
+float current_scale(float max, float amax, int margin) {
+  if (!(amax > 0) || !std::isfinite(amax)) return 1;
+  // Transformer Engine's order: (max / amax) / 2^margin.
+  const float scale = max / amax / std::ldexp(1.0f, margin);
+  return std::isfinite(scale) ? scale : 1.0f;
+}
+
+float block_scale(float max, float amax, bool pow2) {
+  if (amax == 0 || std::isinf(amax) || std::isnan(amax)) return 1;
+  float scale = max / amax;
+  if (std::isinf(scale)) scale = kFltMax;
+  if (pow2) scale = std::ldexp(1.0f, std::ilogb(scale));  // the mantissa dropped
+  return scale;
+}
+
+void AmaxHistory::record(float amax) { h_[0] = std::fmax(h_[0], amax); }
+
+void AmaxHistory::end_step(float max, int margin, bool most_recent) {
+  const float last = h_[0];
+  float amax = 0;
+  if (last != 0) {  // a site not used this step keeps its history and scale
+    const size_t n = h_.size();
+    for (size_t i = 0; i < n; ++i) amax = std::fmax(amax, h_[i]);
+    // Rolled one place: the oldest ([1]) dropped, this step's amax appended, [0] cleared.
+    for (size_t i = 1; i + 1 < n; ++i) h_[i] = h_[i + 1];
+    if (n > 1) h_[n - 1] = last;
+    h_[0] = 0;
+  }
+  if (most_recent) amax = last;
+  const float scaled_max = max * std::pow(2.0f, float(-margin));
+  float scale = std::isfinite(amax) && amax > 0 ? scaled_max / amax : scale_;
+  if (std::isinf(scale)) scale = kFltMax;
+  scale_ = scale;
+}
+
+std::vector<float> AmaxHistory::window() const {
+  std::vector<float> out;
+  for (size_t i = 1; i < h_.size(); ++i)
+    if (h_[i] != 0) out.push_back(h_[i]);
+  if (h_[0] != 0) out.push_back(h_[0]);
+  return out;
+}
+
+RangeCounts& RangeCounts::operator+=(const RangeCounts& o) {
+  values += o.values;
+  overflow += o.overflow;
+  underflow += o.underflow;
+  nonfinite += o.nonfinite;
+  return *this;
+}
+
+RangeCounts count_range(const float* scaled, const float* q, size_t n, float threshold) {
+  RangeCounts c;
+  c.values = n;
+  uint64_t over = 0, under = 0, bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const float a = std::fabs(scaled[i]);
+    const bool finite = std::isfinite(a);
+    bad += !finite;
+    over += finite && a >= threshold;
+    under += a != 0 && q[i] == 0;
+  }
+  c.overflow = over;
+  c.underflow = under;
+  c.nonfinite = bad;
+  return c;
+}
+
+void quantize_block_scaled(const Format& f, const Scaling& s, const float* in, float* out, size_t n,
+                           size_t row, const QuantOptions& o, RangeCounts* counts) {
+  if (n == 0) return;
+  if (row == 0) row = n;
+  // A row shorter than the tile is one tile wide (a bias, a small output layer).
+  const size_t bc = std::min(size_t(s.block_cols), row), br = size_t(s.block_rows);
+  if (row % bc != 0)
+    throw UsageError("scaling 'block:" + std::to_string(br) + "x" + std::to_string(bc) +
+                     "': " + std::to_string(bc) + " columns do not divide the tensor's rows of " +
+                     std::to_string(row));
+  const float max = scaling_max(f);
+  const size_t rows = n / row;
+  std::vector<float> scale(row / bc), scaled(row), q(row);
+  QuantOptions part = o;
+  part.threads = 1;
+  part.row = 0;
+  for (size_t r0 = 0; r0 < rows; r0 += br) {
+    const size_t band = std::min(br, rows - r0);
+    for (size_t b = 0; b < scale.size(); ++b) {
+      float amax = 0;
+      for (size_t i = 0; i < band; ++i)
+        amax = std::fmax(amax, tensor_amax(in + (r0 + i) * row + b * bc, bc));
+      scale[b] = block_scale(max, amax, s.pow2);
+    }
+    for (size_t i = 0; i < band; ++i) {
+      const size_t at = (r0 + i) * row;
+      for (size_t j = 0; j < row; ++j) scaled[j] = in[at + j] * scale[j / bc];
+      part.offset = o.offset + at;
+      quantize(f, scaled.data(), q.data(), row, part);
+      if (counts) *counts += count_range(scaled.data(), q.data(), row, overflow_threshold(f));
+      for (size_t j = 0; j < row; ++j) out[at + j] = q[j] * (1.0f / scale[j / bc]);
+    }
+  }
+}
+
+}  // namespace tb::num

@@ -1,0 +1,326 @@
+// Scaling recipes and scaled block formats against references written here from their published
+// definitions (not from the library's code): Transformer Engine 2.x's delayed scaling, torchao's
+// MX scale calculation modes, Transformer Engine's NVFP4 two-level scale, and per-block
+// scaling. Every comparison is bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "base/errors.h"
+#include "numerics/format.h"
+#include "numerics/quantize.h"
+#include "numerics/scaling.h"
+
+namespace {
+
+using tb::num::Format;
+using tb::num::parse_format;
+using tb::num::parse_scaling;
+using tb::num::QuantOptions;
+using tb::num::Scaling;
+
+constexpr float kFltMax = std::numeric_limits<float>::max();
+
+bool same(float a, float b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  return std::memcmp(&a, &b, sizeof(float)) == 0;
+}
+
+// Rounds v to nearest-even on a binary grid of `man` mantissa bits with normals from 2^emin and
+// subnormals below, clipping at `max` (saturating, as the recipes' casts do). In double: every
+// quotient here is exact.
+double round_sat(double v, int man, int emin, double max) {
+  if (std::isnan(v)) return v;
+  const double a = std::fabs(v);
+  if (a == 0) return v;
+  if (std::isinf(a)) return std::copysign(max, v);
+  const int e = std::max(emin, int(std::floor(std::log2(a))));
+  const double quantum = std::ldexp(1.0, e - man);
+  const double r = std::min(max, std::nearbyint(a / quantum) * quantum);  // ties to even
+  return std::copysign(r, v);
+}
+float e4m3(float v) { return float(round_sat(v, 3, -6, 448)); }
+float e2m1(float v) { return float(round_sat(v, 1, 0, 6)); }
+
+// --- Delayed scaling ----------------------------------------------------------------------------
+
+// Transformer Engine's delayed scaling as its documentation and kernel define it, written as a
+// window: steps whose amax is 0 are skipped; the window holds the last H amaxes; the scale is
+// (max * 2^-M) / (the window's max, or its newest), kept where that amax is 0 or not finite,
+// FLT_MAX where the quotient overflows; 1 at first.
+std::vector<float> reference_delayed(const std::vector<float>& amaxes, int h, bool recent,
+                                     int margin, float max) {
+  std::deque<float> window;
+  float scale = 1;
+  std::vector<float> scales;  // the scale each step used
+  for (float a : amaxes) {
+    scales.push_back(scale);
+    if (a == 0) continue;
+    window.push_back(a);
+    if (int(window.size()) > h) window.pop_front();
+    float use = recent ? a : 0;
+    if (!recent)
+      for (float w : window) use = std::fmax(use, w);
+    const float scaled_max = max * std::pow(2.0f, float(-margin));
+    if (std::isfinite(use) && use > 0) scale = scaled_max / use;
+    if (std::isinf(scale)) scale = kFltMax;
+  }
+  return scales;
+}
+
+TEST(NumericsScaling, DelayedScalingFollowsTransformerEngine) {
+  std::mt19937 gen(5);
+  std::lognormal_distribution<float> dist(0.0f, 3.0f);
+  std::vector<float> amaxes;
+  for (int i = 0; i < 300; ++i) amaxes.push_back(dist(gen));
+  amaxes[10] = 0;  // a step that did not use the site
+  amaxes[11] = 0;
+  amaxes[50] = INFINITY;  // an overflowed tensor: the scale holds while it is in the window
+  amaxes[90] = 1e-38f;    // a tiny amax: 448 / 1e-38 overflows float32 -> FLT_MAX
+  amaxes[200] = 3e38f;
+  for (int h : {1, 2, 16, 1024})
+    for (bool recent : {false, true})
+      for (int margin : {0, 3}) {
+        const auto want = reference_delayed(amaxes, h, recent, margin, 448.0f);
+        tb::num::AmaxHistory hist(h);
+        int bad = 0;
+        for (size_t i = 0; i < amaxes.size(); ++i) {
+          bad += !same(hist.scale(), want[i]);
+          // Two calls in the step: the history takes their larger amax.
+          hist.record(amaxes[i] * 0.5f);
+          hist.record(amaxes[i]);
+          hist.end_step(448.0f, margin, recent);
+        }
+        EXPECT_EQ(bad, 0) << "h " << h << " recent " << recent << " margin " << margin;
+      }
+  // After a step the history keeps the last H - 1 nonzero amaxes, oldest first: with the next
+  // step's own they make the window of H.
+  tb::num::AmaxHistory w(3);
+  for (float a : {1.0f, 2.0f, 0.0f, 3.0f, 4.0f}) {
+    w.record(a);
+    w.end_step(448.0f, 0, false);
+  }
+  EXPECT_EQ(w.window(), (std::vector<float>{3.0f, 4.0f}));
+  EXPECT_EQ(w.scale(), 448.0f / 4.0f);
+}
+
+TEST(NumericsScaling, CurrentAndBlockScalesFollowTheirDefinitions) {
+  EXPECT_EQ(tb::num::current_scale(448.0f, 3.0f, 0), 448.0f / 3.0f);
+  EXPECT_EQ(tb::num::current_scale(448.0f, 3.0f, 2), 448.0f / 3.0f / 4.0f);
+  EXPECT_EQ(tb::num::current_scale(448.0f, 0.0f, 0), 1.0f);
+  EXPECT_EQ(tb::num::current_scale(448.0f, INFINITY, 0), 1.0f);
+  EXPECT_EQ(tb::num::block_scale(448.0f, 3.0f, false), 448.0f / 3.0f);
+  EXPECT_EQ(tb::num::block_scale(448.0f, 3.0f, true), 128.0f);  // 149.3 rounded down
+  EXPECT_EQ(tb::num::block_scale(448.0f, 1e-45f, false), kFltMax);
+  EXPECT_EQ(tb::num::block_scale(448.0f, 0.0f, true), 1.0f);
+}
+
+// --- Scaled rounding: unscaled e4m3 clips and flushes what scaled e4m3 keeps --------------------
+
+TEST(NumericsScaling, ScaledE4M3KeepsWhatUnscaledE4M3Loses) {
+  // Values from 2^-14 to 2^12: beyond both ends of e4m3's [2^-9, 448].
+  std::vector<float> x;
+  for (int e = -14; e <= 12; ++e) x.push_back(std::ldexp(1.3f, e));
+  const Format f = parse_format("fp:e=4,m=3,special=fn,overflow=sat");
+  const float threshold = tb::num::overflow_threshold(f);
+  EXPECT_EQ(threshold, 464.0f);  // 448 + half of its 32-wide ulp
+  const auto plain = tb::num::quantize(f, x);
+  const auto pc = tb::num::count_range(x.data(), plain.data(), x.size(), threshold);
+  EXPECT_EQ(pc.overflow, 4u);   // 1.3 * 2^9 .. 2^12, past 464
+  EXPECT_EQ(pc.underflow, 4u);  // 1.3 * 2^-14 .. 2^-11, below half the smallest subnormal (2^-10)
+  // A 1 x 9 block scale per 9 values: each block's range fits e4m3's.
+  Scaling s = parse_scaling("block:1x9", f, "e4m3");
+  std::vector<float> y(x.size());
+  tb::num::RangeCounts sc;
+  tb::num::quantize_block_scaled(f, s, x.data(), y.data(), x.size(), x.size(), {}, &sc);
+  EXPECT_EQ(sc.overflow, 0u);
+  EXPECT_EQ(sc.underflow, 0u);
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_NEAR(y[i], x[i], x[i] / 16) << i;  // e4m3's relative precision, at every magnitude
+  }
+  EXPECT_GT(std::fabs(plain.back() - x.back()), x.back() / 2);
+}
+
+TEST(NumericsScaling, BlockScalingMatchesItsDefinition) {
+  std::mt19937 gen(9);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  const size_t rows = 40, cols = 64;
+  std::vector<float> x(rows * cols);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = n(gen) * std::exp2(float(int(i / 64) % 20 - 10));
+  const Format f = parse_format("fp:e=4,m=3,special=fn,overflow=sat");
+  for (const char* text : {"block:1x32", "block:16x16:pow2", "block:128x128"}) {
+    const Scaling s = parse_scaling(text, f, "e4m3");
+    std::vector<float> y(x.size());
+    tb::num::quantize_block_scaled(f, s, x.data(), y.data(), x.size(), cols, {}, nullptr);
+    const size_t br = size_t(s.block_rows), bc = std::min(cols, size_t(s.block_cols));
+    int bad = 0;
+    for (size_t r0 = 0; r0 < rows; r0 += br)
+      for (size_t c0 = 0; c0 < cols; c0 += bc) {
+        float amax = 0;
+        for (size_t r = r0; r < std::min(rows, r0 + br); ++r)
+          for (size_t c = c0; c < c0 + bc; ++c) amax = std::max(amax, std::fabs(x[r * cols + c]));
+        float scale = 448.0f / amax;
+        if (s.pow2) scale = std::exp2(std::floor(std::log2(scale)));
+        for (size_t r = r0; r < std::min(rows, r0 + br); ++r)
+          for (size_t c = c0; c < c0 + bc; ++c) {
+            const size_t i = r * cols + c;
+            bad += !same(y[i], e4m3(x[i] * scale) * (1.0f / scale));
+          }
+      }
+    EXPECT_EQ(bad, 0) << text;
+  }
+  // A tile that does not divide the row is refused, naming both.
+  std::vector<float> y(x.size());
+  try {
+    tb::num::quantize_block_scaled(f, parse_scaling("block:1x48", f, "e4m3"), x.data(), y.data(),
+                                   x.size(), cols, {}, nullptr);
+    ADD_FAILURE() << "block:1x48 on rows of 64 accepted";
+  } catch (const tb::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("48 columns do not divide the tensor's rows of 64"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(NumericsScaling, RecipesParseRoundTripAndRefuseBadOnes) {
+  const Format f = parse_format("e4m3");
+  for (const char* t : {"current", "current:3", "delayed:1024:max", "delayed:16:recent:2",
+                        "block:1x128", "block:128x128:pow2"})
+    EXPECT_EQ(parse_scaling(t, f, "e4m3").str(), t);
+  EXPECT_EQ(parse_scaling("delayed", f, "e4m3").str(), "delayed:1024:max");
+  EXPECT_EQ(parse_scaling("delayed:16", f, "e4m3").history, 16);
+  for (const char* t : {"delayed:0", "delayed:16:avg", "delayed:x", "current:100", "block:3",
+                        "block:0x16", "block:1x16:pow3", "block:1x5000", "static", ""})
+    EXPECT_THROW(parse_scaling(t, f, "e4m3"), tb::UsageError) << t;
+  EXPECT_THROW(parse_scaling("current", parse_format("mxfp8_e4m3"), "mxfp8_e4m3"), tb::UsageError);
+  EXPECT_THROW(parse_scaling("delayed", parse_format("nvfp4"), "nvfp4"), tb::UsageError);
+}
+
+// --- MX scale calculation modes (torchao's ScaleCalculationMode) --------------------------------
+
+// The scale exponent X of a block with largest magnitude `amax` (normal), as torchao defines
+// each mode, written with frexp instead of bit fields.
+int reference_mx_exponent(const std::string& mode, float amax, int emax, int mbits, float max) {
+  int e;
+  const double m = 2 * std::frexp(double(amax), &e);  // amax = m * 2^(e-1), m in [1, 2)
+  const int fl = e - 1;
+  int x = fl - emax;
+  if (mode == "ceil") x = fl + (m != 1.0) - emax;
+  // amax rounded to the element's mantissa bits (ties up) reaches 2 from 2 - 2^-(mbits+1).
+  if (mode == "even") x = fl + (m >= 2.0 - std::ldexp(1.0, -(mbits + 1))) - emax;
+  if (mode == "rceil") {
+    const float d = amax * float(1.0 / max);  // float32, as the hardware computes it
+    int de;
+    const double dm = 2 * std::frexp(double(d), &de);
+    x = (de - 1) + (dm != 1.0);
+  }
+  return std::min(std::max(x, -127), 127);
+}
+
+TEST(NumericsScaling, MxScaleModesMatchTorchao) {
+  struct Elem {
+    const char* name;
+    int emax, mbits;
+    float max;
+    int man, emin;
+  };
+  const Elem elems[] = {{"e4m3", 8, 3, 448, 3, -6}, {"e2m1", 2, 1, 6, 1, 0}};
+  std::mt19937 gen(3);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (const Elem& el : elems)
+    for (const char* mode : {"floor", "ceil", "even", "rceil"}) {
+      const Format f = parse_format(std::string("mx:elem=") + el.name + ",block=16,scale=" + mode);
+      EXPECT_EQ(parse_format(f.str()), f);
+      std::vector<float> x(16 * 200);
+      for (size_t b = 0; b < 200; ++b) {
+        const float mag = std::ldexp(1.0f, int(b % 40) - 20);
+        for (size_t i = 0; i < 16; ++i) x[b * 16 + i] = u(gen) * mag;
+        // Edge amaxes: a power of two, just above one, and just below the rounding points.
+        if (b % 4 == 1) x[b * 16 + 3] = mag;
+        if (b % 4 == 2) x[b * 16 + 3] = std::nextafter(mag, 2 * mag);
+        if (b % 4 == 3) x[b * 16 + 3] = mag * (2.0f - std::ldexp(1.0f, -(el.mbits + 1)));
+      }
+      QuantOptions o;
+      o.row = x.size();
+      const auto y = tb::num::quantize(f, x, o);
+      int bad_exp = 0, bad_val = 0;
+      for (size_t b = 0; b < 200; ++b) {
+        float amax = 0;
+        for (size_t i = 0; i < 16; ++i) amax = std::max(amax, std::fabs(x[b * 16 + i]));
+        const int want = reference_mx_exponent(mode, amax, el.emax, el.mbits, el.max);
+        bad_exp += tb::num::block_exponent(f.blk, x.data() + b * 16, 16) - 127 != want;
+        for (size_t i = 0; i < 16; ++i) {
+          const float v = x[b * 16 + i];
+          const float q = float(
+              std::ldexp(round_sat(std::ldexp(double(v), -want), el.man, el.emin, el.max), want));
+          bad_val += !same(y[b * 16 + i], q);
+        }
+      }
+      EXPECT_EQ(bad_exp, 0) << el.name << " " << mode;
+      EXPECT_EQ(bad_val, 0) << el.name << " " << mode;
+    }
+  EXPECT_THROW(parse_format("mx:elem=e4m3,scale=up"), tb::UsageError);
+  EXPECT_THROW(parse_format("mx:elem=int8,scale=ceil"), tb::UsageError);
+}
+
+// --- NVFP4 --------------------------------------------------------------------------------------
+
+// Transformer Engine's NVFP4 (common/cast/nvfp4/core_nvfp4.cuh), in its float32 order.
+std::vector<float> reference_nvfp4(const std::vector<float>& x, size_t cols, size_t tile_rows) {
+  float tamax = 0;
+  for (float v : x) tamax = std::fmax(tamax, std::fabs(v));
+  float s_enc = std::fmin(448.0f * 6.0f / tamax, kFltMax);
+  if (tamax == 0 || s_enc == 0) s_enc = 1;
+  const float s_dec = 1.0f / s_enc;
+  const size_t rows = x.size() / cols;
+  std::vector<float> y(x.size());
+  for (size_t r0 = 0; r0 < rows; r0 += tile_rows)
+    for (size_t c0 = 0; c0 < cols; c0 += 16) {
+      float a = 0;
+      for (size_t r = r0; r < std::min(rows, r0 + tile_rows); ++r)
+        for (size_t c = c0; c < std::min(cols, c0 + 16); ++c)
+          a = std::fmax(a, std::fabs(x[r * cols + c]));
+      const float sb = e4m3(a * (s_enc * (1.0f / 6.0f)));
+      const float enc = std::fmin(1.0f / (sb * s_dec), kFltMax);
+      for (size_t r = r0; r < std::min(rows, r0 + tile_rows); ++r)
+        for (size_t c = c0; c < std::min(cols, c0 + 16); ++c)
+          y[r * cols + c] = e2m1(x[r * cols + c] * enc) * sb * s_dec;
+    }
+  return y;
+}
+
+TEST(NumericsScaling, Nvfp4MatchesTransformerEngine) {
+  std::mt19937 gen(11);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  const size_t rows = 48, cols = 64;
+  std::vector<float> x(rows * cols);
+  // Rows of very different magnitudes: blocks whose scale is far below the tensor's.
+  for (size_t i = 0; i < x.size(); ++i) x[i] = n(gen) * std::exp2(float(int(i / cols) % 24 - 16));
+  for (const char* name : {"nvfp4", "nvfp4_2d"}) {
+    const Format f = parse_format(name);
+    EXPECT_EQ(parse_format(f.str()), f) << f.str();
+    const auto want = reference_nvfp4(x, cols, size_t(f.blk.rows));
+    for (int threads : {1, 3}) {
+      QuantOptions o;
+      o.row = cols;
+      o.threads = threads;
+      o.stream_above = 1024;  // the streamed path too
+      const auto y = tb::num::quantize(f, x, o);
+      int bad = 0;
+      for (size_t i = 0; i < x.size(); ++i) bad += !same(y[i], want[i]);
+      EXPECT_EQ(bad, 0) << name << " threads " << threads;
+    }
+  }
+  // A zero tensor stays zero; the tensor scale is then 1.
+  const std::vector<float> z(64, 0.0f);
+  for (float v : tb::num::quantize(parse_format("nvfp4"), z)) EXPECT_EQ(v, 0.0f);
+  EXPECT_DOUBLE_EQ(parse_format("nvfp4").bits_per_element(), 4.5);
+  EXPECT_DOUBLE_EQ(parse_format("nvfp4_2d").bits_per_element(), 4 + 8.0 / 256);
+}
+
+}  // namespace

@@ -231,9 +231,14 @@ TEST(NumericsTorch, DelayedScalingKeepsAHistoryPerSite) {
     EXPECT_TRUE(torch::equal(q.apply(big), copy.apply(big)));
     q.set_recording(true);
   }
+  // Training's calls are counted, the evaluations' are not: 8 steps of 2 x 128 values, and a
+  // last step's 4 values far beyond the range site 0's history set.
+  q.begin_step();
+  q.apply(torch::full({4}, 1e6f));
   const auto stats = q.take_stats();
   EXPECT_EQ(stats.sites, 2);
-  EXPECT_GT(stats.counts.overflow, 0u);  // the evaluations' 1e6 clipped, and counted
+  EXPECT_EQ(stats.counts.values, 16u * 128u + 4u);
+  EXPECT_GE(stats.counts.overflow, 4u);
   EXPECT_GT(stats.scale_max, stats.scale_min);
   EXPECT_TRUE(q.take_stats().empty());
   EXPECT_EQ(q.str(), "e4m3@delayed:4:max");

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "analysis/published.h"
+#include "analysis/rounding_table.h"
 #include "base/errors.h"
 #include "cost/cost.h"
 #include "cost/fashion_mnist.h"
@@ -56,12 +57,18 @@ TtaResult time_to_accuracy(const std::vector<StoredEmulation>& emulations,
     v.cost_config = e.variant.value("cost_config", "");
     v.target = e.variant.value("target", 0.0);
     std::vector<emu::SeedRun> runs;
+    std::vector<std::vector<emu::ScalingSample>> scaling;
     for (const auto& s : e.seeds) {
       emu::SeedRun sr;
       const auto& it = s.at("iterations_to_target");
-      if (it.is_number()) sr.iterations = it.get<int64_t>();
+      if (it.is_number()) {
+        sr.iterations = it.get<int64_t>();
+        v.iterations.push_back(double(*sr.iterations));
+      }
       runs.push_back(sr);
+      if (s.contains("scaling")) scaling.push_back(scaling_from_json(s.at("scaling")));
     }
+    v.rounding = emu::summarize_scaling(scaling);
     const emu::SeedSummary sum = emu::summarize_seeds(runs);
     v.seeds = sum.runs;
     v.reached = sum.reached;
@@ -136,9 +143,17 @@ TtaResult time_to_accuracy(const std::vector<StoredEmulation>& emulations,
   for (size_t b : bases) {
     r.variants[b].baseline = true;
     const auto& base = r.variants[b];
-    for (auto& v : r.variants)
-      if (v.model == base.model && v.target == base.target && v.tta_s && base.tta_s)
-        v.speedup = *base.tta_s / *v.tta_s;
+    for (auto& v : r.variants) {
+      if (v.model != base.model || v.target != base.target || !v.tta_s || !base.tta_s) continue;
+      v.speedup = *base.tta_s / *v.tta_s;
+      if (&v == &base) continue;
+      v.vs_baseline = compare_iterations(v.iterations, base.iterations);
+      if (v.vs_baseline) {
+        const double steps = base.step_s / v.step_s;
+        v.speedup_lo = v.vs_baseline->ratio_lo * steps;
+        v.speedup_hi = v.vs_baseline->ratio_hi * steps;
+      }
+    }
   }
   return r;
 }
@@ -160,25 +175,38 @@ nlohmann::json to_json(const TtaResult& r) {
       it["max"] = v.max_iterations;
       it["mlperf_mean"] = opt(v.mlperf_iterations);
     }
-    vs.push_back({{"policy", v.policy},
-                  {"model", v.model},
-                  {"target", v.target},
-                  {"format", v.format},
-                  {"format_note", v.format_note},
-                  {"cost_config", v.cost_config},
-                  {"iterations", it},
-                  {"status", !v.unsupported.empty() ? "unsupported"
-                             : v.all_reached()      ? "reached"
-                                                    : "not reached"},
-                  {"unsupported", v.unsupported},
-                  {"step_s", v.step_s},
-                  {"tta_s", opt(v.tta_s)},
-                  {"tta_mlperf_s", opt(v.tta_mlperf_s)},
-                  {"tta_min_s", opt(v.tta_min_s)},
-                  {"tta_max_s", opt(v.tta_max_s)},
-                  {"speedup_vs_baseline", opt(v.speedup)},
-                  {"baseline", v.baseline},
-                  {"variant", v.source ? v.source->variant : nlohmann::json()}});
+    vs.push_back(
+        {{"policy", v.policy},
+         {"model", v.model},
+         {"target", v.target},
+         {"format", v.format},
+         {"format_note", v.format_note},
+         {"cost_config", v.cost_config},
+         {"iterations", it},
+         {"status", !v.unsupported.empty() ? "unsupported"
+                    : v.all_reached()      ? "reached"
+                                           : "not reached"},
+         {"unsupported", v.unsupported},
+         {"step_s", v.step_s},
+         {"tta_s", opt(v.tta_s)},
+         {"tta_mlperf_s", opt(v.tta_mlperf_s)},
+         {"tta_min_s", opt(v.tta_min_s)},
+         {"tta_max_s", opt(v.tta_max_s)},
+         {"speedup_vs_baseline", opt(v.speedup)},
+         {"speedup_ci95",
+          v.speedup_lo ? nlohmann::json::array({*v.speedup_lo, *v.speedup_hi}) : nlohmann::json()},
+         {"vs_baseline", v.vs_baseline
+                             ? nlohmann::json{{"iterations_ratio", v.vs_baseline->ratio},
+                                              {"iterations_ratio_ci95",
+                                               {v.vs_baseline->ratio_lo, v.vs_baseline->ratio_hi}},
+                                              {"t", v.vs_baseline->t},
+                                              {"dof", v.vs_baseline->dof},
+                                              {"p_more_iterations", v.vs_baseline->p_more},
+                                              {"seeds_for_10pct", v.vs_baseline->seeds_for_10pct}}
+                             : nlohmann::json()},
+         {"rounding", to_json(v.rounding)},
+         {"baseline", v.baseline},
+         {"variant", v.source ? v.source->variant : nlohmann::json()}});
   }
   return {{"platform", r.platform}, {"validation", r.validation}, {"variants", vs}};
 }
@@ -210,8 +238,19 @@ std::string format_tta(const TtaResult& r) {
     o << fmt::format(
         "   TTA: {:.4g} s (MLPerf {}, range {:.4g}..{:.4g} s){}\n", *v.tta_s,
         v.tta_mlperf_s ? fmt::format("{:.4g} s", *v.tta_mlperf_s) : "-", *v.tta_min_s, *v.tta_max_s,
-        v.speedup ? fmt::format(", {:.2f}x the baseline's speed ({})", *v.speedup, r.validation)
+        v.speedup ? fmt::format(", {:.2f}x the baseline's speed{} ({})", *v.speedup,
+                                v.speedup_lo ? fmt::format(" (95% CI {:.2f}..{:.2f})",
+                                                           *v.speedup_lo, *v.speedup_hi)
+                                             : "",
+                                r.validation)
                   : "");
+    if (const auto& c = v.vs_baseline)
+      o << fmt::format(
+          "   vs baseline: {:.2f}x its iterations; one-sided t-test (more iterations) t = "
+          "{:.2f}, p = {:.3g}{}; {} seeds each would resolve a 10% difference\n",
+          1 / c->ratio, c->t, c->p_more, c->p_more < 0.05 ? " (more, at 5%)" : "",
+          c->seeds_for_10pct);
+    if (!v.rounding.empty()) o << format_rounding(v.rounding, "   ");
   }
   return o.str();
 }

@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "analysis/convergence_test.h"
 #include "platform/description.h"
+#include "record/emulation.h"
 
 namespace tb {
 
@@ -36,6 +38,13 @@ struct TtaVariant {
   std::string unsupported;
   std::optional<double> tta_s, tta_mlperf_s, tta_min_s, tta_max_s;
   std::optional<double> speedup;  // baseline's TTA / this TTA (same model and target)
+  // Its 95% confidence interval (the iterations' ratio's, times the step times' ratio), and the
+  // t-test against the baseline's iterations (both need >= 2 seeds that reached the target).
+  std::optional<double> speedup_lo, speedup_hi;
+  std::optional<IterationComparison> vs_baseline;
+  std::vector<double> iterations;  // per seed that reached the target
+  // What each rounding point did over the seeds (emu::summarize_scaling), where recorded.
+  std::vector<emu::ScalingSample> rounding;
   bool baseline = false;
   const StoredEmulation* source = nullptr;
   bool all_reached() const { return seeds > 0 && reached == seeds; }

@@ -67,7 +67,7 @@ Command add_emulate(CLI::App& app) {
       "Formats: `trainbench formats`; a point takes FORMAT or FORMAT/ROUNDING, e.g. "
       "e5m2/stochastic.\n"
       "Examples:\n"
-      "  trainbench emulate --seeds 5 --target 0.85\n"
+      "  trainbench emulate --seeds 5 --target 0.86\n"
       "  trainbench emulate --all e4m3 --errors e5m2 --seeds 3 --store tta.db\n"
       "  trainbench emulate --all e4m3 --errors e5m2 --loss-scale dynamic --seeds 3\n"
       "  trainbench emulate --weights fp8_152 --errors fp8_152 --weight-grads fp8_152 \\\n"

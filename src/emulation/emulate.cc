@@ -444,6 +444,7 @@ std::string Policy::str() const {
     for (size_t i = 0; i < points.size(); ++i)
       if (points[i])
         s += " " + std::string(keys[i]) + "." + std::to_string(layer) + "=" + points[i]->str();
+  if (rht_size) s += " rht=" + std::to_string(rht_size) + ":" + std::to_string(rht_seed);
   if (mad) s += " unit=" + mad->str();
   if (ext_unit) s += " unit=ext:" + ext_unit->path();
   return s;
@@ -452,6 +453,10 @@ std::string Policy::str() const {
 EmulationResult emulate(const EmulationOptions& given, const Policy& p, const Progress& progress) {
   EmulationOptions o = given;
   const bool family = is_family_model(o.model);
+  if (!family && p.rht_size > 0)
+    throw UsageError("rht:" + std::to_string(p.rht_size) +
+                     " applies to family models (--model fc:... or cnn:...), not to the built-in " +
+                     o.model);
   if (!family && !p.layers.empty())
     throw UsageError(
         "per-layer points apply to family models (--model fc:... or cnn:...), not "

@@ -36,6 +36,10 @@ struct Policy {
   std::shared_ptr<const num::Extension> ext_unit;  // ... or on an extension's tb_mad
   std::string activation = "relu";  // relu | tanh | sigmoid | tanh-pwl | sigmoid-pwl | ext:PATH
   std::shared_ptr<const num::Extension> ext_activation;
+  // The random Hadamard transform on every Linear's weight-gradient inputs (hadamard.h): its
+  // size (0: none) and seed. Family models only.
+  int rht_size = 0;
+  uint64_t rht_seed = 1;
   // The six global points, in the order above.
   std::array<QuantPoint*, 6> globals() {
     return {&weights, &activations, &errors, &weight_grads, &optimizer_state, &master};

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "base/errors.h"
+#include "emulation/hadamard.h"
 #include "model/activation_point.h"
 #include "model/phase.h"
 
@@ -50,8 +51,11 @@ NumericsWorkload::NumericsWorkload(std::unique_ptr<Workload> inner, Policy polic
   for (size_t l = 0; l < layers.size(); ++l)
     for (const auto& p : layers[l]) param_layer_[p.unsafeGetTensorImpl()] = int(l);
   rounds_weights_ = policy_.weights.enabled();
-  const bool global_points =
-      policy_.replaces_operators() || policy_.activations.enabled() || policy_.errors.enabled();
+  if (policy_.rht_size > 0 && policy_.has_unit())
+    throw UsageError(policy_.str() +
+                     ": rht and a unit both replace the Linear layers' GEMMs; choose one");
+  const bool global_points = policy_.replaces_operators() || policy_.activations.enabled() ||
+                             policy_.errors.enabled() || policy_.rht_size > 0;
   installs_points_ = global_points;
   for (const auto& [l, points] : policy_.layers) {
     rounds_weights_ = rounds_weights_ || (points[0] && points[0]->enabled());
@@ -105,7 +109,22 @@ NumericsWorkload::NumericsWorkload(std::unique_ptr<Workload> inner, Policy polic
       return {};
     };
   }
+  if (policy_.rht_size > 0) {
+    // Linear layers round their own GEMM inputs (rht_linear); the hook leaves their input be.
+    overrides_.linear = [this](const torch::Tensor& x, const torch::Tensor& w,
+                               const torch::Tensor& b) {
+      return rht_linear(x, w, b, policy_, layer_of(w));
+    };
+    auto conv_or_unit = overrides_.layer;
+    overrides_.layer = [this, conv_or_unit](const torch::Tensor& x,
+                                            torch::nn::Module& m) -> torch::Tensor {
+      if (auto* l = m.as<torch::nn::Linear>())
+        return rht_linear(x, l->weight, l->bias, policy_, layer_of(l->weight));
+      return conv_or_unit ? conv_or_unit(x, m) : torch::Tensor();
+    };
+  }
   hook_ = [this](const torch::Tensor& x, const torch::Tensor* weight) {
+    if (policy_.rht_size > 0 && weight && weight->dim() == 2) return x;  // rht_linear's
     const int l = weight ? layer_of(*weight) : -1;
     return quantize_op(x, policy_.at(1, l), policy_.at(2, l));
   };
@@ -252,15 +271,20 @@ Policy policy_from(const num::NumericsPolicy& text, uint64_t seed) {
   p.loss_scale = text.loss_scale;
   if (text.activation != "relu") p.set_activation(text.activation);
   if (!text.unit.empty()) p.set_unit(num::point_from_config(text.unit));
+  if (!text.rht.empty()) {
+    const num::Rht r = num::parse_rht(text.rht);
+    p.rht_size = r.size;
+    p.rht_seed = r.seed;
+  }
   p.reseed(seed);
   return p;
 }
 
 std::unique_ptr<Workload> with_numerics(std::unique_ptr<Workload> inner, Policy policy) {
   const bool operators = policy.replaces_operators();
-  bool any = policy.loss_scale != "none" || operators;
+  bool any = policy.loss_scale != "none" || operators || policy.rht_size > 0;
   for (const QuantPoint* q : std::as_const(policy).globals()) any = any || q->enabled();
-  bool activations = policy.activations.enabled() || policy.errors.enabled();
+  bool activations = policy.activations.enabled() || policy.errors.enabled() || policy.rht_size > 0;
   for (const auto& [layer, lp] : policy.layers)
     for (size_t i = 0; i < lp.size(); ++i) {
       any = any || (lp[i] && lp[i]->enabled());

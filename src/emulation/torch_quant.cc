@@ -83,6 +83,11 @@ void QuantPoint::begin_step() const {
   state_->step_start = calls_.load();
 }
 
+bool QuantPoint::recording() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->recording;
+}
+
 void QuantPoint::set_recording(bool on) const {
   std::lock_guard<std::mutex> lock(state_->mu);
   state_->recording = on;
@@ -219,6 +224,7 @@ torch::Tensor QuantPoint::apply(const torch::Tensor& x) const {
           *format_, scaling_, xf.data_ptr<float>(), y.data_ptr<float>(), size_t(xf.numel()),
           size_t(xf.dim() > 0 ? std::max<int64_t>(xf.size(-1), 1) : 1), bo, &c);
       std::lock_guard<std::mutex> lock(state_->mu);
+      if (!state_->recording) return y.to(x.scalar_type());
       Stats& s = state_->stats;
       s.counts += c;
       s.amax = std::fmax(s.amax, amax_of(xf));
@@ -228,7 +234,8 @@ torch::Tensor QuantPoint::apply(const torch::Tensor& x) const {
   }
   const torch::Tensor in = scale == 1.0f ? xf : xf * scale;
   torch::Tensor y = quantize_tensor(in, *format_, o);
-  if (format_->kind != num::Format::Kind::kBlock || scaling_.enabled()) {
+  // Training's rounding only: an evaluation's is not what the recipe did to the step.
+  if ((format_->kind != num::Format::Kind::kBlock || scaling_.enabled()) && recording()) {
     if (!scaling_.enabled()) amax = amax_of(xf);
     note(in, y, amax, scale);
   }

@@ -48,7 +48,9 @@ class QuantPoint {
   // next call site 0 again (an evaluation's forward pass calls the point in the order the
   // training step's forward pass did).
   void set_recording(bool on) const;
-  // What this point's rounding did since the last call (and forgets it): values rounded,
+  bool recording() const;
+  // What this point's rounding did while recording, since the last call (and forgets it):
+  // values rounded,
   // overflows, underflows and NaN/Inf (num::RangeCounts), the largest amax seen, the range of
   // scales used (1 without scaling), and how many sites delayed scaling keeps.
   struct Stats {

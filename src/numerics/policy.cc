@@ -110,7 +110,25 @@ bool NumericsPolicy::is_fp32() const {
   for (const auto& [layer, ps] : layers)
     for (const auto& p : ps)
       if (!p.empty() && p != "off") return false;
-  return loss_scale == "none" && activation == "relu" && unit.empty();
+  return loss_scale == "none" && activation == "relu" && unit.empty() && rht.empty();
+}
+
+Rht parse_rht(const std::string& text) {
+  Rht r;
+  const auto colon = text.find(':');
+  const std::string n = text.substr(0, colon),
+                    seed = colon == std::string::npos ? "" : text.substr(colon + 1);
+  auto digits = [](const std::string& v, size_t max) {
+    return !v.empty() && v.size() <= max && v.find_first_not_of("0123456789") == std::string::npos;
+  };
+  if (!digits(n, 3) || std::stoi(n) < 2 || std::stoi(n) > 256 ||
+      (std::stoi(n) & (std::stoi(n) - 1)))
+    throw UsageError("rht size '" + n + "' (expected a power of two, 2-256)");
+  if (colon != std::string::npos && !digits(seed, 18))
+    throw UsageError("rht seed '" + seed + "' (expected a non-negative integer)");
+  r.size = std::stoi(n);
+  if (!seed.empty()) r.seed = std::stoull(seed);
+  return r;
 }
 
 std::string NumericsPolicy::compute_format() const {
@@ -152,6 +170,7 @@ std::string NumericsPolicy::str() const {
     s += (s.empty() ? "" : "+") + std::string("ls:") + loss_scale;
   if (activation != "relu") s += (s.empty() ? "" : "+") + std::string("act:") + activation;
   if (!unit.empty()) s += (s.empty() ? "" : "+") + std::string("unit:") + unit;
+  if (!rht.empty()) s += (s.empty() ? "" : "+") + std::string("rht:") + rht;
   return s;
 }
 
@@ -181,7 +200,7 @@ NumericsPolicy parse_numerics(const std::string& text) {
     const std::string value = item.substr(colon + 1);
     if (key == "ls" && layer >= 0)
       throw UsageError("numerics '" + text + "': the loss scale is global, not per layer");
-    if ((key == "act" || key == "unit") && layer >= 0)
+    if ((key == "act" || key == "unit" || key == "rht") && layer >= 0)
       throw UsageError("numerics '" + text + "': '" + key + "' is global, not per layer");
     if (const Recipe* r = colon == std::string::npos ? find_recipe(item) : nullptr) {
       for (size_t i = 0; i < p.points.size(); ++i) p.points[i] = r->points[i];
@@ -200,6 +219,15 @@ NumericsPolicy parse_numerics(const std::string& text) {
         throw UsageError("numerics '" + text + "': activation '" + value +
                          "' (expected relu, tanh, sigmoid, tanh-pwl, sigmoid-pwl or ext:PATH)");
       p.activation = value;
+      continue;
+    }
+    if (key == "rht") {
+      try {
+        parse_rht(value);
+      } catch (const UsageError& e) {
+        throw UsageError("numerics '" + text + "': " + e.what());
+      }
+      p.rht = value;
       continue;
     }
     if (key == "unit") {

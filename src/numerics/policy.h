@@ -13,6 +13,10 @@
 //                                   tanh-pwl | sigmoid-pwl | ext:PATH
 //            | unit:UNIT          every Linear, Conv2d and recurrent gate product on a custom
 //                                   processing unit: mad:mul=F;acc=F;width=W;order=O | ext:PATH
+//            | rht:N[:SEED]       a random Hadamard transform of N rows (a power of two, 2-256;
+//                                   seed default 1) on both inputs of every Linear layer's
+//                                   weight-gradient GEMM before they are rounded, as in the
+//                                   NVFP4 recipe (emulation/hadamard.h; family models)
 //            | RECIPE             a mixed-precision recipe as frameworks run it, the same
 //                                   names `simulate --format` takes: amp-fp16 (w, a, e, g in
 //                                   fp16, fp32 optimizer state and masters, ls:dynamic),
@@ -41,6 +45,7 @@ struct NumericsPolicy {
   std::map<int, std::array<std::string, 6>> layers;
   std::string activation = "relu";  // act: what replaces the model's activation
   std::string unit;                 // unit: as written (';' for ','), "" for none
+  std::string rht;                  // rht: "N" or "N:SEED", "" for none
 
   const std::string& weights() const { return points[0]; }
   const std::string& activations() const { return points[1]; }
@@ -62,7 +67,7 @@ struct NumericsPolicy {
   std::string str() const;
   bool operator==(const NumericsPolicy& o) const {
     return points == o.points && loss_scale == o.loss_scale && layers == o.layers &&
-           activation == o.activation && unit == o.unit;
+           activation == o.activation && unit == o.unit && rht == o.rht;
   }
 };
 
@@ -73,6 +78,13 @@ struct LossScale {
   double scale = 1;
 };
 LossScale parse_loss_scale(const std::string& text);
+
+// `N` or `N:SEED` (an rht: item's value): N a power of two 2-256. Throws tb::UsageError.
+struct Rht {
+  int size = 0;  // 0: none
+  uint64_t seed = 1;
+};
+Rht parse_rht(const std::string& text);
 
 // Throws tb::UsageError naming the bad item.
 NumericsPolicy parse_numerics(const std::string& text);

@@ -23,6 +23,18 @@ namespace {
 
 using namespace kernel;
 
+// The largest magnitude's bits, NaN (bits above Inf's) counted as 0: an integer max, which
+// vectorises where std::fmax's calls do not.
+TB_NUM_CLONES uint32_t amax_bits(const float* x, size_t n) {
+  uint32_t m = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t a = as_bits(x[i]) & 0x7FFFFFFFu;
+    const uint32_t keep = a <= kInfBits ? a : 0u;
+    m = keep > m ? keep : m;
+  }
+  return m;
+}
+
 // Stochastic rounding's generator, keyed by the 64-bit index (seed, offset + i). Within a
 // stretch where the index's high word is constant the loops count in 32 bits, which keeps the
 // vectorised loop free of 64-bit lanes; the bits drawn are the same.
@@ -512,7 +524,9 @@ const BlockGrids& block_grids(const BlockFormat& f) {
   return *cache.back().second;
 }
 
-// NVFP4 (format.h) over rows of `row` elements; `in` starts on a tile's first row.
+// NVFP4 (format.h) over rows of `row` elements; `in` starts on a tile's first row. A band of
+// `rows` rows at a time: the tiles' scales first, then each row scaled, rounded in one call and
+// scaled back.
 void nvfp4_serial(const BlockFormat& f, const float* in, float* out, size_t n, size_t row,
                   float tensor_amax, Rounding r, uint64_t seed, uint64_t offset) {
   static const Grid elem = make_grid(mx_element("e2m1"), 0, true);
@@ -527,27 +541,28 @@ void nvfp4_serial(const BlockFormat& f, const float* in, float* out, size_t n, s
   const float s_dec = 1.0f / s_enc;
   const float k = s_enc * (1.0f / 6.0f);
   const size_t block = size_t(f.block), band = size_t(f.rows) * row;
-  std::vector<float> buf(block);
+  const size_t tiles = (row + block - 1) / block;
+  std::vector<float> enc(row), dec(row), buf(row);
   for (size_t b0 = 0; b0 < n; b0 += band) {
     const size_t rows = (std::min(band, n - b0) + row - 1) / row;
-    for (size_t c0 = 0; c0 < row; c0 += block) {
-      const size_t len = std::min(block, row - c0);
-      float amax = 0;  // NaN ignored, as fmaxf does
-      for (size_t i = 0; i < rows; ++i) {
-        const size_t at = b0 + i * row + c0;
-        for (size_t j = 0; j < len && at + j < n; ++j)
-          amax = std::fmax(amax, std::fabs(in[at + j]));
-      }
+    for (size_t t = 0; t < tiles; ++t) {
+      const size_t c0 = t * block, len = std::min(block, row - c0);
+      uint32_t amax = 0;  // NaN ignored, as fmaxf does
+      for (size_t i = 0; i < rows; ++i)
+        amax = std::max(amax, amax_bits(in + b0 + i * row + c0, len));
       const float sb =
-          as_float(round_bits<Rounding::kNearestEven>(as_bits(amax * k), scale_grid, 0));
-      const float enc = std::fmin(1.0f / (sb * s_dec), kFltMax);
-      for (size_t i = 0; i < rows; ++i) {
-        const size_t at = b0 + i * row + c0;
-        const size_t m = std::min(len, n - std::min(n, at));
-        for (size_t j = 0; j < m; ++j) buf[j] = in[at + j] * enc;
-        run_grid(buf.data(), buf.data(), m, elem, r, seed, offset + at);
-        for (size_t j = 0; j < m; ++j) out[at + j] = buf[j] * sb * s_dec;
+          as_float(round_bits<Rounding::kNearestEven>(as_bits(as_float(amax) * k), scale_grid, 0));
+      const float e = std::fmin(1.0f / (sb * s_dec), kFltMax);
+      for (size_t j = 0; j < len; ++j) {
+        enc[c0 + j] = e;
+        dec[c0 + j] = sb;
       }
+    }
+    for (size_t i = 0; i < rows; ++i) {
+      const size_t at = b0 + i * row;
+      for (size_t j = 0; j < row; ++j) buf[j] = in[at + j] * enc[j];
+      run_grid(buf.data(), buf.data(), row, elem, r, seed, offset + at);
+      for (size_t j = 0; j < row; ++j) out[at + j] = buf[j] * dec[j] * s_dec;
     }
   }
 }
@@ -727,11 +742,7 @@ void copy_nontemporal(const float* in, float* out, size_t n) {
 #endif
 }
 
-float tensor_amax(const float* x, size_t n) {
-  float amax = 0;
-  for (size_t i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
-  return amax;
-}
+float tensor_amax(const float* x, size_t n) { return as_float(amax_bits(x, n)); }
 
 void quantize(const Format& f, const float* in, float* out, size_t n, const QuantOptions& given) {
   if (f.kind == Format::Kind::kFloat) validate(f.fp);

@@ -87,6 +87,29 @@ SeedSummary summarize_seeds(const std::vector<SeedRun>& runs) {
   return s;
 }
 
+std::vector<ScalingSample> summarize_scaling(const std::vector<std::vector<ScalingSample>>& runs) {
+  std::vector<ScalingSample> out;
+  for (const auto& run : runs)
+    for (const ScalingSample& s : run) {
+      auto it = std::find_if(out.begin(), out.end(),
+                             [&](const ScalingSample& o) { return o.point == s.point; });
+      if (it == out.end()) {
+        out.push_back(s);
+        continue;
+      }
+      it->iteration = std::max(it->iteration, s.iteration);
+      it->amax = std::max(it->amax, s.amax);
+      it->scale_min = std::min(it->scale_min, s.scale_min);
+      it->scale_max = std::max(it->scale_max, s.scale_max);
+      it->sites = std::max(it->sites, s.sites);
+      it->values += s.values;
+      it->overflow += s.overflow;
+      it->underflow += s.underflow;
+      it->nonfinite += s.nonfinite;
+    }
+  return out;
+}
+
 }  // namespace emu
 nlohmann::json emulation_fields(const emu::EmulationResult& r) {
   nlohmann::json runs = nlohmann::json::array();

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "analysis/rounding_table.h"
+
 namespace tb {
 
 std::string format_emulation(const emu::EmulationResult& r) {
@@ -17,6 +19,11 @@ std::string format_emulation(const emu::EmulationResult& r) {
     out += fmt::format("{:>6}  {:>20}  {:>13.4f}  {:>8}  {:>9.1f}\n", run.seed,
                        run.iterations ? std::to_string(*run.iterations) : "not reached",
                        run.best_accuracy, run.skipped_steps, run.seconds);
+  std::vector<std::vector<emu::ScalingSample>> samples;
+  for (const auto& run : r.runs) samples.push_back(run.scaling);
+  if (const auto points = emu::summarize_scaling(samples); !points.empty())
+    out += "what rounding did, over all runs and evaluations (values after scaling):\n" +
+           format_rounding(points);
   if (s.reached < s.runs)
     return out + fmt::format(
                      "{} of {} runs did not reach {} within {} iterations: no mean is "
@@ -26,7 +33,15 @@ std::string format_emulation(const emu::EmulationResult& r) {
                      r.options.target, s.mean, s.stddev, s.min, s.median, s.max);
   if (s.mlperf_mean)
     out += fmt::format("; without fastest and slowest (MLPerf) {:.1f}", *s.mlperf_mean);
-  return out + fmt::format(" ({} seeds)\n", s.runs);
+  out += fmt::format(" ({} seeds)\n", s.runs);
+  // An iteration count is known only to the evaluation interval.
+  const double resolution = double(r.options.eval_every) / s.min;
+  out += fmt::format("evaluation every {} iterations: {:.1f}% of the fewest iterations{}\n",
+                     r.options.eval_every, 100 * resolution,
+                     resolution > 0.02 ? " (coarser than 2%: lower --eval-every to resolve "
+                                         "differences of a few percent)"
+                                       : "");
+  return out;
 }
 
 }  // namespace tb

@@ -219,9 +219,14 @@ std::string tta_table_html(const TtaResult& r) {
          (v.mlperf_iterations ? fmt::format("{:.1f}", *v.mlperf_iterations) : "&ndash;") +
          "</td><td class=\"num\">" + fmt::format("{:.4g} ms", v.step_s * 1e3) +
          "</td><td class=\"num\">" + fmt::format("{:.4g} s", *v.tta_s) + "</td><td class=\"num\">" +
-         (v.speedup ? fmt::format("{:.2f}x", *v.speedup) + " <small>(" + html_escape(r.validation) +
-                          ")</small>"
-                    : "&ndash;") +
+         (v.speedup
+              ? fmt::format("{:.2f}x", *v.speedup) +
+                    (v.speedup_lo ? fmt::format(" <small>(95% CI {:.2f}&ndash;{:.2f}; "
+                                                "more iterations: p = {:.3g})</small>",
+                                                *v.speedup_lo, *v.speedup_hi, v.vs_baseline->p_more)
+                                  : "") +
+                    " <small>(" + html_escape(r.validation) + ")</small>"
+              : "&ndash;") +
          "</td></tr>";
   }
   return h + "</table>";

@@ -1,0 +1,71 @@
+// The random Hadamard transform (emulation/hadamard.h): orthogonal, so that the weight-gradient
+// product it is folded into is unchanged in exact arithmetic, and what it changes is only what
+// rounding sees.
+#include "emulation/hadamard.h"
+
+#include <gtest/gtest.h>
+
+#include "base/errors.h"
+#include "emulation/numerics_workload.h"
+#include "numerics/policy.h"
+
+namespace {
+
+TEST(Hadamard, IsOrthogonalSeededAndRoundTrips) {
+  for (int64_t n : {2, 16, 64}) {
+    const torch::Tensor t = tb::emu::random_hadamard(n, 7);
+    EXPECT_TRUE(torch::allclose(torch::mm(t.t(), t), torch::eye(n), 0, 1e-6)) << n;
+    // Every entry is +-1/sqrt(n): a rotation that spreads each value over all n.
+    EXPECT_TRUE(torch::allclose(t.abs(), torch::full({n, n}, 1 / std::sqrt(double(n)))));
+    EXPECT_TRUE(torch::equal(t, tb::emu::random_hadamard(n, 7)));
+    EXPECT_FALSE(torch::equal(t, tb::emu::random_hadamard(n, 8)));
+  }
+  // Rows in blocks of 16; the 4 rows past the last whole block are left as they are.
+  torch::manual_seed(1);
+  const torch::Tensor x = torch::randn({36, 5}, torch::kDouble);
+  const torch::Tensor t = tb::emu::random_hadamard(16, 3).to(torch::kDouble);
+  const torch::Tensor y = tb::emu::hadamard_rows(x, t);
+  EXPECT_TRUE(torch::equal(y.slice(0, 32), x.slice(0, 32)));
+  EXPECT_TRUE(torch::allclose(tb::emu::hadamard_rows(y, t.t()), x, 0, 1e-12));
+  // (T a)^T (T b) = a^T b: the weight gradient's product is unchanged.
+  const torch::Tensor a = torch::randn({36, 3}, torch::kDouble);
+  EXPECT_TRUE(torch::allclose(torch::mm(tb::emu::hadamard_rows(a, t).t(), y), torch::mm(a.t(), x),
+                              0, 1e-12));
+}
+
+// rht_linear's gradients: with nothing rounded they are plain linear's (to float rounding);
+// with nvfp4 points the transform's seed changes the weight gradient and nothing else.
+TEST(Hadamard, LinearGradientsAreLinearsWithoutRounding) {
+  torch::manual_seed(2);
+  const torch::Tensor x0 = torch::randn({64, 32});
+  const torch::Tensor w0 = torch::randn({8, 32});
+  const torch::Tensor b0 = torch::randn({8});
+  auto grads = [&](const tb::emu::Policy* p) {
+    torch::Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_(),
+                  b = b0.clone().requires_grad_();
+    const torch::Tensor y =
+        p ? tb::emu::rht_linear(x, w, b, *p, -1) : torch::nn::functional::linear(x, w, b);
+    (y * torch::arange(8.0f)).sum().backward();
+    return std::vector<torch::Tensor>{y.detach(), x.grad(), w.grad(), b.grad()};
+  };
+  tb::emu::Policy p = tb::emu::policy_from(tb::num::parse_numerics("rht:16"), 0);
+  ASSERT_EQ(p.rht_size, 16);
+  const auto want = grads(nullptr), got = grads(&p);
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-5, 1e-5)) << i;
+  // Rounded to NVFP4: the transform changes the weight gradient, not the forward value.
+  tb::emu::Policy q = tb::emu::policy_from(tb::num::parse_numerics("a:nvfp4+e:nvfp4+rht:16"), 0);
+  tb::emu::Policy r = tb::emu::policy_from(tb::num::parse_numerics("a:nvfp4+e:nvfp4+rht:16:9"), 0);
+  const auto with = grads(&q), other_seed = grads(&r);
+  EXPECT_TRUE(torch::equal(with[0], other_seed[0]));
+  EXPECT_TRUE(torch::equal(with[1], other_seed[1]));
+  EXPECT_FALSE(torch::equal(with[2], other_seed[2]));
+  EXPECT_LT((with[2] - want[2]).abs().max().item<float>(),
+            0.5f * want[2].abs().max().item<float>());
+  EXPECT_THROW(tb::num::parse_numerics("rht:12"), tb::UsageError);
+  EXPECT_THROW(tb::num::parse_numerics("rht:16:x"), tb::UsageError);
+  EXPECT_THROW(tb::num::parse_numerics("rht.0:16"), tb::UsageError);
+  EXPECT_EQ(tb::num::parse_numerics("e4m3+rht:16:3").str(), "e4m3+rht:16:3");
+}
+
+}  // namespace

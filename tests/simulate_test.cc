@@ -101,6 +101,32 @@ TEST(Simulate, HalfTheFormatWidthHalvesTheBytes) {
   EXPECT_DOUBLE_EQ(bb, ba / 2);
 }
 
+// A scaling recipe's amax passes: current scaling (and NVFP4's tensor amax) read each GEMM
+// input once more in 16 bits, as separate kernels: for one 256 x 512 x 512 linear, the three
+// phases' inputs (X + W, dY + W, X + dY) x 2 bytes at the bandwidth. Delayed scaling fuses its
+// amax into the cast: nothing added.
+TEST(Simulate, ScalingRecipesChargeTheirAmaxPasses) {
+  const StepCost c = one_linear(256, 512, 512);
+  auto p = accelerator(1, 1);
+  p.peak_tflops["fp8"] = 1;
+  p.peak_tflops["fp4"] = 1;
+  const auto plain = sim::simulate_step(p, c, 4, sim::resolve_format(p, "e4m3"));
+  const auto current = sim::simulate_step(p, c, 4, sim::resolve_format(p, "e4m3@current"));
+  const auto delayed = sim::simulate_step(p, c, 4, sim::resolve_format(p, "e4m3@delayed:16"));
+  const auto& l = c.layers[0];
+  const double m = double(l.gemm_m), n = double(l.gemm_n), k = double(l.gemm_k);
+  const double bytes = 2 * ((m * k + k * n) + (m * n + k * n) + (m * k + m * n));
+  EXPECT_NEAR(current.scale_s, bytes / current.bandwidth, 1e-15);
+  EXPECT_NEAR(current.step_s - plain.step_s, current.scale_s, 1e-15);
+  EXPECT_EQ(delayed.scale_s, 0);
+  EXPECT_DOUBLE_EQ(delayed.step_s, plain.step_s);
+  EXPECT_EQ(current.format.scaling, "current");
+  EXPECT_EQ(sim::resolve_format(p, "nvfp4").amax_passes, 1);
+  EXPECT_DOUBLE_EQ(sim::resolve_format(p, "e4m3@block:1x32").bits, 8 + 1.0);
+  EXPECT_THROW(sim::resolve_format(p, "e4m3@weekly"), UsageError);
+  EXPECT_THROW(sim::resolve_format(p, "mxfp8_e4m3@current"), UsageError);
+}
+
 // With data-parallel workers the simulation is per worker: the ZeRO stage's per-worker memory
 // and the bytes each worker sends (cost.h's DataParallelCost), at the format's width.
 TEST(Simulate, DataParallelWorkersGetPerWorkerMemoryAndTraffic) {

@@ -17,6 +17,8 @@ std::string compute_format(const emu::Policy& p) {
       if (q->str().rfind("ext:", 0) != 0) {
         b = q->format().bits_per_element();
         name = q->format().display_name();
+        // Its scaling recipe too: simulate charges the recipe's passes.
+        if (q->scaling().enabled()) name += "@" + q->scaling().str();
       }
     }
     if (b > bits) bits = b, widest = name;
@@ -42,6 +44,8 @@ nlohmann::json variant_descriptor(const emu::EmulationOptions& o, const emu::Pol
     } else {
       points[name] = {{"format", q->format().display_name()},
                       {"rounding", num::rounding_name(q->rounding())}};
+      // Only where there is one: earlier descriptors keep their text (and identity).
+      if (q->scaling().enabled()) points[name]["scaling"] = q->scaling().str();
     }
   }
   std::string unit;

@@ -138,10 +138,12 @@ std::string NumericsPolicy::compute_format() const {
   for (size_t i = 0; i < 3; ++i) {
     const std::string& p = points[i];
     if (p == "off" || p.rfind("ext:", 0) == 0) return "";
-    const std::string base = p.substr(0, p.find('@'));  // scaling does not change the format
+    const auto at = p.find('@');
+    const std::string base = p.substr(0, at);
     const std::string text = point_from_config(base.substr(0, base.rfind('/')));
     const double b = parse_format(text).bits_per_element();
-    if (b > bits) bits = b, widest = text;
+    // The scaling recipe comes along: simulate charges its passes.
+    if (b > bits) bits = b, widest = text + (at == std::string::npos ? "" : p.substr(at));
   }
   return widest;
 }

@@ -58,10 +58,10 @@ struct NumericsPolicy {
   // The recipe whose places these are (amp-fp16, amp-bf16, tf32), or "".
   std::string recipe() const;
   // The format an accelerator running this policy would multiply in: its recipe, else the
-  // widest of the
-  // weights', activations' and errors' global formats, as parse_format text (commas
-  // restored), or "" where one of them is off or an extension (the tensors stay float32 or
-  // their format is opaque). Per-layer points are not considered.
+  // widest of the weights', activations' and errors' global formats, as parse_format text
+  // (commas restored) with its scaling suffix where it has one (`e4m3@current`, which
+  // simulate charges), or "" where one of them is off or an extension (the tensors stay
+  // float32 or their format is opaque). Per-layer points are not considered.
   std::string compute_format() const;
   // Canonical text: parse_numerics(str()) == *this. "fp32" when nothing is rounded.
   std::string str() const;

@@ -9,6 +9,7 @@
 #include "base/errors.h"
 #include "numerics/format.h"
 #include "numerics/policy.h"
+#include "numerics/scaling.h"
 
 namespace tb::sim {
 namespace {
@@ -84,7 +85,7 @@ namespace {
 // A phase's time to the bound it is under; its layout transposes only move data.
 void add_by_bound(const PhaseTime& ph, double& compute_s, double& memory_s) {
   (ph.memory_bound() ? memory_s : compute_s) += std::max(ph.compute_s, ph.memory_s);
-  memory_s += ph.layout_s;
+  memory_s += ph.layout_s + ph.scale_s;
 }
 
 // The fixed costs beyond the per-operator one, as the overhead lines append them.
@@ -139,6 +140,27 @@ SimFormat resolve_format(const PlatformDescription& p, const std::string& format
     f.other_peak_dtype = runs_at("fp32", "fp32");
     return f;
   }
+  if (const auto at = format.find('@'); at != std::string::npos) {
+    // A scaling recipe on an element format: the format's peak and storage, plus its passes.
+    const std::string base = format.substr(0, at);
+    num::Scaling sc;
+    try {
+      sc = num::parse_scaling(format.substr(at + 1), num::parse_format(base), base);
+    } catch (const UsageError& e) {
+      throw UsageError(fmt::format("format '{}': {}", format, e.what()));
+    }
+    SimFormat r = resolve_format(p, base);
+    r.name = format;
+    r.scaling = sc.str();
+    r.amax_passes = sc.kind == num::Scaling::Kind::kCurrent ? 1 : 0;
+    // A float32 scale per tile of a block recipe, amortized.
+    if (sc.kind == num::Scaling::Kind::kBlock) {
+      const double per = 32.0 / (double(sc.block_rows) * sc.block_cols);
+      r.bits += per;
+      if (!r.mixed) r.state_bits += per;
+    }
+    return r;
+  }
   bool integer = false;
   if (format == "fp64") {
     f.bits = 64;
@@ -148,6 +170,9 @@ SimFormat resolve_format(const PlatformDescription& p, const std::string& format
     try {
       const num::Format nf = num::parse_format(format);
       f.bits = nf.bits_per_element();
+      // NVFP4's tensor scale needs the tensor's amax before any block is cast.
+      if (nf.kind == num::Format::Kind::kBlock && nf.blk.kind == num::BlockFormat::Kind::kNvfp4)
+        f.amax_passes = 1;
       integer = nf.kind == num::Format::Kind::kFixed || format.find("int") != std::string::npos;
     } catch (const std::exception& e) {
       throw UsageError(
@@ -242,6 +267,17 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
       finish(dw);
       lt.phases.push_back(dw);
     }
+    if (gemm && f.amax_passes > 0) {
+      // Each phase's two GEMM inputs (X and W; dY and W; X and dY), read again in 16 bits.
+      const double m = double(l.gemm_m), nn = double(l.gemm_n), k = double(l.gemm_k);
+      const double count = double(l.gemm_count) * f.amax_passes * 2 / s.bandwidth;
+      const double inputs[] = {m * k + k * nn, m * nn + k * nn, m * k + m * nn};
+      for (size_t i = 0; i < lt.phases.size(); ++i) {
+        const std::string& name = lt.phases[i].phase;
+        const size_t which = name == "forward" ? 0 : name == "backward-input" ? 1 : 2;
+        lt.phases[i].scale_s = inputs[which] * count;
+      }
+    }
     if (conv) s.conv_phases += double(lt.phases.size());
     if (transposes && conv) {
       // The weights are read (or dW written) once per phase; the rest is activations.
@@ -273,6 +309,7 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
       s.step_s += t;
       s.phase_s[ph.phase] += t;
       s.layout_s += ph.layout_s;
+      s.scale_s += ph.scale_s;
       add_by_bound(ph, s.compute_bound_s, s.memory_bound_s);
     }
   // Added, not overlapped: on a CPU the thread that dispatches an operator then waits for it;
@@ -382,6 +419,9 @@ nlohmann::json to_json(const Simulation& s, size_t top_layers) {
       {"conv_call_s", s.conv_call_s},
       {"layout", s.layout},
       {"layout_s", s.layout_s},
+      {"scaling", s.format.scaling},
+      {"amax_passes", s.format.amax_passes},
+      {"scale_s", s.scale_s},
       {"operators",
        {{"forward", s.ops.forward},
         {"backward", s.ops.backward},
@@ -539,6 +579,11 @@ std::string format_simulation(const Simulation& s, size_t top_layers) {
   if (s.layout_s > 0)
     o << fmt::format("layout: nchw, {:.4g} ms of transposes around half-precision convolutions\n",
                      s.layout_s * 1e3);
+  if (s.scale_s > 0)
+    o << fmt::format(
+        "scaling: {}, {:.4g} ms of amax passes (each GEMM input read again in 16 bits before "
+        "its cast)\n",
+        s.format.scaling.empty() ? s.format.name : s.format.scaling, s.scale_s * 1e3);
   if (s.op_overhead_s > 0)
     o << fmt::format(
         "overhead: {:.0f} operators (forward {:.0f}, backward {:.0f}, optimizer {:.0f}) x {:.3g} "

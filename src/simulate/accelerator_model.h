@@ -48,6 +48,11 @@ struct SimFormat {
   double state_bits = 32;        // weights, gradients, optimizer state: = bits for a pure format
   bool mixed = false;            // a recipe (amp-*, tf32) rather than a pure format
   std::string note;
+  // A scaling recipe's own passes over each GEMM input (`FORMAT@SCALING`, or NVFP4's tensor
+  // amax): reads of the 16-bit tensor the scale comes from, before the cast. Current scaling
+  // and NVFP4: 1; delayed scaling (amax fused into the cast) and per-block scales: 0.
+  std::string scaling;  // the recipe's text after '@', "" for none
+  double amax_passes = 0;
 };
 // The recipes' names: amp-fp16, amp-bf16, tf32.
 const std::vector<std::string>& recipe_names();
@@ -64,7 +69,10 @@ struct PhaseTime {
   // Separate transpose kernels before and after the phase (SimOptions::layout), so added to
   // the phase rather than overlapped with it.
   double layout_s = 0;
-  double time_s() const { return std::max(compute_s, memory_s) + layout_s; }
+  // The scaling recipe's amax passes over the phase's GEMM inputs (SimFormat::amax_passes):
+  // separate kernels too.
+  double scale_s = 0;
+  double time_s() const { return std::max(compute_s, memory_s) + layout_s + scale_s; }
   bool memory_bound() const { return memory_s > compute_s; }
 };
 
@@ -100,6 +108,7 @@ struct Simulation {
   double overhead_s = 0;                  // ops.total() x op_overhead_s + conv_phases x conv_call_s
   std::string layout = "nhwc";            // SimOptions::layout
   double layout_s = 0;                    // the phases' layout_s
+  double scale_s = 0;                     // the phases' scale_s
   std::map<std::string, double> phase_s;  // per phase
   double memory_bytes = 0, capacity_bytes = 0;  // per worker with data parallelism
   // Data-parallel workers (the config's `workers`) and ZeRO stage: the bytes each worker sends

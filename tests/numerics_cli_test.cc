@@ -89,6 +89,15 @@ TEST(NumericsCli, BadInputIsOneLineAndExitTwo) {
       {"emulate --unit mad:order=random", "order=random"},
       {"emulate --unit ext:/nonexistent/lib.so", "cannot load extension"},
       {"emulate --activation softplus", "softplus"},
+      {"emulate --weights e4m3@delayed:0", "history length '0'"},
+      {"emulate --weights e4m3@weekly", "scaling 'weekly'"},
+      {"emulate --weights mxfp8_e4m3@current", "element formats"},
+      {"emulate --numerics rht:12", "rht size '12'"},
+      {"emulate --numerics e4m3+rht:16", "family models"},
+      {"emulate --model fc:layers=1,nodes=100,input=784,output=10 --numerics e4m3@block:1x32 "
+       "--max-iters 2",
+       "32 columns do not divide the tensor's rows of 784"},
+      {"emulate --weights mx:elem=e4m3,scale=up", "scale=up"},
   };
   for (const auto& [args, needle] : cases) {
     const Output o = run(args);

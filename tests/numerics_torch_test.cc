@@ -206,6 +206,8 @@ TEST(NumericsTorch, CurrentScalingMatchesItsDefinitionAndKeepsOutOfRangeValues) 
 TEST(NumericsTorch, DelayedScalingKeepsAHistoryPerSite) {
   const auto q = tb::emu::QuantPoint::parse("e4m3@delayed:4:max");
   ASSERT_EQ(q.scaling().kind, tb::num::Scaling::Kind::kDelayed);
+  EXPECT_FALSE(q.counting());
+  q.set_counting(true);
   std::vector<tb::num::AmaxHistory> want(2, tb::num::AmaxHistory(4));
   const tb::num::Format sat = tb::num::parse_format("fp:e=4,m=3,special=fn,overflow=sat");
   torch::manual_seed(2);

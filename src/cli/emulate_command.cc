@@ -64,8 +64,9 @@ Command add_emulate(CLI::App& app) {
   sub->add_flag("--json", a->json, "JSON instead of a table");
   sub->add_flag("--quiet", a->quiet, "no progress lines on stderr");
   sub->footer(
-      "Formats: `trainbench formats`; a point takes FORMAT or FORMAT/ROUNDING, e.g. "
-      "e5m2/stochastic.\n"
+      "Formats: `trainbench formats`; a point takes FORMAT[/ROUNDING][@SCALING], e.g. "
+      "e5m2/stochastic, e4m3@delayed (SCALING: current[:M], delayed[:H[:max|recent[:M]]], "
+      "block:RxC[:pow2]; docs/numerics.md).\n"
       "Examples:\n"
       "  trainbench emulate --seeds 5 --target 0.86\n"
       "  trainbench emulate --all e4m3 --errors e5m2 --seeds 3 --store tta.db\n"
@@ -77,6 +78,10 @@ Command add_emulate(CLI::App& app) {
       "      --lr 0.02 --seeds 3 --store tta.db\n"
       "  trainbench emulate --model fc:layers=2,nodes=512,input=784,output=10 \\\n"
       "      --numerics 'e4m3+e:e5m2+w.0:bf16+a.0:bf16+ls:dynamic'   # first layer in bf16\n"
+      "  trainbench emulate --numerics 'w:e4m3@delayed+a:e4m3@delayed+e:e5m2@delayed' --seeds 5 \\\n"
+      "      --store tta.db   # Transformer Engine's DelayedScaling (HYBRID)\n"
+      "  trainbench emulate --model fc:layers=2,nodes=256,input=784,output=10 \\\n"
+      "      --numerics 'w:nvfp4_2d+a:nvfp4+e:nvfp4/stochastic+g:nvfp4/stochastic+rht:16'\n"
       "  trainbench emulate --unit mad:mul=e5m2,acc=fp16,width=4,order=lanes --eval-examples 2000");
   return {
       sub, [a, sub]() {

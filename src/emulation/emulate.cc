@@ -306,6 +306,7 @@ SeedRun train_one(const EmulationOptions& o, const Policy& given, const Dataset&
     return out;
   };
   learner.scaling = [&](int64_t iteration) { return policy.take_scaling(iteration); };
+  learner.count = [&](bool on) { policy.set_counting(on); };
   learner.skipped_steps = [&] { return skipped; };
   learner.loss_scale = [&] { return ls.scale; };
   return train_to_target(o, train, test, seed, learner, progress);
@@ -374,6 +375,12 @@ void each_point(const Policy& p, F&& f) {
 void Policy::begin_step() const {
   each_point(*this, [](const std::string&, const QuantPoint& q) {
     if (q.enabled()) q.begin_step();
+  });
+}
+
+void Policy::set_counting(bool on) const {
+  each_point(*this, [on](const std::string&, const QuantPoint& q) {
+    if (q.enabled()) q.set_counting(on);
   });
 }
 

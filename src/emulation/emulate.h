@@ -60,6 +60,7 @@ struct Policy {
   // step, and around an evaluation.
   void begin_step() const;
   void set_recording(bool on) const;
+  void set_counting(bool on) const;
   // What each point's rounding did since the last call, for the points that rounded anything.
   std::vector<ScalingSample> take_scaling(int64_t iteration) const;
   // Every point's stream position, globals then layers' in order; and back to such a list.

@@ -73,6 +73,7 @@ SeedRun train_family(const EmulationOptions& o, const Policy& given, const Datas
     learner.skipped_steps = [&] { return emulated->skipped_steps(); };
     learner.loss_scale = [&] { return emulated->loss_scale(); };
     learner.scaling = [&](int64_t iteration) { return emulated->policy().take_scaling(iteration); };
+    learner.count = [&](bool on) { emulated->policy().set_counting(on); };
   }
   return train_to_target(o, train, test, seed, learner, progress);
 }

@@ -34,8 +34,13 @@ SeedRun train_to_target(const EmulationOptions& o, const Dataset& train, const D
     }
     const auto idx = order.slice(0, cursor, cursor + o.batch);
     cursor += o.batch;
+    // What rounding did is counted on the last step before each evaluation: a sample of the
+    // steps, since counting costs more than rounding.
+    const bool evaluates = it % o.eval_every == 0 || it == o.max_iters;
+    if (learner.count) learner.count(evaluates);
     learner.step(train.images.index_select(0, idx), train.labels.index_select(0, idx));
-    if (it % o.eval_every == 0 || it == o.max_iters) {
+    if (learner.count) learner.count(false);
+    if (evaluates) {
       if (learner.scaling)
         for (auto& sample : learner.scaling(it)) run.scaling.push_back(std::move(sample));
       const double acc = accuracy(learner, test, o.eval_examples);

@@ -70,6 +70,7 @@ std::unique_ptr<QuantPoint::State> QuantPoint::copy_state(const State& s) {
   out->step_start = s.step_start;
   out->eval_start = s.eval_start;
   out->recording = s.recording;
+  out->counting = s.counting;
   out->sites = s.sites;
   out->stats = s.stats;
   return out;
@@ -83,9 +84,14 @@ void QuantPoint::begin_step() const {
   state_->step_start = calls_.load();
 }
 
-bool QuantPoint::recording() const {
+bool QuantPoint::counting() const {
   std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->recording;
+  return state_->recording && state_->counting;
+}
+
+void QuantPoint::set_counting(bool on) const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->counting = on;
 }
 
 void QuantPoint::set_recording(bool on) const {
@@ -224,7 +230,7 @@ torch::Tensor QuantPoint::apply(const torch::Tensor& x) const {
           *format_, scaling_, xf.data_ptr<float>(), y.data_ptr<float>(), size_t(xf.numel()),
           size_t(xf.dim() > 0 ? std::max<int64_t>(xf.size(-1), 1) : 1), bo, &c);
       std::lock_guard<std::mutex> lock(state_->mu);
-      if (!state_->recording) return y.to(x.scalar_type());
+      if (!state_->recording || !state_->counting) return y.to(x.scalar_type());
       Stats& s = state_->stats;
       s.counts += c;
       s.amax = std::fmax(s.amax, amax_of(xf));
@@ -235,7 +241,7 @@ torch::Tensor QuantPoint::apply(const torch::Tensor& x) const {
   const torch::Tensor in = scale == 1.0f ? xf : xf * scale;
   torch::Tensor y = quantize_tensor(in, *format_, o);
   // Training's rounding only: an evaluation's is not what the recipe did to the step.
-  if ((format_->kind != num::Format::Kind::kBlock || scaling_.enabled()) && recording()) {
+  if ((format_->kind != num::Format::Kind::kBlock || scaling_.enabled()) && counting()) {
     if (!scaling_.enabled()) amax = amax_of(xf);
     note(in, y, amax, scale);
   }

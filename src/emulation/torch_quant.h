@@ -48,8 +48,12 @@ class QuantPoint {
   // next call site 0 again (an evaluation's forward pass calls the point in the order the
   // training step's forward pass did).
   void set_recording(bool on) const;
-  bool recording() const;
-  // What this point's rounding did while recording, since the last call (and forgets it):
+  // Whether calls count what rounding did (take_stats), while recording: off by default. A
+  // count costs two more passes over each tensor, so training to accuracy counts a sample of its
+  // steps (the last before each evaluation), and plain training runs none.
+  void set_counting(bool on) const;
+  bool counting() const;
+  // What this point's rounding did while counting, since the last call (and forgets it):
   // values rounded,
   // overflows, underflows and NaN/Inf (num::RangeCounts), the largest amax seen, the range of
   // scales used (1 without scaling), and how many sites delayed scaling keeps.
@@ -99,6 +103,7 @@ class QuantPoint {
     uint64_t step_start = 0;  // calls_ when the step began
     uint64_t eval_start = 0;  // ... and when recording was last turned off
     bool recording = true;
+    bool counting = false;
     std::vector<num::AmaxHistory> sites;  // delayed scaling
     Stats stats;
   };

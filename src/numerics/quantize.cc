@@ -25,7 +25,7 @@ using namespace kernel;
 
 // The largest magnitude's bits, NaN (bits above Inf's) counted as 0: an integer max, which
 // vectorises where std::fmax's calls do not.
-TB_NUM_CLONES uint32_t amax_bits(const float* x, size_t n) {
+TB_INLINE uint32_t amax_bits_inline(const float* x, size_t n) {
   uint32_t m = 0;
   for (size_t i = 0; i < n; ++i) {
     const uint32_t a = as_bits(x[i]) & 0x7FFFFFFFu;
@@ -34,6 +34,7 @@ TB_NUM_CLONES uint32_t amax_bits(const float* x, size_t n) {
   }
   return m;
 }
+TB_NUM_CLONES uint32_t amax_bits(const float* x, size_t n) { return amax_bits_inline(x, n); }
 
 // Stochastic rounding's generator, keyed by the 64-bit index (seed, offset + i). Within a
 // stretch where the index's high word is constant the loops count in 32 bits, which keeps the
@@ -527,8 +528,9 @@ const BlockGrids& block_grids(const BlockFormat& f) {
 // NVFP4 (format.h) over rows of `row` elements; `in` starts on a tile's first row. A band of
 // `rows` rows at a time: the tiles' scales first, then each row scaled, rounded in one call and
 // scaled back.
-void nvfp4_serial(const BlockFormat& f, const float* in, float* out, size_t n, size_t row,
-                  float tensor_amax, Rounding r, uint64_t seed, uint64_t offset) {
+TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* out, size_t n,
+                                size_t row, float tensor_amax, Rounding r, uint64_t seed,
+                                uint64_t offset) {
   static const Grid elem = make_grid(mx_element("e2m1"), 0, true);
   static const Grid scale_grid = [] {
     FloatFormat e4m3 = mx_element("e4m3");
@@ -549,7 +551,7 @@ void nvfp4_serial(const BlockFormat& f, const float* in, float* out, size_t n, s
       const size_t c0 = t * block, len = std::min(block, row - c0);
       uint32_t amax = 0;  // NaN ignored, as fmaxf does
       for (size_t i = 0; i < rows; ++i)
-        amax = std::max(amax, amax_bits(in + b0 + i * row + c0, len));
+        amax = std::max(amax, amax_bits_inline(in + b0 + i * row + c0, len));
       const float sb =
           as_float(round_bits<Rounding::kNearestEven>(as_bits(as_float(amax) * k), scale_grid, 0));
       const float e = std::fmin(1.0f / (sb * s_dec), kFltMax);

@@ -15,6 +15,7 @@
 #include "emulation/numerics_workload.h"
 #include "numerics/mad.h"
 #include "numerics/quantize.h"
+#include "numerics/scaling.h"
 #include "runner/runner.h"
 #include "runner/threads.h"
 #include "spec/config.h"
@@ -93,14 +94,16 @@ int main(int argc, char** argv) {
     });
   };
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"bf16", "nearest-even"},       {"e4m3", "nearest-even"}, {"e5m2", "stochastic"},
-      {"mxfp8_e4m3", "nearest-even"}, {"bfp8", "nearest-even"}, {"fixed:w=8,f=4", "nearest-even"},
-      {"e5m2", "nearest-even"},       {"bf16", "stochastic"},   {"nvfp4", "nearest-even"},
-      {"nvfp4", "stochastic"},        {"nvfp4_2d", "nearest-even"},
-      {"mx:elem=e4m3,block=32,scale=rceil", "nearest-even"}};
-  // Scaled recipes, through a point as training applies them (a tensor in, a new one out).
+      {"bf16", "nearest-even"},     {"e4m3", "nearest-even"},
+      {"e5m2", "stochastic"},       {"mxfp8_e4m3", "nearest-even"},
+      {"bfp8", "nearest-even"},     {"fixed:w=8,f=4", "nearest-even"},
+      {"e5m2", "nearest-even"},     {"bf16", "stochastic"},
+      {"nvfp4", "nearest-even"},    {"nvfp4", "stochastic"},
+      {"nvfp4_2d", "nearest-even"}, {"mx:elem=e4m3,block=32,scale=rceil", "nearest-even"}};
+  // Scaled recipes: the work a point does for each (emulation/torch_quant.cc), into the same
+  // preallocated output as the formats above: the tensor's amax and the scaled rounding
+  // (current, delayed: one scale per tensor), or the per-tile amaxes and rounding (block).
   const std::vector<std::string> recipes = {"e4m3@current", "e4m3@delayed", "e4m3@block:1x128"};
-  const torch::Tensor xt = torch::from_blob(x.data(), {int64_t(n / 1024), 1024});
   std::vector<double> copy_times, copy_nt_times;
   std::map<std::string, std::vector<double>> qt;
   for (int r = 0; r < reps; ++r) {
@@ -121,10 +124,20 @@ int main(int argc, char** argv) {
       qt[f + "/" + rnd].push_back(seconds_since(t0));
     }
     for (const auto& text : recipes) {
-      const auto q = tb::emu::QuantPoint::parse(text);
-      q.begin_step();
+      const auto at = text.find('@');
+      auto fmt = tb::num::parse_format(text.substr(0, at));
+      fmt.fp.overflow = tb::num::Overflow::kSaturate;  // as scaled points round
+      const auto sc = tb::num::parse_scaling(text.substr(at + 1), fmt, text.substr(0, at));
+      tb::num::QuantOptions o;
+      o.threads = threads;
+      o.row = 1024;
       t0 = Clock::now();
-      const torch::Tensor out = q.apply(xt);
+      if (sc.kind == tb::num::Scaling::Kind::kBlock) {
+        tb::num::quantize_block_scaled(fmt, sc, x.data(), y.data(), n, 1024, o, nullptr);
+      } else {
+        o.scale = tb::num::current_scale(448, tb::num::tensor_amax(x.data(), n, threads), 0);
+        tb::num::quantize(fmt, x.data(), y.data(), n, o);
+      }
       qt[text].push_back(seconds_since(t0));
     }
   }

@@ -53,7 +53,10 @@ std::string QuantPoint::str() const {
 namespace {
 
 float amax_of(const torch::Tensor& contiguous_float) {
-  return num::tensor_amax(contiguous_float.data_ptr<float>(), size_t(contiguous_float.numel()));
+  const int64_t n = contiguous_float.numel();
+  // Split over LibTorch's threads only where quantize_into splits too (a million elements).
+  const int threads = n >= (int64_t(1) << 20) ? at::get_num_threads() : 1;
+  return num::tensor_amax(contiguous_float.data_ptr<float>(), size_t(n), threads);
 }
 
 }  // namespace
@@ -238,10 +241,18 @@ torch::Tensor QuantPoint::apply(const torch::Tensor& x) const {
       return y.to(x.scalar_type());
     }
   }
+  const bool count =
+      (format_->kind != num::Format::Kind::kBlock || scaling_.enabled()) && counting();
+  if (!count && format_->kind == num::Format::Kind::kFloat) {
+    // One pass: the scale applied inside the quantizer (the same float32 products).
+    num::QuantOptions so = o;
+    so.scale = scale;
+    return quantize_tensor(xf, *format_, so).to(x.scalar_type());
+  }
   const torch::Tensor in = scale == 1.0f ? xf : xf * scale;
   torch::Tensor y = quantize_tensor(in, *format_, o);
   // Training's rounding only: an evaluation's is not what the recipe did to the step.
-  if ((format_->kind != num::Format::Kind::kBlock || scaling_.enabled()) && counting()) {
+  if (count) {
     if (!scaling_.enabled()) amax = amax_of(xf);
     note(in, y, amax, scale);
   }

@@ -544,17 +544,21 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
   const float k = s_enc * (1.0f / 6.0f);
   const size_t block = size_t(f.block), band = size_t(f.rows) * row;
   const size_t tiles = (row + block - 1) / block;
-  std::vector<float> enc(row), dec(row), buf(row);
+  // Per thread, reused: a call may be one 4096-element tile of a streamed array.
+  thread_local std::vector<float> enc, dec, buf;
+  if (enc.size() < row) enc.resize(row), dec.resize(row), buf.resize(row);
   for (size_t b0 = 0; b0 < n; b0 += band) {
     const size_t rows = (std::min(band, n - b0) + row - 1) / row;
     for (size_t t = 0; t < tiles; ++t) {
       const size_t c0 = t * block, len = std::min(block, row - c0);
       uint32_t amax = 0;  // NaN ignored, as fmaxf does
       for (size_t i = 0; i < rows; ++i)
-        amax = std::max(amax, amax_bits_inline(in + b0 + i * row + c0, len));
+        amax = std::max(amax, len == 16 ? amax_bits_inline(in + b0 + i * row + c0, 16)
+                                        : amax_bits_inline(in + b0 + i * row + c0, len));
       const float sb =
           as_float(round_bits<Rounding::kNearestEven>(as_bits(as_float(amax) * k), scale_grid, 0));
-      const float e = std::fmin(1.0f / (sb * s_dec), kFltMax);
+      const float e0 = 1.0f / (sb * s_dec);
+      const float e = !(e0 <= kFltMax) ? kFltMax : e0;  // fminf's result, without its call
       for (size_t j = 0; j < len; ++j) {
         enc[c0 + j] = e;
         dec[c0 + j] = sb;
@@ -572,8 +576,20 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
 void quantize_serial(const Format& f, const float* in, float* out, size_t n, const QuantOptions& o,
                      uint64_t offset) {
   switch (f.kind) {
-    case Format::Kind::kFloat:
-      return run_grid(in, out, n, make_grid(f.fp, 0, false), o.rounding, o.seed, offset);
+    case Format::Kind::kFloat: {
+      const Grid g = make_grid(f.fp, 0, false);
+      if (o.scale == 1.0f) return run_grid(in, out, n, g, o.rounding, o.seed, offset);
+      // Scaled (a recipe's per-tensor scale): tiles that stay in L1 across the three loops.
+      const float inv = 1.0f / o.scale;
+      alignas(64) float buf[4096];
+      for (size_t i = 0; i < n; i += 4096) {
+        const size_t len = std::min<size_t>(4096, n - i);
+        for (size_t j = 0; j < len; ++j) buf[j] = in[i + j] * o.scale;
+        run_grid(buf, buf, len, g, o.rounding, o.seed, offset + i);
+        for (size_t j = 0; j < len; ++j) out[i + j] = buf[j] * inv;
+      }
+      return;
+    }
     case Format::Kind::kFixed: {
       int64_t kmin, kmax;
       fixed_range(f.fx, &kmin, &kmax);
@@ -744,7 +760,20 @@ void copy_nontemporal(const float* in, float* out, size_t n) {
 #endif
 }
 
-float tensor_amax(const float* x, size_t n) { return as_float(amax_bits(x, n)); }
+float tensor_amax(const float* x, size_t n, int threads) {
+  threads = int(std::min<size_t>(size_t(std::max(threads, 1)), n / 65536 + 1));
+  if (threads <= 1) return as_float(amax_bits(x, n));
+  std::vector<uint32_t> part(size_t(threads), 0);
+  std::vector<std::thread> pool;
+  const size_t per = (n + size_t(threads) - 1) / size_t(threads);
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      const size_t b = std::min(n, size_t(t) * per), e = std::min(n, b + per);
+      part[size_t(t)] = amax_bits(x + b, e - b);
+    });
+  for (auto& th : pool) th.join();
+  return as_float(*std::max_element(part.begin(), part.end()));
+}
 
 void quantize(const Format& f, const float* in, float* out, size_t n, const QuantOptions& given) {
   if (f.kind == Format::Kind::kFloat) validate(f.fp);

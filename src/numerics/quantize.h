@@ -23,6 +23,9 @@ struct QuantOptions {
   // NVFP4: the whole tensor's largest magnitude (NaN ignored), for its float32 scale. < 0: the
   // largest in this call. Callers splitting a tensor into several calls pass it.
   float tensor_amax = -1;
+  // Float formats: each value is multiplied by `scale` before rounding and the result by
+  // 1 / scale (both in float32): a scaling recipe's per-tensor scale (numerics/scaling.h).
+  float scale = 1;
   int threads = 1;  // <= 0: std::thread::hardware_concurrency()
   // Outputs of more elements than this that do not overlap the input are written with
   // non-temporal stores, past the caches (same results). 0: the last-level cache's size.
@@ -51,8 +54,9 @@ float decode(const FixedFormat& f, uint32_t code);
 // scales are not powers of two).
 int block_exponent(const BlockFormat& f, const float* x, size_t n);
 
-// The largest magnitude of x[0, n), NaN ignored (fmax), Inf kept.
-float tensor_amax(const float* x, size_t n);
+// The largest magnitude of x[0, n), NaN ignored (fmax), Inf kept; on up to `threads` threads
+// for large arrays.
+float tensor_amax(const float* x, size_t n, int threads = 1);
 
 // Counter-based random bits used by stochastic rounding (exposed for tests).
 uint32_t random_bits(uint64_t seed, uint64_t index);

@@ -219,11 +219,17 @@ void quantize_block_scaled(const Format& f, const Scaling& s, const float* in, f
     }
     for (size_t i = 0; i < band; ++i) {
       const size_t at = (r0 + i) * row;
-      for (size_t j = 0; j < row; ++j) scaled[j] = in[at + j] * scale[j / bc];
+      for (size_t b = 0; b < scale.size(); ++b) {
+        const float sc = scale[b];
+        for (size_t j = b * bc; j < (b + 1) * bc; ++j) scaled[j] = in[at + j] * sc;
+      }
       part.offset = o.offset + at;
       quantize(f, scaled.data(), q.data(), row, part);
       if (counts) *counts += count_range(scaled.data(), q.data(), row, overflow_threshold(f));
-      for (size_t j = 0; j < row; ++j) out[at + j] = q[j] * (1.0f / scale[j / bc]);
+      for (size_t b = 0; b < scale.size(); ++b) {
+        const float inv = 1.0f / scale[b];
+        for (size_t j = b * bc; j < (b + 1) * bc; ++j) out[at + j] = q[j] * inv;
+      }
     }
   }
 }

@@ -62,6 +62,16 @@ TEST(Hadamard, LinearGradientsAreLinearsWithoutRounding) {
   EXPECT_FALSE(torch::equal(with[2], other_seed[2]));
   EXPECT_LT((with[2] - want[2]).abs().max().item<float>(),
             0.5f * want[2].abs().max().item<float>());
+  // A [batch, tokens, features] input without a bias: rows are batch x tokens.
+  {
+    torch::Tensor x = torch::randn({4, 8, 32}).requires_grad_(), w = w0.clone().requires_grad_();
+    tb::emu::rht_linear(x, w, torch::Tensor(), p, -1).pow(2).sum().backward();
+    torch::Tensor x2 = x.detach().clone().requires_grad_(), w2 = w0.clone().requires_grad_();
+    torch::nn::functional::linear(x2, w2).pow(2).sum().backward();
+    EXPECT_EQ(x.grad().sizes(), x.sizes());
+    EXPECT_TRUE(torch::allclose(x.grad(), x2.grad(), 1e-5, 1e-5));
+    EXPECT_TRUE(torch::allclose(w.grad(), w2.grad(), 1e-4, 1e-4));
+  }
   EXPECT_THROW(tb::num::parse_numerics("rht:12"), tb::UsageError);
   EXPECT_THROW(tb::num::parse_numerics("rht:16:x"), tb::UsageError);
   EXPECT_THROW(tb::num::parse_numerics("rht.0:16"), tb::UsageError);

@@ -114,6 +114,7 @@ TEST(NumericsScaling, CurrentAndBlockScalesFollowTheirDefinitions) {
   EXPECT_EQ(tb::num::current_scale(448.0f, 3.0f, 2), 448.0f / 3.0f / 4.0f);
   EXPECT_EQ(tb::num::current_scale(448.0f, 0.0f, 0), 1.0f);
   EXPECT_EQ(tb::num::current_scale(448.0f, INFINITY, 0), 1.0f);
+  EXPECT_EQ(tb::num::current_scale(448.0f, 1e-45f, 0), kFltMax);
   EXPECT_EQ(tb::num::block_scale(448.0f, 3.0f, false), 448.0f / 3.0f);
   EXPECT_EQ(tb::num::block_scale(448.0f, 3.0f, true), 128.0f);  // 149.3 rounded down
   EXPECT_EQ(tb::num::block_scale(448.0f, 1e-45f, false), kFltMax);
@@ -315,6 +316,21 @@ TEST(NumericsScaling, Nvfp4MatchesTransformerEngine) {
       for (size_t i = 0; i < x.size(); ++i) bad += !same(y[i], want[i]);
       EXPECT_EQ(bad, 0) << name << " threads " << threads;
     }
+  }
+  // A call that ends inside a row (n not a multiple of the row): the short row's tiles end
+  // with it, as a tensor of that many values would round them.
+  {
+    const size_t m = 3 * cols + 20;
+    const std::vector<float> part(x.begin(), x.begin() + long(m));
+    QuantOptions o;
+    o.row = cols;
+    const auto y = tb::num::quantize(parse_format("nvfp4"), part, o);
+    std::vector<float> padded(part);
+    padded.resize(4 * cols, 0.0f);  // zeros change no tile's amax
+    const auto want = reference_nvfp4(padded, cols, 1);
+    int bad = 0;
+    for (size_t i = 0; i < m; ++i) bad += !same(y[i], want[i]);
+    EXPECT_EQ(bad, 0);
   }
   // A zero tensor stays zero; the tensor scale is then 1.
   const std::vector<float> z(64, 0.0f);

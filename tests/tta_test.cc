@@ -128,6 +128,37 @@ TEST(EmulationStore, MergeCarriesVariantsOverOnce) {
   std::remove(merged.c_str());
 }
 
+// What rounding did, per point and evaluation, survives JSON text, an Inf amax (an overflowed
+// tensor, which JSON writes as null) included.
+TEST(EmulationStore, ScalingSamplesRoundTripThroughJsonWithAnInfAmax) {
+  tb::emu::ScalingSample a;
+  a.point = "e.1";
+  a.iteration = 25;
+  a.amax = INFINITY;
+  a.scale_min = 0.5;
+  a.scale_max = 4096;
+  a.sites = 3;
+  a.values = 1000;
+  a.overflow = 7;
+  a.underflow = 9;
+  a.nonfinite = 2;
+  const auto back = tb::scaling_from_json(json::parse(tb::to_json(std::vector{a}).dump()));
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].point, "e.1");
+  EXPECT_EQ(back[0].iteration, 25);
+  EXPECT_TRUE(std::isinf(back[0].amax));
+  EXPECT_EQ(back[0].scale_max, 4096);
+  EXPECT_EQ(back[0].sites, 3);
+  EXPECT_EQ(back[0].values, 1000u);
+  EXPECT_EQ(back[0].overflow, 7u);
+  EXPECT_EQ(back[0].underflow, 9u);
+  EXPECT_EQ(back[0].nonfinite, 2u);
+  // Summed over runs per point.
+  const auto sum = tb::emu::summarize_scaling({{a}, {a}});
+  ASSERT_EQ(sum.size(), 1u);
+  EXPECT_EQ(sum[0].values, 2000u);
+}
+
 TEST(EmulationStore, AStoreFromBeforeEmulationTablesStillOpens) {
   const std::string path = temp_store("old");
   {

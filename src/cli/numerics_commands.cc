@@ -157,8 +157,10 @@ Command add_quantize(CLI::App& app) {
               std::cout << fmt::format("block {}: E8M0 scale {}\n", i0 / b,
                                        e == 255 ? std::string("NaN (0xff)")
                                                 : fmt::format("2^{} (0x{:02x})", e - 127, e));
-            else
+            else if (f.blk.kind == num::BlockFormat::Kind::kBfp)
               std::cout << fmt::format("block {}: shared exponent {}\n", i0 / b, e);
+            else  // NVFP4: an E4M3 block scale under a float32 tensor scale
+              std::cout << fmt::format("block {}\n", i0 / b);
             for (size_t i = i0; i < i0 + len; ++i)
               std::cout << fmt::format("  {:>16} -> {:<16} {}\n", value(xs[i], &shortened),
                                        value(qs[i], &shortened), relative_error(xs[i], qs[i]));

@@ -30,10 +30,10 @@ struct RhtLinear : public torch::autograd::Function<RhtLinear> {
                                torch::Tensor w, torch::Tensor b, const Policy* p, int64_t layer) {
     ctx->saved_data["policy"] = reinterpret_cast<int64_t>(p);
     ctx->saved_data["layer"] = layer;
-    ctx->saved_data["bias"] = b.defined();
+    ctx->saved_data["bias"] = b.numel() > 0;
     ctx->save_for_backward({x, w});
     const torch::Tensor xq = p->at(1, int(layer)).apply(x);
-    return torch::nn::functional::linear(xq, w, b.defined() ? b : torch::Tensor());
+    return torch::nn::functional::linear(xq, w, b.numel() > 0 ? b : torch::Tensor());
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
@@ -62,7 +62,8 @@ struct RhtLinear : public torch::autograd::Function<RhtLinear> {
 
 torch::Tensor rht_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                          const Policy& p, int layer) {
-  return RhtLinear::apply(x, w, b.defined() ? b : torch::Tensor(), &p, int64_t(layer));
+  // No bias travels as an empty tensor: autograd functions take no undefined inputs.
+  return RhtLinear::apply(x, w, b.defined() ? b : torch::empty({0}), &p, int64_t(layer));
 }
 
 }  // namespace tb::emu

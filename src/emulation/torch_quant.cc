@@ -214,8 +214,10 @@ torch::Tensor QuantPoint::apply(const torch::Tensor& x) const {
       amax = amax_of(xf);
       std::lock_guard<std::mutex> lock(state_->mu);
       const bool rec = state_->recording;
-      const size_t site = size_t(call - (rec ? state_->step_start : state_->eval_start));
-      if (rec)
+      const uint64_t start = rec ? state_->step_start : state_->eval_start;
+      // A call before its step's start (a stream moved back) has no site.
+      const size_t site = call >= start ? size_t(call - start) : ~size_t(0);
+      if (rec && site != ~size_t(0))
         while (state_->sites.size() <= site) state_->sites.emplace_back(scaling_.history);
       if (site < state_->sites.size()) {
         num::AmaxHistory& h = state_->sites[site];
@@ -282,9 +284,12 @@ bool QuantPoint::round_unscale_(torch::Tensor& g, double scale) const {
                      format_->blk.kind == num::BlockFormat::Kind::kNvfp4;
   if (ext_ || scaling_.enabled() || nvfp4 || g.scalar_type() != torch::kFloat ||
       !g.device().is_cpu() || !g.is_contiguous()) {
+    // A scaled point saturates: an overflowed gradient must be seen before it is clipped, or
+    // dynamic loss scaling would never back off.
+    const bool finite_in = !scaling_.enabled() || torch::isfinite(g).all().item<bool>();
     apply_(g);
     if (scale != 1) g.div_(scale);
-    return torch::isfinite(g).all().item<bool>();
+    return finite_in && torch::isfinite(g).all().item<bool>();
   }
   RECORD_FUNCTION(enabled() ? "tb::quantize_" : "tb::unscale_", std::vector<c10::IValue>({g}));
   const int64_t n = g.numel();

@@ -72,9 +72,11 @@ class QuantPoint {
   std::string str() const;
   // A fresh stochastic stream for one run, mixed with the point's own seed (parse's
   // `seed`, i.e. `--quant-seed`): a run seeded the same way draws the same bits.
+  // A new run also starts its scaling state afresh (no sites, no counts).
   void reseed(uint64_t run_stream) {
     seed_ = base_seed_ * 0x9E3779B97F4A7C15ull + run_stream;
     calls_ = 0;
+    state_ = std::make_unique<State>();
   }
   // Where the stochastic stream stands (calls so far), and moving it there: a recomputed
   // forward pass replays the rounding of its first run (model/activation_point.h).

@@ -549,12 +549,18 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
   if (enc.size() < row) enc.resize(row), dec.resize(row), buf.resize(row);
   for (size_t b0 = 0; b0 < n; b0 += band) {
     const size_t rows = (std::min(band, n - b0) + row - 1) / row;
+    // A call's last row may be short (n not a multiple of row): its tiles end with it.
+    auto row_len = [&](size_t i) { return std::min(row, n - (b0 + i * row)); };
     for (size_t t = 0; t < tiles; ++t) {
       const size_t c0 = t * block, len = std::min(block, row - c0);
       uint32_t amax = 0;  // NaN ignored, as fmaxf does
-      for (size_t i = 0; i < rows; ++i)
-        amax = std::max(amax, len == 16 ? amax_bits_inline(in + b0 + i * row + c0, 16)
-                                        : amax_bits_inline(in + b0 + i * row + c0, len));
+      for (size_t i = 0; i < rows; ++i) {
+        const size_t rl = row_len(i);
+        if (c0 >= rl) continue;
+        const size_t l = std::min(len, rl - c0);
+        amax = std::max(amax, l == 16 ? amax_bits_inline(in + b0 + i * row + c0, 16)
+                                      : amax_bits_inline(in + b0 + i * row + c0, l));
+      }
       const float sb =
           as_float(round_bits<Rounding::kNearestEven>(as_bits(as_float(amax) * k), scale_grid, 0));
       const float e0 = 1.0f / (sb * s_dec);
@@ -565,10 +571,10 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
       }
     }
     for (size_t i = 0; i < rows; ++i) {
-      const size_t at = b0 + i * row;
-      for (size_t j = 0; j < row; ++j) buf[j] = in[at + j] * enc[j];
-      run_grid(buf.data(), buf.data(), row, elem, r, seed, offset + at);
-      for (size_t j = 0; j < row; ++j) out[at + j] = buf[j] * dec[j] * s_dec;
+      const size_t at = b0 + i * row, rl = row_len(i);
+      for (size_t j = 0; j < rl; ++j) buf[j] = in[at + j] * enc[j];
+      run_grid(buf.data(), buf.data(), rl, elem, r, seed, offset + at);
+      for (size_t j = 0; j < rl; ++j) out[at + j] = buf[j] * dec[j] * s_dec;
     }
   }
 }

@@ -114,7 +114,7 @@ float current_scale(float max, float amax, int margin) {
   if (!(amax > 0) || !std::isfinite(amax)) return 1;
   // Transformer Engine's order: (max / amax) / 2^margin.
   const float scale = max / amax / std::ldexp(1.0f, margin);
-  return std::isfinite(scale) ? scale : 1.0f;
+  return std::isinf(scale) ? kFltMax : scale;  // a tiny amax: the largest scale there is
 }
 
 float block_scale(float max, float amax, bool pow2) {
@@ -203,6 +203,9 @@ void quantize_block_scaled(const Format& f, const Scaling& s, const float* in, f
     throw UsageError("scaling 'block:" + std::to_string(br) + "x" + std::to_string(bc) +
                      "': " + std::to_string(bc) + " columns do not divide the tensor's rows of " +
                      std::to_string(row));
+  if (n % row != 0)
+    throw UsageError("scaling 'block:" + std::to_string(br) + "x" + std::to_string(bc) + "': " +
+                     std::to_string(n) + " values are not whole rows of " + std::to_string(row));
   const float max = scaling_max(f);
   const size_t rows = n / row;
   std::vector<float> scale(row / bc), scaled(row), q(row);

@@ -5,9 +5,11 @@
 // All arithmetic is float32 in the order the sources give, so scales are bit-identical to
 // theirs (tests/numerics/scaling_test.cc checks each against a reference written from them):
 //  - current: scale = max / amax / 2^M (Float8CurrentScaling); 1 where amax is 0 or not
-//    finite, or the scale is not finite.
+//    finite, FLT_MAX where the quotient overflows.
 //  - delayed: DelayedScaling's amax_and_scale_update (Transformer Engine 2.x,
-//    common/recipe/delayed_scaling.cu, the bulk kernel PyTorch uses): see AmaxHistory.
+//    common/recipe/delayed_scaling.cu, the bulk kernel after the amax reduction, which its
+//    PyTorch side uses; unlike the single-tensor kernel it does not roll a history whose new
+//    amax is 0): see AmaxHistory.
 //  - block: one scale per R x C tile, scale = max / amax (compute_scale_from_amax: 1 where amax
 //    is 0 or Inf, FLT_MAX where the quotient overflows), optionally rounded down to a power of
 //    two (Float8BlockScaling's power-of-two scales).

@@ -43,9 +43,14 @@ std::vector<emu::ScalingSample> scaling_from_json(const nlohmann::json& j) {
     emu::ScalingSample s;
     s.point = e.value("point", "");
     s.iteration = e.value("iteration", int64_t(0));
-    s.amax = e.value("amax", 0.0);
-    s.scale_min = e.value("scale_min", 1.0);
-    s.scale_max = e.value("scale_max", 1.0);
+    // JSON has no Inf: an Inf amax (an overflowed tensor) or scale is written as null.
+    auto real = [&](const char* key, double absent) {
+      if (!e.contains(key)) return absent;
+      return e.at(key).is_number() ? e.at(key).get<double>() : HUGE_VAL;
+    };
+    s.amax = real("amax", 0.0);
+    s.scale_min = real("scale_min", 1.0);
+    s.scale_max = real("scale_max", 1.0);
     s.sites = e.value("sites", int64_t(0));
     s.values = e.value("values", uint64_t(0));
     s.overflow = e.value("overflow", uint64_t(0));

@@ -786,9 +786,12 @@ std::vector<json> Store::emulations() {
   if (!has_table("emulation_variant")) return out;  // a store from before emulation results
   auto v = db_->prepare(
       "SELECT id, descriptor, platform_id, stack_id FROM emulation_variant ORDER BY id");
-  auto s = db_->prepare(
+  // A store from before the scaling column, opened read-only, has none.
+  const bool with_scaling = has_column("emulation_seed", "scaling");
+  auto s = db_->prepare(fmt::format(
       "SELECT seed, iterations, best_accuracy, skipped_steps, final_loss_scale, seconds, curve, "
-      "scaling FROM emulation_seed WHERE variant_id = ? ORDER BY seed");
+      "{} FROM emulation_seed WHERE variant_id = ? ORDER BY seed",
+      with_scaling ? "scaling" : "NULL"));
   while (v.step()) {
     json e = {{"variant", json::parse(v.text(1))},
               {"platform_id", v.integer(2)},

@@ -145,6 +145,8 @@ TEST(NumericsPolicy, ScaledPointsRoundTripAndBadScalingsNameTheItem) {
   EXPECT_EQ(parse_numerics(p.str()), p);
   EXPECT_EQ(p.compute_format(), "e4m3@current");
   EXPECT_EQ(parse_numerics("e4m3/stochastic@current").compute_format(), "e4m3@current");
+  // A recipe on a narrower point still reaches the simulator.
+  EXPECT_EQ(parse_numerics("w:bf16+a:e4m3@current+e:e5m2").compute_format(), "bf16@current");
   const auto r = parse_numerics("a:e4m3@delayed:16:recent:1+e:e5m2@block:1x32:pow2+w:nvfp4_2d");
   EXPECT_EQ(r.activations(), "e4m3@delayed:16:recent:1");
   EXPECT_EQ(parse_numerics(r.str()), r);

@@ -53,7 +53,11 @@ std::optional<IterationComparison> compare_iterations(const std::vector<double>&
   c.ratio_hi = c.ratio * std::exp(tq * sl);
   // n per side so that t(0.95) + t(0.80) <= 0.10 / cv * sqrt(n / 2), cv pooled over both.
   const double cv = std::sqrt((v.var / (v.mean * v.mean) + r.var / (r.mean * r.mean)) / 2);
-  c.seeds_for_10pct = 2;
+  // From just below the normal approximation 2 (z_0.95 + z_0.80)^2 (cv / 0.1)^2 upwards: the t
+  // quantiles only add seeds.
+  const double z = 1.6448536269514722 + 0.8416212335729143;
+  c.seeds_for_10pct =
+      int(std::clamp(std::floor(2 * z * z * (cv / 0.10) * (cv / 0.10)), 2.0, 100000.0));
   while (c.seeds_for_10pct < 100000) {
     const double n = c.seeds_for_10pct, dof = 2 * n - 2;
     if (t_quantile(0.95, dof) + t_quantile(0.80, dof) <=

@@ -6,7 +6,7 @@
 namespace tb {
 
 std::string compute_format(const emu::Policy& p) {
-  std::string widest;
+  std::string widest, scaling;
   double bits = 0;
   bool any = false;
   for (const emu::QuantPoint* q : {&p.weights, &p.activations, &p.errors}) {
@@ -17,14 +17,23 @@ std::string compute_format(const emu::Policy& p) {
       if (q->str().rfind("ext:", 0) != 0) {
         b = q->format().bits_per_element();
         name = q->format().display_name();
-        // Its scaling recipe too: simulate charges the recipe's passes.
-        if (q->scaling().enabled()) name += "@" + q->scaling().str();
       }
     }
-    if (b > bits) bits = b, widest = name;
+    // A scaling recipe comes along (the widest point's, else the first one's): simulate
+    // charges its passes.
+    const std::string suffix = q->enabled() && !q->is_extension() && q->scaling().enabled()
+                                   ? "@" + q->scaling().str()
+                                   : "";
+    if (b > bits) {
+      bits = b, widest = name;
+      if (!suffix.empty()) scaling = suffix;
+    } else if (scaling.empty()) {
+      scaling = suffix;
+    }
   }
   if (!any && p.mad) return p.mad->product.display_name();
-  return widest;
+  // fp32 points under a narrower scaled one: the accelerator still runs fp32.
+  return widest == "fp32" ? widest : widest + scaling;
 }
 
 nlohmann::json variant_descriptor(const emu::EmulationOptions& o, const emu::Policy& p) {

@@ -133,7 +133,7 @@ Rht parse_rht(const std::string& text) {
 
 std::string NumericsPolicy::compute_format() const {
   if (const std::string r = recipe(); !r.empty()) return r;
-  std::string widest;
+  std::string widest, scaling;
   double bits = 0;
   for (size_t i = 0; i < 3; ++i) {
     const std::string& p = points[i];
@@ -142,10 +142,17 @@ std::string NumericsPolicy::compute_format() const {
     const std::string base = p.substr(0, at);
     const std::string text = point_from_config(base.substr(0, base.rfind('/')));
     const double b = parse_format(text).bits_per_element();
-    // The scaling recipe comes along: simulate charges its passes.
-    if (b > bits) bits = b, widest = text + (at == std::string::npos ? "" : p.substr(at));
+    // A scaling recipe comes along (the widest point's, else the first one's): simulate
+    // charges its passes.
+    const std::string suffix = at == std::string::npos ? "" : p.substr(at);
+    if (b > bits) {
+      bits = b, widest = text;
+      if (!suffix.empty()) scaling = suffix;
+    } else if (scaling.empty()) {
+      scaling = suffix;
+    }
   }
-  return widest;
+  return widest + scaling;
 }
 
 std::string NumericsPolicy::str() const {

@@ -107,7 +107,12 @@ float scaling_max(const Format& f) {
 float overflow_threshold(const Format& f) {
   if (f.kind == Format::Kind::kFixed)
     return float(f.fx.max_value() + std::ldexp(0.5, -f.fx.frac_bits));
-  return float(f.fp.max_finite() + std::ldexp(1.0, f.fp.emax() - f.fp.man_bits - 1));
+  const double max = f.fp.max_finite();
+  const double tie = max + std::ldexp(1.0, f.fp.emax() - f.fp.man_bits - 1);
+  // The tie rounds to even: down to the max where its last mantissa bit is 0 (e4m3's 448), so
+  // only values past it overflow; up where it is 1 (e5m2's 57344).
+  const bool max_even = std::fmod(std::ldexp(max, f.fp.man_bits - f.fp.emax()), 2.0) == 0;
+  return max_even ? std::nextafter(float(tie), INFINITY) : float(tie);
 }
 
 float current_scale(float max, float amax, int margin) {

@@ -53,8 +53,9 @@ Scaling parse_scaling(const std::string& text, const Format& f, const std::strin
 // The largest finite value the scaled tensor is fitted to: the float format's max, or the fixed
 // format's.
 float scaling_max(const Format& f);
-// The smallest magnitude that rounds (to nearest) beyond the largest finite value: the largest
-// plus half its unit in the last place. What count_range calls an overflow.
+// The smallest magnitude that rounds (to nearest even) beyond the largest finite value: the
+// largest plus half its unit in the last place, or just above that where the tie rounds down
+// (e4m3's 464 gives 448). What count_range calls an overflow.
 float overflow_threshold(const Format& f);
 
 float current_scale(float max, float amax, int margin);

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 #include "base/errors.h"
+#include "numerics/round_bits.h"
 
 namespace tb::num {
 namespace {
@@ -166,28 +166,15 @@ RangeCounts& RangeCounts::operator+=(const RangeCounts& o) {
   return *this;
 }
 
-namespace {
-
-uint32_t bits_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
-}  // namespace
-
 RangeCounts count_range(const float* scaled, const float* q, size_t n, float threshold) {
   RangeCounts c;
   c.values = n;
   // On the bit patterns (magnitudes order as their bits): integer compares that vectorise.
-  const uint32_t thr = bits_of(threshold), inf = 0x7F800000u;
+  const uint32_t thr = kernel::as_bits(threshold), inf = 0x7F800000u;
   uint64_t over = 0, under = 0, bad = 0;
   for (size_t i = 0; i < n; ++i) {
-    uint32_t a, b;
-    std::memcpy(&a, scaled + i, 4);
-    std::memcpy(&b, q + i, 4);
-    a &= 0x7FFFFFFFu;
-    b &= 0x7FFFFFFFu;
+    const uint32_t a = kernel::as_bits(scaled[i]) & 0x7FFFFFFFu;
+    const uint32_t b = kernel::as_bits(q[i]) & 0x7FFFFFFFu;
     bad += a >= inf;
     over += (a < inf) & (a >= thr);
     under += (a != 0) & (b == 0);

@@ -73,7 +73,6 @@ class AmaxHistory {
   void record(float amax);  // this step's amax: the largest over its calls (NaN ignored)
   void end_step(float max, int margin, bool most_recent);
   float scale() const { return scale_; }
-  float pending() const { return h_[0]; }  // this step's amax so far
   // The amaxes held, oldest first: after end_step() the last H - 1 steps' (the next step's
   // own completes the window of H); steps that recorded nothing are not in it.
   std::vector<float> window() const;

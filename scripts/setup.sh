@@ -25,6 +25,7 @@ packages=(
   libtomlplusplus-dev libeigen3-dev sqlite3
   libcsv-dev  # the published throughputs' CSV (simulate --validate-published)
   zlib1g-dev dataset-fashion-mnist  # the emulation phase's real data (trainbench emulate)
+  dict-gcide  # the language task's English text (emulate --dataset gcide; GPL-2+)
   libgloo-dev  # Gloo's headers, which LibTorch's c10d ProcessGroupGloo.hpp includes
   libblas3  # the reference BLAS: only so the test that detects a slow BLAS can load it
 )

@@ -150,6 +150,37 @@ TEST(NumericsScaling, ScaledE4M3KeepsWhatUnscaledE4M3Loses) {
   EXPECT_GT(std::fabs(plain.back() - x.back()), x.back() / 2);
 }
 
+// A per-tensor scale is applied in the rounding pass itself where the grid has a shortcut: the
+// result is still the scaled value rounded and scaled back, in float32, with stochastic
+// rounding drawing the same bits for the same element.
+TEST(NumericsScaling, ScaledRoundingIsTheScaledValueRoundedAndScaledBack) {
+  std::mt19937 gen(5);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<float> x(10000);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = n(gen) * std::exp2(float(int(i % 40) - 30));
+  x[7] = std::numeric_limits<float>::infinity();
+  x[8] = std::numeric_limits<float>::quiet_NaN();
+  x[9] = -0.0f;
+  for (const char* name : {"e4m3", "e5m2", "bf16", "fp:e=4,m=3,special=fn,overflow=sat"})
+    for (auto r : {tb::num::Rounding::kNearestEven, tb::num::Rounding::kStochastic})
+      for (float scale : {1024.0f, 3.0e-3f, 448.0f / 7.25f}) {
+        const Format f = parse_format(name);
+        QuantOptions o;
+        o.rounding = r;
+        o.seed = 77;
+        o.offset = 4093;
+        o.scale = scale;
+        const auto y = tb::num::quantize(f, x, o);
+        std::vector<float> scaled(x.size());
+        for (size_t i = 0; i < x.size(); ++i) scaled[i] = x[i] * scale;
+        o.scale = 1;
+        const auto q = tb::num::quantize(f, scaled, o);
+        int bad = 0;
+        for (size_t i = 0; i < x.size(); ++i) bad += !same(y[i], q[i] * (1.0f / scale));
+        EXPECT_EQ(bad, 0) << name << " rounding " << int(r) << " scale " << scale;
+      }
+}
+
 TEST(NumericsScaling, BlockScalingMatchesItsDefinition) {
   std::mt19937 gen(9);
   std::normal_distribution<float> n(0.0f, 1.0f);
@@ -334,6 +365,28 @@ TEST(NumericsScaling, Nvfp4MatchesTransformerEngine) {
     int bad = 0;
     for (size_t i = 0; i < m; ++i) bad += !same(y[i], want[i]);
     EXPECT_EQ(bad, 0);
+  }
+  // Stochastic rounding: averaged over seeds, the values come far closer to the input than
+  // round-to-nearest does (which would fail this).
+  {
+    const std::vector<float> v(x.begin(), x.begin() + long(4 * cols));
+    const auto nearest = reference_nvfp4(v, cols, 1);
+    std::vector<double> sum(v.size(), 0.0);
+    const int seeds = 400;
+    for (int k = 0; k < seeds; ++k) {
+      QuantOptions o;
+      o.row = cols;
+      o.rounding = tb::num::Rounding::kStochastic;
+      o.seed = uint64_t(k);
+      const auto y = tb::num::quantize(parse_format("nvfp4"), v, o);
+      for (size_t i = 0; i < v.size(); ++i) sum[i] += y[i];
+    }
+    double err = 0, scale = 0;
+    for (size_t i = 0; i < v.size(); ++i) {
+      err += std::fabs(sum[i] / seeds - v[i]);
+      scale += std::fabs(v[i] - nearest[i]) + std::fabs(v[i]) * 0.01;
+    }
+    EXPECT_LT(err, 0.5 * scale);  // far closer than round-to-nearest's own error
   }
   // A zero tensor stays zero; the tensor scale is then 1.
   const std::vector<float> z(64, 0.0f);

@@ -292,6 +292,77 @@ TEST(Tta, ComputeFormatIsTheWidestGemmInput) {
   EXPECT_EQ(v["cost_config"], "fashion-mnist-mlp:batch=64");
 }
 
+// The language task's variants: a validation-loss target on a gpt config, stored with each
+// seed's best loss, compared with the fp32 variant of the same target only, and charted apart.
+TEST(Tta, LossTargetVariantsOfTheLanguageTask) {
+  const std::string path = temp_store("tta-loss");
+  const std::string config =
+      "gpt:layers=2,d_model=128,heads=4,kv_heads=4,ff=512,seq=64,vocab=256,batch=64,"
+      "optimizer=adamw";
+  const auto loss_seed = [](int64_t s, int64_t iterations) {
+    json r = seed(s, iterations);
+    r.erase("best_accuracy");
+    r["best_loss"] = 1.55;
+    r["curve"] = json::array({{100, 2.5}, {200, 1.8}, {300, 1.55}});
+    return r;
+  };
+  const auto loss_variant = [&](const std::string& format, const std::string& policy) {
+    json v = variant(format, policy);
+    v["model"] = v["cost_config"] = config;
+    v["dataset"] = "gcide";
+    v["metric"] = "loss";
+    v["target"] = 1.6;
+    return v;
+  };
+  {
+    auto store = Store::open(path);
+    const int64_t p = store->platform_id({{"host", "h"}}, "h", json());
+    const int64_t s = store->stack_id({{"blas", "x"}});
+    store->add_emulation(loss_variant("fp32", "fp32 lm"),
+                         {loss_seed(1, 200), loss_seed(2, 300), loss_seed(3, 400)}, p, s);
+    store->add_emulation(loss_variant("e4m3", "e4m3 lm"),
+                         {loss_seed(1, 300), loss_seed(2, 300), loss_seed(3, 300)}, p, s);
+    // A Fashion-MNIST variant in the same store: a baseline of its own.
+    store->add_emulation(variant("fp32", "fp32 mlp"), {seed(1, 100)}, p, s);
+  }
+  {
+    auto store = Store::open_read_only(path);
+    const auto e = store->emulations();
+    ASSERT_EQ(e.size(), 3u);
+    EXPECT_EQ(e[0]["seeds"][0], loss_seed(1, 200));  // best_loss, no best_accuracy
+    EXPECT_EQ(e[2]["seeds"][0], seed(1, 100));
+  }
+  const auto e = load_emulations({path});
+  const TtaResult r = time_to_accuracy(e, accel());
+  ASSERT_EQ(r.variants.size(), 3u);
+  EXPECT_TRUE(r.variants[0].baseline);
+  EXPECT_TRUE(r.variants[2].baseline);  // not compared with the language task's
+  EXPECT_EQ(r.variants[1].target_text(), "validation loss <= 1.6 (gcide)");
+  EXPECT_EQ(r.variants[2].target_text(), "test accuracy >= 0.85");
+  const double step32 = sim::simulate_step(accel(), step_cost(parse_config(config)), 4,
+                                           sim::resolve_format(accel(), "fp32"))
+                            .step_s;
+  EXPECT_DOUBLE_EQ(*r.variants[0].tta_s, 300 * step32);
+  const double step8 = r.variants[1].step_s;
+  EXPECT_LT(step8, step32);
+  EXPECT_NEAR(*r.variants[1].speedup, 300 * step32 / (300 * step8), 1e-12);
+  EXPECT_NE(format_tta(r).find("target validation loss <= 1.6 (gcide)"), std::string::npos);
+  EXPECT_EQ(to_json(r)["variants"][1]["metric"], "loss");
+  const std::string out = ::testing::TempDir() + "/tta-loss-" + std::to_string(getpid()) + ".html";
+  ReportOptions o;
+  o.tta_platform = "tpu-v2-board";
+  write_report({path}, out, o);
+  std::ifstream in(out);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string h = ss.str();
+  EXPECT_NE(h.find("\"tta_loss\""), std::string::npos);  // the loss chart's table
+  EXPECT_NE(h.find("Validation loss vs simulated training time"), std::string::npos);
+  EXPECT_NE(h.find("\"tta\""), std::string::npos);  // and the accuracy chart's
+  std::remove(out.c_str());
+  std::remove(path.c_str());
+}
+
 TEST(Tta, ReportSectionWithTableAndChart) {
   const std::string path = filled_store();
   const std::string out = ::testing::TempDir() + "/tta-" + std::to_string(getpid()) + ".html";

@@ -31,6 +31,11 @@ std::vector<StoredEmulation> load_emulations(const std::vector<std::string>& sto
   return out;
 }
 
+std::string TtaVariant::target_text() const {
+  if (metric == "loss") return fmt::format("validation loss <= {} ({})", target, dataset);
+  return fmt::format("test accuracy >= {}", target);
+}
+
 namespace {
 
 bool is_fp32_baseline(const nlohmann::json& v) {
@@ -56,6 +61,8 @@ TtaResult time_to_accuracy(const std::vector<StoredEmulation>& emulations,
     v.format = e.variant.value("format", "fp32");
     v.cost_config = e.variant.value("cost_config", "");
     v.target = e.variant.value("target", 0.0);
+    v.metric = e.variant.value("metric", "accuracy");
+    v.dataset = e.variant.value("dataset", "fashion-mnist");
     std::vector<emu::SeedRun> runs;
     std::vector<std::vector<emu::ScalingSample>> scaling;
     for (const auto& s : e.seeds) {
@@ -135,7 +142,8 @@ TtaResult time_to_accuracy(const std::vector<StoredEmulation>& emulations,
       const auto& v = r.variants[i];
       if (!is_fp32_baseline(v.source->variant)) continue;
       const bool taken = std::any_of(bases.begin(), bases.end(), [&](size_t b) {
-        return r.variants[b].model == v.model && r.variants[b].target == v.target;
+        return r.variants[b].model == v.model && r.variants[b].target == v.target &&
+               r.variants[b].metric == v.metric;
       });
       if (!taken) bases.push_back(i);
     }
@@ -144,7 +152,9 @@ TtaResult time_to_accuracy(const std::vector<StoredEmulation>& emulations,
     r.variants[b].baseline = true;
     const auto& base = r.variants[b];
     for (auto& v : r.variants) {
-      if (v.model != base.model || v.target != base.target || !v.tta_s || !base.tta_s) continue;
+      if (v.model != base.model || v.target != base.target || v.metric != base.metric ||
+          !v.tta_s || !base.tta_s)
+        continue;
       v.speedup = *base.tta_s / *v.tta_s;
       if (&v == &base) continue;
       v.vs_baseline = compare_iterations(v.iterations, base.iterations);
@@ -179,6 +189,8 @@ nlohmann::json to_json(const TtaResult& r) {
         {{"policy", v.policy},
          {"model", v.model},
          {"target", v.target},
+         {"metric", v.metric},
+         {"dataset", v.dataset},
          {"format", v.format},
          {"format_note", v.format_note},
          {"cost_config", v.cost_config},
@@ -220,7 +232,7 @@ std::string format_tta(const TtaResult& r) {
   for (size_t i = 0; i < r.variants.size(); ++i) {
     const auto& v = r.variants[i];
     o << fmt::format("\n{}. {}{}\n   model {}, target {}, format {}: step {}\n", i + 1, v.policy,
-                     v.baseline ? "  [baseline]" : "", v.model, v.target, v.format,
+                     v.baseline ? "  [baseline]" : "", v.model, v.target_text(), v.format,
                      v.unsupported.empty() ? fmt::format("{:.4g} ms", v.step_s * 1e3) : "-");
     if (!v.format_note.empty()) o << "   note: " << v.format_note << "\n";
     if (!v.unsupported.empty()) {

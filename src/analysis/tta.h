@@ -25,7 +25,12 @@ std::vector<StoredEmulation> load_emulations(const std::vector<std::string>& sto
 
 struct TtaVariant {
   std::string policy, model, format, cost_config;
+  // What the target is: a test accuracy reached from below (Fashion-MNIST), or a validation
+  // loss reached from above (metric "loss", the language task on `dataset`).
+  std::string metric = "accuracy", dataset = "fashion-mnist";
   double target = 0;
+  // "accuracy >= 0.86" or "loss <= 1.6 (gcide)"
+  std::string target_text() const;
   int seeds = 0, reached = 0;
   // Over the seeds that reached the target; meaningful only when all did (otherwise the
   // variant is "not reached" and carries no number).

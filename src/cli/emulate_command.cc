@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "emulation/descriptor.h"
 #include "emulation/emulate.h"
+#include "emulation/language_training.h"
 #include "emulation/numerics_workload.h"
 #include "jobs/sweep_runner.h"
 #include "numerics/policy.h"
@@ -30,18 +31,33 @@ Command add_emulate(CLI::App& app) {
   };
   auto a = std::make_shared<Args>();
   auto* sub = app.add_subcommand(
-      "emulate", "Train Fashion-MNIST in a proposed format/unit/operator: iterations to accuracy");
+      "emulate",
+      "Train Fashion-MNIST or a language model in a proposed format/unit/operator: iterations to "
+      "accuracy or loss");
   sub->add_option("--model", a->o.model,
                   "mlp (784-256-128-10) | cnn (two conv5x5 + linear) | an fc config with "
-                  "input=784,output=10 | a cnn config with image=28,output=10");
+                  "input=784,output=10 | a cnn config with image=28,output=10 | with --dataset "
+                  "gcide, a gpt config with vocab=256 (default " +
+                      std::string(emu::kLanguageModel) + ")");
+  sub->add_option("--dataset", a->o.dataset,
+                  "fashion-mnist | gcide (English text from Debian's dict-gcide, one token per "
+                  "byte: the language task)");
   sub->add_option("--target", a->o.target, "test accuracy to reach (DAWNBench rule)");
+  sub->add_option("--target-loss", a->o.target_loss,
+                  "the language task's validation loss to reach, nats per byte (default " +
+                      fmt::format("{}", emu::kLanguageTargetLoss) + " for the default model)");
   sub->add_option("--seeds", a->o.seeds, "runs, seeds first-seed, first-seed+1, ...");
   sub->add_option("--first-seed", a->o.first_seed, "seed of the first run");
   sub->add_option("--max-iters", a->o.max_iters, "budget per run, in iterations");
   sub->add_option("--eval-every", a->o.eval_every, "evaluate on the test set every K iterations");
-  sub->add_option("--eval-examples", a->o.eval_examples, "test images per evaluation (<= 10000)");
+  sub->add_option("--eval-examples", a->o.eval_examples,
+                  "test images per evaluation (<= 10000; default all), or held-out text windows "
+                  "(default " +
+                      std::to_string(emu::kLanguageEvalWindows) + ")");
   sub->add_option("--batch", a->o.batch, "mini-batch size");
-  sub->add_option("--lr", a->o.lr, "SGD learning rate (momentum 0.9)");
+  sub->add_option("--lr", a->o.lr,
+                  "learning rate: SGD's with momentum 0.9 (default 0.05), or AdamW's on the "
+                  "language task (default 0.003)");
   sub->add_option("--threads", a->o.threads, "threads (0: all cores)");
   sub->add_option("--all", a->all, "one format[/rounding] at every quantization point");
   sub->add_option("--weights", a->weights, "format[/rounding] of weights in forward");
@@ -83,7 +99,14 @@ Command add_emulate(CLI::App& app) {
       "      --store tta.db   # Transformer Engine's DelayedScaling (HYBRID)\n"
       "  trainbench emulate --model fc:layers=2,nodes=256,input=784,output=10 \\\n"
       "      --numerics 'w:nvfp4_2d+a:nvfp4+e:nvfp4/stochastic+g:nvfp4/stochastic+rht:16'\n"
-      "  trainbench emulate --unit mad:mul=e5m2,acc=fp16,width=4,order=lanes --eval-examples 2000");
+      "  trainbench emulate --unit mad:mul=e5m2,acc=fp16,width=4,order=lanes --eval-examples 2000\n"
+      "  trainbench emulate --dataset gcide --seeds 3 --store lm.db   # the language task, fp32\n"
+      "  trainbench emulate --dataset gcide --numerics 'w:e4m3@current+a:e4m3@current+"
+      "e:e5m2@current' \\\n"
+      "      --seeds 3 --store lm.db\n"
+      "  trainbench emulate --dataset gcide --model "
+      "gpt:layers=2,d_model=128,heads=4,kv_heads=4,ff=512,seq=64,vocab=256 \\\n"
+      "      --target-loss 0.1 --max-iters 6000 --eval-every 100 --seeds 1   # its fp32 curve");
   return {
       sub, [a, sub]() {
         // The emulated formats define their own subnormals; the runtime's flush-to-zero would
@@ -115,10 +138,14 @@ Command add_emulate(CLI::App& app) {
         }
         if (a->numerics.empty() || sub->count("--activation")) p.set_activation(a->activation);
         if (a->numerics.empty() || sub->count("--unit")) p.set_unit(a->unit);
-        const auto progress = [&](const emu::SeedRun& r, int64_t it, double acc) {
+        if (emu::is_text_corpus(a->o.dataset) && !sub->count("--model"))
+          a->o.model = emu::kLanguageModel;
+        const char* metric =
+            emu::is_text_corpus(a->o.dataset) ? "validation loss" : "test accuracy";
+        const auto progress = [&](const emu::SeedRun& r, int64_t it, double value) {
           if (!a->quiet)
-            std::cerr << fmt::format("seed {} iteration {}: test accuracy {:.4f}\n", r.seed, it,
-                                     acc);
+            std::cerr << fmt::format("seed {} iteration {}: {} {:.4f}\n", r.seed, it, metric,
+                                     value);
         };
         apply_threads(a->o.threads);
         const auto r = emu::emulate(a->o, p, progress);

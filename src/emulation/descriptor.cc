@@ -2,6 +2,7 @@
 
 #include "cost/fashion_mnist.h"
 #include "emulation/family_training.h"
+#include "emulation/language_training.h"
 
 namespace tb {
 
@@ -60,7 +61,8 @@ nlohmann::json variant_descriptor(const emu::EmulationOptions& o, const emu::Pol
   std::string unit;
   if (p.mad) unit = p.mad->str();
   if (p.ext_unit) unit = "ext:" + p.ext_unit->path();
-  return {{"model", o.model},
+  const bool text = emu::is_text_corpus(o.dataset);
+  nlohmann::json d = {{"model", o.model},
           {"batch", o.batch},
           {"lr", o.lr},
           {"momentum", o.momentum},
@@ -74,9 +76,17 @@ nlohmann::json variant_descriptor(const emu::EmulationOptions& o, const emu::Pol
           {"activation", p.activation},
           {"policy", p.str()},
           {"format", compute_format(p)},
-          {"cost_config", emu::is_family_model(o.model)
+          {"cost_config", text ? emu::language_model_config(o.model, o.batch).str()
+                          : emu::is_family_model(o.model)
                               ? emu::fashion_mnist_family_config(o.model, o.batch).str()
                               : cost::fashion_mnist_cost_config(o.model, o.batch)}};
+  // Only for the language task: Fashion-MNIST's descriptors keep their text (and identity).
+  if (text) {
+    d["dataset"] = o.dataset;
+    d["metric"] = "loss";
+    d["target"] = o.target_loss;
+  }
+  return d;
 }
 
 }  // namespace tb

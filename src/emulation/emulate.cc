@@ -1,11 +1,14 @@
 #include "emulation/emulate.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <numeric>
 
 #include "base/errors.h"
 #include "emulation/family_training.h"
 #include "emulation/fashion_mnist.h"
+#include "emulation/language_training.h"
 #include "emulation/to_target.h"
 #include "numerics/policy.h"
 
@@ -459,37 +462,71 @@ std::string Policy::str() const {
 
 EmulationResult emulate(const EmulationOptions& given, const Policy& p, const Progress& progress) {
   EmulationOptions o = given;
+  const bool text = is_text_corpus(o.dataset);
+  if (!text && o.dataset != "fashion-mnist")
+    throw UsageError("dataset '" + o.dataset + "' (expected fashion-mnist or gcide)");
   const bool family = is_family_model(o.model);
   if (!family && p.rht_size > 0)
     throw UsageError("rht:" + std::to_string(p.rht_size) +
-                     " applies to family models (--model fc:... or cnn:...), not to the built-in " +
+                     " applies to family models (--model fc:..., cnn:... or gpt:...), not to the "
+                     "built-in " +
                      o.model);
   if (!family && !p.layers.empty())
     throw UsageError(
-        "per-layer points apply to family models (--model fc:... or cnn:...), not "
+        "per-layer points apply to family models (--model fc:..., cnn:... or gpt:...), not "
         "to the built-in " +
         o.model);
-  if (family) {
-    o.model = fashion_mnist_family_config(o.model, o.batch).str();
-  } else if (o.model != "mlp" && o.model != "cnn") {
-    throw UsageError("model '" + o.model + "' (expected mlp, cnn, or an fc or cnn config)");
-  }
   if (o.batch < 1 || o.batch > 60000) throw UsageError("batch " + std::to_string(o.batch));
+  if (text) {
+    o.model = language_model_config(o.model, o.batch).str();
+    if (o.target_loss == 0 && o.model == language_model_config(kLanguageModel, o.batch).str())
+      o.target_loss = kLanguageTargetLoss;
+    if (o.target_loss == 0)
+      throw UsageError("model " + o.model +
+                       ": the language task needs --target-loss (a default is known for " +
+                       kLanguageModel + " only)");
+    if (o.lr == 0) o.lr = kLanguageLr;
+    if (o.eval_examples == 0) o.eval_examples = kLanguageEvalWindows;
+  } else {
+    if (o.target_loss != 0)
+      throw UsageError("target-loss applies to the language task (--dataset gcide); "
+                       "Fashion-MNIST's target is an accuracy (--target)");
+    if (family) {
+      o.model = fashion_mnist_family_config(o.model, o.batch).str();
+    } else if (o.model != "mlp" && o.model != "cnn") {
+      throw UsageError("model '" + o.model + "' (expected mlp, cnn, or an fc or cnn config)");
+    }
+    if (o.lr == 0) o.lr = 0.05;
+    if (o.eval_examples == 0) o.eval_examples = 10000;
+    if (o.eval_examples < 1 || o.eval_examples > 10000)
+      throw UsageError("eval-examples " + std::to_string(o.eval_examples) + " (1..10000)");
+    if (!(o.target > 0 && o.target <= 1)) throw UsageError("target accuracy must be in (0, 1]");
+  }
+  if (text && !(o.target_loss > 0 && std::isfinite(o.target_loss)))
+    throw UsageError(fmt::format("target-loss {} (a validation loss in nats per byte, > 0)",
+                                 o.target_loss));
+  if (text && (o.eval_examples < 1 || o.eval_examples > 100000))
+    throw UsageError("eval-examples " + std::to_string(o.eval_examples) +
+                     " (held-out windows, 1..100000)");
   if (o.eval_every < 1) throw UsageError("eval-every " + std::to_string(o.eval_every));
   if (o.max_iters < 1) throw UsageError("max-iters " + std::to_string(o.max_iters));
-  if (o.eval_examples < 1 || o.eval_examples > 10000)
-    throw UsageError("eval-examples " + std::to_string(o.eval_examples) + " (1..10000)");
-  if (!(o.target > 0 && o.target <= 1)) throw UsageError("target accuracy must be in (0, 1]");
   if (o.seeds < 1 || o.seeds > 1000) throw UsageError("seeds " + std::to_string(o.seeds));
   if (!(o.lr > 0)) throw UsageError("lr must be positive");
   num::parse_loss_scale(p.loss_scale);
-  const Dataset train = load_fashion_mnist("train"), test = load_fashion_mnist("test");
   EmulationResult r;
   r.options = o;
   r.policy = p.str();
-  for (int s = 0; s < o.seeds; ++s)
-    r.runs.push_back(family ? train_family(o, p, train, test, o.first_seed + uint64_t(s), progress)
-                            : train_one(o, p, train, test, o.first_seed + uint64_t(s), progress));
+  if (text) {
+    const TextCorpus corpus = load_text_corpus(o.dataset);
+    for (int s = 0; s < o.seeds; ++s)
+      r.runs.push_back(train_language(o, p, corpus, o.first_seed + uint64_t(s), progress));
+  } else {
+    const Dataset train = load_fashion_mnist("train"), test = load_fashion_mnist("test");
+    for (int s = 0; s < o.seeds; ++s)
+      r.runs.push_back(family
+                           ? train_family(o, p, train, test, o.first_seed + uint64_t(s), progress)
+                           : train_one(o, p, train, test, o.first_seed + uint64_t(s), progress));
+  }
   r.summary = summarize_seeds(r.runs);
   return r;
 }

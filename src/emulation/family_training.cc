@@ -18,28 +18,40 @@ torch::Tensor family_input(const Config& c, const torch::Tensor& images) {
 
 bool is_family_model(const std::string& model) { return model.find(':') != std::string::npos; }
 
+namespace {
+
+void need(const Config& c, const std::string& model, const std::string& task,
+          const std::string& key, const std::string& value) {
+  if (c.get(key) != value)
+    throw UsageError(fmt::format("model {}: {}={} ({} needs {}={})", model, key, c.get(key), task,
+                                 key, value));
+}
+
+}  // namespace
+
+void fit_for_emulation(Config& c, const std::string& model, const std::string& task,
+                       int64_t batch, const std::string& optimizer) {
+  need(c, model, task, "dtype", "fp32");
+  need(c, model, task, "device", "cpu");
+  need(c, model, task, "workers", "1");
+  need(c, model, task, "numerics", "fp32");
+  c.set("batch", std::to_string(batch));
+  c.set("optimizer", optimizer);
+}
+
 Config fashion_mnist_family_config(const std::string& model, int64_t batch) {
   Config c = parse_config(model);
-  auto need = [&](const std::string& key, const std::string& value) {
-    if (c.get(key) != value)
-      throw UsageError(fmt::format("model {}: {}={} (Fashion-MNIST needs {}={})", model, key,
-                                   c.get(key), key, value));
-  };
+  const std::string task = "Fashion-MNIST";
   if (c.family() == "fc") {
-    need("input", "784");
+    need(c, model, task, "input", "784");
   } else if (c.family() == "cnn") {
-    need("image", "28");
+    need(c, model, task, "image", "28");
   } else {
     throw UsageError("model " + model +
                      ": only the fc and cnn families train on Fashion-MNIST (or mlp, cnn)");
   }
-  need("output", "10");
-  need("dtype", "fp32");
-  need("device", "cpu");
-  need("workers", "1");
-  need("numerics", "fp32");
-  c.set("batch", std::to_string(batch));
-  c.set("optimizer", "momentum");
+  need(c, model, task, "output", "10");
+  fit_for_emulation(c, model, task, batch, "momentum");
   return c;
 }
 
@@ -53,7 +65,6 @@ SeedRun train_family(const EmulationOptions& o, const Policy& given, const Datas
   w->module().train();
   torch::optim::SGD opt(w->module().parameters(),
                         torch::optim::SGDOptions(o.lr).momentum(o.momentum));
-  auto* emulated = dynamic_cast<NumericsWorkload*>(w.get());
   Learner learner;
   learner.step = [&](const torch::Tensor& images, const torch::Tensor& labels) {
     const Batch b{{family_input(config, images)}, labels};
@@ -69,12 +80,7 @@ SeedRun train_family(const EmulationOptions& o, const Policy& given, const Datas
     w->module().train();
     return out;
   };
-  if (emulated) {
-    learner.skipped_steps = [&] { return emulated->skipped_steps(); };
-    learner.loss_scale = [&] { return emulated->loss_scale(); };
-    learner.scaling = [&](int64_t iteration) { return emulated->policy().take_scaling(iteration); };
-    learner.count = [&](bool on) { emulated->policy().set_counting(on); };
-  }
+  hook_rounding(learner, *w);
   return train_to_target(o, train, test, seed, learner, progress);
 }
 

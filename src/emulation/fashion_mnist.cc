@@ -1,28 +1,14 @@
 #include "emulation/fashion_mnist.h"
 
-#include <zlib.h>
-
 #include <vector>
 
 #include "base/errors.h"
+#include "emulation/gzip_file.h"
 
 namespace tb::emu {
 namespace {
 
-std::vector<uint8_t> gunzip(const std::string& path) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f)
-    throw UsageError("cannot open '" + path +
-                     "' (Fashion-MNIST: apt-get install dataset-fashion-mnist)");
-  std::vector<uint8_t> data;
-  uint8_t buf[1 << 16];
-  int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) data.insert(data.end(), buf, buf + n);
-  const bool failed = n < 0;
-  gzclose(f);
-  if (failed) throw UsageError("'" + path + "' is not a readable gzip file");
-  return data;
-}
+const char* kRemedy = "Fashion-MNIST: apt-get install dataset-fashion-mnist";
 
 uint32_t be32(const std::vector<uint8_t>& d, size_t at) {
   return uint32_t(d[at]) << 24 | uint32_t(d[at + 1]) << 16 | uint32_t(d[at + 2]) << 8 | d[at + 3];
@@ -34,8 +20,8 @@ Dataset load_fashion_mnist(const std::string& split, const std::string& dir) {
   if (split != "train" && split != "test")
     throw UsageError("Fashion-MNIST split '" + split + "' (expected train or test)");
   const std::string prefix = dir + "/" + (split == "train" ? "train" : "t10k");
-  const auto img = gunzip(prefix + "-images-idx3-ubyte.gz");
-  const auto lab = gunzip(prefix + "-labels-idx1-ubyte.gz");
+  const auto img = read_gzip(prefix + "-images-idx3-ubyte.gz", kRemedy);
+  const auto lab = read_gzip(prefix + "-labels-idx1-ubyte.gz", kRemedy);
   // IDX: magic 0x00000803 (ubyte, 3 dims) / 0x00000801, then big-endian sizes.
   if (img.size() < 16 || be32(img, 0) != 0x803 || lab.size() < 8 || be32(lab, 0) != 0x801)
     throw UsageError("'" + prefix + "-*-ubyte.gz' is not an IDX file");

@@ -281,6 +281,30 @@ struct GptNetImpl : nn::Module {
     for (int64_t i = 0; i < g.layers; ++i) layers->push_back(Block(g, recompute));
     final_norm = register_module("final_norm", Norm(g.d, g.rmsnorm));
     if (!g.tied) lm_head = register_module("lm_head", linear(g.d, g.vocab, false));
+    initialize();
+  }
+  // GPT-2's initialization, as Megatron-LM's init_method_std (0.02) and scaled init for the
+  // projections that write into the residual stream (0.02 / sqrt(2 layers)); zero biases.
+  // LibTorch's defaults (a token embedding of N(0, 1), tied to the output) start the loss near
+  // 15 nats instead of ln(vocab), which the language task's iterations would pay for.
+  void initialize() {
+    torch::NoGradGuard no_grad;
+    const double residual = 0.02 / std::sqrt(2.0 * double(g_.layers));
+    for (auto& item : named_parameters()) {
+      const std::string& name = item.key();
+      torch::Tensor& p = item.value();
+      const auto ends_with = [&](const std::string& tail) {
+        return name.size() >= tail.size() &&
+               name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+      };
+      if (p.dim() < 2) {
+        if (ends_with(".bias")) p.zero_();  // norms keep their unit weights
+      } else {
+        const bool writes_residual =
+            ends_with(".out.weight") || ends_with(".fc2.weight") || ends_with(".down.weight");
+        p.normal_(0, writes_residual ? residual : 0.02);
+      }
+    }
   }
   // tokens [B, s] -> logits [B, s, vocab] and the summed load-balancing loss (undefined when
   // dense).
@@ -342,6 +366,10 @@ class GptWorkload : public Workload {
     }
     if (aux.defined() && g_.aux_loss > 0) loss = loss + g_.aux_loss * aux;
     return loss;
+  }
+  // Every position's next-token logits, [B s, vocab] in fp32, to score held-out text with.
+  torch::Tensor logits(const Batch& b) override {
+    return net_->forward(b.inputs).first.reshape({-1, g_.vocab}).to(torch::kFloat32);
   }
   int64_t examples_per_step() const override { return g_.batch; }
   double units_per_step() const override { return double(g_.tokens()); }

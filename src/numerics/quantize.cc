@@ -8,6 +8,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 
 #if defined(__SSE2__)
@@ -56,11 +57,20 @@ TB_INLINE size_t same_high_word(uint64_t offset, size_t i, size_t n) {
   return size_t(std::min<uint64_t>(n - i, room));
 }
 
-// G: the grid's representation (round_on picks the kernel).
-template <Rounding R, typename G>
+// G: the grid's representation (round_on picks the kernel). Scaled: each value is multiplied
+// by `scale` before rounding and by `inv` after (a recipe's per-tensor scale), in the same pass.
+template <Rounding R, typename G, bool Scaled = false>
 TB_INLINE void float_loop(const float* in, float* out, size_t n, const G& grid, uint64_t seed,
-                          uint64_t offset) {
+                          uint64_t offset, float scale = 1, float inv = 1) {
   const G g = grid;
+  const auto pre = [scale](float v) {
+    if constexpr (Scaled) return v * scale;
+    return v;
+  };
+  const auto post = [inv](float v) {
+    if constexpr (Scaled) return v * inv;
+    return v;
+  };
   if constexpr (R == Rounding::kStochastic) {
     const SrKey key(seed);
     for (size_t i0 = 0; i0 < n;) {
@@ -69,11 +79,11 @@ TB_INLINE void float_loop(const float* in, float* out, size_t n, const G& grid, 
       const float* x = in + i0;
       float* y = out + i0;
       for (size_t i = 0; i < len; ++i)
-        y[i] = as_float(round_on<R>(as_bits(x[i]), g, key.bits(lo + uint32_t(i), hi)));
+        y[i] = post(as_float(round_on<R>(as_bits(pre(x[i])), g, key.bits(lo + uint32_t(i), hi))));
       i0 += len;
     }
   } else {
-    for (size_t i = 0; i < n; ++i) out[i] = as_float(round_on<R>(as_bits(in[i]), g, 0u));
+    for (size_t i = 0; i < n; ++i) out[i] = post(as_float(round_on<R>(as_bits(pre(in[i])), g, 0u)));
   }
 }
 
@@ -99,6 +109,14 @@ TB_NUM_CLONES void float_rne_fast(const float* in, float* out, size_t n, FastGri
 TB_NUM_CLONES void float_sr_fast(const float* in, float* out, size_t n, FastGrid g, uint64_t s,
                                  uint64_t o) {
   float_loop<Rounding::kStochastic>(in, out, n, g, s, o);
+}
+TB_NUM_CLONES void float_rne_fast_scaled(const float* in, float* out, size_t n, FastGrid g,
+                                         float scale, float inv) {
+  float_loop<Rounding::kNearestEven, FastGrid, true>(in, out, n, g, 0, 0, scale, inv);
+}
+TB_NUM_CLONES void float_sr_fast_scaled(const float* in, float* out, size_t n, FastGrid g,
+                                        uint64_t s, uint64_t o, float scale, float inv) {
+  float_loop<Rounding::kStochastic, FastGrid, true>(in, out, n, g, s, o, scale, inv);
 }
 TB_NUM_CLONES void float_rne_shift(const float* in, float* out, size_t n, ShiftGrid g) {
   float_loop<Rounding::kNearestEven>(in, out, n, g, 0, 0);
@@ -526,8 +544,11 @@ const BlockGrids& block_grids(const BlockFormat& f) {
 }
 
 // NVFP4 (format.h) over rows of `row` elements; `in` starts on a tile's first row. A band of
-// `rows` rows at a time: the tiles' scales first, then each row scaled, rounded in one call and
-// scaled back.
+// `rows` rows at a time: the tiles' amax and scales first (an integer max over 16 lanes, the
+// E4M3 scale by the FPU's rounding), then every row scaled, rounded and scaled back; in one
+// pass per row for round-to-nearest-even, through run_grid for the other modes. The
+// arithmetic and its order are Transformer Engine's (core_nvfp4.cuh); round_nearest_even_fast
+// is bit-identical to round_bits on these grids (fast_grid()).
 TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* out, size_t n,
                                 size_t row, float tensor_amax, Rounding r, uint64_t seed,
                                 uint64_t offset) {
@@ -537,7 +558,18 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
     e4m3.overflow = Overflow::kSaturate;  // Transformer Engine casts scales with satfinite
     return make_grid(e4m3, 0, true);
   }();
+  static const FastGrid elem_fast = [] {
+    FastGrid g{};
+    if (!fast_grid(elem, &g)) throw std::logic_error("e2m1 is not a fast grid");
+    return g;
+  }();
+  static const FastGrid scale_fast = [] {
+    FastGrid g{};
+    if (!fast_grid(scale_grid, &g)) throw std::logic_error("e4m3 is not a fast grid");
+    return g;
+  }();
   constexpr float kFltMax = std::numeric_limits<float>::max();
+  constexpr size_t kTile = 16;
   float s_enc = std::fmin(448.0f * 6.0f / tensor_amax, kFltMax);
   if (tensor_amax == 0 || s_enc == 0) s_enc = 1;
   const float s_dec = 1.0f / s_enc;
@@ -545,36 +577,56 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
   const size_t block = size_t(f.block), band = size_t(f.rows) * row;
   const size_t tiles = (row + block - 1) / block;
   // Per thread, reused: a call may be one 4096-element tile of a streamed array.
-  thread_local std::vector<float> enc, dec, buf;
+  thread_local std::vector<float> enc, dec, buf, tile_enc, tile_dec;
+  thread_local std::vector<uint32_t> tile_amax;
   if (enc.size() < row) enc.resize(row), dec.resize(row), buf.resize(row);
+  if (tile_enc.size() < tiles) tile_enc.resize(tiles), tile_dec.resize(tiles), tile_amax.resize(tiles);
   for (size_t b0 = 0; b0 < n; b0 += band) {
     const size_t rows = (std::min(band, n - b0) + row - 1) / row;
     // A call's last row may be short (n not a multiple of row): its tiles end with it.
     auto row_len = [&](size_t i) { return std::min(row, n - (b0 + i * row)); };
+    std::fill(tile_amax.begin(), tile_amax.begin() + long(tiles), 0u);
+    for (size_t i = 0; i < rows; ++i) {
+      const float* x = in + b0 + i * row;
+      const size_t rl = row_len(i);
+      size_t t = 0;
+      if (block == kTile)  // NaN ignored, as fmaxf does
+        for (; (t + 1) * kTile <= rl; ++t)
+          tile_amax[t] = std::max(tile_amax[t], amax_bits_inline(x + t * kTile, kTile));
+      for (; t * block < rl; ++t)
+        tile_amax[t] =
+            std::max(tile_amax[t], amax_bits_inline(x + t * block, std::min(block, rl - t * block)));
+    }
     for (size_t t = 0; t < tiles; ++t) {
-      const size_t c0 = t * block, len = std::min(block, row - c0);
-      uint32_t amax = 0;  // NaN ignored, as fmaxf does
-      for (size_t i = 0; i < rows; ++i) {
-        const size_t rl = row_len(i);
-        if (c0 >= rl) continue;
-        const size_t l = std::min(len, rl - c0);
-        amax = std::max(amax, l == 16 ? amax_bits_inline(in + b0 + i * row + c0, 16)
-                                      : amax_bits_inline(in + b0 + i * row + c0, l));
-      }
-      const float sb =
-          as_float(round_bits<Rounding::kNearestEven>(as_bits(as_float(amax) * k), scale_grid, 0));
+      const float sb = as_float(round_nearest_even_fast(as_bits(as_float(tile_amax[t]) * k), scale_fast));
       const float e0 = 1.0f / (sb * s_dec);
-      const float e = !(e0 <= kFltMax) ? kFltMax : e0;  // fminf's result, without its call
-      for (size_t j = 0; j < len; ++j) {
-        enc[c0 + j] = e;
-        dec[c0 + j] = sb;
-      }
+      tile_enc[t] = !(e0 <= kFltMax) ? kFltMax : e0;  // fminf's result, without its call
+      tile_dec[t] = sb;
     }
     for (size_t i = 0; i < rows; ++i) {
       const size_t at = b0 + i * row, rl = row_len(i);
-      for (size_t j = 0; j < rl; ++j) buf[j] = in[at + j] * enc[j];
+      const float* x = in + at;
+      float* y = out + at;
+      if (r == Rounding::kNearestEven && block == kTile) {
+        size_t t = 0;
+        for (; (t + 1) * kTile <= rl; ++t) {
+          const float e = tile_enc[t], d = tile_dec[t];
+          for (size_t j = t * kTile; j < (t + 1) * kTile; ++j)
+            y[j] = as_float(round_nearest_even_fast(as_bits(x[j] * e), elem_fast)) * d * s_dec;
+        }
+        for (size_t j = t * kTile; j < rl; ++j)
+          y[j] = as_float(round_nearest_even_fast(as_bits(x[j] * tile_enc[t]), elem_fast)) *
+                 tile_dec[t] * s_dec;
+        continue;
+      }
+      for (size_t t = 0; t * block < rl; ++t)
+        for (size_t j = t * block; j < std::min(rl, (t + 1) * block); ++j) {
+          enc[j] = tile_enc[t];
+          dec[j] = tile_dec[t];
+        }
+      for (size_t j = 0; j < rl; ++j) buf[j] = x[j] * enc[j];
       run_grid(buf.data(), buf.data(), rl, elem, r, seed, offset + at);
-      for (size_t j = 0; j < rl; ++j) out[at + j] = buf[j] * dec[j] * s_dec;
+      for (size_t j = 0; j < rl; ++j) y[j] = buf[j] * dec[j] * s_dec;
     }
   }
 }
@@ -585,8 +637,14 @@ void quantize_serial(const Format& f, const float* in, float* out, size_t n, con
     case Format::Kind::kFloat: {
       const Grid g = make_grid(f.fp, 0, false);
       if (o.scale == 1.0f) return run_grid(in, out, n, g, o.rounding, o.seed, offset);
-      // Scaled (a recipe's per-tensor scale): tiles that stay in L1 across the three loops.
+      // Scaled (a recipe's per-tensor scale): in one pass where the grid has a shortcut, else
+      // in tiles that stay in L1 across the three loops.
       const float inv = 1.0f / o.scale;
+      FastGrid fg;
+      if (fast_grid(g, &fg) && o.rounding == Rounding::kNearestEven)
+        return float_rne_fast_scaled(in, out, n, fg, o.scale, inv);
+      if (fast_grid(g, &fg) && o.rounding == Rounding::kStochastic)
+        return float_sr_fast_scaled(in, out, n, fg, o.seed, offset, o.scale, inv);
       alignas(64) float buf[4096];
       for (size_t i = 0; i < n; i += 4096) {
         const size_t len = std::min<size_t>(4096, n - i);

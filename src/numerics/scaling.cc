@@ -214,10 +214,19 @@ void quantize_block_scaled(const Format& f, const Scaling& s, const float* in, f
     }
     for (size_t i = 0; i < band; ++i) {
       const size_t at = (r0 + i) * row;
+      if (!counts) {  // each block scaled, rounded and scaled back in one pass
+        for (size_t b = 0; b < scale.size(); ++b) {
+          part.scale = scale[b];
+          part.offset = o.offset + at + b * bc;
+          quantize(f, in + at + b * bc, out + at + b * bc, bc, part);
+        }
+        continue;
+      }
       for (size_t b = 0; b < scale.size(); ++b) {
         const float sc = scale[b];
         for (size_t j = b * bc; j < (b + 1) * bc; ++j) scaled[j] = in[at + j] * sc;
       }
+      part.scale = 1;
       part.offset = o.offset + at;
       quantize(f, scaled.data(), q.data(), row, part);
       if (counts) *counts += count_range(scaled.data(), q.data(), row, overflow_threshold(f));

@@ -12,7 +12,8 @@ nlohmann::json to_json(const emu::SeedRun& r) {
   return {{"seed", r.seed},
           {"iterations_to_target", r.iterations ? nlohmann::json(*r.iterations) : nlohmann::json()},
           {"reached", bool(r.iterations)},
-          {"best_accuracy", r.best_accuracy},
+          {r.best_loss ? "best_loss" : "best_accuracy",
+           r.best_loss ? *r.best_loss : r.best_accuracy},
           {"skipped_steps", r.skipped_steps},
           {"final_loss_scale", r.final_loss_scale},
           {"seconds", r.seconds},
@@ -129,8 +130,11 @@ nlohmann::json emulation_fields(const emu::EmulationResult& r) {
     summary["median"] = s.median;
     summary["mlperf_mean"] = s.mlperf_mean ? nlohmann::json(*s.mlperf_mean) : nlohmann::json();
   }
+  const bool by_loss = r.options.target_loss > 0;
   return {{"model", r.options.model},
-          {"target_accuracy", r.options.target},
+          {"dataset", r.options.dataset},
+          {by_loss ? "target_loss" : "target_accuracy",
+           by_loss ? r.options.target_loss : r.options.target},
           {"eval_every", r.options.eval_every},
           {"eval_examples", r.options.eval_examples},
           {"max_iters", r.options.max_iters},

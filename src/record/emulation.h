@@ -15,13 +15,20 @@ namespace emu {
 struct EmulationOptions {
   std::string model = "mlp";  // mlp: 784-256-128-10; cnn: 2 x (conv5x5, act, pool) + linear
   int64_t batch = 64;
-  double lr = 0.05, momentum = 0.9;
+  // 0: the task's: SGD's 0.05 with momentum (Fashion-MNIST), AdamW's 0.001 (the language task)
+  double lr = 0, momentum = 0.9;
   // Every 25 iterations: at most 2% of the fp32 MLP's ~3000 iterations to the default target.
   int64_t eval_every = 25;
   int64_t max_iters = 10000;
-  int64_t eval_examples = 10000;  // first N test images
+  // The first N test images (0: all 10000), or N held-out windows of text (0: 64)
+  int64_t eval_examples = 0;
   // Near where the fp32 MLP's accuracy flattens (about 0.87 after 6000 iterations).
   double target = 0.86;  // test accuracy
+  // The data: fashion-mnist, or the text corpus gcide (emulation/text_corpus.h), whose runs
+  // end at a validation loss (nats per byte) at or below target_loss instead; 0: no loss
+  // target (accuracy).
+  std::string dataset = "fashion-mnist";
+  double target_loss = 0;
   int seeds = 5;
   uint64_t first_seed = 1;
   int threads = 0;  // 0: all cores; the caller applies it (runner/threads.h) before emulate()
@@ -42,7 +49,9 @@ struct SeedRun {
   uint64_t seed = 0;
   std::optional<int64_t> iterations;  // first evaluation at or above the target; none: never
   double best_accuracy = 0;
-  std::vector<std::pair<int64_t, double>> curve;  // (iteration, test accuracy)
+  std::optional<double> best_loss;  // with a loss target: the lowest finite validation loss
+  // (iteration, test accuracy), or validation loss with a loss target
+  std::vector<std::pair<int64_t, double>> curve;
   int64_t skipped_steps = 0;                      // dynamic loss scaling overflows
   double final_loss_scale = 1;
   double seconds = 0;

@@ -379,8 +379,9 @@ std::string render_report(const RunSet& runs, const Summary& s, const ChartSet& 
   if (sections.count("tta")) {
     h += "<h2 id=\"tta\">Time to accuracy on " + html_escape(sim.tta_platform) + "</h2>";
     section(h, cs, "tta");
-    h += "<p>Emulated iterations to the target accuracy times the simulated step time at the "
-         "variant's format; a variant whose seeds did not all reach the target has no number.</p>";
+    h += "<p>Emulated iterations to the target (a test accuracy on Fashion-MNIST, a validation "
+         "loss on the language task) times the simulated step time at the variant's format; a "
+         "variant whose seeds did not all reach the target has no number.</p>";
     h += sim.tta_html;
   }
   h += "<p style=\"font-size:12px;color:#666\">Charts: " + html_escape(vega_assets().versions) +

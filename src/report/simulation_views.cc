@@ -116,49 +116,57 @@ void add_published_chart(ChartSet& cs, const std::vector<sim::Validation>& vs) {
 }
 
 void add_tta_chart(ChartSet& cs, const TtaResult& r) {
-  json rows = json::array();
-  for (size_t i = 0; i < r.variants.size(); ++i) {
-    const auto& v = r.variants[i];
-    if (!v.source || !v.unsupported.empty()) continue;  // no step time to put it on
-    const std::string label = fmt::format("{}. {} ({})", i + 1, v.format, v.model);
-    for (const auto& s : v.source->seeds)
-      for (const auto& pt : s.at("curve"))
-        rows.push_back({{"variant", label},
-                        {"policy", v.policy},
-                        {"seed", s.at("seed")},
-                        {"iteration", pt.at(0)},
-                        {"accuracy", pt.at(1)},
-                        {"time_s", pt.at(0).get<double>() * v.step_s}});
+  // One chart per kind of target: test accuracy (Fashion-MNIST) rises, validation loss (the
+  // language task) falls, and the two share no axis.
+  for (const std::string metric : {"accuracy", "loss"}) {
+    const bool loss = metric == "loss";
+    const std::string table = loss ? "tta_loss" : "tta";
+    const std::string axis = loss ? "validation loss (nats/byte)" : "test accuracy";
+    json rows = json::array();
+    for (size_t i = 0; i < r.variants.size(); ++i) {
+      const auto& v = r.variants[i];
+      if (!v.source || !v.unsupported.empty() || v.metric != metric) continue;  // no step time
+      const std::string label = fmt::format("{}. {} ({})", i + 1, v.format, v.model);
+      for (const auto& s : v.source->seeds)
+        for (const auto& pt : s.at("curve"))
+          rows.push_back({{"variant", label},
+                          {"policy", v.policy},
+                          {"seed", s.at("seed")},
+                          {"iteration", pt.at(0)},
+                          {metric, pt.at(1)},
+                          {"time_s", pt.at(0).get<double>() * v.step_s}});
+    }
+    if (rows.empty()) continue;
+    cs.tables[table] = rows;
+    json spec = chart_base((loss ? "Validation loss" : "Test accuracy") +
+                           std::string(" vs simulated training time on ") + r.platform);
+    spec["data"] = {{"name", table}};
+    spec["width"] = 480;
+    spec["height"] = 300;
+    spec["mark"] = {{"type", "line"}, {"point", true}, {"tooltip", true}, {"opacity", 0.8}};
+    json y = {
+        {"field", metric}, {"type", "quantitative"}, {"scale", {{"zero", false}}}, {"title", axis}};
+    if (loss) y["scale"]["type"] = "log";  // the early losses would flatten the end
+    spec["encoding"] = {
+        {"x", {{"field", "time_s"}, {"type", "quantitative"}, {"title", "simulated time (s)"}}},
+        {"y", y},
+        {"color", {{"field", "variant"}, {"type", "nominal"}}},
+        {"detail", {{"field", "seed"}, {"type", "nominal"}}},
+        {"tooltip", chart_tooltip({{"policy", "nominal"},
+                                   {"seed", "nominal"},
+                                   {"iteration", "quantitative"},
+                                   {metric.c_str(), "quantitative"}})}};
+    cs.charts.push_back(
+        {chart_id(table),
+         "tta",
+         loss ? "Time to loss per variant (language task)" : "Time to accuracy per variant",
+         std::string(loss ? "Emulated validation-loss" : "Emulated accuracy") +
+             " curves (one line per seed) with iterations turned into time by the accelerator "
+             "model's step time for the variant's format.",
+         {table},
+         table,
+         spec});
   }
-  if (rows.empty()) return;
-  cs.tables["tta"] = rows;
-  json spec = chart_base("Test accuracy vs simulated training time on " + r.platform);
-  spec["data"] = {{"name", "tta"}};
-  spec["width"] = 480;
-  spec["height"] = 300;
-  spec["mark"] = {{"type", "line"}, {"point", true}, {"tooltip", true}, {"opacity", 0.8}};
-  spec["encoding"] = {
-      {"x", {{"field", "time_s"}, {"type", "quantitative"}, {"title", "simulated time (s)"}}},
-      {"y",
-       {{"field", "accuracy"},
-        {"type", "quantitative"},
-        {"scale", {{"zero", false}}},
-        {"title", "test accuracy"}}},
-      {"color", {{"field", "variant"}, {"type", "nominal"}}},
-      {"detail", {{"field", "seed"}, {"type", "nominal"}}},
-      {"tooltip", chart_tooltip({{"policy", "nominal"},
-                                 {"seed", "nominal"},
-                                 {"iteration", "quantitative"},
-                                 {"accuracy", "quantitative"}})}};
-  cs.charts.push_back(
-      {chart_id("tta"),
-       "tta",
-       "Time to accuracy per variant",
-       "Emulated accuracy curves (one line per seed) with iterations turned into time by the "
-       "accelerator model's step time for the variant's format.",
-       {"tta"},
-       "tta",
-       spec});
 }
 
 std::string published_table_html(const std::vector<sim::Validation>& vs) {
@@ -195,15 +203,15 @@ std::string validation_table_html(const std::vector<sim::Validation>& vs) {
 
 std::string tta_table_html(const TtaResult& r) {
   std::string h =
-      "<table><tr><th>#</th><th>variant</th><th>model</th><th>format</th><th>seeds "
+      "<table><tr><th>#</th><th>variant</th><th>model</th><th>target</th><th>format</th><th>seeds "
       "reached</th><th>iterations (mean &plusmn; sd)</th><th>MLPerf mean</th><th>simulated "
       "step</th><th>TTA</th><th>speedup vs baseline</th></tr>";
   for (size_t i = 0; i < r.variants.size(); ++i) {
     const auto& v = r.variants[i];
     h += "<tr><td>" + std::to_string(i + 1) + "</td><td><code>" + html_escape(v.policy) +
          "</code>" + (v.baseline ? " (baseline)" : "") + "</td><td>" + html_escape(v.model) +
-         "</td><td>" + html_escape(v.format) + "</td><td class=\"num\">" +
-         fmt::format("{} of {}", v.reached, v.seeds) + "</td>";
+         "</td><td>" + html_escape(v.target_text()) + "</td><td>" + html_escape(v.format) +
+         "</td><td class=\"num\">" + fmt::format("{} of {}", v.reached, v.seeds) + "</td>";
     if (!v.unsupported.empty()) {
       h += "<td colspan=\"5\">unsupported: " + html_escape(v.unsupported) + "</td></tr>";
       continue;

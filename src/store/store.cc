@@ -119,7 +119,7 @@ CREATE TABLE IF NOT EXISTS emulation_seed (
   variant_id INTEGER NOT NULL REFERENCES emulation_variant(id),
   seed INTEGER NOT NULL,
   iterations INTEGER, best_accuracy REAL, skipped_steps INTEGER, final_loss_scale REAL,
-  seconds REAL, curve TEXT NOT NULL, scaling TEXT,
+  seconds REAL, curve TEXT NOT NULL, scaling TEXT, best_loss REAL,
   UNIQUE (variant_id, seed));
 )";
 
@@ -332,6 +332,9 @@ void Store::migrate() {
   // And what each rounding point did (emulation/torch_quant.h) later than emulation seeds.
   if (has_table("emulation_seed") && !has_column("emulation_seed", "scaling"))
     db_->exec("ALTER TABLE emulation_seed ADD COLUMN scaling TEXT");
+  // And loss targets (the language task) later than that.
+  if (has_table("emulation_seed") && !has_column("emulation_seed", "best_loss"))
+    db_->exec("ALTER TABLE emulation_seed ADD COLUMN best_loss REAL");
   db_->exec(fmt::format("INSERT OR REPLACE INTO meta VALUES ('schema_version', '{}')",
                         kStoreSchemaVersion));
   t.commit();
@@ -759,8 +762,9 @@ void Store::add_emulation(const json& variant, const std::vector<json>& seeds, i
     }
     auto st = db_->prepare(
         "INSERT OR REPLACE INTO emulation_seed (variant_id, seed, iterations, best_accuracy, "
-        "skipped_steps, final_loss_scale, seconds, curve, scaling) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
-        "?)");
+        "skipped_steps, final_loss_scale, seconds, curve, scaling, best_loss) VALUES (?, ?, ?, ?, "
+        "?, "
+        "?, ?, ?, ?, ?)");
     for (const auto& r : seeds) {
       st.bind(1, id).bind(2, r.at("seed").get<int64_t>());
       const json& it = r.at("iterations_to_target");
@@ -775,6 +779,10 @@ void Store::add_emulation(const json& variant, const std::vector<json>& seeds, i
         st.bind(9, r.at("scaling").dump());
       else
         st.bind_null(9);
+      if (r.contains("best_loss") && r.at("best_loss").is_number())
+        st.bind(10, r.at("best_loss").get<double>());
+      else
+        st.bind_null(10);
       st.run();
     }
     t.commit();
@@ -788,10 +796,11 @@ std::vector<json> Store::emulations() {
       "SELECT id, descriptor, platform_id, stack_id FROM emulation_variant ORDER BY id");
   // A store from before the scaling column, opened read-only, has none.
   const bool with_scaling = has_column("emulation_seed", "scaling");
+  const bool with_loss = has_column("emulation_seed", "best_loss");
   auto s = db_->prepare(fmt::format(
       "SELECT seed, iterations, best_accuracy, skipped_steps, final_loss_scale, seconds, curve, "
-      "{} FROM emulation_seed WHERE variant_id = ? ORDER BY seed",
-      with_scaling ? "scaling" : "NULL"));
+      "{}, {} FROM emulation_seed WHERE variant_id = ? ORDER BY seed",
+      with_scaling ? "scaling" : "NULL", with_loss ? "best_loss" : "NULL"));
   while (v.step()) {
     json e = {{"variant", json::parse(v.text(1))},
               {"platform_id", v.integer(2)},
@@ -809,6 +818,11 @@ std::vector<json> Store::emulations() {
                             {"curve", json::parse(s.text(6))}});
       // What the rounding points did, where the seed recorded it (later than the curve).
       if (!s.is_null(7)) e["seeds"].back()["scaling"] = json::parse(s.text(7));
+      // A run to a loss target has a best loss instead of an accuracy.
+      if (!s.is_null(8)) {
+        e["seeds"].back().erase("best_accuracy");
+        e["seeds"].back()["best_loss"] = s.real(8);
+      }
     }
     s.reset();
     out.push_back(std::move(e));

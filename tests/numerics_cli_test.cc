@@ -98,6 +98,13 @@ TEST(NumericsCli, BadInputIsOneLineAndExitTwo) {
        "--max-iters 2",
        "32 columns do not divide the tensor's rows of 784"},
       {"emulate --weights mx:elem=e4m3,scale=up", "scale=up"},
+      {"emulate --dataset wikitext", "dataset 'wikitext'"},
+      {"emulate --dataset gcide --target-loss -2", "target-loss -2"},
+      {"emulate --target-loss 2", "--dataset gcide"},
+      {"emulate --dataset gcide --model gpt:layers=1,vocab=300", "vocab=300"},
+      {"emulate --dataset gcide --model gpt:layers=1,d_model=64,heads=2,vocab=256",
+       "needs --target-loss"},
+      {"emulate --dataset gcide --model fc:layers=1", "trains the gpt family"},
   };
   for (const auto& [args, needle] : cases) {
     const Output o = run(args);

@@ -25,13 +25,13 @@ namespace {
 using namespace kernel;
 
 // The largest magnitude's bits, NaN (bits above Inf's) counted as 0: an integer max, which
-// vectorises where std::fmax's calls do not.
+// vectorises where std::fmax's calls do not. NaN is masked off rather than selected away:
+// GCC 12 leaves the select-then-compare form scalar.
 TB_INLINE uint32_t amax_bits_inline(const float* x, size_t n) {
   uint32_t m = 0;
   for (size_t i = 0; i < n; ++i) {
     const uint32_t a = as_bits(x[i]) & 0x7FFFFFFFu;
-    const uint32_t keep = a <= kInfBits ? a : 0u;
-    m = keep > m ? keep : m;
+    m = std::max(m, a & (0u - uint32_t(a <= kInfBits)));
   }
   return m;
 }
@@ -580,7 +580,8 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
   thread_local std::vector<float> enc, dec, buf, tile_enc, tile_dec;
   thread_local std::vector<uint32_t> tile_amax;
   if (enc.size() < row) enc.resize(row), dec.resize(row), buf.resize(row);
-  if (tile_enc.size() < tiles) tile_enc.resize(tiles), tile_dec.resize(tiles), tile_amax.resize(tiles);
+  if (tile_enc.size() < tiles)
+    tile_enc.resize(tiles), tile_dec.resize(tiles), tile_amax.resize(tiles);
   for (size_t b0 = 0; b0 < n; b0 += band) {
     const size_t rows = (std::min(band, n - b0) + row - 1) / row;
     // A call's last row may be short (n not a multiple of row): its tiles end with it.
@@ -594,11 +595,12 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
         for (; (t + 1) * kTile <= rl; ++t)
           tile_amax[t] = std::max(tile_amax[t], amax_bits_inline(x + t * kTile, kTile));
       for (; t * block < rl; ++t)
-        tile_amax[t] =
-            std::max(tile_amax[t], amax_bits_inline(x + t * block, std::min(block, rl - t * block)));
+        tile_amax[t] = std::max(tile_amax[t],
+                                amax_bits_inline(x + t * block, std::min(block, rl - t * block)));
     }
     for (size_t t = 0; t < tiles; ++t) {
-      const float sb = as_float(round_nearest_even_fast(as_bits(as_float(tile_amax[t]) * k), scale_fast));
+      const float sb =
+          as_float(round_nearest_even_fast(as_bits(as_float(tile_amax[t]) * k), scale_fast));
       const float e0 = 1.0f / (sb * s_dec);
       tile_enc[t] = !(e0 <= kFltMax) ? kFltMax : e0;  // fminf's result, without its call
       tile_dec[t] = sb;

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "report/html_report.h"
+#include "store/store.h"
 #include "support/synthetic_store.h"
 
 namespace tb {
@@ -51,8 +52,52 @@ TEST(ReportBrowser, EveryChartRendersWithoutConsoleErrors) {
     testing::SyntheticOptions o;
     o.reference = true;  // reference-model stars and the Reference models section too
     testing::fill_synthetic_store(*s, o);
+    // Time to accuracy for both tasks (an accuracy and a loss target), with what rounding did:
+    // its three charts.
+    const int64_t p = s->platform_id({{"host", "h"}}, "h", nlohmann::json());
+    const int64_t k = s->stack_id({{"blas", "x"}});
+    const auto seed = [](int64_t n, bool loss) {
+      nlohmann::json r = {{"seed", n},
+                          {"iterations_to_target", 200 + 10 * n},
+                          {"reached", true},
+                          {"skipped_steps", 0},
+                          {"final_loss_scale", 1.0},
+                          {"seconds", 1.0}};
+      r[loss ? "best_loss" : "best_accuracy"] = loss ? 1.6 : 0.86;
+      r["curve"] = loss ? nlohmann::json::array({{100, 2.5}, {200 + 10 * n, 1.6}})
+                        : nlohmann::json::array({{100, 0.7}, {200 + 10 * n, 0.86}});
+      r["scaling"] = nlohmann::json::array({{{"point", "a"},
+                                             {"iteration", 100},
+                                             {"amax", 3.0},
+                                             {"scale_min", 2.0},
+                                             {"scale_max", 64.0},
+                                             {"sites", 2},
+                                             {"values", 1000},
+                                             {"overflow", 1},
+                                             {"underflow", 25},
+                                             {"nonfinite", 0}}});
+      return r;
+    };
+    for (const bool loss : {false, true}) {
+      const std::string config =
+          loss ? "gpt:layers=1,d_model=64,heads=2,seq=64,vocab=256,batch=64,optimizer=adamw"
+               : "fashion-mnist-mlp:batch=64";
+      nlohmann::json v = {{"model", loss ? config : "mlp"},
+                          {"target", loss ? 1.66 : 0.86},
+                          {"points", {{"activations", {{"format", "e4m3"}}}}},
+                          {"loss_scale", "none"},
+                          {"unit", ""},
+                          {"activation", "relu"},
+                          {"policy", "a:e4m3@current"},
+                          {"format", "fp32"},
+                          {"cost_config", config}};
+      if (loss) v["metric"] = "loss", v["dataset"] = "gcide";
+      s->add_emulation(v, {seed(1, loss), seed(2, loss)}, p, k);
+    }
   }
-  const ReportStats st = write_report({store}, html, {});
+  ReportOptions ro;
+  ro.tta_platform = "tpu-v2-board";
+  const ReportStats st = write_report({store}, html, ro);
   // sensitivity, heat maps, box, 2 rooflines, 3 comparison charts, 3 reference charts
   ASSERT_GE(st.charts, 11u);
 
@@ -76,6 +121,9 @@ TEST(ReportBrowser, EveryChartRendersWithoutConsoleErrors) {
   EXPECT_GE(count(d, "class=\"marks\""), st.charts);
   EXPECT_NE(d.find("id=\"chart-refthroughput\""), std::string::npos);
   EXPECT_NE(d.find("id=\"chart-refutil\""), std::string::npos);
+  EXPECT_NE(d.find("id=\"chart-tta\""), std::string::npos);
+  EXPECT_NE(d.find("id=\"chart-tta_loss\""), std::string::npos);
+  EXPECT_NE(d.find("id=\"chart-tta_rounding\""), std::string::npos);
   // The page copies console errors and warnings into #tb-errors; it must stay empty.
   EXPECT_NE(d.find("<div id=\"tb-errors\"></div>"), std::string::npos)
       << d.substr(d.find("tb-errors"), 2000);

@@ -304,6 +304,13 @@ TEST(Tta, LossTargetVariantsOfTheLanguageTask) {
     r.erase("best_accuracy");
     r["best_loss"] = 1.55;
     r["curve"] = json::array({{100, 2.5}, {200, 1.8}, {300, 1.55}});
+    emu::ScalingSample a;
+    a.point = "a";
+    a.iteration = 100;
+    a.values = 1000;
+    a.underflow = 25;
+    a.scale_min = 2, a.scale_max = 64;
+    r["scaling"] = to_json(std::vector<emu::ScalingSample>{a});
     return r;
   };
   const auto loss_variant = [&](const std::string& format, const std::string& policy) {
@@ -359,6 +366,11 @@ TEST(Tta, LossTargetVariantsOfTheLanguageTask) {
   EXPECT_NE(h.find("\"tta_loss\""), std::string::npos);  // the loss chart's table
   EXPECT_NE(h.find("Validation loss vs simulated training time"), std::string::npos);
   EXPECT_NE(h.find("\"tta\""), std::string::npos);  // and the accuracy chart's
+  // What rounding did: a chart over the evaluations and a table summed over seeds (3 x 25 of
+  // 3 x 1000 flushed).
+  EXPECT_NE(h.find("\"tta_rounding\""), std::string::npos);
+  EXPECT_NE(h.find("<th>flushed to 0</th>"), std::string::npos);
+  EXPECT_NE(h.find("2.5000%"), std::string::npos);
   std::remove(out.c_str());
   std::remove(path.c_str());
 }

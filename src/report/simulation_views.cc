@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "analysis/summary.h"
 #include "report/html_report.h"
@@ -115,6 +116,66 @@ void add_published_chart(ChartSet& cs, const std::vector<sim::Validation>& vs) {
                    {{"field", "source"}, {"type", "nominal"}}}));
 }
 
+namespace {
+
+// Each point's share of values flushed to zero at every evaluation of every seed, and its
+// largest scale there: how a recipe's losses and scales move as training goes.
+void add_rounding_chart(ChartSet& cs, const TtaResult& r) {
+  json rows = json::array();
+  for (size_t i = 0; i < r.variants.size(); ++i) {
+    const auto& v = r.variants[i];
+    if (!v.source) continue;
+    for (const auto& s : v.source->seeds) {
+      if (!s.contains("scaling")) continue;
+      for (const auto& p : scaling_from_json(s.at("scaling"))) {
+        if (!p.values) continue;
+        rows.push_back({{"variant", fmt::format("{}. {}", i + 1, v.format)},
+                        {"point", p.point},
+                        {"series", fmt::format("{}. {}: {}", i + 1, v.format, p.point)},
+                        {"seed", s.at("seed")},
+                        {"iteration", p.iteration},
+                        {"flushed", double(p.underflow) / double(p.values)},
+                        {"beyond_range", double(p.overflow) / double(p.values)},
+                        {"scale_max", std::isfinite(p.scale_max) ? json(p.scale_max) : json()}});
+      }
+    }
+  }
+  if (rows.empty()) return;
+  cs.tables["tta_rounding"] = rows;
+  json spec = chart_base("Values flushed to zero per rounding point, at each evaluation");
+  spec["data"] = {{"name", "tta_rounding"}};
+  spec["width"] = 480;
+  spec["height"] = 260;
+  spec["mark"] = {{"type", "line"}, {"point", true}, {"tooltip", true}, {"opacity", 0.7}};
+  spec["encoding"] = {
+      {"x", {{"field", "iteration"}, {"type", "quantitative"}, {"title", "iteration"}}},
+      {"y",
+       {{"field", "flushed"},
+        {"type", "quantitative"},
+        {"axis", {{"format", ".2%"}}},
+        {"title", "share of values flushed to zero"}}},
+      {"color", {{"field", "series"}, {"type", "nominal"}, {"title", "variant: point"}}},
+      {"detail", {{"field", "seed"}, {"type", "nominal"}}},
+      {"tooltip", chart_tooltip({{"variant", "nominal"},
+                                 {"point", "nominal"},
+                                 {"seed", "nominal"},
+                                 {"iteration", "quantitative"},
+                                 {"flushed", "quantitative"},
+                                 {"beyond_range", "quantitative"},
+                                 {"scale_max", "quantitative"}})}};
+  cs.charts.push_back({chart_id("tta_rounding"),
+                       "tta",
+                       "What rounding did during training",
+                       "The share of each point's values that its format flushed to zero, on "
+                       "the step before each evaluation, one line per seed; the tooltip adds the "
+                       "share beyond the format's range and the largest scale used.",
+                       {"tta_rounding"},
+                       "tta_rounding",
+                       spec});
+}
+
+}  // namespace
+
 void add_tta_chart(ChartSet& cs, const TtaResult& r) {
   // One chart per kind of target: test accuracy (Fashion-MNIST) rises, validation loss (the
   // language task) falls, and the two share no axis.
@@ -146,7 +207,7 @@ void add_tta_chart(ChartSet& cs, const TtaResult& r) {
     spec["mark"] = {{"type", "line"}, {"point", true}, {"tooltip", true}, {"opacity", 0.8}};
     json y = {
         {"field", metric}, {"type", "quantitative"}, {"scale", {{"zero", false}}}, {"title", axis}};
-    if (loss) y["scale"]["type"] = "log";  // the early losses would flatten the end
+    if (loss) y["scale"] = {{"type", "log"}};  // the early losses would flatten the end
     spec["encoding"] = {
         {"x", {{"field", "time_s"}, {"type", "quantitative"}, {"title", "simulated time (s)"}}},
         {"y", y},
@@ -167,6 +228,7 @@ void add_tta_chart(ChartSet& cs, const TtaResult& r) {
          table,
          spec});
   }
+  add_rounding_chart(cs, r);
 }
 
 std::string published_table_html(const std::vector<sim::Validation>& vs) {
@@ -237,7 +299,35 @@ std::string tta_table_html(const TtaResult& r) {
               : "&ndash;") +
          "</td></tr>";
   }
-  return h + "</table>";
+  h += "</table>";
+  // What each rounding point did, summed over the seeds' counted steps: where a recipe loses
+  // values (beyond the format's range, flushed to zero) and the scales it used.
+  std::string rows;
+  for (size_t i = 0; i < r.variants.size(); ++i)
+    for (const auto& p : r.variants[i].rounding) {
+      const auto share = [&](uint64_t n) {
+        return p.values ? fmt::format("{:.4f}%", 100.0 * double(n) / double(p.values))
+                        : std::string("&ndash;");
+      };
+      const std::string scales =
+          p.scale_min == 1 && p.scale_max == 1
+              ? "1"
+              : fmt::format("{:.4g} &ndash; {:.4g}", p.scale_min, p.scale_max) +
+                    (p.sites ? fmt::format(" ({} sites)", p.sites) : "");
+      rows += "<tr><td>" + std::to_string(i + 1) + "</td><td>" + html_escape(p.point) +
+              "</td><td class=\"num\">" + fmt::format("{:.3g}", double(p.values)) +
+              "</td><td class=\"num\">" + share(p.overflow) + "</td><td class=\"num\">" +
+              share(p.underflow) + "</td><td class=\"num\">" + std::to_string(p.nonfinite) +
+              "</td><td class=\"num\">" + fmt::format("{:.4g}", p.amax) +
+              "</td><td class=\"num\">" + scales + "</td></tr>";
+    }
+  if (!rows.empty())
+    h += "<p>What each rounding point did on the counted steps (the last before each "
+         "evaluation), over every seed; values after scaling.</p><table><tr><th>#</th>"
+         "<th>point</th><th>values</th><th>beyond range</th><th>flushed to 0</th>"
+         "<th>NaN/Inf</th><th>max |value|</th><th>scales</th></tr>" +
+         rows + "</table>";
+  return h;
 }
 
 }  // namespace tb

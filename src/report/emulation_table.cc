@@ -22,15 +22,15 @@ std::string format_emulation(const emu::EmulationResult& r) {
               : fmt::format(
                     "model {}, batch {}, lr {}, target test accuracy {} (first evaluation at or "
                     "above it; {} test images every {} iterations), budget {} iterations\n{}\n",
-                    r.options.model, r.options.batch, r.options.lr, target,
-                    r.options.eval_examples, r.options.eval_every, r.options.max_iters, r.policy);
+                    r.options.model, r.options.batch, r.options.lr, target, r.options.eval_examples,
+                    r.options.eval_every, r.options.max_iters, r.policy);
   out += fmt::format("{:>6}  {:>20}  {:>13}  {:>8}  {:>9}\n", "seed", "iterations-to-target",
                      by_loss ? "best loss" : "best accuracy", "skipped", "time (s)");
   for (const auto& run : r.runs)
     out += fmt::format("{:>6}  {:>20}  {:>13.4f}  {:>8}  {:>9.1f}\n", run.seed,
                        run.iterations ? std::to_string(*run.iterations) : "not reached",
-                       by_loss ? run.best_loss.value_or(NAN) : run.best_accuracy,
-                       run.skipped_steps, run.seconds);
+                       by_loss ? run.best_loss.value_or(NAN) : run.best_accuracy, run.skipped_steps,
+                       run.seconds);
   std::vector<std::vector<emu::ScalingSample>> samples;
   for (const auto& run : r.runs) samples.push_back(run.scaling);
   if (const auto points = emu::summarize_scaling(samples); !points.empty())
@@ -41,8 +41,8 @@ std::string format_emulation(const emu::EmulationResult& r) {
                      "{} of {} runs did not reach {} within {} iterations: no mean is "
                      "reported\n",
                      s.runs - s.reached, s.runs, target, r.options.max_iters);
-  out += fmt::format("iterations to {}: mean {:.1f}, sd {:.1f}, min {}, median {}, max {}",
-                     target, s.mean, s.stddev, s.min, s.median, s.max);
+  out += fmt::format("iterations to {}: mean {:.1f}, sd {:.1f}, min {}, median {}, max {}", target,
+                     s.mean, s.stddev, s.min, s.median, s.max);
   if (s.mlperf_mean)
     out += fmt::format("; without fastest and slowest (MLPerf) {:.1f}", *s.mlperf_mean);
   out += fmt::format(" ({} seeds)\n", s.runs);

@@ -152,8 +152,8 @@ TtaResult time_to_accuracy(const std::vector<StoredEmulation>& emulations,
     r.variants[b].baseline = true;
     const auto& base = r.variants[b];
     for (auto& v : r.variants) {
-      if (v.model != base.model || v.target != base.target || v.metric != base.metric ||
-          !v.tta_s || !base.tta_s)
+      if (v.model != base.model || v.target != base.target || v.metric != base.metric || !v.tta_s ||
+          !base.tta_s)
         continue;
       v.speedup = *base.tta_s / *v.tta_s;
       if (&v == &base) continue;

@@ -63,23 +63,23 @@ nlohmann::json variant_descriptor(const emu::EmulationOptions& o, const emu::Pol
   if (p.ext_unit) unit = "ext:" + p.ext_unit->path();
   const bool text = emu::is_text_corpus(o.dataset);
   nlohmann::json d = {{"model", o.model},
-          {"batch", o.batch},
-          {"lr", o.lr},
-          {"momentum", o.momentum},
-          {"target", o.target},
-          {"eval_every", o.eval_every},
-          {"eval_examples", o.eval_examples},
-          {"max_iters", o.max_iters},
-          {"points", points},
-          {"loss_scale", p.loss_scale},
-          {"unit", unit},
-          {"activation", p.activation},
-          {"policy", p.str()},
-          {"format", compute_format(p)},
-          {"cost_config", text ? emu::language_model_config(o.model, o.batch).str()
-                          : emu::is_family_model(o.model)
-                              ? emu::fashion_mnist_family_config(o.model, o.batch).str()
-                              : cost::fashion_mnist_cost_config(o.model, o.batch)}};
+                      {"batch", o.batch},
+                      {"lr", o.lr},
+                      {"momentum", o.momentum},
+                      {"target", o.target},
+                      {"eval_every", o.eval_every},
+                      {"eval_examples", o.eval_examples},
+                      {"max_iters", o.max_iters},
+                      {"points", points},
+                      {"loss_scale", p.loss_scale},
+                      {"unit", unit},
+                      {"activation", p.activation},
+                      {"policy", p.str()},
+                      {"format", compute_format(p)},
+                      {"cost_config", text ? emu::language_model_config(o.model, o.batch).str()
+                                      : emu::is_family_model(o.model)
+                                          ? emu::fashion_mnist_family_config(o.model, o.batch).str()
+                                          : cost::fashion_mnist_cost_config(o.model, o.batch)}};
   // Only for the language task: Fashion-MNIST's descriptors keep their text (and identity).
   if (text) {
     d["dataset"] = o.dataset;

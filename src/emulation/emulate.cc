@@ -489,8 +489,9 @@ EmulationResult emulate(const EmulationOptions& given, const Policy& p, const Pr
     if (o.eval_examples == 0) o.eval_examples = kLanguageEvalWindows;
   } else {
     if (o.target_loss != 0)
-      throw UsageError("target-loss applies to the language task (--dataset gcide); "
-                       "Fashion-MNIST's target is an accuracy (--target)");
+      throw UsageError(
+          "target-loss applies to the language task (--dataset gcide); "
+          "Fashion-MNIST's target is an accuracy (--target)");
     if (family) {
       o.model = fashion_mnist_family_config(o.model, o.batch).str();
     } else if (o.model != "mlp" && o.model != "cnn") {
@@ -503,8 +504,8 @@ EmulationResult emulate(const EmulationOptions& given, const Policy& p, const Pr
     if (!(o.target > 0 && o.target <= 1)) throw UsageError("target accuracy must be in (0, 1]");
   }
   if (text && !(o.target_loss > 0 && std::isfinite(o.target_loss)))
-    throw UsageError(fmt::format("target-loss {} (a validation loss in nats per byte, > 0)",
-                                 o.target_loss));
+    throw UsageError(
+        fmt::format("target-loss {} (a validation loss in nats per byte, > 0)", o.target_loss));
   if (text && (o.eval_examples < 1 || o.eval_examples > 100000))
     throw UsageError("eval-examples " + std::to_string(o.eval_examples) +
                      " (held-out windows, 1..100000)");

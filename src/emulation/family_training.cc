@@ -23,14 +23,14 @@ namespace {
 void need(const Config& c, const std::string& model, const std::string& task,
           const std::string& key, const std::string& value) {
   if (c.get(key) != value)
-    throw UsageError(fmt::format("model {}: {}={} ({} needs {}={})", model, key, c.get(key), task,
-                                 key, value));
+    throw UsageError(
+        fmt::format("model {}: {}={} ({} needs {}={})", model, key, c.get(key), task, key, value));
 }
 
 }  // namespace
 
-void fit_for_emulation(Config& c, const std::string& model, const std::string& task,
-                       int64_t batch, const std::string& optimizer) {
+void fit_for_emulation(Config& c, const std::string& model, const std::string& task, int64_t batch,
+                       const std::string& optimizer) {
   need(c, model, task, "dtype", "fp32");
   need(c, model, task, "device", "cpu");
   need(c, model, task, "workers", "1");

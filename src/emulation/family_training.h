@@ -14,8 +14,8 @@ bool is_family_model(const std::string& model);
 // What every task needs of a config it trains (fp32 on the CPU, one worker, numerics=fp32: the
 // formats come from the Policy), then `batch` and `optimizer` set on it. Throws UsageError
 // naming the value that does not fit `task`.
-void fit_for_emulation(Config& c, const std::string& model, const std::string& task,
-                       int64_t batch, const std::string& optimizer);
+void fit_for_emulation(Config& c, const std::string& model, const std::string& task, int64_t batch,
+                       const std::string& optimizer);
 
 // The config as trained: `fc` with input=784 and output=10, or `cnn` with image=28 and
 // output=10 (the grey image repeated on its three channels); batch from `batch`, optimizer

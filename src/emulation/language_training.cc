@@ -14,9 +14,10 @@ Config language_model_config(const std::string& model, int64_t batch) {
   if (c.family() != "gpt")
     throw UsageError("model " + model + ": the language task trains the gpt family (gpt:...)");
   if (c.get("vocab") != "256")  // one token per byte
-    throw UsageError(fmt::format("model {}: vocab={} (the language task needs vocab=256: one "
-                                 "token per byte)",
-                                 model, c.get("vocab")));
+    throw UsageError(
+        fmt::format("model {}: vocab={} (the language task needs vocab=256: one "
+                    "token per byte)",
+                    model, c.get("vocab")));
   fit_for_emulation(c, model, "the language task", batch, "adamw");
   return c;
 }
@@ -30,9 +31,8 @@ SeedRun train_language(const EmulationOptions& o, const Policy& given, const Tex
   policy.reseed(seed);
   std::unique_ptr<Workload> w = with_numerics(build_workload(config), std::move(policy));
   w->module().train();
-  torch::optim::AdamW opt(
-      w->module().parameters(),
-      torch::optim::AdamWOptions(o.lr).betas({0.9, 0.95}).weight_decay(0.1));
+  torch::optim::AdamW opt(w->module().parameters(),
+                          torch::optim::AdamWOptions(o.lr).betas({0.9, 0.95}).weight_decay(0.1));
   // The causal mask and rotary tables of a synthetic batch; its tokens are replaced.
   Batch batch = w->make_batch(torch::kCPU, torch::kFloat32, seed);
   const torch::Tensor held_out = evenly_spaced_windows(corpus.validation, o.eval_examples, seq);

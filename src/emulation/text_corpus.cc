@@ -15,9 +15,10 @@ TextCorpus load_text_corpus(const std::string& name, const std::string& path) {
   const std::vector<uint8_t> text = read_gzip(path, "GCIDE: apt-get install dict-gcide");
   const int64_t n = int64_t(text.size());
   if (n < kCorpusBlock * kValidationEvery)
-    throw UsageError(fmt::format("'{}' has {} bytes, too few to split into training and "
-                                 "validation text (at least {})",
-                                 path, n, kCorpusBlock * kValidationEvery));
+    throw UsageError(
+        fmt::format("'{}' has {} bytes, too few to split into training and "
+                    "validation text (at least {})",
+                    path, n, kCorpusBlock * kValidationEvery));
   std::vector<int64_t> train, validation;
   train.reserve(size_t(n));
   for (int64_t at = 0; at < n; at += kCorpusBlock) {
@@ -38,7 +39,8 @@ torch::Tensor evenly_spaced_windows(const torch::Tensor& tokens, int64_t count, 
                                  tokens.size(0)));
   std::vector<torch::Tensor> rows;
   for (int64_t i = 0; i < count; ++i)
-    rows.push_back(tokens.slice(0, room * i / std::max<int64_t>(1, count - 1)).slice(0, 0, length + 1));
+    rows.push_back(
+        tokens.slice(0, room * i / std::max<int64_t>(1, count - 1)).slice(0, 0, length + 1));
   return torch::stack(rows);
 }
 

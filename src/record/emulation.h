@@ -52,7 +52,7 @@ struct SeedRun {
   std::optional<double> best_loss;  // with a loss target: the lowest finite validation loss
   // (iteration, test accuracy), or validation loss with a loss target
   std::vector<std::pair<int64_t, double>> curve;
-  int64_t skipped_steps = 0;                      // dynamic loss scaling overflows
+  int64_t skipped_steps = 0;  // dynamic loss scaling overflows
   double final_loss_scale = 1;
   double seconds = 0;
   std::vector<ScalingSample> scaling;  // every point that rounded, at every evaluation

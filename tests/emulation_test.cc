@@ -8,7 +8,9 @@
 #include "base/errors.h"
 #include "emulation/emulate.h"
 #include "emulation/fashion_mnist.h"
+#include "emulation/numerics_workload.h"
 #include "numerics/extension.h"
+#include "numerics/policy.h"
 #include "numerics/quantize.h"
 
 namespace {
@@ -379,3 +381,32 @@ TEST(Emulation, MadUnitAndExtensionTrainTheMlp) {
 }
 
 }  // namespace
+
+// The built-in networks run their Linear layers as Transformer Engine's Linear with the random
+// Hadamard transform (rht_linear): with nothing rounded they train as without it, and with
+// NVFP4 points the transform's seed changes the training.
+TEST(Emulation, TheBuiltInNetworksTakeTheHadamardTransform) {
+  if (!std::ifstream(std::string(tb::emu::kFashionMnistDir) + "/t10k-labels-idx1-ubyte.gz"))
+    GTEST_SKIP() << "dataset-fashion-mnist not installed";
+  tb::emu::EmulationOptions o;
+  o.eval_every = 20;
+  o.max_iters = 60;
+  o.eval_examples = 1000;
+  o.target = 0.99;
+  o.seeds = 1;
+  for (const char* model : {"mlp", "cnn"}) {
+    o.model = model;
+    const auto plain = tb::emu::emulate(o, {});
+    const auto rht =
+        tb::emu::emulate(o, tb::emu::policy_from(tb::num::parse_numerics("rht:16"), 0));
+    ASSERT_EQ(rht.runs[0].curve.size(), plain.runs[0].curve.size());
+    for (size_t i = 0; i < plain.runs[0].curve.size(); ++i)
+      EXPECT_NEAR(rht.runs[0].curve[i].second, plain.runs[0].curve[i].second, 0.02) << model;
+    const auto a = tb::emu::emulate(
+        o, tb::emu::policy_from(tb::num::parse_numerics("a:nvfp4+e:nvfp4+rht:16"), 0));
+    const auto b = tb::emu::emulate(
+        o, tb::emu::policy_from(tb::num::parse_numerics("a:nvfp4+e:nvfp4+rht:16:9"), 0));
+    EXPECT_NE(a.runs[0].curve, b.runs[0].curve) << model;
+    EXPECT_GT(a.runs[0].best_accuracy, 0.5) << model;
+  }
+}

@@ -93,7 +93,7 @@ TEST(NumericsCli, BadInputIsOneLineAndExitTwo) {
       {"emulate --weights e4m3@weekly", "scaling 'weekly'"},
       {"emulate --weights mxfp8_e4m3@current", "element formats"},
       {"emulate --numerics rht:12", "rht size '12'"},
-      {"emulate --numerics e4m3+rht:16", "family models"},
+      {"emulate --numerics e4m3+rht:16 --unit mad:mul=e5m2,acc=fp16", "choose one"},
       {"emulate --model fc:layers=1,nodes=100,input=784,output=10 --numerics e4m3@block:1x32 "
        "--max-iters 2",
        "32 columns do not divide the tensor's rows of 784"},

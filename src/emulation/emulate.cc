@@ -8,6 +8,7 @@
 #include "base/errors.h"
 #include "emulation/family_training.h"
 #include "emulation/fashion_mnist.h"
+#include "emulation/hadamard.h"
 #include "emulation/language_training.h"
 #include "emulation/to_target.h"
 #include "numerics/policy.h"
@@ -234,11 +235,18 @@ struct Net : torch::nn::Module {
     static const QuantPoint kNone;  // quantize_op keeps a pointer to it for backward
     return quantize_op(w, policy.weights, kNone);
   }
+  // Linear layer i (params 2i, 2i + 1). With the random Hadamard transform it rounds its own
+  // GEMM inputs, as Transformer Engine's Linear does (hadamard.h).
+  torch::Tensor linear(const torch::Tensor& x, size_t i) {
+    if (policy.rht_size > 0)
+      return rht_linear(x, q_w(params[2 * i]), q_w(params[2 * i + 1]), policy, -1);
+    return unit_linear(q_act(x), q_w(params[2 * i]), q_w(params[2 * i + 1]), policy);
+  }
   torch::Tensor forward(torch::Tensor x) {
     if (kind == "mlp") {
       x = x.reshape({x.size(0), 784});
       for (size_t i = 0; i < 3; ++i) {
-        x = unit_linear(q_act(x), q_w(params[2 * i]), q_w(params[2 * i + 1]), policy);
+        x = linear(x, i);
         if (i < 2) x = emulated_activation(x, policy);
       }
       return q_act(x);
@@ -250,7 +258,7 @@ struct Net : torch::nn::Module {
       x = torch::max_pool2d(emulated_activation(x, policy), 2);
     }
     x = x.reshape({x.size(0), -1});
-    return q_act(unit_linear(q_act(x), q_w(params[4]), q_w(params[5]), policy));
+    return q_act(linear(x, 2));
   }
   std::string kind;
   const Policy& policy;
@@ -466,11 +474,9 @@ EmulationResult emulate(const EmulationOptions& given, const Policy& p, const Pr
   if (!text && o.dataset != "fashion-mnist")
     throw UsageError("dataset '" + o.dataset + "' (expected fashion-mnist or gcide)");
   const bool family = is_family_model(o.model);
-  if (!family && p.rht_size > 0)
+  if (p.rht_size > 0 && p.has_unit())
     throw UsageError("rht:" + std::to_string(p.rht_size) +
-                     " applies to family models (--model fc:..., cnn:... or gpt:...), not to the "
-                     "built-in " +
-                     o.model);
+                     " and a unit both replace the Linear layers' GEMMs; choose one");
   if (!family && !p.layers.empty())
     throw UsageError(
         "per-layer points apply to family models (--model fc:..., cnn:... or gpt:...), not "

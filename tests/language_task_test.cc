@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <fstream>
+#include <limits>
 
 #include "base/errors.h"
 #include "emulation/descriptor.h"
@@ -11,6 +12,8 @@
 #include "emulation/gzip_file.h"
 #include "emulation/language_training.h"
 #include "emulation/text_corpus.h"
+#include "emulation/to_target.h"
+#include "record/emulation.h"
 
 namespace tb::emu {
 namespace {
@@ -63,7 +66,7 @@ EmulationOptions tiny() {
   o.lr = 3e-3;
   o.target_loss = 3.0;
   o.eval_every = 10;
-  o.eval_examples = 32;
+  o.eval_examples = 40;  // two batches of 16 and a last one of 8
   o.max_iters = 300;
   o.seeds = 1;
   return o;
@@ -105,6 +108,32 @@ TEST(Emulation, TheLanguageTaskTrainsAGptToAValidationLoss) {
   EXPECT_EQ(d["dataset"], "gcide");
   EXPECT_EQ(d["target"], 3.0);
   EXPECT_EQ(d["cost_config"], plain.options.model);
+}
+
+// A loss that is not finite has diverged: the run stops there, not reached, with no best loss.
+TEST(Emulation, ARunWhoseLossDivergesStopsAsNotReached) {
+  EmulationOptions o = tiny();
+  o.eval_every = 5;
+  Learner learner;
+  int steps = 0, evaluations = 0;
+  const auto r = run_to_target(
+      o, 1, learner, [&] { ++steps; },
+      [&] { return ++evaluations < 3 ? 4.0 : std::numeric_limits<double>::quiet_NaN(); }, {});
+  EXPECT_FALSE(r.iterations.has_value());
+  EXPECT_EQ(steps, 15);
+  EXPECT_EQ(r.curve.size(), 3u);
+  EXPECT_EQ(*r.best_loss, 4.0);
+  EXPECT_TRUE(r.loss_target);
+  EXPECT_EQ(to_json(r)["best_loss"], 4.0);
+  EmulationOptions acc;  // and an accuracy target reached from below
+  acc.eval_every = 2;
+  acc.target = 0.5;
+  int n = 0;
+  const auto a = run_to_target(
+      acc, 1, learner, [] {}, [&] { return 0.3 * ++n; }, {});
+  EXPECT_EQ(*a.iterations, 4);
+  EXPECT_DOUBLE_EQ(a.best_accuracy, 0.6);
+  EXPECT_FALSE(to_json(a).contains("best_loss"));
 }
 
 TEST(Emulation, TheLanguageTaskRejectsWhatDoesNotFit) {

@@ -105,6 +105,7 @@ TEST(NumericsCli, BadInputIsOneLineAndExitTwo) {
       {"emulate --dataset gcide --model gpt:layers=1,d_model=64,heads=2,vocab=256",
        "needs --target-loss"},
       {"emulate --dataset gcide --model fc:layers=1", "trains the gpt family"},
+      {"emulate --dataset gcide --target 0.9", "--target 0.9"},
   };
   for (const auto& [args, needle] : cases) {
     const Output o = run(args);

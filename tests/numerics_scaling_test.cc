@@ -222,6 +222,33 @@ TEST(NumericsScaling, BlockScalingMatchesItsDefinition) {
   }
 }
 
+// Counting or not, per-block scaling rounds the same: the one-pass path (float formats, not
+// counting) and the two-pass one (counting, or fixed point) agree bit for bit.
+TEST(NumericsScaling, BlockScalingRoundsTheSameWhetherItCountsOrNot) {
+  std::mt19937 gen(13);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  const size_t rows = 8, cols = 96;
+  std::vector<float> x(rows * cols);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = n(gen) * std::exp2(float(int(i / 32) % 16 - 8));
+  for (const char* name : {"fp:e=4,m=3,special=fn,overflow=sat", "e5m2", "fixed:w=8,f=4"})
+    for (auto r : {tb::num::Rounding::kNearestEven, tb::num::Rounding::kStochastic}) {
+      const Format f = parse_format(name);
+      const Scaling s = parse_scaling("block:2x32", f, name);
+      QuantOptions o;
+      o.rounding = r;
+      o.seed = 3;
+      o.offset = 17;
+      std::vector<float> counted(x.size()), fast(x.size());
+      tb::num::RangeCounts c;
+      tb::num::quantize_block_scaled(f, s, x.data(), counted.data(), x.size(), cols, o, &c);
+      tb::num::quantize_block_scaled(f, s, x.data(), fast.data(), x.size(), cols, o, nullptr);
+      int bad = 0;
+      for (size_t i = 0; i < x.size(); ++i) bad += !same(counted[i], fast[i]);
+      EXPECT_EQ(bad, 0) << name << " rounding " << int(r);
+      EXPECT_EQ(c.values, x.size()) << name;
+    }
+}
+
 TEST(NumericsScaling, RecipesParseRoundTripAndRefuseBadOnes) {
   const Format f = parse_format("e4m3");
   for (const char* t : {"current", "current:3", "delayed:1024:max", "delayed:16:recent:2",
@@ -349,6 +376,23 @@ TEST(NumericsScaling, Nvfp4MatchesTransformerEngine) {
       int bad = 0;
       for (size_t i = 0; i < x.size(); ++i) bad += !same(y[i], want[i]);
       EXPECT_EQ(bad, 0) << name << " threads " << threads;
+    }
+  }
+  // Rows that end inside a tile (40 = 2 x 16 + 8), 1-D and with 16 x 16 tiles whose last band
+  // is short (20 = 16 + 4 rows).
+  {
+    const size_t r2 = 20, c2 = 40;
+    std::vector<float> v(r2 * c2);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = n(gen) * std::exp2(float(int(i / 7) % 12 - 6));
+    for (const char* name : {"nvfp4", "nvfp4_2d"}) {
+      const Format f = parse_format(name);
+      QuantOptions o;
+      o.row = c2;
+      const auto y = tb::num::quantize(f, v, o);
+      const auto want = reference_nvfp4(v, c2, size_t(f.blk.rows));
+      int bad = 0;
+      for (size_t i = 0; i < v.size(); ++i) bad += !same(y[i], want[i]);
+      EXPECT_EQ(bad, 0) << name << " on rows of " << c2;
     }
   }
   // A call that ends inside a row (n not a multiple of the row): the short row's tiles end

@@ -329,17 +329,28 @@ TEST(Tta, LossTargetVariantsOfTheLanguageTask) {
                          {loss_seed(1, 200), loss_seed(2, 300), loss_seed(3, 400)}, p, s);
     store->add_emulation(loss_variant("e4m3", "e4m3 lm"),
                          {loss_seed(1, 300), loss_seed(2, 300), loss_seed(3, 300)}, p, s);
+    // A diverged run: not reached, no best loss; stored and read back as such.
+    json diverged = loss_seed(4, 0);
+    diverged["iterations_to_target"] = json();
+    diverged["reached"] = false;
+    diverged["best_loss"] = json();
+    auto lm = loss_variant("bf16", "diverged lm");
+    store->add_emulation(lm, {diverged}, p, s);
     // A Fashion-MNIST variant in the same store: a baseline of its own.
     store->add_emulation(variant("fp32", "fp32 mlp"), {seed(1, 100)}, p, s);
   }
   {
     auto store = Store::open_read_only(path);
     const auto e = store->emulations();
-    ASSERT_EQ(e.size(), 3u);
+    ASSERT_EQ(e.size(), 4u);
     EXPECT_EQ(e[0]["seeds"][0], loss_seed(1, 200));  // best_loss, no best_accuracy
-    EXPECT_EQ(e[2]["seeds"][0], seed(1, 100));
+    EXPECT_EQ(e[1]["seeds"].size(), 3u);
+    EXPECT_TRUE(e[2]["seeds"][0]["best_loss"].is_null());  // diverged
+    EXPECT_FALSE(e[2]["seeds"][0].contains("best_accuracy"));
+    EXPECT_EQ(e[3]["seeds"][0], seed(1, 100));
   }
-  const auto e = load_emulations({path});
+  auto e = load_emulations({path});
+  e.erase(e.begin() + 2);
   const TtaResult r = time_to_accuracy(e, accel());
   ASSERT_EQ(r.variants.size(), 3u);
   EXPECT_TRUE(r.variants[0].baseline);

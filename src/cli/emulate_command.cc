@@ -140,6 +140,11 @@ Command add_emulate(CLI::App& app) {
         if (a->numerics.empty() || sub->count("--unit")) p.set_unit(a->unit);
         if (emu::is_text_corpus(a->o.dataset) && !sub->count("--model"))
           a->o.model = emu::kLanguageModel;
+        if (emu::is_text_corpus(a->o.dataset) && sub->count("--target"))
+          throw UsageError(
+              fmt::format("--target {}: the language task's target is a validation "
+                          "loss (--target-loss), not an accuracy",
+                          a->o.target));
         const char* metric =
             emu::is_text_corpus(a->o.dataset) ? "validation loss" : "test accuracy";
         const auto progress = [&](const emu::SeedRun& r, int64_t it, double value) {

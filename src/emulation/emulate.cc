@@ -496,8 +496,9 @@ EmulationResult emulate(const EmulationOptions& given, const Policy& p, const Pr
   } else {
     if (o.target_loss != 0)
       throw UsageError(
-          "target-loss applies to the language task (--dataset gcide); "
-          "Fashion-MNIST's target is an accuracy (--target)");
+          fmt::format("target-loss {}: a loss target is the language task's (--dataset gcide); "
+                      "Fashion-MNIST's target is a test accuracy (--target)",
+                      o.target_loss));
     if (family) {
       o.model = fashion_mnist_family_config(o.model, o.batch).str();
     } else if (o.model != "mlp" && o.model != "cnn") {

@@ -35,7 +35,8 @@ SeedRun train_language(const EmulationOptions& o, const Policy& given, const Tex
                           torch::optim::AdamWOptions(o.lr).betas({0.9, 0.95}).weight_decay(0.1));
   // The causal mask and rotary tables of a synthetic batch; its tokens are replaced.
   Batch batch = w->make_batch(torch::kCPU, torch::kFloat32, seed);
-  const torch::Tensor held_out = evenly_spaced_windows(corpus.validation, o.eval_examples, seq);
+  const torch::Tensor held_out =
+      evenly_spaced_windows(corpus.validation, o.eval_examples, seq).to(torch::kLong);
   const torch::Tensor span = torch::arange(seq + 1, torch::kLong);
   auto gen = at::detail::createCPUGenerator(seed);
   const int64_t starts = corpus.train.size(0) - seq;
@@ -45,7 +46,7 @@ SeedRun train_language(const EmulationOptions& o, const Policy& given, const Tex
   };
   const auto step = [&] {
     const auto at = torch::randint(0, starts, {o.batch}, gen, torch::kLong);
-    set_windows(batch, corpus.train.index({at.unsqueeze(1) + span}));
+    set_windows(batch, corpus.train.index({at.unsqueeze(1) + span}).to(torch::kLong));
     for (auto& p : w->module().parameters()) p.mutable_grad().reset();
     if (w->custom_step(opt, batch)) return;
     w->loss(batch).backward();

@@ -19,15 +19,17 @@ TextCorpus load_text_corpus(const std::string& name, const std::string& path) {
         fmt::format("'{}' has {} bytes, too few to split into training and "
                     "validation text (at least {})",
                     path, n, kCorpusBlock * kValidationEvery));
-  std::vector<int64_t> train, validation;
+  // Bytes as bytes (uint8): 40 MB, where int64 tokens would hold 320 MB; a batch's windows are
+  // widened when they are drawn.
+  std::vector<uint8_t> train, validation;
   train.reserve(size_t(n));
   for (int64_t at = 0; at < n; at += kCorpusBlock) {
     const bool held_out = (at / kCorpusBlock) % kValidationEvery == kValidationEvery - 1;
     auto& to = held_out ? validation : train;
     to.insert(to.end(), text.begin() + at, text.begin() + std::min(n, at + kCorpusBlock));
   }
-  const auto as_tensor = [](std::vector<int64_t>& v) {
-    return torch::from_blob(v.data(), {int64_t(v.size())}, torch::kLong).clone();
+  const auto as_tensor = [](std::vector<uint8_t>& v) {
+    return torch::from_blob(v.data(), {int64_t(v.size())}, torch::kUInt8).clone();
   };
   return {name, path, as_tensor(train), as_tensor(validation)};
 }
@@ -35,8 +37,10 @@ TextCorpus load_text_corpus(const std::string& name, const std::string& path) {
 torch::Tensor evenly_spaced_windows(const torch::Tensor& tokens, int64_t count, int64_t length) {
   const int64_t room = tokens.size(0) - (length + 1);
   if (count < 1 || room < 0)
-    throw UsageError(fmt::format("{} windows of {} tokens from a text of {}", count, length + 1,
-                                 tokens.size(0)));
+    throw UsageError(
+        fmt::format("{} held-out windows of seq + 1 = {} bytes: the validation "
+                    "text has {} bytes (a shorter seq, or 1 or more windows)",
+                    count, length + 1, tokens.size(0)));
   std::vector<torch::Tensor> rows;
   for (int64_t i = 0; i < count; ++i)
     rows.push_back(

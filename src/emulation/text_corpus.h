@@ -19,7 +19,7 @@ constexpr int64_t kValidationEvery = 20;
 
 struct TextCorpus {
   std::string name, path;
-  torch::Tensor train, validation;  // [n] int64 byte values 0..255
+  torch::Tensor train, validation;  // [n] uint8: the bytes
 };
 
 // The corpus names `emulate --dataset` takes besides fashion-mnist.
@@ -30,7 +30,8 @@ bool is_text_corpus(const std::string& name);
 TextCorpus load_text_corpus(const std::string& name, const std::string& path = kGcidePath);
 
 // `count` windows of `length` + 1 tokens (inputs and their next tokens) evenly spaced over
-// `tokens`, the same every time: the held-out set an evaluation scores. [count, length + 1].
+// `tokens`, the same every time: the held-out set an evaluation scores. [count, length + 1], in
+// tokens' dtype.
 torch::Tensor evenly_spaced_windows(const torch::Tensor& tokens, int64_t count, int64_t length);
 
 }  // namespace tb::emu

@@ -37,6 +37,7 @@ SeedRun run_to_target(const EmulationOptions& o, uint64_t seed, Learner& learner
   const bool by_loss = o.target_loss > 0;
   SeedRun run;
   run.seed = seed;
+  run.loss_target = by_loss;
   for (int64_t it = 1; it <= o.max_iters; ++it) {
     // What rounding did is counted on the last step before each evaluation: a sample of the
     // steps, since counting costs more than rounding.

@@ -231,11 +231,13 @@ torch::Tensor QuantPoint::apply(const torch::Tensor& x) const {
       num::RangeCounts c;
       num::QuantOptions bo = o;
       bo.threads = 1;
+      // Counting keeps each block's scaled values; otherwise a block is one pass.
+      const bool count = counting();
       num::quantize_block_scaled(
           *format_, scaling_, xf.data_ptr<float>(), y.data_ptr<float>(), size_t(xf.numel()),
-          size_t(xf.dim() > 0 ? std::max<int64_t>(xf.size(-1), 1) : 1), bo, &c);
+          size_t(xf.dim() > 0 ? std::max<int64_t>(xf.size(-1), 1) : 1), bo, count ? &c : nullptr);
+      if (!count) return y.to(x.scalar_type());
       std::lock_guard<std::mutex> lock(state_->mu);
-      if (!state_->recording || !state_->counting) return y.to(x.scalar_type());
       Stats& s = state_->stats;
       s.counts += c;
       s.amax = std::fmax(s.amax, amax_of(xf));

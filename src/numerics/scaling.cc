@@ -214,7 +214,9 @@ void quantize_block_scaled(const Format& f, const Scaling& s, const float* in, f
     }
     for (size_t i = 0; i < band; ++i) {
       const size_t at = (r0 + i) * row;
-      if (!counts) {  // each block scaled, rounded and scaled back in one pass
+      // Each block scaled, rounded and scaled back in one pass: float formats take a scale
+      // in the rounding pass (QuantOptions::scale), fixed point does not.
+      if (!counts && f.kind == Format::Kind::kFloat) {
         for (size_t b = 0; b < scale.size(); ++b) {
           part.scale = scale[b];
           part.offset = o.offset + at + b * bc;

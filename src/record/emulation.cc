@@ -9,16 +9,17 @@ namespace tb {
 nlohmann::json to_json(const emu::SeedRun& r) {
   nlohmann::json curve = nlohmann::json::array();
   for (const auto& [it, acc] : r.curve) curve.push_back({it, acc});
-  return {
-      {"seed", r.seed},
-      {"iterations_to_target", r.iterations ? nlohmann::json(*r.iterations) : nlohmann::json()},
-      {"reached", bool(r.iterations)},
-      {r.best_loss ? "best_loss" : "best_accuracy", r.best_loss ? *r.best_loss : r.best_accuracy},
-      {"skipped_steps", r.skipped_steps},
-      {"final_loss_scale", r.final_loss_scale},
-      {"seconds", r.seconds},
-      {"curve", curve},
-      {"scaling", to_json(r.scaling)}};
+  return {{"seed", r.seed},
+          {"iterations_to_target", r.iterations ? nlohmann::json(*r.iterations) : nlohmann::json()},
+          {"reached", bool(r.iterations)},
+          {r.loss_target ? "best_loss" : "best_accuracy",
+           r.loss_target ? (r.best_loss ? nlohmann::json(*r.best_loss) : nlohmann::json())
+                         : nlohmann::json(r.best_accuracy)},
+          {"skipped_steps", r.skipped_steps},
+          {"final_loss_scale", r.final_loss_scale},
+          {"seconds", r.seconds},
+          {"curve", curve},
+          {"scaling", to_json(r.scaling)}};
 }
 
 nlohmann::json to_json(const std::vector<emu::ScalingSample>& samples) {

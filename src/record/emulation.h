@@ -15,12 +15,14 @@ namespace emu {
 struct EmulationOptions {
   std::string model = "mlp";  // mlp: 784-256-128-10; cnn: 2 x (conv5x5, act, pool) + linear
   int64_t batch = 64;
-  // 0: the task's: SGD's 0.05 with momentum (Fashion-MNIST), AdamW's 0.001 (the language task)
+  // 0: the task's: SGD's 0.05 with momentum (Fashion-MNIST), AdamW's (the language task,
+  // emulation/language_training.h)
   double lr = 0, momentum = 0.9;
   // Every 25 iterations: at most 2% of the fp32 MLP's ~3000 iterations to the default target.
   int64_t eval_every = 25;
   int64_t max_iters = 10000;
-  // The first N test images (0: all 10000), or N held-out windows of text (0: 64)
+  // The first N test images (0: all 10000), or N held-out windows of text (0: the language
+  // task's default, emulation/language_training.h)
   int64_t eval_examples = 0;
   // Near where the fp32 MLP's accuracy flattens (about 0.87 after 6000 iterations).
   double target = 0.86;  // test accuracy
@@ -49,7 +51,8 @@ struct SeedRun {
   uint64_t seed = 0;
   std::optional<int64_t> iterations;  // first evaluation at or above the target; none: never
   double best_accuracy = 0;
-  std::optional<double> best_loss;  // with a loss target: the lowest finite validation loss
+  bool loss_target = false;         // a validation-loss target (the language task)
+  std::optional<double> best_loss;  // then: the lowest finite validation loss; none: diverged
   // (iteration, test accuracy), or validation loss with a loss target
   std::vector<std::pair<int64_t, double>> curve;
   int64_t skipped_steps = 0;  // dynamic loss scaling overflows

@@ -772,7 +772,12 @@ void Store::add_emulation(const json& variant, const std::vector<json>& seeds, i
         st.bind(3, it.get<int64_t>());
       else
         st.bind_null(3);
-      st.bind(4, r.value("best_accuracy", 0.0)).bind(5, r.value("skipped_steps", int64_t(0)));
+      // A run to a loss target has no accuracy (NULL), and a best loss unless it diverged.
+      if (r.contains("best_loss"))
+        st.bind_null(4);
+      else
+        st.bind(4, r.value("best_accuracy", 0.0));
+      st.bind(5, r.value("skipped_steps", int64_t(0)));
       st.bind(6, r.value("final_loss_scale", 1.0)).bind(7, r.value("seconds", 0.0));
       st.bind(8, r.at("curve").dump());
       if (r.contains("scaling"))
@@ -818,10 +823,10 @@ std::vector<json> Store::emulations() {
                             {"curve", json::parse(s.text(6))}});
       // What the rounding points did, where the seed recorded it (later than the curve).
       if (!s.is_null(7)) e["seeds"].back()["scaling"] = json::parse(s.text(7));
-      // A run to a loss target has a best loss instead of an accuracy.
-      if (!s.is_null(8)) {
+      // A run to a loss target has a best loss (null: it diverged) instead of an accuracy.
+      if (s.is_null(2)) {
         e["seeds"].back().erase("best_accuracy");
-        e["seeds"].back()["best_loss"] = s.real(8);
+        e["seeds"].back()["best_loss"] = s.is_null(8) ? json() : json(s.real(8));
       }
     }
     s.reset();

@@ -12,6 +12,8 @@
 #include "cost/cost.h"
 #include "cost/fashion_mnist.h"
 #include "emulation/descriptor.h"
+#include "emulation/numerics_workload.h"
+#include "numerics/policy.h"
 #include "report/html_report.h"
 #include "simulate/accelerator_model.h"
 #include "spec/config.h"
@@ -285,6 +287,13 @@ TEST(Tta, ComputeFormatIsTheWidestGemmInput) {
   EXPECT_EQ(compute_format(p), "e4m3");
   p.errors = emu::QuantPoint::parse("bf16");
   EXPECT_EQ(compute_format(p), "bf16");
+  // Transformer Engine's placement: activations off globally, on each Linear layer's input.
+  emu::Policy te = emu::policy_from(
+      num::parse_numerics("w:e4m3@delayed+e:e5m2@delayed+a.0:e4m3@delayed+a.1:e4m3@delayed"), 0);
+  EXPECT_EQ(compute_format(te), "e4m3@delayed:1024:max");
+  // A global point wins over a layer's own (the first layer in bf16 under e4m3).
+  emu::Policy first = emu::policy_from(num::parse_numerics("e4m3+a.0:bf16"), 0);
+  EXPECT_EQ(compute_format(first), "e4m3");
   emu::EmulationOptions o;
   const json v = variant_descriptor(o, p);
   EXPECT_EQ(v["points"]["errors"]["format"], "bf16");

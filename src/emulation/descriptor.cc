@@ -10,7 +10,22 @@ std::string compute_format(const emu::Policy& p) {
   std::string widest, scaling;
   double bits = 0;
   bool any = false;
-  for (const emu::QuantPoint* q : {&p.weights, &p.activations, &p.errors}) {
+  // The points feeding the GEMMs: each place's global point; where that is off but layers set
+  // their own (Transformer Engine's placement: `a.N` on the Linear layers' inputs, attention and
+  // logits left alone), those layers' points.
+  std::vector<const emu::QuantPoint*> points;
+  for (int place = 0; place < 3; ++place) {
+    const emu::QuantPoint* global = p.globals()[size_t(place)];
+    std::vector<const emu::QuantPoint*> layered;
+    for (const auto& [layer, own] : p.layers)
+      if (own[size_t(place)] && own[size_t(place)]->enabled())
+        layered.push_back(&*own[size_t(place)]);
+    if (global->enabled() || layered.empty())
+      points.push_back(global);
+    else
+      points.insert(points.end(), layered.begin(), layered.end());
+  }
+  for (const emu::QuantPoint* q : points) {
     double b = 32;
     std::string name = "fp32";
     if (q->enabled()) {

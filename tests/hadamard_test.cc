@@ -27,6 +27,16 @@ TEST(Hadamard, IsOrthogonalSeededAndRoundTrips) {
   const torch::Tensor y = tb::emu::hadamard_rows(x, t);
   EXPECT_TRUE(torch::equal(y.slice(0, 32), x.slice(0, 32)));
   EXPECT_TRUE(torch::allclose(tb::emu::hadamard_rows(y, t.t()), x, 0, 1e-12));
+  // The transposed form dW's inputs use: the same values, with and without a partial block.
+  for (const int64_t rows : {int64_t(48), int64_t(36)}) {
+    const torch::Tensor v = torch::randn({rows, 7});
+    const torch::Tensor t32 = tb::emu::random_hadamard(16, 3);
+    const torch::Tensor want = tb::emu::hadamard_rows(v, t32).t();
+    const torch::Tensor got = tb::emu::hadamard_rows_t(v, t32);
+    EXPECT_TRUE(got.is_contiguous());
+    EXPECT_EQ(got.sizes(), want.sizes());
+    EXPECT_TRUE(torch::allclose(got, want, 1e-6, 1e-6)) << rows;
+  }
   // (T a)^T (T b) = a^T b: the weight gradient's product is unchanged.
   const torch::Tensor a = torch::randn({36, 3}, torch::kDouble);
   EXPECT_TRUE(torch::allclose(torch::mm(tb::emu::hadamard_rows(a, t).t(), y), torch::mm(a.t(), x),

@@ -432,6 +432,41 @@ TEST(NumericsScaling, Nvfp4MatchesTransformerEngine) {
     }
     EXPECT_LT(err, 0.5 * scale);  // far closer than round-to-nearest's own error
   }
+  // Stochastic rounding draws the bits E2M1's own stochastic quantizer draws for the scaled
+  // values at the same stream positions (seed, offset + index), bit for bit: rows well inside
+  // a 2^32 stretch of the index and one that crosses it.
+  for (const uint64_t offset : {uint64_t(0), (uint64_t(7) << 32) - 100}) {
+    const size_t r3 = 4;
+    const std::vector<float> v(x.begin(), x.begin() + long(r3 * cols));
+    QuantOptions o;
+    o.row = cols;
+    o.rounding = tb::num::Rounding::kStochastic;
+    o.seed = 99;
+    o.offset = offset;
+    const auto y = tb::num::quantize(parse_format("nvfp4"), v, o);
+    float tamax = 0;
+    for (float a : v) tamax = std::fmax(tamax, std::fabs(a));
+    const float s_enc = std::fmin(448.0f * 6.0f / tamax, kFltMax), s_dec = 1.0f / s_enc;
+    Format elem = parse_format("e2m1");
+    elem.fp.overflow = tb::num::Overflow::kSaturate;
+    int bad = 0;
+    for (size_t r = 0; r < r3; ++r)
+      for (size_t c0 = 0; c0 < cols; c0 += 16) {
+        float a = 0;
+        for (size_t c = c0; c < c0 + 16; ++c) a = std::fmax(a, std::fabs(v[r * cols + c]));
+        const float sb = e4m3(a * (s_enc * (1.0f / 6.0f)));
+        const float enc = std::fmin(1.0f / (sb * s_dec), kFltMax);
+        std::vector<float> scaled(16);
+        for (size_t c = 0; c < 16; ++c) scaled[c] = v[r * cols + c0 + c] * enc;
+        QuantOptions eo;
+        eo.rounding = tb::num::Rounding::kStochastic;
+        eo.seed = 99;
+        eo.offset = offset + r * cols + c0;
+        const auto q = tb::num::quantize(elem, scaled, eo);
+        for (size_t c = 0; c < 16; ++c) bad += !same(y[r * cols + c0 + c], q[c] * sb * s_dec);
+      }
+    EXPECT_EQ(bad, 0) << "offset " << offset;
+  }
   // A zero tensor stays zero; the tensor scale is then 1.
   const std::vector<float> z(64, 0.0f);
   for (float v : tb::num::quantize(parse_format("nvfp4"), z)) EXPECT_EQ(v, 0.0f);

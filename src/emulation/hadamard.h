@@ -20,6 +20,11 @@ torch::Tensor random_hadamard(int64_t n, uint64_t seed);
 // T applied to each block of n rows of x [rows, columns].
 torch::Tensor hadamard_rows(const torch::Tensor& x, const torch::Tensor& t);
 
+// hadamard_rows(x, t).t(), contiguous: the layout dW's inputs are rounded in. One transposing
+// copy of x and one matrix product, where transforming first and transposing after takes
+// three copies (the batched product's own and the transpose).
+torch::Tensor hadamard_rows_t(const torch::Tensor& x, const torch::Tensor& t);
+
 // y = x W^T + b as Transformer Engine's Linear runs it, every GEMM input rounded at the
 // policy's points of `layer` (Policy::at): forward x at the activations' point (W is rounded by
 // the caller, as the weights' point does for every forward pass); backward dY at the errors'

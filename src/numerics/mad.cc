@@ -115,7 +115,7 @@ using kernel::as_float;
 using kernel::Grid;
 using kernel::sel;
 
-constexpr int64_t kTileN = 64;
+constexpr int64_t kTileN = 256;
 
 // odd_from() without branches: the same comparisons, as selects.
 TB_INLINE float odd_from_bf(float s, float err) {
@@ -126,10 +126,18 @@ TB_INLINE float odd_from_bf(float s, float err) {
 }
 
 // PP / PA: the product / accumulator format is fp32 itself (float32 arithmetic, no rounding).
-template <Rounding R, bool PP, typename G>
+// Fma: the product's rounding error from a fused multiply-add (TwoProduct) rather than from
+// the exact product in double; the same float32 value (a * b - f is exact in double, and the
+// FMA rounds the same exact value once; flush-to-zero flushes both the same way), in two
+// instructions where the double route takes a dozen conversions and products.
+template <Rounding R, bool PP, bool Fma, typename G>
 TB_INLINE float fused_product(float a, float b, const G& gp) {
   if constexpr (PP) {
     return a * b;
+  } else if constexpr (Fma) {
+    const float f = a * b;
+    const float odd = odd_from_bf(f, std::fma(a, b, -f));
+    return as_float(kernel::round_on<R>(as_bits(odd), gp, 0));
   } else {
     const double d = double(a) * double(b);
     const float f = float(d);
@@ -152,29 +160,82 @@ TB_INLINE float fused_sum(float a, float b, const G& ga) {
 
 // The three vector operations of a dot-product tile; GP / GA: the grid types (Grid, or
 // FastGrid for the shortcut).
-template <Rounding R, bool PP, bool PA, typename GP, typename GA>
-struct TileOps {
+template <Rounding R, bool PP, bool PA, bool Fma, typename GP, typename GA>
+struct TileBody {
   // acc = S(acc + P(a * b)), elementwise.
-  TB_NUM_CLONES static void mac(float* __restrict acc, float a, const float* __restrict b,
-                                int64_t n, const GP& gp, const GA& ga) {
+  TB_INLINE static void mac(float* __restrict acc, float a, const float* __restrict b, int64_t n,
+                            const GP& gp, const GA& ga) {
     const GP p = gp;
     const GA s = ga;
     for (int64_t j = 0; j < n; ++j)
-      acc[j] = fused_sum<R, PA>(acc[j], fused_product<R, PP>(a, b[j], p), s);
+      acc[j] = fused_sum<R, PA>(acc[j], fused_product<R, PP, Fma>(a, b[j], p), s);
   }
   // dst = P(a * b)
-  TB_NUM_CLONES static void mul(float* __restrict dst, float a, const float* __restrict b,
-                                int64_t n, const GP& gp) {
+  TB_INLINE static void mul(float* __restrict dst, float a, const float* __restrict b, int64_t n,
+                            const GP& gp) {
     const GP p = gp;
-    for (int64_t j = 0; j < n; ++j) dst[j] = fused_product<R, PP>(a, b[j], p);
+    for (int64_t j = 0; j < n; ++j) dst[j] = fused_product<R, PP, Fma>(a, b[j], p);
   }
   // dst = S(dst + src)
-  TB_NUM_CLONES static void add(float* __restrict dst, const float* __restrict src, int64_t n,
-                                const GA& ga) {
+  TB_INLINE static void add(float* __restrict dst, const float* __restrict src, int64_t n,
+                            const GA& ga) {
     const GA s = ga;
     for (int64_t j = 0; j < n; ++j) dst[j] = fused_sum<R, PA>(dst[j], src[j], s);
   }
 };
+
+// Compiled for every SIMD level, with the products' error from double precision.
+template <Rounding R, bool PP, bool PA, typename GP, typename GA>
+struct TileOps {
+  using Body = TileBody<R, PP, PA, false, GP, GA>;
+  TB_NUM_CLONES static void mac(float* __restrict acc, float a, const float* __restrict b,
+                                int64_t n, const GP& gp, const GA& ga) {
+    Body::mac(acc, a, b, n, gp, ga);
+  }
+  TB_NUM_CLONES static void mul(float* __restrict dst, float a, const float* __restrict b,
+                                int64_t n, const GP& gp) {
+    Body::mul(dst, a, b, n, gp);
+  }
+  TB_NUM_CLONES static void add(float* __restrict dst, const float* __restrict src, int64_t n,
+                                const GA& ga) {
+    Body::add(dst, src, n, ga);
+  }
+};
+
+// AVX-512 only, which has FMA (the AVX2 clone above may run where FMA is a library call).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TB_MAD_FMA_TARGET __attribute__((target("avx512f")))
+#define TB_MAD_HAS_FMA_PATH 1
+#else
+#define TB_MAD_FMA_TARGET
+#define TB_MAD_HAS_FMA_PATH 0
+#endif
+template <Rounding R, bool PP, bool PA, typename GP, typename GA>
+struct TileOpsFma {
+  using Body = TileBody<R, PP, PA, true, GP, GA>;
+  TB_MAD_FMA_TARGET static void mac(float* __restrict acc, float a, const float* __restrict b,
+                                    int64_t n, const GP& gp, const GA& ga) {
+    Body::mac(acc, a, b, n, gp, ga);
+  }
+  TB_MAD_FMA_TARGET static void mul(float* __restrict dst, float a, const float* __restrict b,
+                                    int64_t n, const GP& gp) {
+    Body::mul(dst, a, b, n, gp);
+  }
+  TB_MAD_FMA_TARGET static void add(float* __restrict dst, const float* __restrict src, int64_t n,
+                                    const GA& ga) {
+    Body::add(dst, src, n, ga);
+  }
+};
+
+// Whether this CPU runs the FMA instances (checked once).
+bool use_fma_path() {
+#if TB_MAD_HAS_FMA_PATH
+  static const bool yes = __builtin_cpu_supports("avx512f");
+  return yes;
+#else
+  return false;
+#endif
+}
 
 // Both grids of a unit, in both representations.
 struct UnitGrids {
@@ -183,10 +244,10 @@ struct UnitGrids {
   bool fast_p = false, fast_a = false;
 };
 
-template <Rounding R, bool PP, bool PA, typename GP, typename GA>
+template <Rounding R, bool PP, bool PA, bool Fma, typename GP, typename GA>
 void fused_rows(const MadUnit& u, const float* A, const float* B, float* C, int64_t r0, int64_t r1,
                 int64_t N, int64_t K, const GP& gp, const GA& ga) {
-  using Ops = TileOps<R, PP, PA, GP, GA>;
+  using Ops = std::conditional_t<Fma, TileOpsFma<R, PP, PA, GP, GA>, TileOps<R, PP, PA, GP, GA>>;
   const int64_t W = std::max(1, u.width);
   const int64_t T = kTileN;
   const int64_t lanes = u.order == MadUnit::Order::kLanes ? W : 1;
@@ -243,19 +304,27 @@ const auto& pick(const A& a, const B& b) {
 }
 
 // fused_rows with the unit's grids in the representation the instance takes.
-template <Rounding R, bool PP, bool PA, bool FP, bool FA>
+template <Rounding R, bool PP, bool PA, bool FP, bool FA, bool Fma>
 void fused_with(const MadUnit& u, const float* A, const float* B, float* C, int64_t r0, int64_t r1,
                 int64_t N, int64_t K, const UnitGrids& g) {
   using GP = std::conditional_t<FP, kernel::FastGrid, Grid>;
   using GA = std::conditional_t<FA, kernel::FastGrid, Grid>;
-  fused_rows<R, PP, PA, GP, GA>(u, A, B, C, r0, r1, N, K, pick<FP>(g.fp, g.gp),
-                                pick<FA>(g.fa, g.ga));
+  fused_rows<R, PP, PA, Fma, GP, GA>(u, A, B, C, r0, r1, N, K, pick<FP>(g.fp, g.gp),
+                                     pick<FA>(g.fa, g.ga));
 }
 
+template <Rounding R, bool FP, bool FA, bool Fma>
+FusedFn fused_for_fma(bool pp, bool pa) {
+  if (pp)
+    return pa ? fused_with<R, true, true, FP, FA, Fma> : fused_with<R, true, false, FP, FA, Fma>;
+  return pa ? fused_with<R, false, true, FP, FA, Fma> : fused_with<R, false, false, FP, FA, Fma>;
+}
+
+// Products in fp32 need no error term: the FMA instances only serve rounded products.
 template <Rounding R, bool FP, bool FA>
 FusedFn fused_for(bool pp, bool pa) {
-  if (pp) return pa ? fused_with<R, true, true, FP, FA> : fused_with<R, true, false, FP, FA>;
-  return pa ? fused_with<R, false, true, FP, FA> : fused_with<R, false, false, FP, FA>;
+  if (!pp && use_fma_path()) return fused_for_fma<R, FP, FA, true>(pp, pa);
+  return fused_for_fma<R, FP, FA, false>(pp, pa);
 }
 
 // The fused kernel for this unit, with its grids in *g, or null where rows() must do it.

@@ -621,6 +621,21 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
                  tile_dec[t] * s_dec;
         continue;
       }
+      // Stochastic rounding in one pass too, with run_grid's bits: element j draws from index
+      // offset + at + j, whose high word is constant unless the row crosses a 2^32 boundary.
+      if (r == Rounding::kStochastic && block == kTile &&
+          same_high_word(offset, at, at + rl) == rl) {
+        const SrKey key(seed);
+        const uint32_t hi = key.hi(offset + at), lo = uint32_t(offset + at);
+        for (size_t t = 0; t * kTile < rl; ++t) {
+          const float e = tile_enc[t], d = tile_dec[t];
+          for (size_t j = t * kTile; j < std::min(rl, (t + 1) * kTile); ++j)
+            y[j] = as_float(round_stochastic_fast(as_bits(x[j] * e), elem_fast,
+                                                  key.bits(lo + uint32_t(j), hi))) *
+                   d * s_dec;
+        }
+        continue;
+      }
       for (size_t t = 0; t * block < rl; ++t)
         for (size_t j = t * block; j < std::min(rl, (t + 1) * block); ++j) {
           enc[j] = tile_enc[t];

@@ -249,6 +249,37 @@ TEST(NumericsScaling, BlockScalingRoundsTheSameWhetherItCountsOrNot) {
     }
 }
 
+// Large tensors run over threads in whole bands of tiles; the values are the one-thread values.
+TEST(NumericsScaling, BlockScalingRoundsTheSameOnAnyNumberOfThreads) {
+  std::mt19937 gen(17);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  const size_t rows = 600, cols = 512;  // 300K values: enough for three threads
+  std::vector<float> x(rows * cols);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = n(gen) * std::exp2(float(int(i / 128) % 20 - 10));
+  for (const char* recipe : {"block:1x128", "block:128x128", "block:3x64:pow2"})
+    for (auto r : {tb::num::Rounding::kNearestEven, tb::num::Rounding::kStochastic}) {
+      const Format f = parse_format("fp:e=4,m=3,special=fn,overflow=sat");
+      const Scaling s = parse_scaling(recipe, f, "e4m3");
+      QuantOptions o;
+      o.rounding = r;
+      o.seed = 5;
+      o.offset = 1000;
+      std::vector<float> one(x.size()), three(x.size());
+      o.threads = 1;
+      tb::num::quantize_block_scaled(f, s, x.data(), one.data(), x.size(), cols, o, nullptr);
+      o.threads = 3;
+      tb::num::quantize_block_scaled(f, s, x.data(), three.data(), x.size(), cols, o, nullptr);
+      int bad = 0;
+      for (size_t i = 0; i < x.size(); ++i) bad += !same(one[i], three[i]);
+      EXPECT_EQ(bad, 0) << recipe << " rounding " << int(r);
+      // Not the unscaled rounding: the scales did something.
+      const auto plain = tb::num::quantize(f, x, o);
+      int differ = 0;
+      for (size_t i = 0; i < x.size(); ++i) differ += !same(one[i], plain[i]);
+      EXPECT_GT(differ, 0) << recipe;
+    }
+}
+
 TEST(NumericsScaling, RecipesParseRoundTripAndRefuseBadOnes) {
   const Format f = parse_format("e4m3");
   for (const char* t : {"current", "current:3", "delayed:1024:max", "delayed:16:recent:2",

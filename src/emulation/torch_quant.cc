@@ -158,7 +158,9 @@ void quantize_into(const torch::Tensor& in, torch::Tensor& out, const num::Forma
   const bool block = f.kind == num::Format::Kind::kBlock;
   const bool nvfp4 = block && f.blk.kind == num::BlockFormat::Kind::kNvfp4;
   num::QuantOptions whole = o;
-  if (nvfp4 && whole.tensor_amax < 0) whole.tensor_amax = num::tensor_amax(src, size_t(n));
+  if (nvfp4 && whole.tensor_amax < 0)
+    whole.tensor_amax =
+        num::tensor_amax(src, size_t(n), n >= kParallelFrom ? at::get_num_threads() : 1);
   // NVFP4's tiles span several rows.
   const int64_t unit = block ? (nvfp4 ? row * f.blk.rows : row) : 64;
   const int64_t units = (n + unit - 1) / unit;

@@ -860,10 +860,11 @@ void quantize(const Format& f, const float* in, float* out, size_t n, const Quan
   if (f.kind == Format::Kind::kFloat) validate(f.fp);
   QuantOptions o = given;
   const bool nvfp4 = f.kind == Format::Kind::kBlock && f.blk.kind == BlockFormat::Kind::kNvfp4;
-  if (nvfp4 && o.tensor_amax < 0) o.tensor_amax = tensor_amax(in, n);
   int threads = o.threads > 0 ? o.threads : int(std::thread::hardware_concurrency());
   // Below ~64K elements a thread costs more than it saves.
   threads = int(std::min<size_t>(size_t(std::max(threads, 1)), n / 65536 + 1));
+  // NVFP4's tensor amax is a pass of its own over the input: on the same threads as the rest.
+  if (nvfp4 && o.tensor_amax < 0) o.tensor_amax = tensor_amax(in, n, threads);
   // Streaming only where input and output do not overlap at all.
   const size_t stream_above = o.stream_above ? o.stream_above : stream_min_elements();
   const bool stream = n > stream_above && (out + n <= in || in + n <= out);
@@ -889,6 +890,29 @@ void quantize(const Format& f, const float* in, float* out, size_t n, const Quan
     });
   }
   for (auto& th : pool) th.join();
+}
+
+void quantize_blocks_scaled(const Format& f, const float* in, float* out, size_t n, size_t block,
+                            const float* scales, const QuantOptions& o) {
+  if (f.kind != Format::Kind::kFloat)
+    throw std::invalid_argument("quantize_blocks_scaled: float formats only");
+  validate(f.fp);
+  const Grid g = make_grid(f.fp, 0, false);
+  FastGrid fg;
+  const bool fast = fast_grid(g, &fg);
+  for (size_t b = 0, lo = 0; lo < n; ++b, lo += block) {
+    const size_t len = std::min(block, n - lo);
+    const float sc = scales[b];
+    if (fast && sc != 1.0f && o.rounding == Rounding::kNearestEven) {
+      float_rne_fast_scaled(in + lo, out + lo, len, fg, sc, 1.0f / sc);
+    } else if (fast && sc != 1.0f && o.rounding == Rounding::kStochastic) {
+      float_sr_fast_scaled(in + lo, out + lo, len, fg, o.seed, o.offset + lo, sc, 1.0f / sc);
+    } else {
+      QuantOptions part = o;
+      part.scale = sc;
+      quantize_serial(f, in + lo, out + lo, len, part, o.offset + lo);
+    }
+  }
 }
 
 std::vector<float> quantize(const Format& f, const std::vector<float>& in, const QuantOptions& o) {

@@ -42,6 +42,12 @@ std::vector<float> quantize(const Format& f, const std::vector<float>& in,
                             const QuantOptions& o = {});
 float quantize_one(const Format& f, float x, Rounding r = Rounding::kNearestEven);
 
+// A float format over consecutive blocks of `block` elements, block b at scale scales[b] (as
+// quantize() with QuantOptions::scale = scales[b] and offset o.offset + b * block, on one
+// thread): a per-block scaling recipe's rounding, with the format's grid built once.
+void quantize_blocks_scaled(const Format& f, const float* in, float* out, size_t n, size_t block,
+                            const float* scales, const QuantOptions& o);
+
 // Bit patterns. encode() takes a value already in the format (a quantize() result) and
 // returns its code in the low bits (float: sign, exponent, mantissa; fixed: two's complement
 // word); NaN gives the format's NaN code, or -1 where the format has none.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <thread>
+#include <vector>
 
 #include "base/errors.h"
 #include "numerics/round_bits.h"
@@ -200,44 +202,59 @@ void quantize_block_scaled(const Format& f, const Scaling& s, const float* in, f
                      std::to_string(n) + " values are not whole rows of " + std::to_string(row));
   const float max = scaling_max(f);
   const size_t rows = n / row;
-  std::vector<float> scale(row / bc), scaled(row), q(row);
-  QuantOptions part = o;
-  part.threads = 1;
-  part.row = 0;
-  for (size_t r0 = 0; r0 < rows; r0 += br) {
-    const size_t band = std::min(br, rows - r0);
-    for (size_t b = 0; b < scale.size(); ++b) {
-      float amax = 0;
-      for (size_t i = 0; i < band; ++i)
-        amax = std::fmax(amax, tensor_amax(in + (r0 + i) * row + b * bc, bc));
-      scale[b] = block_scale(max, amax, s.pow2);
-    }
-    for (size_t i = 0; i < band; ++i) {
-      const size_t at = (r0 + i) * row;
-      // Each block scaled, rounded and scaled back in one pass: float formats take a scale
-      // in the rounding pass (QuantOptions::scale), fixed point does not.
-      if (!counts && f.kind == Format::Kind::kFloat) {
-        for (size_t b = 0; b < scale.size(); ++b) {
-          part.scale = scale[b];
-          part.offset = o.offset + at + b * bc;
-          quantize(f, in + at + b * bc, out + at + b * bc, bc, part);
+  const size_t bands = (rows + br - 1) / br;
+  // Bands [b0, b1) of br rows; each call keeps its own buffers.
+  auto run = [&](size_t b0, size_t b1, RangeCounts* c) {
+    std::vector<float> scale(row / bc), scaled, q;
+    QuantOptions part = o;
+    part.threads = 1;
+    part.row = 0;
+    for (size_t r0 = b0 * br; r0 < std::min(rows, b1 * br); r0 += br) {
+      const size_t band = std::min(br, rows - r0);
+      for (size_t b = 0; b < scale.size(); ++b) {
+        float amax = 0;
+        for (size_t i = 0; i < band; ++i)
+          amax = std::fmax(amax, tensor_amax(in + (r0 + i) * row + b * bc, bc));
+        scale[b] = block_scale(max, amax, s.pow2);
+      }
+      for (size_t i = 0; i < band; ++i) {
+        const size_t at = (r0 + i) * row;
+        // Each block scaled, rounded and scaled back in one pass: float formats take a scale
+        // in the rounding pass, fixed point does not.
+        if (!c && f.kind == Format::Kind::kFloat) {
+          part.offset = o.offset + at;
+          quantize_blocks_scaled(f, in + at, out + at, row, bc, scale.data(), part);
+          continue;
         }
-        continue;
-      }
-      for (size_t b = 0; b < scale.size(); ++b) {
-        const float sc = scale[b];
-        for (size_t j = b * bc; j < (b + 1) * bc; ++j) scaled[j] = in[at + j] * sc;
-      }
-      part.scale = 1;
-      part.offset = o.offset + at;
-      quantize(f, scaled.data(), q.data(), row, part);
-      if (counts) *counts += count_range(scaled.data(), q.data(), row, overflow_threshold(f));
-      for (size_t b = 0; b < scale.size(); ++b) {
-        const float inv = 1.0f / scale[b];
-        for (size_t j = b * bc; j < (b + 1) * bc; ++j) out[at + j] = q[j] * inv;
+        scaled.resize(row);
+        q.resize(row);
+        for (size_t b = 0; b < scale.size(); ++b) {
+          const float sc = scale[b];
+          for (size_t j = b * bc; j < (b + 1) * bc; ++j) scaled[j] = in[at + j] * sc;
+        }
+        part.scale = 1;
+        part.offset = o.offset + at;
+        quantize(f, scaled.data(), q.data(), row, part);
+        if (c) *c += count_range(scaled.data(), q.data(), row, overflow_threshold(f));
+        for (size_t b = 0; b < scale.size(); ++b) {
+          const float inv = 1.0f / scale[b];
+          for (size_t j = b * bc; j < (b + 1) * bc; ++j) out[at + j] = q[j] * inv;
+        }
       }
     }
+  };
+  // Large tensors over threads, in whole bands (counting stays on one: the counts add up).
+  int threads = o.threads > 0 ? o.threads : int(std::thread::hardware_concurrency());
+  threads = int(std::min<size_t>({size_t(std::max(threads, 1)), n / 65536 + 1, bands}));
+  if (threads <= 1 || counts) return run(0, bands, counts);
+  std::vector<std::thread> pool;
+  const size_t per = (bands + size_t(threads) - 1) / size_t(threads);
+  for (int t = 0; t < threads; ++t) {
+    const size_t b0 = size_t(t) * per, b1 = std::min(bands, b0 + per);
+    if (b0 >= b1) break;
+    pool.emplace_back([&run, b0, b1] { run(b0, b1, nullptr); });
   }
+  for (auto& th : pool) th.join();
 }
 
 }  // namespace tb::num

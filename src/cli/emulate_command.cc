@@ -98,7 +98,7 @@ Command add_emulate(CLI::App& app) {
       "\\\n"
       "      --store tta.db   # Transformer Engine's DelayedScaling (HYBRID)\n"
       "  trainbench emulate --model fc:layers=2,nodes=256,input=784,output=10 \\\n"
-      "      --numerics 'w:nvfp4_2d+a:nvfp4+e:nvfp4/stochastic+g:nvfp4/stochastic+rht:16'\n"
+      "      --numerics 'w:nvfp4_2d+a:nvfp4+e:nvfp4/stochastic+rht:16'\n"
       "  trainbench emulate --unit mad:mul=e5m2,acc=fp16,width=4,order=lanes --eval-examples 2000\n"
       "  trainbench emulate --dataset gcide --seeds 3 --store lm.db   # the language task, fp32\n"
       "  trainbench emulate --dataset gcide --numerics 'w:e4m3@current+a:e4m3@current+"

@@ -725,6 +725,11 @@ bool kernel::fast_grid(const Grid& g, FastGrid* out) {
   // Every quantum: below, emin - man_bits up to ecap - man_bits.
   const int qmin = std::min(f.below, f.emin - f.man_bits), qmax = f.ecap - f.man_bits;
   if (qmin < -125 || qmax + 23 > 127) return false;
+  // Within these bounds every field below is a normal exponent (1..254).
+  f.emin_field = uint32_t(f.emin + 127) << 23;
+  f.ecap_field = uint32_t(f.ecap + 127) << 23;
+  f.to_addend = uint32_t(23 - f.man_bits) << 23;
+  f.below_addend = uint32_t(f.below + 23 + 127) << 23;
   *out = f;
   return true;
 }

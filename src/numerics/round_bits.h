@@ -159,14 +159,20 @@ struct FastGrid {
   int below;     // the quantum's exponent below emin
   int ecap;      // exponents above this one use its quantum
   uint32_t max_bits, ovf_bits, zero_sign;
+  // The same, as float32 exponent fields, for round_nearest_even_fast: 2^emin's and 2^ecap's
+  // exponent bits, what takes an exponent field e to 2^(e - man_bits + 23)'s, and the addend
+  // 2^(below + 23) itself.
+  uint32_t emin_field, ecap_field, to_addend, below_addend;
 };
 
 TB_INLINE uint32_t round_nearest_even_fast(uint32_t xb, const FastGrid& g) {
   const uint32_t sign = xb & 0x80000000u;
   const uint32_t a = xb & 0x7FFFFFFFu;
-  const int ex = int(a >> 23) - 127;
-  const int q = isel(ex >= g.emin, imin(ex, g.ecap) - g.man_bits, g.below);
-  const float c = as_float(uint32_t(q + 150) << 23);
+  // The addend 2^(q + 23) from |x|'s exponent field as it stands (q as round_stochastic_fast
+  // computes it: min(ex, ecap) - man_bits from emin up, else below), without decoding it.
+  const uint32_t e = a & 0x7F800000u;
+  const uint32_t capped = sel(e < g.ecap_field, e, g.ecap_field);
+  const float c = as_float(sel(e >= g.emin_field, capped + g.to_addend, g.below_addend));
   uint32_t mag = as_bits((as_float(a) + c) - c);
   mag = sel((mag > g.max_bits) | (a == kInfBits), g.ovf_bits, mag);
   const uint32_t out_sign = sign & sel(mag != 0, 0x80000000u, g.zero_sign);

@@ -255,9 +255,32 @@ int main(int argc, char** argv) {
       mad_t[u].push_back(seconds_since(t0));
     }
   }
+  // The same pair on one thread each: no thread pool of either side to wake or to contend
+  // with. On two cores the all-cores pair moves with the state the OpenMP and std::thread
+  // workers were left in (torch::mm's ~40 us product times a worker's wake-up; the unit's
+  // threads share the cores with workers still spinning), by 2x or more between processes.
+  std::vector<double> mm1_t, mad1_t;
+  {
+    tb::apply_threads(1);
+    const auto full = tb::num::parse_mad(units[3]);
+    for (int r = 0; r < reps; ++r) {
+      auto t0 = Clock::now();
+      torch::mm_out(C, A, B);
+      mm1_t.push_back(seconds_since(t0));
+      t0 = Clock::now();
+      tb::num::mad_matmul(full, A.data_ptr<float>(), B.data_ptr<float>(), C.data_ptr<float>(),
+                          msize, msize, msize, 1);
+      mad1_t.push_back(seconds_since(t0));
+    }
+    tb::apply_threads(0);
+  }
   const double flops = 2.0 * double(msize) * double(msize) * double(msize);
   const double mm_gf = flops / median(mm_t) / 1e9;
+  const double ratio_1 = median(mad1_t) / median(mm1_t);
   std::cout << fmt::format("matmul {}^3: torch::mm {:.1f} GFLOP/s\n", msize, mm_gf);
+  std::cout << fmt::format(
+      "  one thread each: torch::mm {:.1f} GFLOP/s, {} {:.3f} GFLOP/s: {:.1f}x\n",
+      flops / median(mm1_t) / 1e9, units[3], flops / median(mad1_t) / 1e9, ratio_1);
   json mads = json::array();
   for (const auto& u : units) {
     const double gf = flops / median(mad_t[u]) / 1e9;
@@ -282,16 +305,23 @@ int main(int argc, char** argv) {
     std::cout << fmt::format("    {:<40} {:8.3f} ms  {:5.1f}%\n", what, t * 1e3, 100 * t / t_full);
     breakdown[what] = t;
   }
-  doc["matmul"] = {
-      {"size", msize}, {"torch_mm_gflops", mm_gf}, {"units", mads}, {"breakdown_s", breakdown}};
+  doc["matmul"] = {{"size", msize},
+                   {"torch_mm_gflops", mm_gf},
+                   {"units", mads},
+                   {"breakdown_s", breakdown},
+                   {"one_thread",
+                    {{"torch_mm_s", median(mm1_t)},
+                     {"unit", units[3]},
+                     {"unit_s", median(mad1_t)},
+                     {"slowdown_vs_mm", ratio_1}}}};
 
   std::cout << fmt::format(
       "SUMMARY numerics_throughput: slowest quantizer at {:.0f}% of copy bandwidth ({:.1f} "
       "GB/s; target >= 50%); fp8 MLP step {:.2f}x fp32 at one thread, {:.2f}x at all cores "
       "(target <= 1.5x); NVFP4 step {:.2f}x, MXFP8 {:.2f}x at one thread (worse of MLP and fc; "
-      "target <= 1.3x); MAD matmul {:.0f}x slower than torch::mm\n",
+      "target <= 1.3x); MAD matmul {:.0f}x slower than torch::mm ({:.0f}x at one thread each)\n",
       100 * worst, copy_gbps, step_ratio_1, step_ratio, worst_1["nvfp4"], worst_1["mxfp8"],
-      mm_gf / (flops / median(mad_t[units[3]]) / 1e9));
+      mm_gf / (flops / median(mad_t[units[3]]) / 1e9), ratio_1);
   write_json(args.out, doc);
   return 0;
 }

@@ -193,8 +193,9 @@ TB_INLINE uint32_t round_stochastic_fast(uint32_t xb, const FastGrid& g, uint32_
   const int s = q - ex + 23;  // past the cap, s <= 0: any result overflows; keep one bit
   const int sc = imin(imax(s, 1), 23);
   const uint32_t mask = (1u << sc) - 1u;
-  const uint32_t up = uint32_t((rnd >> (32 - sc)) < (a & mask));
-  const uint32_t big = (a & ~mask) + (up << sc);
+  // Up where the remainder a & mask exceeds the top sc random bits r: then remainder +
+  // (mask - r) carries out of the low sc bits (it is at most 2 * mask), else it does not.
+  const uint32_t big = (a + (mask - (rnd >> (32 - sc)))) & ~mask;
   // Below one quantum: P(up) = |x| / 2^q = sig / 2^st, to 2^-32 as round_bits.
   const uint32_t mant = a & 0x7FFFFFu;
   const uint32_t sig = mant | sel(be != 0, 0x800000u, 0u);

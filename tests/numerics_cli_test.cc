@@ -33,6 +33,20 @@ TEST(NumericsCli, QuantizePrintsValuesAndBitPatterns) {
   EXPECT_NE(mx.out.find("E8M0 scale 2^0 (0x7f)"), std::string::npos) << mx.out;
 }
 
+// A missed target is exit status 1 whether the output is a table or JSON; the JSON is whole.
+TEST(NumericsCli, EmulateMissingTheTargetExitsOneInBothOutputs) {
+  const std::string args =
+      "emulate --seeds 1 --max-iters 20 --eval-every 10 --eval-examples 100 --target 0.99";
+  const Output table = run(args);
+  EXPECT_EQ(table.status, 1) << table.err;
+  EXPECT_NE(table.out.find("not reached"), std::string::npos) << table.out;
+  const Output json = run(args + " --json");
+  EXPECT_EQ(json.status, 1) << json.err;
+  const auto doc = nlohmann::json::parse(json.out);
+  EXPECT_EQ(doc["schema_version"].is_null(), false);
+  EXPECT_EQ(doc["summary"]["reached"], 0) << json.out.substr(0, 400);
+}
+
 TEST(NumericsCli, QuantizePrintsValuesExactlyAndTakesValuesOnBothSidesOfDashes) {
   // fp16's 1 + 2^-9 and 2^-24 (its smallest subnormal), every digit.
   Output o = run("quantize --format fp16 1.001953125 5.9604644775390625e-8");

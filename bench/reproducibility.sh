@@ -8,7 +8,8 @@
 # config and stack is max/min of its per-process mean step times; the target is that
 # >= 95% of the default stack's configs have max/min <= 1.05.
 # After every round of processes, bench/machine_floor (plain C++, no LibTorch, no BLAS) runs in
-# fresh processes too, on 1 and 2 threads, for as long as a config's timed loop: its max/min is
+# fresh processes too, on 1 and 2 threads, its core-bound and its memory-bound work, for as long
+# as a config's timed loop: its max/min is
 # what the machine alone contributes, measured in the same minutes. A floor above 1.05 means
 # the target cannot be met on this machine at that time, whatever trainbench does.
 #
@@ -52,7 +53,11 @@ for ((r = 1; r <= reps; r++)); do
     "$tb" sweep "$s" --store "$work/$s.db" --repetitions "$r" \
       --stack blas=default --stack blas=openblas-pthread 2>&1 | tail -n 2
   done
-  for t in 1 2; do "$floor" --threads "$t" --seconds 1.5 >> "$work/floor.jsonl"; done
+  # Core speed (a chain of dependent arithmetic) and memory bandwidth (a sum over arrays past
+  # the last-level cache): a neighbour on the host can move either without moving the other.
+  for t in 1 2; do
+    for w in scalar stream; do "$floor" --threads "$t" --work "$w" --seconds 1.5 >> "$work/floor.jsonl"; done
+  done
 done
 wall=$((SECONDS - start))
 python3 - "$out" "$reps" "$wall" "$work" "${sweeps[@]}" <<'PY'
@@ -95,12 +100,24 @@ for line in open(os.path.join(work, "floor.jsonl")):
     f = json.loads(line)
     floor.setdefault(f"{f['work']}_{f['threads']}_threads", []).append(f["mean_s"])
 floor = {k: {"means_s": v, "max_over_min": max(v) / min(v)} for k, v in floor.items()}
+# Round by round, every config's process against that config's median over the rounds: a round
+# whose configs all move together is the machine's state in those minutes (a drift that hits
+# every config alike), where configs moving apart within one round is each process's own.
+def by_round(stack):
+    rel = [[m / statistics.median(r["means_s"]) for m in r["means_s"]]
+           for r in rows if r["stack"] == stack and len(r["means_s"]) == reps]
+    out = []
+    for i in range(reps if rel else 0):
+        xs = sorted(x[i] for x in rel)
+        out.append({"round": i + 1, "median": statistics.median(xs), "min": xs[0], "max": xs[-1]})
+    return out
+rounds = {"default": by_round("default"), "openblas_pthread": by_round("pthread")}
 doc = {"schema_version": 1, "kind": "trainbench.bench.reproducibility",
        "method": f"sweeps {', '.join(sweeps)} as shipped, {reps} fresh processes per config and "
                  "stack, interleaved; stacks blas=default and blas=openblas-pthread back to back",
        "wall_s": wall, "target": ">= 95% of the default stack's configs with max/min <= 1.05",
        "default": table("default"), "openblas_pthread": table("pthread"),
-       "machine_floor": floor, "rows": rows}
+       "machine_floor": floor, "rounds": rounds, "rows": rows}
 json.dump(doc, open(out, "w"), indent=2)
 for name in ("default", "openblas_pthread"):
     t = doc[name]
@@ -113,6 +130,9 @@ for name in ("default", "openblas_pthread"):
 for k, f in floor.items():
     print(f"{'floor ' + k:>24}: max/min {f['max_over_min']:.3f} over {len(f['means_s'])} processes "
           f"(plain C++, {', '.join(f'{1e3*m:.3f}' for m in f['means_s'])} ms)")
+for r in rounds["default"]:
+    print(f"{'round ' + str(r['round']):>24}: default stack, each config against its own median: "
+          f"median {r['median']:.3f}, {r['min']:.3f}..{r['max']:.3f}")
 d = doc["default"]
 ok = d.get("configs") and d["share_within_1_05"] >= 0.95
 print(f"SUMMARY reproducibility: {100*d.get('share_within_1_05',0):.0f}% of {d.get('configs',0)} configs "

@@ -1,10 +1,15 @@
 #include "runner/profile.h"
 
+#include <ATen/record_function.h>
 #include <fmt/format.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <tuple>
 
 #include "base/errors.h"
@@ -121,6 +126,49 @@ void assign_parts(const std::vector<OpEvent>& events, const std::vector<size_t>&
   }
 }
 
+// convolution_backward's output_mask, call by call, while a profile records: the profiler
+// keeps the shapes of an operator's tensor arguments but not the values of its others.
+std::mutex conv_masks_mu;
+std::vector<std::vector<bool>> conv_masks;
+constexpr const char* kConvBackward = "aten::convolution_backward";
+
+std::unique_ptr<at::ObserverContext> record_conv_mask(const at::RecordFunction& fn) {
+  if (std::strcmp(fn.name(), kConvBackward) != 0) return nullptr;
+  const auto in = fn.inputs();
+  std::vector<bool> mask;
+  if (!in.empty() && in.back().isBoolList())
+    for (bool b : in.back().toBoolList()) mask.push_back(b);
+  std::lock_guard<std::mutex> lock(conv_masks_mu);
+  conv_masks.push_back(std::move(mask));
+  return nullptr;
+}
+
+// Records the masks from construction to destruction (the profiled steps).
+struct ConvMaskRecorder {
+  at::CallbackHandle handle;
+  ConvMaskRecorder() {
+    std::lock_guard<std::mutex> lock(conv_masks_mu);
+    conv_masks.clear();
+    handle = at::addGlobalCallback(at::RecordFunctionCallback(record_conv_mask)
+                                       .needsInputs(true)
+                                       .scopes({at::RecordScope::FUNCTION}));
+  }
+  ~ConvMaskRecorder() { at::removeCallback(handle); }
+  // Gives each convolution_backward event its call's mask, in start order; none where the
+  // counts differ (a call the profiler did not keep, or one outside the window).
+  void attach(std::vector<OpEvent>& events) const {
+    std::vector<size_t> idx;
+    for (size_t i = 0; i < events.size(); ++i)
+      if (events[i].name == kConvBackward) idx.push_back(i);
+    std::stable_sort(idx.begin(), idx.end(),
+                     [&](size_t a, size_t b) { return events[a].start_us < events[b].start_us; });
+    std::lock_guard<std::mutex> lock(conv_masks_mu);
+    if (idx.size() != conv_masks.size()) return;
+    for (size_t k = 0; k < idx.size(); ++k)
+      if (conv_masks[k].size() == 3) events[idx[k]].output_mask = conv_masks[k];
+  }
+};
+
 Profile aggregate(const std::vector<OpEvent>& events, int steps, std::vector<TraceEvent>* trace,
                   const std::vector<std::vector<int64_t>>& no_grad_shapes = {}) {
   Profile p;
@@ -210,8 +258,14 @@ Profile aggregate(const std::vector<OpEvent>& events, int steps, std::vector<Tra
         if (e.start_us >= r.start && e.start_us <= r.end &&
             std::find(shapes.begin(), shapes.end(), e.shapes[2]) != shapes.end())
           weight_gradients = false;
-    const cost::OpCost c =
-        cost::op_cost(e.name, e.shapes, e.dtypes, no_grad_shapes, weight_gradients);
+    // A convolution whose input needs no gradient (fed by a frozen stage, not only by the
+    // batch) or whose weight is frozen computes only the other one: the call says which.
+    std::vector<std::vector<int64_t>> no_grad = no_grad_shapes;
+    if (e.output_mask.size() == 3 && e.shapes.size() > 2) {
+      weight_gradients = weight_gradients && e.output_mask[1];
+      if (!e.output_mask[0]) no_grad.push_back(e.shapes[1]);
+    }
+    const cost::OpCost c = cost::op_cost(e.name, e.shapes, e.dtypes, no_grad, weight_gradients);
     if (c.known || e.profiler_flops > 0 || !has_children[i]) {
       a.owner = true;
       a.bytes = c.bytes;
@@ -427,12 +481,16 @@ ProfileRun profile_config(const Config& input, const ProfileOptions& o) {
     prepareProfiler(pc, activities);
     CpuSnapshot cpu0 = cpu_snapshot();
     ThreadSnapshot threads0 = thread_snapshot();
+    std::optional<ConvMaskRecorder> masks(std::in_place);
     enableProfiler(pc, activities);
     for (int i = 0; i < o.steps; ++i) {
       RECORD_USER_SCOPE("tb::step");
       train_step(*workload, *opt, batch, device);
     }
     auto result = disableProfiler();
+    std::vector<OpEvent> events = op_events(*result);
+    masks->attach(events);
+    masks.reset();
     ThreadSnapshot threads1 = thread_snapshot();
     CpuSnapshot cpu1 = cpu_snapshot();
     int64_t accounted_steps = o.steps;
@@ -452,7 +510,6 @@ ProfileRun profile_config(const Config& input, const ProfileOptions& o) {
       cpu1 = cpu_snapshot();
     }
 
-    const std::vector<OpEvent> events = op_events(*result);
     run.profile =
         aggregate(events, o.steps, o.keep_trace ? &run.trace : nullptr, input_shapes(batch));
     // Without a cost description the model's FLOPs are the profiled ones (docs/suite.md).

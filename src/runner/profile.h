@@ -41,6 +41,9 @@ struct OpEvent {
   // operator's sequence number on its thread (-1: none), and that thread (backward nodes).
   int64_t sequence_nr = -1;
   uint64_t fwd_tid = 0;
+  // convolution_backward: which of (input, weight, bias) gradients the call computed, where it
+  // was recorded (empty: unknown, and the cost assumes what the model's shapes say).
+  std::vector<bool> output_mask;
 };
 
 // Aggregates a window of events into a profile: nests them per thread, attributes each

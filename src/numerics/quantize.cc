@@ -846,18 +846,26 @@ void copy_nontemporal(const float* in, float* out, size_t n) {
 #endif
 }
 
+void split_over_threads(size_t units, int threads,
+                        const std::function<void(size_t, size_t, size_t)>& fn) {
+  threads = int(std::min<size_t>(size_t(std::max(threads, 1)), std::max<size_t>(units, 1)));
+  if (threads <= 1) return fn(0, 0, units);
+  const size_t per = (units + size_t(threads) - 1) / size_t(threads);
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < size_t(threads); ++t) {
+    const size_t b = t * per, e = std::min(units, b + per);
+    if (b >= e) break;
+    pool.emplace_back([&fn, t, b, e] { fn(t, b, e); });
+  }
+  for (auto& th : pool) th.join();
+}
+
 float tensor_amax(const float* x, size_t n, int threads) {
   threads = int(std::min<size_t>(size_t(std::max(threads, 1)), n / 65536 + 1));
   if (threads <= 1) return as_float(amax_bits(x, n));
   std::vector<uint32_t> part(size_t(threads), 0);
-  std::vector<std::thread> pool;
-  const size_t per = (n + size_t(threads) - 1) / size_t(threads);
-  for (int t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      const size_t b = std::min(n, size_t(t) * per), e = std::min(n, b + per);
-      part[size_t(t)] = amax_bits(x + b, e - b);
-    });
-  for (auto& th : pool) th.join();
+  split_over_threads(n, threads,
+                     [&](size_t t, size_t b, size_t e) { part[t] = amax_bits(x + b, e - b); });
   return as_float(*std::max_element(part.begin(), part.end()));
 }
 
@@ -881,20 +889,13 @@ void quantize(const Format& f, const float* in, float* out, size_t n, const Quan
     unit = row < n ? row : size_t(f.blk.block);
     if (nvfp4) unit = row < n ? row * size_t(f.blk.rows) : n;  // whole tiles
   }
-  const size_t units = (n + unit - 1) / unit;
-  const size_t per = (units + threads - 1) / threads;
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    const size_t b = std::min(n, size_t(t) * per * unit), e = std::min(n, (t + 1) * per * unit);
-    if (b >= e) break;
-    QuantOptions part = o;
-    // A single row split on block boundaries: each chunk is rows of whole blocks.
-    if (f.kind == Format::Kind::kBlock && (o.row == 0 || o.row >= n)) part.row = 0;
-    pool.emplace_back([&f, in, out, b, e, part, &o, stream] {
-      quantize_part(f, in + b, out + b, e - b, part, o.offset + b, stream);
-    });
-  }
-  for (auto& th : pool) th.join();
+  QuantOptions part = o;
+  // A single row split on block boundaries: each chunk is rows of whole blocks.
+  if (f.kind == Format::Kind::kBlock && (o.row == 0 || o.row >= n)) part.row = 0;
+  split_over_threads((n + unit - 1) / unit, threads, [&](size_t, size_t ub, size_t ue) {
+    const size_t b = ub * unit, e = std::min(n, ue * unit);
+    quantize_part(f, in + b, out + b, e - b, part, o.offset + b, stream);
+  });
 }
 
 void quantize_blocks_scaled(const Format& f, const float* in, float* out, size_t n, size_t block,

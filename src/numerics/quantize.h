@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,11 @@ int block_exponent(const BlockFormat& f, const float* x, size_t n);
 // The largest magnitude of x[0, n), NaN ignored (fmax), Inf kept; on up to `threads` threads
 // for large arrays.
 float tensor_amax(const float* x, size_t n, int threads = 1);
+
+// Calls fn(part, begin, end) for at most `threads` contiguous, nonempty ranges of [0, units), each
+// on a std::thread of its own, and waits for them; one range runs on the calling thread.
+void split_over_threads(size_t units, int threads,
+                        const std::function<void(size_t, size_t, size_t)>& fn);
 
 // Counter-based random bits used by stochastic rounding (exposed for tests).
 uint32_t random_bits(uint64_t seed, uint64_t index);

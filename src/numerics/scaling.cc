@@ -247,14 +247,7 @@ void quantize_block_scaled(const Format& f, const Scaling& s, const float* in, f
   int threads = o.threads > 0 ? o.threads : int(std::thread::hardware_concurrency());
   threads = int(std::min<size_t>({size_t(std::max(threads, 1)), n / 65536 + 1, bands}));
   if (threads <= 1 || counts) return run(0, bands, counts);
-  std::vector<std::thread> pool;
-  const size_t per = (bands + size_t(threads) - 1) / size_t(threads);
-  for (int t = 0; t < threads; ++t) {
-    const size_t b0 = size_t(t) * per, b1 = std::min(bands, b0 + per);
-    if (b0 >= b1) break;
-    pool.emplace_back([&run, b0, b1] { run(b0, b1, nullptr); });
-  }
-  for (auto& th : pool) th.join();
+  split_over_threads(bands, threads, [&](size_t, size_t b0, size_t b1) { run(b0, b1, nullptr); });
 }
 
 }  // namespace tb::num

@@ -4,8 +4,19 @@
 throughput found in the public sources, copied verbatim with its source and commit; how they
 were read: data/published/NOTES.md).
 
-Kept: the models trainbench has (ResNet-50 v1.5, which torchvision's resnet50 is) on the GPUs
-trainbench describes (platforms/*.json). Each source's precision becomes a simulate format:
+Kept: the models trainbench has on the GPUs trainbench describes (platforms/*.json):
+ResNet-50 v1.5 (torchvision's resnet50), images/s with `batch` images per step; and
+DeepLearningExamples' Transformer-big (fairseq's transformer_wmt_en_de_big_t2t: 6 + 6 pre-norm
+layers, d_model 1024, 16 heads, ffn 4096, shared embeddings over 33712 entries: 33708 BPE types
+and 4 specials, preprocess.py --nwordssrc/--nwordstgt 33712), tokens/s with `batch` =
+--max-tokens tokens per step. trainbench's transformer family computes batch x seq padded tokens
+per side; the config takes seq 32 (a length-bucketed batch of WMT14 sentences; the prediction
+moves by under 3% between seq 16 and 64, attention's seq^2 terms being small at d_model 1024) and
+batch = max-tokens / 32. fairseq counts non-padding target tokens (ntokens), at most max-tokens
+per step: the published step is taken as max-tokens / throughput, which makes a prediction
+look more optimistic than it is by the share of a step's tokens that are padding or source-only.
+GNMT v2 (a 4+4-layer LSTM with Bahdanau attention), BERT (an encoder with a masked-LM head on
+15% of tokens), SSD300 and Mask R-CNN are not trainbench families and stay out. Each source's precision becomes a simulate format:
 FP32 -> fp32; TF32 -> tf32; automatic mixed precision (and MXNet's float16 training, which
 keeps fp32 master weights) -> amp-fp16; Lambda's "fp32" on Ampere and Hopper -> tf32, because
 PyTorch runs cuDNN convolutions in TF32 by default (torch.backends.cudnn.allow_tf32 = True) and
@@ -35,6 +46,14 @@ PLATFORMS = {
     "H100 80GB SXM5": "h100-sxm5-80gb",
 }
 AMPERE_OR_LATER = ("a100", "h100", "h200")
+TRANSFORMER_SEQ = 32
+# model key in sources.csv -> (trainbench config for a row's batch, the unit the source gives)
+CONFIGS = {
+    "resnet50": (lambda batch: f"resnet50:batch={batch}", "img/s"),
+    "transformer_big": (lambda tokens: "transformer:layers=6,d_model=1024,heads=16,ff=4096,"
+                        f"vocab=33712,seq={TRANSFORMER_SEQ},batch={tokens // TRANSFORMER_SEQ}",
+                        "tokens/s"),
+}
 
 
 def platform_of(gpu):
@@ -71,14 +90,14 @@ def main():
         for row in csv.DictReader(f):
             why = None
             platform = platform_of(row["platform_gpu"])
-            if row["model"] != "resnet50":
+            if row["model"] not in CONFIGS:
                 why = "no trainbench family for " + row["model"]
             elif platform is None:
                 why = "no description for " + row["platform_gpu"]
             fmt, note = format_of(row["precision"], platform or "")
             if why is None and fmt is None:
                 why = "precision " + row["precision"]
-            if why is None and row["unit"] != "img/s":
+            if why is None and row["unit"] != CONFIGS[row["model"]][1]:
                 why = "unit " + row["unit"]
             if why:
                 print(f"left out: {row['source_model_name']}, {row['platform_gpu']}, "
@@ -87,10 +106,15 @@ def main():
             source = (f"{row['source_repo']}@{row['source_commit'][:12]} {row['source_path']}: "
                       f"{row['source_table']}; {row['source_model_name']}, {row['platform_gpu']}, "
                       f"{row['precision']}")
+            config, unit = CONFIGS[row["model"]]
+            if unit == "tokens/s":
+                note = ("fairseq counts non-padding target tokens; the step is taken as "
+                        "max-tokens / throughput, the most tokens a step holds")
             notes = "; ".join(x for x in (note, row["extra"]) if x)
             layout = "nchw" if "NCHW" in row["extra"] else "nhwc" if "NHWC" in row["extra"] else ""
-            out.writerow([f"resnet50:batch={row['batch']}", platform, fmt, row["batch"],
-                          row["throughput"], "images/s", source, layout, notes])
+            out.writerow([config(int(row["batch"])), platform, fmt, row["batch"],
+                          row["throughput"], "images/s" if unit == "img/s" else unit, source,
+                          layout, notes])
 
 
 if __name__ == "__main__":

@@ -638,6 +638,43 @@ TEST(Published, ARowIsPredictedAsSimulateWouldAndComparedAsAThroughput) {
   std::remove(path.c_str());
 }
 
+// A tokens row: `batch` counts tokens, the config's batch x seq shapes them (and must equal
+// it), and the published step is batch / throughput.
+TEST(Published, ATokensRowIsAStepOfBatchTokensShapedByTheConfig) {
+  const std::string cfg =
+      "\"transformer:layers=2,d_model=256,heads=4,ff=1024,vocab=1000,seq=16,batch=";
+  const std::string path = write_csv("tok", std::string(kPublishedHeader) + cfg +
+                                                "64\",v100-sxm2-16gb,fp32,1024,5e4,tokens/s,s,\n");
+  const auto rows = sim::read_published(path);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_TRUE(rows[0].tokens);
+  EXPECT_NE(rows[0].config.find("batch=64"), std::string::npos);  // not the token count
+  const auto vs = sim::validate_published(rows);
+  const auto& p = vs.at(0).points.at(0);
+  const auto s =
+      sim::simulate_config(find_platform("v100-sxm2-16gb"), parse_config(rows[0].config), "fp32");
+  EXPECT_DOUBLE_EQ(p.predicted_s, s.step_s);
+  EXPECT_DOUBLE_EQ(p.measured_s, 1024 / 5e4);
+  EXPECT_EQ(p.unit, "tokens/s");
+  EXPECT_EQ(sim::to_json(vs[0])["points"][0]["unit"], "tokens/s");
+  std::remove(path.c_str());
+  // 63 x 16 tokens are not the 1024 the source's step holds.
+  const std::string bad =
+      write_csv("tokbad", std::string(kPublishedHeader) + cfg +
+                              "63\",v100-sxm2-16gb,fp32,1024,5e4,tokens/s,s,\n");
+  std::string what;
+  try {
+    sim::read_published(bad);
+  } catch (const UsageError& e) {
+    what = e.what();
+  }
+  EXPECT_NE(what.find(":2: field 'batch': 1024 tokens per step, but the config's batch x seq is "
+                      "63 x 16 = 1008"),
+            std::string::npos)
+      << what;
+  std::remove(bad.c_str());
+}
+
 // The shipped rows all read, with their sources, over V100, A100 and H100, and include the
 // issue's two V100 figures.
 TEST(Published, TheShippedFileCoversV100A100AndH100WithSources) {
@@ -653,6 +690,10 @@ TEST(Published, TheShippedFileCoversV100A100AndH100WithSources) {
                r.throughput == 1200;
   }
   EXPECT_TRUE(fp32_112 && amp_256);
+  // A second family, in tokens: DeepLearningExamples' Transformer-big.
+  EXPECT_TRUE(std::any_of(rows.begin(), rows.end(), [](const sim::PublishedRow& r) {
+    return r.tokens && r.config.rfind("transformer:", 0) == 0;
+  }));
   for (const char* p : {"v100-sxm2-16gb", "a100-sxm4-80gb", "h100-sxm5-80gb"})
     EXPECT_TRUE(platforms.count(p)) << p;
   const auto vs = sim::validate_published(rows);

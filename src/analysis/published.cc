@@ -16,6 +16,7 @@
 #include "platform/registry.h"
 #include "simulate/accelerator_model.h"
 #include "spec/config.h"
+#include "spec/family.h"
 #include "spec/printable.h"
 
 namespace tb::sim {
@@ -63,6 +64,8 @@ double positive_number(const std::string& text) {
 
 const std::set<std::string> kExampleUnits = {"examples/s", "images/s", "img/s", "sequences/s",
                                              "samples/s"};
+// Target tokens per second, as fairseq and DeepLearningExamples' translation models count them.
+const std::set<std::string> kTokenUnits = {"tokens/s", "tok/s"};
 
 }  // namespace
 
@@ -123,19 +126,37 @@ std::vector<PublishedRow> read_published(const std::string& path) {
     row.throughput = positive_number(get("throughput"));
     if (row.throughput <= 0)
       fail("throughput", "expected a positive number, got '" + get("throughput") + "'");
-    if (!kExampleUnits.count(row.unit))
+    row.tokens = kTokenUnits.count(row.unit) > 0;
+    if (!row.tokens && !kExampleUnits.count(row.unit))
       fail("unit", "'" + row.unit +
-                       "': only examples per second compare with a step of `batch` examples "
-                       "(examples/s, images/s, img/s, sequences/s, samples/s)");
+                       "': expected examples per second, a step being `batch` examples "
+                       "(examples/s, images/s, img/s, sequences/s, samples/s), or tokens per "
+                       "second, a step being `batch` tokens (tokens/s, tok/s)");
     if (row.source.empty()) fail("source", "say where the figure comes from");
     std::optional<Config> c;
     try {
-      c = parse_config(get("config"), {{"batch", std::to_string(row.batch)}});
+      // A tokens row's batch counts tokens; the config's own batch and seq say how they are
+      // shaped into sentences.
+      c = row.tokens ? parse_config(get("config"))
+                     : parse_config(get("config"), {{"batch", std::to_string(row.batch)}});
     } catch (const UsageError& e) {
       fail("config", e.what());
     }
     if (!has_cost(c->family()))
       fail("config", "family '" + c->family() + "' has no cost description to predict from");
+    if (row.tokens) {
+      const FamilySchema* schema = find_family_schema(c->family());
+      if (!schema || schema->throughput_unit != "tokens" || !c->has("seq"))
+        fail("unit", "'" + row.unit + "': family '" + c->family() +
+                         "' does not count tokens by batch x seq (transformer and gpt do)");
+      // The step computes batch x seq (padded) tokens per side; the source's step is `batch`
+      // tokens: the two must be the same step.
+      const int64_t padded = c->get_int("batch") * c->get_int("seq");
+      if (padded != row.batch)
+        fail("batch",
+             fmt::format("{} tokens per step, but the config's batch x seq is {} x {} = {}",
+                         row.batch, c->get_int("batch"), c->get_int("seq"), padded));
+    }
     row.config = c->str();
     try {
       if (!platforms.count(row.platform)) platforms[row.platform] = find_platform(row.platform);
@@ -179,6 +200,7 @@ std::vector<Validation> validate_published(const std::vector<PublishedRow>& rows
     p.format = row.format;
     p.source = row.source;
     p.batch = row.batch;
+    p.unit = row.tokens ? "tokens/s" : "examples/s";
     it->points.push_back(std::move(p));
   }
   for (auto& v : out) {
@@ -207,15 +229,16 @@ std::string validation_phrase(const std::string& platform) {
 
 std::string format_published(const std::vector<Validation>& vs) {
   std::string o =
-      fmt::format("{:<16} {:<9} {:>6} {:>12} {:>12} {:>8} {:>8}  {}\n", "platform", "format",
-                  "batch", "published/s", "predicted/s", "error", "bound", "config");
+      fmt::format("{:<16} {:<9} {:>6} {:>12} {:>12} {:<8} {:>8} {:>8}  {}\n", "platform", "format",
+                  "batch", "published", "predicted", "per s", "error", "bound", "config");
   std::vector<ValidationPoint> all;
   for (const auto& v : vs)
     for (const auto& p : v.points) {
       all.push_back(p);
-      o += fmt::format("{:<16} {:<9} {:>6} {:>12.4g} {:>12.4g} {:>7.1f}% {:>8}  {}\n", v.platform,
-                       p.format, p.batch, double(p.batch) / p.measured_s,
-                       double(p.batch) / p.predicted_s, 100 * p.error(), p.bound, p.config);
+      o += fmt::format(
+          "{:<16} {:<9} {:>6} {:>12.1f} {:>12.1f} {:<8} {:>7.1f}% {:>8}  {}\n", v.platform,
+          p.format, p.batch, double(p.batch) / p.measured_s, double(p.batch) / p.predicted_s,
+          p.unit == "tokens/s" ? "tokens" : "examples", 100 * p.error(), p.bound, p.config);
     }
   o += fmt::format("\n{:<16} {:>5} {:>13} {:>11} {:>22}\n", "platform", "rows", "median error",
                    "p90 error", "median predicted/pub.");

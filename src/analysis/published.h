@@ -17,14 +17,18 @@ struct PublishedRow {
   std::string config;    // trainbench config string, the row's batch applied
   std::string platform;  // a platform name (platforms/*.json) or description file
   std::string format;    // a simulate format or recipe: fp32, tf32, amp-fp16, ...
+  // Examples per step; for a tokens row (unit tokens/s), tokens per step, which the config's
+  // batch x seq must equal.
   int64_t batch = 0;
-  double throughput = 0;  // examples per second
+  double throughput = 0;  // batch units per second
+  bool tokens = false;
   std::string unit, source, note;
   std::string layout = "nhwc";  // the run's activation layout (SimOptions::layout); empty: nhwc
 };
 
 // Reads and checks every row: the config parses and has a cost description, the platform is
-// known and runs the format, batch and throughput are positive, the unit counts examples.
+// known and runs the format, batch and throughput are positive, the unit counts examples or
+// (for a family that counts tokens, with batch x seq equal to the row's batch) tokens.
 // Throws UsageError "FILE:LINE: field 'NAME': why" for the first bad one.
 std::vector<PublishedRow> read_published(const std::string& path);
 

@@ -113,6 +113,7 @@ nlohmann::json to_json(const Validation& v) {
       auto& last = points.back();
       last["format"] = p.format;
       last["batch"] = p.batch;
+      last["unit"] = p.unit;
       last["source"] = p.source;
       last["predicted_per_s"] = double(p.batch) / p.predicted_s;
       last["published_per_s"] = double(p.batch) / p.measured_s;

@@ -19,6 +19,7 @@ struct ValidationPoint {
   // and the examples per step that turn step times into throughputs.
   std::string format, source;
   int64_t batch = 0;
+  std::string unit;  // of batch / step time: examples/s or tokens/s
   double error() const { return std::abs(predicted_s - measured_s) / measured_s; }
 };
 

@@ -101,17 +101,19 @@ void add_published_chart(ChartSet& cs, const std::vector<sim::Validation>& vs) {
                       {"source", p.source},
                       {"published", double(p.batch) / p.measured_s},
                       {"predicted", double(p.batch) / p.predicted_s},
+                      {"unit", p.unit},
                       {"error", p.error()}});
   add_prediction_chart(
       cs, "published", "published", "Accelerator model vs published training throughputs",
       "Each point is a published single-device training throughput, predicted from the "
       "platform's description in the row's format; above the dashed line the model is "
       "optimistic.",
-      std::move(rows), {"published", "published examples/s"}, {"predicted", "predicted examples/s"},
-      "platform", "format",
+      std::move(rows), {"published", "published throughput (each row's unit)"},
+      {"predicted", "predicted throughput (each row's unit)"}, "platform", "format",
       json::array({{{"field", "config"}, {"type", "nominal"}},
                    {{"field", "published"}, {"type", "quantitative"}},
                    {{"field", "predicted"}, {"type", "quantitative"}},
+                   {{"field", "unit"}, {"type", "nominal"}},
                    {{"field", "error"}, {"type", "quantitative"}, {"format", ".1%"}},
                    {{"field", "source"}, {"type", "nominal"}}}));
 }
@@ -233,14 +235,15 @@ void add_tta_chart(ChartSet& cs, const TtaResult& r) {
 
 std::string published_table_html(const std::vector<sim::Validation>& vs) {
   std::string h =
-      "<table><tr><th>platform</th><th>format</th><th>config</th><th>published/s</th>"
-      "<th>predicted/s</th><th>error</th><th>source</th></tr>";
+      "<table><tr><th>platform</th><th>format</th><th>config</th><th>published</th>"
+      "<th>predicted</th><th>per second</th><th>error</th><th>source</th></tr>";
   for (const auto& v : vs)
     for (const auto& p : v.points)
       h += "<tr><td>" + html_escape(v.platform) + "</td><td>" + html_escape(p.format) +
            "</td><td><code>" + html_escape(p.config) + "</code></td><td class=\"num\">" +
            fmt::format("{:.4g}", double(p.batch) / p.measured_s) + "</td><td class=\"num\">" +
-           fmt::format("{:.4g}", double(p.batch) / p.predicted_s) + "</td><td class=\"num\">" +
+           fmt::format("{:.4g}", double(p.batch) / p.predicted_s) + "</td><td>" +
+           (p.unit == "tokens/s" ? "tokens" : "examples") + "</td><td class=\"num\">" +
            pct(p.error()) + "</td><td><small>" + html_escape(p.source) + "</small></td></tr>";
   h += "</table>";
   return h + validation_table_html(vs);

@@ -421,14 +421,17 @@ StepCost measured_step_cost(const Config& config, Workload& w, torch::optim::Opt
   const std::set<torch::profiler::impl::ActivityType> activities = {
       torch::profiler::impl::ActivityType::CPU};
   prepareProfiler(pc, activities);
+  std::optional<ConvMaskRecorder> masks(std::in_place);
   enableProfiler(pc, activities);
   {
     RECORD_USER_SCOPE("tb::step");
     train_step(w, opt, batch, device);
   }
   auto result = disableProfiler();
-  return cost_from_profile(aggregate(op_events(*result), 1, nullptr, input_shapes(batch)), config,
-                           w, batch);
+  std::vector<OpEvent> events = op_events(*result);
+  masks->attach(events);
+  masks.reset();
+  return cost_from_profile(aggregate(events, 1, nullptr, input_shapes(batch)), config, w, batch);
 }
 
 MemoryEstimate workload_memory_estimate(const Config& config, Workload& w, const Batch& batch) {

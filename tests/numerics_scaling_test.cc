@@ -181,6 +181,42 @@ TEST(NumericsScaling, ScaledRoundingIsTheScaledValueRoundedAndScaledBack) {
       }
 }
 
+// QuantOptions::input_amax: tensor_amax's figure (Inf counts, NaN does not) and unchanged
+// outputs, on one thread and three, through the tiles of streamed outputs, and for a block
+// format (a separate pass there).
+TEST(NumericsScaling, InputAmaxIsTensorAmaxAndChangesNothing) {
+  std::mt19937 gen(9);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  std::vector<float> x(300001);
+  for (auto& v : x) v = nd(gen);
+  x[123457] = 1e4f;
+  x[7] = std::numeric_limits<float>::quiet_NaN();
+  for (bool inf : {false, true}) {
+    if (inf) x[200000] = -std::numeric_limits<float>::infinity();
+    const float want = tb::num::tensor_amax(x.data(), x.size(), 1);
+    EXPECT_EQ(want, inf ? std::numeric_limits<float>::infinity() : 1e4f);
+    for (const char* name : {"e4m3", "bf16", "mxfp8_e4m3"})
+      for (int threads : {1, 3})
+        for (size_t stream_above : {size_t(0), size_t(1000)}) {
+          const Format f = parse_format(name);
+          QuantOptions o;
+          o.rounding = tb::num::Rounding::kStochastic;
+          o.seed = 5;
+          o.scale = f.kind == Format::Kind::kFloat ? 0.37f : 1.0f;
+          o.threads = threads;
+          o.stream_above = stream_above;
+          o.row = 1000;
+          const auto plain = tb::num::quantize(f, x, o);
+          float amax = -1;
+          o.input_amax = &amax;
+          const auto with = tb::num::quantize(f, x, o);
+          EXPECT_EQ(amax, want) << name << " threads " << threads;
+          EXPECT_EQ(std::memcmp(plain.data(), with.data(), x.size() * sizeof(float)), 0)
+              << name << " threads " << threads << " stream above " << stream_above;
+        }
+  }
+}
+
 TEST(NumericsScaling, BlockScalingMatchesItsDefinition) {
   std::mt19937 gen(9);
   std::normal_distribution<float> n(0.0f, 1.0f);

@@ -246,6 +246,30 @@ TEST(NumericsTorch, DelayedScalingKeepsAHistoryPerSite) {
   EXPECT_EQ(q.str(), "e4m3@delayed:4:max");
 }
 
+// Outside the steps that count, delayed scaling takes each tensor's amax in the rounding pass
+// (QuantOptions::input_amax): the same outputs and the same histories as the separate pass,
+// on tensors split over threads and on ones holding Inf and NaN.
+TEST(NumericsTorch, DelayedScalingsFusedAmaxMatchesTheSeparatePass) {
+  const auto fused = tb::emu::QuantPoint::parse("e4m3@delayed:3:max");
+  const auto separate = tb::emu::QuantPoint::parse("e4m3@delayed:3:max");
+  separate.set_counting(true);
+  ASSERT_FALSE(fused.counting());
+  torch::manual_seed(3);
+  for (int step = 0; step < 6; ++step) {
+    fused.begin_step();
+    separate.begin_step();
+    torch::Tensor big = torch::randn({1100, 1024}) * float(1 << step);  // split over threads
+    torch::Tensor odd = torch::randn({5, 7}) / float(1 << step);
+    if (step == 2) odd[1][2] = std::numeric_limits<float>::infinity();
+    if (step == 3) odd[0][0] = std::numeric_limits<float>::quiet_NaN();
+    for (const torch::Tensor& x : {big, odd}) {
+      const torch::Tensor a = fused.apply(x), b = separate.apply(x);
+      EXPECT_TRUE(torch::equal(a.nan_to_num(), b.nan_to_num())) << "step " << step;
+      EXPECT_TRUE(torch::equal(a.isnan(), b.isnan())) << "step " << step;
+    }
+  }
+}
+
 // NVFP4's tensor scale comes from the whole tensor, also when it is split over threads and
 // chunks, and a weight gradient rounds to it like any tensor.
 TEST(NumericsTorch, Nvfp4UsesTheWholeTensorsAmax) {

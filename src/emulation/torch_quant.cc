@@ -170,13 +170,21 @@ void quantize_into(const torch::Tensor& in, torch::Tensor& out, const num::Forma
   // while, in the way of the OpenBLAS threads of the next matrix multiply: with the old
   // 32K-element grain the fp8 step's ~9 extra regions cost more than splitting saved.
   const int64_t grain = std::max<int64_t>(1, kParallelFrom / unit);
+  std::mutex amax_mu;
+  if (o.input_amax) *o.input_amax = 0;
   at::parallel_for(0, units, grain, [&](int64_t b, int64_t e) {
     num::QuantOptions part = whole;
     part.threads = 1;
     part.row = block ? size_t(row) : 0;
     const int64_t lo = b * unit, hi = std::min(n, e * unit);
     part.offset = o.offset + uint64_t(lo);
+    float amax = 0;
+    if (o.input_amax) part.input_amax = &amax;
     num::quantize(f, src + lo, dst + lo, size_t(hi - lo), part);
+    if (o.input_amax) {
+      std::lock_guard<std::mutex> lock(amax_mu);
+      *o.input_amax = std::fmax(*o.input_amax, amax);
+    }
   });
 }
 
@@ -226,18 +234,36 @@ torch::Tensor QuantPoint::apply(const torch::Tensor& x) const {
       scale = num::current_scale(num::scaling_max(*format_), amax, scaling_.margin);
       break;
     case num::Scaling::Kind::kDelayed: {
-      amax = amax_of(xf);
-      std::lock_guard<std::mutex> lock(state_->mu);
-      const bool rec = state_->recording;
-      const uint64_t start = rec ? state_->step_start : state_->eval_start;
-      // A call before its step's start (a stream moved back) has no site.
-      const size_t site = call >= start ? size_t(call - start) : ~size_t(0);
-      if (rec && site != ~size_t(0))
-        while (state_->sites.size() <= site) state_->sites.emplace_back(scaling_.history);
-      if (site < state_->sites.size()) {
-        num::AmaxHistory& h = state_->sites[site];
-        scale = h.scale();
-        if (rec) h.record(amax);
+      // The scale comes from the history before this tensor's amax joins it, so the amax can
+      // be taken in the rounding pass itself (below) where nothing else needs the input.
+      const bool fused = format_->kind == num::Format::Kind::kFloat && !counting();
+      if (!fused) amax = amax_of(xf);
+      size_t site = ~size_t(0);
+      bool rec = false;
+      {
+        std::lock_guard<std::mutex> lock(state_->mu);
+        rec = state_->recording;
+        const uint64_t start = rec ? state_->step_start : state_->eval_start;
+        // A call before its step's start (a stream moved back) has no site.
+        if (call >= start) site = size_t(call - start);
+        if (rec && site != ~size_t(0))
+          while (state_->sites.size() <= site) state_->sites.emplace_back(scaling_.history);
+        if (site < state_->sites.size()) {
+          num::AmaxHistory& h = state_->sites[site];
+          scale = h.scale();
+          if (rec && !fused) h.record(amax);
+        }
+      }
+      if (fused) {
+        num::QuantOptions so = o;
+        so.scale = scale;
+        so.input_amax = &amax;
+        torch::Tensor y = quantize_tensor(xf, *format_, so);
+        if (rec && site != ~size_t(0)) {
+          std::lock_guard<std::mutex> lock(state_->mu);
+          if (site < state_->sites.size()) state_->sites[site].record(amax);
+        }
+        return y.to(x.scalar_type());
       }
       break;
     }

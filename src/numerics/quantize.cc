@@ -648,10 +648,26 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
   }
 }
 
+// QuantOptions::input_amax's tiles: 16 KiB, well inside any L1 data cache.
+constexpr size_t kAmaxTile = 4096;
+
 void quantize_serial(const Format& f, const float* in, float* out, size_t n, const QuantOptions& o,
                      uint64_t offset) {
   switch (f.kind) {
     case Format::Kind::kFloat: {
+      if (o.input_amax) {
+        // Each tile's amax, then its rounding while the tile is still in L1.
+        QuantOptions t = o;
+        t.input_amax = nullptr;
+        uint32_t m = 0;
+        for (size_t i = 0; i < n; i += kAmaxTile) {
+          const size_t len = std::min(kAmaxTile, n - i);
+          m = std::max(m, amax_bits(in + i, len));
+          quantize_serial(f, in + i, out + i, len, t, offset + i);
+        }
+        *o.input_amax = std::fmax(*o.input_amax, as_float(m));
+        return;
+      }
       const Grid g = make_grid(f.fp, 0, false);
       if (o.scale == 1.0f) return run_grid(in, out, n, g, o.rounding, o.seed, offset);
       // Scaled (a recipe's per-tensor scale): in one pass where the grid has a shortcut, else
@@ -878,6 +894,11 @@ void quantize(const Format& f, const float* in, float* out, size_t n, const Quan
   threads = int(std::min<size_t>(size_t(std::max(threads, 1)), n / 65536 + 1));
   // NVFP4's tensor amax is a pass of its own over the input: on the same threads as the rest.
   if (nvfp4 && o.tensor_amax < 0) o.tensor_amax = tensor_amax(in, n, threads);
+  if (o.input_amax && f.kind != Format::Kind::kFloat) {
+    *o.input_amax = tensor_amax(in, n, threads);  // not fused: block formats have their own
+    o.input_amax = nullptr;
+  }
+  if (o.input_amax) *o.input_amax = 0;
   // Streaming only where input and output do not overlap at all.
   const size_t stream_above = o.stream_above ? o.stream_above : stream_min_elements();
   const bool stream = n > stream_above && (out + n <= in || in + n <= out);
@@ -892,10 +913,14 @@ void quantize(const Format& f, const float* in, float* out, size_t n, const Quan
   QuantOptions part = o;
   // A single row split on block boundaries: each chunk is rows of whole blocks.
   if (f.kind == Format::Kind::kBlock && (o.row == 0 || o.row >= n)) part.row = 0;
-  split_over_threads((n + unit - 1) / unit, threads, [&](size_t, size_t ub, size_t ue) {
+  std::vector<float> amax(size_t(threads), 0.0f);
+  split_over_threads((n + unit - 1) / unit, threads, [&](size_t t, size_t ub, size_t ue) {
     const size_t b = ub * unit, e = std::min(n, ue * unit);
-    quantize_part(f, in + b, out + b, e - b, part, o.offset + b, stream);
+    QuantOptions mine = part;
+    if (o.input_amax) mine.input_amax = &amax[t];
+    quantize_part(f, in + b, out + b, e - b, mine, o.offset + b, stream);
   });
+  if (o.input_amax) *o.input_amax = *std::max_element(amax.begin(), amax.end());
 }
 
 void quantize_blocks_scaled(const Format& f, const float* in, float* out, size_t n, size_t block,

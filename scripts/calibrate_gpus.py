@@ -22,6 +22,12 @@ What it does, and what it assumes:
   forward + backward times). Elsewhere: the V100's convolution curve times the ratio of the
   GPU's large-GEMM efficiency (median fraction over points with n >= 2048) to the V100's, i.e.
   convolutions are assumed to lose to large GEMMs what they lose on the V100.
+- Wave quantization: every measured point is divided by the wave utilization of its own
+  shape on the GPU that measured it (CUTLASS's tile menus, split-K; wave_utilization below,
+  the same arithmetic as trainbench's), so the curves are per-SM efficiencies; the
+  descriptions state the menus as gemm_tiles and the simulator multiplies each GEMM's own
+  utilization back in. A curve carried to another GPU (the V100's convolutions, fp32, A100
+  tf32) thus transfers per SM, and that GPU's SM count decides how a shape fills it.
 - memory_fraction: the median over the GPU's STREAM triad measurements of achieved / stated
   bandwidth (V100: gpu-stream; A100: gpu-stream and BabelStream; H100, H200: BabelStream).
 - op_overhead_us: the start-up time of back-to-back kernels (fit t = a + V/b of small-kernel
@@ -68,10 +74,43 @@ BANDWIDTH = {
 STARTUP = {"a100": ["NVIDIA A100-SXM4-80GB"], "h100": ["NVIDIA H200"], "h200": ["NVIDIA H200"],
            "v100": ["NVIDIA A100-SXM4-80GB", "NVIDIA H200"]}
 LARGE_N = 2048
+# The output tiles a GEMM library picks among, per unit: CUTLASS's generated kernels
+# (python/cutlass_library/generator.py at NVIDIA/cutlass@7107b05535f8: GenerateSM50_Simt for
+# CUDA-core fp32, GenerateSM70_TensorOp_884 and GenerateSM80_TensorOp_16816 for tensor cores;
+# Hopper assumed to pick among the SM80 shapes). Measured fractions are divided by the wave
+# utilization of their shape on the GPU that measured them, so the curves hold per-SM
+# efficiency and transfer across SM counts; the simulator multiplies the utilization back in.
+SIMT_TILES = [(128, 128), (128, 64), (64, 128), (64, 64), (128, 32), (32, 128)]
+TENSOR_TILES = [(256, 128), (128, 256), (128, 128), (256, 64), (64, 256), (64, 128), (128, 64),
+                (64, 64)]
+SMS = {"NVIDIA V100": 80, "NVIDIA GTX TitanXp": 30, "NVIDIA A100-SXM4-80GB": 108,
+       XLA_H100: 132, "NVIDIA H100 80GB HBM3": 132, "NVIDIA H200 141GB": 132}
 
 
 def eq_n(m, n, k):
     return 3 * m * n * k / (m * k + k * n + m * n)
+
+
+MIN_SPLIT_K = 128  # PlatformDescription::kMinSplitK
+
+
+def wave_utilization(m, n, k, sms, tiles):
+    """trainbench's PlatformDescription::wave_utilization: the share of sms x tile that an m x n
+    output (reducing over k) keeps busy in whole waves, on the tile of the menu and the split of
+    k into 1, 2, 4, 8 or 16 slices (each at least MIN_SPLIT_K deep) that keep most of it busy."""
+    best = 0.0
+    for tm, tn in tiles:
+        s = 1
+        while s <= 16 and (s == 1 or k / s >= MIN_SPLIT_K):
+            ctas = math.ceil(m / tm) * math.ceil(n / tn) * s
+            waves = math.ceil(ctas / sms)
+            best = max(best, m * n * s / (waves * sms * tm * tn))
+            s *= 2
+    return min(best, 1.0)
+
+
+def tiles_for(dtype):
+    return SIMT_TILES if dtype in ("fp32", "fp64") else TENSOR_TILES
 
 
 def number(text):
@@ -94,6 +133,7 @@ def points(kind, device=DEVICE, peak=None):
                 if not t:
                     continue
                 flops, seconds = 2 * m * n * k, t * 1e-3
+                rows_out, cols_out, depth = m, n, k
             else:
                 m = number(r["n"]) * number(r["p"]) * number(r["q"])
                 n, k = number(r["k"]), number(r["c"]) * number(r["r"]) * number(r["s"])
@@ -105,7 +145,10 @@ def points(kind, device=DEVICE, peak=None):
                     flops, seconds = 2 * m * n * k, times[0] * 1e-3
                 else:
                     continue
-            out[dtype].append((eq_n(m, n, k), flops / seconds / peak[dtype]))
+                # the forward pass's output, pixels x filters, reducing over C x R x S
+                rows_out, cols_out, depth = m, n, k
+            util = wave_utilization(rows_out, cols_out, depth, SMS[device], tiles_for(dtype))
+            out[dtype].append((eq_n(m, n, k), flops / seconds / peak[dtype] / util))
     return out
 
 
@@ -130,7 +173,10 @@ def rows(name):
 
 
 def table_points(device, precision, peak_tflops):
-    return [(eq_n(float(r["m"]), float(r["n"]), float(r["k"])), float(r["tflops"]) / peak_tflops)
+    tiles = tiles_for(precision)
+    return [(eq_n(float(r["m"]), float(r["n"]), float(r["k"])),
+             float(r["tflops"]) / peak_tflops /
+             wave_utilization(float(r["m"]), float(r["n"]), float(r["k"]), SMS[device], tiles))
             for r in rows("gemm.csv") if r["device"] == device and r["precision"] == precision]
 
 
@@ -170,6 +216,8 @@ def main():
             # No bandwidth or start-up measurement is published for it: those stay unstated.
             desc["efficiency"] = {"gemm": {d: curve(p) for d, p in g.items() if p},
                                   "conv": {d: curve(p) for d, p in c.items() if p}}
+            desc["efficiency"]["gemm_tiles"] = {d: [list(t) for t in tiles_for(d)]
+                                                for d in desc["efficiency"]["gemm"]}
             base = desc["source"].split("; efficiency: ")[0]
             desc["source"] = (base + "; efficiency: scripts/calibrate_gpus.py from DeepBench's "
                               f"{device} kernel times (data/deepbench, fp32 GEMM and "
@@ -202,6 +250,7 @@ def main():
                 eff["conv"][dtype] = curves["conv"][unit]
                 if not name.startswith("v100"):
                     assumed.append(dtype)
+        eff["gemm_tiles"] = {d: [list(t) for t in tiles_for(d)] for d in eff["gemm"]}
         desc["efficiency"] = eff
         note = SOURCE + ": GEMM " + ("DeepBench V100" if name.startswith("v100") else
                                      ", ".join(f"{d} {dev} {p}" for d, (dev, p) in tables.items()))
@@ -211,6 +260,8 @@ def main():
         if assumed:
             note += ("; assumed (no table): the V100's curves as fractions of this GPU's peak for "
                      + ", ".join(assumed))
+        note += ("; curves per SM (wave quantization on CUTLASS's tile menus taken out, "
+                 "gemm_tiles)")
         note += (f"; memory_fraction: STREAM triad ({', '.join(for_prefix(BANDWIDTH, name))}); "
                  f"op_overhead_us: kernel start-up fit ({', '.join(for_prefix(STARTUP, name))}"
                  f"{', mean, assumed' if name.startswith('v100') else ''}); data/gpu-kernels/README.md")

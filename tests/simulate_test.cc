@@ -314,6 +314,38 @@ TEST(Efficiency, TheCurveSlowsEachGemmPhaseByItsFraction) {
   EXPECT_DOUBLE_EQ(b.overhead_s, 0);  // op_overhead_us 0: nothing added
 }
 
+// Wave quantization, by hand: 108 units and 128 x 256 tiles. A 1024 x 1024 output is 8 x 4 =
+// 32 tiles, one wave on 108 units (32/108 busy) when k is too shallow to split; with k = 4096
+// a library splits k in 16 (512 tiles, 5 waves: 512/540). Two tiles on the menu: the one that
+// keeps more busy wins.
+TEST(Efficiency, WaveUtilizationCountsTilesWavesAndSplitK) {
+  PlatformDescription p = accelerator(1, 1);
+  EXPECT_DOUBLE_EQ(p.wave_utilization("fp32", 1024, 1024, 64), 1);  // no tiles stated
+  p.cores = 108;
+  p.efficiency = curve({});
+  p.efficiency->gemm_tiles["fp32"] = {{128, 256}};
+  EXPECT_DOUBLE_EQ(p.wave_utilization("fp32", 1024, 1024, 64), 32.0 / 108);
+  EXPECT_DOUBLE_EQ(p.wave_utilization("fp32", 1024, 1024, 4096), 512.0 / 540);
+  // 3 independent GEMMs (count) share the waves: 96 tiles, one wave.
+  EXPECT_DOUBLE_EQ(p.wave_utilization("fp32", 1024, 1024, 64, 3), 96.0 / 108);
+  // A ragged edge: 1000 x 1000 on 128 x 256 tiles still takes 8 x 4 tiles.
+  EXPECT_DOUBLE_EQ(p.wave_utilization("fp32", 1000, 1000, 64), 1e6 / (108.0 * 128 * 256));
+  p.efficiency->gemm_tiles["fp32"] = {{128, 256}, {64, 64}};  // 256 tiles of 64 x 64: 3 waves
+  EXPECT_DOUBLE_EQ(p.wave_utilization("fp32", 1024, 1024, 64), 256.0 / 324);
+  EXPECT_DOUBLE_EQ(p.wave_utilization("bf16", 1024, 1024, 64), 1);  // no tiles for bf16
+  // The simulator multiplies each GEMM phase's curve fraction by its output's utilization.
+  p.efficiency->gemm["fp32"] = {{16, 0.5}, {4096, 0.5}};
+  const StepCost c = one_linear(1024, 64, 1024);  // forward output 1024 x 1024 over k = 64
+  const auto s = sim::simulate_step(p, c, 4, sim::resolve_format(p, "fp32"));
+  ASSERT_EQ(s.layers[0].phases.size(), 3u);
+  EXPECT_DOUBLE_EQ(s.layers[0].phases[0].gemm_fraction, 0.5 * (256.0 / 324));
+  // dX is 1024 x 64 over k = 1024 and dW 64 x 1024 over k = 1024.
+  EXPECT_DOUBLE_EQ(s.layers[0].phases[1].gemm_fraction,
+                   0.5 * p.wave_utilization("fp32", 1024, 64, 1024));
+  EXPECT_DOUBLE_EQ(s.layers[0].phases[2].gemm_fraction,
+                   0.5 * p.wave_utilization("fp32", 64, 1024, 1024));
+}
+
 TEST(Efficiency, ConvolutionsUseTheirOwnCurveAndOtherGemmsTheGemmOne) {
   StepCost c = one_linear(256, 256, 256);
   c.layers.push_back(cost::conv2d("conv", {16, 8, 32, 32, 8, 3, 1}, 4, true));
@@ -439,7 +471,8 @@ TEST(Efficiency, JsonRoundTripSortsTheCurve) {
        {"conv",
         {{"fp32",
           {{{"n", 86}, {"fraction_of_peak", 0.38}}, {{"n", 22}, {"fraction_of_peak", 0.04}}}}}},
-       {"op_ns_per_element", {{"batchnorm", 3.1}, {"relu", 0.9}}}});
+       {"op_ns_per_element", {{"batchnorm", 3.1}, {"relu", 0.9}}},
+       {"gemm_tiles", {{"fp32", {{128, 128}, {64, 32}}}}}});
   const PlatformDescription p = parse_platform(j, "t.json");
   ASSERT_TRUE(p.efficiency);
   EXPECT_DOUBLE_EQ(p.efficiency->op_overhead_us, 6.5);
@@ -453,6 +486,9 @@ TEST(Efficiency, JsonRoundTripSortsTheCurve) {
   EXPECT_EQ(again["efficiency"]["conv"]["fp32"][0]["n"], 22);
   EXPECT_DOUBLE_EQ(p.efficiency->op_ns_per_element.at("batchnorm"), 3.1);
   EXPECT_EQ(again["efficiency"]["op_ns_per_element"]["relu"], 0.9);
+  ASSERT_EQ(p.efficiency->gemm_tiles.at("fp32").size(), 2u);
+  EXPECT_EQ(p.efficiency->gemm_tiles.at("fp32")[1].cols, 32);
+  EXPECT_EQ(again["efficiency"]["gemm_tiles"]["fp32"][0][0], 128);
   EXPECT_EQ(to_json(parse_platform(again, "again.json")), again);
   // An old description (no efficiency) round-trips without gaining one.
   const auto old = to_json(accelerator(1, 1));
@@ -538,6 +574,10 @@ TEST(Efficiency, BadValuesAreRefusedNamingTheField) {
   refused({{"conv_call_us", -3}}, "efficiency.conv_call_us");
   refused({{"memory_fraction", 1.2}}, "efficiency.memory_fraction");
   refused({{"op_overhead", 5}}, "efficiency.op_overhead");
+  refused({{"gemm_tiles", {{"fp32", {{128, 0}}}}}}, "efficiency.gemm_tiles.fp32[0]");
+  refused({{"gemm_tiles", {{"fp32", {{128}}}}}}, "efficiency.gemm_tiles.fp32[0]");
+  refused({{"gemm_tiles", {{"fp32", nlohmann::json::array()}}}}, "efficiency.gemm_tiles.fp32");
+  refused({{"gemm_tiles", {{"fp99", {{128, 128}}}}}}, "efficiency.gemm_tiles.fp99");
   refused(5, "efficiency");
 }
 

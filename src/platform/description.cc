@@ -127,6 +127,27 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
             r.fail(df, fmt::format("n = {} appears twice", curve[i].n));
         (k == "gemm" ? out.gemm : out.conv)[dtype] = std::move(curve);
       }
+    } else if (k == "gemm_tiles") {
+      if (!v.is_object()) r.fail(field, "expected an object of dtypes, got " + v.dump());
+      for (const auto& [dtype, tiles] : v.items()) {
+        const std::string df = field + "." + dtype;
+        if (!kDtypes.count(dtype)) r.fail(df, "unknown dtype (expected one of peak_tflops' keys)");
+        if (!tiles.is_array() || tiles.empty())
+          r.fail(df, "expected a non-empty array of [rows, cols] tiles");
+        std::vector<PlatformDescription::Efficiency::Tile> list;
+        for (size_t i = 0; i < tiles.size(); ++i) {
+          const json& t = tiles[i];
+          const bool ok = t.is_array() && t.size() == 2 && t[0].is_number_integer() &&
+                          t[1].is_number_integer() && t[0].get<int64_t>() > 0 &&
+                          t[1].get<int64_t>() > 0 && t[0].get<int64_t>() <= 4096 &&
+                          t[1].get<int64_t>() <= 4096;
+          if (!ok)
+            r.fail(fmt::format("{}[{}]", df, i),
+                   "expected [rows, cols], two integers in [1, 4096], got " + t.dump());
+          list.push_back({t[0].get<int64_t>(), t[1].get<int64_t>()});
+        }
+        out.gemm_tiles[dtype] = std::move(list);
+      }
     } else if (k == "op_ns_per_element") {
       if (!v.is_object()) r.fail(field, "expected an object of layer ops, got " + v.dump());
       for (const auto& [op, ns] : v.items()) {
@@ -137,7 +158,7 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
     } else {
       r.fail(field,
              "unknown key (expected op_overhead_us, conv_call_us, memory_fraction, gemm, "
-             "conv or op_ns_per_element)");
+             "conv, gemm_tiles or op_ns_per_element)");
     }
   }
   return out;
@@ -171,6 +192,22 @@ double PlatformDescription::gemm_fraction(const std::string& dtype, double n) co
   auto it = efficiency->gemm.find(dtype);
   if (it == efficiency->gemm.end() || it->second.empty()) return 1;
   return interpolate(it->second, n);
+}
+
+double PlatformDescription::wave_utilization(const std::string& dtype, double m, double n, double k,
+                                             double count) const {
+  if (!efficiency || cores <= 0 || !(m > 0) || !(n > 0) || !(count > 0)) return 1;
+  const auto it = efficiency->gemm_tiles.find(dtype);
+  if (it == efficiency->gemm_tiles.end()) return 1;
+  double best = 0;
+  for (const auto& t : it->second)
+    for (double s = 1; s <= 16 && (s == 1 || k / s >= kMinSplitK); s *= 2) {
+      const double ctas =
+          std::ceil(m / double(t.rows)) * std::ceil(n / double(t.cols)) * std::ceil(count) * s;
+      const double waves = std::ceil(ctas / double(cores));
+      best = std::max(best, count * m * n * s / (waves * cores * double(t.rows) * double(t.cols)));
+    }
+  return std::min(best, 1.0);
 }
 
 double PlatformDescription::conv_fraction(const std::string& dtype, double n) const {
@@ -311,6 +348,8 @@ json to_json(const PlatformDescription& p) {
       }
     if (!p.efficiency->op_ns_per_element.empty())
       e["op_ns_per_element"] = p.efficiency->op_ns_per_element;
+    for (const auto& [dtype, tiles] : p.efficiency->gemm_tiles)
+      for (const auto& t : tiles) e["gemm_tiles"][dtype].push_back({t.rows, t.cols});
     j["efficiency"] = e;
   }
   return j;

@@ -53,6 +53,14 @@ struct PlatformDescription {
     // nanoseconds per element of its largest tensor, forward + backward, at 4 bytes per
     // element. Where it exceeds the roofline, the layer takes this long instead.
     std::map<std::string, double> op_ns_per_element;
+    // Per dtype: the output tiles (rows x cols of C) one compute unit (`cores`: a GPU's SMs)
+    // works on at a time, those a GEMM library picks among. Where a dtype has them, its gemm
+    // and conv curves are per-unit efficiencies with wave quantization taken out, and a GEMM
+    // runs at curve x wave_utilization (below).
+    struct Tile {
+      int64_t rows = 0, cols = 0;
+    };
+    std::map<std::string, std::vector<Tile>> gemm_tiles;
   };
   std::optional<Efficiency> efficiency;
   nlohmann::json extra =
@@ -70,6 +78,15 @@ struct PlatformDescription {
   double gemm_fraction(const std::string& dtype, double n) const;
   // The same for a convolution, from the conv curve where the dtype has one.
   double conv_fraction(const std::string& dtype, double n) const;
+  // Wave quantization: the share of the `cores` x tile capacity that `count` independent
+  // m x n outputs (reducing over k) keep busy, count x m x n x s / (waves x cores x tile rows x
+  // tile cols), with waves = ceil(tiles x s / cores), on the tile and the split of k into s
+  // slices (1, 2, 4, 8 or 16, each at least kMinSplitK deep) that keep most of it busy: a
+  // library's heuristic, which splits k when the output alone leaves units idle. 1 where the
+  // dtype states no tiles or `cores` is 0.
+  double wave_utilization(const std::string& dtype, double m, double n, double k,
+                          double count = 1) const;
+  static constexpr double kMinSplitK = 128;
 };
 
 // The edge n of the square GEMM with the same arithmetic intensity as (M x K)(K x N),

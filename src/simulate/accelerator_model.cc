@@ -241,9 +241,17 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
       if (!gemm || !p.systolic_array) return std::nullopt;
       return map_gemm(m, nn, k, l.gemm_count, *p.systolic_array);
     };
+    // Wave quantization (GPU descriptions with gemm_tiles): each phase's output, m x n, then
+    // m x k (dX) and k x n (dW), reducing over k, n and m, fills the SMs in whole waves of
+    // tiles.
+    auto waves = [&](int64_t rows, int64_t cols, int64_t depth) {
+      return gemm ? p.wave_utilization(f.peak_dtype, double(rows), double(cols), double(depth),
+                                       double(l.gemm_count))
+                  : 1.0;
+    };
     PhaseTime fwd{"forward", l.fwd_flops, l.fwd_matmul_flops, bytes};
     fwd.mapping = mapped(l.gemm_m, l.gemm_n, l.gemm_k);
-    if (fwd.matmul_flops > 0) fwd.gemm_fraction = fraction;
+    if (fwd.matmul_flops > 0) fwd.gemm_fraction = fraction * waves(l.gemm_m, l.gemm_n, l.gemm_k);
     finish(fwd);
     lt.phases.push_back(fwd);
     if (has_dx) {
@@ -252,7 +260,7 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
                    gemm && l.bwd_input_flops > 0 ? l.fwd_matmul_flops : 0, bytes};
       if (dx.matmul_flops > 0) {
         dx.mapping = mapped(l.gemm_m, l.gemm_k, l.gemm_n);
-        dx.gemm_fraction = fraction;
+        dx.gemm_fraction = fraction * waves(l.gemm_m, l.gemm_k, l.gemm_n);
       }
       finish(dx);
       lt.phases.push_back(dx);
@@ -262,7 +270,7 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
       PhaseTime dw{"backward-weight", l.bwd_weight_flops, gemm ? l.fwd_matmul_flops : 0, bytes};
       if (dw.matmul_flops > 0) {
         dw.mapping = mapped(l.gemm_k, l.gemm_n, l.gemm_m);
-        dw.gemm_fraction = fraction;
+        dw.gemm_fraction = fraction * waves(l.gemm_k, l.gemm_n, l.gemm_m);
       }
       finish(dw);
       lt.phases.push_back(dw);
@@ -526,6 +534,11 @@ std::string format_explanation(const Simulation& s, const PlatformDescription& p
           : "",
       s.format.bits, s.format.state_bits);
   o << "GEMM efficiency and per-operator overhead: " << efficiency_source(p) << "\n";
+  if (p.efficiency && p.efficiency->gemm_tiles.count(s.format.peak_dtype))
+    o << fmt::format(
+        "GEMM eff includes wave quantization: each phase's output tiles fill the {} units in "
+        "whole waves ({} tile shapes for {}, split-K up to 16; docs/platforms.md, gemm_tiles)\n",
+        p.cores, p.efficiency->gemm_tiles.at(s.format.peak_dtype).size(), s.format.peak_dtype);
   if (p.systolic_array)
     o << fmt::format("array: {} x {} {} (folds, fill and drain per GEMM)\n", p.systolic_array->rows,
                      p.systolic_array->cols, p.systolic_array->dataflow);

@@ -65,7 +65,9 @@ struct PhaseTime {
   double flops = 0, matmul_flops = 0, bytes = 0;
   double compute_s = 0, memory_s = 0;
   std::optional<SystolicMapping> mapping;  // the phase's GEMM, on a systolic array
-  double gemm_fraction = 1;                // of the peak, from the description's GEMM curve
+  // Of the peak: the description's GEMM (or convolution) curve at the layer's size, times the
+  // phase's wave utilization where the description states GEMM tiles.
+  double gemm_fraction = 1;
   // Separate transpose kernels before and after the phase (SimOptions::layout), so added to
   // the phase rather than overlapped with it.
   double layout_s = 0;

@@ -240,13 +240,17 @@ std::string format_published(const std::vector<Validation>& vs) {
           p.format, p.batch, double(p.batch) / p.measured_s, double(p.batch) / p.predicted_s,
           p.unit == "tokens/s" ? "tokens" : "examples", 100 * p.error(), p.bound, p.config);
     }
-  o += fmt::format("\n{:<16} {:>5} {:>13} {:>11} {:>22}\n", "platform", "rows", "median error",
+  o += fmt::format("\n{:<20} {:>5} {:>13} {:>11} {:>22}\n", "platform", "rows", "median error",
                    "p90 error", "median predicted/pub.");
   auto row = [&](const std::string& name, const ErrorStats& s) {
-    o += fmt::format("{:<16} {:>5} {:>12.1f}% {:>10.1f}% {:>22.3f}\n", name, s.n, 100 * s.median,
+    o += fmt::format("{:<20} {:>5} {:>12.1f}% {:>10.1f}% {:>22.3f}\n", name, s.n, 100 * s.median,
                      100 * s.p90, s.median_ratio);
   };
   for (const auto& v : vs) row(v.platform, v.all);
+  std::map<std::string, std::vector<ValidationPoint>> by_family;
+  for (const auto& p : all) by_family[p.family].push_back(p);
+  if (by_family.size() > 1)
+    for (const auto& [family, points] : by_family) row("family " + family, error_stats(points));
   row("all", error_stats(all));
   o += "(predicted/published step time below 1: the model is optimistic)\n";
   return o;

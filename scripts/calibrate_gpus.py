@@ -36,6 +36,10 @@ What it does, and what it assumes:
 Nothing here is taken from the published end-to-end throughputs (data/published/): those stay
 validation rows.
 
+After writing, it prints (stderr) how well the V100's tensor-core GEMM curve predicts the
+A100's and H100's measured GEMM tables, as a fraction of peak and per SM with wave
+quantization: a kernel-level check of the transfer the convolution curves rely on.
+
 Usage: scripts/calibrate_gpus.py   (rewrites the descriptions in place)
 """
 import csv
@@ -43,6 +47,7 @@ import json
 import math
 import os
 import statistics
+import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 DEEPBENCH = os.path.join(ROOT, "data", "deepbench")
@@ -270,5 +275,58 @@ def main():
         write(path, name, desc)
 
 
+def interpolate(curve_pts, n):
+    """trainbench's log-log interpolation in a curve, clamped at its ends."""
+    if n <= curve_pts[0]["n"]:
+        return curve_pts[0]["fraction_of_peak"]
+    if n >= curve_pts[-1]["n"]:
+        return curve_pts[-1]["fraction_of_peak"]
+    for a, b in zip(curve_pts, curve_pts[1:]):
+        if a["n"] <= n <= b["n"]:
+            t = math.log(n / a["n"]) / math.log(b["n"] / a["n"])
+            return math.exp(math.log(a["fraction_of_peak"]) + t * (
+                math.log(b["fraction_of_peak"]) - math.log(a["fraction_of_peak"])))
+    return curve_pts[-1]["fraction_of_peak"]
+
+
+def transfer_check():
+    """How well the V100's tensor-core GEMM curve predicts the newer GPUs' measured GEMM tables
+    (kernel level; no end-to-end row involved), carried as a fraction of peak (what the
+    descriptions did before wave quantization) and per SM times the target's wave utilization
+    (what they do now). Printed to stderr: the median and p90 of |predicted - measured| /
+    measured throughput per table."""
+    raw = {"fp16": []}
+    with open(os.path.join(DEEPBENCH, "gemm.csv"), newline="") as f:
+        for r in csv.DictReader(f):
+            if r["device"] == DEVICE and PRECISIONS.get(r["precision"]) == "fp16":
+                m, n, k, t = (number(r[c]) for c in ("m", "n", "k", "time_ms"))
+                if t:
+                    frac = 2 * m * n * k / (t * 1e-3) / V100_PEAK["fp16"]
+                    raw["fp16"].append((eq_n(m, n, k), frac, m, n, k))
+    as_fraction = curve([(e, fr) for e, fr, *_ in raw["fp16"]])
+    per_sm = curve([(e, fr / wave_utilization(m, n, k, SMS[DEVICE], TENSOR_TILES))
+                    for e, fr, m, n, k in raw["fp16"]])
+    targets = [("NVIDIA A100-SXM4-80GB", "fp16", 312e12, 108),
+               (XLA_H100, "bf16", 989.4e12, 132)]
+    for device, precision, peak, sms in targets:
+        errs = {"fraction of peak": [], "per SM x waves": []}
+        for r in rows("gemm.csv"):
+            if r["device"] != device or r["precision"] != precision:
+                continue
+            m, n, k = float(r["m"]), float(r["n"]), float(r["k"])
+            measured = float(r["tflops"]) * 1e12 / peak
+            e = eq_n(m, n, k)
+            old = interpolate(as_fraction, e)
+            new = interpolate(per_sm, e) * wave_utilization(m, n, k, sms, TENSOR_TILES)
+            errs["fraction of peak"].append(abs(old - measured) / measured)
+            errs["per SM x waves"].append(abs(new - measured) / measured)
+        for how, v in errs.items():
+            v.sort()
+            print(f"transfer V100 fp16 -> {device} {precision} ({len(v)} GEMMs), {how}: "
+                  f"median {100 * statistics.median(v):.1f}%, "
+                  f"p90 {100 * v[int(0.9 * (len(v) - 1))]:.1f}%", file=sys.stderr)
+
+
 if __name__ == "__main__":
     main()
+    transfer_check()

@@ -125,7 +125,9 @@ def number(text):
         return None
 
 
-def points(kind, device=DEVICE, peak=None):
+def points(kind, device=DEVICE, peak=None, per_sm=True):
+    """(equivalent square n, fraction of peak) per measured kernel; per_sm divides each by the
+    wave utilization its shape gets on `device`, the simulator's arithmetic run backwards."""
     peak = peak or V100_PEAK
     out = {"fp32": [], "fp16": []}
     with open(os.path.join(DEEPBENCH, kind + ".csv"), newline="") as f:
@@ -133,12 +135,13 @@ def points(kind, device=DEVICE, peak=None):
             dtype = PRECISIONS.get(r["precision"])
             if r["device"] != device or dtype not in peak:
                 continue
+            tiles, sms = tiles_for(dtype), SMS[device]
             if kind == "gemm":
                 m, n, k, t = (number(r[c]) for c in ("m", "n", "k", "time_ms"))
                 if not t:
                     continue
                 flops, seconds = 2 * m * n * k, t * 1e-3
-                rows_out, cols_out, depth = m, n, k
+                util = wave_utilization(m, n, k, sms, tiles)
             else:
                 m = number(r["n"]) * number(r["p"]) * number(r["q"])
                 n, k = number(r["k"]), number(r["c"]) * number(r["r"]) * number(r["s"])
@@ -146,14 +149,20 @@ def points(kind, device=DEVICE, peak=None):
                                                 "backward_params_ms")]
                 if all(times):
                     flops, seconds = 3 * 2 * m * n * k, sum(times) * 1e-3
+                    # Three phases of equal FLOPs, each at its own utilization (as the simulator
+                    # runs them: m x n over k, dX m x k over n, dW k x n over m): their summed
+                    # time divides by the harmonic mean of the three.
+                    us = (wave_utilization(m, n, k, sms, tiles),
+                          wave_utilization(m, k, n, sms, tiles),
+                          wave_utilization(k, n, m, sms, tiles))
+                    util = 3 / sum(1 / u for u in us)
                 elif times[0]:
                     flops, seconds = 2 * m * n * k, times[0] * 1e-3
+                    util = wave_utilization(m, n, k, sms, tiles)
                 else:
                     continue
-                # the forward pass's output, pixels x filters, reducing over C x R x S
-                rows_out, cols_out, depth = m, n, k
-            util = wave_utilization(rows_out, cols_out, depth, SMS[device], tiles_for(dtype))
-            out[dtype].append((eq_n(m, n, k), flops / seconds / peak[dtype] / util))
+            frac = flops / seconds / peak[dtype]
+            out[dtype].append((eq_n(m, n, k), frac / util if per_sm else frac))
     return out
 
 
@@ -295,20 +304,12 @@ def transfer_check():
     descriptions did before wave quantization) and per SM times the target's wave utilization
     (what they do now). Printed to stderr: the median and p90 of |predicted - measured| /
     measured throughput per table."""
-    raw = {"fp16": []}
-    with open(os.path.join(DEEPBENCH, "gemm.csv"), newline="") as f:
-        for r in csv.DictReader(f):
-            if r["device"] == DEVICE and PRECISIONS.get(r["precision"]) == "fp16":
-                m, n, k, t = (number(r[c]) for c in ("m", "n", "k", "time_ms"))
-                if t:
-                    frac = 2 * m * n * k / (t * 1e-3) / V100_PEAK["fp16"]
-                    raw["fp16"].append((eq_n(m, n, k), frac, m, n, k))
-    as_fraction = curve([(e, fr) for e, fr, *_ in raw["fp16"]])
-    per_sm = curve([(e, fr / wave_utilization(m, n, k, SMS[DEVICE], TENSOR_TILES))
-                    for e, fr, m, n, k in raw["fp16"]])
-    targets = [("NVIDIA A100-SXM4-80GB", "fp16", 312e12, 108),
-               (XLA_H100, "bf16", 989.4e12, 132)]
-    for device, precision, peak, sms in targets:
+    as_fraction = curve(points("gemm", per_sm=False)["fp16"])
+    per_sm = curve(points("gemm")["fp16"])
+    for platform, (device, precision) in (("a100-sxm4-80gb", GEMM_TABLES["a100"]["fp16"]),
+                                          ("h100-sxm5-80gb", GEMM_TABLES["h100"]["bf16"])):
+        with open(os.path.join(PLATFORMS, platform + ".json")) as f:
+            peak = json.load(f)["peak_tflops"][precision] * 1e12
         errs = {"fraction of peak": [], "per SM x waves": []}
         for r in rows("gemm.csv"):
             if r["device"] != device or r["precision"] != precision:
@@ -317,7 +318,7 @@ def transfer_check():
             measured = float(r["tflops"]) * 1e12 / peak
             e = eq_n(m, n, k)
             old = interpolate(as_fraction, e)
-            new = interpolate(per_sm, e) * wave_utilization(m, n, k, sms, TENSOR_TILES)
+            new = interpolate(per_sm, e) * wave_utilization(m, n, k, SMS[device], TENSOR_TILES)
             errs["fraction of peak"].append(abs(old - measured) / measured)
             errs["per SM x waves"].append(abs(new - measured) / measured)
         for how, v in errs.items():

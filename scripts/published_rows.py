@@ -16,7 +16,8 @@ batch = max-tokens / 32. fairseq counts non-padding target tokens (ntokens), at 
 per step: the published step is taken as max-tokens / throughput, which makes a prediction
 look more optimistic than it is by the share of a step's tokens that are padding or source-only.
 GNMT v2 (a 4+4-layer LSTM with Bahdanau attention), BERT (an encoder with a masked-LM head on
-15% of tokens), SSD300 and Mask R-CNN are not trainbench families and stay out. Each source's precision becomes a simulate format:
+15% of tokens), SSD300 and Mask R-CNN are not trainbench families and stay out.
+Each source's precision becomes a simulate format:
 FP32 -> fp32; TF32 -> tf32; automatic mixed precision (and MXNet's float16 training, which
 keeps fp32 master weights) -> amp-fp16; Lambda's "fp32" on Ampere and Hopper -> tf32, because
 PyTorch runs cuDNN convolutions in TF32 by default (torch.backends.cudnn.allow_tf32 = True) and
@@ -51,9 +52,15 @@ TRANSFORMER_SEQ = 32
 CONFIGS = {
     "resnet50": (lambda batch: f"resnet50:batch={batch}", "img/s"),
     "transformer_big": (lambda tokens: "transformer:layers=6,d_model=1024,heads=16,ff=4096,"
-                        f"vocab=33712,seq={TRANSFORMER_SEQ},batch={tokens // TRANSFORMER_SEQ}",
+                        f"vocab=33712,seq={TRANSFORMER_SEQ},batch={sentences(tokens)}",
                         "tokens/s"),
 }
+
+
+def sentences(tokens):
+    # trainbench refuses a tokens row whose config holds another number of tokens.
+    assert tokens % TRANSFORMER_SEQ == 0, f"{tokens} tokens are not sentences of {TRANSFORMER_SEQ}"
+    return tokens // TRANSFORMER_SEQ
 
 
 def platform_of(gpu):
@@ -108,8 +115,9 @@ def main():
                       f"{row['precision']}")
             config, unit = CONFIGS[row["model"]]
             if unit == "tokens/s":
-                note = ("fairseq counts non-padding target tokens; the step is taken as "
-                        "max-tokens / throughput, the most tokens a step holds")
+                note = "; ".join(x for x in (note, "fairseq counts non-padding target tokens; "
+                                             "the step is taken as max-tokens / throughput, "
+                                             "the most tokens a step holds") if x)
             notes = "; ".join(x for x in (note, row["extra"]) if x)
             layout = "nchw" if "NCHW" in row["extra"] else "nhwc" if "NHWC" in row["extra"] else ""
             out.writerow([config(int(row["batch"])), platform, fmt, row["batch"],

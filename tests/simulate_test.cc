@@ -344,6 +344,23 @@ TEST(Efficiency, WaveUtilizationCountsTilesWavesAndSplitK) {
                    0.5 * p.wave_utilization("fp32", 1024, 64, 1024));
   EXPECT_DOUBLE_EQ(s.layers[0].phases[2].gemm_fraction,
                    0.5 * p.wave_utilization("fp32", 64, 1024, 1024));
+  // A recurrent layer's time steps wait for each other: only its weight gradient shares the
+  // waves among them.
+  const StepCost r = step_cost(parse_config("rnn:cell=lstm,layers=1,embed=64,length=20,batch=8"));
+  const auto rs = sim::simulate_step(p, r, 4, sim::resolve_format(p, "fp32"));
+  bool seen = false;
+  for (size_t i = 0; i < r.layers.size(); ++i) {
+    const auto& l = r.layers[i];
+    if (l.op != "lstm") continue;
+    seen = true;
+    ASSERT_GT(l.gemm_count, 1);
+    const auto& ph = rs.layers[i].phases;
+    EXPECT_DOUBLE_EQ(ph.front().gemm_fraction,
+                     0.5 * p.wave_utilization("fp32", l.gemm_m, l.gemm_n, l.gemm_k, 1));
+    EXPECT_DOUBLE_EQ(ph.back().gemm_fraction,
+                     0.5 * p.wave_utilization("fp32", l.gemm_k, l.gemm_n, l.gemm_m, l.gemm_count));
+  }
+  EXPECT_TRUE(seen);
 }
 
 TEST(Efficiency, ConvolutionsUseTheirOwnCurveAndOtherGemmsTheGemmOne) {

@@ -240,10 +240,11 @@ torch::Tensor QuantPoint::apply(const torch::Tensor& x) const {
       if (!fused) amax = amax_of(xf);
       size_t site = ~size_t(0);
       bool rec = false;
+      uint64_t start = 0;
       {
         std::lock_guard<std::mutex> lock(state_->mu);
         rec = state_->recording;
-        const uint64_t start = rec ? state_->step_start : state_->eval_start;
+        start = rec ? state_->step_start : state_->eval_start;
         // A call before its step's start (a stream moved back) has no site.
         if (call >= start) site = size_t(call - start);
         if (rec && site != ~size_t(0))
@@ -260,8 +261,11 @@ torch::Tensor QuantPoint::apply(const torch::Tensor& x) const {
         so.input_amax = &amax;
         torch::Tensor y = quantize_tensor(xf, *format_, so);
         if (rec && site != ~size_t(0)) {
+          // Into the step whose scale it used: a step begun meanwhile (begin_step rolls the
+          // histories) or an evaluation started meanwhile does not take it.
           std::lock_guard<std::mutex> lock(state_->mu);
-          if (site < state_->sites.size()) state_->sites[site].record(amax);
+          if (state_->recording && state_->step_start == start && site < state_->sites.size())
+            state_->sites[site].record(amax);
         }
         return y.to(x.scalar_type());
       }

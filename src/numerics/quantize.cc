@@ -895,7 +895,9 @@ void quantize(const Format& f, const float* in, float* out, size_t n, const Quan
   // NVFP4's tensor amax is a pass of its own over the input: on the same threads as the rest.
   if (nvfp4 && o.tensor_amax < 0) o.tensor_amax = tensor_amax(in, n, threads);
   if (o.input_amax && f.kind != Format::Kind::kFloat) {
-    *o.input_amax = tensor_amax(in, n, threads);  // not fused: block formats have their own
+    // A pass of its own (block and fixed-point formats read their input differently); NVFP4
+    // already has it unless the caller passed a larger tensor's.
+    *o.input_amax = nvfp4 && given.tensor_amax < 0 ? o.tensor_amax : tensor_amax(in, n, threads);
     o.input_amax = nullptr;
   }
   if (o.input_amax) *o.input_amax = 0;
@@ -924,7 +926,9 @@ void quantize(const Format& f, const float* in, float* out, size_t n, const Quan
 }
 
 void quantize_blocks_scaled(const Format& f, const float* in, float* out, size_t n, size_t block,
-                            const float* scales, const QuantOptions& o) {
+                            const float* scales, const QuantOptions& given) {
+  QuantOptions o = given;
+  o.input_amax = nullptr;  // quantize()'s option; the scaled blocks' amax is the caller's
   if (f.kind != Format::Kind::kFloat)
     throw std::invalid_argument("quantize_blocks_scaled: float formats only");
   validate(f.fp);

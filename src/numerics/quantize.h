@@ -27,10 +27,11 @@ struct QuantOptions {
   // Float formats: each value is multiplied by `scale` before rounding and the result by
   // 1 / scale (both in float32): a scaling recipe's per-tensor scale (numerics/scaling.h).
   float scale = 1;
-  // Float formats: when set, receives the input's largest magnitude (Inf counts, NaN does not:
-  // tensor_amax's), taken tile by tile just before each tile is rounded, so the input is read
-  // from memory once: Transformer Engine's fused cast and amax, with which delayed scaling
-  // records a tensor's amax without a pass of its own. Results are unchanged.
+  // quantize(): when set, receives the input's largest magnitude (Inf counts, NaN does not:
+  // tensor_amax's). Float formats take it tile by tile just before each tile is rounded, so the
+  // input is read from memory once: Transformer Engine's fused cast and amax, with which
+  // delayed scaling records a tensor's amax without a pass of its own; other formats in a pass
+  // of their own. Results are unchanged. The per-block scaled entry points ignore it.
   float* input_amax = nullptr;
   int threads = 1;  // <= 0: std::thread::hardware_concurrency()
   // Outputs of more elements than this that do not overlap the input are written with

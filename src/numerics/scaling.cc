@@ -209,6 +209,7 @@ void quantize_block_scaled(const Format& f, const Scaling& s, const float* in, f
     QuantOptions part = o;
     part.threads = 1;
     part.row = 0;
+    part.input_amax = nullptr;  // quantize()'s option, not this one's
     for (size_t r0 = b0 * br; r0 < std::min(rows, b1 * br); r0 += br) {
       const size_t band = std::min(br, rows - r0);
       for (size_t b = 0; b < scale.size(); ++b) {

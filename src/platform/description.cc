@@ -198,7 +198,7 @@ double PlatformDescription::wave_utilization(const std::string& dtype, double m,
                                              double count) const {
   if (!efficiency || cores <= 0 || !(m > 0) || !(n > 0) || !(count > 0)) return 1;
   const auto it = efficiency->gemm_tiles.find(dtype);
-  if (it == efficiency->gemm_tiles.end()) return 1;
+  if (it == efficiency->gemm_tiles.end() || it->second.empty()) return 1;
   double best = 0;
   for (const auto& t : it->second)
     for (double s = 1; s <= 16 && (s == 1 || k / s >= kMinSplitK); s *= 2) {

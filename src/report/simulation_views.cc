@@ -241,8 +241,8 @@ std::string published_table_html(const std::vector<sim::Validation>& vs) {
     for (const auto& p : v.points)
       h += "<tr><td>" + html_escape(v.platform) + "</td><td>" + html_escape(p.format) +
            "</td><td><code>" + html_escape(p.config) + "</code></td><td class=\"num\">" +
-           fmt::format("{:.4g}", double(p.batch) / p.measured_s) + "</td><td class=\"num\">" +
-           fmt::format("{:.4g}", double(p.batch) / p.predicted_s) + "</td><td>" +
+           fmt::format("{:.1f}", double(p.batch) / p.measured_s) + "</td><td class=\"num\">" +
+           fmt::format("{:.1f}", double(p.batch) / p.predicted_s) + "</td><td>" +
            (p.unit == "tokens/s" ? "tokens" : "examples") + "</td><td class=\"num\">" +
            pct(p.error()) + "</td><td><small>" + html_escape(p.source) + "</small></td></tr>";
   h += "</table>";

@@ -411,6 +411,22 @@ StepCost cost_from_profile(const Profile& p, const Config& config, Workload& w,
   c.memory = workload_memory_estimate(config, w, batch);
   return c;
 }
+
+// The operators `run` dispatches, as the CPU profiler records them, with each
+// convolution_backward's output_mask. The caller has prepared the profiler.
+template <typename Run>
+std::vector<OpEvent> profiled_events(const torch::autograd::profiler::ProfilerConfig& pc,
+                                     const std::set<torch::profiler::impl::ActivityType>& act,
+                                     Run run) {
+  std::optional<ConvMaskRecorder> masks(std::in_place);
+  torch::autograd::profiler::enableProfiler(pc, act);
+  run();
+  auto result = torch::autograd::profiler::disableProfiler();
+  std::vector<OpEvent> events = op_events(*result);
+  masks->attach(events);
+  return events;
+}
+
 }  // namespace
 
 StepCost measured_step_cost(const Config& config, Workload& w, torch::optim::Optimizer& opt,
@@ -421,16 +437,10 @@ StepCost measured_step_cost(const Config& config, Workload& w, torch::optim::Opt
   const std::set<torch::profiler::impl::ActivityType> activities = {
       torch::profiler::impl::ActivityType::CPU};
   prepareProfiler(pc, activities);
-  std::optional<ConvMaskRecorder> masks(std::in_place);
-  enableProfiler(pc, activities);
-  {
+  const std::vector<OpEvent> events = profiled_events(pc, activities, [&] {
     RECORD_USER_SCOPE("tb::step");
     train_step(w, opt, batch, device);
-  }
-  auto result = disableProfiler();
-  std::vector<OpEvent> events = op_events(*result);
-  masks->attach(events);
-  masks.reset();
+  });
   return cost_from_profile(aggregate(events, 1, nullptr, input_shapes(batch)), config, w, batch);
 }
 
@@ -484,16 +494,12 @@ ProfileRun profile_config(const Config& input, const ProfileOptions& o) {
     prepareProfiler(pc, activities);
     CpuSnapshot cpu0 = cpu_snapshot();
     ThreadSnapshot threads0 = thread_snapshot();
-    std::optional<ConvMaskRecorder> masks(std::in_place);
-    enableProfiler(pc, activities);
-    for (int i = 0; i < o.steps; ++i) {
-      RECORD_USER_SCOPE("tb::step");
-      train_step(*workload, *opt, batch, device);
-    }
-    auto result = disableProfiler();
-    std::vector<OpEvent> events = op_events(*result);
-    masks->attach(events);
-    masks.reset();
+    std::vector<OpEvent> events = profiled_events(pc, activities, [&] {
+      for (int i = 0; i < o.steps; ++i) {
+        RECORD_USER_SCOPE("tb::step");
+        train_step(*workload, *opt, batch, device);
+      }
+    });
     ThreadSnapshot threads1 = thread_snapshot();
     CpuSnapshot cpu1 = cpu_snapshot();
     int64_t accounted_steps = o.steps;

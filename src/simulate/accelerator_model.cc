@@ -244,9 +244,12 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     // Wave quantization (GPU descriptions with gemm_tiles): each phase's output, m x n, then
     // m x k (dX) and k x n (dW), reducing over k, n and m, fills the SMs in whole waves of
     // tiles.
-    auto waves = [&](int64_t rows, int64_t cols, int64_t depth) {
+    // A recurrent layer's time steps run one after another (each needs the last hidden
+    // state), so only its weight gradient, summed over the steps, fills the SMs with all of them.
+    auto waves = [&](int64_t rows, int64_t cols, int64_t depth, bool weight_gradient = false) {
+      const double count = recurrent(l.op) && !weight_gradient ? 1.0 : double(l.gemm_count);
       return gemm ? p.wave_utilization(f.peak_dtype, double(rows), double(cols), double(depth),
-                                       double(l.gemm_count))
+                                       count)
                   : 1.0;
     };
     PhaseTime fwd{"forward", l.fwd_flops, l.fwd_matmul_flops, bytes};
@@ -270,7 +273,7 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
       PhaseTime dw{"backward-weight", l.bwd_weight_flops, gemm ? l.fwd_matmul_flops : 0, bytes};
       if (dw.matmul_flops > 0) {
         dw.mapping = mapped(l.gemm_k, l.gemm_n, l.gemm_m);
-        dw.gemm_fraction = fraction * waves(l.gemm_k, l.gemm_n, l.gemm_m);
+        dw.gemm_fraction = fraction * waves(l.gemm_k, l.gemm_n, l.gemm_m, true);
       }
       finish(dw);
       lt.phases.push_back(dw);

@@ -445,6 +445,27 @@ TEST(NumericsScaling, Nvfp4MatchesTransformerEngine) {
       EXPECT_EQ(bad, 0) << name << " threads " << threads;
     }
   }
+  // Rows of 567 = 2 x 256 + 3 x 16 + 7: the tiles' amaxes 16 tiles at a time, then one at a
+  // time, then a short tile; every tile its own magnitude (a tile's amax in the wrong lane
+  // would show) and NaNs (ignored by the amax).
+  {
+    const size_t r3 = 34, c3 = 567;
+    std::vector<float> v(r3 * c3);
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = n(gen) * std::exp2(float(int((i % c3) / 16 * 7 + i / c3) % 29 - 14));
+    v[3 * c3 + 40] = std::numeric_limits<float>::quiet_NaN();
+    v[20 * c3 + 300] = std::numeric_limits<float>::quiet_NaN();
+    for (const char* name : {"nvfp4", "nvfp4_2d"}) {
+      const Format f = parse_format(name);
+      QuantOptions o;
+      o.row = c3;
+      const auto y = tb::num::quantize(f, v, o);
+      const auto want = reference_nvfp4(v, c3, size_t(f.blk.rows));
+      int bad = 0;
+      for (size_t i = 0; i < v.size(); ++i) bad += !same(y[i], want[i]);
+      EXPECT_EQ(bad, 0) << name << " on rows of " << c3;
+    }
+  }
   // Rows that end inside a tile (40 = 2 x 16 + 8), 1-D and with 16 x 16 tiles whose last band
   // is short (20 = 16 + 4 rows).
   {

@@ -421,6 +421,49 @@ TB_INLINE void round_block(const float* x, float* y, const G& grid, const SrKey&
   }
 }
 
+// Sixteen blocks' (or tiles') largest magnitudes at once. Reducing each vector on its own
+// needs a horizontal reduction per block, as long as the block's rounding; reducing the 16
+// together halves the lanes each holds at every level (4 levels, 15 folds of two shuffles
+// and a max), and leaves v[j]'s largest lane in lane j of v[0].
+typedef uint32_t U32x16 __attribute__((vector_size(64)));
+TB_INLINE void max_lanes_16(U32x16* v) {
+  static constexpr U32x16 kIdx[4][2] = {
+      {{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
+       {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31}},
+      {{0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27},
+       {4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31}},
+      {{0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29},
+       {2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31}},
+      {{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30},
+       {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31}}};
+  // In place: no function takes or returns a vector (their ABI differs between the clones).
+  for (int level = 0, n = 8; level < 4; ++level, n /= 2)
+    for (int t = 0; t < n; ++t) {
+      const U32x16 lo = __builtin_shuffle(v[2 * t], v[2 * t + 1], kIdx[level][0]);
+      const U32x16 hi = __builtin_shuffle(v[2 * t], v[2 * t + 1], kIdx[level][1]);
+      v[t] = lo > hi ? lo : hi;
+    }
+}
+
+// The largest |x| bits of 16 consecutive blocks of B (16 or 32) elements, Inf and NaN as they
+// are: a block whose figure is >= kInfBits holds one.
+template <size_t B>
+TB_INLINE void raw_amax_16_blocks(const float* x, uint32_t* out) {
+  U32x16 v[16];
+  for (size_t j = 0; j < 16; ++j) {
+    std::memcpy(&v[j], x + B * j, sizeof(U32x16));
+    v[j] &= 0x7FFFFFFFu;
+    for (size_t h = 16; h < B; h += 16) {
+      U32x16 w;
+      std::memcpy(&w, x + B * j + h, sizeof w);
+      w &= 0x7FFFFFFFu;
+      v[j] = v[j] > w ? v[j] : w;
+    }
+  }
+  max_lanes_16(v);
+  std::memcpy(out, &v[0], sizeof(U32x16));
+}
+
 template <Rounding R, size_t B>
 TB_INLINE void whole_block(const float* x, float* y, const BlockGrids& bg, const SrKey& key,
                            uint64_t base) {
@@ -436,13 +479,34 @@ TB_INLINE void whole_block(const float* x, float* y, const BlockGrids& bg, const
   round_block<R, B>(x, y, bg.by_exp[gi], key, base);
 }
 
+// whole_block with the block's largest |x| bits already known (raw_amax_16_blocks); a block
+// holding Inf or NaN takes whole_block's own path.
+template <Rounding R, size_t B>
+TB_INLINE void whole_block_raw(const float* x, float* y, const BlockGrids& bg, const SrKey& key,
+                               uint64_t base, uint32_t raw) {
+  if (raw >= kInfBits) return whole_block<R, B>(x, y, bg, key, base);
+  const size_t gi = block_grid(bg, raw);
+  if constexpr (R == Rounding::kNearestEven || R == Rounding::kStochastic)
+    if (bg.fast_ok[gi]) return round_block<R, B>(x, y, bg.fast_by_exp[gi], key, base);
+  round_block<R, B>(x, y, bg.by_exp[gi], key, base);
+}
+
 template <Rounding R, size_t B>
 TB_INLINE void block_rows(const float* in, float* out, size_t n, size_t row, size_t block,
                           const BlockGrids& bg, uint64_t seed, uint64_t offset) {
   const SrKey key(seed);
   for (size_t r0 = 0; r0 < n; r0 += row) {
     const size_t rn = std::min(row, n - r0);
-    for (size_t b0 = 0; b0 < rn; b0 += block) {
+    size_t b0 = 0;
+    if constexpr (B == 16 || B == 32)
+      for (; b0 + 16 * B <= rn; b0 += 16 * B) {
+        uint32_t raw[16];
+        raw_amax_16_blocks<B>(in + r0 + b0, raw);
+        for (size_t j = 0; j < 16; ++j)
+          whole_block_raw<R, B>(in + r0 + b0 + j * B, out + r0 + b0 + j * B, bg, key,
+                                offset + r0 + b0 + j * B, raw[j]);
+      }
+    for (; b0 < rn; b0 += block) {
       const size_t len = std::min(block, rn - b0);
       const float* x = in + r0 + b0;
       float* y = out + r0 + b0;
@@ -543,6 +607,22 @@ const BlockGrids& block_grids(const BlockFormat& f) {
   return *cache.back().second;
 }
 
+// The amaxes of 16 consecutive 16-element tiles (amax_bits_inline's each), folded into
+// acc[0..16).
+TB_INLINE void amax_16_tiles(const float* x, uint32_t* acc) {
+  U32x16 v[16];
+  for (int t = 0; t < 16; ++t) {
+    std::memcpy(&v[t], x + 16 * t, sizeof(U32x16));
+    v[t] &= 0x7FFFFFFFu;
+    v[t] &= reinterpret_cast<U32x16>(v[t] <= kInfBits);  // NaN counts as 0, as fmaxf ignores it
+  }
+  max_lanes_16(v);
+  U32x16 a;
+  std::memcpy(&a, acc, sizeof a);
+  a = a > v[0] ? a : v[0];
+  std::memcpy(acc, &a, sizeof a);
+}
+
 // NVFP4 (format.h) over rows of `row` elements; `in` starts on a tile's first row. A band of
 // `rows` rows at a time: the tiles' amax and scales first (an integer max over 16 lanes, the
 // E4M3 scale by the FPU's rounding), then every row scaled, rounded and scaled back; in one
@@ -591,9 +671,11 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
       const float* x = in + b0 + i * row;
       const size_t rl = row_len(i);
       size_t t = 0;
-      if (block == kTile)  // NaN ignored, as fmaxf does
+      if (block == kTile) {  // NaN ignored, as fmaxf does
+        for (; (t + 16) * kTile <= rl; t += 16) amax_16_tiles(x + t * kTile, &tile_amax[t]);
         for (; (t + 1) * kTile <= rl; ++t)
           tile_amax[t] = std::max(tile_amax[t], amax_bits_inline(x + t * kTile, kTile));
+      }
       for (; t * block < rl; ++t)
         tile_amax[t] = std::max(tile_amax[t],
                                 amax_bits_inline(x + t * block, std::min(block, rl - t * block)));

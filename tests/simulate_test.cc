@@ -558,6 +558,47 @@ TEST(Efficiency, ConvolutionCallTimeIsAddedPerConvolutionPhase) {
   EXPECT_NEAR(b.step_s, a.step_s + phases * 30e-6, 1e-12);
 }
 
+// A measured time per step replaces the step's counted operators: the layer is one call
+// per phase, its time steps are added at the stated cost, and a cell without one keeps
+// the count.
+TEST(Efficiency, AMeasuredCellStepTimeIsAddedPerTimeStepInsteadOfItsOperators) {
+  StepCost c;
+  c.layers.push_back(cost::recurrent("lstm0", "lstm", 8, 16, 32, 32, 4));
+  c.layers.push_back(cost::recurrent("rnn0", "rnn", 8, 16, 32, 32, 4));
+  const auto ops = sim::count_operators(c, {{"lstm", 70.0}});
+  EXPECT_DOUBLE_EQ(ops.forward, 1 + 16 * 3);
+  EXPECT_DOUBLE_EQ(ops.backward, 2 * (1 + 16 * 3) + 2 * 4);
+  const auto plain = parse_platform(described({{"op_overhead_us", 2}}), "plain.json");
+  const auto cells = parse_platform(
+      described({{"op_overhead_us", 2}, {"cell_step_us", {{"lstm", 70}}}}), "cells.json");
+  EXPECT_DOUBLE_EQ(cells.efficiency->cell_step_us.at("lstm"), 70);
+  EXPECT_EQ(to_json(cells)["efficiency"]["cell_step_us"]["lstm"], 70);
+  EXPECT_FALSE(to_json(plain)["efficiency"].contains("cell_step_us"));
+  const auto f = sim::resolve_format(plain, "fp32");
+  const auto a = sim::simulate_step(plain, c, 4, f);
+  const auto b = sim::simulate_step(cells, c, 4, f);
+  EXPECT_DOUBLE_EQ(b.cell_steps, 16);
+  EXPECT_NEAR(b.cell_steps_s, 16 * 70e-6, 1e-15);
+  // The lstm's 16 x 12 operators in each of its three phases leave; 3 calls and 16 steps come.
+  EXPECT_NEAR(b.overhead_s, a.overhead_s - (3 * 16 * 12 - 3) * 2e-6 + 16 * 70e-6, 1e-12);
+  EXPECT_NEAR(b.step_s - a.step_s, b.overhead_s - a.overhead_s, 1e-12);
+  EXPECT_NE(sim::format_simulation(b, 10).find("16 recurrent time steps x 70 us"),
+            std::string::npos);
+}
+
+// The loss's measured time per element applies to it as to any elementwise layer.
+TEST(Efficiency, TheLossTakesItsMeasuredTimePerElement) {
+  StepCost c;
+  c.layers.push_back(cost::softmax_xent("loss", 512, 256, 4));
+  EXPECT_DOUBLE_EQ(c.layers[0].elements, 512.0 * 256);
+  PlatformDescription p = accelerator(1, 1000);
+  const auto f = sim::resolve_format(p, "fp32");
+  p.efficiency = curve({});
+  p.efficiency->op_ns_per_element = {{"softmax_xent", 2.5}};
+  const auto s = sim::simulate_step(p, c, 4, f);
+  EXPECT_NEAR(s.layers[0].time_s(), 512.0 * 256 * 2.5e-9, 1e-12);
+}
+
 TEST(Efficiency, BadValuesAreRefusedNamingTheField) {
   auto refused = [](const nlohmann::json& e, const std::string& field) {
     try {
@@ -589,6 +630,9 @@ TEST(Efficiency, BadValuesAreRefusedNamingTheField) {
   refused({{"op_ns_per_element", {{"relu", -1}}}}, "efficiency.op_ns_per_element.relu");
   refused({{"memory_fraction", 0}}, "efficiency.memory_fraction");
   refused({{"conv_call_us", -3}}, "efficiency.conv_call_us");
+  refused({{"cell_step_us", {{"lstm", -1}}}}, "efficiency.cell_step_us.lstm");
+  refused({{"cell_step_us", {{"transformer", 5}}}}, "efficiency.cell_step_us.transformer");
+  refused({{"cell_step_us", 5}}, "efficiency.cell_step_us");
   refused({{"memory_fraction", 1.2}}, "efficiency.memory_fraction");
   refused({{"op_overhead", 5}}, "efficiency.op_overhead");
   refused({{"gemm_tiles", {{"fp32", {{128, 0}}}}}}, "efficiency.gemm_tiles.fp32[0]");

@@ -32,13 +32,18 @@ std::string describe_model(const PlatformDescription& d) {
   for (const auto& [op, ns] : d.efficiency->op_ns_per_element)
     ops += fmt::format("{}{} {:.2g}", ops.empty() ? "" : ", ", op, ns);
   if (!ops.empty()) ops = ", elementwise layers at their measured ns per element (" + ops + ")";
+  std::string cells;
+  for (const auto& [cell, us] : d.efficiency->cell_step_us)
+    cells += fmt::format("{}{} {:.3g}", cells.empty() ? "" : ", ", cell, us);
+  if (!cells.empty()) cells = " + us per recurrent time step (" + cells + ")";
   return fmt::format(
-      "roofline x GEMM efficiency ({}){}{} + {:.3g} us per operator{}, from the "
+      "roofline x GEMM efficiency ({}){}{} + {:.3g} us per operator{}{}, from the "
       "description's efficiency{}",
       list(d.efficiency->gemm), conv, ops, d.efficiency->op_overhead_us,
       d.efficiency->conv_call_us > 0
           ? fmt::format(" + {:.3g} us per convolution phase", d.efficiency->conv_call_us)
           : "",
+      cells,
       d.extra.contains("measurements") ? " (trainbench platform's micro-benchmarks, not these runs)"
                                        : "");
 }

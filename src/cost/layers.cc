@@ -180,6 +180,7 @@ LayerCost softmax_xent(const std::string& name, double rows, int64_t classes, in
   l.bytes_written = eb * (e + e);
   l.saved_bytes = eb * e;  // log-probabilities
   l.output_bytes = eb * e;
+  l.elements = e;
   return l;
 }
 

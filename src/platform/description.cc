@@ -155,10 +155,19 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
           r.fail(field + "." + op, "expected nanoseconds in (0, 1e6], got " + ns.dump());
         out.op_ns_per_element[op] = ns.get<double>();
       }
+    } else if (k == "cell_step_us") {
+      if (!v.is_object()) r.fail(field, "expected an object of recurrent cells, got " + v.dump());
+      for (const auto& [cell, us] : v.items()) {
+        if (cell != "rnn" && cell != "lstm" && cell != "gru")
+          r.fail(field + "." + cell, "unknown cell (expected rnn, lstm or gru)");
+        if (!us.is_number() || !(us.get<double>() >= 0) || us.get<double>() > 1e6)
+          r.fail(field + "." + cell, "expected microseconds in [0, 1e6], got " + us.dump());
+        out.cell_step_us[cell] = us.get<double>();
+      }
     } else {
       r.fail(field,
              "unknown key (expected op_overhead_us, conv_call_us, memory_fraction, gemm, "
-             "conv, gemm_tiles or op_ns_per_element)");
+             "conv, gemm_tiles, op_ns_per_element or cell_step_us)");
     }
   }
   return out;
@@ -348,6 +357,7 @@ json to_json(const PlatformDescription& p) {
       }
     if (!p.efficiency->op_ns_per_element.empty())
       e["op_ns_per_element"] = p.efficiency->op_ns_per_element;
+    if (!p.efficiency->cell_step_us.empty()) e["cell_step_us"] = p.efficiency->cell_step_us;
     for (const auto& [dtype, tiles] : p.efficiency->gemm_tiles)
       for (const auto& t : tiles) e["gemm_tiles"][dtype].push_back({t.rows, t.cols});
     j["efficiency"] = e;

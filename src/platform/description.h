@@ -53,6 +53,11 @@ struct PlatformDescription {
     // nanoseconds per element of its largest tensor, forward + backward, at 4 bytes per
     // element. Where it exceeds the roofline, the layer takes this long instead.
     std::map<std::string, double> op_ns_per_element;
+    // Per recurrent cell (rnn, lstm, gru): microseconds per time step, forward + backward, of
+    // the operators and autograd nodes a framework runs for one step of a cell, whatever its
+    // size. Where a cell has it, the simulator adds it per time step in place of counting
+    // the step's operators at op_overhead_us.
+    std::map<std::string, double> cell_step_us;
     // Per dtype: the output tiles (rows x cols of C) one compute unit (`cores`: a GPU's SMs)
     // works on at a time, those a GEMM library picks among. Where a dtype has them, its gemm
     // and conv curves are per-unit efficiencies with wave quantization taken out, and a GEMM

@@ -51,11 +51,16 @@ std::string format_platform(const PlatformDescription& p) {
     out += fmt::format("array     {} x {} systolic, {}\n", p.systolic_array->rows,
                        p.systolic_array->cols, p.systolic_array->dataflow);
   if (p.efficiency) {
+    std::string cells;
+    for (const auto& [cell, us] : p.efficiency->cell_step_us)
+      cells +=
+          fmt::format("{} {} {:.3g}", cells.empty() ? "; per recurrent time step:" : ",", cell, us);
     out += fmt::format(
-        "overhead  {:.3g} us per operator{}\n", p.efficiency->op_overhead_us,
+        "overhead  {:.3g} us per operator{}{}\n", p.efficiency->op_overhead_us,
         p.efficiency->conv_call_us > 0
             ? fmt::format(", {:.3g} us more per convolution phase", p.efficiency->conv_call_us)
-            : "");
+            : "",
+        cells.empty() ? "" : cells + " us");
     for (const auto& [dtype, c] : p.efficiency->gemm) {
       out += fmt::format("gemm eff  {:<5}", dtype);
       for (const auto& pt : c)

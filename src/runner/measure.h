@@ -55,9 +55,16 @@ std::vector<std::pair<int64_t, double>> conv_fractions(const ConvMeasurement& m,
                                                        double floor_us);
 
 // Layers whose work is elementwise, forward + backward on a float32 batch of 32 x 16 x 16 x 16
-// (batchnorm, maxpool 3x3 stride 2, global avgpool, relu, add): nanoseconds per element of
+// (batchnorm, maxpool 3x3 stride 2, global avgpool, relu, add; softmax_xent on the same elements
+// as 512 x 256 logits): nanoseconds per element of
 // the layer's largest tensor, per op name as the cost model spells it.
 std::map<std::string, Trials> measure_elementwise_ops(int trials, double trial_s);
+
+// Recurrent cells (rnn, lstm, gru) as LibTorch's CPU layers run them, one time step after
+// another: microseconds per time step, forward + backward, of a cell too small to compute
+// anything (width 8, batch 1), on the threads a run uses. The operators, views and autograd
+// nodes of a step are what this measures; the simulator adds it per time step.
+std::map<std::string, Trials> measure_cell_steps(int trials, double trial_s);
 
 // The fixed cost of a framework operator, which the simulator adds per operator of a step
 // while the GEMM curve keeps only what scales with the work (docs/platforms.md).

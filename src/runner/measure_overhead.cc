@@ -70,6 +70,7 @@ std::map<std::string, Trials> measure_elementwise_ops(int trials, double trial_s
   auto x2 = torch::randn(shape).requires_grad_();
   auto gamma = torch::ones({16}).requires_grad_(), beta = torch::zeros({16}).requires_grad_();
   auto mean = torch::zeros({16}), var = torch::ones({16});
+  const auto labels = torch::randint(0, 256, {512}, torch::kLong);
   const std::vector<std::pair<std::string, std::function<torch::Tensor()>>> ops = {
       {"batchnorm",
        [&] { return torch::batch_norm(x, gamma, beta, mean, var, true, 0.1, 1e-5, false); }},
@@ -82,7 +83,12 @@ std::map<std::string, Trials> measure_elementwise_ops(int trials, double trial_s
          return torch::adaptive_avg_pool2d(x, {1, 1});
        }},
       {"relu", [&] { return torch::relu(x); }},
-      {"add", [&] { return x + x2; }}};
+      {"add", [&] { return x + x2; }},
+      // The loss as the families compute it: log-softmax and NLL over the same elements,
+      // 512 rows of 256 classes.
+      {"softmax_xent", [&] {
+         return torch::nn::functional::cross_entropy(x.view({512, 256}), labels);
+       }}};
   std::map<std::string, Trials> out;
   for (const auto& [name, forward] : ops) {
     auto step = [&] {
@@ -97,6 +103,52 @@ std::map<std::string, Trials> measure_elementwise_ops(int trials, double trial_s
       do step(), ++steps;
       while (seconds_since(t0) < trial_s);
       out[name].values.push_back(seconds_since(t0) / double(steps) / elements * 1e9);
+    }
+  }
+  return out;
+}
+
+std::map<std::string, Trials> measure_cell_steps(int trials, double trial_s) {
+  // Two lengths, so that what a layer call costs once (the input projection, stacking the
+  // outputs, the loss) cancels and only the per-time-step cost stays. Width 8, batch 1: the
+  // arithmetic is negligible, the operators and autograd nodes of a step are not.
+  constexpr int64_t kWidth = 8, kShort = 8, kLong = 40;
+  std::map<std::string, Trials> out;
+  for (const std::string cell : {"rnn", "lstm", "gru"}) {
+    // Each cell's forward returns its output first; the states differ in type.
+    std::shared_ptr<torch::nn::Module> module;
+    std::function<torch::Tensor(const torch::Tensor&)> forward;
+    if (cell == "lstm") {
+      torch::nn::LSTM l(torch::nn::LSTMOptions(kWidth, kWidth));
+      module = l.ptr(),
+      forward = [l](const torch::Tensor& x) mutable { return std::get<0>(l->forward(x)); };
+    } else if (cell == "gru") {
+      torch::nn::GRU g(torch::nn::GRUOptions(kWidth, kWidth));
+      module = g.ptr(),
+      forward = [g](const torch::Tensor& x) mutable { return std::get<0>(g->forward(x)); };
+    } else {
+      torch::nn::RNN r(torch::nn::RNNOptions(kWidth, kWidth));
+      module = r.ptr(),
+      forward = [r](const torch::Tensor& x) mutable { return std::get<0>(r->forward(x)); };
+    }
+    auto seconds_per_call = [&](int64_t length, double window_s) {
+      const auto x = torch::randn({length, 1, kWidth});
+      auto call = [&] {
+        forward(x).sum().backward();
+        for (auto& p : module->parameters()) p.mutable_grad() = torch::Tensor();
+      };
+      for (int i = 0; i < 3; ++i) call();
+      int64_t calls = 0;
+      const auto t0 = Clock::now();
+      do call(), ++calls;
+      while (seconds_since(t0) < window_s);
+      return seconds_since(t0) / double(calls);
+    };
+    for (int t = 0; t < trials; ++t) {
+      // Interleaved, so that a slow spell of the machine lands on both lengths.
+      const double short_s = seconds_per_call(kShort, trial_s / 2);
+      const double long_s = seconds_per_call(kLong, trial_s / 2);
+      out[cell].values.push_back(std::max(0.0, long_s - short_s) / double(kLong - kShort) * 1e6);
     }
   }
   return out;

@@ -45,12 +45,14 @@ double cell_operators(const std::string& op) { return op == "lstm" ? 12 : op == 
 
 }  // namespace
 
-OpCount count_operators(const StepCost& cost) {
+OpCount count_operators(const StepCost& cost, const std::map<std::string, double>& cell_step_us) {
   OpCount c;
   double tensors = 0;
   for (const auto& l : cost.layers) {
-    const double fwd =
-        recurrent(l.op) ? std::max<int64_t>(1, l.gemm_count) * cell_operators(l.op) : 1;
+    // A cell whose step time is measured counts as one call per phase; its steps are timed
+    // apart (Simulation::cell_steps).
+    const bool per_step = recurrent(l.op) && !cell_step_us.count(l.op);
+    const double fwd = per_step ? std::max<int64_t>(1, l.gemm_count) * cell_operators(l.op) : 1;
     c.forward += fwd;
     c.backward += fwd * ((l.bwd_input_flops > 0) + (l.bwd_weight_flops > 0));
     if (l.params > 0) tensors += recurrent(l.op) ? 4 : 2;
@@ -90,9 +92,13 @@ void add_by_bound(const PhaseTime& ph, double& compute_s, double& memory_s) {
 
 // The fixed costs beyond the per-operator one, as the overhead lines append them.
 std::string conv_call_terms(const Simulation& s) {
-  return s.conv_call_s > 0 ? fmt::format(" + {:.0f} convolution phases x {:.3g} us", s.conv_phases,
-                                         s.conv_call_s * 1e6)
-                           : "";
+  std::string out = s.conv_call_s > 0 ? fmt::format(" + {:.0f} convolution phases x {:.3g} us",
+                                                    s.conv_phases, s.conv_call_s * 1e6)
+                                      : "";
+  if (s.cell_steps > 0)
+    out += fmt::format(" + {:.0f} recurrent time steps x {:.3g} us", s.cell_steps,
+                       s.cell_steps_s / s.cell_steps * 1e6);
+  return out;
 }
 
 }  // namespace
@@ -327,11 +333,19 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
   // on a GPU back-to-back kernels each pay a start-up time on top of their work (t = a + V/b
   // fits small-kernel measurements; docs/platforms.md).
   if (p.efficiency) {
-    s.ops = count_operators(cost);
+    s.ops = count_operators(cost, p.efficiency->cell_step_us);
     s.op_overhead_s = p.efficiency->op_overhead_us * 1e-6;
     s.overhead_s = s.ops.total() * s.op_overhead_s;
     s.conv_call_s = p.efficiency->conv_call_us * 1e-6;
     s.overhead_s += s.conv_phases * s.conv_call_s;
+    for (const auto& l : cost.layers) {
+      const auto it = p.efficiency->cell_step_us.find(l.op);
+      if (!recurrent(l.op) || it == p.efficiency->cell_step_us.end()) continue;
+      const double steps = double(std::max<int64_t>(1, l.gemm_count));
+      s.cell_steps += steps;
+      s.cell_steps_s += steps * it->second * 1e-6;
+    }
+    s.overhead_s += s.cell_steps_s;
     s.step_s += s.overhead_s;
   }
   // Inputs stay as loaded; weights, gradients and optimizer state at the state's width (fp32
@@ -428,6 +442,8 @@ nlohmann::json to_json(const Simulation& s, size_t top_layers) {
       {"op_overhead_s", s.op_overhead_s},
       {"conv_phases", s.conv_phases},
       {"conv_call_s", s.conv_call_s},
+      {"cell_steps", s.cell_steps},
+      {"cell_steps_s", s.cell_steps_s},
       {"layout", s.layout},
       {"layout_s", s.layout_s},
       {"scaling", s.format.scaling},

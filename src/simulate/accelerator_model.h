@@ -93,7 +93,10 @@ struct OpCount {
   double forward = 0, backward = 0, optimizer = 0;
   double total() const { return forward + backward + optimizer; }
 };
-OpCount count_operators(const StepCost& cost);
+// A recurrent cell named in `cell_step_us` (the description's measured time per step) counts
+// as one operator per phase: its steps are timed apart.
+OpCount count_operators(const StepCost& cost,
+                        const std::map<std::string, double>& cell_step_us = {});
 using tb::equivalent_square_n;  // platform/description.h
 
 struct Simulation {
@@ -107,11 +110,13 @@ struct Simulation {
   OpCount ops;
   double op_overhead_s = 0;                 // per operator, from the description (0: none stated)
   double conv_phases = 0, conv_call_s = 0;  // convolution phases x the description's conv_call_us
-  double overhead_s = 0;                  // ops.total() x op_overhead_s + conv_phases x conv_call_s
-  std::string layout = "nhwc";            // SimOptions::layout
-  double layout_s = 0;                    // the phases' layout_s
-  double scale_s = 0;                     // the phases' scale_s
-  std::map<std::string, double> phase_s;  // per phase
+  // Recurrent time steps of cells whose step time the description states, and their time.
+  double cell_steps = 0, cell_steps_s = 0;
+  double overhead_s = 0;  // ops.total() x op_overhead_s + conv_phases x conv_call_s + cell_steps_s
+  std::string layout = "nhwc";                  // SimOptions::layout
+  double layout_s = 0;                          // the phases' layout_s
+  double scale_s = 0;                           // the phases' scale_s
+  std::map<std::string, double> phase_s;        // per phase
   double memory_bytes = 0, capacity_bytes = 0;  // per worker with data parallelism
   // Data-parallel workers (the config's `workers`) and ZeRO stage: the bytes each worker sends
   // per step, at the format's width (cost.h's DataParallelCost). Not in step_s: descriptions

@@ -267,5 +267,20 @@ TEST(PlatformMeasure, QuickCharacterizationIsAValidDescription) {
   EXPECT_EQ(to_json(parse_platform(to_json(p), "measured")), to_json(p));
 }
 
+// A point is what its call takes beyond the per-call floor; where that is less than the floor
+// itself, the floor's spread decides it, and the point is not kept.
+TEST(PlatformMeasure, EfficiencyPointsWithinTwiceTheFloorAreLeftOut) {
+  // Peak 100 GFLOP/s, floor 1 us. n=16: 8192 FLOPs in 1.05 us (0.05 us of kernel: it would
+  // read as 100%); n=32: in 1.9 us (0.9 us); n=64: 524288 FLOPs in 11.5 us (10.5 us: 50%).
+  const std::vector<RatePoint> points = {
+      {16, 8192, 8192 / 1.05e3}, {32, 65536, 65536 / 1.9e3}, {64, 524288, 524288 / 11.5e3}};
+  const auto curve = efficiency_curve(points, 100, 1.0);
+  ASSERT_EQ(curve.size(), 1u);
+  EXPECT_EQ(curve[0].first, 64);
+  EXPECT_NEAR(curve[0].second, 524288 / 10.5e-6 / 100e9, 1e-12);
+  // With no floor every point stays.
+  EXPECT_EQ(efficiency_curve(points, 100, 0).size(), 3u);
+}
+
 }  // namespace
 }  // namespace tb

@@ -84,14 +84,14 @@ struct RatePoint {
   double n = 0, flops = 0, gflops = 0;
 };
 // Per point, the time per call less `floor_us` as a fraction of `peak_gflops` (clamped at 1);
-// points whose call is no longer than the floor, or whose rounded n does not increase, are
-// left out.
+// points whose call is shorter than twice the floor (what is left would be smaller than the
+// floor's own uncertainty), or whose rounded n does not increase, are left out.
 std::vector<std::pair<int64_t, double>> efficiency_curve(const std::vector<RatePoint>& points,
                                                          double peak_gflops, double floor_us);
 
 // Per GEMM size, the median rate's fraction of `peak_gflops` once `floor_us` (the fixed
-// cost of one call) is taken out of each call's time; sizes whose call is no longer than
-// the floor are left out. Clamped at 1 (the peak is the best trial, a point the median).
+// cost of one call) is taken out of each call's time; sizes whose call is shorter than
+// twice the floor are left out. Clamped at 1 (the peak is the best trial, a point the median).
 std::vector<std::pair<int64_t, double>> gemm_fractions(const GemmMeasurement& g, double peak_gflops,
                                                        double floor_us);
 

@@ -652,6 +652,50 @@ TEST(Validation, ErrorPercentiles) {
   EXPECT_NEAR(s.median_ratio, 1.3, 1e-12);
 }
 
+// Each point carries its runs' spread between processes and the unstable flag; the stats and
+// the text say how far the measurements themselves disagree, so an error is read against it.
+TEST(Validation, ErrorsStandBesideTheMeasurementsOwnSpread) {
+  RunSet runs;
+  runs.platforms.push_back({"p", accelerator(1, 30), ""});
+  auto run = [](const std::string& config, double step_s, double reps, double max_over_min,
+                double unstable) {
+    tb::Run r;
+    r.config = config;
+    r.family = "fc";
+    r.status = "ok";
+    r.platform = "p";
+    r.metrics = {{"step_median_s", step_s},
+                 {"repetitions", reps},
+                 {"rep_max_over_min", max_over_min},
+                 {"unstable", unstable}};
+    return r;
+  };
+  runs.runs.push_back(run("fc:layers=2,nodes=64,batch=8", 1e-3, 2, 1.10, 0));
+  runs.runs.push_back(run("fc:layers=2,nodes=128,batch=8", 1e-3, 5, 1.30, 1));
+  runs.runs.push_back(run("fc:layers=2,nodes=256,batch=8", 1e-3, 1, 1.0, 0));  // one process
+  const auto vs = sim::validate(runs);
+  ASSERT_EQ(vs.size(), 1u);
+  ASSERT_EQ(vs[0].points.size(), 3u);
+  EXPECT_NEAR(vs[0].points[0].spread, 0.10, 1e-12);
+  EXPECT_TRUE(vs[0].points[1].unstable);
+  EXPECT_TRUE(std::isnan(vs[0].points[2].spread));
+  const auto& all = vs[0].all;
+  EXPECT_EQ(all.with_spread, 2u);
+  EXPECT_NEAR(all.median_spread, 0.20, 1e-12);
+  EXPECT_EQ(all.unstable, 1u);
+  const std::string text = sim::format_validation(vs);
+  EXPECT_NE(text.find("measured spread"), std::string::npos) << text;
+  EXPECT_NE(text.find("20.0%"), std::string::npos) << text;
+  EXPECT_NE(text.find("1 of 3 runs unstable"), std::string::npos) << text;
+  const auto j = sim::to_json(vs[0]);
+  EXPECT_NEAR(j["errors"]["median_spread"].get<double>(), 0.20, 1e-12);
+  EXPECT_EQ(j["errors"]["unstable"], 1);
+  EXPECT_FALSE(j["points"][2].contains("spread"));
+  // Published figures have no spread: the column says so.
+  std::vector<sim::ValidationPoint> pub = {{"c", "fc", "p", 1.2, 1.0}};
+  EXPECT_EQ(sim::error_stats(pub).with_spread, 0u);
+}
+
 TEST(Validation, PredictsEveryOkRunOfASyntheticStore) {
   const std::string path =
       ::testing::TempDir() + "/simvalidate-" + std::to_string(getpid()) + ".db";

@@ -13,7 +13,14 @@ namespace tb::sim {
 namespace {
 
 nlohmann::json stats_json(const ErrorStats& s) {
-  return {{"runs", s.n}, {"median", s.median}, {"p90", s.p90}, {"median_ratio", s.median_ratio}};
+  nlohmann::json j = {{"runs", s.n},
+                      {"median", s.median},
+                      {"p90", s.p90},
+                      {"median_ratio", s.median_ratio},
+                      {"unstable", s.unstable},
+                      {"runs_with_spread", s.with_spread}};
+  j["median_spread"] = s.with_spread > 0 ? nlohmann::json(s.median_spread) : nlohmann::json();
+  return j;
 }
 
 std::string describe_model(const PlatformDescription& d) {
@@ -61,6 +68,13 @@ ErrorStats error_stats(const std::vector<ValidationPoint>& points) {
   s.median = percentile(e, 50);
   s.p90 = percentile(e, 90);
   s.median_ratio = percentile(r, 50);
+  std::vector<double> spreads;
+  for (const auto& p : points) {
+    if (std::isfinite(p.spread)) spreads.push_back(p.spread);
+    s.unstable += p.unstable;
+  }
+  s.with_spread = spreads.size();
+  if (!spreads.empty()) s.median_spread = percentile(spreads, 50);
   return s;
 }
 
@@ -91,7 +105,11 @@ std::vector<Validation> validate(const RunSet& runs,
         const Simulation s = simulate_config(*d, c, "", o);
         const char* bound = s.memory_bound_s > s.compute_bound_s ? "memory" : "compute";
         if (s.overhead_s > std::max(s.memory_bound_s, s.compute_bound_s)) bound = "overhead";
-        v.points.push_back({r.config, r.family, info.name, s.step_s, measured, bound});
+        ValidationPoint p{r.config, r.family, info.name, s.step_s, measured, bound};
+        const double max_over_min = r.metric("rep_max_over_min");
+        if (r.repetitions() >= 2 && max_over_min >= 1) p.spread = max_over_min - 1;
+        p.unstable = r.unstable();
+        v.points.push_back(std::move(p));
       } catch (const std::exception& e) {
         v.skipped.push_back(r.config + ": " + e.what());
       }
@@ -113,7 +131,9 @@ nlohmann::json to_json(const Validation& v) {
                       {"predicted_s", p.predicted_s},
                       {"measured_s", p.measured_s},
                       {"error", p.error()},
-                      {"bound", p.bound}});
+                      {"bound", p.bound},
+                      {"unstable", p.unstable}});
+    if (std::isfinite(p.spread)) points.back()["spread"] = p.spread;
     if (!p.source.empty()) {
       auto& last = points.back();
       last["format"] = p.format;
@@ -135,14 +155,25 @@ std::string format_validation(const std::vector<Validation>& vs) {
   for (const auto& v : vs) {
     o << fmt::format("platform {}: {} runs predicted, {} skipped\nmodel: {}\n", v.platform,
                      v.points.size(), v.skipped.size(), v.model);
-    o << fmt::format("{:<10} {:>5} {:>14} {:>14} {:>22}\n", "family", "runs", "median error",
-                     "p90 error", "median pred/measured");
+    o << fmt::format("{:<10} {:>5} {:>14} {:>14} {:>22} {:>16} {:>9}\n", "family", "runs",
+                     "median error", "p90 error", "median pred/measured", "measured spread",
+                     "unstable");
     auto row = [&](const std::string& name, const ErrorStats& s) {
-      o << fmt::format("{:<10} {:>5} {:>13.1f}% {:>13.1f}% {:>22.3f}\n", name, s.n, 100 * s.median,
-                       100 * s.p90, s.median_ratio);
+      o << fmt::format("{:<10} {:>5} {:>13.1f}% {:>13.1f}% {:>22.3f} {:>16} {:>9}\n", name, s.n,
+                       100 * s.median, 100 * s.p90, s.median_ratio,
+                       s.with_spread > 0 ? fmt::format("{:.1f}%", 100 * s.median_spread) : "-",
+                       s.unstable);
     };
     for (const auto& [f, s] : v.per_family) row(f, s);
     row("all", v.all);
+    if (v.all.with_spread > 0)
+      o << fmt::format(
+          "measured spread: the median over runs of max/min - 1 of their processes' means; an "
+          "error below it is within what the measurements themselves disagree by{}\n",
+          v.all.unstable > 0
+              ? fmt::format(" ({} of {} runs unstable: their processes disagree beyond their CIs)",
+                            v.all.unstable, v.all.n)
+              : "");
     for (const auto& s : v.skipped) o << "  skipped " << s << "\n";
     o << "\n";
   }

@@ -21,12 +21,22 @@ struct ValidationPoint {
   int64_t batch = 0;
   std::string unit;  // of batch / step time: examples/s or tokens/s
   double error() const { return std::abs(predicted_s - measured_s) / measured_s; }
+  // The measurement's own spread between its fresh processes (max/min of their means, less 1;
+  // NaN where it rests on one process or is a published figure), and whether its processes
+  // disagree beyond their own CIs (record/repetitions.h): an error below the spread is not
+  // resolved by the run.
+  double spread = std::nan("");
+  bool unstable = false;
 };
 
 struct ErrorStats {
   size_t n = 0;
   double median = 0, p90 = 0;  // of |predicted - measured| / measured
   double median_ratio = 0;     // of predicted / measured: below 1, the model is optimistic
+  // Of the points measured in two or more processes: how many, and their median spread.
+  size_t with_spread = 0;
+  double median_spread = std::nan("");
+  size_t unstable = 0;
 };
 // Linear-interpolated percentiles of the errors (analysis/analysis.h percentile).
 ErrorStats error_stats(const std::vector<ValidationPoint>& points);

@@ -252,13 +252,15 @@ std::string published_table_html(const std::vector<sim::Validation>& vs) {
 std::string validation_table_html(const std::vector<sim::Validation>& vs) {
   std::string h =
       "<table><tr><th>platform</th><th>family</th><th>runs</th><th>median |pred-meas|/meas</th>"
-      "<th>p90</th><th>median pred/meas</th></tr>";
+      "<th>p90</th><th>median pred/meas</th><th>measured spread</th><th>unstable</th></tr>";
   for (const auto& v : vs) {
     auto row = [&](const std::string& fam, const sim::ErrorStats& s) {
       h += "<tr><td>" + html_escape(v.platform) + "</td><td>" + html_escape(fam) +
            "</td><td class=\"num\">" + std::to_string(s.n) + "</td><td class=\"num\">" +
            pct(s.median) + "</td><td class=\"num\">" + pct(s.p90) + "</td><td class=\"num\">" +
-           fmt::format("{:.3f}", s.median_ratio) + "</td></tr>";
+           fmt::format("{:.3f}", s.median_ratio) + "</td><td class=\"num\">" +
+           (s.with_spread > 0 ? pct(s.median_spread) : "-") + "</td><td class=\"num\">" +
+           std::to_string(s.unstable) + "</td></tr>";
     };
     for (const auto& [f, s] : v.per_family) row(f, s);
     row("all", v.all);

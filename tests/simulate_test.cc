@@ -599,6 +599,26 @@ TEST(Efficiency, TheLossTakesItsMeasuredTimePerElement) {
   EXPECT_NEAR(s.layers[0].time_s(), 512.0 * 256 * 2.5e-9, 1e-12);
 }
 
+// A depthwise convolution is priced per element where the description measured it; a dense
+// or grouped one with several channels per group stays a GEMM on the curve.
+TEST(Efficiency, DepthwiseConvolutionsTakeTheirMeasuredTimePerElement) {
+  StepCost c;
+  // 32 x 96 x 56 x 56 in, stride 2: the output is a quarter of the input.
+  c.layers.push_back(cost::conv("dw", {32, 96, 56, 56, 96, 3, 3, 2, 2, 1, 1, 96, false}, 4, true));
+  c.layers.push_back(
+      cost::conv("grouped", {32, 96, 56, 56, 96, 3, 3, 1, 1, 1, 1, 2, false}, 4, true));
+  EXPECT_DOUBLE_EQ(c.layers[0].elements, 32.0 * 96 * 56 * 56);
+  EXPECT_DOUBLE_EQ(c.layers[1].elements, 0);
+  PlatformDescription p = accelerator(1, 1000);
+  const auto f = sim::resolve_format(p, "fp32");
+  p.efficiency = curve({});
+  const auto a = sim::simulate_step(p, c, 4, f);
+  p.efficiency->op_ns_per_element = {{"gconv2d", 6.0}};
+  const auto b = sim::simulate_step(p, c, 4, f);
+  EXPECT_NEAR(b.layers[0].time_s(), 32.0 * 96 * 56 * 56 * 6e-9, 1e-12);
+  EXPECT_DOUBLE_EQ(b.layers[1].time_s(), a.layers[1].time_s());
+}
+
 TEST(Efficiency, BadValuesAreRefusedNamingTheField) {
   auto refused = [](const nlohmann::json& e, const std::string& field) {
     try {

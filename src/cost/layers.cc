@@ -1,5 +1,6 @@
 #include "cost/layers.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace tb::cost {
@@ -50,6 +51,10 @@ LayerCost conv(const std::string& name, const ConvGeometry& g, int64_t eb, bool 
   l.gemm_n = g.cout / g.groups;
   l.gemm_k = g.cin / g.groups * g.kh * g.kw;
   l.gemm_count = g.groups;
+  // A depthwise convolution (one input channel per group) is a few multiply-adds per element,
+  // which libraries run as a stencil, not as a GEMM: what a measured per-element rate
+  // multiplies.
+  if (g.groups > 1 && g.cin == g.groups) l.elements = std::max(x, y);
   return l;
 }
 

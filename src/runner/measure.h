@@ -55,8 +55,8 @@ std::vector<std::pair<int64_t, double>> conv_fractions(const ConvMeasurement& m,
                                                        double floor_us);
 
 // Layers whose work is elementwise, forward + backward on a float32 batch of 32 x 16 x 16 x 16
-// (batchnorm, maxpool 3x3 stride 2, global avgpool, relu, add; softmax_xent on the same elements
-// as 512 x 256 logits): nanoseconds per element of
+// (batchnorm, maxpool 3x3 stride 2, global avgpool, relu, add, a depthwise 3x3 convolution
+// gconv2d; softmax_xent on the same elements as 512 x 256 logits): nanoseconds per element of
 // the layer's largest tensor, per op name as the cost model spells it.
 std::map<std::string, Trials> measure_elementwise_ops(int trials, double trial_s);
 

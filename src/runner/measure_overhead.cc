@@ -70,6 +70,7 @@ std::map<std::string, Trials> measure_elementwise_ops(int trials, double trial_s
   auto x2 = torch::randn(shape).requires_grad_();
   auto gamma = torch::ones({16}).requires_grad_(), beta = torch::zeros({16}).requires_grad_();
   auto mean = torch::zeros({16}), var = torch::ones({16});
+  auto depthwise = torch::randn({16, 1, 3, 3}).requires_grad_();
   const auto labels = torch::randint(0, 256, {512}, torch::kLong);
   const std::vector<std::pair<std::string, std::function<torch::Tensor()>>> ops = {
       {"batchnorm",
@@ -84,6 +85,8 @@ std::map<std::string, Trials> measure_elementwise_ops(int trials, double trial_s
        }},
       {"relu", [&] { return torch::relu(x); }},
       {"add", [&] { return x + x2; }},
+      // 3x3, stride 1, one channel per group (MobileNet's): input and weight gradients.
+      {"gconv2d", [&] { return torch::conv2d(x, depthwise, {}, 1, 1, 1, 16); }},
       // The loss as the families compute it: log-softmax and NLL over the same elements,
       // 512 rows of 256 classes.
       {"softmax_xent", [&] {
@@ -94,7 +97,7 @@ std::map<std::string, Trials> measure_elementwise_ops(int trials, double trial_s
     auto step = [&] {
       const torch::Tensor y = forward();
       y.backward(torch::ones_like(y));
-      for (auto* t : {&x, &x2, &gamma, &beta}) t->mutable_grad() = torch::Tensor();
+      for (auto* t : {&x, &x2, &gamma, &beta, &depthwise}) t->mutable_grad() = torch::Tensor();
     };
     for (int i = 0; i < 3; ++i) step();
     for (int t = 0; t < trials; ++t) {

@@ -303,8 +303,9 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
           std::max(0.0, l.bytes_read + l.bytes_written - weights) * width / n;
       for (auto& ph : lt.phases) ph.layout_s = 2 * activations / s.bandwidth;
     }
-    // A measured elementwise rate slower than the roofline: the layer's phases share it.
-    if (p.efficiency && l.elements > 0 && !gemm) {
+    // A measured elementwise rate slower than the roofline: the layer's phases share it (a
+    // depthwise convolution's too: its GEMM view has no curve point near its shape).
+    if (p.efficiency && l.elements > 0) {
       const auto it = p.efficiency->op_ns_per_element.find(l.op);
       if (it != p.efficiency->op_ns_per_element.end()) {
         const double total = l.elements * it->second * 1e-9 * f.bits / 32;

@@ -24,7 +24,8 @@ namespace {
 //    `efficiency.op_ns_per_element` for elementwise layers.
 // 4: theoretical peaks per microarchitecture at the maximum clock, marked verified or not.
 // 5: the fixed time of a convolution call (conv_call_us), measured on the run's threads.
-// 6: a recurrent cell's time per time step (cell_step_us), and softmax_xent per element.
+// 6: a recurrent cell's time per time step (cell_step_us); softmax_xent and depthwise
+//    convolutions (gconv2d) per element; curve points within twice the call floor left out.
 constexpr int kMethodVersion = 6;
 
 // Runs a measurement on one thread (intra-op and BLAS), then restores the thread counts.

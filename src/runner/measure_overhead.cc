@@ -119,21 +119,15 @@ std::map<std::string, Trials> measure_cell_steps(int trials, double trial_s) {
   std::map<std::string, Trials> out;
   for (const std::string cell : {"rnn", "lstm", "gru"}) {
     // Each cell's forward returns its output first; the states differ in type.
-    std::shared_ptr<torch::nn::Module> module;
-    std::function<torch::Tensor(const torch::Tensor&)> forward;
-    if (cell == "lstm") {
-      torch::nn::LSTM l(torch::nn::LSTMOptions(kWidth, kWidth));
-      module = l.ptr(),
-      forward = [l](const torch::Tensor& x) mutable { return std::get<0>(l->forward(x)); };
-    } else if (cell == "gru") {
-      torch::nn::GRU g(torch::nn::GRUOptions(kWidth, kWidth));
-      module = g.ptr(),
-      forward = [g](const torch::Tensor& x) mutable { return std::get<0>(g->forward(x)); };
-    } else {
-      torch::nn::RNN r(torch::nn::RNNOptions(kWidth, kWidth));
-      module = r.ptr(),
-      forward = [r](const torch::Tensor& x) mutable { return std::get<0>(r->forward(x)); };
-    }
+    auto of = [](auto m) -> std::pair<std::shared_ptr<torch::nn::Module>,
+                                      std::function<torch::Tensor(const torch::Tensor&)>> {
+      return {m.ptr(), [m](const torch::Tensor& x) mutable { return std::get<0>(m->forward(x)); }};
+    };
+    const auto built = cell == "lstm"  ? of(torch::nn::LSTM(torch::nn::LSTMOptions(kWidth, kWidth)))
+                       : cell == "gru" ? of(torch::nn::GRU(torch::nn::GRUOptions(kWidth, kWidth)))
+                                       : of(torch::nn::RNN(torch::nn::RNNOptions(kWidth, kWidth)));
+    const auto& module = built.first;
+    const auto& forward = built.second;
     auto seconds_per_call = [&](int64_t length, double window_s) {
       const auto x = torch::randn({length, 1, kWidth});
       auto call = [&] {

@@ -38,8 +38,12 @@ TEST(Cli, BadInputIsOneLineAndExitTwo) {
       {"run fc:nodes=8 --platform no-such-platform", "unknown platform"},
       {"platform --at -3", "-3"},
   };
-  for (const auto& [args, needle] : cases) {
-    const Output o = run(args);
+  std::vector<std::string> all;
+  for (const auto& c : cases) all.push_back(c.first);
+  const auto outputs = ::tb::testing::run_cli_all(all);
+  for (size_t i = 0; i < all.size(); ++i) {
+    const auto& [args, needle] = cases[i];
+    const Output& o = outputs[i];
     EXPECT_EQ(o.status, 2) << args << "\n" << o.err;
     EXPECT_EQ(lines(o.err), 1) << args << "\n" << o.err;
     EXPECT_NE(o.err.find(needle), std::string::npos) << args << "\n" << o.err;
@@ -58,8 +62,12 @@ TEST(Cli, HelpOfEverySubcommandEndsWithExamples) {
   while (std::getline(lines_in, line) && line.rfind("  ", 0) == 0)
     subs.push_back(line.substr(2, line.find(' ', 2) - 2));
   EXPECT_GE(subs.size(), 16u) << top.out;
-  for (const auto& sub : subs) {
-    const Output o = run(sub + " --help");
+  std::vector<std::string> all;
+  for (const auto& sub : subs) all.push_back(sub + " --help");
+  const auto outputs = ::tb::testing::run_cli_all(all);
+  for (size_t i = 0; i < subs.size(); ++i) {
+    const std::string& sub = subs[i];
+    const Output& o = outputs[i];
     EXPECT_EQ(o.status, 0) << sub;
     const auto at = o.out.rfind("Examples:");
     ASSERT_NE(at, std::string::npos) << sub;

@@ -42,12 +42,15 @@ TEST(Printable, RandomConfigStringsGiveOneLineErrors) {
   std::mt19937 rng(7);
   const std::string alphabet = "fcnrb:=,.0123456789layersnodesbatch\n\r\f\t\x1b[2J\x7f\x01 ";
   std::uniform_int_distribution<size_t> pick(0, alphabet.size() - 1), len(1, 30);
-  int errors = 0;
+  std::vector<std::string> args;
   for (int i = 0; i < 40; ++i) {
     std::string text;
     for (size_t k = len(rng); k > 0; --k) text += alphabet[pick(rng)];
     if (i % 4 == 0) text = "fc:nodes=" + text;  // a known family, a bad value
-    const auto o = tb::testing::run_cli("cost " + ansi_c(text));
+    args.push_back("cost " + ansi_c(text));
+  }
+  int errors = 0;
+  for (const auto& o : tb::testing::run_cli_all(args)) {
     ASSERT_TRUE(o.status == 0 || o.status == 2) << o.status << " " << o.err;
     if (o.status == 2) {
       ++errors;
@@ -62,12 +65,22 @@ TEST(Printable, RandomConfigStringsGiveOneLineErrors) {
 
 TEST(Printable, EverySubcommandEscapesWhatItQuotes) {
   const std::string bad = ansi_c("x\ny\x1b[2Jz");
-  for (const std::string& args :
-       {"run fc:nodes=" + bad, "cost " + bad, "sweep " + bad, "quantize --format " + bad + " 1",
-        "simulate fc:batch=8 --platform " + bad, "analyze observations " + bad, "report " + bad,
-        "profile fc:batch=" + bad, "memory " + bad, "emulate --model " + bad, bad,
-        "run fc:batch=8 --stack " + bad}) {
-    const auto o = tb::testing::run_cli(args);
+  const std::vector<std::string> all = {"run fc:nodes=" + bad,
+                                        "cost " + bad,
+                                        "sweep " + bad,
+                                        "quantize --format " + bad + " 1",
+                                        "simulate fc:batch=8 --platform " + bad,
+                                        "analyze observations " + bad,
+                                        "report " + bad,
+                                        "profile fc:batch=" + bad,
+                                        "memory " + bad,
+                                        "emulate --model " + bad,
+                                        bad,
+                                        "run fc:batch=8 --stack " + bad};
+  const auto outputs = tb::testing::run_cli_all(all);
+  for (size_t i = 0; i < all.size(); ++i) {
+    const std::string& args = all[i];
+    const auto& o = outputs[i];
     EXPECT_EQ(o.status, 2) << args << "\n" << o.err;
     EXPECT_EQ(lines(o.err), 1u) << args << "\n" << o.err;
     EXPECT_EQ(o.err.find('\x1b'), std::string::npos) << args;

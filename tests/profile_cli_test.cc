@@ -123,8 +123,12 @@ TEST(ProfileCli, BadInputIsOneLineAndExitTwo) {
       {"memory fc: --budget -1GiB", "-1GiB"},
       {"memory mlp:layers=2", "unknown family 'mlp'"},
   };
-  for (const auto& [args, needle] : cases) {
-    const Output o = run(args);
+  std::vector<std::string> all;
+  for (const auto& c : cases) all.push_back(c.first);
+  const auto outputs = ::tb::testing::run_cli_all(all);
+  for (size_t i = 0; i < all.size(); ++i) {
+    const auto& [args, needle] = cases[i];
+    const Output& o = outputs[i];
     EXPECT_EQ(o.status, 2) << args << "\n" << o.err;
     EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << args << "\n" << o.err;
     EXPECT_NE(o.err.find(needle), std::string::npos) << args << "\n" << o.err;

@@ -5,7 +5,6 @@
 // checked with nothing to edit here.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -78,15 +77,21 @@ TEST(FamilyProfiles, NoOperatorRunsAboveTheMeasuredPeak) {
   // timed on a shared machine: an operator may come out a little above without any error.
   // An over-attributed gradient doubles its operator's rate.
   constexpr double kNoise = 1.15;
-  int checked = 0;
+  // Two profiles at a time where there are two cores: each runs on one thread, and sharing the
+  // machine can only slow an operator down, never make it look faster than the peak.
+  std::vector<std::string> configs, args;
   for (const FamilySchema* f : family_schemas()) {
     const std::string config = quarter_config(*f);
     if (config.empty()) continue;
-    const auto t0 = std::chrono::steady_clock::now();
-    const auto r =
-        testing::run_cli("profile '" + config + "' --json --warmup 2 --steps 3 --peak-gflops " +
-                         std::to_string(peak_gflops));
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    configs.push_back(config);
+    args.push_back("profile '" + config + "' --json --warmup 1 --steps 2 --peak-gflops " +
+                   std::to_string(peak_gflops));
+  }
+  const auto outputs = testing::run_cli_all(args);
+  int checked = 0;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const std::string& config = configs[i];
+    const auto& r = outputs[i];
     if (r.status != 0) {
       ADD_FAILURE() << config << ": exit " << r.status << ": " << r.err;
       continue;
@@ -105,7 +110,7 @@ TEST(FamilyProfiles, NoOperatorRunsAboveTheMeasuredPeak) {
       if (u > worst) worst = u, worst_op = op["name"].get<std::string>();
     }
     std::cout << config << ": fastest operator " << worst_op << " at " << 100 * worst
-              << "% of the peak (" << s << " s)\n";
+              << "% of the peak\n";
     ++checked;
   }
   EXPECT_GE(checked, 10);

@@ -458,9 +458,13 @@ TEST_F(TorchScript, ErrorsAreOneLineWithStatus2) {
       {"--torchscript " + file("mlp.pt"), "--input"},
       {"torchscript:path=" + file("mlp.pt") + ",input=32,target=pixels", "target=pixels"},
   };
-  for (const auto& k : cases) {
-    // --peak-gflops: no "no platform description" note on stderr.
-    const auto o = testing::run_cli("run " + k.args + " --steps 2 --peak-gflops 100");
+  // --peak-gflops: no "no platform description" note on stderr.
+  std::vector<std::string> all;
+  for (const auto& k : cases) all.push_back("run " + k.args + " --steps 2 --peak-gflops 100");
+  const auto outputs = testing::run_cli_all(all);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& k = cases[i];
+    const auto& o = outputs[i];
     EXPECT_EQ(o.status, 2) << k.args << "\n" << o.err;
     EXPECT_NE(o.err.find(k.expect), std::string::npos) << k.args << "\n" << o.err;
     EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << k.args << "\n" << o.err;

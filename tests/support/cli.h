@@ -4,10 +4,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace tb::testing {
 
@@ -17,10 +21,12 @@ struct CliOutput {
 };
 
 // `env` is prepended to the command line ("VAR=value ..."). stderr goes through a file
-// named after the process, since ctest -j runs several test processes at once.
+// named after the process and the call, since ctest -j runs several test processes at once
+// and run_cli_all several calls.
 inline CliOutput run_cli(const std::string& args, const std::string& env = "") {
-  const std::string err_file =
-      ::testing::TempDir() + "/tb_cli_stderr_" + std::to_string(getpid()) + ".txt";
+  static std::atomic<unsigned> calls{0};
+  const std::string err_file = ::testing::TempDir() + "/tb_cli_stderr_" + std::to_string(getpid()) +
+                               "_" + std::to_string(calls++) + ".txt";
   const std::string cmd = env + " " TB_BINARY " " + args + " 2>" + err_file;
   CliOutput o;
   FILE* p = popen(cmd.c_str(), "r");
@@ -33,7 +39,26 @@ inline CliOutput run_cli(const std::string& args, const std::string& env = "") {
   std::stringstream ss;
   ss << e.rdbuf();
   o.err = ss.str();
+  std::remove(err_file.c_str());
   return o;
+}
+
+// run_cli() of each command line, up to one per online core at a time; the outputs in the
+// order given. For tests that check what each invocation says, not how fast it runs: a
+// trainbench process spends about a second loading LibTorch, mostly on one core.
+inline std::vector<CliOutput> run_cli_all(const std::vector<std::string>& args,
+                                          const std::string& env = "") {
+  std::vector<CliOutput> out(args.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next++) < args.size();) out[i] = run_cli(args[i], env);
+  };
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (unsigned k = 1; k < std::min<size_t>(cores, args.size()); ++k) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  return out;
 }
 
 }  // namespace tb::testing

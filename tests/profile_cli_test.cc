@@ -123,17 +123,13 @@ TEST(ProfileCli, BadInputIsOneLineAndExitTwo) {
       {"memory fc: --budget -1GiB", "-1GiB"},
       {"memory mlp:layers=2", "unknown family 'mlp'"},
   };
-  std::vector<std::string> all;
-  for (const auto& c : cases) all.push_back(c.first);
-  const auto outputs = ::tb::testing::run_cli_all(all);
-  for (size_t i = 0; i < all.size(); ++i) {
-    const auto& [args, needle] = cases[i];
-    const Output& o = outputs[i];
+  ::tb::testing::run_cli_cases(cases, [](const auto& c, const Output& o) {
+    const auto& [args, needle] = c;
     EXPECT_EQ(o.status, 2) << args << "\n" << o.err;
     EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << args << "\n" << o.err;
     EXPECT_NE(o.err.find(needle), std::string::npos) << args << "\n" << o.err;
     EXPECT_EQ(o.out, "") << args;
-  }
+  });
 }
 
 }  // namespace

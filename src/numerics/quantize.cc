@@ -711,6 +711,10 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
         const uint32_t hi = key.hi(offset + at), lo = uint32_t(offset + at);
         // Whole tiles as one vector each (no aliasing check: element j reads x[j] only), the
         // counter in 32-bit lanes; then a short last tile.
+        const auto sr = [&](float v, float e, float d, uint32_t index) {
+          return as_float(round_stochastic_fast(as_bits(v * e), elem_fast, key.bits(index, hi))) *
+                 d * s_dec;
+        };
         size_t t = 0;
         for (; (t + 1) * kTile <= rl; ++t) {
           const float e = tile_enc[t], d = tile_dec[t];
@@ -718,15 +722,10 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
           float* yt = y + t * kTile;
           const uint32_t at_t = lo + uint32_t(t * kTile);
 #pragma GCC ivdep
-          for (uint32_t k = 0; k < kTile; ++k)
-            yt[k] = as_float(round_stochastic_fast(as_bits(xt[k] * e), elem_fast,
-                                                   key.bits(at_t + k, hi))) *
-                    d * s_dec;
+          for (uint32_t k = 0; k < kTile; ++k) yt[k] = sr(xt[k], e, d, at_t + k);
         }
         for (size_t j = t * kTile; j < rl; ++j)
-          y[j] = as_float(round_stochastic_fast(as_bits(x[j] * tile_enc[t]), elem_fast,
-                                                key.bits(lo + uint32_t(j), hi))) *
-                 tile_dec[t] * s_dec;
+          y[j] = sr(x[j], tile_enc[t], tile_dec[t], lo + uint32_t(j));
         continue;
       }
       for (size_t t = 0; t * block < rl; ++t)

@@ -61,4 +61,15 @@ inline std::vector<CliOutput> run_cli_all(const std::vector<std::string>& args,
   return out;
 }
 
+// Cases whose `first` is a command line: run_cli_all() of them, then check(case, output) for
+// each, in order.
+template <typename Cases, typename Check>
+void run_cli_cases(const Cases& cases, Check check) {
+  std::vector<std::string> args;
+  for (const auto& c : cases) args.push_back(std::string(c.first));
+  const std::vector<CliOutput> outputs = run_cli_all(args);
+  size_t i = 0;
+  for (const auto& c : cases) check(c, outputs[i++]);
+}
+
 }  // namespace tb::testing

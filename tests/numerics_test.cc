@@ -15,6 +15,7 @@
 #include "numerics/format.h"
 #include "numerics/mad.h"
 #include "numerics/quantize.h"
+#include "numerics/round_bits.h"
 
 namespace {
 
@@ -279,6 +280,61 @@ TEST(NumericsFormat, MatchesTheReferenceEverywhereThatMatters) {
       }
     }
   }
+}
+
+// NVFP4's stochastic rounding takes a kernel written for E2M1's grid alone: the reference's
+// bits and the general kernel's for every binade E2M1 rounds in, the random words on both sides
+// of each input's threshold, and specials; the general kernel again with flushed denormals, as
+// trainbench runs.
+TEST(NumericsFormat, E2m1StochasticKernelMatchesTheReference) {
+  FloatFormat e2m1 = parse_format("e2m1").fp;
+  e2m1.overflow = Overflow::kSaturate;  // NVFP4's element cast saturates
+  const auto grid = tb::num::kernel::float_grid(e2m1);
+  tb::num::kernel::FastGrid fast{};
+  ASSERT_TRUE(tb::num::kernel::fast_grid(grid, &fast));
+  std::vector<uint32_t> xs;
+  std::mt19937 rng(17);
+  for (int i = 0; i < 100000; ++i) xs.push_back(rng());
+  for (uint32_t b = 0x3E000000u; b <= 0x41800000u; b += 97) xs.push_back(b);  // 0.125 to 16
+  for (uint32_t m = 1; m < (1u << 23); m = m * 3 + 1) xs.push_back(m);        // subnormals
+  for (float v : {0.0f, 0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 3.5f, 5.0f, 6.0f, 7.0f, 8.0f, INFINITY,
+                  NAN, std::numeric_limits<float>::max()})
+    xs.push_back(bits(v));
+  const size_t n = xs.size();
+  for (size_t i = 0; i < n; ++i) xs.push_back(xs[i] ^ 0x80000000u);
+  int bad = 0;
+  for (size_t i = 0; i < xs.size() && bad < 5; ++i) {
+    const double a = std::fabs(double(from_bits(xs[i])));
+    // The fraction of a quantum above the lower neighbour, as 32 bits: rnd below it rounds up.
+    uint32_t edge = 0;
+    if (std::isfinite(a) && a > 0 && a < 8) {
+      const int q = a < 1 ? -1 : std::ilogb(a) - 1;
+      const double t = std::ldexp(a, -q);
+      edge = uint32_t(std::ldexp(t - std::floor(t), 32));
+    }
+    for (uint32_t rnd : {0u, ~0u, tb::num::kernel::hash32(uint32_t(i)), edge, edge - 1u}) {
+      const uint32_t got = tb::num::kernel::round_stochastic_e2m1(xs[i], fast, rnd);
+      const float want =
+          float(reference(double(from_bits(xs[i])), e2m1, Rounding::kStochastic, rnd));
+      const uint32_t general = tb::num::kernel::round_stochastic_fast(xs[i], fast, rnd);
+      if (!same(from_bits(got), want) || got != general) {
+        ++bad;
+        ADD_FAILURE() << "x=0x" << std::hex << xs[i] << " rnd=0x" << rnd << ": 0x" << got
+                      << ", reference 0x" << bits(want) << ", general kernel 0x" << general;
+      }
+    }
+  }
+#if defined(__SSE2__)
+  const unsigned saved = _mm_getcsr();
+  _mm_setcsr(saved | 0x8040);  // FTZ | DAZ
+  for (size_t i = 0; i < xs.size() && bad < 5; ++i) {
+    const uint32_t rnd = tb::num::kernel::hash32(uint32_t(i) + 7u);
+    bad += tb::num::kernel::round_stochastic_e2m1(xs[i], fast, rnd) !=
+           tb::num::kernel::round_stochastic_fast(xs[i], fast, rnd);
+  }
+  _mm_setcsr(saved);
+  EXPECT_EQ(bad, 0) << "with flushed denormals";
+#endif
 }
 
 TEST(NumericsFormat, EveryCodeOfSmallFormatsDecodesEncodesAndIsAFixedPoint) {

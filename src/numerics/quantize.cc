@@ -641,6 +641,8 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
   static const FastGrid elem_fast = [] {
     FastGrid g{};
     if (!fast_grid(elem, &g)) throw std::logic_error("e2m1 is not a fast grid");
+    if (g.emin != 0 || g.man_bits != 1 || g.below != -1 || g.max_bits != as_bits(6.0f))
+      throw std::logic_error("round_stochastic_e2m1 does not match e2m1's grid");
     return g;
   }();
   static const FastGrid scale_fast = [] {
@@ -712,7 +714,7 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
         // Whole tiles as one vector each (no aliasing check: element j reads x[j] only), the
         // counter in 32-bit lanes; then a short last tile.
         const auto sr = [&](float v, float e, float d, uint32_t index) {
-          return as_float(round_stochastic_fast(as_bits(v * e), elem_fast, key.bits(index, hi))) *
+          return as_float(round_stochastic_e2m1(as_bits(v * e), elem_fast, key.bits(index, hi))) *
                  d * s_dec;
         };
         size_t t = 0;

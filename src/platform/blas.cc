@@ -116,9 +116,8 @@ std::string openblas_core_override(const std::string& config,
   return "";
 }
 
-std::string openblas_core_override() {
-  const auto cfg = find<char* (*)()>("openblas_get_config");
-  if (!cfg) return "";
+namespace {
+std::vector<std::string> cpu_flags() {
   std::vector<std::string> flags;
 #if defined(__x86_64__)
   // __builtin_cpu_supports takes string literals only.
@@ -129,8 +128,25 @@ std::string openblas_core_override() {
   if (__builtin_cpu_supports("avx2")) flags.push_back("avx2");
   if (__builtin_cpu_supports("fma")) flags.push_back("fma");
 #endif
-  return openblas_core_override(cfg(), flags);
+  return flags;
 }
+}  // namespace
+
+std::string openblas_core_override() {
+  const auto cfg = find<char* (*)()>("openblas_get_config");
+  return cfg ? openblas_core_override(cfg(), cpu_flags()) : "";
+}
+
+std::string openblas_core_override_of(const std::string& path) {
+  // Left loaded (unloading a BLAS runs its destructors for nothing): where no BLAS was loaded,
+  // the caller is the launcher, which executes the program next.
+  void* lib = dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL);
+  if (!lib) return "";
+  const auto cfg = reinterpret_cast<char* (*)()>(dlsym(lib, "openblas_get_config"));
+  return cfg ? openblas_core_override(cfg(), cpu_flags()) : "";
+}
+
+bool blas_loaded() { return dlsym(RTLD_DEFAULT, "sgemm_") != nullptr; }
 
 std::string threaded_blas_warning(const BlasInfo& info, int intra_op_threads) {
   if (info.variant != "pthread" || intra_op_threads <= 1) return "";

@@ -34,6 +34,10 @@ std::string openblas_core_override(const std::string& openblas_config,
                                    const std::vector<std::string>& cpu_flags);
 // The same for this process: the loaded OpenBLAS (empty when it is not OpenBLAS) and this CPU.
 std::string openblas_core_override();
+// The same for the BLAS library at `path`, loaded for the question (empty when it cannot be).
+std::string openblas_core_override_of(const std::string& path);
+// Whether a BLAS (a library providing sgemm_) is loaded in this process.
+bool blas_loaded();
 
 // One line to print when the BLAS runs a thread pool of its own (OpenBLAS's or BLIS's pthread
 // build) beside LibTorch's `intra_op_threads` OpenMP threads, > 1: the two pools then put up

@@ -11,17 +11,6 @@
 
 namespace tb {
 
-std::vector<std::pair<std::string, std::string>> blas_environment(const std::string& name) {
-  // The user's own library path is kept once, so entering a second BLAS (a stack's, after
-  // the default) replaces the first instead of stacking both directories.
-  const char* user = std::getenv("TB_USER_LD_LIBRARY_PATH");
-  if (!user) user = std::getenv("LD_LIBRARY_PATH");
-  const std::string base = user ? user : "";
-  std::string path = base;
-  if (name != "system") path = find_blas(name).dir + (base.empty() ? "" : ":" + base);
-  return {{"LD_LIBRARY_PATH", path}, {"TB_USER_LD_LIBRARY_PATH", base}, {"TB_STACK_BLAS", name}};
-}
-
 std::string entered_blas() {
   const char* e = std::getenv("TB_STACK_BLAS");
   return e ? e : "";

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "platform/runtime_env.h"  // blas_environment()
 #include "spec/stack.h"
 
 namespace tb {
@@ -16,10 +17,6 @@ namespace tb {
 // blas=default is default_blas(), which ensure_runtime_environment() has already entered.
 void enter_blas(const StackSpec& stack);
 
-// The environment that makes a new process load BLAS `name` (a blas_libraries() name or
-// "system"): the library path with its directory first, the user's own path after it, and
-// TB_STACK_BLAS naming what was entered so that the process does not enter it again.
-std::vector<std::pair<std::string, std::string>> blas_environment(const std::string& name);
 // The BLAS name this process was entered with ("" when none was: a test or a library user).
 std::string entered_blas();
 

@@ -3,6 +3,8 @@
 #include <utility>
 #include <vector>
 
+#include "platform/runtime_env.h"  // runtime_environment()
+
 namespace tb {
 
 // Sets LibTorch's intra-op threads and the BLAS's own threads to the same count
@@ -33,8 +35,5 @@ void ensure_runtime_environment(int argc, char** argv);
 // environment variables set; returns only if that fails. Needs ensure_runtime_environment
 // to have seen argv.
 void reexec_with(const std::vector<std::pair<std::string, std::string>>& env);
-
-// The variables above as they are in this process, for the result's context block.
-std::vector<std::pair<std::string, std::string>> runtime_environment();
 
 }  // namespace tb

@@ -30,16 +30,21 @@ bool set_runtime_environment() {
   bool changed = false;
   for (const auto& [key, value] : kRuntimeEnv)
     if (value && !std::getenv(key)) changed |= setenv(key, value, 0) == 0;
-  // The default BLAS is entered in the same (re-)execution; a stack that names another one
-  // re-executes once more when its command starts (enter_blas).
-  const std::string blas = std::getenv("TB_STACK_BLAS") ? "" : default_blas();
+  // The default BLAS is entered in the same (re-)execution, unless one was entered already;
+  // a stack that names another one re-executes once more when its command starts (enter_blas).
+  const char* entered = std::getenv("TB_STACK_BLAS");
+  const std::string blas = entered ? "" : default_blas();
   // OpenBLAS reads OPENBLAS_CORETYPE when it is loaded: asked of the OpenBLAS this process has
-  // loaded, or, in the launcher, which loads none, of the one about to be entered.
+  // loaded, or, in the launcher, which loads none, of the one the program will run on.
   if (!std::getenv("OPENBLAS_CORETYPE")) {
     std::string core = openblas_core_override();
-    if (core.empty() && !blas_loaded() && !blas.empty())
-      core = openblas_core_override_of(blas == "system" ? std::string("libblas.so.3")
-                                                        : find_blas(blas).dir + "/libblas.so.3");
+    const std::string target = entered ? entered : blas;
+    if (core.empty() && !blas_loaded()) {
+      std::string path = "libblas.so.3";  // "system": what the dynamic linker finds
+      for (const auto& lib : blas_libraries())
+        if (lib.name == target) path = lib.dir + "/libblas.so.3";
+      core = openblas_core_override_of(path);
+    }
     if (!core.empty()) changed |= setenv("OPENBLAS_CORETYPE", core.c_str(), 1) == 0;
   }
   if (!blas.empty()) {

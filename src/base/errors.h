@@ -35,4 +35,8 @@ class StorageError : public std::runtime_error {
   explicit StorageError(const std::string& what) : std::runtime_error(what) {}
 };
 
+// The first line of an exception's message (LibTorch's carry a backtrace after it): what a
+// one-line error or a recorded failure reason shows.
+inline std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
 }  // namespace tb

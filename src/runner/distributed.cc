@@ -51,8 +51,6 @@ int env_int(const char* name, const char* value, int lo, int hi) {
   return int(v);
 }
 
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
-
 // Sums gradients across ranks DDP-style: parameters are grouped, in reverse order of
 // registration (roughly the order backward produces their gradients), into flat
 // buckets; a hook on each parameter copies its gradient into its bucket as soon as

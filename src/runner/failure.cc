@@ -10,8 +10,6 @@
 namespace tb {
 namespace {
 
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
-
 Status from_message(const std::string& m) {
   if (m.find("not implemented for") != std::string::npos ||
       m.find("not supported") != std::string::npos || m.find("Unsupported") != std::string::npos)

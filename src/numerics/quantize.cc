@@ -694,11 +694,15 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
       const float* x = in + at;
       float* y = out + at;
       if (r == Rounding::kNearestEven && block == kTile) {
+        // Whole tiles as one vector each, as the stochastic loop below.
         size_t t = 0;
         for (; (t + 1) * kTile <= rl; ++t) {
           const float e = tile_enc[t], d = tile_dec[t];
-          for (size_t j = t * kTile; j < (t + 1) * kTile; ++j)
-            y[j] = as_float(round_nearest_even_fast(as_bits(x[j] * e), elem_fast)) * d * s_dec;
+          const float* xt = x + t * kTile;
+          float* yt = y + t * kTile;
+#pragma GCC ivdep
+          for (uint32_t k = 0; k < kTile; ++k)
+            yt[k] = as_float(round_nearest_even_fast(as_bits(xt[k] * e), elem_fast)) * d * s_dec;
         }
         for (size_t j = t * kTile; j < rl; ++j)
           y[j] = as_float(round_nearest_even_fast(as_bits(x[j] * tile_enc[t]), elem_fast)) *

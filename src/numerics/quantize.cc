@@ -694,19 +694,19 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
       const float* x = in + at;
       float* y = out + at;
       if (r == Rounding::kNearestEven && block == kTile) {
-        // Whole tiles as one vector each, as the stochastic loop below.
+        // Whole tiles as one vector each, as the stochastic loop below; then a short last tile.
+        const auto rne = [&](float v, float e, float d) {
+          return as_float(round_nearest_even_fast(as_bits(v * e), elem_fast)) * d * s_dec;
+        };
         size_t t = 0;
         for (; (t + 1) * kTile <= rl; ++t) {
           const float e = tile_enc[t], d = tile_dec[t];
           const float* xt = x + t * kTile;
           float* yt = y + t * kTile;
 #pragma GCC ivdep
-          for (uint32_t k = 0; k < kTile; ++k)
-            yt[k] = as_float(round_nearest_even_fast(as_bits(xt[k] * e), elem_fast)) * d * s_dec;
+          for (uint32_t k = 0; k < kTile; ++k) yt[k] = rne(xt[k], e, d);
         }
-        for (size_t j = t * kTile; j < rl; ++j)
-          y[j] = as_float(round_nearest_even_fast(as_bits(x[j] * tile_enc[t]), elem_fast)) *
-                 tile_dec[t] * s_dec;
+        for (size_t j = t * kTile; j < rl; ++j) y[j] = rne(x[j], tile_enc[t], tile_dec[t]);
         continue;
       }
       // Stochastic rounding in one pass too, with run_grid's bits: element j draws from index

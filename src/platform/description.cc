@@ -321,7 +321,7 @@ PlatformDescription load_platform_file(const std::string& path) {
   } catch (const json::parse_error& e) {
     // nlohmann's message carries the byte position; keep it to one line.
     std::string what = e.what();
-    throw UsageError(path + ": not valid JSON: " + what.substr(0, what.find('\n')));
+    throw UsageError(path + ": not valid JSON: " + first_line(what));
   }
   return parse_platform(j, path);
 }

@@ -24,7 +24,8 @@ void prepare_runtime();
 bool prepared_runtime();  // whether prepare_runtime() ran and the CPU flushes denormals
 
 // Sets the environment the OpenMP runtime and the C allocator read only at process
-// start, then re-executes the program once (a no-op when already set). Measured on this
+// start (set_runtime_environment), then re-executes the program once; a no-op when already
+// set, as it is under the `trainbench` launcher (src/cli/launcher.cc). Measured on this
 // 2-core machine, fc:layers=4,nodes=1024,batch=512 ran at 121 GFLOP/s with the defaults
 // and 196 GFLOP/s with them: OpenMP workers spinning after each parallel region fought
 // the threaded BLAS for the cores, and glibc returned large tensors to the OS with munmap

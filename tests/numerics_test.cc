@@ -2,6 +2,7 @@
 // boundaries and ties, every rounding mode against an independent reference, block formats.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -809,6 +810,79 @@ TEST(NumericsMad, VectorisedKernelMatchesScalarDefinition) {
         }
     }
   }
+}
+
+// The lean kernel (mad.cc) leaves out the products' error term and the sums' TwoSum where the
+// operands make them 0 (products exact in float32, sums rounding once through float32 to at
+// most 11 bits): operands quantized to 8-bit and 4-bit formats, at magnitudes that overflow the
+// accumulators (fp16 to Inf, then Inf - Inf), reach their subnormals and tie, must give the
+// scalar definition's bits. Operands it cannot take (24-bit significands) take the fused kernel.
+TEST(NumericsMad, LeanKernelMatchesScalarDefinition) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> ud(-2, 2);
+  std::uniform_int_distribution<int> pick(0, 15);
+  const float specials[] = {0.0f,
+                            -0.0f,
+                            57344.0f,
+                            -57344.0f,
+                            448.0f,
+                            -240.0f,
+                            6.0f,
+                            std::ldexp(1.0f, -16),
+                            -std::ldexp(3.0f, -16),
+                            std::ldexp(1.0f, -9),
+                            1.25f,
+                            -1.75f};
+  struct Case {
+    const char* unit;
+    const char* operands;  // the format the operands are quantized to
+  };
+  for (const Case c : {Case{"mad:mul=e5m2,acc=fp16,width=4,order=lanes", "e5m2"},
+                       Case{"mad:mul=e5m2,acc=fp16,width=1,order=sequential", "e5m2"},
+                       Case{"mad:mul=e4m3,acc=fp16,width=3,order=tree", "e4m3"},
+                       Case{"mad:mul=e5m2,acc=fp32,width=8,order=lanes", "e5m2"},
+                       Case{"mad:mul=e2m1,acc=e4m3,width=4,order=lanes", "e4m3"},
+                       Case{"mad:mul=e2m1,acc=e5m2,width=2,order=tree", "e2m1"},
+                       Case{"mad:mul=fp32,acc=fp32,width=4,order=lanes", "fp32"}}) {
+    const auto u = tb::num::parse_mad(c.unit);
+    const Format in = parse_format(c.operands);
+    const int64_t M = 3, N = 37, K = 70;  // N: a partial vector of 16 at the end of each row
+    for (int trial = 0; trial < 4; ++trial) {
+      // Trial 0: ordinary magnitudes; then a growing share of the specials' extremes.
+      std::vector<float> A(M * K), B(K * N), C(M * N);
+      auto value = [&] {
+        const int r = pick(rng);
+        const float v = r < 3 * trial ? specials[pick(rng) % 12] : ud(rng) * (r < 12 ? 1 : 64);
+        // e4m3 has no Inf: what lies beyond 448 would become NaN, which the lean kernel
+        // leaves to the fused one.
+        return quantize_one(in,
+                            std::string(c.operands) == "e4m3" ? std::clamp(v, -448.0f, 448.0f) : v);
+      };
+      for (auto& v : A) v = value();
+      for (auto& v : B) v = value();
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+      if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c"))
+        EXPECT_EQ(tb::num::mad_kernel(u, A.data(), B.data(), M, N, K), "lean") << c.unit;
+#endif
+      tb::num::mad_matmul(u, A.data(), B.data(), C.data(), M, N, K, 1 + trial % 2);
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          const float want = mad_ref(u, A.data(), B.data(), i, j, N, K);
+          EXPECT_TRUE(same(C[i * N + j], want))
+              << c.unit << " trial " << trial << " C[" << i << "," << j << "] = " << C[i * N + j]
+              << " (" << bits(C[i * N + j]) << "), expected " << want << " (" << bits(want) << ")";
+        }
+    }
+  }
+  // Full float32 significands: products are not exact, so the fused kernel runs.
+  std::vector<float> A(4 * 4), B(4 * 4);
+  for (auto& v : A) v = 1.0f + std::ldexp(1.0f, -23);  // 24 significant bits
+  for (auto& v : B) v = 3.0f;                          // 2
+  const auto u = tb::num::parse_mad("mad:mul=e5m2,acc=fp16,width=4,order=lanes");
+  EXPECT_EQ(tb::num::mad_kernel(u, A.data(), B.data(), 4, 4, 4), "fused");
+  EXPECT_EQ(tb::num::mad_kernel(tb::num::parse_mad("mad:mul=e5m2,acc=fp16,rounding=stochastic"),
+                                A.data(), B.data(), 4, 4, 4),
+            "scalar");
 }
 
 }  // namespace

@@ -13,6 +13,10 @@
 #include "numerics/quantize.h"
 #include "numerics/round_bits.h"
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#endif
+
 namespace tb::num {
 namespace {
 
@@ -291,6 +295,238 @@ void fused_rows(const MadUnit& u, const float* A, const float* B, float* C, int6
   }
 }
 
+// --- The lean kernel --------------------------------------------------------------------
+// Where the operands allow it, two of the fused kernel's steps compute nothing and are left
+// out, with the same result for every element (NumericsMad tests compare it with the scalar
+// definition):
+// - Exact products. When the operands' significands are short enough (their significant bits
+//   sum to <= 24) and every nonzero product lies in float32's normal range, a * b in float32
+//   is the exact product: the rounding error the fused kernel computes is 0, rounding to odd
+//   leaves the product as it is, and a finite product needs no Inf or NaN check. Operands
+//   quantized to an 8-bit format (e5m2: 3 significant bits) always qualify unless their
+//   magnitudes span more than float32's range.
+// - Sums rounded once through float32. When both addends lie on the accumulator's grid (the
+//   accumulators do by construction; the rounded products do when the product format's grid is
+//   a subset of the accumulator's) and the accumulator has at most 11 significant bits,
+//   rounding the float32 sum to the accumulator to nearest even gives the correctly rounded
+//   exact sum: double rounding is innocuous when the wider precision is at least 2p + 2
+//   (Figueroa, "When is double rounding innocuous?", SIGNUM 1995), and 24 >= 2 * 11 + 2. The
+//   TwoSum and the rounding to odd go. An IEEE binary16 accumulator then rounds by the F16C
+//   conversion instructions, which are the same function on float32 as its FastGrid rounding
+//   for every non-NaN input and every NaN the kernel can meet (checked over all 2^32 inputs
+//   when written; inputs are finite, so the only NaNs are Inf - Inf's default one and a
+//   product format's own overflow NaN, both propagated unchanged).
+// Written with AVX-512 intrinsics: the fused kernel's auto-vectorised loop spends ~100
+// instructions per 16 products and sums, this one ~20.
+
+// What mad_matmul learns of an operand in one pass: whether every element is finite and
+// normal (or zero), the most significant bits any of them has, and the range of their
+// exponents.
+struct OperandFacts {
+  bool normal = true;             // no Inf, NaN or float32 subnormal
+  int sig_bits = 0;               // most significant bits of any element (0: all zero)
+  int emin = 1000, emax = -1000;  // floor(log2 |x|) over the nonzero elements
+};
+
+OperandFacts facts_of(const float* v, int64_t n) {
+  uint32_t mant_or = 0, be_min = 255, be_max = 0, odd = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t a = as_bits(v[i]) & 0x7FFFFFFFu, be = a >> 23;
+    const bool nonzero = a != 0;
+    odd |= uint32_t(nonzero & ((be == 0) | (be == 255)));
+    mant_or |= a & 0x7FFFFFu;  // the lowest set bit over all elements bounds every significand
+    be_min = std::min(be_min, nonzero ? be : 255u);
+    be_max = std::max(be_max, be);
+  }
+  OperandFacts f;
+  f.normal = odd == 0;
+  if (be_max == 0) return f;
+  f.sig_bits = mant_or == 0 ? 1 : 24 - __builtin_ctz(mant_or);
+  f.emin = int(be_min) - 127;
+  f.emax = int(be_max) - 127;
+  return f;
+}
+
+// Every product of an element of a and one of b is exact in float32 and, if nonzero, normal.
+bool exact_products(const OperandFacts& a, const OperandFacts& b) {
+  if (!a.normal || !b.normal) return false;
+  if (a.sig_bits == 0 || b.sig_bits == 0) return true;
+  // |x| < 2^(emax + 1): the product is below 2^(emax_a + emax_b + 2) and at least
+  // 2^(emin_a + emin_b).
+  return a.sig_bits + b.sig_bits <= 24 && a.emin + b.emin >= -126 && a.emax + b.emax + 2 <= 128;
+}
+
+// Every value of grid p is a value of grid a (the formats' maxima included).
+bool grid_within(const Grid& p, const Grid& a) {
+  if (p.man_bits > a.man_bits || a.sub != 1) return false;
+  // The smallest quantum of either grid is its lowest binade's, the subnormals' too.
+  if (p.emin - p.man_bits < a.emin - a.man_bits) return false;
+  return as_float(p.max_bits) <= as_float(a.max_bits);
+}
+
+bool ieee_half(const Grid& g) {
+  return g.emin == -14 && g.man_bits == 10 && g.sub == 1 && g.max_bits == as_bits(65504.0f) &&
+         g.ovf_bits == kernel::kInfBits && g.zero_sign == 0x80000000u;
+}
+
+enum class LeanProduct { kPlain, kGrid };
+enum class LeanSum { kPlain, kHalf, kGrid };
+
+#if TB_MAD_HAS_FMA_PATH
+// GCC 12 reports the undefined vectors its own masked-load and conversion intrinsics start
+// from (_mm512_undefined_*) as maybe-uninitialized.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#define TB_LEAN __attribute__((target("avx512f,f16c")))
+#define TB_LEAN_INLINE inline __attribute__((target("avx512f,f16c"), always_inline))
+
+// A FastGrid's constants, broadcast.
+struct LeanGrid {
+  __m512i exp, ecap, emin, to_add, below_add, max, ovf, zero_sign;
+};
+
+TB_LEAN_INLINE __m512i lean_set(uint32_t v) { return _mm512_set1_epi32(int(v)); }
+
+TB_LEAN_INLINE LeanGrid lean_grid(const kernel::FastGrid& g) {
+  return {lean_set(kernel::kInfBits), lean_set(g.ecap_field),   lean_set(g.emin_field),
+          lean_set(g.to_addend),      lean_set(g.below_addend), lean_set(g.max_bits),
+          lean_set(g.ovf_bits),       lean_set(g.zero_sign)};
+}
+
+// kernel::round_nearest_even_fast, 16 lanes at a time; Finite: x is neither Inf nor NaN.
+template <bool Finite>
+TB_LEAN_INLINE __m512 lean_round(__m512 x, const LeanGrid& g) {
+  const __m512i xb = _mm512_castps_si512(x);
+  const __m512i a = _mm512_and_si512(xb, _mm512_set1_epi32(0x7FFFFFFF));
+  const __m512i sign = _mm512_xor_si512(xb, a);
+  const __m512i e = _mm512_and_si512(a, g.exp);
+  const __m512i capped = _mm512_min_epu32(e, g.ecap);
+  const __mmask16 normal = _mm512_cmpge_epu32_mask(e, g.emin);
+  const __m512 c =
+      _mm512_castsi512_ps(_mm512_mask_add_epi32(g.below_add, normal, capped, g.to_add));
+  __m512i mag = _mm512_castps_si512(_mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(a), c), c));
+  __mmask16 over = _mm512_cmpgt_epu32_mask(mag, g.max);
+  if constexpr (!Finite) over |= _mm512_cmpeq_epi32_mask(a, g.exp);
+  mag = _mm512_mask_mov_epi32(mag, over, g.ovf);
+  const __m512i keep = _mm512_mask_mov_epi32(g.zero_sign, _mm512_test_epi32_mask(mag, mag),
+                                             _mm512_set1_epi32(int(0x80000000u)));
+  __m512i out = _mm512_or_si512(mag, _mm512_and_si512(sign, keep));
+  if constexpr (!Finite)
+    out = _mm512_mask_mov_epi32(out, _mm512_cmpgt_epu32_mask(a, g.exp),
+                                _mm512_or_si512(sign, _mm512_set1_epi32(int(kernel::kQuietNan))));
+  return _mm512_castsi512_ps(out);
+}
+
+template <LeanProduct P>
+TB_LEAN_INLINE __m512 lean_product(__m512 a, __m512 b, const LeanGrid& g) {
+  const __m512 p = _mm512_mul_ps(a, b);
+  if constexpr (P == LeanProduct::kPlain) {
+    return p;
+  } else {
+    return lean_round<true>(p, g);
+  }
+}
+
+template <LeanSum S>
+TB_LEAN_INLINE __m512 lean_sum(__m512 a, __m512 b, const LeanGrid& g) {
+  const __m512 s = _mm512_add_ps(a, b);
+  if constexpr (S == LeanSum::kPlain) {
+    return s;
+  } else if constexpr (S == LeanSum::kHalf) {
+    return _mm512_cvtph_ps(_mm512_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  } else {
+    return lean_round<false>(s, g);
+  }
+}
+
+TB_LEAN_INLINE __mmask16 tail_mask(int64_t left) {
+  return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1u);
+}
+
+// The fused kernel's three tile operations.
+template <LeanProduct P, LeanSum S>
+struct LeanOps {
+  const LeanGrid gp, ga;
+  // acc = S(acc + P(a * b))
+  TB_LEAN_INLINE void mac(float* acc, float a, const float* b, int64_t n) const {
+    const __m512 av = _mm512_set1_ps(a);
+    for (int64_t j = 0; j < n; j += 16) {
+      const __mmask16 m = tail_mask(n - j);
+      const __m512 p = lean_product<P>(av, _mm512_maskz_loadu_ps(m, b + j), gp);
+      _mm512_mask_storeu_ps(acc + j, m, lean_sum<S>(_mm512_maskz_loadu_ps(m, acc + j), p, ga));
+    }
+  }
+  // dst = P(a * b)
+  TB_LEAN_INLINE void mul(float* dst, float a, const float* b, int64_t n) const {
+    const __m512 av = _mm512_set1_ps(a);
+    for (int64_t j = 0; j < n; j += 16) {
+      const __mmask16 m = tail_mask(n - j);
+      _mm512_mask_storeu_ps(dst + j, m, lean_product<P>(av, _mm512_maskz_loadu_ps(m, b + j), gp));
+    }
+  }
+  // dst = S(dst + src)
+  TB_LEAN_INLINE void add(float* dst, const float* src, int64_t n) const {
+    for (int64_t j = 0; j < n; j += 16) {
+      const __mmask16 m = tail_mask(n - j);
+      const __m512 s =
+          lean_sum<S>(_mm512_maskz_loadu_ps(m, dst + j), _mm512_maskz_loadu_ps(m, src + j), ga);
+      _mm512_mask_storeu_ps(dst + j, m, s);
+    }
+  }
+};
+
+// fused_rows' loops, in the same order, on LeanOps.
+template <LeanProduct P, LeanSum S>
+TB_LEAN void lean_rows(const MadUnit& u, const float* A, const float* B, float* C, int64_t r0,
+                       int64_t r1, int64_t N, int64_t K, const UnitGrids& g) {
+  const LeanOps<P, S> ops{lean_grid(g.fp), lean_grid(g.fa)};
+  const int64_t W = std::max(1, u.width);
+  const int64_t T = kTileN;
+  const int64_t lanes = u.order == MadUnit::Order::kLanes ? W : 1;
+  std::vector<float> acc_v(size_t(lanes * T)), group_v(size_t(W * T));
+  float* acc = acc_v.data();
+  float* group = group_v.data();
+  for (int64_t j0 = 0; j0 < N; j0 += T) {
+    const int64_t n = std::min(T, N - j0);
+    for (int64_t i = r0; i < r1; ++i) {
+      const float* a_row = A + i * K;
+      std::fill(acc, acc + lanes * T, 0.0f);
+      for (int64_t k0 = 0; k0 < K; k0 += W) {
+        const int64_t kn = std::min(W, K - k0);
+        switch (u.order) {
+          case MadUnit::Order::kSequential:
+            for (int64_t t = 0; t < kn; ++t) ops.mac(acc, a_row[k0 + t], B + (k0 + t) * N + j0, n);
+            break;
+          case MadUnit::Order::kLanes:
+            for (int64_t t = 0; t < kn; ++t)
+              ops.mac(acc + t * T, a_row[k0 + t], B + (k0 + t) * N + j0, n);
+            break;
+          case MadUnit::Order::kTree:
+            for (int64_t t = 0; t < kn; ++t)
+              ops.mul(group + t * T, a_row[k0 + t], B + (k0 + t) * N + j0, n);
+            for (int64_t step = 1; step < kn; step *= 2)
+              for (int64_t a = 0; a + step < kn; a += 2 * step)
+                ops.add(group + a * T, group + (a + step) * T, n);
+            ops.add(acc, group, n);
+            break;
+        }
+      }
+      if (u.order == MadUnit::Order::kLanes)
+        for (int64_t step = 1; step < lanes; step *= 2)
+          for (int64_t a = 0; a + step < lanes; a += 2 * step)
+            ops.add(acc + a * T, acc + (a + step) * T, n);
+      std::copy(acc, acc + n, C + i * N + j0);
+    }
+  }
+}
+
+bool lean_cpu() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c");
+  return yes;
+}
+#pragma GCC diagnostic pop
+#endif
+
 using FusedFn = void (*)(const MadUnit&, const float*, const float*, float*, int64_t, int64_t,
                          int64_t, int64_t, const UnitGrids&);
 
@@ -360,6 +596,23 @@ FusedFn fused_kernel(const MadUnit& u, UnitGrids* g) {
       return nullptr;
   }
   return nullptr;
+}
+
+// The lean kernel for this unit and these operands, or null. g: as fused_kernel() filled it.
+FusedFn lean_kernel(const MadUnit& u, const UnitGrids& g, const float* A, const float* B, int64_t M,
+                    int64_t N, int64_t K) {
+#if TB_MAD_HAS_FMA_PATH
+  if (u.rounding != Rounding::kNearestEven || !lean_cpu()) return nullptr;
+  const bool pp = u.product == Format{}, pa = u.accumulator == Format{};
+  if (pp) return pa ? lean_rows<LeanProduct::kPlain, LeanSum::kPlain> : nullptr;
+  if (!g.fast_p || !exact_products(facts_of(A, M * K), facts_of(B, K * N))) return nullptr;
+  if (pa) return lean_rows<LeanProduct::kGrid, LeanSum::kPlain>;
+  if (g.ga.man_bits > 10 || !grid_within(g.gp, g.ga)) return nullptr;
+  if (ieee_half(g.ga)) return lean_rows<LeanProduct::kGrid, LeanSum::kHalf>;
+  return g.fast_a ? lean_rows<LeanProduct::kGrid, LeanSum::kGrid> : nullptr;
+#else
+  return nullptr;
+#endif
 }
 
 std::string order_name(MadUnit::Order o) {
@@ -433,14 +686,25 @@ MadUnit parse_mad(const std::string& text) {
   return u;
 }
 
+std::string mad_kernel(const MadUnit& u, const float* A, const float* B, int64_t M, int64_t N,
+                       int64_t K) {
+  UnitGrids g;
+  const FusedFn fused = fused_kernel(u, &g);
+  if (!fused) return "scalar";
+  return lean_kernel(u, g, A, B, M, N, K) ? "lean" : "fused";
+}
+
 void mad_matmul(const MadUnit& u, const float* A, const float* B, float* C, int64_t M, int64_t N,
                 int64_t K, int threads) {
   if (threads <= 0) threads = int(std::thread::hardware_concurrency());
   threads = int(std::max<int64_t>(1, std::min<int64_t>(threads, M)));
   UnitGrids g;
   const FusedFn fused = fused_kernel(u, &g);
+  const FusedFn lean = fused ? lean_kernel(u, g, A, B, M, N, K) : nullptr;
   auto run = [&](int64_t b, int64_t e) {
-    if (fused)
+    if (lean)
+      lean(u, A, B, C, b, e, N, K, g);
+    else if (fused)
       fused(u, A, B, C, b, e, N, K, g);
     else
       rows(u, A, B, C, b, e, N, K);

@@ -38,4 +38,10 @@ MadUnit parse_mad(const std::string& text);
 void mad_matmul(const MadUnit& unit, const float* A, const float* B, float* C, int64_t M, int64_t N,
                 int64_t K, int threads = 1);
 
+// Which kernel mad_matmul would run for this unit and these operands: "lean" (AVX-512, where
+// the operands' products are exact and the sums may round once through float32), "fused" (the
+// vectorised loop) or "scalar" (stochastic rounding, fixed-point and wide formats).
+std::string mad_kernel(const MadUnit& unit, const float* A, const float* B, int64_t M, int64_t N,
+                       int64_t K);
+
 }  // namespace tb::num

@@ -11,11 +11,8 @@
 
 #include "base/errors.h"
 #include "numerics/quantize.h"
+#include "numerics/round_avx512.h"
 #include "numerics/round_bits.h"
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#include <immintrin.h>
-#endif
 
 namespace tb::num {
 namespace {
@@ -372,83 +369,44 @@ bool ieee_half(const Grid& g) {
 enum class LeanProduct { kPlain, kGrid };
 enum class LeanSum { kPlain, kHalf, kGrid };
 
-#if TB_MAD_HAS_FMA_PATH
+#if TB_AVX512_KERNELS
 // GCC 12 reports the undefined vectors its own masked-load and conversion intrinsics start
 // from (_mm512_undefined_*) as maybe-uninitialized.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#define TB_LEAN __attribute__((target("avx512f,f16c")))
-#define TB_LEAN_INLINE inline __attribute__((target("avx512f,f16c"), always_inline))
-
-// A FastGrid's constants, broadcast.
-struct LeanGrid {
-  __m512i exp, ecap, emin, to_add, below_add, max, ovf, zero_sign;
-};
-
-TB_LEAN_INLINE __m512i lean_set(uint32_t v) { return _mm512_set1_epi32(int(v)); }
-
-TB_LEAN_INLINE LeanGrid lean_grid(const kernel::FastGrid& g) {
-  return {lean_set(kernel::kInfBits), lean_set(g.ecap_field),   lean_set(g.emin_field),
-          lean_set(g.to_addend),      lean_set(g.below_addend), lean_set(g.max_bits),
-          lean_set(g.ovf_bits),       lean_set(g.zero_sign)};
-}
-
-// kernel::round_nearest_even_fast, 16 lanes at a time; Finite: x is neither Inf nor NaN.
-template <bool Finite>
-TB_LEAN_INLINE __m512 lean_round(__m512 x, const LeanGrid& g) {
-  const __m512i xb = _mm512_castps_si512(x);
-  const __m512i a = _mm512_and_si512(xb, _mm512_set1_epi32(0x7FFFFFFF));
-  const __m512i sign = _mm512_xor_si512(xb, a);
-  const __m512i e = _mm512_and_si512(a, g.exp);
-  const __m512i capped = _mm512_min_epu32(e, g.ecap);
-  const __mmask16 normal = _mm512_cmpge_epu32_mask(e, g.emin);
-  const __m512 c =
-      _mm512_castsi512_ps(_mm512_mask_add_epi32(g.below_add, normal, capped, g.to_add));
-  __m512i mag = _mm512_castps_si512(_mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(a), c), c));
-  __mmask16 over = _mm512_cmpgt_epu32_mask(mag, g.max);
-  if constexpr (!Finite) over |= _mm512_cmpeq_epi32_mask(a, g.exp);
-  mag = _mm512_mask_mov_epi32(mag, over, g.ovf);
-  const __m512i keep = _mm512_mask_mov_epi32(g.zero_sign, _mm512_test_epi32_mask(mag, mag),
-                                             _mm512_set1_epi32(int(0x80000000u)));
-  __m512i out = _mm512_or_si512(mag, _mm512_and_si512(sign, keep));
-  if constexpr (!Finite)
-    out = _mm512_mask_mov_epi32(out, _mm512_cmpgt_epu32_mask(a, g.exp),
-                                _mm512_or_si512(sign, _mm512_set1_epi32(int(kernel::kQuietNan))));
-  return _mm512_castsi512_ps(out);
-}
 
 template <LeanProduct P>
-TB_LEAN_INLINE __m512 lean_product(__m512 a, __m512 b, const LeanGrid& g) {
+TB_AVX512_INLINE __m512 lean_product(__m512 a, __m512 b, const kernel::Fast512& g) {
   const __m512 p = _mm512_mul_ps(a, b);
   if constexpr (P == LeanProduct::kPlain) {
     return p;
   } else {
-    return lean_round<true>(p, g);
+    return kernel::round_nearest_even_fast512<true>(p, g);
   }
 }
 
 template <LeanSum S>
-TB_LEAN_INLINE __m512 lean_sum(__m512 a, __m512 b, const LeanGrid& g) {
+TB_AVX512_INLINE __m512 lean_sum(__m512 a, __m512 b, const kernel::Fast512& g) {
   const __m512 s = _mm512_add_ps(a, b);
   if constexpr (S == LeanSum::kPlain) {
     return s;
   } else if constexpr (S == LeanSum::kHalf) {
     return _mm512_cvtph_ps(_mm512_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   } else {
-    return lean_round<false>(s, g);
+    return kernel::round_nearest_even_fast512<false>(s, g);
   }
 }
 
-TB_LEAN_INLINE __mmask16 tail_mask(int64_t left) {
+TB_AVX512_INLINE __mmask16 tail_mask(int64_t left) {
   return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1u);
 }
 
 // The fused kernel's three tile operations.
 template <LeanProduct P, LeanSum S>
 struct LeanOps {
-  const LeanGrid gp, ga;
+  const kernel::Fast512 gp, ga;
   // acc = S(acc + P(a * b))
-  TB_LEAN_INLINE void mac(float* acc, float a, const float* b, int64_t n) const {
+  TB_AVX512_INLINE void mac(float* acc, float a, const float* b, int64_t n) const {
     const __m512 av = _mm512_set1_ps(a);
     for (int64_t j = 0; j < n; j += 16) {
       const __mmask16 m = tail_mask(n - j);
@@ -457,7 +415,7 @@ struct LeanOps {
     }
   }
   // dst = P(a * b)
-  TB_LEAN_INLINE void mul(float* dst, float a, const float* b, int64_t n) const {
+  TB_AVX512_INLINE void mul(float* dst, float a, const float* b, int64_t n) const {
     const __m512 av = _mm512_set1_ps(a);
     for (int64_t j = 0; j < n; j += 16) {
       const __mmask16 m = tail_mask(n - j);
@@ -465,7 +423,7 @@ struct LeanOps {
     }
   }
   // dst = S(dst + src)
-  TB_LEAN_INLINE void add(float* dst, const float* src, int64_t n) const {
+  TB_AVX512_INLINE void add(float* dst, const float* src, int64_t n) const {
     for (int64_t j = 0; j < n; j += 16) {
       const __mmask16 m = tail_mask(n - j);
       const __m512 s =
@@ -477,9 +435,9 @@ struct LeanOps {
 
 // fused_rows' loops, in the same order, on LeanOps.
 template <LeanProduct P, LeanSum S>
-TB_LEAN void lean_rows(const MadUnit& u, const float* A, const float* B, float* C, int64_t r0,
-                       int64_t r1, int64_t N, int64_t K, const UnitGrids& g) {
-  const LeanOps<P, S> ops{lean_grid(g.fp), lean_grid(g.fa)};
+TB_AVX512 void lean_rows(const MadUnit& u, const float* A, const float* B, float* C, int64_t r0,
+                         int64_t r1, int64_t N, int64_t K, const UnitGrids& g) {
+  const LeanOps<P, S> ops{kernel::fast512(g.fp), kernel::fast512(g.fa)};
   const int64_t W = std::max(1, u.width);
   const int64_t T = kTileN;
   const int64_t lanes = u.order == MadUnit::Order::kLanes ? W : 1;
@@ -520,10 +478,6 @@ TB_LEAN void lean_rows(const MadUnit& u, const float* A, const float* B, float* 
   }
 }
 
-bool lean_cpu() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c");
-  return yes;
-}
 #pragma GCC diagnostic pop
 #endif
 
@@ -601,8 +555,8 @@ FusedFn fused_kernel(const MadUnit& u, UnitGrids* g) {
 // The lean kernel for this unit and these operands, or null. g: as fused_kernel() filled it.
 FusedFn lean_kernel(const MadUnit& u, const UnitGrids& g, const float* A, const float* B, int64_t M,
                     int64_t N, int64_t K) {
-#if TB_MAD_HAS_FMA_PATH
-  if (u.rounding != Rounding::kNearestEven || !lean_cpu()) return nullptr;
+#if TB_AVX512_KERNELS
+  if (u.rounding != Rounding::kNearestEven || !kernel::avx512_cpu()) return nullptr;
   const bool pp = u.product == Format{}, pa = u.accumulator == Format{};
   if (pp) return pa ? lean_rows<LeanProduct::kPlain, LeanSum::kPlain> : nullptr;
   if (!g.fast_p || !exact_products(facts_of(A, M * K), facts_of(B, K * N))) return nullptr;

@@ -13,11 +13,11 @@
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
-#include <immintrin.h>
 #include <xmmintrin.h>
 #endif
 
 #include "base/errors.h"
+#include "numerics/round_avx512.h"
 #include "numerics/round_bits.h"
 
 namespace tb::num {
@@ -127,7 +127,7 @@ TB_NUM_CLONES void float_sr_shift(const float* in, float* out, size_t n, ShiftGr
   float_loop<Rounding::kStochastic>(in, out, n, g, s, o);
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if TB_AVX512_KERNELS
 // float_sr_fast with AVX-512 intrinsics: the same bits (SrKey's words, round_stochastic_fast's
 // comparisons), in ~60 instructions per 16 elements where GCC's vectorisation of the scalar
 // loop takes ~95 (64-bit counters, constants spilled and re-broadcast). Two identities of the
@@ -135,47 +135,37 @@ TB_NUM_CLONES void float_sr_shift(const float* in, float* out, size_t n, ShiftGr
 // no select, and the mask of a remainder wider than 23 bits (the value below one quantum,
 // where `tiny` is taken instead) need not be clamped. Below one quantum the quantum is the
 // grid's smallest (the exponent is below emin), so `tiny` is one constant.
-#define TB_SR512 __attribute__((target("avx512f")))
-#define TB_SR512_INLINE inline __attribute__((target("avx512f"), always_inline))
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12: _mm512_undefined_* in masks
 
-TB_SR512_INLINE __m512i sr512_set(uint32_t v) { return _mm512_set1_epi32(int(v)); }
-
 template <bool Scaled>
-TB_SR512 void float_sr_fast_avx512(const float* in, float* out, size_t n, const FastGrid& g,
-                                   uint64_t seed, uint64_t offset, float scale, float inv) {
+TB_AVX512 void float_sr_fast_avx512(const float* in, float* out, size_t n, const FastGrid& g,
+                                    uint64_t seed, uint64_t offset, float scale, float inv) {
   const SrKey key(seed);
-  const __m512i abs_mask = sr512_set(0x7FFFFFFFu), mant_mask = sr512_set(0x7FFFFFu);
-  const __m512i hidden = sr512_set(0x800000u), one = sr512_set(1), c127 = sr512_set(127);
-  const __m512i c23 = sr512_set(23), c32 = sr512_set(32), inf = sr512_set(kInfBits);
-  const __m512i emin = sr512_set(uint32_t(g.emin)), ecap = sr512_set(uint32_t(g.ecap));
-  const __m512i man = sr512_set(uint32_t(g.man_bits)), below = sr512_set(uint32_t(g.below));
-  const __m512i tiny_bits = sr512_set(uint32_t(g.below + 127) << 23);
-  const __m512i max = sr512_set(g.max_bits), ovf = sr512_set(g.ovf_bits);
-  const __m512i zero_sign = sr512_set(g.zero_sign), sign_bit = sr512_set(0x80000000u);
-  const __m512i qnan = sr512_set(kQuietNan);
-  const __m512i m1 = sr512_set(0x7feb352du), m2 = sr512_set(0x846ca68bu);
+  const __m512i abs_mask = splat(0x7FFFFFFFu), mant_mask = splat(0x7FFFFFu);
+  const __m512i hidden = splat(0x800000u), one = splat(1), c127 = splat(127);
+  const __m512i c23 = splat(23), c32 = splat(32), inf = splat(kInfBits);
+  const __m512i emin = splat(uint32_t(g.emin)), ecap = splat(uint32_t(g.ecap));
+  const __m512i man = splat(uint32_t(g.man_bits)), below = splat(uint32_t(g.below));
+  const __m512i tiny_bits = splat(uint32_t(g.below + 127) << 23);
+  const __m512i max = splat(g.max_bits), ovf = splat(g.ovf_bits);
+  const __m512i zero_sign = splat(g.zero_sign), sign_bit = splat(0x80000000u);
+  const __m512i qnan = splat(kQuietNan);
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512 scale_v = _mm512_set1_ps(scale), inv_v = _mm512_set1_ps(inv);
   for (size_t i0 = 0; i0 < n;) {
     const size_t len = same_high_word(offset, i0, n);
-    const __m512i hi = sr512_set(key.hi(offset + i0));
+    const __m512i hi = splat(key.hi(offset + i0));
     // SrKey::bits(lo + i, hi) = hash32((lo + i + k0) ^ hi), 16 counters at a time.
-    __m512i ctr = _mm512_add_epi32(lane, sr512_set(uint32_t(offset + i0) + key.k0));
+    __m512i ctr = _mm512_add_epi32(lane, splat(uint32_t(offset + i0) + key.k0));
     const float* x = in + i0;
     float* y = out + i0;
     for (size_t i = 0; i < len; i += 16) {
       const __mmask16 live = len - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (len - i)) - 1);
       __m512 xv = _mm512_maskz_loadu_ps(live, x + i);
       if constexpr (Scaled) xv = _mm512_mul_ps(xv, scale_v);
-      __m512i r = _mm512_xor_si512(ctr, hi);
-      r = _mm512_xor_si512(r, _mm512_srli_epi32(r, 16));
-      r = _mm512_mullo_epi32(r, m1);
-      r = _mm512_xor_si512(r, _mm512_srli_epi32(r, 15));
-      r = _mm512_mullo_epi32(r, m2);
-      r = _mm512_xor_si512(r, _mm512_srli_epi32(r, 16));
-      ctr = _mm512_add_epi32(ctr, sr512_set(16));
+      const __m512i r = hash32_512(_mm512_xor_si512(ctr, hi));
+      ctr = _mm512_add_epi32(ctr, splat(16));
 
       const __m512i xb = _mm512_castps_si512(xv);
       const __m512i a = _mm512_and_si512(xb, abs_mask);
@@ -214,45 +204,27 @@ TB_SR512 void float_sr_fast_avx512(const float* in, float* out, size_t n, const 
     i0 += len;
   }
 }
-#pragma GCC diagnostic pop
 
-bool sr512_cpu() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
-}
-#define TB_HAS_SR512 1
-#else
-#define TB_HAS_SR512 0
-#endif
-
-#if TB_HAS_SR512
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // NVFP4's stochastic tiles (nvfp4_serial's loop: x * enc, round_stochastic_e2m1 with SrKey's
 // word for the element, * dec * s_dec), one 16-element tile per vector, in ~45 instructions
 // where GCC's loop takes ~60. `base`: the row's first counter plus SrKey::k0; `hi`: its high
 // key. Returns the tiles done (all of them).
-TB_SR512 size_t nvfp4_sr_tiles_avx512(const float* x, float* y, size_t tiles, const float* enc,
-                                      const float* dec, float s_dec, uint32_t base, uint32_t hi,
-                                      const FastGrid& g) {
-  const __m512i abs_mask = sr512_set(0x7FFFFFFFu), one_bits = sr512_set(0x3F800000u);
-  const __m512i half_bits = sr512_set(0x3F000000u), m23 = sr512_set(0x7FFFFFu);
-  const __m512i m22 = sr512_set(0x3FFFFFu), sh9 = sr512_set(9), sh10 = sr512_set(10);
-  const __m512i max = sr512_set(g.max_bits), ovf = sr512_set(g.ovf_bits);
-  const __m512i zero_sign = sr512_set(g.zero_sign), sign_bit = sr512_set(0x80000000u);
-  const __m512i inf = sr512_set(kInfBits), qnan = sr512_set(kQuietNan);
-  const __m512i m1 = sr512_set(0x7feb352du), m2 = sr512_set(0x846ca68bu), hv = sr512_set(hi);
+TB_AVX512 size_t nvfp4_sr_tiles_avx512(const float* x, float* y, size_t tiles, const float* enc,
+                                       const float* dec, float s_dec, uint32_t base, uint32_t hi,
+                                       const FastGrid& g) {
+  const __m512i abs_mask = splat(0x7FFFFFFFu), one_bits = splat(0x3F800000u);
+  const __m512i half_bits = splat(0x3F000000u), m23 = splat(0x7FFFFFu);
+  const __m512i m22 = splat(0x3FFFFFu), sh9 = splat(9), sh10 = splat(10);
+  const __m512i max = splat(g.max_bits), ovf = splat(g.ovf_bits);
+  const __m512i zero_sign = splat(g.zero_sign), sign_bit = splat(0x80000000u);
+  const __m512i inf = splat(kInfBits), qnan = splat(kQuietNan);
+  const __m512i hv = splat(hi);
   const __m512 two33 = _mm512_set1_ps(0x1p33f), s_dec_v = _mm512_set1_ps(s_dec);
   __m512i ctr = _mm512_add_epi32(
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), sr512_set(base));
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), splat(base));
   for (size_t t = 0; t < tiles; ++t) {
-    __m512i r = _mm512_xor_si512(ctr, hv);
-    r = _mm512_xor_si512(r, _mm512_srli_epi32(r, 16));
-    r = _mm512_mullo_epi32(r, m1);
-    r = _mm512_xor_si512(r, _mm512_srli_epi32(r, 15));
-    r = _mm512_mullo_epi32(r, m2);
-    r = _mm512_xor_si512(r, _mm512_srli_epi32(r, 16));
-    ctr = _mm512_add_epi32(ctr, sr512_set(16));
+    const __m512i r = hash32_512(_mm512_xor_si512(ctr, hv));
+    ctr = _mm512_add_epi32(ctr, splat(16));
     const __m512i xb =
         _mm512_castps_si512(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * t), _mm512_set1_ps(enc[t])));
     const __m512i a = _mm512_and_si512(xb, abs_mask);
@@ -282,15 +254,15 @@ TB_SR512 size_t nvfp4_sr_tiles_avx512(const float* x, float* y, size_t tiles, co
 // float_sr_fast(_scaled), on the AVX-512 kernel where the CPU has it.
 void sr_fast(const float* in, float* out, size_t n, const FastGrid& g, uint64_t seed,
              uint64_t offset) {
-#if TB_HAS_SR512
-  if (sr512_cpu()) return float_sr_fast_avx512<false>(in, out, n, g, seed, offset, 1, 1);
+#if TB_AVX512_KERNELS
+  if (avx512_cpu()) return float_sr_fast_avx512<false>(in, out, n, g, seed, offset, 1, 1);
 #endif
   float_sr_fast(in, out, n, g, seed, offset);
 }
 void sr_fast_scaled(const float* in, float* out, size_t n, const FastGrid& g, uint64_t seed,
                     uint64_t offset, float scale, float inv) {
-#if TB_HAS_SR512
-  if (sr512_cpu()) return float_sr_fast_avx512<true>(in, out, n, g, seed, offset, scale, inv);
+#if TB_AVX512_KERNELS
+  if (avx512_cpu()) return float_sr_fast_avx512<true>(in, out, n, g, seed, offset, scale, inv);
 #endif
   float_sr_fast_scaled(in, out, n, g, seed, offset, scale, inv);
 }
@@ -660,6 +632,88 @@ TB_INLINE void whole_block_raw(const float* x, float* y, const BlockGrids& bg, c
   round_block<R, B>(x, y, bg.by_exp[gi], key, base);
 }
 
+#if TB_AVX512_KERNELS
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12: _mm512_undefined_* in masks
+// A row's blocks of B elements rounded to nearest even, with AVX-512 intrinsics. A finite
+// block whose shared exponent se has a FastGrid is rounded on the element grid (the grid at
+// se = 0) as x * 2^-se, then scaled back by 2^se: the grid at se is the element grid times
+// 2^se (make_grid, bfp_grid; MX and BFP saturate, so the overflow value scales too), and both
+// products are exact wherever the result is not 0 (FastGrid's quanta, at every se it accepts,
+// are normal and its largest values finite). One set of constants for every block and no
+// Inf/NaN check (the block has none), where round_block loads a FastGrid per block. Whole
+// blocks of other kinds take whole_block_raw's paths; a short last block of another kind is
+// left to the caller. Returns the elements done.
+TB_AVX512_INLINE __mmask16 first_lanes(size_t n) {
+  return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+}
+
+// The largest |x| bits of n elements, Inf and NaN as they are.
+TB_AVX512_INLINE uint32_t raw_amax512(const float* x, size_t n) {
+  __m512i mx = _mm512_setzero_si512();
+  for (size_t h = 0; h < n; h += 16)
+    mx = _mm512_max_epu32(mx, _mm512_and_si512(_mm512_maskz_loadu_epi32(first_lanes(n - h), x + h),
+                                               splat(0x7FFFFFFFu)));
+  return uint32_t(_mm512_reduce_max_epu32(mx));
+}
+
+// A block of n <= 16k elements whose largest |x| bits are `raw`, by the element grid `eg`
+// (below); false where the caller must round it (Inf or NaN, or no FastGrid at its exponent).
+TB_AVX512_INLINE bool block_rne_lean(const float* x, float* y, size_t n, uint32_t raw,
+                                     const BlockGrids& bg, const Fast512& eg) {
+  if (raw >= kInfBits) return false;
+  const size_t gi = block_grid(bg, raw);
+  if (!bg.fast_ok[gi]) return false;
+  const int se = int(gi) + bg.lo;
+  const __m512 down = _mm512_castsi512_ps(splat(uint32_t(127 - se) << 23));
+  const __m512 up = _mm512_castsi512_ps(splat(uint32_t(127 + se) << 23));
+  for (size_t h = 0; h < n; h += 16) {
+    const __mmask16 m = first_lanes(n - h);
+    const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + h), down);
+    _mm512_mask_storeu_ps(y + h, m, _mm512_mul_ps(round_nearest_even_fast512<true>(v, eg), up));
+  }
+  return true;
+}
+
+template <size_t B>
+TB_AVX512_INLINE void block_rne_whole(const float* x, float* y, uint32_t raw, const BlockGrids& bg,
+                                      const Fast512& eg, const SrKey& key) {
+  if (block_rne_lean(x, y, B, raw, bg, eg)) return;
+  if (raw >= kInfBits) return whole_block<Rounding::kNearestEven, B>(x, y, bg, key, 0);
+  round_block<Rounding::kNearestEven, B>(x, y, bg.by_exp[block_grid(bg, raw)], key, 0);
+}
+
+// A row's blocks of B elements rounded to nearest even, with AVX-512 intrinsics. A finite
+// block whose shared exponent se has a FastGrid is rounded on the element grid (the grid at
+// se = 0) as x * 2^-se, then scaled back by 2^se: the grid at se is the element grid times
+// 2^se (make_grid, bfp_grid; MX and BFP saturate, so the overflow value scales too), and both
+// products are exact wherever the result is not 0 (FastGrid's quanta, at every se it accepts,
+// are normal and its largest values finite). One set of constants for every block and no
+// Inf/NaN check (the block has none), where round_block loads a FastGrid per block. Whole
+// blocks of other kinds take whole_block_raw's paths; a short last block of another kind is
+// left to the caller. Returns the elements done.
+template <size_t B>
+TB_AVX512 size_t block_rne_avx512(const float* x, float* y, size_t len, const BlockGrids& bg) {
+  const Fast512 eg = fast512(bg.fast_by_exp[size_t(-bg.lo)]);
+  const SrKey key(0);  // round_block's signature; nearest-even draws nothing
+  const size_t blocks = len / B;
+  size_t b = 0;
+  for (; b + 16 <= blocks; b += 16) {  // sixteen blocks' maxima reduced together
+    uint32_t raw[16];
+    raw_amax_16_blocks<B>(x + b * B, raw);
+    for (size_t j = 0; j < 16; ++j)
+      block_rne_whole<B>(x + (b + j) * B, y + (b + j) * B, raw[j], bg, eg, key);
+  }
+  for (; b < blocks; ++b)
+    block_rne_whole<B>(x + b * B, y + b * B, raw_amax512(x + b * B, B), bg, eg, key);
+  const size_t tail = len - blocks * B;
+  if (tail == 0) return len;
+  const float* xt = x + blocks * B;
+  return block_rne_lean(xt, y + blocks * B, tail, raw_amax512(xt, tail), bg, eg) ? len : blocks * B;
+}
+#pragma GCC diagnostic pop
+#endif
+
 template <Rounding R, size_t B>
 TB_INLINE void block_rows(const float* in, float* out, size_t n, size_t row, size_t block,
                           const BlockGrids& bg, uint64_t seed, uint64_t offset) {
@@ -667,6 +721,11 @@ TB_INLINE void block_rows(const float* in, float* out, size_t n, size_t row, siz
   for (size_t r0 = 0; r0 < n; r0 += row) {
     const size_t rn = std::min(row, n - r0);
     size_t b0 = 0;
+#if TB_AVX512_KERNELS
+    if constexpr (R == Rounding::kNearestEven && (B == 16 || B == 32))
+      if (avx512_cpu() && bg.lo <= 0 && bg.hi >= 0 && bg.fast_ok[size_t(-bg.lo)])
+        b0 = block_rne_avx512<B>(in + r0, out + r0, rn, bg);
+#endif
     if constexpr (B == 16 || B == 32)
       for (; b0 + 16 * B <= rn; b0 += 16 * B) {
         uint32_t raw[16];
@@ -891,8 +950,8 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
                  d * s_dec;
         };
         size_t t = 0;
-#if TB_HAS_SR512
-        if (sr512_cpu())
+#if TB_AVX512_KERNELS
+        if (avx512_cpu())
           t = nvfp4_sr_tiles_avx512(x, y, rl / kTile, tile_enc.data(), tile_dec.data(), s_dec,
                                     lo + key.k0, hi, elem_fast);
 #endif

@@ -1,0 +1,73 @@
+// round_bits.h's kernels on 16 lanes of AVX-512, for the loops written with intrinsics
+// (quantize.cc's stochastic and block loops, mad.cc's lean kernel): GCC's vectorisation of the
+// scalar kernels spends a third of its instructions on 64-bit counters and on constants it
+// spills and broadcasts again. Same bits as the scalar kernels. Internal to the numerics
+// library; x86-64 GCC only (TB_AVX512_KERNELS), taken where avx512_cpu() says so.
+#pragma once
+#include "numerics/round_bits.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#define TB_AVX512_KERNELS 1
+// F16C with AVX-512 F: every AVX-512 CPU has both; the MAD kernel's fp16 sums use F16C.
+#define TB_AVX512 __attribute__((target("avx512f,f16c")))
+#define TB_AVX512_INLINE inline __attribute__((target("avx512f,f16c"), always_inline))
+
+namespace tb::num::kernel {
+
+inline bool avx512_cpu() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c");
+  return yes;
+}
+
+TB_AVX512_INLINE __m512i splat(uint32_t v) { return _mm512_set1_epi32(int(v)); }
+
+// SrKey's hash (hash32), on 16 words.
+TB_AVX512_INLINE __m512i hash32_512(__m512i x) {
+  x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
+  x = _mm512_mullo_epi32(x, splat(0x7feb352du));
+  x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 15));
+  x = _mm512_mullo_epi32(x, splat(0x846ca68bu));
+  return _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
+}
+
+// A FastGrid's fields, broadcast.
+struct Fast512 {
+  __m512i ecap, emin, to_add, below_add, max, ovf, zero_sign;
+};
+
+TB_AVX512_INLINE Fast512 fast512(const FastGrid& g) {
+  return {splat(g.ecap_field), splat(g.emin_field), splat(g.to_addend), splat(g.below_addend),
+          splat(g.max_bits),   splat(g.ovf_bits),   splat(g.zero_sign)};
+}
+
+// round_nearest_even_fast on 16 lanes. Finite: no lane is Inf or NaN (the caller knows), so
+// their checks go.
+template <bool Finite>
+TB_AVX512_INLINE __m512 round_nearest_even_fast512(__m512 x, const Fast512& g) {
+  const __m512i inf = splat(kInfBits);
+  const __m512i xb = _mm512_castps_si512(x);
+  const __m512i a = _mm512_and_si512(xb, splat(0x7FFFFFFFu));
+  const __m512i sign = _mm512_xor_si512(xb, a);
+  const __m512i e = _mm512_and_si512(a, inf);
+  const __m512i capped = _mm512_min_epu32(e, g.ecap);
+  const __mmask16 normal = _mm512_cmpge_epu32_mask(e, g.emin);
+  const __m512 c =
+      _mm512_castsi512_ps(_mm512_mask_add_epi32(g.below_add, normal, capped, g.to_add));
+  __m512i mag = _mm512_castps_si512(_mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(a), c), c));
+  __mmask16 over = _mm512_cmpgt_epu32_mask(mag, g.max);
+  if constexpr (!Finite) over |= _mm512_cmpeq_epi32_mask(a, inf);
+  mag = _mm512_mask_mov_epi32(mag, over, g.ovf);
+  const __m512i keep =
+      _mm512_mask_mov_epi32(g.zero_sign, _mm512_test_epi32_mask(mag, mag), splat(0x80000000u));
+  __m512i out = _mm512_or_si512(mag, _mm512_and_si512(sign, keep));
+  if constexpr (!Finite)
+    out = _mm512_mask_mov_epi32(out, _mm512_cmpgt_epu32_mask(a, inf),
+                                _mm512_or_si512(sign, splat(kQuietNan)));
+  return _mm512_castsi512_ps(out);
+}
+
+}  // namespace tb::num::kernel
+#else
+#define TB_AVX512_KERNELS 0
+#endif

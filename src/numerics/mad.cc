@@ -245,10 +245,21 @@ struct UnitGrids {
   bool fast_p = false, fast_a = false;
 };
 
-template <Rounding R, bool PP, bool PA, bool Fma, typename GP, typename GA>
-void fused_rows(const MadUnit& u, const float* A, const float* B, float* C, int64_t r0, int64_t r1,
-                int64_t N, int64_t K, const GP& gp, const GA& ga) {
-  using Ops = std::conditional_t<Fma, TileOpsFma<R, PP, PA, GP, GA>, TileOps<R, PP, PA, GP, GA>>;
+// Pairwise tree over `count` tiles of kTileN stored back to back in v; the sum ends in v[0].
+// (Not a lambda: a lambda does not inherit the lean kernel's target.)
+template <typename Ops>
+TB_INLINE void tile_tree(const Ops& ops, float* v, int64_t count, int64_t n) {
+  for (int64_t step = 1; step < count; step *= 2)
+    for (int64_t a = 0; a + step < count; a += 2 * step)
+      ops.add(v + a * kTileN, v + (a + step) * kTileN, n);
+}
+
+// The loops of a unit over a band of rows, on a tile operations object (mac, mul, add over n
+// columns): the fused kernel's and the lean kernel's. Always inlined, so the lean kernel's
+// AVX-512 operations inline into its target-specific caller.
+template <typename Ops>
+TB_INLINE void tile_rows(const MadUnit& u, const float* A, const float* B, float* C, int64_t r0,
+                         int64_t r1, int64_t N, int64_t K, const Ops& ops) {
   const int64_t W = std::max(1, u.width);
   const int64_t T = kTileN;
   const int64_t lanes = u.order == MadUnit::Order::kLanes ? W : 1;
@@ -256,12 +267,6 @@ void fused_rows(const MadUnit& u, const float* A, const float* B, float* C, int6
   std::vector<float> acc_v(size_t(lanes * T)), group_v(size_t(W * T));
   float* acc = acc_v.data();
   float* group = group_v.data();
-  // Pairwise tree over `count` tiles stored back to back in v; the sum ends in v[0].
-  auto tree = [&](float* v, int64_t count, int64_t n) {
-    for (int64_t step = 1; step < count; step *= 2)
-      for (int64_t a = 0; a + step < count; a += 2 * step)
-        Ops::add(v + a * T, v + (a + step) * T, n, ga);
-  };
   for (int64_t j0 = 0; j0 < N; j0 += T) {
     const int64_t n = std::min(T, N - j0);
     for (int64_t i = r0; i < r1; ++i) {
@@ -271,25 +276,41 @@ void fused_rows(const MadUnit& u, const float* A, const float* B, float* C, int6
         const int64_t kn = std::min(W, K - k0);
         switch (u.order) {
           case MadUnit::Order::kSequential:
-            for (int64_t t = 0; t < kn; ++t)
-              Ops::mac(acc, a_row[k0 + t], B + (k0 + t) * N + j0, n, gp, ga);
+            for (int64_t t = 0; t < kn; ++t) ops.mac(acc, a_row[k0 + t], B + (k0 + t) * N + j0, n);
             break;
           case MadUnit::Order::kLanes:
             for (int64_t t = 0; t < kn; ++t)
-              Ops::mac(acc + t * T, a_row[k0 + t], B + (k0 + t) * N + j0, n, gp, ga);
+              ops.mac(acc + t * T, a_row[k0 + t], B + (k0 + t) * N + j0, n);
             break;
           case MadUnit::Order::kTree:
             for (int64_t t = 0; t < kn; ++t)
-              Ops::mul(group + t * T, a_row[k0 + t], B + (k0 + t) * N + j0, n, gp);
-            tree(group, kn, n);
-            Ops::add(acc, group, n, ga);
+              ops.mul(group + t * T, a_row[k0 + t], B + (k0 + t) * N + j0, n);
+            tile_tree(ops, group, kn, n);
+            ops.add(acc, group, n);
             break;
         }
       }
-      if (u.order == MadUnit::Order::kLanes) tree(acc, lanes, n);
+      if (u.order == MadUnit::Order::kLanes) tile_tree(ops, acc, lanes, n);
       std::copy(acc, acc + n, C + i * N + j0);
     }
   }
+}
+
+// TileOps or TileOpsFma with the unit's grids.
+template <typename T, typename GP, typename GA>
+struct FusedOps {
+  const GP& gp;
+  const GA& ga;
+  void mac(float* acc, float a, const float* b, int64_t n) const { T::mac(acc, a, b, n, gp, ga); }
+  void mul(float* dst, float a, const float* b, int64_t n) const { T::mul(dst, a, b, n, gp); }
+  void add(float* dst, const float* src, int64_t n) const { T::add(dst, src, n, ga); }
+};
+
+template <Rounding R, bool PP, bool PA, bool Fma, typename GP, typename GA>
+void fused_rows(const MadUnit& u, const float* A, const float* B, float* C, int64_t r0, int64_t r1,
+                int64_t N, int64_t K, const GP& gp, const GA& ga) {
+  using Ops = std::conditional_t<Fma, TileOpsFma<R, PP, PA, GP, GA>, TileOps<R, PP, PA, GP, GA>>;
+  tile_rows(u, A, B, C, r0, r1, N, K, FusedOps<Ops, GP, GA>{gp, ga});
 }
 
 // --- The lean kernel --------------------------------------------------------------------
@@ -401,12 +422,14 @@ TB_AVX512_INLINE __mmask16 tail_mask(int64_t left) {
   return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1u);
 }
 
-// The fused kernel's three tile operations.
+// The fused kernel's three tile operations, each one call over n columns (as TileOps'): the
+// grids' constants are broadcast once per call.
 template <LeanProduct P, LeanSum S>
 struct LeanOps {
-  const kernel::Fast512 gp, ga;
+  const kernel::FastGrid &fp, &fa;
   // acc = S(acc + P(a * b))
-  TB_AVX512_INLINE void mac(float* acc, float a, const float* b, int64_t n) const {
+  TB_AVX512 void mac(float* acc, float a, const float* b, int64_t n) const {
+    const kernel::Fast512 gp = kernel::fast512(fp), ga = kernel::fast512(fa);
     const __m512 av = _mm512_set1_ps(a);
     for (int64_t j = 0; j < n; j += 16) {
       const __mmask16 m = tail_mask(n - j);
@@ -415,7 +438,8 @@ struct LeanOps {
     }
   }
   // dst = P(a * b)
-  TB_AVX512_INLINE void mul(float* dst, float a, const float* b, int64_t n) const {
+  TB_AVX512 void mul(float* dst, float a, const float* b, int64_t n) const {
+    const kernel::Fast512 gp = kernel::fast512(fp);
     const __m512 av = _mm512_set1_ps(a);
     for (int64_t j = 0; j < n; j += 16) {
       const __mmask16 m = tail_mask(n - j);
@@ -423,7 +447,8 @@ struct LeanOps {
     }
   }
   // dst = S(dst + src)
-  TB_AVX512_INLINE void add(float* dst, const float* src, int64_t n) const {
+  TB_AVX512 void add(float* dst, const float* src, int64_t n) const {
+    const kernel::Fast512 ga = kernel::fast512(fa);
     for (int64_t j = 0; j < n; j += 16) {
       const __mmask16 m = tail_mask(n - j);
       const __m512 s =
@@ -433,49 +458,11 @@ struct LeanOps {
   }
 };
 
-// fused_rows' loops, in the same order, on LeanOps.
+// fused_rows' loops, on LeanOps.
 template <LeanProduct P, LeanSum S>
-TB_AVX512 void lean_rows(const MadUnit& u, const float* A, const float* B, float* C, int64_t r0,
-                         int64_t r1, int64_t N, int64_t K, const UnitGrids& g) {
-  const LeanOps<P, S> ops{kernel::fast512(g.fp), kernel::fast512(g.fa)};
-  const int64_t W = std::max(1, u.width);
-  const int64_t T = kTileN;
-  const int64_t lanes = u.order == MadUnit::Order::kLanes ? W : 1;
-  std::vector<float> acc_v(size_t(lanes * T)), group_v(size_t(W * T));
-  float* acc = acc_v.data();
-  float* group = group_v.data();
-  for (int64_t j0 = 0; j0 < N; j0 += T) {
-    const int64_t n = std::min(T, N - j0);
-    for (int64_t i = r0; i < r1; ++i) {
-      const float* a_row = A + i * K;
-      std::fill(acc, acc + lanes * T, 0.0f);
-      for (int64_t k0 = 0; k0 < K; k0 += W) {
-        const int64_t kn = std::min(W, K - k0);
-        switch (u.order) {
-          case MadUnit::Order::kSequential:
-            for (int64_t t = 0; t < kn; ++t) ops.mac(acc, a_row[k0 + t], B + (k0 + t) * N + j0, n);
-            break;
-          case MadUnit::Order::kLanes:
-            for (int64_t t = 0; t < kn; ++t)
-              ops.mac(acc + t * T, a_row[k0 + t], B + (k0 + t) * N + j0, n);
-            break;
-          case MadUnit::Order::kTree:
-            for (int64_t t = 0; t < kn; ++t)
-              ops.mul(group + t * T, a_row[k0 + t], B + (k0 + t) * N + j0, n);
-            for (int64_t step = 1; step < kn; step *= 2)
-              for (int64_t a = 0; a + step < kn; a += 2 * step)
-                ops.add(group + a * T, group + (a + step) * T, n);
-            ops.add(acc, group, n);
-            break;
-        }
-      }
-      if (u.order == MadUnit::Order::kLanes)
-        for (int64_t step = 1; step < lanes; step *= 2)
-          for (int64_t a = 0; a + step < lanes; a += 2 * step)
-            ops.add(acc + a * T, acc + (a + step) * T, n);
-      std::copy(acc, acc + n, C + i * N + j0);
-    }
-  }
+void lean_rows(const MadUnit& u, const float* A, const float* B, float* C, int64_t r0, int64_t r1,
+               int64_t N, int64_t K, const UnitGrids& g) {
+  tile_rows(u, A, B, C, r0, r1, N, K, LeanOps<P, S>{g.fp, g.fa});
 }
 
 #pragma GCC diagnostic pop

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <thread>
 
 #include "bench_common.h"
 #include "emulation/emulate.h"
@@ -93,6 +94,19 @@ int main(int argc, char** argv) {
       tb::num::copy_nontemporal(x.data() + b, y.data() + b, size_t(e - b));
     });
   };
+  // And on std::threads, as quantize() splits its work (split_over_threads), not LibTorch's
+  // OpenMP pool: the same copy, the same number of threads.
+  auto copy_nt_threads = [&] {
+    std::vector<std::thread> pool;
+    const size_t per = n / size_t(threads) + 1;
+    for (int t = 0; t < threads; ++t) {
+      const size_t b = size_t(t) * per, e = std::min(n, b + per);
+      if (b < e)
+        pool.emplace_back(
+            [&, b, e] { tb::num::copy_nontemporal(x.data() + b, y.data() + b, e - b); });
+    }
+    for (auto& th : pool) th.join();
+  };
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"bf16", "nearest-even"},     {"e4m3", "nearest-even"},
       {"e5m2", "stochastic"},       {"mxfp8_e4m3", "nearest-even"},
@@ -105,7 +119,7 @@ int main(int argc, char** argv) {
   // (current); the scaled rounding with the amax taken in the same pass (delayed: the scale is
   // the history's); or the per-tile amaxes and rounding (block).
   const std::vector<std::string> recipes = {"e4m3@current", "e4m3@delayed", "e4m3@block:1x128"};
-  std::vector<double> copy_times, copy_nt_times;
+  std::vector<double> copy_times, copy_nt_times, copy_thr_times;
   std::map<std::string, std::vector<double>> qt;
   // Delayed scaling's scale, from an earlier step's amax: this tensor's, taken once up front.
   const float delayed_scale =
@@ -117,6 +131,9 @@ int main(int argc, char** argv) {
     t0 = Clock::now();
     copy_nt();
     copy_nt_times.push_back(seconds_since(t0));
+    t0 = Clock::now();
+    copy_nt_threads();
+    copy_thr_times.push_back(seconds_since(t0));
     for (const auto& [f, rnd] : cases) {
       tb::num::QuantOptions o;
       o.rounding = tb::num::parse_rounding(rnd);
@@ -153,12 +170,14 @@ int main(int argc, char** argv) {
     }
   }
   const double plain_gbps = gbps(n, median(copy_times)), nt_gbps = gbps(n, median(copy_nt_times));
-  const double copy_gbps = std::max(plain_gbps, nt_gbps);
+  const double thr_gbps = gbps(n, median(copy_thr_times));
+  const double copy_gbps = std::max({plain_gbps, nt_gbps, thr_gbps});
   json quant = json::array();
   std::cout << fmt::format(
       "copy bandwidth (read + write, {} threads, {:.0f} MiB per array): {:.2f} GB/s plain stores, "
-      "{:.2f} GB/s non-temporal; the faster is the reference\n",
-      threads, double(n) * 4 / (1 << 20), plain_gbps, nt_gbps);
+      "{:.2f} GB/s non-temporal (OpenMP), {:.2f} GB/s non-temporal (std::thread, as quantize() "
+      "splits); the fastest is the reference\n",
+      threads, double(n) * 4 / (1 << 20), plain_gbps, nt_gbps, thr_gbps);
   double worst = 1e9;
   for (const auto& [name, times] : qt) {
     const double g = gbps(n, median(times));
@@ -171,6 +190,7 @@ int main(int argc, char** argv) {
   doc["copy_gbps"] = copy_gbps;
   doc["copy_plain_gbps"] = plain_gbps;
   doc["copy_nontemporal_gbps"] = nt_gbps;
+  doc["copy_nontemporal_std_thread_gbps"] = thr_gbps;
   doc["elements"] = n;
 
   // (2) Training step: fp32 vs fp8 at every point, same run, interleaved pairs; the median of

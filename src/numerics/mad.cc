@@ -246,20 +246,18 @@ struct UnitGrids {
 };
 
 // Pairwise tree over `count` tiles of kTileN stored back to back in v; the sum ends in v[0].
-// (Not a lambda: a lambda does not inherit the lean kernel's target.)
 template <typename Ops>
-TB_INLINE void tile_tree(const Ops& ops, float* v, int64_t count, int64_t n) {
+void tile_tree(const Ops& ops, float* v, int64_t count, int64_t n) {
   for (int64_t step = 1; step < count; step *= 2)
     for (int64_t a = 0; a + step < count; a += 2 * step)
       ops.add(v + a * kTileN, v + (a + step) * kTileN, n);
 }
 
 // The loops of a unit over a band of rows, on a tile operations object (mac, mul, add over n
-// columns): the fused kernel's and the lean kernel's. Always inlined, so the lean kernel's
-// AVX-512 operations inline into its target-specific caller.
+// columns, one call per tile): the fused kernel's and the lean kernel's.
 template <typename Ops>
-TB_INLINE void tile_rows(const MadUnit& u, const float* A, const float* B, float* C, int64_t r0,
-                         int64_t r1, int64_t N, int64_t K, const Ops& ops) {
+void tile_rows(const MadUnit& u, const float* A, const float* B, float* C, int64_t r0, int64_t r1,
+               int64_t N, int64_t K, const Ops& ops) {
   const int64_t W = std::max(1, u.width);
   const int64_t T = kTileN;
   const int64_t lanes = u.order == MadUnit::Order::kLanes ? W : 1;

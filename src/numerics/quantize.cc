@@ -650,15 +650,6 @@ TB_INLINE void whole_block_raw(const float* x, float* y, const BlockGrids& bg, c
 #if TB_AVX512_KERNELS
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12: _mm512_undefined_* in masks
-// A row's blocks of B elements rounded to nearest even, with AVX-512 intrinsics. A finite
-// block whose shared exponent se has a FastGrid is rounded on the element grid (the grid at
-// se = 0) as x * 2^-se, then scaled back by 2^se: the grid at se is the element grid times
-// 2^se (make_grid, bfp_grid; MX and BFP saturate, so the overflow value scales too), and both
-// products are exact wherever the result is not 0 (FastGrid's quanta, at every se it accepts,
-// are normal and its largest values finite). One set of constants for every block and no
-// Inf/NaN check (the block has none), where round_block loads a FastGrid per block. Whole
-// blocks of other kinds take whole_block_raw's paths; a short last block of another kind is
-// left to the caller. Returns the elements done.
 TB_AVX512_INLINE __mmask16 first_lanes(size_t n) {
   return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
 }
@@ -672,8 +663,9 @@ TB_AVX512_INLINE uint32_t raw_amax512(const float* x, size_t n) {
   return uint32_t(_mm512_reduce_max_epu32(mx));
 }
 
-// A block of n <= 16k elements whose largest |x| bits are `raw`, by the element grid `eg`
-// (below); false where the caller must round it (Inf or NaN, or no FastGrid at its exponent).
+// A block of n elements whose largest |x| bits are `raw`, on the element grid `eg` as
+// block_rne_avx512 says; false where the caller must round it (Inf or NaN, or no FastGrid at
+// its exponent).
 TB_AVX512_INLINE bool block_rne_lean(const float* x, float* y, size_t n, uint32_t raw,
                                      const BlockGrids& bg, const Fast512& eg) {
   if (raw >= kInfBits) return false;

@@ -68,7 +68,12 @@ int main(int argc, char** argv) {
   // (1) Quantizers vs copy bandwidth. The copy is what any elementwise pass over the same
   // bytes must at least take: STREAM's copy loop, on every core, as the quantizer. Arrays are
   // at least 4x the last-level cache (STREAM's rule), or the "bandwidth" is partly the cache's.
-  std::vector<float> x(n), y(n);
+  // LibTorch's allocations, as every tensor a quantization point rounds: 64-byte aligned, where
+  // quantize() writes whole lines past the caches (a std::vector's 16-byte alignment takes the
+  // slower tiled path).
+  const torch::Tensor x_tensor = torch::empty({int64_t(n)}), y_tensor = torch::empty({int64_t(n)});
+  float* const xp = x_tensor.data_ptr<float>();
+  float* const yp = y_tensor.data_ptr<float>();
   {
     std::vector<float> pattern(1 << 20);  // sin() of the whole array would take seconds
     for (size_t i = 0; i < pattern.size(); ++i)
@@ -77,21 +82,21 @@ int main(int argc, char** argv) {
       for (int64_t i = b; i < e;) {
         const size_t off = size_t(i) % pattern.size();
         const size_t len = std::min(pattern.size() - off, size_t(e - i));
-        std::memcpy(x.data() + i, pattern.data() + off, len * 4);
-        std::memset(y.data() + i, 0, len * 4);
+        std::memcpy(xp + i, pattern.data() + off, len * 4);
+        std::memset(yp + i, 0, len * 4);
         i += int64_t(len);
       }
     });
   }
   auto copy = [&] {
     at::parallel_for(0, int64_t(n), int64_t(n / size_t(threads)) + 1,
-                     [&](int64_t b, int64_t e) { stream_copy(x.data(), y.data(), b, e); });
+                     [&](int64_t b, int64_t e) { stream_copy(xp, yp, b, e); });
   };
   // The same copy with the non-temporal stores the quantizers use for outputs larger than
   // the last-level cache: the faster of the two copies is the reference.
   auto copy_nt = [&] {
     at::parallel_for(0, int64_t(n), int64_t(n / size_t(threads)) + 1, [&](int64_t b, int64_t e) {
-      tb::num::copy_nontemporal(x.data() + b, y.data() + b, size_t(e - b));
+      tb::num::copy_nontemporal(xp + b, yp + b, size_t(e - b));
     });
   };
   // And on std::threads, as quantize() splits its work (split_over_threads), not LibTorch's
@@ -101,9 +106,7 @@ int main(int argc, char** argv) {
     const size_t per = n / size_t(threads) + 1;
     for (int t = 0; t < threads; ++t) {
       const size_t b = size_t(t) * per, e = std::min(n, b + per);
-      if (b < e)
-        pool.emplace_back(
-            [&, b, e] { tb::num::copy_nontemporal(x.data() + b, y.data() + b, e - b); });
+      if (b < e) pool.emplace_back([&, b, e] { tb::num::copy_nontemporal(xp + b, yp + b, e - b); });
     }
     for (auto& th : pool) th.join();
   };
@@ -122,8 +125,7 @@ int main(int argc, char** argv) {
   std::vector<double> copy_times, copy_nt_times, copy_thr_times;
   std::map<std::string, std::vector<double>> qt;
   // Delayed scaling's scale, from an earlier step's amax: this tensor's, taken once up front.
-  const float delayed_scale =
-      tb::num::current_scale(448, tb::num::tensor_amax(x.data(), n, threads), 0);
+  const float delayed_scale = tb::num::current_scale(448, tb::num::tensor_amax(xp, n, threads), 0);
   for (int r = 0; r < reps; ++r) {
     auto t0 = Clock::now();
     copy();
@@ -141,7 +143,7 @@ int main(int argc, char** argv) {
       o.row = 1024;
       const auto fmt = tb::num::parse_format(f);
       t0 = Clock::now();
-      tb::num::quantize(fmt, x.data(), y.data(), n, o);
+      tb::num::quantize(fmt, xp, yp, n, o);
       qt[f + "/" + rnd].push_back(seconds_since(t0));
     }
     for (const auto& text : recipes) {
@@ -154,17 +156,17 @@ int main(int argc, char** argv) {
       o.row = 1024;
       t0 = Clock::now();
       if (sc.kind == tb::num::Scaling::Kind::kBlock) {
-        tb::num::quantize_block_scaled(fmt, sc, x.data(), y.data(), n, 1024, o, nullptr);
+        tb::num::quantize_block_scaled(fmt, sc, xp, yp, n, 1024, o, nullptr);
       } else if (sc.kind == tb::num::Scaling::Kind::kDelayed) {
         // The history's scale is known before the pass; the tensor's amax, for the history, is
         // taken in the rounding pass (QuantOptions::input_amax), as the point does.
         float amax = 0;
         o.scale = delayed_scale;
         o.input_amax = &amax;
-        tb::num::quantize(fmt, x.data(), y.data(), n, o);
+        tb::num::quantize(fmt, xp, yp, n, o);
       } else {
-        o.scale = tb::num::current_scale(448, tb::num::tensor_amax(x.data(), n, threads), 0);
-        tb::num::quantize(fmt, x.data(), y.data(), n, o);
+        o.scale = tb::num::current_scale(448, tb::num::tensor_amax(xp, n, threads), 0);
+        tb::num::quantize(fmt, xp, yp, n, o);
       }
       qt[text].push_back(seconds_since(t0));
     }

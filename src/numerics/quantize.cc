@@ -138,7 +138,7 @@ TB_NUM_CLONES void float_sr_shift(const float* in, float* out, size_t n, ShiftGr
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12: _mm512_undefined_* in masks
 
-template <bool Scaled>
+template <bool Scaled, bool Stream>
 TB_AVX512 void float_sr_fast_avx512(const float* in, float* out, size_t n, const FastGrid& g,
                                     uint64_t seed, uint64_t offset, float scale, float inv) {
   const SrKey key(seed);
@@ -199,14 +199,32 @@ TB_AVX512 void float_sr_fast_avx512(const float* in, float* out, size_t n, const
           _mm512_mask_mov_epi32(res, _mm512_cmpgt_epu32_mask(a, inf), _mm512_or_si512(sign, qnan));
       __m512 outv = _mm512_castsi512_ps(res);
       if constexpr (Scaled) outv = _mm512_mul_ps(outv, inv_v);
-      _mm512_mask_storeu_ps(y + i, live, outv);
+      store16<Stream>(y + i, outv, live);
     }
     i0 += len;
   }
 }
 
+// float_rne_fast(_scaled) with AVX-512 intrinsics (round_nearest_even_fast512: the same bits),
+// so that a streamed output is written by the kernel itself (store16).
+template <bool Scaled, bool Stream>
+TB_AVX512 void float_rne_fast_avx512(const float* x, float* y, size_t n, const FastGrid& g,
+                                     float scale, float inv) {
+  const Fast512 eg = fast512(g);
+  const __m512 scale_v = _mm512_set1_ps(scale), inv_v = _mm512_set1_ps(inv);
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 live = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    __m512 v = _mm512_maskz_loadu_ps(live, x + i);
+    if constexpr (Scaled) v = _mm512_mul_ps(v, scale_v);
+    v = round_nearest_even_fast512<false>(v, eg);
+    if constexpr (Scaled) v = _mm512_mul_ps(v, inv_v);
+    store16<Stream>(y + i, v, live);
+  }
+}
+
 // NVFP4's round-to-nearest-even tiles (nvfp4_serial's loop: x * enc, round_nearest_even_fast
 // on E2M1's grid, * dec * s_dec), one 16-element tile per vector. Returns the tiles done.
+template <bool Stream>
 TB_AVX512 size_t nvfp4_rne_tiles_avx512(const float* x, float* y, size_t tiles, const float* enc,
                                         const float* dec, float s_dec, const FastGrid& g) {
   const Fast512 eg = fast512(g);
@@ -215,7 +233,7 @@ TB_AVX512 size_t nvfp4_rne_tiles_avx512(const float* x, float* y, size_t tiles, 
     const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + 16 * t), _mm512_set1_ps(enc[t]));
     const __m512 r =
         _mm512_mul_ps(round_nearest_even_fast512<false>(v, eg), _mm512_set1_ps(dec[t]));
-    _mm512_storeu_ps(y + 16 * t, _mm512_mul_ps(r, s_dec_v));
+    store16<Stream>(y + 16 * t, _mm512_mul_ps(r, s_dec_v), 0xFFFF);
   }
   return tiles;
 }
@@ -224,6 +242,7 @@ TB_AVX512 size_t nvfp4_rne_tiles_avx512(const float* x, float* y, size_t tiles, 
 // word for the element, * dec * s_dec), one 16-element tile per vector, in ~45 instructions
 // where GCC's loop takes ~60. `base`: the row's first counter plus SrKey::k0; `hi`: its high
 // key. Returns the tiles done (all of them).
+template <bool Stream>
 TB_AVX512 size_t nvfp4_sr_tiles_avx512(const float* x, float* y, size_t tiles, const float* enc,
                                        const float* dec, float s_dec, uint32_t base, uint32_t hi,
                                        const FastGrid& g) {
@@ -259,35 +278,57 @@ TB_AVX512 size_t nvfp4_sr_tiles_avx512(const float* x, float* y, size_t tiles, c
     __m512i res = _mm512_or_si512(mag, _mm512_and_si512(sign, keep));
     res = _mm512_mask_mov_epi32(res, _mm512_cmpgt_epu32_mask(a, inf), _mm512_or_si512(sign, qnan));
     const __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(res), _mm512_set1_ps(dec[t]));
-    _mm512_storeu_ps(y + 16 * t, _mm512_mul_ps(v, s_dec_v));
+    store16<Stream>(y + 16 * t, _mm512_mul_ps(v, s_dec_v), 0xFFFF);
   }
   return tiles;
 }
 #pragma GCC diagnostic pop
 #endif
 
-// float_sr_fast(_scaled), on the AVX-512 kernel where the CPU has it.
+// float_sr_fast(_scaled) and float_rne_fast(_scaled), on the AVX-512 kernels where the CPU has
+// them; `stream`: the output is past the caches (quantize_streaming), written with store16.
 void sr_fast(const float* in, float* out, size_t n, const FastGrid& g, uint64_t seed,
-             uint64_t offset) {
+             uint64_t offset, bool stream) {
 #if TB_AVX512_KERNELS
-  if (avx512_cpu()) return float_sr_fast_avx512<false>(in, out, n, g, seed, offset, 1, 1);
+  if (avx512_cpu() && stream)
+    return float_sr_fast_avx512<false, true>(in, out, n, g, seed, offset, 1, 1);
+  if (avx512_cpu()) return float_sr_fast_avx512<false, false>(in, out, n, g, seed, offset, 1, 1);
 #endif
   float_sr_fast(in, out, n, g, seed, offset);
 }
 void sr_fast_scaled(const float* in, float* out, size_t n, const FastGrid& g, uint64_t seed,
-                    uint64_t offset, float scale, float inv) {
+                    uint64_t offset, float scale, float inv, bool stream) {
 #if TB_AVX512_KERNELS
-  if (avx512_cpu()) return float_sr_fast_avx512<true>(in, out, n, g, seed, offset, scale, inv);
+  if (avx512_cpu() && stream)
+    return float_sr_fast_avx512<true, true>(in, out, n, g, seed, offset, scale, inv);
+  if (avx512_cpu())
+    return float_sr_fast_avx512<true, false>(in, out, n, g, seed, offset, scale, inv);
 #endif
   float_sr_fast_scaled(in, out, n, g, seed, offset, scale, inv);
 }
+void rne_fast(const float* in, float* out, size_t n, const FastGrid& g, bool stream) {
+#if TB_AVX512_KERNELS
+  if (avx512_cpu() && stream) return float_rne_fast_avx512<false, true>(in, out, n, g, 1, 1);
+  if (avx512_cpu()) return float_rne_fast_avx512<false, false>(in, out, n, g, 1, 1);
+#endif
+  float_rne_fast(in, out, n, g);
+}
+void rne_fast_scaled(const float* in, float* out, size_t n, const FastGrid& g, float scale,
+                     float inv, bool stream) {
+#if TB_AVX512_KERNELS
+  if (avx512_cpu() && stream) return float_rne_fast_avx512<true, true>(in, out, n, g, scale, inv);
+  if (avx512_cpu()) return float_rne_fast_avx512<true, false>(in, out, n, g, scale, inv);
+#endif
+  float_rne_fast_scaled(in, out, n, g, scale, inv);
+}
 
+// `stream`: as sr_fast's (the kernels without an AVX-512 form store plainly).
 void run_grid(const float* in, float* out, size_t n, const Grid& g, Rounding r, uint64_t seed,
-              uint64_t offset) {
+              uint64_t offset, bool stream = false) {
   switch (r) {
     case Rounding::kNearestEven: {
       FastGrid fg;
-      if (fast_grid(g, &fg)) return float_rne_fast(in, out, n, fg);
+      if (fast_grid(g, &fg)) return rne_fast(in, out, n, fg, stream);
       if (shift_grid(g)) return float_rne_shift(in, out, n, ShiftGrid{g});
       return float_rne(in, out, n, g, seed, offset);
     }
@@ -297,7 +338,7 @@ void run_grid(const float* in, float* out, size_t n, const Grid& g, Rounding r, 
       return float_rtz(in, out, n, g, seed, offset);
     case Rounding::kStochastic: {
       FastGrid fg;
-      if (fast_grid(g, &fg)) return sr_fast(in, out, n, fg, seed, offset);
+      if (fast_grid(g, &fg)) return sr_fast(in, out, n, fg, seed, offset, stream);
       if (shift_grid(g)) return float_sr_shift(in, out, n, ShiftGrid{g}, seed, offset);
       return float_sr(in, out, n, g, seed, offset);
     }
@@ -666,6 +707,7 @@ TB_AVX512_INLINE uint32_t raw_amax512(const float* x, size_t n) {
 // A block of n elements whose largest |x| bits are `raw`, on the element grid `eg` as
 // block_rne_avx512 says; false where the caller must round it (Inf or NaN, or no FastGrid at
 // its exponent).
+template <bool Stream>
 TB_AVX512_INLINE bool block_rne_lean(const float* x, float* y, size_t n, uint32_t raw,
                                      const BlockGrids& bg, const Fast512& eg) {
   if (raw >= kInfBits) return false;
@@ -677,15 +719,15 @@ TB_AVX512_INLINE bool block_rne_lean(const float* x, float* y, size_t n, uint32_
   for (size_t h = 0; h < n; h += 16) {
     const __mmask16 m = first_lanes(n - h);
     const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + h), down);
-    _mm512_mask_storeu_ps(y + h, m, _mm512_mul_ps(round_nearest_even_fast512<true>(v, eg), up));
+    store16<Stream>(y + h, _mm512_mul_ps(round_nearest_even_fast512<true>(v, eg), up), m);
   }
   return true;
 }
 
-template <size_t B>
+template <size_t B, bool Stream>
 TB_AVX512_INLINE void block_rne_whole(const float* x, float* y, uint32_t raw, const BlockGrids& bg,
                                       const Fast512& eg, const SrKey& key) {
-  if (block_rne_lean(x, y, B, raw, bg, eg)) return;
+  if (block_rne_lean<Stream>(x, y, B, raw, bg, eg)) return;
   if (raw >= kInfBits) return whole_block<Rounding::kNearestEven, B>(x, y, bg, key, 0);
   round_block<Rounding::kNearestEven, B>(x, y, bg.by_exp[block_grid(bg, raw)], key, 0);
 }
@@ -699,7 +741,7 @@ TB_AVX512_INLINE void block_rne_whole(const float* x, float* y, uint32_t raw, co
 // Inf/NaN check (the block has none), where round_block loads a FastGrid per block. Whole
 // blocks of other kinds take whole_block_raw's paths; a short last block of another kind is
 // left to the caller. Returns the elements done.
-template <size_t B>
+template <size_t B, bool Stream>
 TB_AVX512 size_t block_rne_avx512(const float* x, float* y, size_t len, const BlockGrids& bg) {
   const Fast512 eg = fast512(bg.fast_by_exp[size_t(-bg.lo)]);
   const SrKey key(0);  // round_block's signature; nearest-even draws nothing
@@ -709,21 +751,23 @@ TB_AVX512 size_t block_rne_avx512(const float* x, float* y, size_t len, const Bl
     uint32_t raw[16];
     raw_amax_16_blocks<B>(x + b * B, raw);
     for (size_t j = 0; j < 16; ++j)
-      block_rne_whole<B>(x + (b + j) * B, y + (b + j) * B, raw[j], bg, eg, key);
+      block_rne_whole<B, Stream>(x + (b + j) * B, y + (b + j) * B, raw[j], bg, eg, key);
   }
   for (; b < blocks; ++b)
-    block_rne_whole<B>(x + b * B, y + b * B, raw_amax512(x + b * B, B), bg, eg, key);
+    block_rne_whole<B, Stream>(x + b * B, y + b * B, raw_amax512(x + b * B, B), bg, eg, key);
   const size_t tail = len - blocks * B;
   if (tail == 0) return len;
   const float* xt = x + blocks * B;
-  return block_rne_lean(xt, y + blocks * B, tail, raw_amax512(xt, tail), bg, eg) ? len : blocks * B;
+  return block_rne_lean<Stream>(xt, y + blocks * B, tail, raw_amax512(xt, tail), bg, eg)
+             ? len
+             : blocks * B;
 }
 #pragma GCC diagnostic pop
 #endif
 
 template <Rounding R, size_t B>
 TB_INLINE void block_rows(const float* in, float* out, size_t n, size_t row, size_t block,
-                          const BlockGrids& bg, uint64_t seed, uint64_t offset) {
+                          const BlockGrids& bg, uint64_t seed, uint64_t offset, bool stream) {
   const SrKey key(seed);
   for (size_t r0 = 0; r0 < n; r0 += row) {
     const size_t rn = std::min(row, n - r0);
@@ -731,7 +775,8 @@ TB_INLINE void block_rows(const float* in, float* out, size_t n, size_t row, siz
 #if TB_AVX512_KERNELS
     if constexpr (R == Rounding::kNearestEven && (B == 16 || B == 32))
       if (avx512_cpu() && bg.lo <= 0 && bg.hi >= 0 && bg.fast_ok[size_t(-bg.lo)])
-        b0 = block_rne_avx512<B>(in + r0, out + r0, rn, bg);
+        b0 = stream ? block_rne_avx512<B, true>(in + r0, out + r0, rn, bg)
+                    : block_rne_avx512<B, false>(in + r0, out + r0, rn, bg);
 #endif
     if constexpr (B == 16 || B == 32)
       for (; b0 + 16 * B <= rn; b0 += 16 * B) {
@@ -772,27 +817,28 @@ TB_INLINE void block_rows(const float* in, float* out, size_t n, size_t row, siz
 // Blocks of 16 (bfp8) and 32 (MX) elements get their own instances; other sizes the loop.
 template <Rounding R>
 TB_INLINE void block_any(const float* in, float* out, size_t n, size_t row, size_t block,
-                         const BlockGrids& bg, uint64_t seed, uint64_t offset) {
-  if (block == 32) return block_rows<R, 32>(in, out, n, row, block, bg, seed, offset);
-  if (block == 16) return block_rows<R, 16>(in, out, n, row, block, bg, seed, offset);
-  block_rows<R, 0>(in, out, n, row, block, bg, seed, offset);
+                         const BlockGrids& bg, uint64_t seed, uint64_t offset, bool stream) {
+  if (block == 32) return block_rows<R, 32>(in, out, n, row, block, bg, seed, offset, stream);
+  if (block == 16) return block_rows<R, 16>(in, out, n, row, block, bg, seed, offset, stream);
+  block_rows<R, 0>(in, out, n, row, block, bg, seed, offset, stream);
 }
 
+// `stream`: run_grid's; only the AVX-512 nearest-even rows use it.
 TB_NUM_CLONES void block_rne(const float* in, float* out, size_t n, size_t row, size_t block,
-                             const BlockGrids& bg, uint64_t s, uint64_t o) {
-  block_any<Rounding::kNearestEven>(in, out, n, row, block, bg, s, o);
+                             const BlockGrids& bg, uint64_t s, uint64_t o, bool stream) {
+  block_any<Rounding::kNearestEven>(in, out, n, row, block, bg, s, o, stream);
 }
 TB_NUM_CLONES void block_away(const float* in, float* out, size_t n, size_t row, size_t block,
                               const BlockGrids& bg, uint64_t s, uint64_t o) {
-  block_any<Rounding::kTiesAway>(in, out, n, row, block, bg, s, o);
+  block_any<Rounding::kTiesAway>(in, out, n, row, block, bg, s, o, false);
 }
 TB_NUM_CLONES void block_rtz(const float* in, float* out, size_t n, size_t row, size_t block,
                              const BlockGrids& bg, uint64_t s, uint64_t o) {
-  block_any<Rounding::kTowardZero>(in, out, n, row, block, bg, s, o);
+  block_any<Rounding::kTowardZero>(in, out, n, row, block, bg, s, o, false);
 }
 TB_NUM_CLONES void block_sr(const float* in, float* out, size_t n, size_t row, size_t block,
                             const BlockGrids& bg, uint64_t s, uint64_t o) {
-  block_any<Rounding::kStochastic>(in, out, n, row, block, bg, s, o);
+  block_any<Rounding::kStochastic>(in, out, n, row, block, bg, s, o, false);
 }
 
 Grid bfp_grid(const BlockFormat& f, int e) {
@@ -858,6 +904,33 @@ TB_INLINE void amax_16_tiles(const float* x, uint32_t* acc) {
   std::memcpy(acc, &a, sizeof a);
 }
 
+// NVFP4's element grid (E2M1) and the FastGrids of it and of its E4M3 scales. Not statics of
+// nvfp4_serial: GCC gives each target_clones clone its own copy of a function's statics, and a
+// lambda initialising one is compiled once, outside the clones, so unless it is inlined (-O3
+// inlines it, -O2 does not) it fills one clone's copy while the running clone reads its own,
+// still zero: every NVFP4 call threw "does not match" in an -O2 build.
+struct Nvfp4Grids {
+  Grid elem;
+  FastGrid elem_fast, scale_fast;
+};
+
+const Nvfp4Grids& nvfp4_grids() {
+  static const Nvfp4Grids grids = [] {
+    Nvfp4Grids n{};
+    n.elem = make_grid(mx_element("e2m1"), 0, true);
+    if (!fast_grid(n.elem, &n.elem_fast)) throw std::logic_error("e2m1 is not a fast grid");
+    const FastGrid& g = n.elem_fast;
+    if (g.emin != 0 || g.man_bits != 1 || g.below != -1 || g.max_bits != as_bits(6.0f))
+      throw std::logic_error("round_stochastic_e2m1 does not match e2m1's grid");
+    FloatFormat e4m3 = mx_element("e4m3");
+    e4m3.overflow = Overflow::kSaturate;  // Transformer Engine casts scales with satfinite
+    if (!fast_grid(make_grid(e4m3, 0, true), &n.scale_fast))
+      throw std::logic_error("e4m3 is not a fast grid");
+    return n;
+  }();
+  return grids;
+}
+
 // NVFP4 (format.h) over rows of `row` elements; `in` starts on a tile's first row. A band of
 // `rows` rows at a time: the tiles' amax and scales first (an integer max over 16 lanes, the
 // E4M3 scale by the FPU's rounding), then every row scaled, rounded and scaled back; in one
@@ -866,25 +939,10 @@ TB_INLINE void amax_16_tiles(const float* x, uint32_t* acc) {
 // is bit-identical to round_bits on these grids (fast_grid()).
 TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* out, size_t n,
                                 size_t row, float tensor_amax, Rounding r, uint64_t seed,
-                                uint64_t offset) {
-  static const Grid elem = make_grid(mx_element("e2m1"), 0, true);
-  static const Grid scale_grid = [] {
-    FloatFormat e4m3 = mx_element("e4m3");
-    e4m3.overflow = Overflow::kSaturate;  // Transformer Engine casts scales with satfinite
-    return make_grid(e4m3, 0, true);
-  }();
-  static const FastGrid elem_fast = [] {
-    FastGrid g{};
-    if (!fast_grid(elem, &g)) throw std::logic_error("e2m1 is not a fast grid");
-    if (g.emin != 0 || g.man_bits != 1 || g.below != -1 || g.max_bits != as_bits(6.0f))
-      throw std::logic_error("round_stochastic_e2m1 does not match e2m1's grid");
-    return g;
-  }();
-  static const FastGrid scale_fast = [] {
-    FastGrid g{};
-    if (!fast_grid(scale_grid, &g)) throw std::logic_error("e4m3 is not a fast grid");
-    return g;
-  }();
+                                uint64_t offset, bool stream) {
+  const Nvfp4Grids& grids = nvfp4_grids();
+  const Grid& elem = grids.elem;
+  const FastGrid elem_fast = grids.elem_fast, scale_fast = grids.scale_fast;
   constexpr float kFltMax = std::numeric_limits<float>::max();
   constexpr size_t kTile = 16;
   float s_enc = std::fmin(448.0f * 6.0f / tensor_amax, kFltMax);
@@ -936,8 +994,10 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
         size_t t = 0;
 #if TB_AVX512_KERNELS
         if (avx512_cpu())
-          t = nvfp4_rne_tiles_avx512(x, y, rl / kTile, tile_enc.data(), tile_dec.data(), s_dec,
-                                     elem_fast);
+          t = stream ? nvfp4_rne_tiles_avx512<true>(x, y, rl / kTile, tile_enc.data(),
+                                                    tile_dec.data(), s_dec, elem_fast)
+                     : nvfp4_rne_tiles_avx512<false>(x, y, rl / kTile, tile_enc.data(),
+                                                     tile_dec.data(), s_dec, elem_fast);
 #endif
         for (; (t + 1) * kTile <= rl; ++t) {
           const float e = tile_enc[t], d = tile_dec[t];
@@ -964,8 +1024,11 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
         size_t t = 0;
 #if TB_AVX512_KERNELS
         if (avx512_cpu())
-          t = nvfp4_sr_tiles_avx512(x, y, rl / kTile, tile_enc.data(), tile_dec.data(), s_dec,
-                                    lo + key.k0, hi, elem_fast);
+          t = stream
+                  ? nvfp4_sr_tiles_avx512<true>(x, y, rl / kTile, tile_enc.data(), tile_dec.data(),
+                                                s_dec, lo + key.k0, hi, elem_fast)
+                  : nvfp4_sr_tiles_avx512<false>(x, y, rl / kTile, tile_enc.data(), tile_dec.data(),
+                                                 s_dec, lo + key.k0, hi, elem_fast);
 #endif
         for (; (t + 1) * kTile <= rl; ++t) {
           const float e = tile_enc[t], d = tile_dec[t];
@@ -994,8 +1057,10 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
 // QuantOptions::input_amax's tiles: 16 KiB, well inside any L1 data cache.
 constexpr size_t kAmaxTile = 4096;
 
+// `stream`: the output is past the caches (quantize_streaming); the AVX-512 kernels write it
+// with non-temporal stores themselves (streams_directly).
 void quantize_serial(const Format& f, const float* in, float* out, size_t n, const QuantOptions& o,
-                     uint64_t offset) {
+                     uint64_t offset, bool stream = false) {
   switch (f.kind) {
     case Format::Kind::kFloat: {
       if (o.input_amax) {
@@ -1006,21 +1071,21 @@ void quantize_serial(const Format& f, const float* in, float* out, size_t n, con
         for (size_t i = 0; i < n; i += kAmaxTile) {
           const size_t len = std::min(kAmaxTile, n - i);
           m = std::max(m, amax_bits(in + i, len));
-          quantize_serial(f, in + i, out + i, len, t, offset + i);
+          quantize_serial(f, in + i, out + i, len, t, offset + i, stream);
         }
         *o.input_amax = std::fmax(*o.input_amax, as_float(m));
         return;
       }
       const Grid g = make_grid(f.fp, 0, false);
-      if (o.scale == 1.0f) return run_grid(in, out, n, g, o.rounding, o.seed, offset);
+      if (o.scale == 1.0f) return run_grid(in, out, n, g, o.rounding, o.seed, offset, stream);
       // Scaled (a recipe's per-tensor scale): in one pass where the grid has a shortcut, else
       // in tiles that stay in L1 across the three loops.
       const float inv = 1.0f / o.scale;
       FastGrid fg;
       if (fast_grid(g, &fg) && o.rounding == Rounding::kNearestEven)
-        return float_rne_fast_scaled(in, out, n, fg, o.scale, inv);
+        return rne_fast_scaled(in, out, n, fg, o.scale, inv, stream);
       if (fast_grid(g, &fg) && o.rounding == Rounding::kStochastic)
-        return sr_fast_scaled(in, out, n, fg, o.seed, offset, o.scale, inv);
+        return sr_fast_scaled(in, out, n, fg, o.seed, offset, o.scale, inv, stream);
       alignas(64) float buf[4096];
       for (size_t i = 0; i < n; i += 4096) {
         const size_t len = std::min<size_t>(4096, n - i);
@@ -1040,13 +1105,14 @@ void quantize_serial(const Format& f, const float* in, float* out, size_t n, con
       // `in` starts at a row boundary (see quantize()).
       const size_t row = o.row ? o.row : n;
       if (f.blk.kind == BlockFormat::Kind::kNvfp4)
-        return nvfp4_serial(f.blk, in, out, n, row, o.tensor_amax, o.rounding, o.seed, offset);
+        return nvfp4_serial(f.blk, in, out, n, row, o.tensor_amax, o.rounding, o.seed, offset,
+                            stream);
       const size_t b = size_t(f.blk.block);
       if (f.blk.element != "int8" || f.blk.kind == BlockFormat::Kind::kBfp) {
         const BlockGrids& bg = block_grids(f.blk);
         switch (o.rounding) {
           case Rounding::kNearestEven:
-            return block_rne(in, out, n, row, b, bg, o.seed, offset);
+            return block_rne(in, out, n, row, b, bg, o.seed, offset, stream);
           case Rounding::kTiesAway:
             return block_away(in, out, n, row, b, bg, o.seed, offset);
           case Rounding::kTowardZero:
@@ -1173,8 +1239,46 @@ void stream_out(const float* in, float* out, size_t n) {
 }
 #endif
 
+// Whether quantize_serial's kernel for (f, o) is one of the AVX-512 kernels, which write a
+// streamed output with non-temporal stores themselves (store16). Those overlap the stores'
+// drain with the arithmetic, where the tile below is computed in L1 and then streamed out in a
+// burst: e4m3 nearest-even on 2 cores of a Xeon VM ran at 19-24 GB/s directly against 14-17
+// through the tile (bench/numerics_throughput). Kernels without an AVX-512 form keep the tile.
+bool streams_directly(const Format& f, const QuantOptions& o) {
+#if TB_AVX512_KERNELS
+  if (!avx512_cpu()) return false;
+  const bool rne = o.rounding == Rounding::kNearestEven;
+  const bool sr = o.rounding == Rounding::kStochastic;
+  switch (f.kind) {
+    case Format::Kind::kFloat: {
+      FastGrid fg;
+      return (rne || sr) && fast_grid(make_grid(f.fp, 0, false), &fg);
+    }
+    case Format::Kind::kFixed:
+      return false;
+    case Format::Kind::kBlock: {
+      if (f.blk.kind == BlockFormat::Kind::kNvfp4) return f.blk.block == 16 && (rne || sr);
+      if (!rne || (f.blk.block != 16 && f.blk.block != 32)) return false;
+      if (f.blk.element == "int8" && f.blk.kind != BlockFormat::Kind::kBfp) return false;
+      const BlockGrids& bg = block_grids(f.blk);  // block_rows' condition for block_rne_avx512
+      return bg.lo <= 0 && bg.hi >= 0 && bg.fast_ok[size_t(-bg.lo)];
+    }
+  }
+#endif
+  return false;
+}
+
 void quantize_streaming(const Format& f, const float* in, float* out, size_t n,
                         const QuantOptions& o, uint64_t offset) {
+#if defined(__SSE2__)
+  // From a 64-byte boundary (LibTorch's allocations start on one; chunks and tiles keep it), so
+  // that store16 finds whole lines.
+  if (streams_directly(f, o) && (reinterpret_cast<uintptr_t>(out) & 63) == 0) {
+    quantize_serial(f, in, out, n, o, offset, true);
+    _mm_sfence();
+    return;
+  }
+#endif
   size_t tile = kStreamTile;
   if (f.kind == Format::Kind::kBlock) {
     const size_t row = o.row ? o.row : n;
@@ -1297,9 +1401,9 @@ void quantize_blocks_scaled(const Format& f, const float* in, float* out, size_t
     const size_t len = std::min(block, n - lo);
     const float sc = scales[b];
     if (fast && sc != 1.0f && o.rounding == Rounding::kNearestEven) {
-      float_rne_fast_scaled(in + lo, out + lo, len, fg, sc, 1.0f / sc);
+      rne_fast_scaled(in + lo, out + lo, len, fg, sc, 1.0f / sc, false);
     } else if (fast && sc != 1.0f && o.rounding == Rounding::kStochastic) {
-      float_sr_fast_scaled(in + lo, out + lo, len, fg, o.seed, o.offset + lo, sc, 1.0f / sc);
+      sr_fast_scaled(in + lo, out + lo, len, fg, o.seed, o.offset + lo, sc, 1.0f / sc, false);
     } else {
       QuantOptions part = o;
       part.scale = sc;

@@ -31,6 +31,18 @@ TB_AVX512_INLINE __m512i hash32_512(__m512i x) {
   return _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
 }
 
+// The live lanes of v stored at y: with Stream, a whole vector that fills y's 64-byte line goes
+// out with a non-temporal store (an output past the last-level cache: no read of the line
+// first, and the line drains to memory while the next vectors compute, which a tile written
+// to L1 and then streamed out in a burst did not overlap); else a plain store.
+template <bool Stream>
+TB_AVX512_INLINE void store16(float* y, __m512 v, __mmask16 live) {
+  if constexpr (Stream)
+    if (live == __mmask16(0xFFFF) && (reinterpret_cast<uintptr_t>(y) & 63) == 0)
+      return _mm512_stream_ps(y, v);
+  _mm512_mask_storeu_ps(y, live, v);
+}
+
 // A FastGrid's fields, broadcast.
 struct Fast512 {
   __m512i ecap, emin, to_add, below_add, max, ovf, zero_sign;

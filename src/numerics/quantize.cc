@@ -222,6 +222,87 @@ TB_AVX512 void float_rne_fast_avx512(const float* x, float* y, size_t n, const F
   }
 }
 
+// round_bits_shift (grids with float32's exponent range: bf16 and the like) to nearest even or
+// stochastically with SrKey's words as float_loop draws them, with AVX-512 intrinsics.
+template <Rounding R, bool Stream>
+TB_AVX512 void float_shift_avx512(const float* in, float* out, size_t n, const Grid& g,
+                                  uint64_t seed, uint64_t offset) {
+  static_assert(R == Rounding::kNearestEven || R == Rounding::kStochastic, "RNE and SR only");
+  const SrKey key(seed);
+  const int s = 23 - g.man_bits;
+  const __m512i abs_mask = splat(0x7FFFFFFFu), keep_mask = splat(~((1u << s) - 1u));
+  const __m512i low_mask = splat((1u << s) - 1u), half_less = splat((1u << (s - 1)) - 1u);
+  const __m512i one = splat(1), quantum = splat(1u << s), inf = splat(kInfBits);
+  const __m512i max = splat(g.max_bits), ovf = splat(g.ovf_bits), zero_sign = splat(g.zero_sign);
+  const __m512i sign_bit = splat(0x80000000u), qnan = splat(kQuietNan);
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (size_t i0 = 0; i0 < n;) {
+    const size_t len = R == Rounding::kStochastic ? same_high_word(offset, i0, n) : n;
+    const __m512i hi = splat(key.hi(offset + i0));
+    __m512i ctr = _mm512_add_epi32(lane, splat(uint32_t(offset + i0) + key.k0));
+    const float* x = in + i0;
+    float* y = out + i0;
+    for (size_t i = 0; i < len; i += 16) {
+      const __mmask16 live = len - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (len - i)) - 1);
+      const __m512i xb = _mm512_castps_si512(_mm512_maskz_loadu_ps(live, x + i));
+      const __m512i a = _mm512_and_si512(xb, abs_mask);
+      const __m512i sign = _mm512_xor_si512(xb, a);
+      __m512i mag;
+      if constexpr (R == Rounding::kStochastic) {
+        const __m512i r = hash32_512(_mm512_xor_si512(ctr, hi));
+        ctr = _mm512_add_epi32(ctr, splat(16));
+        const __mmask16 up = _mm512_cmplt_epu32_mask(_mm512_srli_epi32(r, unsigned(32 - s)),
+                                                     _mm512_and_si512(a, low_mask));
+        mag = _mm512_mask_add_epi32(_mm512_and_si512(a, keep_mask), up,
+                                    _mm512_and_si512(a, keep_mask), quantum);
+      } else {
+        const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(a, unsigned(s)), one);
+        mag = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(a, half_less), odd), keep_mask);
+      }
+      const __mmask16 over = _mm512_cmpgt_epu32_mask(mag, max) | _mm512_cmpeq_epi32_mask(a, inf);
+      mag = _mm512_mask_mov_epi32(mag, over, ovf);
+      const __m512i keep =
+          _mm512_mask_mov_epi32(zero_sign, _mm512_test_epi32_mask(mag, mag), sign_bit);
+      __m512i res = _mm512_or_si512(mag, _mm512_and_si512(sign, keep));
+      res =
+          _mm512_mask_mov_epi32(res, _mm512_cmpgt_epu32_mask(a, inf), _mm512_or_si512(sign, qnan));
+      store16<Stream>(y + i, _mm512_castsi512_ps(res), live);
+    }
+    i0 += len;
+  }
+}
+
+// fixed_body to nearest even, saturating, with AVX-512 intrinsics: x * 2^frac in double (exact),
+// rounded to an integer by the FPU (ties to even, as round_k), + 0.0 so that a negative value
+// rounding to zero gives +0 as round_k's fl + 0 does, clamped, * 2^-frac and narrowed to float
+// by the same conversion; NaN passes through. Eight lanes:
+TB_AVX512_INLINE __m256 fixed_rne8(__m256 x, __m512d up, __m512d down, __m512d lo, __m512d hi) {
+  __m512d k = _mm512_roundscale_pd(_mm512_mul_pd(_mm512_cvtps_pd(x), up),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  k = _mm512_add_pd(k, _mm512_setzero_pd());
+  k = _mm512_min_pd(_mm512_max_pd(k, lo), hi);  // NaN becomes lo here; the caller restores it
+  return _mm512_cvtpd_ps(_mm512_mul_pd(k, down));
+}
+
+template <bool Stream>
+TB_AVX512 void fixed_rne_avx512(const float* in, float* out, size_t n, int frac, double kmin,
+                                double kmax) {
+  const __m512d up = _mm512_set1_pd(std::ldexp(1.0, frac));
+  const __m512d down = _mm512_set1_pd(std::ldexp(1.0, -frac));
+  const __m512d lo = _mm512_set1_pd(kmin), hi = _mm512_set1_pd(kmax);
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 live = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    const __m512 x = _mm512_maskz_loadu_ps(live, in + i);
+    const __m256 y_lo = fixed_rne8(_mm512_castps512_ps256(x), up, down, lo, hi);
+    const __m256 y_hi = fixed_rne8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)),
+                                   up, down, lo, hi);
+    __m512 y = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(y_lo)),
+                                                   _mm256_castps_pd(y_hi), 1));
+    y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+    store16<Stream>(out + i, y, live);
+  }
+}
+
 // NVFP4's round-to-nearest-even tiles (nvfp4_serial's loop: x * enc, round_nearest_even_fast
 // on E2M1's grid, * dec * s_dec), one 16-element tile per vector. Returns the tiles done.
 template <bool Stream>
@@ -306,6 +387,24 @@ void sr_fast_scaled(const float* in, float* out, size_t n, const FastGrid& g, ui
 #endif
   float_sr_fast_scaled(in, out, n, g, seed, offset, scale, inv);
 }
+void shift_rne(const float* in, float* out, size_t n, const Grid& g, bool stream) {
+#if TB_AVX512_KERNELS
+  if (avx512_cpu() && stream)
+    return float_shift_avx512<Rounding::kNearestEven, true>(in, out, n, g, 0, 0);
+  if (avx512_cpu()) return float_shift_avx512<Rounding::kNearestEven, false>(in, out, n, g, 0, 0);
+#endif
+  float_rne_shift(in, out, n, ShiftGrid{g});
+}
+void shift_sr(const float* in, float* out, size_t n, const Grid& g, uint64_t seed, uint64_t offset,
+              bool stream) {
+#if TB_AVX512_KERNELS
+  if (avx512_cpu() && stream)
+    return float_shift_avx512<Rounding::kStochastic, true>(in, out, n, g, seed, offset);
+  if (avx512_cpu())
+    return float_shift_avx512<Rounding::kStochastic, false>(in, out, n, g, seed, offset);
+#endif
+  float_sr_shift(in, out, n, ShiftGrid{g}, seed, offset);
+}
 void rne_fast(const float* in, float* out, size_t n, const FastGrid& g, bool stream) {
 #if TB_AVX512_KERNELS
   if (avx512_cpu() && stream) return float_rne_fast_avx512<false, true>(in, out, n, g, 1, 1);
@@ -329,7 +428,7 @@ void run_grid(const float* in, float* out, size_t n, const Grid& g, Rounding r, 
     case Rounding::kNearestEven: {
       FastGrid fg;
       if (fast_grid(g, &fg)) return rne_fast(in, out, n, fg, stream);
-      if (shift_grid(g)) return float_rne_shift(in, out, n, ShiftGrid{g});
+      if (shift_grid(g)) return shift_rne(in, out, n, g, stream);
       return float_rne(in, out, n, g, seed, offset);
     }
     case Rounding::kTiesAway:
@@ -339,7 +438,7 @@ void run_grid(const float* in, float* out, size_t n, const Grid& g, Rounding r, 
     case Rounding::kStochastic: {
       FastGrid fg;
       if (fast_grid(g, &fg)) return sr_fast(in, out, n, fg, seed, offset, stream);
-      if (shift_grid(g)) return float_sr_shift(in, out, n, ShiftGrid{g}, seed, offset);
+      if (shift_grid(g)) return shift_sr(in, out, n, g, seed, offset, stream);
       return float_sr(in, out, n, g, seed, offset);
     }
   }
@@ -430,8 +529,9 @@ TB_NUM_CLONES TB_NUM_NO_TRAPS void fixed_sr(const float* in, float* out, size_t 
   fixed_body<Rounding::kStochastic>(in, out, n, f, lo, hi, s, o);
 }
 
+// `stream`: as run_grid's.
 void fixed_loop(const float* in, float* out, size_t n, int frac, int64_t kmin, int64_t kmax,
-                bool saturate, Rounding r, uint64_t seed, uint64_t offset) {
+                bool saturate, Rounding r, uint64_t seed, uint64_t offset, bool stream = false) {
   if (!saturate) {  // two's-complement wrap-around, scalar: fmod is exact but not vectorised
     const double span = double(kmax) - double(kmin) + 1.0, sc = std::ldexp(1.0, frac);
     for (size_t i = 0; i < n; ++i) {
@@ -457,6 +557,12 @@ void fixed_loop(const float* in, float* out, size_t n, int frac, int64_t kmin, i
   }
   switch (r) {
     case Rounding::kNearestEven:
+#if TB_AVX512_KERNELS
+      if (avx512_cpu() && stream)
+        return fixed_rne_avx512<true>(in, out, n, frac, double(kmin), double(kmax));
+      if (avx512_cpu())
+        return fixed_rne_avx512<false>(in, out, n, frac, double(kmin), double(kmax));
+#endif
       return fixed_rne(in, out, n, frac, double(kmin), double(kmax), seed, offset);
     case Rounding::kTiesAway:
       return fixed_away(in, out, n, frac, double(kmin), double(kmax), seed, offset);
@@ -1099,7 +1205,7 @@ void quantize_serial(const Format& f, const float* in, float* out, size_t n, con
       int64_t kmin, kmax;
       fixed_range(f.fx, &kmin, &kmax);
       return fixed_loop(in, out, n, f.fx.frac_bits, kmin, kmax, f.fx.saturate, o.rounding, o.seed,
-                        offset);
+                        offset, stream);
     }
     case Format::Kind::kBlock: {
       // `in` starts at a row boundary (see quantize()).
@@ -1251,11 +1357,12 @@ bool streams_directly(const Format& f, const QuantOptions& o) {
   const bool sr = o.rounding == Rounding::kStochastic;
   switch (f.kind) {
     case Format::Kind::kFloat: {
+      const Grid g = make_grid(f.fp, 0, false);
       FastGrid fg;
-      return (rne || sr) && fast_grid(make_grid(f.fp, 0, false), &fg);
+      return (rne || sr) && (fast_grid(g, &fg) || (shift_grid(g) && o.scale == 1.0f));
     }
     case Format::Kind::kFixed:
-      return false;
+      return rne && f.fx.saturate;
     case Format::Kind::kBlock: {
       if (f.blk.kind == BlockFormat::Kind::kNvfp4) return f.blk.block == 16 && (rne || sr);
       if (!rne || (f.blk.block != 16 && f.blk.block != 32)) return false;

@@ -137,6 +137,7 @@ TB_NUM_CLONES void float_sr_shift(const float* in, float* out, size_t n, ShiftGr
 // grid's smallest (the exponent is below emin), so `tiny` is one constant.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12: _mm512_undefined_* in masks
+#pragma GCC diagnostic ignored "-Wuninitialized"  // and in reductions (_mm512_reduce_max_epu32)
 
 template <bool Scaled, bool Stream>
 TB_AVX512 void float_sr_fast_avx512(const float* in, float* out, size_t n, const FastGrid& g,
@@ -301,6 +302,32 @@ TB_AVX512 void fixed_rne_avx512(const float* in, float* out, size_t n, int frac,
     y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
     store16<Stream>(out + i, y, live);
   }
+}
+
+// amax_bits over an array read from memory, with AVX-512 intrinsics and each load requested
+// 1 KiB ahead: a read-only pass is bound by how many lines one core has in flight. On one core
+// of a Xeon VM it read 9.8-12.4 GB/s where amax_bits read 9.1-10.6 (three runs each); on two
+// the difference was within the machine's noise (17.6-18.6 against 16.1-21.6). Current scaling
+// and NVFP4 read their input twice: this pass, then the rounding.
+TB_AVX512 uint32_t amax_bits_ahead512(const float* x, size_t n) {
+  const __m512i abs_mask = splat(0x7FFFFFFFu), inf = splat(kInfBits);
+  __m512i m0 = _mm512_setzero_si512(), m1 = _mm512_setzero_si512();
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    _mm_prefetch(reinterpret_cast<const char*>(x + i + 256), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(x + i + 272), _MM_HINT_T0);
+    const __m512i a0 = _mm512_and_si512(_mm512_loadu_si512(x + i), abs_mask);
+    const __m512i a1 = _mm512_and_si512(_mm512_loadu_si512(x + i + 16), abs_mask);
+    // NaN (above Inf's bits) is left out, as amax_bits does
+    m0 = _mm512_mask_max_epu32(m0, _mm512_cmple_epu32_mask(a0, inf), m0, a0);
+    m1 = _mm512_mask_max_epu32(m1, _mm512_cmple_epu32_mask(a1, inf), m1, a1);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 live = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    const __m512i a = _mm512_and_si512(_mm512_maskz_loadu_epi32(live, x + i), abs_mask);
+    m0 = _mm512_mask_max_epu32(m0, _mm512_cmple_epu32_mask(a, inf), m0, a);
+  }
+  return uint32_t(_mm512_reduce_max_epu32(_mm512_max_epu32(m0, m1)));
 }
 
 // NVFP4's round-to-nearest-even tiles (nvfp4_serial's loop: x * enc, round_nearest_even_fast
@@ -1447,10 +1474,17 @@ void split_over_threads(size_t units, int threads,
 
 float tensor_amax(const float* x, size_t n, int threads) {
   threads = int(std::min<size_t>(size_t(std::max(threads, 1)), n / 65536 + 1));
-  if (threads <= 1) return as_float(amax_bits(x, n));
+  // Arrays that may come from memory: the loop that requests its loads ahead.
+  const auto amax = [n](const float* p, size_t len) {
+#if TB_AVX512_KERNELS
+    if (n >= 65536 && avx512_cpu()) return amax_bits_ahead512(p, len);
+#endif
+    return amax_bits(p, len);
+  };
+  if (threads <= 1) return as_float(amax(x, n));
   std::vector<uint32_t> part(size_t(threads), 0);
   split_over_threads(n, threads,
-                     [&](size_t t, size_t b, size_t e) { part[t] = amax_bits(x + b, e - b); });
+                     [&](size_t t, size_t b, size_t e) { part[t] = amax(x + b, e - b); });
   return as_float(*std::max_element(part.begin(), part.end()));
 }
 

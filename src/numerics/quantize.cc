@@ -841,20 +841,61 @@ TB_AVX512_INLINE uint32_t raw_amax512(const float* x, size_t n) {
 // block_rne_avx512 says; false where the caller must round it (Inf or NaN, or no FastGrid at
 // its exponent).
 template <bool Stream>
+TB_AVX512_INLINE void block_rne_scaled(const float* x, float* y, size_t n, __m512 down, __m512 up,
+                                       const Fast512& eg) {
+  for (size_t h = 0; h < n; h += 16) {
+    const __mmask16 m = first_lanes(n - h);
+    const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + h), down);
+    store16<Stream>(y + h, _mm512_mul_ps(round_nearest_even_fast512<true>(v, eg), up), m);
+  }
+}
+
+// 2^-se and 2^se as float32 exponent fields (valid where fast_ok holds for se).
+TB_AVX512_INLINE __m512i pow2_fields(__m512i e) {
+  return _mm512_slli_epi32(_mm512_add_epi32(e, splat(127)), 23);
+}
+
+template <bool Stream>
 TB_AVX512_INLINE bool block_rne_lean(const float* x, float* y, size_t n, uint32_t raw,
                                      const BlockGrids& bg, const Fast512& eg) {
   if (raw >= kInfBits) return false;
   const size_t gi = block_grid(bg, raw);
   if (!bg.fast_ok[gi]) return false;
   const int se = int(gi) + bg.lo;
-  const __m512 down = _mm512_castsi512_ps(splat(uint32_t(127 - se) << 23));
-  const __m512 up = _mm512_castsi512_ps(splat(uint32_t(127 + se) << 23));
-  for (size_t h = 0; h < n; h += 16) {
-    const __mmask16 m = first_lanes(n - h);
-    const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + h), down);
-    store16<Stream>(y + h, _mm512_mul_ps(round_nearest_even_fast512<true>(v, eg), up), m);
-  }
+  block_rne_scaled<Stream>(x, y, n, _mm512_castsi512_ps(splat(uint32_t(127 - se) << 23)),
+                           _mm512_castsi512_ps(splat(uint32_t(127 + se) << 23)), eg);
   return true;
+}
+
+// block_grid on 16 blocks' largest finite magnitudes at once (lanes whose amax is Inf or NaN
+// give garbage, which the caller does not use): each lane's shared exponent, clamped.
+TB_AVX512_INLINE __m512i block_exponent512(const BlockGrids& bg, __m512i amax) {
+  const __m512i zero = _mm512_setzero_si512(), m23 = splat(0x7FFFFFu), one = splat(1);
+  const __m512i be = _mm512_srli_epi32(amax, 23);
+  const __mmask16 sub = _mm512_cmpeq_epi32_mask(be, zero);
+  // floor(log2(amax)); a subnormal amax through its exact conversion from an integer
+  const __m512i e_sub = _mm512_sub_epi32(
+      _mm512_srli_epi32(_mm512_castps_si512(_mm512_cvtepi32_ps(amax)), 23), splat(127 + 149));
+  const __m512i e = _mm512_mask_mov_epi32(_mm512_sub_epi32(be, splat(127)), sub, e_sub);
+  const __m512i emax = splat(uint32_t(bg.emax_elem));
+  __m512i se = _mm512_sub_epi32(e, emax);
+  if (bg.mx && bg.mode == BlockFormat::ScaleMode::kCeil) {
+    se = _mm512_mask_add_epi32(se, _mm512_test_epi32_mask(amax, m23) & ~sub, se, one);
+  } else if (bg.mx && bg.mode == BlockFormat::ScaleMode::kEven) {
+    const __m512i r = _mm512_and_si512(_mm512_add_epi32(amax, splat(1u << (22 - bg.elem_mbits))),
+                                       splat(0xFF800000u));
+    se = _mm512_sub_epi32(_mm512_sub_epi32(_mm512_srli_epi32(r, 23), splat(127)), emax);
+  } else if (bg.mx && bg.mode == BlockFormat::ScaleMode::kRceil) {
+    const __m512i d =
+        _mm512_castps_si512(_mm512_mul_ps(_mm512_castsi512_ps(amax), _mm512_set1_ps(bg.rcp_max)));
+    const __m512i bd = _mm512_srli_epi32(d, 23), m = _mm512_and_si512(d, m23);
+    const __mmask16 bd_zero = _mm512_cmpeq_epi32_mask(bd, zero);
+    const __mmask16 up = (bd_zero & _mm512_cmpgt_epu32_mask(m, splat(0x400000u))) |
+                         (~bd_zero & _mm512_test_epi32_mask(m, m));
+    se = _mm512_sub_epi32(_mm512_mask_add_epi32(bd, up, bd, one), splat(127));
+  }
+  se = _mm512_mask_mov_epi32(se, _mm512_cmpeq_epi32_mask(amax, zero), splat(uint32_t(bg.lo)));
+  return _mm512_min_epi32(_mm512_max_epi32(se, splat(uint32_t(bg.lo))), splat(uint32_t(bg.hi)));
 }
 
 template <size_t B, bool Stream>
@@ -880,11 +921,27 @@ TB_AVX512 size_t block_rne_avx512(const float* x, float* y, size_t len, const Bl
   const SrKey key(0);  // round_block's signature; nearest-even draws nothing
   const size_t blocks = len / B;
   size_t b = 0;
-  for (; b + 16 <= blocks; b += 16) {  // sixteen blocks' maxima reduced together
-    uint32_t raw[16];
+  // Sixteen blocks' maxima reduced together, and their shared exponents and scales computed
+  // together: per block, block_grid's scalar branches cost as much as rounding 32 elements.
+  for (; b + 16 <= blocks; b += 16) {
+    alignas(64) uint32_t raw[16];
     raw_amax_16_blocks<B>(x + b * B, raw);
-    for (size_t j = 0; j < 16; ++j)
-      block_rne_whole<B, Stream>(x + (b + j) * B, y + (b + j) * B, raw[j], bg, eg, key);
+    const __m512i amax = _mm512_load_si512(raw);
+    const __m512i se = block_exponent512(bg, amax);
+    alignas(64) int32_t gi[16];
+    alignas(64) float down[16], up[16];
+    _mm512_store_si512(gi, _mm512_sub_epi32(se, splat(uint32_t(bg.lo))));
+    _mm512_store_si512(down, pow2_fields(_mm512_sub_epi32(_mm512_setzero_si512(), se)));
+    _mm512_store_si512(up, pow2_fields(se));
+    const uint32_t special = _mm512_cmpge_epu32_mask(amax, splat(kInfBits));
+    for (size_t j = 0; j < 16; ++j) {
+      const float* xb = x + (b + j) * B;
+      float* yb = y + (b + j) * B;
+      if (!((special >> j) & 1u) && bg.fast_ok[size_t(gi[j])])
+        block_rne_scaled<Stream>(xb, yb, B, _mm512_set1_ps(down[j]), _mm512_set1_ps(up[j]), eg);
+      else
+        block_rne_whole<B, Stream>(xb, yb, raw[j], bg, eg, key);
+    }
   }
   for (; b < blocks; ++b)
     block_rne_whole<B, Stream>(x + b * B, y + b * B, raw_amax512(x + b * B, B), bg, eg, key);

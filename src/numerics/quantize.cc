@@ -145,13 +145,12 @@ TB_AVX512 void float_sr_fast_avx512(const float* in, float* out, size_t n, const
   const SrKey key(seed);
   const __m512i abs_mask = splat(0x7FFFFFFFu), mant_mask = splat(0x7FFFFFu);
   const __m512i hidden = splat(0x800000u), one = splat(1), c127 = splat(127);
-  const __m512i c23 = splat(23), c32 = splat(32), inf = splat(kInfBits);
+  const __m512i c23 = splat(23), c32 = splat(32);
   const __m512i emin = splat(uint32_t(g.emin)), ecap = splat(uint32_t(g.ecap));
   const __m512i man = splat(uint32_t(g.man_bits)), below = splat(uint32_t(g.below));
   const __m512i tiny_bits = splat(uint32_t(g.below + 127) << 23);
   const __m512i max = splat(g.max_bits), ovf = splat(g.ovf_bits);
-  const __m512i zero_sign = splat(g.zero_sign), sign_bit = splat(0x80000000u);
-  const __m512i qnan = splat(kQuietNan);
+  const __m512i zero_sign = splat(g.zero_sign);
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512 scale_v = _mm512_set1_ps(scale), inv_v = _mm512_set1_ps(inv);
   for (size_t i0 = 0; i0 < n;) {
@@ -190,15 +189,8 @@ TB_AVX512 void float_sr_fast_avx512(const float* in, float* out, size_t n, const
       const __m512i thr = _mm512_or_si512(_mm512_sllv_epi32(sig, _mm512_sub_epi32(c32, st)),
                                           _mm512_srlv_epi32(sig, _mm512_sub_epi32(st, c32)));
       const __m512i tiny = _mm512_maskz_mov_epi32(_mm512_cmplt_epu32_mask(r, thr), tiny_bits);
-      __m512i mag = _mm512_mask_mov_epi32(big, _mm512_cmpgt_epi32_mask(s, c23), tiny);
-      const __mmask16 over = _mm512_cmpgt_epu32_mask(mag, max) | _mm512_cmpeq_epi32_mask(a, inf);
-      mag = _mm512_mask_mov_epi32(mag, over, ovf);
-      const __m512i keep =
-          _mm512_mask_mov_epi32(zero_sign, _mm512_test_epi32_mask(mag, mag), sign_bit);
-      __m512i res = _mm512_or_si512(mag, _mm512_and_si512(sign, keep));
-      res =
-          _mm512_mask_mov_epi32(res, _mm512_cmpgt_epu32_mask(a, inf), _mm512_or_si512(sign, qnan));
-      __m512 outv = _mm512_castsi512_ps(res);
+      const __m512i mag = _mm512_mask_mov_epi32(big, _mm512_cmpgt_epi32_mask(s, c23), tiny);
+      __m512 outv = _mm512_castsi512_ps(finish512(mag, a, sign, max, ovf, zero_sign));
       if constexpr (Scaled) outv = _mm512_mul_ps(outv, inv_v);
       store16<Stream>(y + i, outv, live);
     }
@@ -233,9 +225,8 @@ TB_AVX512 void float_shift_avx512(const float* in, float* out, size_t n, const G
   const int s = 23 - g.man_bits;
   const __m512i abs_mask = splat(0x7FFFFFFFu), keep_mask = splat(~((1u << s) - 1u));
   const __m512i low_mask = splat((1u << s) - 1u), half_less = splat((1u << (s - 1)) - 1u);
-  const __m512i one = splat(1), quantum = splat(1u << s), inf = splat(kInfBits);
+  const __m512i one = splat(1), quantum = splat(1u << s);
   const __m512i max = splat(g.max_bits), ovf = splat(g.ovf_bits), zero_sign = splat(g.zero_sign);
-  const __m512i sign_bit = splat(0x80000000u), qnan = splat(kQuietNan);
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   for (size_t i0 = 0; i0 < n;) {
     const size_t len = R == Rounding::kStochastic ? same_high_word(offset, i0, n) : n;
@@ -260,14 +251,8 @@ TB_AVX512 void float_shift_avx512(const float* in, float* out, size_t n, const G
         const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(a, unsigned(s)), one);
         mag = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(a, half_less), odd), keep_mask);
       }
-      const __mmask16 over = _mm512_cmpgt_epu32_mask(mag, max) | _mm512_cmpeq_epi32_mask(a, inf);
-      mag = _mm512_mask_mov_epi32(mag, over, ovf);
-      const __m512i keep =
-          _mm512_mask_mov_epi32(zero_sign, _mm512_test_epi32_mask(mag, mag), sign_bit);
-      __m512i res = _mm512_or_si512(mag, _mm512_and_si512(sign, keep));
-      res =
-          _mm512_mask_mov_epi32(res, _mm512_cmpgt_epu32_mask(a, inf), _mm512_or_si512(sign, qnan));
-      store16<Stream>(y + i, _mm512_castsi512_ps(res), live);
+      store16<Stream>(y + i, _mm512_castsi512_ps(finish512(mag, a, sign, max, ovf, zero_sign)),
+                      live);
     }
     i0 += len;
   }

@@ -43,6 +43,21 @@ TB_AVX512_INLINE void store16(float* y, __m512 v, __mmask16 live) {
   _mm512_mask_storeu_ps(y, live, v);
 }
 
+// The last steps of round_bits.h's kernels on 16 lanes: a magnitude above max, or an Inf input,
+// becomes ovf; a zero keeps the input's sign where the format has -0 (zero_sign); a NaN input
+// becomes the quiet NaN of its sign. `a` is |x|'s bits, `sign` x's sign bit.
+TB_AVX512_INLINE __m512i finish512(__m512i mag, __m512i a, __m512i sign, __m512i max, __m512i ovf,
+                                   __m512i zero_sign) {
+  const __m512i inf = splat(kInfBits);
+  const __mmask16 over = _mm512_cmpgt_epu32_mask(mag, max) | _mm512_cmpeq_epi32_mask(a, inf);
+  mag = _mm512_mask_mov_epi32(mag, over, ovf);
+  const __m512i keep =
+      _mm512_mask_mov_epi32(zero_sign, _mm512_test_epi32_mask(mag, mag), splat(0x80000000u));
+  const __m512i res = _mm512_or_si512(mag, _mm512_and_si512(sign, keep));
+  return _mm512_mask_mov_epi32(res, _mm512_cmpgt_epu32_mask(a, inf),
+                               _mm512_or_si512(sign, splat(kQuietNan)));
+}
+
 // A FastGrid's fields, broadcast.
 struct Fast512 {
   __m512i ecap, emin, to_add, below_add, max, ovf, zero_sign;

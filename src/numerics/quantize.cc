@@ -907,7 +907,8 @@ TB_AVX512 size_t block_rne_avx512(const float* x, float* y, size_t len, const Bl
   const size_t blocks = len / B;
   size_t b = 0;
   // Sixteen blocks' maxima reduced together, and their shared exponents and scales computed
-  // together: per block, block_grid's scalar branches cost as much as rounding 32 elements.
+  // together instead of block_grid's scalar branches and two broadcasts per block: one core,
+  // in cache, bfp8 0.62-0.81 -> 0.44-0.53 ns per element, mxfp8_e4m3 0.43-0.48 -> 0.36-0.45.
   for (; b + 16 <= blocks; b += 16) {
     alignas(64) uint32_t raw[16];
     raw_amax_16_blocks<B>(x + b * B, raw);

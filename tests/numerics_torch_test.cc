@@ -272,22 +272,54 @@ TEST(NumericsTorch, DelayedScalingsFusedAmaxMatchesTheSeparatePass) {
 
 // NVFP4's tensor scale comes from the whole tensor, also when it is split over threads and
 // chunks, and a weight gradient rounds to it like any tensor.
+// Split over threads (over a million elements: the amax is taken first) or in one call (the
+// amax from the tiles' own): either way the whole tensor's, as given explicitly.
 TEST(NumericsTorch, Nvfp4UsesTheWholeTensorsAmax) {
   torch::manual_seed(4);
-  torch::Tensor x = torch::randn({1100, 1024});
-  x[1099][5] = 500.0f;  // the tensor's amax, in the last chunk
-  for (const char* name : {"nvfp4", "nvfp4_2d"}) {
-    const auto f = tb::num::parse_format(name);
-    tb::num::QuantOptions o;
-    o.row = 1024;
-    const std::vector<float> want = tb::num::quantize(
-        f, std::vector<float>(x.data_ptr<float>(), x.data_ptr<float>() + x.numel()), o);
-    const auto got = tb::emu::quantize_tensor(x, f, {});
-    EXPECT_TRUE(std::equal(want.begin(), want.end(), got.data_ptr<float>())) << name;
-    torch::Tensor g = x.clone();
-    ASSERT_TRUE(tb::emu::QuantPoint::parse(name).round_unscale_(g, 2.0));
-    EXPECT_TRUE(torch::equal(g, got / 2.0)) << name;
+  for (const auto& shape : {std::vector<int64_t>{1100, 1024}, std::vector<int64_t>{64, 256},
+                            std::vector<int64_t>{48, 784}}) {
+    torch::Tensor x = torch::randn(shape);
+    x[shape[0] - 1][5] = 500.0f;  // the tensor's amax, in the last chunk
+    for (const char* name : {"nvfp4", "nvfp4_2d"}) {
+      const auto f = tb::num::parse_format(name);
+      tb::num::QuantOptions o;
+      o.row = size_t(shape[1]);
+      o.tensor_amax = 500.0f;
+      const std::vector<float> want = tb::num::quantize(
+          f, std::vector<float>(x.data_ptr<float>(), x.data_ptr<float>() + x.numel()), o);
+      const auto got = tb::emu::quantize_tensor(x, f, {});
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), got.data_ptr<float>()))
+          << name << " " << shape[0];
+      torch::Tensor g = x.clone();
+      ASSERT_TRUE(tb::emu::QuantPoint::parse(name).round_unscale_(g, 2.0));
+      EXPECT_TRUE(torch::equal(g, got / 2.0)) << name;
+    }
   }
+}
+
+// The weights' forward rounding is skipped where the masters, already rounded, would come
+// through it unchanged: float grids, and MX floor-scaled float elements
+// (NumericsFormat.MxFloorBlocksRoundedTwiceAreUnchanged), on trained-like weights here too.
+TEST(NumericsTorch, SkippedWeightRoundingLeavesRoundedMastersUnchanged) {
+  using tb::emu::QuantPoint;
+  for (const char* name : {"e4m3", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp4_e2m1", "fixed:w=8,f=4"}) {
+    const QuantPoint w = QuantPoint::parse(name), m = QuantPoint::parse(name);
+    ASSERT_TRUE(tb::emu::leaves_unchanged(w, m)) << name;
+    torch::manual_seed(9);
+    torch::Tensor master = torch::randn({256, 784}) * 0.05;
+    m.apply_(master);
+    EXPECT_TRUE(torch::equal(w.apply(master), master)) << name;
+  }
+  const auto pair = [](const char* second, const char* first) {
+    return tb::emu::leaves_unchanged(QuantPoint::parse(second), QuantPoint::parse(first));
+  };
+  EXPECT_FALSE(pair("mx:elem=e4m3,block=32,scale=ceil", "mx:elem=e4m3,block=32,scale=ceil"));
+  EXPECT_FALSE(pair("mxint8", "mxint8"));  // -2 on the grid moves the shared exponent
+  EXPECT_FALSE(pair("nvfp4", "nvfp4"));    // the tensor scale moves with the rounded amax
+  EXPECT_FALSE(pair("bfp8", "bfp8"));
+  EXPECT_FALSE(pair("mxfp8_e4m3", "mxfp8_e5m2"));
+  EXPECT_FALSE(pair("mxfp8_e4m3", "off"));
+  EXPECT_TRUE(pair("off", "mxfp8_e4m3"));
 }
 
 // Tensors large enough to be split over at::parallel_for's threads (over a million elements),

@@ -157,10 +157,6 @@ void quantize_into(const torch::Tensor& in, torch::Tensor& out, const num::Forma
   // Chunks must not split a block: whole rows for block formats, else any 64 elements.
   const bool block = f.kind == num::Format::Kind::kBlock;
   const bool nvfp4 = block && f.blk.kind == num::BlockFormat::Kind::kNvfp4;
-  num::QuantOptions whole = o;
-  if (nvfp4 && whole.tensor_amax < 0)
-    whole.tensor_amax =
-        num::tensor_amax(src, size_t(n), n >= kParallelFrom ? at::get_num_threads() : 1);
   // NVFP4's tiles span several rows.
   const int64_t unit = block ? (nvfp4 ? row * f.blk.rows : row) : 64;
   const int64_t units = (n + unit - 1) / unit;
@@ -170,6 +166,11 @@ void quantize_into(const torch::Tensor& in, torch::Tensor& out, const num::Forma
   // while, in the way of the OpenBLAS threads of the next matrix multiply: with the old
   // 32K-element grain the fp8 step's ~9 extra regions cost more than splitting saved.
   const int64_t grain = std::max<int64_t>(1, kParallelFrom / unit);
+  num::QuantOptions whole = o;
+  // A tensor that may be split into chunks needs its amax up front; one rounded in a single
+  // call leaves it to quantize(), which takes it from the tiles' amaxes in the same pass.
+  if (nvfp4 && whole.tensor_amax < 0 && units > grain)
+    whole.tensor_amax = num::tensor_amax(src, size_t(n), at::get_num_threads());
   std::mutex amax_mu;
   if (o.input_amax) *o.input_amax = 0;
   at::parallel_for(0, units, grain, [&](int64_t b, int64_t e) {
@@ -405,7 +406,15 @@ bool leaves_unchanged(const QuantPoint& second, const QuantPoint& first) {
   if (!first.enabled() || second.is_extension() || first.is_extension()) return false;
   // A scaled point's grid moves with its scale.
   if (second.scaling().enabled() || first.scaling().enabled()) return false;
-  return second.format().kind != num::Format::Kind::kBlock && second.format() == first.format();
+  if (second.format() != first.format()) return false;
+  const num::Format& f = second.format();
+  if (f.kind != num::Format::Kind::kBlock) return true;
+  // MX with float elements and the floor scale: a rounded block's largest value lands in
+  // [2^emax, the element's largest], so rounding it again finds the same shared exponent and
+  // every element on its grid (tests: MxFloorBlocksRoundedTwiceAreUnchanged). Other block
+  // formats can move their shared exponent or per-tensor scale.
+  return f.blk.kind == num::BlockFormat::Kind::kMx && f.blk.element != "int8" &&
+         f.blk.scale_mode == num::BlockFormat::ScaleMode::kFloor;
 }
 
 torch::Tensor quantize_op(const torch::Tensor& x, const QuantPoint& forward,

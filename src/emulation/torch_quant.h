@@ -144,9 +144,11 @@ class QuantPoint {
 };
 
 // Whether values already rounded by `first` come through `second` unchanged: the same float or
-// fixed-point grid (any rounding mode leaves a value of its grid alone). Not block formats
-// (re-rounding a block can move its shared exponent) or extensions (opaque). Lets the weights'
-// forward rounding be skipped when the master weights are kept in the weights' format.
+// fixed-point grid (any rounding mode leaves a value of its grid alone), or the same MX format
+// with float elements and the floor scale (a rounded block keeps its shared exponent). Not
+// other block formats (re-rounding can move a shared exponent or NVFP4's tensor scale) or
+// extensions (opaque). Lets the weights' forward rounding be skipped when the master weights
+// are kept in the weights' format.
 bool leaves_unchanged(const QuantPoint& second, const QuantPoint& first);
 
 // Quantizes a float32 tensor (any shape; made contiguous) into a new tensor.

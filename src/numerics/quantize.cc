@@ -200,7 +200,7 @@ TB_AVX512 void float_sr_fast_avx512(const float* in, float* out, size_t n, const
 
 // float_rne_fast(_scaled) with AVX-512 intrinsics (round_nearest_even_fast512: the same bits),
 // so that a streamed output is written by the kernel itself (store16).
-template <bool Scaled, bool Stream>
+template <bool Scaled, bool Stream, bool NegZero>
 TB_AVX512 void float_rne_fast_avx512(const float* x, float* y, size_t n, const FastGrid& g,
                                      float scale, float inv) {
   const Fast512 eg = fast512(g);
@@ -209,7 +209,7 @@ TB_AVX512 void float_rne_fast_avx512(const float* x, float* y, size_t n, const F
     const __mmask16 live = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
     __m512 v = _mm512_maskz_loadu_ps(live, x + i);
     if constexpr (Scaled) v = _mm512_mul_ps(v, scale_v);
-    v = round_nearest_even_fast512<false>(v, eg);
+    v = round_nearest_even_fast512_for<false, NegZero>(v, eg);
     if constexpr (Scaled) v = _mm512_mul_ps(v, inv_v);
     store16<Stream>(y + i, v, live);
   }
@@ -315,20 +315,50 @@ TB_AVX512 uint32_t amax_bits_ahead512(const float* x, size_t n) {
   return uint32_t(_mm512_reduce_max_epu32(_mm512_max_epu32(m0, m1)));
 }
 
+// NVFP4's tile scales, 16 tiles at a time (nvfp4_serial's scalar loop, the same float32
+// operations in the same order): the E4M3 decode scale of amax * k, rounded to nearest even
+// and saturated, and the encode scale 1 / (decode * s_dec), at most FLT_MAX. Per tile of 16
+// elements the scalar loop's division and rounding cost as much as the tile's own rounding.
+TB_AVX512 void nvfp4_scales512(const uint32_t* amax, float* enc, float* dec, size_t tiles, float k,
+                               float s_dec, const FastGrid& scale) {
+  const Fast512 g = fast512(scale);
+  const __m512 kv = _mm512_set1_ps(k), sd = _mm512_set1_ps(s_dec), one = _mm512_set1_ps(1.0f);
+  const __m512 flt_max = _mm512_set1_ps(std::numeric_limits<float>::max());
+  for (size_t t = 0; t < tiles; t += 16) {
+    const __mmask16 live = tiles - t >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (tiles - t)) - 1);
+    const __m512 a = _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(live, amax + t));
+    const __m512 sb = round_nearest_even_fast512<false>(_mm512_mul_ps(a, kv), g);
+    const __m512 e0 = _mm512_div_ps(one, _mm512_mul_ps(sb, sd));
+    _mm512_mask_storeu_ps(
+        enc + t, live,
+        _mm512_mask_mov_ps(flt_max, _mm512_cmp_ps_mask(e0, flt_max, _CMP_LE_OQ), e0));
+    _mm512_mask_storeu_ps(dec + t, live, sb);
+  }
+}
+
 // NVFP4's round-to-nearest-even tiles (nvfp4_serial's loop: x * enc, round_nearest_even_fast
 // on E2M1's grid, * dec * s_dec), one 16-element tile per vector. Returns the tiles done.
-template <bool Stream>
+template <bool Stream, bool NegZero>
 TB_AVX512 size_t nvfp4_rne_tiles_avx512(const float* x, float* y, size_t tiles, const float* enc,
                                         const float* dec, float s_dec, const FastGrid& g) {
   const Fast512 eg = fast512(g);
   const __m512 s_dec_v = _mm512_set1_ps(s_dec);
   for (size_t t = 0; t < tiles; ++t) {
     const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + 16 * t), _mm512_set1_ps(enc[t]));
-    const __m512 r =
-        _mm512_mul_ps(round_nearest_even_fast512<false>(v, eg), _mm512_set1_ps(dec[t]));
+    const __m512 r = _mm512_mul_ps(round_nearest_even_fast512_for<false, NegZero>(v, eg),
+                                   _mm512_set1_ps(dec[t]));
     store16<Stream>(y + 16 * t, _mm512_mul_ps(r, s_dec_v), 0xFFFF);
   }
   return tiles;
+}
+
+size_t nvfp4_rne_tiles512(const float* x, float* y, size_t tiles, const float* enc,
+                          const float* dec, float s_dec, const FastGrid& g, bool stream) {
+  if (g.zero_sign == 0x80000000u)
+    return stream ? nvfp4_rne_tiles_avx512<true, true>(x, y, tiles, enc, dec, s_dec, g)
+                  : nvfp4_rne_tiles_avx512<false, true>(x, y, tiles, enc, dec, s_dec, g);
+  return stream ? nvfp4_rne_tiles_avx512<true, false>(x, y, tiles, enc, dec, s_dec, g)
+                : nvfp4_rne_tiles_avx512<false, false>(x, y, tiles, enc, dec, s_dec, g);
 }
 
 // NVFP4's stochastic tiles (nvfp4_serial's loop: x * enc, round_stochastic_e2m1 with SrKey's
@@ -378,6 +408,18 @@ TB_AVX512 size_t nvfp4_sr_tiles_avx512(const float* x, float* y, size_t tiles, c
 #pragma GCC diagnostic pop
 #endif
 
+#if TB_AVX512_KERNELS
+template <bool Scaled>
+void rne_fast512(const float* in, float* out, size_t n, const FastGrid& g, float scale, float inv,
+                 bool stream) {
+  if (g.zero_sign == 0x80000000u)
+    return stream ? float_rne_fast_avx512<Scaled, true, true>(in, out, n, g, scale, inv)
+                  : float_rne_fast_avx512<Scaled, false, true>(in, out, n, g, scale, inv);
+  return stream ? float_rne_fast_avx512<Scaled, true, false>(in, out, n, g, scale, inv)
+                : float_rne_fast_avx512<Scaled, false, false>(in, out, n, g, scale, inv);
+}
+#endif
+
 // float_sr_fast(_scaled) and float_rne_fast(_scaled), on the AVX-512 kernels where the CPU has
 // them; `stream`: the output is past the caches (quantize_streaming), written with store16.
 void sr_fast(const float* in, float* out, size_t n, const FastGrid& g, uint64_t seed,
@@ -419,16 +461,14 @@ void shift_sr(const float* in, float* out, size_t n, const Grid& g, uint64_t see
 }
 void rne_fast(const float* in, float* out, size_t n, const FastGrid& g, bool stream) {
 #if TB_AVX512_KERNELS
-  if (avx512_cpu() && stream) return float_rne_fast_avx512<false, true>(in, out, n, g, 1, 1);
-  if (avx512_cpu()) return float_rne_fast_avx512<false, false>(in, out, n, g, 1, 1);
+  if (avx512_cpu()) return rne_fast512<false>(in, out, n, g, 1, 1, stream);
 #endif
   float_rne_fast(in, out, n, g);
 }
 void rne_fast_scaled(const float* in, float* out, size_t n, const FastGrid& g, float scale,
                      float inv, bool stream) {
 #if TB_AVX512_KERNELS
-  if (avx512_cpu() && stream) return float_rne_fast_avx512<true, true>(in, out, n, g, scale, inv);
-  if (avx512_cpu()) return float_rne_fast_avx512<true, false>(in, out, n, g, scale, inv);
+  if (avx512_cpu()) return rne_fast512<true>(in, out, n, g, scale, inv, stream);
 #endif
   float_rne_fast_scaled(in, out, n, g, scale, inv);
 }
@@ -652,6 +692,9 @@ struct BlockGrids {
   // The same grids for the round_bits.h shortcuts, where fast_ok says they apply.
   std::vector<FastGrid> fast_by_exp;
   std::vector<char> fast_ok;
+  // The run of grid indices around shared exponent 0 where fast_ok holds: a range test for 16
+  // blocks at once (block_rne_avx512).
+  int fast_first = 0, fast_last = -1;
 };
 
 // The MX scale's exponent (unclamped) for a block whose largest finite magnitude has the bits
@@ -822,16 +865,16 @@ TB_AVX512_INLINE uint32_t raw_amax512(const float* x, size_t n) {
   return uint32_t(_mm512_reduce_max_epu32(mx));
 }
 
-// A block of n elements whose largest |x| bits are `raw`, on the element grid `eg` as
-// block_rne_avx512 says; false where the caller must round it (Inf or NaN, or no FastGrid at
-// its exponent).
-template <bool Stream>
+// n elements of a block scaled down, rounded on the element grid `eg` and scaled back, as
+// block_rne_avx512 says. NegZero: the element grid has -0 (round_nearest_even_fast512_signed).
+template <bool Stream, bool NegZero = false>
 TB_AVX512_INLINE void block_rne_scaled(const float* x, float* y, size_t n, __m512 down, __m512 up,
                                        const Fast512& eg) {
   for (size_t h = 0; h < n; h += 16) {
     const __mmask16 m = first_lanes(n - h);
     const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + h), down);
-    store16<Stream>(y + h, _mm512_mul_ps(round_nearest_even_fast512<true>(v, eg), up), m);
+    const __m512 r = round_nearest_even_fast512_for<true, NegZero>(v, eg);
+    store16<Stream>(y + h, _mm512_mul_ps(r, up), m);
   }
 }
 
@@ -840,6 +883,9 @@ TB_AVX512_INLINE __m512i pow2_fields(__m512i e) {
   return _mm512_slli_epi32(_mm512_add_epi32(e, splat(127)), 23);
 }
 
+// A block of n elements whose largest |x| bits are `raw`, on the element grid `eg` as
+// block_rne_avx512 says; false where the caller must round it (Inf or NaN, or no FastGrid at
+// its exponent).
 template <bool Stream>
 TB_AVX512_INLINE bool block_rne_lean(const float* x, float* y, size_t n, uint32_t raw,
                                      const BlockGrids& bg, const Fast512& eg) {
@@ -891,6 +937,25 @@ TB_AVX512_INLINE void block_rne_whole(const float* x, float* y, uint32_t raw, co
   round_block<Rounding::kNearestEven, B>(x, y, bg.by_exp[block_grid(bg, raw)], key, 0);
 }
 
+// raw_amax_16_blocks on the first len (< 16 * B) elements: the blocks past them have 0, the
+// last one may be short.
+template <size_t B>
+TB_AVX512_INLINE void raw_amax_blocks512(const float* x, size_t len, uint32_t* out) {
+  U32x16 v[16];
+  for (size_t j = 0; j < 16; ++j) {
+    __m512i m = _mm512_setzero_si512();
+    for (size_t h = 0; h < B; h += 16) {
+      const size_t at = j * B + h;
+      const __mmask16 live = at < len ? first_lanes(len - at) : __mmask16(0);
+      m = _mm512_max_epu32(
+          m, _mm512_and_si512(_mm512_maskz_loadu_epi32(live, x + at), splat(0x7FFFFFFFu)));
+    }
+    std::memcpy(&v[j], &m, sizeof m);
+  }
+  max_lanes_16(v);
+  std::memcpy(out, &v[0], sizeof(U32x16));
+}
+
 // A row's blocks of B elements rounded to nearest even, with AVX-512 intrinsics. A finite
 // block whose shared exponent se has a FastGrid is rounded on the element grid (the grid at
 // se = 0) as x * 2^-se, then scaled back by 2^se: the grid at se is the element grid times
@@ -900,43 +965,63 @@ TB_AVX512_INLINE void block_rne_whole(const float* x, float* y, uint32_t raw, co
 // Inf/NaN check (the block has none), where round_block loads a FastGrid per block. Whole
 // blocks of other kinds take whole_block_raw's paths; a short last block of another kind is
 // left to the caller. Returns the elements done.
-template <size_t B, bool Stream>
+template <size_t B, bool Stream, bool NegZero>
 TB_AVX512 size_t block_rne_avx512(const float* x, float* y, size_t len, const BlockGrids& bg) {
   const Fast512 eg = fast512(bg.fast_by_exp[size_t(-bg.lo)]);
   const SrKey key(0);  // round_block's signature; nearest-even draws nothing
-  const size_t blocks = len / B;
-  size_t b = 0;
+  const __m512i lo = splat(uint32_t(bg.lo)), fast_first = splat(uint32_t(bg.fast_first));
+  const __m512i fast_last = splat(uint32_t(bg.fast_last));
+  const size_t blocks = (len + B - 1) / B;  // the last one may be short
   // Sixteen blocks' maxima reduced together, and their shared exponents and scales computed
-  // together instead of block_grid's scalar branches and two broadcasts per block: one core,
-  // in cache, bfp8 0.62-0.81 -> 0.44-0.53 ns per element, mxfp8_e4m3 0.43-0.48 -> 0.36-0.45.
-  for (; b + 16 <= blocks; b += 16) {
+  // together instead of block_grid's scalar branches and two broadcasts per block; a row's
+  // last blocks (fewer than 16, a short one among them) the same way, with masked loads.
+  for (size_t b = 0; b < blocks; b += 16) {
+    const size_t k = std::min<size_t>(16, blocks - b), span = std::min(len - b * B, 16 * B);
     alignas(64) uint32_t raw[16];
-    raw_amax_16_blocks<B>(x + b * B, raw);
+    if (span == 16 * B)
+      raw_amax_16_blocks<B>(x + b * B, raw);
+    else
+      raw_amax_blocks512<B>(x + b * B, span, raw);
     const __m512i amax = _mm512_load_si512(raw);
     const __m512i se = block_exponent512(bg, amax);
-    alignas(64) int32_t gi[16];
     alignas(64) float down[16], up[16];
-    _mm512_store_si512(gi, _mm512_sub_epi32(se, splat(uint32_t(bg.lo))));
     _mm512_store_si512(down, pow2_fields(_mm512_sub_epi32(_mm512_setzero_si512(), se)));
     _mm512_store_si512(up, pow2_fields(se));
-    const uint32_t special = _mm512_cmpge_epu32_mask(amax, splat(kInfBits));
-    for (size_t j = 0; j < 16; ++j) {
+    // Blocks without Inf or NaN whose grid has a FastGrid, as a mask: no per-block load of
+    // fast_ok behind a load of the block's grid index.
+    const __m512i gi = _mm512_sub_epi32(se, lo);
+    const uint32_t lean = _mm512_cmplt_epu32_mask(amax, splat(kInfBits)) &
+                          _mm512_cmpge_epi32_mask(gi, fast_first) &
+                          _mm512_cmple_epi32_mask(gi, fast_last) & first_lanes(k);
+    if (lean == 0xFFFF && span == 16 * B) {
+      for (size_t j = 0; j < 16; ++j)
+        block_rne_scaled<Stream, NegZero>(x + (b + j) * B, y + (b + j) * B, B,
+                                          _mm512_set1_ps(down[j]), _mm512_set1_ps(up[j]), eg);
+      continue;
+    }
+    for (size_t j = 0; j < k; ++j) {
       const float* xb = x + (b + j) * B;
       float* yb = y + (b + j) * B;
-      if (!((special >> j) & 1u) && bg.fast_ok[size_t(gi[j])])
-        block_rne_scaled<Stream>(xb, yb, B, _mm512_set1_ps(down[j]), _mm512_set1_ps(up[j]), eg);
-      else
+      const size_t n = std::min(B, span - j * B);
+      if ((lean >> j) & 1u)
+        block_rne_scaled<Stream, NegZero>(xb, yb, n, _mm512_set1_ps(down[j]), _mm512_set1_ps(up[j]),
+                                          eg);
+      else if (n == B)
         block_rne_whole<B, Stream>(xb, yb, raw[j], bg, eg, key);
+      else
+        return (b + j) * B;  // a short last block of another kind: the caller's
     }
   }
-  for (; b < blocks; ++b)
-    block_rne_whole<B, Stream>(x + b * B, y + b * B, raw_amax512(x + b * B, B), bg, eg, key);
-  const size_t tail = len - blocks * B;
-  if (tail == 0) return len;
-  const float* xt = x + blocks * B;
-  return block_rne_lean<Stream>(xt, y + blocks * B, tail, raw_amax512(xt, tail), bg, eg)
-             ? len
-             : blocks * B;
+  return len;
+}
+
+template <size_t B>
+size_t block_rne_row(const float* x, float* y, size_t len, const BlockGrids& bg, bool stream) {
+  if (bg.fast_by_exp[size_t(-bg.lo)].zero_sign == 0x80000000u)
+    return stream ? block_rne_avx512<B, true, true>(x, y, len, bg)
+                  : block_rne_avx512<B, false, true>(x, y, len, bg);
+  return stream ? block_rne_avx512<B, true, false>(x, y, len, bg)
+                : block_rne_avx512<B, false, false>(x, y, len, bg);
 }
 #pragma GCC diagnostic pop
 #endif
@@ -945,14 +1030,16 @@ template <Rounding R, size_t B>
 TB_INLINE void block_rows(const float* in, float* out, size_t n, size_t row, size_t block,
                           const BlockGrids& bg, uint64_t seed, uint64_t offset, bool stream) {
   const SrKey key(seed);
+  // Rows of whole blocks are blocks end to end, as one row: the loops that take 16 blocks at
+  // once then run on a tensor of short rows too (a row of 256 holds only 8 blocks of 32).
+  if (row % block == 0) row = n;
   for (size_t r0 = 0; r0 < n; r0 += row) {
     const size_t rn = std::min(row, n - r0);
     size_t b0 = 0;
 #if TB_AVX512_KERNELS
     if constexpr (R == Rounding::kNearestEven && (B == 16 || B == 32))
       if (avx512_cpu() && bg.lo <= 0 && bg.hi >= 0 && bg.fast_ok[size_t(-bg.lo)])
-        b0 = stream ? block_rne_avx512<B, true>(in + r0, out + r0, rn, bg)
-                    : block_rne_avx512<B, false>(in + r0, out + r0, rn, bg);
+        b0 = block_rne_row<B>(in + r0, out + r0, rn, bg, stream);
 #endif
     if constexpr (B == 16 || B == 32)
       for (; b0 + 16 * B <= rn; b0 += 16 * B) {
@@ -1060,6 +1147,12 @@ const BlockGrids& block_grids(const BlockFormat& f) {
     bg->fast_ok.push_back(fast_grid(g, &fg));
     bg->fast_by_exp.push_back(fg);
   }
+  if (bg->lo <= 0 && bg->hi >= 0 && bg->fast_ok[size_t(-bg->lo)]) {
+    bg->fast_first = bg->fast_last = -bg->lo;
+    while (bg->fast_first > 0 && bg->fast_ok[size_t(bg->fast_first - 1)]) --bg->fast_first;
+    while (size_t(bg->fast_last + 1) < bg->fast_ok.size() && bg->fast_ok[size_t(bg->fast_last + 1)])
+      ++bg->fast_last;
+  }
   cache.emplace_back(f, std::move(bg));
   return *cache.back().second;
 }
@@ -1071,9 +1164,17 @@ TB_INLINE void amax_16_tiles(const float* x, uint32_t* acc) {
   for (int t = 0; t < 16; ++t) {
     std::memcpy(&v[t], x + 16 * t, sizeof(U32x16));
     v[t] &= 0x7FFFFFFFu;
-    v[t] &= reinterpret_cast<U32x16>(v[t] <= kInfBits);  // NaN counts as 0, as fmaxf ignores it
   }
   max_lanes_16(v);
+  // NaN counts as 0, as fmaxf ignores it: a tile whose largest bits are a NaN's (above Inf's)
+  // is taken again without them, where masking NaN off every element costs two operations a
+  // vector.
+  const U32x16 nan = reinterpret_cast<U32x16>(v[0] > kInfBits);
+  uint32_t any = 0;
+  for (int t = 0; t < 16; ++t) any |= nan[t];
+  if (any)
+    for (int t = 0; t < 16; ++t)
+      if (nan[t]) v[0][t] = amax_bits_inline(x + 16 * t, 16);
   U32x16 a;
   std::memcpy(&a, acc, sizeof a);
   a = a > v[0] ? a : v[0];
@@ -1113,6 +1214,8 @@ const Nvfp4Grids& nvfp4_grids() {
 // pass per row for round-to-nearest-even, through run_grid for the other modes. The
 // arithmetic and its order are Transformer Engine's (core_nvfp4.cuh); round_nearest_even_fast
 // is bit-identical to round_bits on these grids (fast_grid()).
+constexpr size_t kNvfp4Row = 4096;
+
 TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* out, size_t n,
                                 size_t row, float tensor_amax, Rounding r, uint64_t seed,
                                 uint64_t offset, bool stream) {
@@ -1121,39 +1224,66 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
   const FastGrid elem_fast = grids.elem_fast, scale_fast = grids.scale_fast;
   constexpr float kFltMax = std::numeric_limits<float>::max();
   constexpr size_t kTile = 16;
+  if (n == 0) return;
+  const size_t block = size_t(f.block);
+  // One-row tiles on rows of whole tiles are tiles end to end: rows of 4096 elements then (16
+  // KiB, in L1 between the amax and the rounding), one call of each kernel for them rather than
+  // three per row of the tensor (a row of 256 is 16 tiles).
+  if (f.rows == 1 && row % block == 0) row = std::min(n, std::max(row, kNvfp4Row));
+  const size_t band = size_t(f.rows) * row, tiles = (row + block - 1) / block;
+  // The largest |x| bits (NaN ignored, as fmaxf does) of each tile of the band at b0.
+  const auto band_amax = [&](size_t b0, uint32_t* amax) {
+    std::fill(amax, amax + tiles, 0u);
+    const size_t rows = (std::min(band, n - b0) + row - 1) / row;
+    for (size_t i = 0; i < rows; ++i) {
+      const float* x = in + b0 + i * row;
+      const size_t rl = std::min(row, n - (b0 + i * row));
+      size_t t = 0;
+      if (block == kTile) {
+        for (; (t + 16) * kTile <= rl; t += 16) amax_16_tiles(x + t * kTile, &amax[t]);
+        for (; (t + 1) * kTile <= rl; ++t)
+          amax[t] = std::max(amax[t], amax_bits_inline(x + t * kTile, kTile));
+      }
+      for (; t * block < rl; ++t)
+        amax[t] =
+            std::max(amax[t], amax_bits_inline(x + t * block, std::min(block, rl - t * block)));
+    }
+  };
+  // Per thread, reused: a call may be one 4096-element tile of a streamed array.
+  thread_local std::vector<float> enc, dec, buf, tile_enc, tile_dec;
+  thread_local std::vector<uint32_t> tile_amax;
+  const size_t bands = (n + band - 1) / band;
+  // No tensor amax given (a call that is the whole tensor): every tile's amax first, and the
+  // tensor's is their largest, instead of a pass of its own over the input.
+  const bool fused = tensor_amax < 0;
+  const size_t kept = fused ? bands * tiles : tiles;
+  if (tile_enc.size() < tiles) tile_enc.resize(tiles), tile_dec.resize(tiles);
+  if (tile_amax.size() < kept) tile_amax.resize(kept);
+  if (fused) {
+    for (size_t bi = 0; bi < bands; ++bi) band_amax(bi * band, tile_amax.data() + bi * tiles);
+    tensor_amax =
+        as_float(kept ? *std::max_element(tile_amax.begin(), tile_amax.begin() + long(kept)) : 0u);
+  }
   float s_enc = std::fmin(448.0f * 6.0f / tensor_amax, kFltMax);
   if (tensor_amax == 0 || s_enc == 0) s_enc = 1;
   const float s_dec = 1.0f / s_enc;
   const float k = s_enc * (1.0f / 6.0f);
-  const size_t block = size_t(f.block), band = size_t(f.rows) * row;
-  const size_t tiles = (row + block - 1) / block;
-  // Per thread, reused: a call may be one 4096-element tile of a streamed array.
-  thread_local std::vector<float> enc, dec, buf, tile_enc, tile_dec;
-  thread_local std::vector<uint32_t> tile_amax;
-  if (enc.size() < row) enc.resize(row), dec.resize(row), buf.resize(row);
-  if (tile_enc.size() < tiles)
-    tile_enc.resize(tiles), tile_dec.resize(tiles), tile_amax.resize(tiles);
-  for (size_t b0 = 0; b0 < n; b0 += band) {
+  for (size_t b0 = 0, bi = 0; b0 < n; b0 += band, ++bi) {
     const size_t rows = (std::min(band, n - b0) + row - 1) / row;
     // A call's last row may be short (n not a multiple of row): its tiles end with it.
     auto row_len = [&](size_t i) { return std::min(row, n - (b0 + i * row)); };
-    std::fill(tile_amax.begin(), tile_amax.begin() + long(tiles), 0u);
-    for (size_t i = 0; i < rows; ++i) {
-      const float* x = in + b0 + i * row;
-      const size_t rl = row_len(i);
-      size_t t = 0;
-      if (block == kTile) {  // NaN ignored, as fmaxf does
-        for (; (t + 16) * kTile <= rl; t += 16) amax_16_tiles(x + t * kTile, &tile_amax[t]);
-        for (; (t + 1) * kTile <= rl; ++t)
-          tile_amax[t] = std::max(tile_amax[t], amax_bits_inline(x + t * kTile, kTile));
-      }
-      for (; t * block < rl; ++t)
-        tile_amax[t] = std::max(tile_amax[t],
-                                amax_bits_inline(x + t * block, std::min(block, rl - t * block)));
+    const uint32_t* amax = tile_amax.data() + (fused ? bi * tiles : 0);
+    if (!fused) band_amax(b0, tile_amax.data());
+    size_t t0 = 0;
+#if TB_AVX512_KERNELS
+    if (avx512_cpu()) {
+      nvfp4_scales512(amax, tile_enc.data(), tile_dec.data(), tiles, k, s_dec, scale_fast);
+      t0 = tiles;
     }
-    for (size_t t = 0; t < tiles; ++t) {
+#endif
+    for (size_t t = t0; t < tiles; ++t) {
       const float sb =
-          as_float(round_nearest_even_fast(as_bits(as_float(tile_amax[t]) * k), scale_fast));
+          as_float(round_nearest_even_fast(as_bits(as_float(amax[t]) * k), scale_fast));
       const float e0 = 1.0f / (sb * s_dec);
       tile_enc[t] = !(e0 <= kFltMax) ? kFltMax : e0;  // fminf's result, without its call
       tile_dec[t] = sb;
@@ -1170,10 +1300,8 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
         size_t t = 0;
 #if TB_AVX512_KERNELS
         if (avx512_cpu())
-          t = stream ? nvfp4_rne_tiles_avx512<true>(x, y, rl / kTile, tile_enc.data(),
-                                                    tile_dec.data(), s_dec, elem_fast)
-                     : nvfp4_rne_tiles_avx512<false>(x, y, rl / kTile, tile_enc.data(),
-                                                     tile_dec.data(), s_dec, elem_fast);
+          t = nvfp4_rne_tiles512(x, y, rl / kTile, tile_enc.data(), tile_dec.data(), s_dec,
+                                 elem_fast, stream);
 #endif
         for (; (t + 1) * kTile <= rl; ++t) {
           const float e = tile_enc[t], d = tile_dec[t];
@@ -1218,6 +1346,7 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
           y[j] = sr(x[j], tile_enc[t], tile_dec[t], lo + uint32_t(j));
         continue;
       }
+      if (enc.size() < rl) enc.resize(rl), dec.resize(rl), buf.resize(rl);
       for (size_t t = 0; t * block < rl; ++t)
         for (size_t j = t * block; j < std::min(rl, (t + 1) * block); ++j) {
           enc[j] = tile_enc[t];
@@ -1538,8 +1667,14 @@ void quantize(const Format& f, const float* in, float* out, size_t n, const Quan
   int threads = o.threads > 0 ? o.threads : int(std::thread::hardware_concurrency());
   // Below ~64K elements a thread costs more than it saves.
   threads = int(std::min<size_t>(size_t(std::max(threads, 1)), n / 65536 + 1));
-  // NVFP4's tensor amax is a pass of its own over the input: on the same threads as the rest.
-  if (nvfp4 && o.tensor_amax < 0) o.tensor_amax = tensor_amax(in, n, threads);
+  // Streaming only where input and output do not overlap at all.
+  const size_t stream_above = o.stream_above ? o.stream_above : stream_min_elements();
+  const bool stream = n > stream_above && (out + n <= in || in + n <= out);
+  // NVFP4's tensor amax: a pass of its own over the input, on the same threads as the rest,
+  // where the tensor is split (threads, or the streamed tiles) or the caller wants it; else
+  // nvfp4_serial takes it from its tiles' amaxes.
+  if (nvfp4 && o.tensor_amax < 0 && (threads > 1 || stream || o.input_amax))
+    o.tensor_amax = tensor_amax(in, n, threads);
   if (o.input_amax && f.kind != Format::Kind::kFloat) {
     // A pass of its own (block and fixed-point formats read their input differently); NVFP4
     // already has it unless the caller passed a larger tensor's.
@@ -1547,9 +1682,6 @@ void quantize(const Format& f, const float* in, float* out, size_t n, const Quan
     o.input_amax = nullptr;
   }
   if (o.input_amax) *o.input_amax = 0;
-  // Streaming only where input and output do not overlap at all.
-  const size_t stream_above = o.stream_above ? o.stream_above : stream_min_elements();
-  const bool stream = n > stream_above && (out + n <= in || in + n <= out);
   if (threads <= 1) return quantize_part(f, in, out, n, o, o.offset, stream);
   // Chunks start on a row (block formats) so every block is whole in one chunk.
   size_t unit = 64;

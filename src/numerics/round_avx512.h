@@ -94,6 +94,36 @@ TB_AVX512_INLINE __m512 round_nearest_even_fast512(__m512 x, const Fast512& g) {
   return _mm512_castsi512_ps(out);
 }
 
+// round_nearest_even_fast512 on a grid with -0 (zero_sign the sign bit), computed on the signed
+// value: rounding to nearest even is symmetric, so (x + c') - c' with c' = c carrying x's sign
+// is the negated magnitude for negative x, a zero result (+0 from the subtraction) takes x's
+// sign back with the final or, and so does the overflow value. Inf passes through the sums
+// and overflows; NaN (Finite false) becomes the quiet NaN before the sign goes back. Same bits
+// in 11 operations (13 with NaN) where the magnitude's form takes 14 (17).
+template <bool Finite>
+TB_AVX512_INLINE __m512 round_nearest_even_fast512_signed(__m512 x, const Fast512& g) {
+  const __m512i sign_bit = splat(0x80000000u);
+  const __m512i xb = _mm512_castps_si512(x);
+  const __m512i e = _mm512_and_si512(xb, splat(kInfBits));
+  const __m512i capped = _mm512_min_epu32(e, g.ecap);
+  const __mmask16 normal = _mm512_cmpge_epu32_mask(e, g.emin);
+  const __m512i c = _mm512_mask_add_epi32(g.below_add, normal, capped, g.to_add);
+  const __m512 cs = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(c, xb, sign_bit, 0xF8));
+  __m512i mag = _mm512_castps_si512(_mm512_sub_ps(_mm512_add_ps(x, cs), cs));
+  const __mmask16 over = _mm512_cmpgt_epu32_mask(_mm512_andnot_si512(sign_bit, mag), g.max);
+  mag = _mm512_mask_mov_epi32(mag, over, g.ovf);
+  if constexpr (!Finite)
+    mag = _mm512_mask_mov_epi32(mag, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), splat(kQuietNan));
+  return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(mag, xb, sign_bit, 0xF8));
+}
+
+// The kernel for a grid: the signed form where it has -0.
+template <bool Finite, bool NegZero>
+TB_AVX512_INLINE __m512 round_nearest_even_fast512_for(__m512 x, const Fast512& g) {
+  if constexpr (NegZero) return round_nearest_even_fast512_signed<Finite>(x, g);
+  return round_nearest_even_fast512<Finite>(x, g);
+}
+
 }  // namespace tb::num::kernel
 #else
 #define TB_AVX512_KERNELS 0

@@ -139,15 +139,15 @@ TB_NUM_CLONES void float_sr_shift(const float* in, float* out, size_t n, ShiftGr
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12: _mm512_undefined_* in masks
 #pragma GCC diagnostic ignored "-Wuninitialized"  // and in reductions (_mm512_reduce_max_epu32)
 
-template <bool Scaled, bool Stream>
+template <bool Scaled, bool Stream, bool NegZero>
 TB_AVX512 void float_sr_fast_avx512(const float* in, float* out, size_t n, const FastGrid& g,
                                     uint64_t seed, uint64_t offset, float scale, float inv) {
   const SrKey key(seed);
   const __m512i abs_mask = splat(0x7FFFFFFFu), mant_mask = splat(0x7FFFFFu);
-  const __m512i hidden = splat(0x800000u), one = splat(1), c127 = splat(127);
+  const __m512i hidden = splat(0x800000u), one = splat(1);
   const __m512i c23 = splat(23), c32 = splat(32);
-  const __m512i emin = splat(uint32_t(g.emin)), ecap = splat(uint32_t(g.ecap));
-  const __m512i man = splat(uint32_t(g.man_bits)), below = splat(uint32_t(g.below));
+  const __m512i emin_b = splat(uint32_t(g.emin + 127)), ecap_b = splat(uint32_t(g.ecap + 127));
+  const __m512i man_b = splat(uint32_t(23 - g.man_bits)), below_b = splat(uint32_t(g.below + 150));
   const __m512i tiny_bits = splat(uint32_t(g.below + 127) << 23);
   const __m512i max = splat(g.max_bits), ovf = splat(g.ovf_bits);
   const __m512i zero_sign = splat(g.zero_sign);
@@ -169,16 +169,17 @@ TB_AVX512 void float_sr_fast_avx512(const float* in, float* out, size_t n, const
 
       const __m512i xb = _mm512_castps_si512(xv);
       const __m512i a = _mm512_and_si512(xb, abs_mask);
-      const __m512i sign = _mm512_xor_si512(xb, a);
+      // s = q - ex + 23 with q as round_stochastic_fast's, from the biased exponent be:
+      // min(be, ecap + 127) - be + 23 - man_bits from emin up, else below + 150 - be.
       const __m512i be = _mm512_srli_epi32(a, 23);
-      const __m512i ex = _mm512_sub_epi32(be, c127);
-      const __mmask16 normal_range = _mm512_cmpge_epi32_mask(ex, emin);
-      const __m512i q = _mm512_mask_sub_epi32(below, normal_range, _mm512_min_epi32(ex, ecap), man);
-      const __m512i s = _mm512_add_epi32(_mm512_sub_epi32(q, ex), c23);
+      const __mmask16 normal_range = _mm512_cmpge_epi32_mask(be, emin_b);
+      const __m512i s = _mm512_sub_epi32(
+          _mm512_mask_add_epi32(below_b, normal_range, _mm512_min_epi32(be, ecap_b), man_b), be);
       // At or above one quantum (s <= 23): the low sc bits are the remainder.
       const __m512i sc = _mm512_max_epi32(s, one);
-      const __m512i mask = _mm512_sub_epi32(_mm512_sllv_epi32(one, sc), one);
-      const __m512i rs = _mm512_srlv_epi32(r, _mm512_sub_epi32(c32, sc));
+      const __m512i shift = _mm512_sub_epi32(c32, sc);
+      const __m512i mask = _mm512_srlv_epi32(splat(0xFFFFFFFFu), shift);
+      const __m512i rs = _mm512_srlv_epi32(r, shift);
       const __m512i big =
           _mm512_andnot_si512(mask, _mm512_add_epi32(a, _mm512_sub_epi32(mask, rs)));
       // Below one quantum: up with probability |x| / 2^q, as a 32-bit threshold.
@@ -190,7 +191,7 @@ TB_AVX512 void float_sr_fast_avx512(const float* in, float* out, size_t n, const
                                           _mm512_srlv_epi32(sig, _mm512_sub_epi32(st, c32)));
       const __m512i tiny = _mm512_maskz_mov_epi32(_mm512_cmplt_epu32_mask(r, thr), tiny_bits);
       const __m512i mag = _mm512_mask_mov_epi32(big, _mm512_cmpgt_epi32_mask(s, c23), tiny);
-      __m512 outv = _mm512_castsi512_ps(finish512(mag, a, sign, max, ovf, zero_sign));
+      __m512 outv = _mm512_castsi512_ps(finish512_for<NegZero>(mag, xb, a, max, ovf, zero_sign));
       if constexpr (Scaled) outv = _mm512_mul_ps(outv, inv_v);
       store16<Stream>(y + i, outv, live);
     }
@@ -217,7 +218,7 @@ TB_AVX512 void float_rne_fast_avx512(const float* x, float* y, size_t n, const F
 
 // round_bits_shift (grids with float32's exponent range: bf16 and the like) to nearest even or
 // stochastically with SrKey's words as float_loop draws them, with AVX-512 intrinsics.
-template <Rounding R, bool Stream>
+template <Rounding R, bool Stream, bool NegZero>
 TB_AVX512 void float_shift_avx512(const float* in, float* out, size_t n, const Grid& g,
                                   uint64_t seed, uint64_t offset) {
   static_assert(R == Rounding::kNearestEven || R == Rounding::kStochastic, "RNE and SR only");
@@ -238,7 +239,6 @@ TB_AVX512 void float_shift_avx512(const float* in, float* out, size_t n, const G
       const __mmask16 live = len - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (len - i)) - 1);
       const __m512i xb = _mm512_castps_si512(_mm512_maskz_loadu_ps(live, x + i));
       const __m512i a = _mm512_and_si512(xb, abs_mask);
-      const __m512i sign = _mm512_xor_si512(xb, a);
       __m512i mag;
       if constexpr (R == Rounding::kStochastic) {
         const __m512i r = hash32_512(_mm512_xor_si512(ctr, hi));
@@ -251,7 +251,8 @@ TB_AVX512 void float_shift_avx512(const float* in, float* out, size_t n, const G
         const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(a, unsigned(s)), one);
         mag = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(a, half_less), odd), keep_mask);
       }
-      store16<Stream>(y + i, _mm512_castsi512_ps(finish512(mag, a, sign, max, ovf, zero_sign)),
+      store16<Stream>(y + i,
+                      _mm512_castsi512_ps(finish512_for<NegZero>(mag, xb, a, max, ovf, zero_sign)),
                       live);
     }
     i0 += len;
@@ -365,7 +366,7 @@ size_t nvfp4_rne_tiles512(const float* x, float* y, size_t tiles, const float* e
 // word for the element, * dec * s_dec), one 16-element tile per vector, in ~45 instructions
 // where GCC's loop takes ~60. `base`: the row's first counter plus SrKey::k0; `hi`: its high
 // key. Returns the tiles done (all of them).
-template <bool Stream>
+template <bool Stream, bool NegZero>
 TB_AVX512 size_t nvfp4_sr_tiles_avx512(const float* x, float* y, size_t tiles, const float* enc,
                                        const float* dec, float s_dec, uint32_t base, uint32_t hi,
                                        const FastGrid& g) {
@@ -385,7 +386,6 @@ TB_AVX512 size_t nvfp4_sr_tiles_avx512(const float* x, float* y, size_t tiles, c
     const __m512i xb =
         _mm512_castps_si512(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * t), _mm512_set1_ps(enc[t])));
     const __m512i a = _mm512_and_si512(xb, abs_mask);
-    const __m512i sign = _mm512_xor_si512(xb, a);
     const __mmask16 below_one = _mm512_cmplt_epu32_mask(a, one_bits);
     const __mmask16 below_half = _mm512_cmplt_epu32_mask(a, half_bits);
     const __m512i mask = _mm512_mask_mov_epi32(m22, below_one, m23);
@@ -396,10 +396,18 @@ TB_AVX512 size_t nvfp4_sr_tiles_avx512(const float* x, float* y, size_t tiles, c
     const __m512i tiny = _mm512_maskz_mov_epi32(_mm512_cmplt_epu32_mask(r, thr), half_bits);
     __m512i mag = _mm512_mask_mov_epi32(big, below_half, tiny);
     mag = _mm512_mask_mov_epi32(mag, _mm512_cmpgt_epu32_mask(mag, max), ovf);
-    const __m512i keep =
-        _mm512_mask_mov_epi32(zero_sign, _mm512_test_epi32_mask(mag, mag), sign_bit);
-    __m512i res = _mm512_or_si512(mag, _mm512_and_si512(sign, keep));
-    res = _mm512_mask_mov_epi32(res, _mm512_cmpgt_epu32_mask(a, inf), _mm512_or_si512(sign, qnan));
+    __m512i res;
+    if constexpr (NegZero) {  // finish512_signed's tail
+      mag = _mm512_mask_mov_epi32(mag, _mm512_cmpgt_epu32_mask(a, inf), qnan);
+      res = _mm512_ternarylogic_epi32(mag, xb, sign_bit, 0xF8);
+    } else {
+      const __m512i sign = _mm512_xor_si512(xb, a);
+      const __m512i keep =
+          _mm512_mask_mov_epi32(zero_sign, _mm512_test_epi32_mask(mag, mag), sign_bit);
+      res = _mm512_or_si512(mag, _mm512_and_si512(sign, keep));
+      res =
+          _mm512_mask_mov_epi32(res, _mm512_cmpgt_epu32_mask(a, inf), _mm512_or_si512(sign, qnan));
+    }
     const __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(res), _mm512_set1_ps(dec[t]));
     store16<Stream>(y + 16 * t, _mm512_mul_ps(v, s_dec_v), 0xFFFF);
   }
@@ -409,6 +417,35 @@ TB_AVX512 size_t nvfp4_sr_tiles_avx512(const float* x, float* y, size_t tiles, c
 #endif
 
 #if TB_AVX512_KERNELS
+// The AVX-512 kernels' instances: streamed or not, and the signed forms on grids with -0.
+size_t nvfp4_sr_tiles512(const float* x, float* y, size_t tiles, const float* enc, const float* dec,
+                         float s_dec, uint32_t base, uint32_t hi, const FastGrid& g, bool stream) {
+  if (g.zero_sign == 0x80000000u)
+    return stream ? nvfp4_sr_tiles_avx512<true, true>(x, y, tiles, enc, dec, s_dec, base, hi, g)
+                  : nvfp4_sr_tiles_avx512<false, true>(x, y, tiles, enc, dec, s_dec, base, hi, g);
+  return stream ? nvfp4_sr_tiles_avx512<true, false>(x, y, tiles, enc, dec, s_dec, base, hi, g)
+                : nvfp4_sr_tiles_avx512<false, false>(x, y, tiles, enc, dec, s_dec, base, hi, g);
+}
+template <bool Scaled>
+void sr_fast512(const float* in, float* out, size_t n, const FastGrid& g, uint64_t seed,
+                uint64_t offset, float scale, float inv, bool stream) {
+  if (g.zero_sign == 0x80000000u)
+    return stream
+               ? float_sr_fast_avx512<Scaled, true, true>(in, out, n, g, seed, offset, scale, inv)
+               : float_sr_fast_avx512<Scaled, false, true>(in, out, n, g, seed, offset, scale, inv);
+  return stream
+             ? float_sr_fast_avx512<Scaled, true, false>(in, out, n, g, seed, offset, scale, inv)
+             : float_sr_fast_avx512<Scaled, false, false>(in, out, n, g, seed, offset, scale, inv);
+}
+template <Rounding R>
+void shift512(const float* in, float* out, size_t n, const Grid& g, uint64_t seed, uint64_t offset,
+              bool stream) {
+  if (g.zero_sign == 0x80000000u)
+    return stream ? float_shift_avx512<R, true, true>(in, out, n, g, seed, offset)
+                  : float_shift_avx512<R, false, true>(in, out, n, g, seed, offset);
+  return stream ? float_shift_avx512<R, true, false>(in, out, n, g, seed, offset)
+                : float_shift_avx512<R, false, false>(in, out, n, g, seed, offset);
+}
 template <bool Scaled>
 void rne_fast512(const float* in, float* out, size_t n, const FastGrid& g, float scale, float inv,
                  bool stream) {
@@ -425,37 +462,27 @@ void rne_fast512(const float* in, float* out, size_t n, const FastGrid& g, float
 void sr_fast(const float* in, float* out, size_t n, const FastGrid& g, uint64_t seed,
              uint64_t offset, bool stream) {
 #if TB_AVX512_KERNELS
-  if (avx512_cpu() && stream)
-    return float_sr_fast_avx512<false, true>(in, out, n, g, seed, offset, 1, 1);
-  if (avx512_cpu()) return float_sr_fast_avx512<false, false>(in, out, n, g, seed, offset, 1, 1);
+  if (avx512_cpu()) return sr_fast512<false>(in, out, n, g, seed, offset, 1, 1, stream);
 #endif
   float_sr_fast(in, out, n, g, seed, offset);
 }
 void sr_fast_scaled(const float* in, float* out, size_t n, const FastGrid& g, uint64_t seed,
                     uint64_t offset, float scale, float inv, bool stream) {
 #if TB_AVX512_KERNELS
-  if (avx512_cpu() && stream)
-    return float_sr_fast_avx512<true, true>(in, out, n, g, seed, offset, scale, inv);
-  if (avx512_cpu())
-    return float_sr_fast_avx512<true, false>(in, out, n, g, seed, offset, scale, inv);
+  if (avx512_cpu()) return sr_fast512<true>(in, out, n, g, seed, offset, scale, inv, stream);
 #endif
   float_sr_fast_scaled(in, out, n, g, seed, offset, scale, inv);
 }
 void shift_rne(const float* in, float* out, size_t n, const Grid& g, bool stream) {
 #if TB_AVX512_KERNELS
-  if (avx512_cpu() && stream)
-    return float_shift_avx512<Rounding::kNearestEven, true>(in, out, n, g, 0, 0);
-  if (avx512_cpu()) return float_shift_avx512<Rounding::kNearestEven, false>(in, out, n, g, 0, 0);
+  if (avx512_cpu()) return shift512<Rounding::kNearestEven>(in, out, n, g, 0, 0, stream);
 #endif
   float_rne_shift(in, out, n, ShiftGrid{g});
 }
 void shift_sr(const float* in, float* out, size_t n, const Grid& g, uint64_t seed, uint64_t offset,
               bool stream) {
 #if TB_AVX512_KERNELS
-  if (avx512_cpu() && stream)
-    return float_shift_avx512<Rounding::kStochastic, true>(in, out, n, g, seed, offset);
-  if (avx512_cpu())
-    return float_shift_avx512<Rounding::kStochastic, false>(in, out, n, g, seed, offset);
+  if (avx512_cpu()) return shift512<Rounding::kStochastic>(in, out, n, g, seed, offset, stream);
 #endif
   float_sr_shift(in, out, n, ShiftGrid{g}, seed, offset);
 }
@@ -1328,11 +1355,8 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
         size_t t = 0;
 #if TB_AVX512_KERNELS
         if (avx512_cpu())
-          t = stream
-                  ? nvfp4_sr_tiles_avx512<true>(x, y, rl / kTile, tile_enc.data(), tile_dec.data(),
-                                                s_dec, lo + key.k0, hi, elem_fast)
-                  : nvfp4_sr_tiles_avx512<false>(x, y, rl / kTile, tile_enc.data(), tile_dec.data(),
-                                                 s_dec, lo + key.k0, hi, elem_fast);
+          t = nvfp4_sr_tiles512(x, y, rl / kTile, tile_enc.data(), tile_dec.data(), s_dec,
+                                lo + key.k0, hi, elem_fast, stream);
 #endif
         for (; (t + 1) * kTile <= rl; ++t) {
           const float e = tile_enc[t], d = tile_dec[t];

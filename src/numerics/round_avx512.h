@@ -58,6 +58,26 @@ TB_AVX512_INLINE __m512i finish512(__m512i mag, __m512i a, __m512i sign, __m512i
                                _mm512_or_si512(sign, splat(kQuietNan)));
 }
 
+// finish512 on a grid with -0 (zero_sign the sign bit): the input's sign (from its bits xb)
+// goes back onto every result with one ternary-logic operation, 7 operations where finish512
+// takes 11.
+TB_AVX512_INLINE __m512i finish512_signed(__m512i mag, __m512i xb, __m512i a, __m512i max,
+                                          __m512i ovf) {
+  const __m512i inf = splat(kInfBits);
+  const __mmask16 over = _mm512_cmpgt_epu32_mask(mag, max) | _mm512_cmpeq_epi32_mask(a, inf);
+  mag = _mm512_mask_mov_epi32(mag, over, ovf);
+  mag = _mm512_mask_mov_epi32(mag, _mm512_cmpgt_epu32_mask(a, inf), splat(kQuietNan));
+  return _mm512_ternarylogic_epi32(mag, xb, splat(0x80000000u), 0xF8);
+}
+
+// finish512 or finish512_signed, as the grid has -0 or not.
+template <bool NegZero>
+TB_AVX512_INLINE __m512i finish512_for(__m512i mag, __m512i xb, __m512i a, __m512i max, __m512i ovf,
+                                       __m512i zero_sign) {
+  if constexpr (NegZero) return finish512_signed(mag, xb, a, max, ovf);
+  return finish512(mag, a, _mm512_xor_si512(xb, a), max, ovf, zero_sign);
+}
+
 // A FastGrid's fields, broadcast.
 struct Fast512 {
   __m512i ecap, emin, to_add, below_add, max, ovf, zero_sign;

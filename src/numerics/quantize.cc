@@ -355,11 +355,9 @@ TB_AVX512 size_t nvfp4_rne_tiles_avx512(const float* x, float* y, size_t tiles, 
 
 size_t nvfp4_rne_tiles512(const float* x, float* y, size_t tiles, const float* enc,
                           const float* dec, float s_dec, const FastGrid& g, bool stream) {
-  if (g.zero_sign == 0x80000000u)
-    return stream ? nvfp4_rne_tiles_avx512<true, true>(x, y, tiles, enc, dec, s_dec, g)
-                  : nvfp4_rne_tiles_avx512<false, true>(x, y, tiles, enc, dec, s_dec, g);
-  return stream ? nvfp4_rne_tiles_avx512<true, false>(x, y, tiles, enc, dec, s_dec, g)
-                : nvfp4_rne_tiles_avx512<false, false>(x, y, tiles, enc, dec, s_dec, g);
+  return with_instance(stream, g.zero_sign, [&](auto st, auto nz) {
+    return nvfp4_rne_tiles_avx512<st.value, nz.value>(x, y, tiles, enc, dec, s_dec, g);
+  });
 }
 
 // NVFP4's stochastic tiles (nvfp4_serial's loop: x * enc, round_stochastic_e2m1 with SrKey's
@@ -420,40 +418,30 @@ TB_AVX512 size_t nvfp4_sr_tiles_avx512(const float* x, float* y, size_t tiles, c
 // The AVX-512 kernels' instances: streamed or not, and the signed forms on grids with -0.
 size_t nvfp4_sr_tiles512(const float* x, float* y, size_t tiles, const float* enc, const float* dec,
                          float s_dec, uint32_t base, uint32_t hi, const FastGrid& g, bool stream) {
-  if (g.zero_sign == 0x80000000u)
-    return stream ? nvfp4_sr_tiles_avx512<true, true>(x, y, tiles, enc, dec, s_dec, base, hi, g)
-                  : nvfp4_sr_tiles_avx512<false, true>(x, y, tiles, enc, dec, s_dec, base, hi, g);
-  return stream ? nvfp4_sr_tiles_avx512<true, false>(x, y, tiles, enc, dec, s_dec, base, hi, g)
-                : nvfp4_sr_tiles_avx512<false, false>(x, y, tiles, enc, dec, s_dec, base, hi, g);
+  return with_instance(stream, g.zero_sign, [&](auto st, auto nz) {
+    return nvfp4_sr_tiles_avx512<st.value, nz.value>(x, y, tiles, enc, dec, s_dec, base, hi, g);
+  });
 }
 template <bool Scaled>
 void sr_fast512(const float* in, float* out, size_t n, const FastGrid& g, uint64_t seed,
                 uint64_t offset, float scale, float inv, bool stream) {
-  if (g.zero_sign == 0x80000000u)
-    return stream
-               ? float_sr_fast_avx512<Scaled, true, true>(in, out, n, g, seed, offset, scale, inv)
-               : float_sr_fast_avx512<Scaled, false, true>(in, out, n, g, seed, offset, scale, inv);
-  return stream
-             ? float_sr_fast_avx512<Scaled, true, false>(in, out, n, g, seed, offset, scale, inv)
-             : float_sr_fast_avx512<Scaled, false, false>(in, out, n, g, seed, offset, scale, inv);
+  with_instance(stream, g.zero_sign, [&](auto st, auto nz) {
+    float_sr_fast_avx512<Scaled, st.value, nz.value>(in, out, n, g, seed, offset, scale, inv);
+  });
 }
 template <Rounding R>
 void shift512(const float* in, float* out, size_t n, const Grid& g, uint64_t seed, uint64_t offset,
               bool stream) {
-  if (g.zero_sign == 0x80000000u)
-    return stream ? float_shift_avx512<R, true, true>(in, out, n, g, seed, offset)
-                  : float_shift_avx512<R, false, true>(in, out, n, g, seed, offset);
-  return stream ? float_shift_avx512<R, true, false>(in, out, n, g, seed, offset)
-                : float_shift_avx512<R, false, false>(in, out, n, g, seed, offset);
+  with_instance(stream, g.zero_sign, [&](auto st, auto nz) {
+    float_shift_avx512<R, st.value, nz.value>(in, out, n, g, seed, offset);
+  });
 }
 template <bool Scaled>
 void rne_fast512(const float* in, float* out, size_t n, const FastGrid& g, float scale, float inv,
                  bool stream) {
-  if (g.zero_sign == 0x80000000u)
-    return stream ? float_rne_fast_avx512<Scaled, true, true>(in, out, n, g, scale, inv)
-                  : float_rne_fast_avx512<Scaled, false, true>(in, out, n, g, scale, inv);
-  return stream ? float_rne_fast_avx512<Scaled, true, false>(in, out, n, g, scale, inv)
-                : float_rne_fast_avx512<Scaled, false, false>(in, out, n, g, scale, inv);
+  with_instance(stream, g.zero_sign, [&](auto st, auto nz) {
+    float_rne_fast_avx512<Scaled, st.value, nz.value>(in, out, n, g, scale, inv);
+  });
 }
 #endif
 
@@ -1044,11 +1032,9 @@ TB_AVX512 size_t block_rne_avx512(const float* x, float* y, size_t len, const Bl
 
 template <size_t B>
 size_t block_rne_row(const float* x, float* y, size_t len, const BlockGrids& bg, bool stream) {
-  if (bg.fast_by_exp[size_t(-bg.lo)].zero_sign == 0x80000000u)
-    return stream ? block_rne_avx512<B, true, true>(x, y, len, bg)
-                  : block_rne_avx512<B, false, true>(x, y, len, bg);
-  return stream ? block_rne_avx512<B, true, false>(x, y, len, bg)
-                : block_rne_avx512<B, false, false>(x, y, len, bg);
+  return with_instance(stream, bg.fast_by_exp[size_t(-bg.lo)].zero_sign, [&](auto st, auto nz) {
+    return block_rne_avx512<B, st.value, nz.value>(x, y, len, bg);
+  });
 }
 #pragma GCC diagnostic pop
 #endif

@@ -4,6 +4,8 @@
 // spills and broadcasts again. Same bits as the scalar kernels. Internal to the numerics
 // library; x86-64 GCC only (TB_AVX512_KERNELS), taken where avx512_cpu() says so.
 #pragma once
+#include <type_traits>
+
 #include "numerics/round_bits.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -18,6 +20,17 @@ namespace tb::num::kernel {
 inline bool avx512_cpu() {
   static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c");
   return yes;
+}
+
+// Calls f(Stream, NegZero), two std::bool_constant, for a streamed output (store16) and a grid
+// whose zero_sign says it has -0 (the signed kernels): where each kernel's instances are
+// chosen, in one place.
+template <typename F>
+decltype(auto) with_instance(bool stream, uint32_t zero_sign, F&& f) {
+  using Yes = std::true_type;
+  using No = std::false_type;
+  if (zero_sign == 0x80000000u) return stream ? f(Yes{}, Yes{}) : f(No{}, Yes{});
+  return stream ? f(Yes{}, No{}) : f(No{}, No{});
 }
 
 TB_AVX512_INLINE __m512i splat(uint32_t v) { return _mm512_set1_epi32(int(v)); }

@@ -606,6 +606,24 @@ TEST(NumericsFormat, MxFloorBlocksRoundedTwiceAreUnchanged) {
       }
 }
 
+TEST(NumericsFormat, AllFiniteFindsAnyInfOrNan) {
+  std::vector<float> x(1000);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i) * -1e30f;  // the largest stay finite
+  x[1] = std::numeric_limits<float>::max();
+  x[2] = std::numeric_limits<float>::denorm_min();
+  for (size_t n : {size_t(0), size_t(1), size_t(17), size_t(1000)})
+    EXPECT_TRUE(tb::num::all_finite(x.data(), n)) << n;
+  for (const float bad :
+       {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+        std::numeric_limits<float>::quiet_NaN()})
+    for (size_t at : {size_t(0), size_t(15), size_t(16), size_t(999)}) {
+      std::vector<float> y = x;
+      y[at] = bad;
+      EXPECT_FALSE(tb::num::all_finite(y.data(), y.size())) << at;
+      EXPECT_TRUE(tb::num::all_finite(y.data(), at)) << at;  // everything before it
+    }
+}
+
 TEST(NumericsFormat, ThreadsAndChunksDoNotChangeResults) {
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0, 10);

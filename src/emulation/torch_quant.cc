@@ -136,11 +136,7 @@ namespace {
 bool all_finite(const torch::Tensor& g) {
   if (g.scalar_type() != torch::kFloat || !g.device().is_cpu() || !g.is_contiguous())
     return torch::isfinite(g).all().item<bool>();
-  const auto* bits = reinterpret_cast<const uint32_t*>(g.data_ptr<float>());
-  const int64_t n = g.numel();
-  uint32_t special = 0;
-  for (int64_t i = 0; i < n; ++i) special |= uint32_t((bits[i] & 0x7F800000u) == 0x7F800000u);
-  return special == 0;
+  return num::all_finite(g.data_ptr<float>(), size_t(g.numel()));
 }
 
 // Tensors are split over threads only from this many elements (see quantize_into).
@@ -368,9 +364,7 @@ bool QuantPoint::round_unscale_(torch::Tensor& g, double scale) const {
                        }
                        if (s != 1.0f)
                          for (int64_t i = 0; i < len; ++i) v[i] = v[i] / s;
-                       const auto* bits = reinterpret_cast<const uint32_t*>(v);
-                       for (int64_t i = 0; i < len; ++i)
-                         sp |= uint32_t((bits[i] & 0x7F800000u) == 0x7F800000u);
+                       sp |= uint32_t(!num::all_finite(v, size_t(len)));
                      }
                      special.fetch_or(sp);
                    });

@@ -1654,6 +1654,12 @@ void split_over_threads(size_t units, int threads,
   for (auto& th : pool) th.join();
 }
 
+TB_NUM_CLONES bool all_finite(const float* x, size_t n) {
+  uint32_t special = 0;
+  for (size_t i = 0; i < n; ++i) special |= uint32_t((as_bits(x[i]) & kInfBits) == kInfBits);
+  return special == 0;
+}
+
 float tensor_amax(const float* x, size_t n, int threads) {
   threads = int(std::min<size_t>(size_t(std::max(threads, 1)), n / 65536 + 1));
   // Arrays that may come from memory: the loop that requests its loads ahead.

@@ -71,6 +71,10 @@ int block_exponent(const BlockFormat& f, const float* x, size_t n);
 // for large arrays.
 float tensor_amax(const float* x, size_t n, int threads = 1);
 
+// Whether no value of x[0, n) is Inf or NaN: a loop compiled for AVX-512 and AVX2 too (the
+// emulation's overflow checks run over every weight gradient of a step).
+bool all_finite(const float* x, size_t n);
+
 // Calls fn(part, begin, end) for at most `threads` contiguous, nonempty ranges of [0, units), each
 // on a std::thread of its own, and waits for them; one range runs on the calling thread.
 void split_over_threads(size_t units, int threads,

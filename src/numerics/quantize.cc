@@ -871,15 +871,6 @@ TB_AVX512_INLINE __mmask16 first_lanes(size_t n) {
   return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
 }
 
-// The largest |x| bits of n elements, Inf and NaN as they are.
-TB_AVX512_INLINE uint32_t raw_amax512(const float* x, size_t n) {
-  __m512i mx = _mm512_setzero_si512();
-  for (size_t h = 0; h < n; h += 16)
-    mx = _mm512_max_epu32(mx, _mm512_and_si512(_mm512_maskz_loadu_epi32(first_lanes(n - h), x + h),
-                                               splat(0x7FFFFFFFu)));
-  return uint32_t(_mm512_reduce_max_epu32(mx));
-}
-
 // n elements of a block scaled down, rounded on the element grid `eg` and scaled back, as
 // block_rne_avx512 says. NegZero: the element grid has -0 (round_nearest_even_fast512_signed).
 template <bool Stream, bool NegZero = false>

@@ -33,8 +33,12 @@ What it does, and what it assumes:
 - op_overhead_us: the start-up time of back-to-back kernels (fit t = a + V/b of small-kernel
   stream launches): A100 measured; H200 measured and taken for H100 (the same SMs); V100
   assumed the mean of the two.
-Nothing here is taken from the published end-to-end throughputs (data/published/): those stay
-validation rows.
+- host_op_us (H100, H200): the host's dispatch of one trivial eager operator from Python
+  (PyTorch 2.11, a loop of 5000 in-place adds on one element), measured on the host of each
+  GPU a session was lent (data/measured/NAME/launch.csv): a property of that host's CPU and of
+  the framework more than of the GPU. Not stated for the others.
+Nothing here is taken from the published end-to-end throughputs (data/published/) or the
+measured ones (data/measured/*/e2e*.csv): those stay validation rows.
 
 After writing, it prints (stderr) how well the V100's tensor-core GEMM curve predicts the
 A100's and H100's measured GEMM tables, as a fraction of peak and per SM with wave
@@ -51,6 +55,7 @@ import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 DEEPBENCH = os.path.join(ROOT, "data", "deepbench")
+MEASURED = os.path.join(ROOT, "data", "measured")
 PLATFORMS = os.path.join(ROOT, "platforms")
 DEVICE = "NVIDIA V100"
 # Descriptions whose own kernels DeepBench measured (fp32 only beyond the V100).
@@ -265,6 +270,9 @@ def main():
                 if not name.startswith("v100"):
                     assumed.append(dtype)
         eff["gemm_tiles"] = {d: [list(t) for t in tiles_for(d)] for d in eff["gemm"]}
+        host = host_dispatch_us(name)
+        if host is not None:
+            eff["host_op_us"] = host
         desc["efficiency"] = eff
         note = SOURCE + ": GEMM " + ("DeepBench V100" if name.startswith("v100") else
                                      ", ".join(f"{d} {dev} {p}" for d, (dev, p) in tables.items()))
@@ -278,10 +286,26 @@ def main():
                  "gemm_tiles)")
         note += (f"; memory_fraction: STREAM triad ({', '.join(for_prefix(BANDWIDTH, name))}); "
                  f"op_overhead_us: kernel start-up fit ({', '.join(for_prefix(STARTUP, name))}"
-                 f"{', mean, assumed' if name.startswith('v100') else ''}); data/gpu-kernels/README.md")
+                 f"{', mean, assumed' if name.startswith('v100') else ''})")
+        if host is not None:
+            note += (f"; host_op_us: eager dispatch of a trivial operator from Python on the "
+                     f"lent GPU's host (data/measured/{os.path.splitext(name)[0]}/launch.csv)")
+        note += "; data/gpu-kernels/README.md"
         base = desc["source"].split("; efficiency: ")[0]
         desc["source"] = base + "; " + note
         write(path, name, desc)
+
+
+def host_dispatch_us(name):
+    """The eager host loop's microseconds per operator measured on this GPU's host, or None."""
+    path = os.path.join(MEASURED, os.path.splitext(name)[0], "launch.csv")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        for r in csv.DictReader(f):
+            if r["what"].startswith("eager add_ on 1 element"):
+                return round(float(r["us_per_op"]), 2)
+    return None
 
 
 def interpolate(curve_pts, n):

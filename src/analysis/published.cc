@@ -2,6 +2,7 @@
 
 #include <csv.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -71,6 +72,10 @@ const std::set<std::string> kTokenUnits = {"tokens/s", "tok/s"};
 
 std::string shipped_published_path() {
   return std::string(TB_DATA_DIR) + "/published/training-throughput.csv";
+}
+
+std::string shipped_measured_path() {
+  return std::string(TB_DATA_DIR) + "/measured/training-throughput.csv";
 }
 
 std::vector<PublishedRow> read_published(const std::string& path) {
@@ -195,6 +200,7 @@ std::vector<Validation> validate_published(const std::vector<PublishedRow>& rows
     const Simulation s = simulate_config(platforms.at(row.platform), c, row.format, o);
     const char* bound = s.memory_bound_s > s.compute_bound_s ? "memory" : "compute";
     if (s.overhead_s > std::max(s.memory_bound_s, s.compute_bound_s)) bound = "overhead";
+    if (s.host_bound) bound = "host";
     ValidationPoint p{
         row.config, c.family(), row.platform, s.step_s, double(row.batch) / row.throughput, bound};
     p.format = row.format;
@@ -213,18 +219,24 @@ std::vector<Validation> validate_published(const std::vector<PublishedRow>& rows
 }
 
 std::string validation_phrase(const std::string& platform) {
-  std::vector<PublishedRow> rows;
-  try {
-    for (auto& r : read_published(shipped_published_path()))
-      if (r.platform == platform) rows.push_back(std::move(r));
-  } catch (const UsageError& e) {
-    return "simulator not validated (" + std::string(e.what()) + ")";
+  std::vector<std::string> parts;
+  for (const auto& [path, kind] : {std::pair{shipped_published_path(), "published"},
+                                   std::pair{shipped_measured_path(), "measured"}}) {
+    std::vector<PublishedRow> rows;
+    try {
+      for (auto& r : read_published(path))
+        if (r.platform == platform) rows.push_back(std::move(r));
+    } catch (const UsageError& e) {
+      return "simulator not validated (" + std::string(e.what()) + ")";
+    }
+    if (rows.empty()) continue;
+    const ErrorStats& s = validate_published(rows).at(0).all;
+    parts.push_back(fmt::format("median {:.0f}%, p90 {:.0f}% over {} {} rows", 100 * s.median,
+                                100 * s.p90, s.n, kind));
   }
-  if (rows.empty()) return "simulator not validated on " + platform + " (no published rows)";
-  const auto vs = validate_published(rows);
-  const ErrorStats& s = vs.at(0).all;
-  return fmt::format("simulator error on {}: median {:.0f}%, p90 {:.0f}% over {} published rows",
-                     platform, 100 * s.median, 100 * s.p90, s.n);
+  if (parts.empty())
+    return "simulator not validated on " + platform + " (no published or measured rows)";
+  return fmt::format("simulator error on {}: {}", platform, fmt::join(parts, "; "));
 }
 
 std::string format_published(const std::vector<Validation>& vs) {

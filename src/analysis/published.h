@@ -38,10 +38,14 @@ std::vector<Validation> validate_published(const std::vector<PublishedRow>& rows
 
 // The shipped file (data/published/training-throughput.csv).
 std::string shipped_published_path();
+// data/measured/training-throughput.csv: the same format, measured on lent GPUs
+// (scripts/measure_gpu.py).
+std::string shipped_measured_path();
 
-// How far the simulator is from the shipped published rows for a platform, in a phrase for
-// beside a prediction: "simulator error on a100-sxm4-80gb: median 31%, p90 40% over 8
-// published rows", or "simulator not validated on NAME (no published rows)".
+// How far the simulator is from the shipped published and measured rows for a platform, in a
+// phrase for beside a prediction: "simulator error on h200-sxm-141gb: median 19%, p90 30% over
+// 2 published rows; median 25%, p90 63% over 16 measured rows", or "simulator not validated
+// on NAME (no published or measured rows)".
 std::string validation_phrase(const std::string& platform);
 
 // Text: every row (predicted and published throughput, error), then median and p90 per

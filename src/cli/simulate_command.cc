@@ -38,17 +38,20 @@ Command add_simulate(CLI::App& app) {
                   "or a mixed-precision recipe: amp-fp16, amp-bf16, tf32");
   sub->add_option("--layout", a->layout,
                   "activations' memory layout: nhwc (channels last) or nchw (PyTorch's default: "
-                  "on a GPU, half-precision convolutions pay cuDNN's transposes to NHWC and back)")
+                  "on a GPU, tensor-core (TF32, 16- and 8-bit) convolutions pay cuDNN's transposes "
+                  "to NHWC and back)")
       ->check(CLI::IsMember({"nhwc", "nchw"}))
       ->capture_default_str();
   sub->add_flag("--validate", a->validate,
                 "predict every ok run of the stores from its platform's stored description and "
                 "report the error distribution");
-  sub->add_option("--validate-published", a->published,
-                  "predict every row of a CSV of published single-device training throughputs "
-                  "(columns config, platform, format, batch, throughput, unit, source; shipped: "
-                  "data/published/training-throughput.csv) and report the error per row and "
-                  "platform");
+  sub->add_option(
+      "--validate-published", a->published,
+      "predict every row of a CSV of published single-device training throughputs "
+      "(columns config, platform, format, batch, throughput, unit, source; shipped: "
+      "data/published/training-throughput.csv, measured ones: data/measured/) and report the "
+      "error per row and "
+      "platform");
   sub->add_option("--top", a->top, "layers to list")->capture_default_str();
   sub->add_flag("--explain", a->explain,
                 "add why: the step by layer class and bound, the peaks, efficiency and array "
@@ -66,6 +69,7 @@ Command add_simulate(CLI::App& app) {
       "  trainbench simulate resnet50:batch=1280 --platform h100-sxm5-80gb --format amp-fp16 "
       "--layout nchw --explain\n"
       "  trainbench simulate --validate-published data/published/training-throughput.csv\n"
+      "  trainbench simulate --validate-published data/measured/training-throughput.csv\n"
       "Model and its conventions: docs/numerics.md (\"Simulation phase\").");
   return {sub, [a]() {
             auto doc = [](const char* kind, nlohmann::json results) {

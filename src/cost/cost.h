@@ -23,6 +23,11 @@ struct LayerCost {
   double bwd_weight_flops = 0;  // gradient with respect to its parameters
   double bytes_read = 0;        // forward + backward, at the config's dtype
   double bytes_written = 0;
+  // Of bytes_read + bytes_written, those that automatic mixed precision keeps in fp32 while
+  // the rest runs in the half format (the attention's score passes: autocast runs softmax in
+  // fp32). Layers whose whole op autocast runs in fp32 (softmax_xent, layernorm, rmsnorm)
+  // need not set it.
+  double fp32_bytes = 0;
   double saved_bytes = 0;   // tensors this layer creates that stay alive until backward
   double output_bytes = 0;  // its forward output
   // Elements of the layer's largest activation tensor (input or output), for layers whose
@@ -86,9 +91,10 @@ struct StepCost {
   std::vector<LayerCost> layers;
   int64_t params = 0;
   double fwd_flops = 0, fwd_matmul_flops = 0, bwd_flops = 0, opt_flops = 0;
-  double opt_bytes = 0;
-  double bytes = 0;       // all bytes read + written in the step, optimizer included
-  MemoryEstimate memory;  // per worker
+  double opt_bytes = 0;       // the update's distinct tensors, each once
+  double opt_pass_bytes = 0;  // every pass of the eager update from memory (cost/layers.h)
+  double bytes = 0;           // all bytes read + written in the step, optimizer included
+  MemoryEstimate memory;      // per worker
   ModelFlops model_flops;
   DataParallelCost data_parallel;
   double flops() const { return fwd_flops + bwd_flops + opt_flops; }

@@ -190,15 +190,23 @@ LayerCost softmax_xent(const std::string& name, double rows, int64_t classes, in
 }
 
 OptimizerCost optimizer(const std::string& kind) {
-  // rmsprop: v = a*v + (1-a)*g*g (4), d = sqrt(v) + eps (2), m = mu*m + g/d (3), p -= lr*m (2)
-  if (kind == "rmsprop") return {11, 4, 3, 2};
-  // adam (LibTorch): m = b1*m + (1-b1)*g (2), v = b2*v + (1-b2)*g*g (3),
-  // d = sqrt(v)/sqrt(bc2) + eps (3), p -= step*m/d (2); bias corrections are scalars.
-  if (kind == "adam") return {10, 4, 3, 2};
-  // adamw: adam plus the decoupled weight decay p -= lr*wd*p (2).
-  if (kind == "adamw") return {12, 4, 3, 2};
-  if (kind == "momentum") return {4, 3, 2, 1};  // m = mu*m + g (2), p -= lr*m (2)
-  if (kind == "sgd") return {2, 2, 1, 0};       // p -= lr*g
+  // Per parameter: FLOPs; the distinct tensors read and written (each once); the state; and
+  // the element reads and writes of the eager implementations' passes (LibTorch's
+  // torch::optim and torch.optim's, single- and multi-tensor alike), where every in-place or
+  // out-of-place tensor operation of the update reads its distinct operands and writes its
+  // result.
+  // rmsprop: v = a*v + (1-a)*g*g (4), d = sqrt(v) + eps (2), m = mu*m + g/d (3), p -= lr*m (2);
+  // passes: v.mul_, v.addcmul_(g, g), sqrt, add_(eps), m.mul_, m.addcdiv_(g, d), p.add_(m).
+  if (kind == "rmsprop") return {11, 4, 3, 2, 11, 7};
+  // adam: m = b1*m + (1-b1)*g (2), v = b2*v + (1-b2)*g*g (3), d = sqrt(v)/sqrt(bc2) + eps (3),
+  // p -= step*m/d (2); bias corrections are scalars. Passes: m.mul_, m.add_(g), v.mul_,
+  // v.addcmul_(g, g), sqrt, division by sqrt(bc2), add_(eps), p.addcdiv_(m, d).
+  if (kind == "adam") return {10, 4, 3, 2, 12, 8};
+  // adamw: adam plus the decoupled weight decay p -= lr*wd*p (2), one more pass (p.mul_).
+  if (kind == "adamw") return {12, 4, 3, 2, 13, 9};
+  // momentum: m = mu*m + g (2), p -= lr*m (2); passes m.mul_, m.add_(g), p.add_(m).
+  if (kind == "momentum") return {4, 3, 2, 1, 5, 3};
+  if (kind == "sgd") return {2, 2, 1, 0, 2, 1};  // p -= lr*g: p.add_(g)
   throw std::invalid_argument("unknown optimizer " + kind);
 }
 
@@ -280,9 +288,22 @@ LayerCost attention(const std::string& name, int64_t batch, int64_t heads, int64
   l.fwd_flops = matmul + scores * per_score + (q_scale ? q : 0);
   // dQ, dK (from dScores) and dP, dV (from dOut): each GEMM twice; softmax backward 3.
   l.bwd_input_flops = 2 * matmul + scores * (score_ops + 3 + (dropout ? 1 : 0)) + (q_scale ? q : 0);
-  // Backward reads about twice what the forward does.
-  l.bytes_read = eb * 3 * (q + k + v + 2 * scores);
-  l.bytes_written = eb * 3 * (scores + out);
+  // The score matrix moves once per pass of the eager composition (as the builders run it:
+  // separate kernels, nothing fused). Forward: Q K^T writes it, each score op (a mask, a
+  // scale) reads and writes it, softmax reads and writes it, dropout too (and writes its
+  // mask), P V reads it. Backward: dP = dOut V^T writes it, dropout's backward reads it and
+  // the mask and writes it, softmax's backward reads dP and P and writes dS, dV = P^T dOut
+  // reads P, dQ and dK read dS each; a mask's or scale's gradient passes through.
+  const double d = dropout ? 1 : 0;
+  const double score_reads = (2 + score_ops + 2 * d) + (5 + 2 * d);
+  const double score_writes = (2 + score_ops + 2 * d) + (2 + d);
+  // Q, K, V: read by the forward's products and the backward's twice; the output written
+  // once and its gradient read by two products.
+  l.bytes_read = eb * (3 * (q + k + v) + 2 * out + score_reads * scores);
+  l.bytes_written = eb * (3 * out + score_writes * scores);
+  // Under autocast the mask's add (an fp32 mask), softmax and its backward run in fp32, and
+  // casts to and from the half format bracket them: about every score pass at 4 bytes.
+  l.fp32_bytes = eb * (score_reads + score_writes) * scores;
   l.saved_bytes = eb * (q + k + v + scores * (dropout ? 2 : 1));  // inputs, weights, mask
   l.output_bytes = eb * out;
   return l;

@@ -50,8 +50,12 @@ LayerCost recurrent(const std::string& name, const std::string& cell, int64_t ba
 LayerCost softmax_xent(const std::string& name, double rows, int64_t classes, int64_t eb);
 
 // Optimizer FLOPs and bytes per parameter per step, and its state (elements per parameter).
+// reads/writes_per_param: each distinct tensor once (a single-tensor loop whose later passes
+// over one parameter's tensors find them in cache); pass_reads/pass_writes: every pass of the
+// eager update from memory (a multi-tensor update sweeps all parameters once per operation).
 struct OptimizerCost {
   double flops_per_param, reads_per_param, writes_per_param, state_per_param;
+  double pass_reads_per_param, pass_writes_per_param;
 };
 OptimizerCost optimizer(const std::string& kind);
 

@@ -55,6 +55,8 @@ StepCost step_cost(ModelCost model, const std::string& optimizer, int64_t eb) {
   s.opt_flops = opt.flops_per_param * trainable * model.optimizer_updates;
   s.opt_bytes =
       eb * (opt.reads_per_param + opt.writes_per_param) * trainable * model.optimizer_updates;
+  s.opt_pass_bytes = eb * (opt.pass_reads_per_param + opt.pass_writes_per_param) * trainable *
+                     model.optimizer_updates;
   s.bytes += s.opt_bytes;
   s.memory.weights = eb * p;
   s.memory.gradients =

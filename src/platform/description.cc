@@ -91,6 +91,10 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
       if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() > 1e6)
         r.fail(field, "expected microseconds in [0, 1e6], got " + v.dump());
       out.op_overhead_us = v.get<double>();
+    } else if (k == "host_op_us") {
+      if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() > 1e6)
+        r.fail(field, "expected microseconds in [0, 1e6], got " + v.dump());
+      out.host_op_us = v.get<double>();
     } else if (k == "conv_call_us") {
       if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() > 1e6)
         r.fail(field, "expected microseconds in [0, 1e6], got " + v.dump());
@@ -165,9 +169,10 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
         out.cell_step_us[cell] = us.get<double>();
       }
     } else {
-      r.fail(field,
-             "unknown key (expected op_overhead_us, conv_call_us, memory_fraction, gemm, "
-             "conv, gemm_tiles, op_ns_per_element or cell_step_us)");
+      r.fail(
+          field,
+          "unknown key (expected op_overhead_us, host_op_us, conv_call_us, memory_fraction, gemm, "
+          "conv, gemm_tiles, op_ns_per_element or cell_step_us)");
     }
   }
   return out;
@@ -347,6 +352,7 @@ json to_json(const PlatformDescription& p) {
     json e = {{"op_overhead_us", p.efficiency->op_overhead_us}};
     if (p.efficiency->memory_fraction != 1) e["memory_fraction"] = p.efficiency->memory_fraction;
     if (p.efficiency->conv_call_us > 0) e["conv_call_us"] = p.efficiency->conv_call_us;
+    if (p.efficiency->host_op_us > 0) e["host_op_us"] = p.efficiency->host_op_us;
     for (const auto& [key, curves] :
          {std::pair{"gemm", &p.efficiency->gemm}, std::pair{"conv", &p.efficiency->conv}})
       for (const auto& [dtype, curve] : *curves) {

@@ -39,6 +39,10 @@ struct PlatformDescription {
   };
   struct Efficiency {
     double op_overhead_us = 0;  // per operator (forward, backward or optimizer) of a step
+    // A GPU's host: the framework's time to dispatch one operator from the host thread. The
+    // host queues kernels ahead of the GPU, so this overlaps the GPU's work, but a step takes
+    // at least its operators x host_op_us. 0: not stated (the GPU's time alone).
+    double host_op_us = 0;
     // The share of memory_bandwidth_gbps that streaming kernels reach (STREAM's triad on a
     // GPU: 0.84-0.90 of the datasheet figure). 1 where the bandwidth is itself measured.
     double memory_fraction = 1;

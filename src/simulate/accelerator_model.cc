@@ -215,10 +215,14 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
                                  s.peak_flops <= 0 ? f.peak_dtype : other));
   const double width = (f.bits / 8) / config_elem_bytes;
   s.layout = o.layout;
-  const bool transposes = o.layout == "nchw" && p.kind == "gpu" &&
-                          (f.peak_dtype == "fp16" || f.peak_dtype == "bf16" ||
-                           f.peak_dtype == "fp8" || f.peak_dtype == "fp4");
+  // Tensor-core convolutions run in NHWC: TF32 ones too (cuDNN 9 on an H200 transposed every
+  // TF32 convolution's NCHW activations, data/measured/h200-sxm-141gb/profile-run1.csv).
+  const bool transposes =
+      o.layout == "nchw" && p.kind == "gpu" &&
+      (f.peak_dtype == "fp16" || f.peak_dtype == "bf16" || f.peak_dtype == "tf32" ||
+       f.peak_dtype == "fp8" || f.peak_dtype == "fp4");
   const double state_width = (f.state_bits / 8) / config_elem_bytes;
+  const bool autocast = f.mixed && f.bits < 32;
   auto finish = [&](PhaseTime& ph) {
     double matmul_s = ph.matmul_flops / (s.peak_flops * ph.gemm_fraction);
     if (ph.mapping && ph.mapping->utilization > 0) matmul_s /= ph.mapping->utilization;
@@ -235,7 +239,12 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     const bool has_dw = l.bwd_weight_flops > 0;
     const bool has_dx = l.bwd_input_flops > 0 || !has_dw;
     const int n = 1 + has_dx + has_dw;
-    const double bytes = (l.bytes_read + l.bytes_written) * width / n;
+    // Automatic mixed precision keeps autocast's fp32 ops (softmax, cross-entropy, layer and
+    // RMS norms) and the attention's score passes in fp32 (LayerCost::fp32_bytes).
+    const bool fp32_op = l.op == "softmax_xent" || l.op == "layernorm" || l.op == "rmsnorm";
+    const double all = l.bytes_read + l.bytes_written;
+    const double fp32_part = !autocast ? 0 : fp32_op ? all : std::min(all, l.fp32_bytes);
+    const double bytes = ((all - fp32_part) * width + fp32_part * 4 / config_elem_bytes) / n;
     const bool gemm = l.gemm_count > 0 && l.fwd_matmul_flops > 0;
     // The three GEMMs of a layer are permutations of one shape: one intensity, one fraction.
     const double eq_n = equivalent_square_n(l.gemm_m, l.gemm_n, l.gemm_k);
@@ -318,7 +327,13 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
   // Under automatic mixed precision the optimizer updates fp32 weights, and the weights are
   // cast to the half format once a step (read 4, write 2 bytes each).
   const double casts = f.mixed && f.bits < f.state_bits ? double(cost.params) * (4 + 2) : 0;
-  PhaseTime opt{"optimizer", cost.opt_flops, 0, cost.opt_bytes * state_width + casts};
+  // On a GPU the frameworks' default update is multi-tensor (torch.optim's foreach, the
+  // default on CUDA since PyTorch 2.0): each of its operations sweeps every parameter before
+  // the next starts, so every pass comes from memory. On a CPU the update loops over the
+  // parameters one at a time, and one tensor's later passes find it in cache
+  // (docs/numerics.md, "Simulation phase").
+  const double opt_bytes = p.kind == "gpu" ? cost.opt_pass_bytes : cost.opt_bytes;
+  PhaseTime opt{"optimizer", cost.opt_flops, 0, opt_bytes * state_width + casts};
   finish(opt);
   s.layers.push_back({"optimizer", "optimizer", {opt}});
   for (const auto& l : s.layers)
@@ -348,6 +363,11 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     }
     s.overhead_s += s.cell_steps_s;
     s.step_s += s.overhead_s;
+    s.host_s = s.ops.total() * p.efficiency->host_op_us * 1e-6;
+    if (s.host_s > s.step_s) {
+      s.host_bound = true;
+      s.step_s = s.host_s;
+    }
   }
   // Inputs stay as loaded; weights, gradients and optimizer state at the state's width (fp32
   // under a recipe), activations at the format's.
@@ -441,6 +461,8 @@ nlohmann::json to_json(const Simulation& s, size_t top_layers) {
       {"memory_bound_s", s.memory_bound_s},
       {"overhead_s", s.overhead_s},
       {"op_overhead_s", s.op_overhead_s},
+      {"host_s", s.host_s},
+      {"host_bound", s.host_bound},
       {"conv_phases", s.conv_phases},
       {"conv_call_s", s.conv_call_s},
       {"cell_steps", s.cell_steps},
@@ -538,6 +560,11 @@ std::string format_explanation(const Simulation& s, const PlatformDescription& p
     o << fmt::format("  {:<12} {:>10.4g} {:>5.1f}%  ({:.0f} operators x {:.3g} us{})\n", "overhead",
                      s.overhead_s * 1e3, 100 * s.overhead_s / t, s.ops.total(),
                      s.op_overhead_s * 1e6, conv_call_terms(s));
+  if (s.host_bound)
+    o << fmt::format(
+        "  host-bound: the host dispatches the {:.0f} operators in {:.4g} ms (host_op_us), longer "
+        "than the device's work; the step is the host's time\n",
+        s.ops.total(), s.host_s * 1e3);
   o << fmt::format(
       "compute: matrix products at the {} peak, {:.4g} TFLOP/s; other arithmetic at the {} "
       "peak, {:.4g} TFLOP/s (description: {})\n",
@@ -578,6 +605,8 @@ nlohmann::json explanation_json(const Simulation& s, const PlatformDescription& 
                        {"array_utilization", c.array_utilization}});
   return {{"classes", classes},
           {"overhead_s", s.overhead_s},
+          {"host_s", s.host_s},
+          {"host_bound", s.host_bound},
           {"efficiency_source", efficiency_source(p)}};
 }
 
@@ -610,7 +639,7 @@ std::string format_simulation(const Simulation& s, size_t top_layers) {
   o << fmt::format("bound: compute {:.1f}%, memory {:.1f}%, overhead {:.1f}%\n",
                    100 * s.compute_bound_s / t, 100 * s.memory_bound_s / t, 100 * s.overhead_s / t);
   if (s.layout_s > 0)
-    o << fmt::format("layout: nchw, {:.4g} ms of transposes around half-precision convolutions\n",
+    o << fmt::format("layout: nchw, {:.4g} ms of transposes around tensor-core convolutions\n",
                      s.layout_s * 1e3);
   if (s.scale_s > 0)
     o << fmt::format(
@@ -623,6 +652,12 @@ std::string format_simulation(const Simulation& s, size_t top_layers) {
         "us{} = {:.4g} ms\n",
         s.ops.total(), s.ops.forward, s.ops.backward, s.ops.optimizer, s.op_overhead_s * 1e6,
         conv_call_terms(s), s.overhead_s * 1e3);
+  if (s.host_s > 0)
+    o << fmt::format(
+        "host: {:.0f} operators x {:.3g} us = {:.4g} ms of dispatch, overlapping the device's "
+        "work{}\n",
+        s.ops.total(), s.host_s / std::max(1.0, s.ops.total()) * 1e6, s.host_s * 1e3,
+        s.host_bound ? "; the step waits for it (host-bound)" : "");
   o << "phases:";
   for (const char* ph : {"forward", "backward-input", "backward-weight", "optimizer"})
     if (s.phase_s.count(ph)) o << fmt::format(" {} {:.1f}%", ph, 100 * s.phase_s.at(ph) / t);

@@ -113,6 +113,10 @@ struct Simulation {
   // Recurrent time steps of cells whose step time the description states, and their time.
   double cell_steps = 0, cell_steps_s = 0;
   double overhead_s = 0;  // ops.total() x op_overhead_s + conv_phases x conv_call_s + cell_steps_s
+  // The host's dispatch of the step's operators (ops.total() x the description's host_op_us):
+  // it overlaps the device's work, and the step is the longer of the two (host_bound).
+  double host_s = 0;
+  bool host_bound = false;
   std::string layout = "nhwc";                  // SimOptions::layout
   double layout_s = 0;                          // the phases' layout_s
   double scale_s = 0;                           // the phases' scale_s
@@ -131,7 +135,7 @@ struct SimOptions {
   // Fraction of the peak available: a CPU run on `threads` of `cores` cores gets that share.
   double peak_share = 1;
   // The activations' memory layout. "nhwc" (channels last): convolutions run as stored.
-  // "nchw" (PyTorch's default): on a GPU, cuDNN runs half- and 8-bit convolutions on tensor
+  // "nchw" (PyTorch's default): on a GPU, cuDNN runs TF32, half- and 8-bit convolutions on tensor
   // cores in NHWC and transposes every activation a convolution phase reads and writes, in
   // and back, with kernels of their own: each phase moves its activations twice more.
   std::string layout = "nhwc";

@@ -1,0 +1,613 @@
+#!/usr/bin/env python3
+"""Measure a GPU the way trainbench's simulator describes one, with PyTorch (not trainbench).
+
+Writes CSV files into OUTDIR, each section as soon as it is done (a run cut short keeps what
+it finished):
+  facts.txt        device, driver, clocks, PyTorch / CUDA / cuDNN versions
+  e2e.csv          training steps of models trainbench has, as trainbench configs: median
+                   step time over timed steps, the spread, peak memory
+  profile.csv      GPU kernel time of a few of those steps by PyTorch operator (self time)
+  conv.csv         ResNet-50's convolutions, forward / input grad / weight grad, per format
+  gemm.csv         matrix products by shape and format
+  norm.csv         batch norm at ResNet-50's shapes, layer norm and softmax at GPT-2's
+  stream.csv       streaming kernels (copy, add, relu, batch norm, layer norm, softmax)
+  launch.csv       per-operator cost: eager dispatch (host) and back-to-back kernels (graph)
+
+The models mirror trainbench's builders (src/model/): torchvision's resnet50 (v1.5, as
+trainbench's), the gpt family with its attention composed as trainbench composes it (scores
+over s x s, additive causal mask, softmax, product with v) and, for comparison only,
+PyTorch's fused scaled_dot_product_attention; ParaDnn's fc. Formats as trainbench names them
+(src/simulate/accelerator_model.h): fp32 (no TF32), tf32, amp-fp16 (autocast + GradScaler),
+amp-bf16 (autocast).
+
+Usage: measure_gpu.py OUTDIR [--smoke] [--sections facts,e2e,...] [--h200-batches]
+  --smoke: tiny sizes on the CPU, to check the code. All sections write 8 files, the most the
+  device tool brings back from $OUT: keep a log elsewhere, or run fewer sections.
+The profile tables of 2026-11-27 (data/measured/) summed kernels twice in their
+"(sum of self device time)" row; read their aten:: rows.
+"""
+import argparse
+import csv
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+ARGS = None
+DEV = None
+
+
+def log(*a):
+    print(f"[{time.strftime('%H:%M:%S')}]", *a, flush=True)
+
+
+class Csv:
+    def __init__(self, name, fields):
+        self.f = open(os.path.join(ARGS.outdir, name), "w", newline="")
+        self.w = csv.DictWriter(self.f, fieldnames=fields)
+        self.w.writeheader()
+        self.f.flush()
+
+    def row(self, **kw):
+        self.w.writerow(kw)
+        self.f.flush()
+
+
+def sync():
+    if DEV.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def time_fn(fn, warmup, reps, per_call=True):
+    """Times in ms. per_call: CUDA events around each call, the GPU idle between calls (for
+    training steps, long enough that the host's dispatch hides behind the GPU). Otherwise
+    one time per block of `reps` back-to-back calls, divided by reps: the host queues the
+    next call while the GPU runs this one, as inside a training step. Timed per call, a
+    kernel of 0.1-1 ms also counts the host's dispatch before it starts: this script's first
+    tables (2026-11-27) measured ResNet-50's convolutions and batch norms 1.4-1.5x slower
+    per call than the same kernels inside a step."""
+    for _ in range(warmup):
+        fn()
+    sync()
+    out = []
+    if DEV.type != "cuda":
+        for _ in range(reps):
+            t = time.perf_counter()
+            fn()
+            out.append((time.perf_counter() - t) * 1e3)
+        return out
+    if not per_call:
+        blocks = []
+        for _ in range(3):
+            a = torch.cuda.Event(enable_timing=True)
+            b = torch.cuda.Event(enable_timing=True)
+            a.record()
+            for _ in range(reps):
+                fn()
+            b.record()
+            b.synchronize()
+            blocks.append(a.elapsed_time(b) / reps)
+        return blocks
+    for _ in range(reps):
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        out.append(a.elapsed_time(b))
+    return out
+
+
+def set_format(fmt):
+    tf32 = fmt == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+
+
+def half_of(fmt):
+    return {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(fmt)
+
+
+# --- models ---------------------------------------------------------------------------------
+
+
+class GptBlock(nn.Module):
+    def __init__(self, d, heads, ff, fused):
+        super().__init__()
+        self.h, self.fused = heads, fused
+        self.norm1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.out = nn.Linear(d, d)
+        self.norm2 = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, ff)
+        self.fc2 = nn.Linear(ff, d)
+
+    def forward(self, x, mask):
+        B, s, d = x.shape
+        hd = d // self.h
+        q, k, v = self.qkv(self.norm1(x)).split(d, -1)
+        q, k, v = (t.view(B, s, self.h, hd).transpose(1, 2) for t in (q, k, v))
+        if self.fused and hasattr(F, "scaled_dot_product_attention"):
+            ctx = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            q = q * (1 / math.sqrt(hd))
+            ctx = torch.softmax(q @ k.transpose(-2, -1) + mask, -1) @ v
+        x = x + self.out(ctx.transpose(1, 2).reshape(B, s, d))
+        return x + self.fc2(F.gelu(self.fc1(self.norm2(x)), approximate="tanh"))
+
+
+class Gpt(nn.Module):
+    def __init__(self, layers, d, heads, seq, vocab, fused):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(seq, d)
+        self.layers = nn.ModuleList(GptBlock(d, heads, 4 * d, fused) for _ in range(layers))
+        self.norm = nn.LayerNorm(d)
+        self.register_buffer("mask", torch.full((seq, seq), float("-inf")).triu(1))
+
+    def forward(self, tokens):
+        x = self.embed(tokens) + self.pos(torch.arange(tokens.shape[1], device=tokens.device))
+        for b in self.layers:
+            x = b(x, self.mask.to(x.dtype) if x.dtype != torch.float32 else self.mask)
+        return F.linear(self.norm(x), self.embed.weight)  # tied
+
+
+def fc_model(layers, nodes, inp, out):
+    mods, w = [], inp
+    for _ in range(layers):
+        mods += [nn.Linear(w, nodes), nn.ReLU()]
+        w = nodes
+    mods.append(nn.Linear(w, out))
+    return nn.Sequential(*mods)
+
+
+def build(kind, p):
+    """-> (model, optimizer factory, make batch, loss(model_out, target), examples per step)"""
+    if kind == "resnet50":
+        import torchvision
+
+        m = torchvision.models.resnet50(num_classes=1000)
+        x = torch.randn(p["batch"], 3, p["image"], p["image"])
+        y = torch.randint(0, 1000, (p["batch"],))
+        opt = lambda ps: torch.optim.SGD(ps, lr=0.01, momentum=0.9)
+        return m, opt, (x, y), F.cross_entropy, p["batch"]
+    if kind == "gpt":
+        m = Gpt(p["layers"], p["d_model"], p["heads"], p["seq"], p["vocab"], p.get("fused", False))
+        # GPT-2's initialisation is irrelevant to speed; the default one keeps the loss finite.
+        x = torch.randint(0, p["vocab"], (p["batch"], p["seq"]))
+        y = torch.randint(0, p["vocab"], (p["batch"], p["seq"]))
+        opt = lambda ps: torch.optim.AdamW(ps, lr=1e-4, weight_decay=0.01)
+        loss = lambda o, t: F.cross_entropy(o.reshape(-1, o.shape[-1]).float(), t.reshape(-1))
+        return m, opt, (x, y), loss, p["batch"] * p["seq"]
+    if kind == "fc":
+        m = fc_model(p["layers"], p["nodes"], p["input"], p["output"])
+        x = torch.randn(p["batch"], p["input"])
+        y = torch.randint(0, p["output"], (p["batch"],))
+        # ParaDnn's RMSProp (trainbench's default for fc): decay 0.9, momentum 0.9, eps 1.0.
+        opt = lambda ps: torch.optim.RMSprop(ps, lr=1e-4, alpha=0.9, momentum=0.9, eps=1.0)
+        return m, opt, (x, y), F.cross_entropy, p["batch"]
+    raise ValueError(kind)
+
+
+def train_steps(kind, p, fmt, layout, warmup, reps, profile_rows=None, tag=""):
+    set_format(fmt)
+    model, opt_f, (x, y), loss_f, examples = build(kind, p)
+    model = model.to(DEV)
+    x, y = x.to(DEV), y.to(DEV)
+    if layout == "nhwc":
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+    opt = opt_f(model.parameters())
+    half = half_of(fmt)
+    scaler = None
+    if fmt == "amp-fp16" and DEV.type == "cuda":
+        scaler = torch.amp.GradScaler("cuda")
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        if half is not None:
+            with torch.autocast(DEV.type, dtype=half if DEV.type == "cuda" else torch.bfloat16):
+                loss = loss_f(model(x), y)
+        else:
+            loss = loss_f(model(x), y)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+
+    if DEV.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    t = time_fn(step, warmup, reps)
+    # Wall time of a block of steps too: events time the GPU's span of each step, the wall
+    # clock includes any time the GPU waited for the host between steps.
+    sync()
+    w0 = time.perf_counter()
+    for _ in range(reps):
+        step()
+    sync()
+    wall = (time.perf_counter() - w0) * 1e3 / reps
+    peak = torch.cuda.max_memory_allocated() / 2**30 if DEV.type == "cuda" else 0.0
+    if profile_rows is not None:
+        profile(step, profile_rows, tag)
+    del model, opt, x, y
+    if DEV.type == "cuda":
+        torch.cuda.empty_cache()
+    return t, wall, peak, examples
+
+
+def profile(step, out, tag):
+    from torch.profiler import ProfilerActivity, profile as prof
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if DEV.type == "cuda" else [])
+    steps = 3
+    sync()
+    w0 = time.perf_counter()
+    with prof(activities=acts) as pr:
+        for _ in range(steps):
+            step()
+        sync()
+    wall = (time.perf_counter() - w0) * 1e3 / steps
+    total = 0.0
+    rows = []
+    for e in pr.key_averages():
+        dev = getattr(e, "self_device_time_total", None)
+        if dev is None:
+            dev = getattr(e, "self_cuda_time_total", 0)
+        if dev <= 0 and DEV.type == "cuda":
+            continue
+        if DEV.type != "cuda":
+            dev = e.self_cpu_time_total
+        rows.append((e.key, dev / 1e3 / steps, e.count // steps))
+        # Kernels appear twice, as their own rows and in the self time of the aten operator
+        # that launched them: the total counts the operators' rows only.
+        if e.key.startswith("aten::"):
+            total += dev / 1e3 / steps
+    rows.sort(key=lambda r: -r[1])
+    for k, ms, n in rows[:60]:
+        out.row(run=tag, op=k, ms_per_step=f"{ms:.4f}", calls_per_step=n)
+    out.row(run=tag, op="(sum of aten operators' self device time)", ms_per_step=f"{total:.4f}", calls_per_step="")
+    out.row(run=tag, op="(wall per step, profiled)", ms_per_step=f"{wall:.4f}", calls_per_step="")
+
+
+def e2e():
+    w = Csv("e2e.csv", ["config", "model", "format", "layout", "attention", "batch",
+                        "examples_per_step", "step_ms_median", "step_ms_min", "step_ms_max",
+                        "wall_ms_per_step", "steps", "throughput_per_s", "peak_gib", "status"])
+    prof = Csv("profile.csv", ["run", "op", "ms_per_step", "calls_per_step"])
+    s = ARGS.smoke
+    rn = dict(image=32 if s else 224, batch=4 if s else 256)
+    gpt2 = dict(layers=2 if s else 12, d_model=64 if s else 768, heads=4 if s else 12,
+                seq=32 if s else 1024, vocab=512 if s else 50257, batch=2 if s else 8)
+    gptm = dict(gpt2, layers=2 if s else 24, d_model=64 if s else 1024, heads=4 if s else 16)
+    fcb = dict(layers=4, nodes=64 if s else 8192, input=2000, output=1000,
+               batch=16 if s else 2048)
+    fcs = dict(layers=4, nodes=32 if s else 1024, input=2000, output=200, batch=16 if s else 512)
+    runs = [
+        # (kind, params, format, layout, profile?)
+        ("resnet50", rn, "amp-fp16", "nhwc", True),
+        ("resnet50", rn, "amp-fp16", "nchw", False),
+        ("resnet50", rn, "amp-bf16", "nhwc", False),
+        ("resnet50", rn, "tf32", "nchw", True),
+        ("resnet50", rn, "fp32", "nchw", False),
+        ("gpt", gpt2, "amp-bf16", "", True),
+        ("gpt", dict(gpt2, fused=True), "amp-bf16", "", False),
+        ("gpt", gpt2, "tf32", "", False),
+        ("gpt", gptm, "amp-bf16", "", False),
+        ("fc", fcb, "amp-bf16", "", False),
+        ("fc", fcb, "tf32", "", False),
+        ("fc", fcs, "tf32", "", True),
+        ("fc", fcs, "amp-bf16", "", False),
+    ]
+    if not s:
+        # The published Lambda rows' own batches (data/published): the same configs measured here.
+        runs += [("resnet50", dict(rn, batch=640), "tf32", "nchw", False),
+                 ("resnet50", dict(rn, batch=1280), "amp-fp16", "nchw", False)]
+    if ARGS.h200_batches:
+        # Lambda's H200 rows' batches (twice the H100's), which need the H200's memory.
+        runs += [("resnet50", dict(rn, batch=1280), "tf32", "nchw", False),
+                 ("resnet50", dict(rn, batch=2560), "amp-fp16", "nchw", False)]
+    for kind, p, fmt, layout, do_prof in runs:
+        keys = {"resnet50": ["image", "batch"],
+                "gpt": ["layers", "d_model", "heads", "seq", "vocab", "batch"],
+                "fc": ["layers", "nodes", "input", "output", "batch"]}[kind]
+        config = kind + ":" + ",".join(f"{k}={p[k]}" for k in keys)
+        attention = ("fused" if p.get("fused") else "composed") if kind == "gpt" else ""
+        tag = f"{config} {fmt} {layout or attention}".strip()
+        big = kind == "resnet50" and p["batch"] > 256
+        try:
+            t, wall, peak, ex = train_steps(kind, p, fmt, layout, 3 if s else (5 if big else 8),
+                                            3 if s else (6 if big else 20),
+                                            prof if do_prof else None, tag)
+            med = statistics.median(t)
+            w.row(config=config, model=kind, format=fmt, layout=layout, attention=attention,
+                  batch=p["batch"], examples_per_step=ex, step_ms_median=f"{med:.4f}",
+                  step_ms_min=f"{min(t):.4f}", step_ms_max=f"{max(t):.4f}",
+                  wall_ms_per_step=f"{wall:.4f}", steps=len(t),
+                  throughput_per_s=f"{ex / med * 1e3:.1f}", peak_gib=f"{peak:.2f}", status="ok")
+            log(f"e2e {tag}: {med:.3f} ms/step (wall {wall:.3f}), {ex / med * 1e3:.0f}/s, "
+                f"{peak:.1f} GiB")
+        except torch.cuda.OutOfMemoryError if hasattr(torch.cuda, "OutOfMemoryError") else MemoryError:
+            w.row(config=config, model=kind, format=fmt, layout=layout, attention=attention,
+                  batch=p["batch"], status="oom")
+            log(f"e2e {tag}: oom")
+            torch.cuda.empty_cache()
+        except Exception as e:  # a failed config is a row, not the end of the run
+            w.row(config=config, model=kind, format=fmt, layout=layout, attention=attention,
+                  batch=p["batch"], status="crashed: " + repr(e)[:200])
+            log(f"e2e {tag}: crashed {e!r}")
+
+
+# --- kernels --------------------------------------------------------------------------------
+
+# ResNet-50 v1.5's convolutions (torchvision): (in, out, kernel, stride, input side, count).
+def resnet50_convs(image):
+    convs = [(3, 64, 7, 2, image, 1)]
+    side = image // 4
+    inp = 64
+    for stage, (planes, blocks) in enumerate([(64, 3), (128, 4), (256, 6), (512, 3)]):
+        for b in range(blocks):
+            stride = 2 if stage > 0 and b == 0 else 1
+            convs.append((inp, planes, 1, 1, side, 1))
+            convs.append((planes, planes, 3, stride, side, 1))
+            side_out = side // stride
+            convs.append((planes, 4 * planes, 1, 1, side_out, 1))
+            if b == 0:
+                convs.append((inp, 4 * planes, 1, stride, side, 1))
+            inp, side = 4 * planes, side_out
+    merged = {}
+    for c in convs:
+        merged[c[:5]] = merged.get(c[:5], 0) + 1
+    return [k + (n,) for k, n in merged.items()]
+
+
+def conv_table():
+    w = Csv("conv.csv", ["format", "layout", "batch", "c_in", "c_out", "kernel", "stride",
+                         "side_in", "side_out", "count_in_resnet50", "pass", "flops", "ms",
+                         "tflops"])
+    s = ARGS.smoke
+    batch, image = (2, 32) if s else (256, 224)
+    cases = [("amp-fp16", "nhwc"), ("amp-bf16", "nhwc"), ("tf32", "nchw"), ("amp-fp16", "nchw")]
+    if s:
+        cases = [("fp32", "nchw")]
+    for fmt, layout in cases:
+        set_format(fmt)
+        dt = half_of(fmt) or torch.float32
+        for ci, co, k, st, side, n in resnet50_convs(image):
+            pad = k // 2
+            x = torch.randn(batch, ci, side, side, device=DEV, dtype=dt)
+            wt = torch.randn(co, ci, k, k, device=DEV, dtype=dt) * 0.01
+            if layout == "nhwc":
+                x = x.contiguous(memory_format=torch.channels_last)
+                wt = wt.contiguous(memory_format=torch.channels_last)
+            y = F.conv2d(x, wt, None, st, pad)
+            gy = torch.randn_like(y)
+            so = y.shape[-1]
+            flops = 2.0 * batch * co * so * so * ci * k * k
+            bw = lambda mask: torch.ops.aten.convolution_backward(
+                gy, x, wt, None, [st, st], [pad, pad], [1, 1], False, [0, 0], 1, mask)
+            passes = [("forward", lambda: F.conv2d(x, wt, None, st, pad)),
+                      ("backward-input", lambda: bw([True, False, False])),
+                      ("backward-weight", lambda: bw([False, True, False]))]
+            for name, fn in passes:
+                if name == "backward-input" and ci == 3:
+                    continue  # the first layer's input gradient is never computed
+                t = statistics.median(time_fn(fn, 2, 3 if s else 10, per_call=False))
+                w.row(format=fmt, layout=layout, batch=batch, c_in=ci, c_out=co, kernel=k,
+                      stride=st, side_in=side, side_out=so, count_in_resnet50=n,
+                      **{"pass": name}, flops=f"{flops:.4g}", ms=f"{t:.5f}",
+                      tflops=f"{flops / t / 1e9:.2f}")
+            del x, wt, y, gy
+        log(f"conv {fmt} {layout} done")
+
+
+# ResNet-50's batch norms at batch 256: (channels, side, count), from its convolutions' outputs.
+def resnet50_norms(image):
+    out = {}
+    for ci, co, k, st, side, n in resnet50_convs(image):
+        so = side // st if k > 1 or st > 1 else side
+        if k == 7:
+            so = side // 2
+        out[(co, so)] = out.get((co, so), 0) + n
+    return [k + (n,) for k, n in out.items()]
+
+
+def norm_table():
+    """Normalisation and softmax kernels at the shapes the models run them, forward and
+    forward + backward (autograd), with the bytes a streaming model would count."""
+    w = Csv("norm.csv", ["kernel", "dtype", "layout", "shape", "count", "pass", "bytes", "ms",
+                         "gbps"])
+    s = ARGS.smoke
+    batch, image = (2, 32) if s else (256, 224)
+    cases = [(torch.float16 if not s else torch.bfloat16, "nhwc"), (torch.float32, "nchw")]
+    for dt, layout in cases:
+        es = torch.finfo(dt).bits // 8
+        for c, side, n in resnet50_norms(image):
+            x = torch.randn(batch, c, side, side, device=DEV, dtype=dt)
+            if layout == "nhwc":
+                x = x.contiguous(memory_format=torch.channels_last)
+            x.requires_grad_(True)
+            wt = torch.ones(c, device=DEV, requires_grad=True)
+            b = torch.zeros(c, device=DEV, requires_grad=True)
+            rm, rv = torch.zeros(c, device=DEV), torch.ones(c, device=DEV)
+            gy = torch.randn_like(x)
+            fwd = lambda: F.batch_norm(x, rm, rv, wt, b, True)
+            both = lambda: torch.autograd.grad(F.batch_norm(x, rm, rv, wt, b, True), [x, wt, b],
+                                               gy)
+            e = x.numel() * es
+            # forward: read x twice (statistics, then normalise), write y; backward: read x,
+            # dy twice and write dx
+            for name, fn, by in [("forward", fwd, 3 * e), ("forward+backward", both, 8 * e)]:
+                t = statistics.median(time_fn(fn, 3, 3 if s else 10, per_call=False))
+                w.row(kernel="batchnorm_train", dtype=str(dt).replace("torch.", ""),
+                      layout=layout, shape=f"{batch}x{c}x{side}x{side}", count=n,
+                      **{"pass": name}, bytes=by, ms=f"{t:.5f}", gbps=f"{by / t / 1e6:.1f}")
+            del x, gy
+    # GPT-2 small's layer norm and attention softmax (batch 8, seq 1024, 12 heads)
+    B, S, D, H = (2, 32, 64, 4) if s else (8, 1024, 768, 12)
+    for dt in [torch.bfloat16, torch.float32]:
+        es = torch.finfo(dt).bits // 8
+        x = torch.randn(B, S, D, device=DEV, dtype=dt, requires_grad=True)
+        ln = nn.LayerNorm(D).to(DEV, dt)
+        gy = torch.randn_like(x)
+        z = torch.randn(B, H, S, S, device=DEV, dtype=dt, requires_grad=True)
+        gz = torch.randn_like(z)
+        for kern, shape, fwd, both, e in [
+            ("layernorm", f"{B}x{S}x{D}", lambda: ln(x),
+             lambda: torch.autograd.grad(ln(x), [x] + list(ln.parameters()), gy), x.numel() * es),
+            ("softmax", f"{B}x{H}x{S}x{S}", lambda: torch.softmax(z, -1),
+             lambda: torch.autograd.grad(torch.softmax(z, -1), [z], gz), z.numel() * es)]:
+            for name, fn, by in [("forward", fwd, 2 * e), ("forward+backward", both, 6 * e)]:
+                t = statistics.median(time_fn(fn, 3, 3 if s else 10, per_call=False))
+                w.row(kernel=kern, dtype=str(dt).replace("torch.", ""), layout="", shape=shape,
+                      count="", **{"pass": name}, bytes=by, ms=f"{t:.5f}",
+                      gbps=f"{by / t / 1e6:.1f}")
+        del x, z, gy, gz
+    log("norm done")
+
+
+def gemm_table():
+    w = Csv("gemm.csv", ["format", "m", "n", "k", "ms", "tflops"])
+    sizes = [64, 128] if ARGS.smoke else [256, 1024, 2048, 4096, 8192]
+    for fmt in ["amp-bf16", "tf32", "fp32"] + ([] if ARGS.smoke else ["amp-fp16"]):
+        set_format(fmt)
+        dt = half_of(fmt) or torch.float32
+        for m in sizes:
+            for n in sizes:
+                for k in sizes:
+                    a = torch.randn(m, k, device=DEV, dtype=dt)
+                    b = torch.randn(k, n, device=DEV, dtype=dt)
+                    t = statistics.median(time_fn(lambda: a @ b, 2, 3 if ARGS.smoke else 10, per_call=False))
+                    w.row(format=fmt, m=m, n=n, k=k, ms=f"{t:.5f}",
+                          tflops=f"{2.0 * m * n * k / t / 1e9:.2f}")
+        log(f"gemm {fmt} done")
+
+
+def stream_table():
+    w = Csv("stream.csv", ["kernel", "dtype", "elements", "bytes", "ms", "gbps"])
+    exps = [14, 16] if ARGS.smoke else [18, 20, 22, 24, 26, 28]
+    for dt in [torch.bfloat16 if ARGS.smoke else torch.float16, torch.float32]:
+        es = torch.finfo(dt).bits // 8
+        for e in exps:
+            n = 1 << e
+            a = torch.randn(n, device=DEV, dtype=dt)
+            b = torch.randn(n, device=DEV, dtype=dt)
+            c = 64
+            x4 = a.view(-1, c, 16, 16)  # n is a multiple of 64 x 256
+            x4 = x4.contiguous(memory_format=torch.channels_last)
+            rw, ln_w = torch.ones(c, device=DEV), torch.ones(1024, device=DEV, dtype=dt)
+            rm, rv = torch.zeros(c, device=DEV), torch.ones(c, device=DEV)
+            x2 = a.view(-1, 1024)
+            cases = [
+                ("copy", lambda: a.clone(), 2 * n * es),
+                ("add", lambda: a + b, 3 * n * es),
+                ("relu", lambda: torch.relu(a), 2 * n * es),
+                # training batch norm: read for the statistics, read again and write
+                ("batchnorm_train_nhwc", lambda: F.batch_norm(x4, rm, rv, rw, None, True),
+                 3 * x4.numel() * es),
+                ("layernorm", lambda: F.layer_norm(x2, (x2.shape[-1],), ln_w[: x2.shape[-1]]),
+                 2 * n * es),
+                ("softmax", lambda: torch.softmax(x2, -1), 2 * n * es),
+            ]
+            for name, fn, by in cases:
+                t = statistics.median(time_fn(fn, 3, 5 if ARGS.smoke else 20, per_call=False))
+                w.row(kernel=name, dtype=str(dt).replace("torch.", ""), elements=n, bytes=by,
+                      ms=f"{t:.5f}", gbps=f"{by / t / 1e6:.1f}")
+            del a, b, x4, x2
+    log("stream done")
+
+
+def launch_table():
+    w = Csv("launch.csv", ["what", "ops", "us_per_op"])
+    x = torch.zeros(1, device=DEV)
+    n = 200 if ARGS.smoke else 5000
+    for _ in range(100):
+        x.add_(1)
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        x.add_(1)
+    sync()
+    w.row(what="eager add_ on 1 element, host loop (dispatch + launch)", ops=n,
+          us_per_op=f"{(time.perf_counter() - t0) * 1e6 / n:.3f}")
+    y = torch.zeros(1 << 20, device=DEV)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        y.mul_(1.0001)
+    sync()
+    w.row(what="eager mul_ on 2^20 fp32, host loop", ops=n,
+          us_per_op=f"{(time.perf_counter() - t0) * 1e6 / n:.3f}")
+    if DEV.type == "cuda":
+        g = torch.cuda.CUDAGraph()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                x.add_(1)
+            with torch.cuda.graph(g):
+                for _ in range(1000):
+                    x.add_(1)
+        torch.cuda.current_stream().wait_stream(s)
+        t = statistics.median(time_fn(g.replay, 2, 10))
+        w.row(what="1000 add_ on 1 element replayed in a CUDA graph (GPU time per kernel)",
+              ops=1000, us_per_op=f"{t * 1e3 / 1000:.3f}")
+    log("launch done")
+
+
+def facts():
+    with open(os.path.join(ARGS.outdir, "facts.txt"), "w") as f:
+        f.write(f"date {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
+        f.write(f"python {platform.python_version()} torch {torch.__version__}\n")
+        if DEV.type == "cuda":
+            p = torch.cuda.get_device_properties(0)
+            f.write(f"device {p.name} sms {p.multi_processor_count} "
+                    f"memory_gib {p.total_memory / 2**30:.1f} "
+                    f"l2_mb {getattr(p, 'L2_cache_size', 0) / 2**20:.0f}\n")
+            f.write(f"cuda {torch.version.cuda} cudnn {torch.backends.cudnn.version()}\n")
+            try:
+                f.write(subprocess.run(["nvidia-smi", "-q", "-d", "CLOCK,POWER,PERFORMANCE"],
+                                       capture_output=True, text=True, timeout=30).stdout)
+            except Exception as e:  # facts are best effort; the measurements follow anyway
+                f.write(f"nvidia-smi: {e}\n")
+        else:
+            f.write(f"cpu {platform.processor()} threads {torch.get_num_threads()}\n")
+
+
+def main():
+    global ARGS, DEV
+    ap = argparse.ArgumentParser()
+    ap.add_argument("outdir")
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--h200-batches", action="store_true")
+    ap.add_argument("--sections", default="facts,e2e,conv,norm,launch,stream,gemm")
+    ARGS = ap.parse_args()
+    os.makedirs(ARGS.outdir, exist_ok=True)
+    DEV = torch.device("cpu" if ARGS.smoke or not torch.cuda.is_available() else "cuda")
+    if DEV.type == "cpu" and not ARGS.smoke:
+        sys.exit("measure_gpu.py: no CUDA device (use --smoke to check the code on a CPU)")
+    torch.backends.cudnn.benchmark = True  # as DeepLearningExamples trains
+    torch.manual_seed(0)
+    for sec in ARGS.sections.split(","):
+        t0 = time.time()
+        try:
+            {"facts": facts, "e2e": e2e, "conv": conv_table, "gemm": gemm_table,
+             "stream": stream_table, "launch": launch_table, "norm": norm_table}[sec]()
+        except Exception:  # the other sections still run
+            import traceback
+
+            traceback.print_exc()
+        log(f"section {sec}: {time.time() - t0:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Turn scripts/measure_gpu.py's e2e tables into validation rows for
+`trainbench simulate --validate-published` (the format of data/published/training-throughput.csv).
+
+Usage: measured_to_validation.py data/measured > data/measured/training-throughput.csv
+
+One row per (config, format, layout) and device folder: the throughput of the median, over the
+folder's e2e*.csv files (one per fresh process), of the wall time per step. Rows with PyTorch's
+fused attention are left out: trainbench's gpt composes attention, so no config describes them.
+The folder's name is the trainbench platform the GPU is."""
+import csv
+import glob
+import os
+import statistics
+import sys
+
+
+def facts(folder):
+    out = {}
+    with open(os.path.join(folder, "facts.txt")) as f:
+        for line in f:
+            w = line.split()
+            if len(w) >= 2 and w[0] in ("date", "device", "cuda", "python"):
+                out[w[0]] = line.strip()
+            if "Driver Version" in line:
+                out["driver"] = line.split(":")[1].strip()
+    return out
+
+
+def main():
+    root = sys.argv[1]
+    w = csv.writer(sys.stdout, lineterminator="\n")
+    w.writerow(["config", "platform", "format", "batch", "throughput", "unit", "source", "layout",
+                "note"])
+    for folder in sorted(glob.glob(os.path.join(root, "*/"))):
+        platform = os.path.basename(folder.rstrip("/"))
+        files = sorted(glob.glob(os.path.join(folder, "e2e*.csv")))
+        if not files:
+            continue
+        fx = facts(folder)
+        runs = {}
+        for path in files:
+            for r in csv.DictReader(open(path)):
+                if r["status"] != "ok" or r["attention"] == "fused":
+                    continue
+                key = (r["config"], r["format"], r["layout"])
+                runs.setdefault(key, []).append(r)
+        for (config, fmt, layout), rs in runs.items():
+            wall = statistics.median(float(r["wall_ms_per_step"]) for r in rs)
+            per_step = int(rs[0]["examples_per_step"])
+            unit = {"resnet50": "images/s", "gpt": "tokens/s"}.get(rs[0]["model"], "examples/s")
+            source = (f"measured: scripts/measure_gpu.py, {fx.get('device', '')}, "
+                      f"driver {fx.get('driver', '?')}, {fx.get('python', '')}, "
+                      f"{fx.get('cuda', '')}, {fx.get('date', '')}; "
+                      + "; ".join(os.path.relpath(p) for p in files))
+            walls = ", ".join(f"{float(r['wall_ms_per_step']):.2f}" for r in rs)
+            note = (f"synthetic data on the GPU; median over {len(rs)} fresh process(es) of the "
+                    f"wall time per step after warm-up ({walls} ms); cudnn.benchmark on; "
+                    f"peak memory {rs[0]['peak_gib']} GiB")
+            if rs[0]["model"] == "gpt":
+                note += "; attention composed as trainbench's gpt builds it (scores, mask, softmax)"
+            w.writerow([config, platform, fmt, per_step, f"{per_step / wall * 1e3:.1f}", unit,
+                        source, layout, note])
+
+
+if __name__ == "__main__":
+    main()

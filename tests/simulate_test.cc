@@ -222,9 +222,12 @@ TEST(Simulate, MixedPrecisionRecipesRunMatrixProductsAndTheRestAtTheirOwnPeaks) 
   const StepCost cost = step_cost(c);
   EXPECT_DOUBLE_EQ(amp.layers.back().phases[0].bytes, cost.opt_bytes + 6.0 * double(cost.params));
   const double state = cost.memory.weights + cost.memory.gradients + cost.memory.optimizer_state;
-  EXPECT_DOUBLE_EQ(
-      amp.memory_bytes,
-      state + (cost.memory.total() - cost.memory.inputs - state) / 2 + cost.memory.inputs);
+  // The loss's saved log-probabilities stay fp32 under autocast.
+  const double loss_saved = cost.layers.back().saved_bytes;
+  ASSERT_EQ(cost.layers.back().op, "softmax_xent");
+  EXPECT_DOUBLE_EQ(amp.memory_bytes, state +
+                                         (cost.memory.total() - cost.memory.inputs - state) / 2 +
+                                         cost.memory.inputs + loss_saved / 2);
   EXPECT_THROW(sim::simulate_config(find_platform("v100-sxm2-16gb"), c, "amp-bf16"), UsageError);
   EXPECT_EQ(sim::simulate_config(find_platform("v100-sxm2-16gb"), c, "amp-fp16").format.peak_dtype,
             "fp16");
@@ -261,6 +264,18 @@ TEST(Simulate, AutocastKeepsNormsSoftmaxAndAttentionScoresInFp32) {
   }
   EXPECT_EQ(attention, 2);
   EXPECT_EQ(norms, 2 * 2 + 1 + 1);  // two per block, the final norm, the loss
+  // Memory: autocast saves the fp32 ops' tensors at 4 bytes, and the attention's
+  // probabilities twice, in fp32 for softmax's backward and in bf16 for P V's.
+  const MemoryEstimate& m = cost.memory;
+  const double state = m.weights + m.gradients + m.optimizer_state;
+  double expect = state + (m.total() - m.inputs - state) / 2 + m.inputs;
+  for (const LayerCost& l : cost.layers)
+    if (l.op == "layernorm" || l.op == "softmax_xent")
+      expect += l.saved_bytes / 2;
+    else if (l.op == "attention")
+      expect += l.fp32_saved_bytes;  // fp32 at 4 (half counted) + the bf16 copy at 2
+  EXPECT_NEAR(amp.memory_bytes, expect, 1e-9 * expect);
+  EXPECT_GT(amp.memory_bytes, fp32.memory_bytes / 2);
   // tf32 is no autocast: every byte at 4.
   const auto tf32 = sim::simulate_config(p, c, "tf32");
   for (size_t i = 0; i < cost.layers.size(); ++i)

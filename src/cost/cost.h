@@ -28,6 +28,10 @@ struct LayerCost {
   // fp32). Layers whose whole op autocast runs in fp32 (softmax_xent, layernorm, rmsnorm)
   // need not set it.
   double fp32_bytes = 0;
+  // Of saved_bytes, those autocast keeps in fp32, and besides them the half-format copies it
+  // saves too (the attention's probabilities: softmax saves its fp32 output for its backward,
+  // the product with V the half copy it was cast to). Whole-op fp32 layers need not set it.
+  double fp32_saved_bytes = 0;
   double saved_bytes = 0;   // tensors this layer creates that stay alive until backward
   double output_bytes = 0;  // its forward output
   // Elements of the layer's largest activation tensor (input or output), for layers whose

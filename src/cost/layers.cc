@@ -304,6 +304,7 @@ LayerCost attention(const std::string& name, int64_t batch, int64_t heads, int64
   // Under autocast the mask's add (an fp32 mask), softmax and its backward run in fp32, and
   // casts to and from the half format bracket them: about every score pass at 4 bytes.
   l.fp32_bytes = eb * (score_reads + score_writes) * scores;
+  l.fp32_saved_bytes = eb * scores;
   l.saved_bytes = eb * (q + k + v + scores * (dropout ? 2 : 1));  // inputs, weights, mask
   l.output_bytes = eb * out;
   return l;

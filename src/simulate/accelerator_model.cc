@@ -37,6 +37,11 @@ std::string stated_peaks(const PlatformDescription& p) {
 }
 
 bool recurrent(const std::string& op) { return op == "rnn" || op == "lstm" || op == "gru"; }
+// Layers autocast runs in fp32 whole (PyTorch's autocast op reference: softmax, log-softmax
+// and the losses, layer norm; trainbench's RMSNorm computes in fp32 itself).
+bool autocast_fp32_op(const std::string& op) {
+  return op == "softmax_xent" || op == "layernorm" || op == "rmsnorm";
+}
 
 // LibTorch's CPU cells per time step, the input projection done once for the sequence:
 // tanh: hidden projection, add, tanh; LSTM: projection, add, chunk, 3 sigmoid, 2 tanh,
@@ -241,7 +246,7 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     const int n = 1 + has_dx + has_dw;
     // Automatic mixed precision keeps autocast's fp32 ops (softmax, cross-entropy, layer and
     // RMS norms) and the attention's score passes in fp32 (LayerCost::fp32_bytes).
-    const bool fp32_op = l.op == "softmax_xent" || l.op == "layernorm" || l.op == "rmsnorm";
+    const bool fp32_op = autocast_fp32_op(l.op);
     const double all = l.bytes_read + l.bytes_written;
     const double fp32_part = !autocast ? 0 : fp32_op ? all : std::min(all, l.fp32_bytes);
     const double bytes = ((all - fp32_part) * width + fp32_part * 4 / config_elem_bytes) / n;
@@ -374,6 +379,15 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
   const MemoryEstimate& m = cost.memory;
   const double state = m.weights + m.gradients + m.optimizer_state;
   s.memory_bytes = state * state_width + (m.total() - m.inputs - state) * width + m.inputs;
+  if (autocast)
+    for (const auto& l : cost.layers) {
+      // What autocast saves in fp32 (the whole of an fp32 op's, the attention's probabilities)
+      // at 4 bytes instead of the half format's, and the probabilities' half copy besides.
+      const bool fp32_op = autocast_fp32_op(l.op);
+      const double kept = fp32_op ? l.saved_bytes : std::min(l.saved_bytes, l.fp32_saved_bytes);
+      s.memory_bytes += kept * (4 / config_elem_bytes - width);
+      if (!fp32_op) s.memory_bytes += kept * width;
+    }
   s.capacity_bytes = p.memory_gb * 1e9;
   if (cost.data_parallel.workers > 1) {
     s.workers = cost.data_parallel.workers;

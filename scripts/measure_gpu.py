@@ -337,7 +337,7 @@ def e2e():
                   throughput_per_s=f"{ex / med * 1e3:.1f}", peak_gib=f"{peak:.2f}", status="ok")
             log(f"e2e {tag}: {med:.3f} ms/step (wall {wall:.3f}), {ex / med * 1e3:.0f}/s, "
                 f"{peak:.1f} GiB")
-        except torch.cuda.OutOfMemoryError if hasattr(torch.cuda, "OutOfMemoryError") else MemoryError:
+        except torch.cuda.OutOfMemoryError:
             w.row(config=config, model=kind, format=fmt, layout=layout, attention=attention,
                   batch=p["batch"], status="oom")
             log(f"e2e {tag}: oom")
@@ -415,9 +415,7 @@ def conv_table():
 def resnet50_norms(image):
     out = {}
     for ci, co, k, st, side, n in resnet50_convs(image):
-        so = side // st if k > 1 or st > 1 else side
-        if k == 7:
-            so = side // 2
+        so = side // st
         out[(co, so)] = out.get((co, so), 0) + n
     return [k + (n,) for k, n in out.items()]
 

@@ -198,11 +198,9 @@ std::vector<Validation> validate_published(const std::vector<PublishedRow>& rows
     SimOptions o;
     o.layout = row.layout;
     const Simulation s = simulate_config(platforms.at(row.platform), c, row.format, o);
-    const char* bound = s.memory_bound_s > s.compute_bound_s ? "memory" : "compute";
-    if (s.overhead_s > std::max(s.memory_bound_s, s.compute_bound_s)) bound = "overhead";
-    if (s.host_bound) bound = "host";
     ValidationPoint p{
-        row.config, c.family(), row.platform, s.step_s, double(row.batch) / row.throughput, bound};
+        row.config, c.family(), row.platform, s.step_s, double(row.batch) / row.throughput,
+        s.bound()};
     p.format = row.format;
     p.source = row.source;
     p.batch = row.batch;

@@ -103,10 +103,7 @@ std::vector<Validation> validate(const RunSet& runs,
           if (t > 0 && t < d->cores) o.peak_share = double(t) / d->cores;
         }
         const Simulation s = simulate_config(*d, c, "", o);
-        const char* bound = s.memory_bound_s > s.compute_bound_s ? "memory" : "compute";
-        if (s.overhead_s > std::max(s.memory_bound_s, s.compute_bound_s)) bound = "overhead";
-        if (s.host_bound) bound = "host";
-        ValidationPoint p{r.config, r.family, info.name, s.step_s, measured, bound};
+        ValidationPoint p{r.config, r.family, info.name, s.step_s, measured, s.bound()};
         const double max_over_min = r.metric("rep_max_over_min");
         if (r.repetitions() >= 2 && max_over_min >= 1) p.spread = max_over_min - 1;
         p.unstable = r.unstable();

@@ -50,8 +50,7 @@ Command add_simulate(CLI::App& app) {
       "predict every row of a CSV of published single-device training throughputs "
       "(columns config, platform, format, batch, throughput, unit, source; shipped: "
       "data/published/training-throughput.csv, measured ones: data/measured/) and report the "
-      "error per row and "
-      "platform");
+      "error per row and platform");
   sub->add_option("--top", a->top, "layers to list")->capture_default_str();
   sub->add_flag("--explain", a->explain,
                 "add why: the step by layer class and bound, the peaks, efficiency and array "

@@ -198,6 +198,12 @@ SimFormat resolve_format(const PlatformDescription& p, const std::string& format
   return f;
 }
 
+const char* Simulation::bound() const {
+  if (host_bound) return "host";
+  if (overhead_s > std::max(memory_bound_s, compute_bound_s)) return "overhead";
+  return memory_bound_s > compute_bound_s ? "memory" : "compute";
+}
+
 double LayerTime::time_s() const {
   double t = 0;
   for (const auto& ph : phases) t += ph.time_s();
@@ -381,12 +387,13 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
   s.memory_bytes = state * state_width + (m.total() - m.inputs - state) * width + m.inputs;
   if (autocast)
     for (const auto& l : cost.layers) {
-      // What autocast saves in fp32 (the whole of an fp32 op's, the attention's probabilities)
-      // at 4 bytes instead of the half format's, and the probabilities' half copy besides.
-      const bool fp32_op = autocast_fp32_op(l.op);
-      const double kept = fp32_op ? l.saved_bytes : std::min(l.saved_bytes, l.fp32_saved_bytes);
-      s.memory_bytes += kept * (4 / config_elem_bytes - width);
-      if (!fp32_op) s.memory_bytes += kept * width;
+      // An fp32 op's saved tensors at 4 bytes instead of the half format's; the attention's
+      // probabilities at 4 bytes besides their half copy (counted above at the format's width).
+      const double fp32 = 4 / config_elem_bytes;
+      if (autocast_fp32_op(l.op))
+        s.memory_bytes += l.saved_bytes * (fp32 - width);
+      else
+        s.memory_bytes += std::min(l.saved_bytes, l.fp32_saved_bytes) * fp32;
     }
   s.capacity_bytes = p.memory_gb * 1e9;
   if (cost.data_parallel.workers > 1) {

@@ -129,6 +129,9 @@ struct Simulation {
   int zero = 0;
   double comm_bytes_ideal = 0, comm_bytes_run = 0;
   std::string status = "ok";  // ok or oom-predicted
+  // What bounds the step: host (the host's dispatch is longer than the device's work),
+  // overhead (the fixed per-operator costs exceed either roof's phases), memory or compute.
+  const char* bound() const;
 };
 
 struct SimOptions {

@@ -10,8 +10,10 @@
 #include <cstring>
 
 #include "base/errors.h"
+#include "emulation/fused_update.h"
 #include "emulation/torch_quant.h"
 #include "numerics/quantize.h"
+#include "numerics/update.h"
 
 namespace {
 
@@ -363,6 +365,98 @@ TEST(NumericsTorch, QuantizeOpRoundsForwardValueAndBackwardGradient) {
   (y * torch::tensor({0.3f, 1.0f, 70000.0f})).sum().backward();
   // The gradient is rounded to e5m2: 0.3 -> 0.3125, 70000 -> Inf (beyond 57344).
   EXPECT_TRUE(torch::equal(x.grad(), torch::tensor({0.3125f, 1.0f, INFINITY})));
+}
+
+}  // namespace
+
+namespace {
+
+// The element arithmetic the fused optimizer step uses (numerics/update.h) is LibTorch's own,
+// bit for bit, at every length (ATen's vector loops and their scalar remainders).
+TEST(NumericsTorch, UpdateArithmeticIsLibTorchs) {
+  torch::manual_seed(21);
+  for (const int64_t n : {1, 7, 15, 16, 17, 31, 33, 63, 64, 65, 100, 4097, 70001}) {
+    const torch::Tensor p = torch::randn({n}), v = torch::randn({n}) * 1e-3,
+                        g = torch::randn({n}) * 1e-2;
+    const double momentum = 0.9, lr = 0.0123;
+    torch::Tensor want = v.clone(), got = v.clone();
+    want.mul_(momentum).add_(g, 1 - 0.0);
+    tb::num::momentum_buffer(got.data_ptr<float>(), g.data_ptr<float>(), size_t(n),
+                             float(momentum));
+    EXPECT_TRUE(torch::equal(want, got)) << "momentum buffer, n=" << n;
+    want = p.clone(), got = p.clone();
+    want.add_(v, -1 * lr);
+    tb::num::add_scaled(got.data_ptr<float>(), v.data_ptr<float>(), size_t(n), float(-1 * lr));
+    EXPECT_TRUE(torch::equal(want, got)) << "p.add_(v, -lr), n=" << n;
+    // Two roundings differ from one somewhere in these tensors: the check can tell them apart.
+    if (n == 70001) {
+      torch::Tensor twice = p - (v * float(lr));
+      EXPECT_FALSE(torch::equal(want, twice)) << "no element tells fma from mul-then-add";
+    }
+    want = p.clone(), got = p.clone();
+    want.sub_(v * lr);
+    tb::num::sub_product(got.data_ptr<float>(), v.data_ptr<float>(), size_t(n), float(lr));
+    EXPECT_TRUE(torch::equal(want, got)) << "p.sub_(v * lr), n=" << n;
+  }
+}
+
+// The fused momentum step (emulation/fused_update.h) against the unfused sequence it replaces,
+// bit for bit: element, block, MX, NVFP4 (1-D and 2-D tiles, whose tile scales need the whole
+// tensor's amax first) and stochastic points, on shapes whose rows do and do not fill chunks,
+// over two steps (the stochastic streams advance per call), in both rules; a tensor of over a
+// million elements runs its chunks on threads.
+TEST(NumericsTorch, FusedMomentumStepIsTheUnfusedSequence) {
+  using tb::emu::MomentumRule;
+  using tb::emu::QuantPoint;
+  const std::vector<std::pair<std::string, std::string>> points = {
+      {"off", "off"},
+      {"e5m2", "e4m3"},
+      {"bf16/stochastic", "bf16"},
+      {"mxfp8_e5m2", "mxfp8_e4m3"},
+      {"mx:elem=e4m3,block=32,scale=rceil", "bfp8"},
+      {"nvfp4", "nvfp4_2d"},
+      {"nvfp4/stochastic", "e4m3"},
+      {"e4m3", "nvfp4"},
+      {"fixed:w=8,f=4", "nvfp4_2d/stochastic"}};
+  const std::vector<std::vector<int64_t>> shapes = {{256, 784}, {10, 256}, {256},
+                                                    {33, 7},    {40, 17},  {1100, 1024}};
+  int compared = 0;
+  for (const auto rule : {MomentumRule::kTorchSgd, MomentumRule::kRoundStateFirst}) {
+    for (const auto& [so, mo] : points) {
+      for (const auto& shape : shapes) {
+        if (shape[0] == 1100 && so != "nvfp4" && so != "mxfp8_e5m2") continue;  // time
+        torch::manual_seed(5);
+        const torch::Tensor p0 = torch::randn(shape) * 0.05, b0 = torch::randn(shape) * 1e-3;
+        const torch::Tensor g1 = torch::randn(shape) * 1e-2, g2 = torch::randn(shape) * 1e-2;
+        const auto run = [&](bool fused) {
+          tb::emu::set_fused_updates(fused);
+          const QuantPoint s = QuantPoint::parse(so, 3), m = QuantPoint::parse(mo, 4);
+          torch::Tensor p = p0.clone(), b = b0.clone();
+          for (const auto& g : {g1, g2}) tb::emu::momentum_step(rule, p, b, g, 0.9, 0.01, s, m);
+          tb::emu::set_fused_updates(true);
+          return std::make_pair(p, b);
+        };
+        ASSERT_TRUE(
+            tb::emu::fuses_momentum_step(p0, b0, g1, QuantPoint::parse(so), QuantPoint::parse(mo)));
+        const auto [pf, bf] = run(true);
+        const auto [pu, bu] = run(false);
+        const std::string what = so + " / " + mo + " on " + std::to_string(shape[0]) +
+                                 (shape.size() > 1 ? "x" + std::to_string(shape[1]) : "") +
+                                 (rule == MomentumRule::kTorchSgd ? ", torch" : ", state first");
+        EXPECT_TRUE(torch::equal(pf, pu)) << "parameters: " << what;
+        EXPECT_TRUE(torch::equal(bf, bu)) << "buffers: " << what;
+        EXPECT_FALSE(torch::equal(pf, p0)) << what << ": the step changed nothing";
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 80);
+  // Where the points cannot round in chunks, the step is the unfused sequence.
+  EXPECT_FALSE(tb::emu::fuses_momentum_step(torch::zeros({4, 32}), torch::zeros({4, 32}),
+                                            torch::zeros({4, 32}),
+                                            QuantPoint::parse("e4m3@current"), QuantPoint()));
+  EXPECT_FALSE(tb::emu::fuses_momentum_step(torch::zeros({4, 32}).t(), torch::zeros({32, 4}),
+                                            torch::zeros({32, 4}), QuantPoint(), QuantPoint()));
 }
 
 }  // namespace

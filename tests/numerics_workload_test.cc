@@ -9,6 +9,7 @@
 #include <set>
 
 #include "base/errors.h"
+#include "emulation/fused_update.h"
 #include "model/activation_point.h"
 #include "runner/profile.h"
 #include "runner/runner.h"
@@ -124,6 +125,42 @@ TEST(NumericsWorkload, OptimizerStateAndMastersEndInTheirFormats) {
     ++buffers;
   }
   EXPECT_EQ(buffers, int(params.size()));
+}
+
+// The wrapper's momentum-SGD step fuses the optimizer's update with the state's and masters'
+// rounding (emulation/fused_update.h): three steps of it give the parameters and buffers that
+// opt.step() and the per-tensor rounding give, bit for bit, the first step (which creates the
+// buffers) included; an optimizer the fused step does not compute (RMSprop) is unaffected.
+TEST(NumericsWorkload, FusedOptimizerStepIsTheUnfusedOne) {
+  const std::string fc = "fc:layers=2,nodes=48,input=40,output=5,batch=16,threads=1,optimizer=";
+  for (const std::string numerics :
+       {"o:e5m2+m:bf16", "w:mxfp8_e4m3+g:mxfp8_e5m2+o:mxfp8_e5m2+m:mxfp8_e4m3",
+        "w:nvfp4_2d+a:nvfp4+e:nvfp4/stochastic+g:nvfp4/stochastic+o:nvfp4+m:nvfp4",
+        "o:bf16/stochastic+m:e4m3+ls:dynamic"}) {
+    for (const std::string optimizer : {"momentum", "rmsprop"}) {
+      std::vector<std::vector<torch::Tensor>> out;
+      for (const bool fused : {true, false}) {
+        emu::set_fused_updates(fused);
+        auto t = prepare_training(parse_config(fc + optimizer + ",numerics=" + numerics),
+                                  torch::kCPU, 3);
+        for (int i = 0; i < 3; ++i) train_step(*t.workload, *t.optimizer, t.batch, torch::kCPU);
+        std::vector<torch::Tensor> v;
+        for (const auto& p : t.workload->module().parameters()) v.push_back(p.detach().clone());
+        for (const auto& p : t.workload->module().parameters()) {
+          const auto it = t.optimizer->state().find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+          ASSERT_NE(it, t.optimizer->state().end());
+          if (auto* s = dynamic_cast<torch::optim::SGDParamState*>(it->second.get()))
+            v.push_back(s->momentum_buffer().clone());
+        }
+        out.push_back(v);
+      }
+      emu::set_fused_updates(true);
+      ASSERT_EQ(out[0].size(), out[1].size());
+      for (size_t i = 0; i < out[0].size(); ++i)
+        EXPECT_TRUE(torch::equal(out[0][i], out[1][i]))
+            << numerics << ", " << optimizer << ": tensor " << i;
+    }
+  }
 }
 
 // WGAN-GP and A3C run their own steps (two optimizers; actors on threads, several updates per

@@ -8,6 +8,7 @@
 #include "base/errors.h"
 #include "emulation/family_training.h"
 #include "emulation/fashion_mnist.h"
+#include "emulation/fused_update.h"
 #include "emulation/hadamard.h"
 #include "emulation/language_training.h"
 #include "emulation/to_target.h"
@@ -298,11 +299,8 @@ SeedRun train_one(const EmulationOptions& o, const Policy& given, const Dataset&
     }
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < net.params.size(); ++i) {
-      const torch::Tensor& g = net.params[i].grad();
-      velocity[i].mul_(o.momentum).add_(g);
-      policy.optimizer_state.apply_(velocity[i]);
-      net.params[i].sub_(velocity[i] * o.lr);
-      policy.master.apply_(net.params[i]);
+      momentum_step(MomentumRule::kRoundStateFirst, net.params[i], velocity[i],
+                    net.params[i].grad(), o.momentum, o.lr, policy.optimizer_state, policy.master);
     }
     net.masters_in_format = policy.master.enabled();
     if (ls.dynamic && ++ls.good == 2000) {

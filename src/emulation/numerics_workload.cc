@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "base/errors.h"
+#include "emulation/fused_update.h"
 #include "emulation/hadamard.h"
 #include "model/activation_point.h"
 #include "model/phase.h"
@@ -241,6 +242,7 @@ void NumericsWorkload::step(torch::optim::Optimizer& opt) {
       good_steps_ = 0;
     }
   }
+  if (fused_sgd_step(opt)) return;
   opt.step();
   for (auto& p : params) {
     const int l = layer_of(p);
@@ -257,6 +259,49 @@ void NumericsWorkload::step(torch::optim::Optimizer& opt) {
     }
     in_format_.insert(p.unsafeGetTensorImpl());
   }
+}
+
+bool NumericsWorkload::fused_sgd_step(torch::optim::Optimizer& opt) {
+  if (!fused_updates() || !dynamic_cast<torch::optim::SGD*>(&opt)) return false;
+  // What the fused step computes (MomentumRule::kTorchSgd); anything else is opt.step()'s. A
+  // parameter's first step creates its buffer (a copy of the gradient): also opt.step()'s.
+  const auto buffer_of = [&](const torch::Tensor& p) -> torch::Tensor {
+    const auto it = opt.state().find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+    if (it == opt.state().end()) return {};
+    return static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer();
+  };
+  for (auto& group : opt.param_groups()) {
+    const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
+    if (o.momentum() == 0 || o.dampening() != 0 || o.nesterov() || o.weight_decay() != 0)
+      return false;
+    for (const auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      const int l = layer_of(p);
+      const torch::Tensor buf = buffer_of(p);
+      if (!buf.defined() ||
+          !fuses_momentum_step(p.data(), buf, p.grad(), policy_.at(4, l), policy_.at(5, l)))
+        return false;
+    }
+  }
+  for (auto& group : opt.param_groups()) {
+    const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
+    for (auto& p : group.params()) {
+      const int l = layer_of(p);
+      const QuantPoint &state = policy_.at(4, l), &master = policy_.at(5, l);
+      torch::Tensor data = p.data();
+      if (p.grad().defined()) {
+        torch::Tensor buf = buffer_of(p);
+        momentum_step(MomentumRule::kTorchSgd, data, buf, p.grad(), o.momentum(), o.lr(), state,
+                      master);
+      } else {  // not stepped; rounded as the unfused step rounds every parameter
+        torch::Tensor buf = buffer_of(p);
+        if (buf.defined()) state.apply_(buf);
+        master.apply_(data);
+      }
+      in_format_.insert(p.unsafeGetTensorImpl());
+    }
+  }
+  return true;
 }
 
 Policy policy_from(const num::NumericsPolicy& text, uint64_t seed) {

@@ -61,6 +61,9 @@ class NumericsWorkload : public Workload, private StepHooks {
   // rounded and unscaled, the step skipped on overflow, state and masters rounded).
   double before_forward(const std::vector<torch::Tensor>& weights) override;
   void step(torch::optim::Optimizer& opt) override;
+  // The optimizer's step and the state's and masters' rounding fused (fused_update.h), where
+  // the optimizer is momentum SGD the fused step computes exactly; false: nothing done.
+  bool fused_sgd_step(torch::optim::Optimizer& opt);
   // None where the policy rounds no activation or error and replaces no operator: the
   // families then run their plain operators (nn::Transformer itself, fused recurrent cells).
   std::unique_ptr<ActivationHookScope> points() override {

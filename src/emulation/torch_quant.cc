@@ -321,6 +321,36 @@ void QuantPoint::apply_(torch::Tensor& x) const {
   x.copy_(apply(x.detach()));
 }
 
+bool QuantPoint::rounds_in_chunks(const torch::Tensor& x) const {
+  if (!enabled()) return true;
+  return format_ && !scaling_.enabled() && x.scalar_type() == torch::kFloat &&
+         x.device().is_cpu() && x.is_contiguous();
+}
+
+ChunkRounding QuantPoint::chunk_rounding(const torch::Tensor& x) const {
+  ChunkRounding r;
+  if (!enabled()) return r;
+  TORCH_CHECK(rounds_in_chunks(x), "chunk_rounding: ", str(), " rounds this tensor whole");
+  r.format = *format_;
+  r.options = options(calls_.fetch_add(1));
+  r.options.threads = 1;
+  // As quantize_into splits a tensor: rows along the last dimension for block formats.
+  const int64_t row = x.dim() > 0 ? std::max<int64_t>(x.size(-1), 1) : 1;
+  if (format_->kind == num::Format::Kind::kBlock) {
+    r.options.row = size_t(row);
+    r.needs_amax = format_->blk.kind == num::BlockFormat::Kind::kNvfp4;
+    r.unit = r.needs_amax ? row * format_->blk.rows : row;
+  }
+  return r;
+}
+
+void ChunkRounding::round(float* x, int64_t lo, int64_t len) const {
+  if (!format || len <= 0) return;
+  num::QuantOptions part = options;
+  part.offset = options.offset + uint64_t(lo);
+  num::quantize(*format, x + lo, x + lo, size_t(len), part);
+}
+
 bool QuantPoint::round_unscale_(torch::Tensor& g, double scale) const {
   torch::NoGradGuard no_grad;
   // NVFP4 needs the whole tensor's amax before any chunk is rounded.

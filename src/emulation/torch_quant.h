@@ -18,6 +18,21 @@
 
 namespace tb::emu {
 
+// A point's rounding of one tensor, a chunk at a time, inside another pass over the tensor (the
+// fused optimizer update, emulation/fused_update.h): the values apply_ gives the whole tensor.
+struct ChunkRounding {
+  std::optional<num::Format> format;  // none: the point rounds nothing
+  num::QuantOptions options;          // the tensor's call's (its stochastic stream), row set
+  // Chunks start on multiples of it: whole rows for block formats (blocks run along the last
+  // dimension), whole bands of tile rows for NVFP4.
+  int64_t unit = 1;
+  // NVFP4: the tensor's amax (num::tensor_amax) goes into options.tensor_amax before any chunk
+  // is rounded; its tile scales hang on it.
+  bool needs_amax = false;
+  // Rounds elements [lo, lo + len) of the tensor whose data starts at x, in place.
+  void round(float* x, int64_t lo, int64_t len) const;
+};
+
 // One place where values are rounded: a format, a rounding mode, and for stochastic rounding
 // a seed and a counter so successive calls draw fresh, reproducible random bits.
 class QuantPoint {
@@ -91,6 +106,12 @@ class QuantPoint {
   // and whether every value is then finite. The values of apply_(g), g.div_(scale) and a
   // finiteness check, in one pass over g in cache-sized chunks instead of three.
   bool round_unscale_(torch::Tensor& g, double scale) const;
+
+  // Whether this point can round x a chunk at a time (ChunkRounding): a format without a
+  // scaling recipe (no extension) on a contiguous float32 CPU tensor, or a disabled point.
+  bool rounds_in_chunks(const torch::Tensor& x) const;
+  // The rounding of x in chunks; taking it counts as x's call, as apply_(x) does.
+  ChunkRounding chunk_rounding(const torch::Tensor& x) const;
 
  private:
   // The options of call number `call` of this point (stochastic rounding: its own stream).

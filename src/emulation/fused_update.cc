@@ -1,0 +1,146 @@
+#include "emulation/fused_update.h"
+
+#include <ATen/Parallel.h>
+
+#include <atomic>
+#include <cmath>
+#include <mutex>
+
+#include "numerics/quantize.h"
+#include "numerics/update.h"
+
+namespace tb::emu {
+namespace {
+
+std::atomic<bool> g_fused{true};
+
+bool plain(const torch::Tensor& t) {
+  return t.defined() && t.scalar_type() == torch::kFloat && t.device().is_cpu() &&
+         t.is_contiguous();
+}
+
+// LibTorch's scalar arguments as its float32 kernels take them: converted to float.
+void unfused(MomentumRule rule, torch::Tensor& p, torch::Tensor& buf, const torch::Tensor& g,
+             double momentum, double lr, const QuantPoint& state, const QuantPoint& master) {
+  torch::NoGradGuard no_grad;
+  buf.mul_(momentum).add_(g);
+  if (rule == MomentumRule::kTorchSgd) {
+    p.add_(buf, -1 * lr);
+    state.apply_(buf);
+  } else {
+    state.apply_(buf);
+    p.sub_(buf * lr);
+  }
+  master.apply_(p);
+}
+
+// The largest |x| of a chunk, into a running maximum shared by the threads.
+void fold_amax(std::atomic<uint32_t>& acc, const float* x, int64_t n) {
+  const float a = num::tensor_amax(x, size_t(n));
+  uint32_t bits;
+  std::memcpy(&bits, &a, 4);
+  uint32_t cur = acc.load();
+  while (bits > cur && !acc.compare_exchange_weak(cur, bits)) {
+  }
+}
+
+float as_float(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+}  // namespace
+
+void set_fused_updates(bool on) { g_fused = on; }
+bool fused_updates() { return g_fused; }
+
+bool fuses_momentum_step(const torch::Tensor& p, const torch::Tensor& buf, const torch::Tensor& g,
+                         const QuantPoint& state, const QuantPoint& master) {
+  return plain(p) && plain(buf) && plain(g) && p.sizes() == buf.sizes() && p.sizes() == g.sizes() &&
+         state.rounds_in_chunks(buf) && master.rounds_in_chunks(p);
+}
+
+void momentum_step(MomentumRule rule, torch::Tensor& p, torch::Tensor& buf, const torch::Tensor& g,
+                   double momentum, double lr, const QuantPoint& state, const QuantPoint& master) {
+  if (!g_fused || !fuses_momentum_step(p, buf, g, state, master))
+    return unfused(rule, p, buf, g, momentum, lr, state, master);
+  const int64_t n = p.numel();
+  // The calls in the unfused order: the buffer's, then the parameter's.
+  const ChunkRounding rs = state.chunk_rounding(buf), rm = master.chunk_rounding(p);
+  if (n == 0) return;
+  float* const P = p.data_ptr<float>();
+  float* const B = buf.data_ptr<float>();
+  const float* const G = g.data_ptr<float>();
+  const float m = float(momentum), alpha = float(-1 * lr), lrf = float(lr);
+  // Chunks of whole units of both roundings (each unit divides the larger: 1, a row, a band of
+  // rows), ~16 KiB per tensor, so that a chunk stays in L1 from its update to its rounding.
+  const int64_t unit = std::max(rs.unit, rm.unit);
+  const int64_t chunk = unit * std::max<int64_t>(1, 4096 / unit);
+  const int64_t chunks = (n + chunk - 1) / chunk;
+  // Threads only for tensors of a million elements, as quantize_into splits them.
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 20) / chunk);
+  const auto over_chunks = [&](const auto& body) {
+    at::parallel_for(0, chunks, grain, [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c) body(c * chunk, std::min(chunk, n - c * chunk));
+    });
+  };
+  std::atomic<uint32_t> amax_s{0}, amax_m{0};
+  // A rounding in this pass, or the amax it needs for the next.
+  const auto round_or_amax = [](const ChunkRounding& r, std::atomic<uint32_t>& amax, float* x,
+                                int64_t lo, int64_t len) {
+    if (r.needs_amax)
+      fold_amax(amax, x + lo, len);
+    else
+      r.round(x, lo, len);
+  };
+  // The NVFP4 roundings (tile scales from the whole tensor's amax) in a pass of their own.
+  ChunkRounding ws = rs, wm = rm;
+  const auto finish = [&] {
+    ws.options.tensor_amax = as_float(amax_s.load());
+    wm.options.tensor_amax = as_float(amax_m.load());
+  };
+  if (rule == MomentumRule::kTorchSgd) {
+    over_chunks([&](int64_t lo, int64_t len) {
+      num::momentum_buffer(B + lo, G + lo, size_t(len), m);
+      num::add_scaled(P + lo, B + lo, size_t(len), alpha);
+      round_or_amax(rs, amax_s, B, lo, len);
+      round_or_amax(rm, amax_m, P, lo, len);
+    });
+    if (rs.needs_amax || rm.needs_amax) {
+      finish();
+      over_chunks([&](int64_t lo, int64_t len) {
+        if (ws.needs_amax) ws.round(B, lo, len);
+        if (wm.needs_amax) wm.round(P, lo, len);
+      });
+    }
+  } else {
+    // The parameter's update reads the rounded buffer: where that rounding needs the buffer's
+    // amax, the update waits for a second pass.
+    const auto update_p = [&](int64_t lo, int64_t len) {
+      num::sub_product(P + lo, B + lo, size_t(len), lrf);
+      round_or_amax(rm, amax_m, P, lo, len);
+    };
+    over_chunks([&](int64_t lo, int64_t len) {
+      num::momentum_buffer(B + lo, G + lo, size_t(len), m);
+      round_or_amax(rs, amax_s, B, lo, len);
+      if (!rs.needs_amax) update_p(lo, len);
+    });
+    if (rs.needs_amax) {
+      finish();
+      over_chunks([&](int64_t lo, int64_t len) {
+        ws.round(B, lo, len);
+        update_p(lo, len);
+      });
+    }
+    if (rm.needs_amax) {
+      finish();
+      over_chunks([&](int64_t lo, int64_t len) { wm.round(P, lo, len); });
+    }
+  }
+  // In-place changes, as LibTorch's in-place operators record them.
+  p.unsafeGetTensorImpl()->bump_version();
+  buf.unsafeGetTensorImpl()->bump_version();
+}
+
+}  // namespace tb::emu

@@ -1,0 +1,22 @@
+#pragma once
+// The element arithmetic of a momentum-SGD step on float32 arrays, as LibTorch computes it, so
+// that the emulation can run the update in the same pass as the rounding of the optimizer state
+// and the master weights (emulation/fused_update.h) and get the values the unfused sequence
+// gets, bit for bit. What LibTorch 1.13 computes was read from ATen's kernels and is checked
+// against it in the tests: `t.mul_(s)` and `t.add_(u)` (alpha 1) round each product and sum on
+// its own; `t.add_(u, alpha)` is one fused multiply-add, t + alpha * u rounded once (ATen's
+// vectorised loop calls fmadd, and its scalar remainder compiles to an FMA too).
+#include <cstddef>
+
+namespace tb::num {
+
+// buf = buf * momentum + g: torch::optim::SGD's `buf.mul_(momentum).add_(g, 1 - 0)`.
+void momentum_buffer(float* buf, const float* g, size_t n, float momentum);
+
+// p = p + alpha * v in one rounding: `p.add_(v, alpha)` (SGD's step with alpha = -lr).
+void add_scaled(float* p, const float* v, size_t n, float alpha);
+
+// p = p - v * lr in two roundings: `p.sub_(v * lr)`.
+void sub_product(float* p, const float* v, size_t n, float lr);
+
+}  // namespace tb::num

@@ -658,7 +658,7 @@ TEST(NumericsFormat, StreamedOutputsMatchCachedOnes) {
   // AVX-512 kernels write streamed outputs themselves (e4m3, e5m2, MX, BFP, NVFP4); the others
   // through an L1 tile.
   for (const char* name : {"e4m3", "e5m2", "bf16", "fp:e=8,m=3,bias=140", "mxfp8_e4m3", "bfp8",
-                           "nvfp4", "fixed:w=8,f=4"}) {
+                           "nvfp4", "nvfp4_2d", "fixed:w=8,f=4"}) {
     for (Rounding r : {Rounding::kNearestEven, Rounding::kStochastic}) {
       for (size_t shift : {0, 1, 3}) {  // output misaligned by 0, 4 and 12 bytes
         QuantOptions o;

@@ -1508,16 +1508,6 @@ namespace {
 // (block formats); results are the same either way.
 constexpr size_t kStreamTile = 4096;
 
-size_t stream_min_elements() {
-  static const size_t n = [] {
-    long bytes = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    if (bytes <= 0) bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    if (bytes <= 0) bytes = 32l << 20;
-    return size_t(bytes) / sizeof(float);
-  }();
-  return n;
-}
-
 #if defined(__SSE2__)
 #if TB_AVX512_KERNELS
 // Whole 64-byte lines per non-temporal store: a copy through it ran at 31-36 GB/s on two
@@ -1578,34 +1568,34 @@ bool streams_directly(const Format& f, const QuantOptions& o) {
 void quantize_streaming(const Format& f, const float* in, float* out, size_t n,
                         const QuantOptions& o, uint64_t offset) {
 #if defined(__SSE2__)
-  // From a 64-byte boundary (LibTorch's allocations start on one; chunks and tiles keep it), so
-  // that store16 finds whole lines.
-  if (streams_directly(f, o) && (reinterpret_cast<uintptr_t>(out) & 63) == 0) {
-    quantize_serial(f, in, out, n, o, offset, true);
-    _mm_sfence();
-    return;
-  }
-#endif
+  // The kernels that write whole lines themselves do so from a 64-byte boundary (LibTorch's
+  // allocations start on one; chunks and tiles keep it); the others round a tile into a
+  // buffer in L1 and stream it out.
+  const bool direct = streams_directly(f, o) && (reinterpret_cast<uintptr_t>(out) & 63) == 0;
   size_t tile = kStreamTile;
   if (f.kind == Format::Kind::kBlock) {
     const size_t row = o.row ? o.row : n;
-    // NVFP4's tiles span `rows` rows.
+    // NVFP4's tiles span `rows` rows: a band of 16 rows of 1024 is 64 KiB, rounded a band at a
+    // time where the kernel streams it itself, else plainly (no buffer holds it).
     const size_t band = f.blk.kind == BlockFormat::Kind::kNvfp4 ? row * size_t(f.blk.rows) : row;
-    if (band > kStreamTile) return quantize_serial(f, in, out, n, o, offset);
-    tile = band * (kStreamTile / band);
+    if (band > kStreamTile && !direct) return quantize_serial(f, in, out, n, o, offset);
+    tile = band > kStreamTile ? band : band * (kStreamTile / band);
   }
-#if defined(__SSE2__)
   alignas(64) float buf[kStreamTile];
-  size_t i = 0;
-  for (; i < n; i += tile) {
+  for (size_t i = 0; i < n; i += tile) {
     const size_t len = std::min(tile, n - i);
     // The next tile's input, requested now: a heavy kernel leaves the out-of-order window too
-    // few loads in flight to cover memory latency on its own.
+    // few loads in flight to cover memory latency on its own (NVFP4's tile amaxes, a pass
+    // before the rounding, wait on every line they read).
     const size_t ahead = std::min(tile, n - std::min(n, i + tile));
     for (size_t j = 0; j < ahead; j += 16)
       _mm_prefetch(reinterpret_cast<const char*>(in + i + tile + j), _MM_HINT_T0);
-    quantize_serial(f, in + i, buf, len, o, offset + i);
-    stream_out(buf, out + i, len);
+    if (direct) {
+      quantize_serial(f, in + i, out + i, len, o, offset + i, true);
+    } else {
+      quantize_serial(f, in + i, buf, len, o, offset + i);
+      stream_out(buf, out + i, len);
+    }
   }
   _mm_sfence();
 #else
@@ -1621,6 +1611,16 @@ void quantize_part(const Format& f, const float* in, float* out, size_t n, const
 }
 
 }  // namespace
+
+size_t stream_min_elements() {
+  static const size_t n = [] {
+    long bytes = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (bytes <= 0) bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    if (bytes <= 0) bytes = 32l << 20;
+    return size_t(bytes) / sizeof(float);
+  }();
+  return n;
+}
 
 void copy_nontemporal(const float* in, float* out, size_t n) {
 #if defined(__SSE2__)
@@ -1710,8 +1710,15 @@ void quantize(const Format& f, const float* in, float* out, size_t n, const Quan
   if (o.input_amax) *o.input_amax = *std::max_element(amax.begin(), amax.end());
 }
 
+TB_NUM_CLONES void block_amaxes(const float* x, size_t n, size_t block, float* out, bool fold) {
+  for (size_t b = 0, lo = 0; lo < n; ++b, lo += block) {
+    const float a = as_float(amax_bits_inline(x + lo, std::min(block, n - lo)));
+    out[b] = fold ? std::fmax(out[b], a) : a;
+  }
+}
+
 void quantize_blocks_scaled(const Format& f, const float* in, float* out, size_t n, size_t block,
-                            const float* scales, const QuantOptions& given) {
+                            const float* scales, const QuantOptions& given, bool stream) {
   QuantOptions o = given;
   o.input_amax = nullptr;  // quantize()'s option; the scaled blocks' amax is the caller's
   if (f.kind != Format::Kind::kFloat)
@@ -1724,15 +1731,18 @@ void quantize_blocks_scaled(const Format& f, const float* in, float* out, size_t
     const size_t len = std::min(block, n - lo);
     const float sc = scales[b];
     if (fast && sc != 1.0f && o.rounding == Rounding::kNearestEven) {
-      rne_fast_scaled(in + lo, out + lo, len, fg, sc, 1.0f / sc, false);
+      rne_fast_scaled(in + lo, out + lo, len, fg, sc, 1.0f / sc, stream);
     } else if (fast && sc != 1.0f && o.rounding == Rounding::kStochastic) {
-      sr_fast_scaled(in + lo, out + lo, len, fg, o.seed, o.offset + lo, sc, 1.0f / sc, false);
+      sr_fast_scaled(in + lo, out + lo, len, fg, o.seed, o.offset + lo, sc, 1.0f / sc, stream);
     } else {
       QuantOptions part = o;
       part.scale = sc;
       quantize_serial(f, in + lo, out + lo, len, part, o.offset + lo);
     }
   }
+#if defined(__SSE2__)
+  if (stream) _mm_sfence();
+#endif
 }
 
 std::vector<float> quantize(const Format& f, const std::vector<float>& in, const QuantOptions& o) {

@@ -39,6 +39,10 @@ struct QuantOptions {
   size_t stream_above = 0;
 };
 
+// The size (elements) above which an output is past the last-level cache: quantize() streams
+// such outputs (QuantOptions::stream_above, 0, stands for it).
+size_t stream_min_elements();
+
 // Copies n floats with the stores quantize() uses for outputs past the last-level cache:
 // non-temporal where the CPU has them, then a store fence. A reference copy for benchmarks.
 void copy_nontemporal(const float* in, float* out, size_t n);
@@ -52,8 +56,15 @@ float quantize_one(const Format& f, float x, Rounding r = Rounding::kNearestEven
 // A float format over consecutive blocks of `block` elements, block b at scale scales[b] (as
 // quantize() with QuantOptions::scale = scales[b] and offset o.offset + b * block, on one
 // thread): a per-block scaling recipe's rounding, with the format's grid built once.
+// `stream`: the output is past the caches and does not overlap the input (a large tensor):
+// written with non-temporal stores where the kernel can, then a store fence.
 void quantize_blocks_scaled(const Format& f, const float* in, float* out, size_t n, size_t block,
-                            const float* scales, const QuantOptions& o);
+                            const float* scales, const QuantOptions& o, bool stream = false);
+
+// The largest magnitude (tensor_amax's) of each block of `block` elements of x[0, n), the
+// last one possibly short, into out[b], or folded into it (the larger of the two) with `fold`:
+// a per-block scaling recipe's tiles, a row of a tile at a time.
+void block_amaxes(const float* x, size_t n, size_t block, float* out, bool fold);
 
 // Bit patterns. encode() takes a value already in the format (a quantize() result) and
 // returns its code in the low bits (float: sign, exponent, mantissa; fixed: two's complement

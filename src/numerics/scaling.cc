@@ -203,28 +203,29 @@ void quantize_block_scaled(const Format& f, const Scaling& s, const float* in, f
   const float max = scaling_max(f);
   const size_t rows = n / row;
   const size_t bands = (rows + br - 1) / br;
+  // A tensor past the last-level cache is written with non-temporal stores (quantize()'s rule):
+  // a plain store of a line that is not cached reads it first, a third of the traffic.
+  const size_t stream_above = o.stream_above ? o.stream_above : stream_min_elements();
+  const bool stream = n > stream_above && (out + n <= in || in + n <= out);
   // Bands [b0, b1) of br rows; each call keeps its own buffers.
   auto run = [&](size_t b0, size_t b1, RangeCounts* c) {
-    std::vector<float> scale(row / bc), scaled, q;
+    std::vector<float> scale(row / bc), amax(row / bc), scaled, q;
     QuantOptions part = o;
     part.threads = 1;
     part.row = 0;
     part.input_amax = nullptr;  // quantize()'s option, not this one's
     for (size_t r0 = b0 * br; r0 < std::min(rows, b1 * br); r0 += br) {
       const size_t band = std::min(br, rows - r0);
-      for (size_t b = 0; b < scale.size(); ++b) {
-        float amax = 0;
-        for (size_t i = 0; i < band; ++i)
-          amax = std::fmax(amax, tensor_amax(in + (r0 + i) * row + b * bc, bc));
-        scale[b] = block_scale(max, amax, s.pow2);
-      }
+      for (size_t i = 0; i < band; ++i)
+        block_amaxes(in + (r0 + i) * row, row, bc, amax.data(), i > 0);
+      for (size_t b = 0; b < scale.size(); ++b) scale[b] = block_scale(max, amax[b], s.pow2);
       for (size_t i = 0; i < band; ++i) {
         const size_t at = (r0 + i) * row;
         // Each block scaled, rounded and scaled back in one pass: float formats take a scale
         // in the rounding pass, fixed point does not.
         if (!c && f.kind == Format::Kind::kFloat) {
           part.offset = o.offset + at;
-          quantize_blocks_scaled(f, in + at, out + at, row, bc, scale.data(), part);
+          quantize_blocks_scaled(f, in + at, out + at, row, bc, scale.data(), part, stream);
           continue;
         }
         scaled.resize(row);

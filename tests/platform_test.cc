@@ -217,7 +217,7 @@ TEST(PlatformCache, InvalidatedWhenHardwareOrLibraryChanges) {
   p.extra["fingerprint"] = before;
   save_cached_platform(path, p);
   EXPECT_FALSE(load_cached_platform(path, fp, &why));
-  EXPECT_NE(why.find("method_version changed: 2 -> 6"), std::string::npos) << why;
+  EXPECT_NE(why.find("method_version changed: 2 -> 7"), std::string::npos) << why;
   EXPECT_FALSE(load_cached_platform(path + ".missing", fp, &why));
   std::ofstream(path) << "garbage";
   EXPECT_FALSE(load_cached_platform(path, fp, &why));
@@ -259,6 +259,15 @@ TEST(PlatformMeasure, QuickCharacterizationIsAValidDescription) {
                    (m["overhead"]["forward"]["median"].get<double>() +
                     m["overhead"]["backward"]["median"].get<double>()) /
                        2);
+  // An optimizer step per parameter for every optimizer a config can name, the median of its
+  // trials.
+  const auto& steps = p.efficiency->optimizer_ns_per_param.at("fp32");
+  EXPECT_EQ(steps.size(), 5u);
+  for (const auto& [opt, ns] : steps) {
+    EXPECT_GT(ns, 0) << opt;
+    EXPECT_EQ(m["optimizer_steps"]["fp32"][opt]["trials"].size(), 2u) << opt;
+    EXPECT_DOUBLE_EQ(ns, m["optimizer_steps"]["fp32"][opt]["median"].get<double>()) << opt;
+  }
   for (const auto& pt : p.efficiency->gemm.at("fp32")) {
     EXPECT_TRUE(pt.n == 128 || pt.n == 256) << pt.n;
     EXPECT_GT(pt.fraction_of_peak, 0);

@@ -694,6 +694,57 @@ TEST(Efficiency, AMeasuredCellStepTimeIsAddedPerTimeStepInsteadOfItsOperators) {
             std::string::npos);
 }
 
+// A CPU's measured optimizer step: the update takes at least parameters x the rate of the
+// parameters' dtype and the config's optimizer (on a share of the cores, that share of the
+// rate), in every format that keeps its state in that dtype; other optimizers, dtypes and
+// device kinds keep the bytes' time.
+TEST(Efficiency, ACpusMeasuredOptimizerStepBoundsTheUpdate) {
+  nlohmann::json j = described(
+      {{"op_overhead_us", 2},
+       {"optimizer_ns_per_param", {{"bf16", {{"rmsprop", 3.0}}}, {"fp32", {{"rmsprop", 2.5}}}}}});
+  j["kind"] = "cpu";
+  j["memory_bandwidth_gbps"] = 1000;  // the bytes' time far below the stated rates
+  const auto cpu = parse_platform(j, "cpu.json");
+  EXPECT_DOUBLE_EQ(cpu.efficiency->optimizer_ns_per_param.at("bf16").at("rmsprop"), 3.0);
+  EXPECT_EQ(to_json(cpu)["efficiency"]["optimizer_ns_per_param"]["fp32"]["rmsprop"], 2.5);
+  j["kind"] = "accelerator";
+  const auto accel = parse_platform(j, "accel.json");
+  const auto optimizer_s = [](const sim::Simulation& s) {
+    for (const auto& l : s.layers)
+      if (l.op == "optimizer") return l.time_s();
+    return -1.0;
+  };
+  for (const char* dtype : {"bf16", "fp32"}) {
+    const std::string cfg =
+        std::string("fc:layers=2,nodes=512,input=784,output=10,batch=64,optimizer=rmsprop,dtype=") +
+        dtype;
+    const StepCost c = step_cost(parse_config(cfg));
+    ASSERT_EQ(c.optimizer, "rmsprop");
+    EXPECT_DOUBLE_EQ(c.opt_params, double(c.params));
+    const double ns = std::string(dtype) == "bf16" ? 3.0 : 2.5;
+    const auto f = sim::resolve_format(cpu, dtype);
+    const auto on_cpu = sim::simulate_step(cpu, c, 4, f);
+    EXPECT_NEAR(optimizer_s(on_cpu), c.opt_params * ns * 1e-9, 1e-12) << dtype;
+    sim::SimOptions half;
+    half.peak_share = 0.5;
+    EXPECT_NEAR(optimizer_s(sim::simulate_step(cpu, c, 4, f, half)), 2 * c.opt_params * ns * 1e-9,
+                1e-12)
+        << dtype;
+    // The bytes' time alone elsewhere: far below the stated rate at these bandwidths.
+    EXPECT_LT(optimizer_s(sim::simulate_step(accel, c, 4, f)), optimizer_s(on_cpu) / 10) << dtype;
+  }
+  // Automatic mixed precision keeps the state in fp32: the fp32 rate.
+  const StepCost amp = step_cost(parse_config(
+      "fc:layers=2,nodes=512,input=784,output=10,batch=64,optimizer=rmsprop,dtype=fp32"));
+  EXPECT_NEAR(optimizer_s(sim::simulate_step(cpu, amp, 4, sim::resolve_format(cpu, "amp-bf16"))),
+              amp.opt_params * 2.5e-9, 1e-12);
+  // An optimizer the description has no rate for keeps the bytes' time.
+  const StepCost sgd = step_cost(
+      parse_config("fc:layers=2,nodes=512,input=784,output=10,batch=64,optimizer=sgd,dtype=fp32"));
+  EXPECT_LT(optimizer_s(sim::simulate_step(cpu, sgd, 4, sim::resolve_format(cpu, "fp32"))),
+            sgd.opt_params * 1e-9);
+}
+
 // The loss's measured time per element applies to it as to any elementwise layer.
 TEST(Efficiency, TheLossTakesItsMeasuredTimePerElement) {
   StepCost c;
@@ -763,6 +814,13 @@ TEST(Efficiency, BadValuesAreRefusedNamingTheField) {
   refused({{"cell_step_us", {{"lstm", -1}}}}, "efficiency.cell_step_us.lstm");
   refused({{"cell_step_us", {{"transformer", 5}}}}, "efficiency.cell_step_us.transformer");
   refused({{"cell_step_us", 5}}, "efficiency.cell_step_us");
+  refused({{"optimizer_ns_per_param", {{"fp32", {{"lion", 2}}}}}},
+          "efficiency.optimizer_ns_per_param.fp32.lion");
+  refused({{"optimizer_ns_per_param", {{"fp33", {{"sgd", 2}}}}}},
+          "efficiency.optimizer_ns_per_param.fp33");
+  refused({{"optimizer_ns_per_param", {{"fp32", {{"sgd", 0}}}}}},
+          "efficiency.optimizer_ns_per_param.fp32.sgd");
+  refused({{"optimizer_ns_per_param", 3}}, "efficiency.optimizer_ns_per_param");
   refused({{"memory_fraction", 1.2}}, "efficiency.memory_fraction");
   refused({{"op_overhead", 5}}, "efficiency.op_overhead");
   refused({{"gemm_tiles", {{"fp32", {{128, 0}}}}}}, "efficiency.gemm_tiles.fp32[0]");

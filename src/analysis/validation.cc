@@ -43,6 +43,15 @@ std::string describe_model(const PlatformDescription& d) {
   for (const auto& [cell, us] : d.efficiency->cell_step_us)
     cells += fmt::format("{}{} {:.3g}", cells.empty() ? "" : ", ", cell, us);
   if (!cells.empty()) cells = " + us per recurrent time step (" + cells + ")";
+  std::string steps;
+  for (const auto& [dtype, opts] : d.efficiency->optimizer_ns_per_param) {
+    std::string one;
+    for (const auto& [opt, ns] : opts)
+      one += fmt::format("{}{} {:.2g}", one.empty() ? "" : ", ", opt, ns);
+    steps += fmt::format("{}{}: {}", steps.empty() ? "" : "; ", dtype, one);
+  }
+  if (!steps.empty())
+    cells += ", optimizer steps at their measured ns per parameter (" + steps + ")";
   return fmt::format(
       "roofline x GEMM efficiency ({}){}{} + {:.3g} us per operator{}{}, from the "
       "description's efficiency{}",

@@ -97,6 +97,8 @@ struct StepCost {
   double fwd_flops = 0, fwd_matmul_flops = 0, bwd_flops = 0, opt_flops = 0;
   double opt_bytes = 0;       // the update's distinct tensors, each once
   double opt_pass_bytes = 0;  // every pass of the eager update from memory (cost/layers.h)
+  std::string optimizer;      // the `optimizer` config value
+  double opt_params = 0;      // parameters the step updates, times the updates per step
   double bytes = 0;           // all bytes read + written in the step, optimizer included
   MemoryEstimate memory;      // per worker
   ModelFlops model_flops;

@@ -57,6 +57,8 @@ StepCost step_cost(ModelCost model, const std::string& optimizer, int64_t eb) {
       eb * (opt.reads_per_param + opt.writes_per_param) * trainable * model.optimizer_updates;
   s.opt_pass_bytes = eb * (opt.pass_reads_per_param + opt.pass_writes_per_param) * trainable *
                      model.optimizer_updates;
+  s.optimizer = optimizer;
+  s.opt_params = trainable * model.optimizer_updates;
   s.bytes += s.opt_bytes;
   s.memory.weights = eb * p;
   s.memory.gradients =

@@ -17,6 +17,8 @@ using nlohmann::json;
 const std::set<std::string> kDtypes = {"fp64", "fp32", "tf32", "fp16",
                                        "bf16", "fp8",  "int8", "fp4"};
 const std::set<std::string> kKinds = {"cpu", "gpu", "tpu", "accelerator"};
+// The `optimizer` config values (runner.cc's make_optimizer).
+const std::set<std::string> kOptimizers = {"sgd", "momentum", "adam", "adamw", "rmsprop"};
 const std::set<std::string> kCacheLevels = {"l1", "l2", "l3"};
 // Keys trainbench itself writes into measured descriptions, kept as they are.
 const std::set<std::string> kMeasuredKeys = {"kind_of_document",
@@ -168,11 +170,28 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
           r.fail(field + "." + cell, "expected microseconds in [0, 1e6], got " + us.dump());
         out.cell_step_us[cell] = us.get<double>();
       }
+    } else if (k == "optimizer_ns_per_param") {
+      if (!v.is_object()) r.fail(field, "expected an object of dtypes, got " + v.dump());
+      for (const auto& [dtype, opts] : v.items()) {
+        const std::string df = field + "." + dtype;
+        if (!kDtypes.count(dtype)) r.fail(df, "unknown dtype (expected one of peak_tflops' keys)");
+        if (!opts.is_object() || opts.empty())
+          r.fail(df, "expected an object of optimizers, got " + opts.dump());
+        for (const auto& [opt, ns] : opts.items()) {
+          if (!kOptimizers.count(opt))
+            r.fail(df + "." + opt,
+                   "unknown optimizer (expected sgd, momentum, adam, adamw or "
+                   "rmsprop)");
+          if (!ns.is_number() || !(ns.get<double>() > 0) || ns.get<double>() > 1e6)
+            r.fail(df + "." + opt, "expected nanoseconds in (0, 1e6], got " + ns.dump());
+          out.optimizer_ns_per_param[dtype][opt] = ns.get<double>();
+        }
+      }
     } else {
-      r.fail(
-          field,
-          "unknown key (expected op_overhead_us, host_op_us, conv_call_us, memory_fraction, gemm, "
-          "conv, gemm_tiles, op_ns_per_element or cell_step_us)");
+      r.fail(field,
+             "unknown key (expected op_overhead_us, host_op_us, conv_call_us, memory_fraction, "
+             "gemm, conv, gemm_tiles, op_ns_per_element, cell_step_us or "
+             "optimizer_ns_per_param)");
     }
   }
   return out;
@@ -364,6 +383,8 @@ json to_json(const PlatformDescription& p) {
     if (!p.efficiency->op_ns_per_element.empty())
       e["op_ns_per_element"] = p.efficiency->op_ns_per_element;
     if (!p.efficiency->cell_step_us.empty()) e["cell_step_us"] = p.efficiency->cell_step_us;
+    if (!p.efficiency->optimizer_ns_per_param.empty())
+      e["optimizer_ns_per_param"] = p.efficiency->optimizer_ns_per_param;
     for (const auto& [dtype, tiles] : p.efficiency->gemm_tiles)
       for (const auto& t : tiles) e["gemm_tiles"][dtype].push_back({t.rows, t.cols});
     j["efficiency"] = e;

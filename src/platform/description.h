@@ -62,6 +62,12 @@ struct PlatformDescription {
     // size. Where a cell has it, the simulator adds it per time step in place of counting
     // the step's operators at op_overhead_us.
     std::map<std::string, double> cell_step_us;
+    // Per dtype of the parameters, per optimizer (sgd, momentum, adam, adamw, rmsprop as
+    // configs spell them): nanoseconds per parameter of one LibTorch optimizer step, on the
+    // threads a run uses. A CPU's update loops over the parameters, each pass an operator
+    // whose time is arithmetic and conversion more than bytes (a bfloat16 update takes as long
+    // as a float32 one there); where the description has it, the optimizer takes at least this.
+    std::map<std::string, std::map<std::string, double>> optimizer_ns_per_param;
     // Per dtype: the output tiles (rows x cols of C) one compute unit (`cores`: a GPU's SMs)
     // works on at a time, those a GEMM library picks among. Where a dtype has them, its gemm
     // and conv curves are per-unit efficiencies with wave quantization taken out, and a GEMM

@@ -61,6 +61,11 @@ std::string format_platform(const PlatformDescription& p) {
             ? fmt::format(", {:.3g} us more per convolution phase", p.efficiency->conv_call_us)
             : "",
         cells.empty() ? "" : cells + " us");
+    for (const auto& [dtype, opts] : p.efficiency->optimizer_ns_per_param) {
+      out += fmt::format("optimizer {:<5}", dtype);
+      for (const auto& [opt, ns] : opts) out += fmt::format(" {} {:.3g}", opt, ns);
+      out += " ns per parameter per step\n";
+    }
     for (const auto& [dtype, c] : p.efficiency->gemm) {
       out += fmt::format("gemm eff  {:<5}", dtype);
       for (const auto& pt : c)

@@ -26,7 +26,8 @@ namespace {
 // 5: the fixed time of a convolution call (conv_call_us), measured on the run's threads.
 // 6: a recurrent cell's time per time step (cell_step_us); softmax_xent and depthwise
 //    convolutions (gconv2d) per element; curve points within twice the call floor left out.
-constexpr int kMethodVersion = 6;
+// 7: an optimizer step's time per parameter, per optimizer and dtype (optimizer_ns_per_param).
+constexpr int kMethodVersion = 7;
 
 // Runs a measurement on one thread (intra-op and BLAS), then restores the thread counts.
 // The convolution and elementwise rates are one core's: on a small machine, the threading
@@ -179,6 +180,19 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
       efficiency.cell_step_us[cell] = t.median();
     }
     measurements["cell_steps"] = cells;
+    // On the run's threads too: a step's update runs there.
+    for (const auto& dtype : o.dtypes) {
+      say("optimizer steps " + dtype);
+      nlohmann::json steps = {
+          {"unit", "ns per parameter"},
+          {"kernel", "LibTorch's optimizer step (make_optimizer) over 4 x 512 x 1024 " + dtype +
+                         " parameters"}};
+      for (const auto& [opt, t] : measure_optimizer_steps(dtype, o.trials, o.trial_s)) {
+        steps[opt] = trials_json(t);
+        efficiency.optimizer_ns_per_param[dtype][opt] = t.median();
+      }
+      measurements["optimizer_steps"][dtype] = steps;
+    }
     efficiency.op_overhead_us = overhead->op_overhead_us();
     p.efficiency = efficiency;
   }

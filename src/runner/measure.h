@@ -66,6 +66,12 @@ std::map<std::string, Trials> measure_elementwise_ops(int trials, double trial_s
 // nodes of a step are what this measures; the simulator adds it per time step.
 std::map<std::string, Trials> measure_cell_steps(int trials, double trial_s);
 
+// One LibTorch optimizer step (make_optimizer's, per `optimizer` config value) over 2M
+// parameters of `dtype` in four 512 x 1024 tensors, gradients set, on the threads a run uses:
+// nanoseconds per parameter, per optimizer.
+std::map<std::string, Trials> measure_optimizer_steps(const std::string& dtype, int trials,
+                                                      double trial_s);
+
 // The fixed cost of a framework operator, which the simulator adds per operator of a step
 // while the GEMM curve keeps only what scales with the work (docs/platforms.md).
 struct OverheadMeasurement {

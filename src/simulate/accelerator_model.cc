@@ -346,6 +346,18 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
   const double opt_bytes = p.kind == "gpu" ? cost.opt_pass_bytes : cost.opt_bytes;
   PhaseTime opt{"optimizer", cost.opt_flops, 0, opt_bytes * state_width + casts};
   finish(opt);
+  // A CPU's measured optimizer step (trainbench platform) in the parameters' dtype: its passes
+  // cost arithmetic and conversions as much as bytes, so a bf16 update is no faster than an
+  // fp32 one there. On `threads` of `cores` cores, that share of the measured rate.
+  if (p.kind == "cpu" && p.efficiency && cost.opt_params > 0) {
+    const std::string state = f.state_bits >= 32 ? "fp32" : f.peak_dtype;
+    const auto d = p.efficiency->optimizer_ns_per_param.find(state);
+    if (d != p.efficiency->optimizer_ns_per_param.end()) {
+      const auto it = d->second.find(cost.optimizer);
+      if (it != d->second.end())
+        opt.memory_s = std::max(opt.memory_s, cost.opt_params * it->second * 1e-9 / o.peak_share);
+    }
+  }
   s.layers.push_back({"optimizer", "optimizer", {opt}});
   for (const auto& l : s.layers)
     for (const auto& ph : l.phases) {

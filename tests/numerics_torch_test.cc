@@ -457,6 +457,9 @@ TEST(NumericsTorch, FusedMomentumStepIsTheUnfusedSequence) {
                                             QuantPoint::parse("e4m3@current"), QuantPoint()));
   EXPECT_FALSE(tb::emu::fuses_momentum_step(torch::zeros({4, 32}).t(), torch::zeros({32, 4}),
                                             torch::zeros({32, 4}), QuantPoint(), QuantPoint()));
+  EXPECT_FALSE(tb::emu::fuses_momentum_step(torch::zeros({4, 32}), torch::zeros({4, 32}),
+                                            torch::zeros({4, 32}).to_sparse(), QuantPoint(),
+                                            QuantPoint()));
 }
 
 }  // namespace

@@ -15,8 +15,8 @@ namespace {
 std::atomic<bool> g_fused{true};
 
 bool plain(const torch::Tensor& t) {
-  return t.defined() && t.scalar_type() == torch::kFloat && t.device().is_cpu() &&
-         t.is_contiguous();
+  return t.defined() && t.layout() == torch::kStrided && t.scalar_type() == torch::kFloat &&
+         t.device().is_cpu() && t.is_contiguous();
 }
 
 // LibTorch's scalar arguments as its float32 kernels take them: converted to float.

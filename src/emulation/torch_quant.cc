@@ -323,8 +323,8 @@ void QuantPoint::apply_(torch::Tensor& x) const {
 
 bool QuantPoint::rounds_in_chunks(const torch::Tensor& x) const {
   if (!enabled()) return true;
-  return format_ && !scaling_.enabled() && x.scalar_type() == torch::kFloat &&
-         x.device().is_cpu() && x.is_contiguous();
+  return format_ && !scaling_.enabled() && x.layout() == torch::kStrided &&
+         x.scalar_type() == torch::kFloat && x.device().is_cpu() && x.is_contiguous();
 }
 
 ChunkRounding QuantPoint::chunk_rounding(const torch::Tensor& x) const {

@@ -387,12 +387,16 @@ TEST(NumericsTorch, UpdateArithmeticIsLibTorchs) {
     want = p.clone(), got = p.clone();
     want.add_(v, -1 * lr);
     tb::num::add_scaled(got.data_ptr<float>(), v.data_ptr<float>(), size_t(n), float(-1 * lr));
-    EXPECT_TRUE(torch::equal(want, got)) << "p.add_(v, -lr), n=" << n;
+    // Held to its baseline kernels (ATEN_CPU_CAPABILITY=default), ATen rounds the product and
+    // the sum apart, and the fused SGD step is not taken (FusedMomentumStep... below).
+    const char* forced = std::getenv("ATEN_CPU_CAPABILITY");
+    const bool fma = !forced || std::string(forced) != "default";
+    const torch::Tensor twice = p - (v * float(lr));
+    if (fma) EXPECT_TRUE(torch::equal(want, got)) << "p.add_(v, -lr), n=" << n;
+    if (!fma) EXPECT_TRUE(torch::equal(want, twice)) << "p.add_(v, -lr) unfused, n=" << n;
     // Two roundings differ from one somewhere in these tensors: the check can tell them apart.
-    if (n == 70001) {
-      torch::Tensor twice = p - (v * float(lr));
-      EXPECT_FALSE(torch::equal(want, twice)) << "no element tells fma from mul-then-add";
-    }
+    if (n == 70001)
+      EXPECT_FALSE(torch::equal(got, twice)) << "no element tells fma from mul-then-add";
     want = p.clone(), got = p.clone();
     want.sub_(v * lr);
     tb::num::sub_product(got.data_ptr<float>(), v.data_ptr<float>(), size_t(n), float(lr));
@@ -417,10 +421,15 @@ TEST(NumericsTorch, FusedMomentumStepIsTheUnfusedSequence) {
       {"nvfp4", "nvfp4_2d"},
       {"nvfp4/stochastic", "e4m3"},
       {"e4m3", "nvfp4"},
-      {"fixed:w=8,f=4", "nvfp4_2d/stochastic"}};
+      {"fixed:w=8,f=4", "nvfp4_2d/stochastic"},
+      {"nvfp4:block=16,rows=12", "nvfp4_2d"}};  // tile heights 12 and 16: chunks of 48 rows
   const std::vector<std::vector<int64_t>> shapes = {{256, 784}, {10, 256}, {256},
                                                     {33, 7},    {40, 17},  {1100, 1024}};
   int compared = 0;
+  // Two threads for the tensor of over a million elements, whose chunks then run on both.
+  const int threads = at::get_num_threads();
+  at::set_num_threads(2);
+  const uint64_t fused_before = tb::emu::fused_steps();
   for (const auto rule : {MomentumRule::kTorchSgd, MomentumRule::kRoundStateFirst}) {
     for (const auto& [so, mo] : points) {
       for (const auto& shape : shapes) {
@@ -450,7 +459,13 @@ TEST(NumericsTorch, FusedMomentumStepIsTheUnfusedSequence) {
       }
     }
   }
+  at::set_num_threads(threads);
   EXPECT_GT(compared, 80);
+  // Each comparison ran two fused updates (the unfused run none), unless ATen is held to its
+  // baseline kernels, where LibTorch's SGD step rounds twice and is not fused.
+  const char* forced = std::getenv("ATEN_CPU_CAPABILITY");
+  if (!forced || std::string(forced) != "default")
+    EXPECT_EQ(tb::emu::fused_steps() - fused_before, uint64_t(2 * compared));
   // Where the points cannot round in chunks, the step is the unfused sequence.
   EXPECT_FALSE(tb::emu::fuses_momentum_step(torch::zeros({4, 32}), torch::zeros({4, 32}),
                                             torch::zeros({4, 32}),

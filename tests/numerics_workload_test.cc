@@ -143,7 +143,14 @@ TEST(NumericsWorkload, FusedOptimizerStepIsTheUnfusedOne) {
         emu::set_fused_updates(fused);
         auto t = prepare_training(parse_config(fc + optimizer + ",numerics=" + numerics),
                                   torch::kCPU, 3);
+        const uint64_t before = emu::fused_steps();
         for (int i = 0; i < 3; ++i) train_step(*t.workload, *t.optimizer, t.batch, torch::kCPU);
+        // Momentum's second and third steps fuse (the first creates the buffers), each of the
+        // six parameters; nothing else does.
+        const char* forced = std::getenv("ATEN_CPU_CAPABILITY");  // baseline kernels: unfused
+        const bool fma = !forced || std::string(forced) != "default";
+        const uint64_t want = fused && fma && optimizer == "momentum" ? 2 * 6 : 0;
+        EXPECT_EQ(emu::fused_steps() - before, want) << numerics << ", " << optimizer;
         std::vector<torch::Tensor> v;
         for (const auto& p : t.workload->module().parameters()) v.push_back(p.detach().clone());
         for (const auto& p : t.workload->module().parameters()) {

@@ -2,9 +2,12 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <atomic>
-#include <cmath>
-#include <mutex>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <string>
 
 #include "numerics/quantize.h"
 #include "numerics/update.h"
@@ -13,6 +16,25 @@ namespace tb::emu {
 namespace {
 
 std::atomic<bool> g_fused{true};
+std::atomic<uint64_t> g_fused_steps{0};
+
+// ATen's `p.add_(v, alpha)` is one fused multiply-add in its AVX2 and AVX-512 kernels; its
+// baseline kernel multiplies and adds apart. The fused SGD step rounds once (numerics/update.h),
+// so it is LibTorch's only where LibTorch runs those kernels: ATen 1.13 picks them where the
+// CPU has AVX2 and FMA unless ATEN_CPU_CAPABILITY=default says otherwise (DispatchStub.cpp;
+// LibTorch does not export its own answer).
+bool aten_adds_with_fma() {
+  static const bool fma = [] {
+    const char* forced = std::getenv("ATEN_CPU_CAPABILITY");
+    if (forced && std::string(forced) == "default") return false;
+#if defined(__x86_64__) && defined(__GNUC__)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return false;
+#endif
+  }();
+  return fma;
+}
 
 bool plain(const torch::Tensor& t) {
   return t.defined() && t.layout() == torch::kStrided && t.scalar_type() == torch::kFloat &&
@@ -57,14 +79,21 @@ bool fused_updates() { return g_fused; }
 
 bool fuses_momentum_step(const torch::Tensor& p, const torch::Tensor& buf, const torch::Tensor& g,
                          const QuantPoint& state, const QuantPoint& master) {
+  // Tensors sharing memory would see each other's updates mid-chunk where the unfused
+  // operators see whole tensors.
   return plain(p) && plain(buf) && plain(g) && p.sizes() == buf.sizes() && p.sizes() == g.sizes() &&
+         !p.is_alias_of(buf) && !p.is_alias_of(g) && !buf.is_alias_of(g) &&
          state.rounds_in_chunks(buf) && master.rounds_in_chunks(p);
 }
 
+uint64_t fused_steps() { return g_fused_steps; }
+
 void momentum_step(MomentumRule rule, torch::Tensor& p, torch::Tensor& buf, const torch::Tensor& g,
                    double momentum, double lr, const QuantPoint& state, const QuantPoint& master) {
-  if (!g_fused || !fuses_momentum_step(p, buf, g, state, master))
+  if (!g_fused || !fuses_momentum_step(p, buf, g, state, master) ||
+      (rule == MomentumRule::kTorchSgd && !aten_adds_with_fma()))
     return unfused(rule, p, buf, g, momentum, lr, state, master);
+  ++g_fused_steps;
   const int64_t n = p.numel();
   // The calls in the unfused order: the buffer's, then the parameter's.
   const ChunkRounding rs = state.chunk_rounding(buf), rm = master.chunk_rounding(p);
@@ -73,9 +102,10 @@ void momentum_step(MomentumRule rule, torch::Tensor& p, torch::Tensor& buf, cons
   float* const B = buf.data_ptr<float>();
   const float* const G = g.data_ptr<float>();
   const float m = float(momentum), alpha = float(-1 * lr), lrf = float(lr);
-  // Chunks of whole units of both roundings (each unit divides the larger: 1, a row, a band of
-  // rows), ~16 KiB per tensor, so that a chunk stays in L1 from its update to its rounding.
-  const int64_t unit = std::max(rs.unit, rm.unit);
+  // Chunks of whole units of both roundings (1, a row, a band of NVFP4 tile rows: the tile
+  // heights of the two points need not divide each other), ~16 KiB per tensor where the units
+  // allow, so that a chunk stays in L1 from its update to its rounding.
+  const int64_t unit = std::lcm(rs.unit, rm.unit);
   const int64_t chunk = unit * std::max<int64_t>(1, 4096 / unit);
   const int64_t chunks = (n + chunk - 1) / chunk;
   // Threads only for tensors of a million elements, as quantize_into splits them.

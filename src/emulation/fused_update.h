@@ -21,13 +21,15 @@ enum class MomentumRule {
   kRoundStateFirst,
 };
 
-// Whether fused_momentum_step can take this parameter: contiguous float32 CPU tensors of one
-// size, and points that round in chunks (QuantPoint::rounds_in_chunks).
+// Whether momentum_step can fuse this parameter's update: contiguous float32 CPU tensors of
+// one size that share no memory, and points that round in chunks
+// (QuantPoint::rounds_in_chunks).
 bool fuses_momentum_step(const torch::Tensor& p, const torch::Tensor& buf, const torch::Tensor& g,
                          const QuantPoint& state, const QuantPoint& master);
 
-// One parameter's update and roundings, in place. Where fuses_momentum_step is false (or
-// fused_updates() is off) it runs the unfused sequence instead: the values are the same.
+// One parameter's update and roundings, in place. Where fuses_momentum_step is false,
+// fused_updates() is off, or (kTorchSgd) LibTorch runs its baseline kernels, whose
+// `add_(v, alpha)` rounds twice, it runs the unfused sequence instead: the values are the same.
 void momentum_step(MomentumRule rule, torch::Tensor& p, torch::Tensor& buf, const torch::Tensor& g,
                    double momentum, double lr, const QuantPoint& state, const QuantPoint& master);
 
@@ -35,5 +37,7 @@ void momentum_step(MomentumRule rule, torch::Tensor& p, torch::Tensor& buf, cons
 // measure what fusing saves).
 void set_fused_updates(bool on);
 bool fused_updates();
+// How many parameter updates have taken the fused path in this process (tests).
+uint64_t fused_steps();
 
 }  // namespace tb::emu

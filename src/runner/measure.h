@@ -68,7 +68,7 @@ std::map<std::string, Trials> measure_cell_steps(int trials, double trial_s);
 
 // One LibTorch optimizer step (make_optimizer's, per `optimizer` config value) over 2M
 // parameters of `dtype` in four 512 x 1024 tensors, gradients set, on the threads a run uses:
-// nanoseconds per parameter, per optimizer.
+// nanoseconds per parameter, per optimizer. `dtype`: fp32 or bf16 (others: none).
 std::map<std::string, Trials> measure_optimizer_steps(const std::string& dtype, int trials,
                                                       double trial_s);
 

@@ -9,6 +9,8 @@ namespace tb {
 std::map<std::string, Trials> measure_optimizer_steps(const std::string& dtype, int trials,
                                                       double trial_s) {
   using Clock = std::chrono::steady_clock;
+  // The dtypes a CPU description measures; others would be measured as something else.
+  if (dtype != "fp32" && dtype != "bf16") return {};
   const torch::Dtype t = dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
   // Four tensors of 512K parameters: a training step's weight matrices are of this order
   // (a 1024 x 512 layer), and each is updated while the next waits, as in a step.

@@ -349,13 +349,15 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
   // A CPU's measured optimizer step (trainbench platform) in the parameters' dtype: its passes
   // cost arithmetic and conversions as much as bytes, so a bf16 update is no faster than an
   // fp32 one there. On `threads` of `cores` cores, that share of the measured rate.
+  // Mixed precision keeps the state in fp32 and casts the weights besides (not in the rate).
   if (p.kind == "cpu" && p.efficiency && cost.opt_params > 0) {
-    const std::string state = f.state_bits >= 32 ? "fp32" : f.peak_dtype;
+    const std::string state = f.mixed ? "fp32" : f.peak_dtype;
     const auto d = p.efficiency->optimizer_ns_per_param.find(state);
     if (d != p.efficiency->optimizer_ns_per_param.end()) {
       const auto it = d->second.find(cost.optimizer);
       if (it != d->second.end())
-        opt.memory_s = std::max(opt.memory_s, cost.opt_params * it->second * 1e-9 / o.peak_share);
+        opt.memory_s = std::max(
+            opt.memory_s, cost.opt_params * it->second * 1e-9 / o.peak_share + casts / s.bandwidth);
     }
   }
   s.layers.push_back({"optimizer", "optimizer", {opt}});

@@ -170,6 +170,47 @@ TEST(NumericsWorkload, FusedOptimizerStepIsTheUnfusedOne) {
   }
 }
 
+// What the fused step leaves to opt.step(): SGD with weight decay (or Nesterov) is not fused,
+// and a parameter without a gradient (frozen) is not stepped but still has its master rounded,
+// as the unfused step rounds every parameter; the values are the unfused ones either way (the
+// masters round stochastically: a call skipped for the frozen one would move every later
+// parameter's stream).
+TEST(NumericsWorkload, FusedStepLeavesWhatItDoesNotComputeToTheOptimizer) {
+  const std::string cfg =
+      "fc:layers=2,nodes=48,input=40,output=5,batch=16,threads=1,optimizer=momentum,numerics=o:"
+      "e5m2+m:bf16/stochastic";
+  for (const bool decay : {true, false}) {
+    std::vector<std::vector<torch::Tensor>> out;
+    uint64_t fused_count = 0;
+    for (const bool fused : {true, false}) {
+      emu::set_fused_updates(fused);
+      auto t = prepare_training(parse_config(cfg), torch::kCPU, 3);
+      auto params = t.workload->module().parameters();
+      if (decay) {
+        t.optimizer = std::make_unique<torch::optim::SGD>(
+            params, torch::optim::SGDOptions(1e-3).momentum(0.9).weight_decay(0.01));
+      } else {
+        params[1].requires_grad_(false);         // the first layer's bias: no gradient
+        params[1].detach().mul_(1.0009765625f);  // off bf16's grid, as a step would leave it
+      }
+      const uint64_t before = emu::fused_steps();
+      for (int i = 0; i < 3; ++i) train_step(*t.workload, *t.optimizer, t.batch, torch::kCPU);
+      if (fused) fused_count = emu::fused_steps() - before;
+      std::vector<torch::Tensor> v;
+      for (const auto& p : params) v.push_back(p.detach().clone());
+      if (!decay) EXPECT_TRUE(torch::equal(v[1], q(v[1], "bf16"))) << "frozen master rounded";
+      out.push_back(v);
+    }
+    emu::set_fused_updates(true);
+    for (size_t i = 0; i < out[0].size(); ++i)
+      EXPECT_TRUE(torch::equal(out[0][i], out[1][i])) << (decay ? "decay" : "frozen") << " " << i;
+    const char* forced = std::getenv("ATEN_CPU_CAPABILITY");
+    const bool fma = !forced || std::string(forced) != "default";
+    // Weight decay: none fused. Frozen: the five parameters with gradients, twice.
+    EXPECT_EQ(fused_count, decay || !fma ? 0u : 2u * 5u) << (decay ? "decay" : "frozen");
+  }
+}
+
 // WGAN-GP and A3C run their own steps (two optimizers; actors on threads, several updates per
 // step); the wrapper's hooks reach every forward pass and update in them.
 TEST(NumericsWorkload, OwnStepsTakeTheFormats) {

@@ -134,12 +134,24 @@ int main(int argc, char** argv) {
       for (auto& th : pool) th.join();
     };
     const std::vector<std::pair<std::string, std::string>> cases = {
-        {"bf16", "nearest-even"},     {"e4m3", "nearest-even"},
-        {"e5m2", "stochastic"},       {"mxfp8_e4m3", "nearest-even"},
-        {"bfp8", "nearest-even"},     {"fixed:w=8,f=4", "nearest-even"},
-        {"e5m2", "nearest-even"},     {"bf16", "stochastic"},
-        {"nvfp4", "nearest-even"},    {"nvfp4", "stochastic"},
-        {"nvfp4_2d", "nearest-even"}, {"mx:elem=e4m3,block=32,scale=rceil", "nearest-even"}};
+        {"bf16", "nearest-even"},
+        {"e4m3", "nearest-even"},
+        {"e5m2", "stochastic"},
+        {"mxfp8_e4m3", "nearest-even"},
+        {"bfp8", "nearest-even"},
+        {"fixed:w=8,f=4", "nearest-even"},
+        {"e5m2", "nearest-even"},
+        {"bf16", "stochastic"},
+        {"nvfp4", "nearest-even"},
+        {"nvfp4", "stochastic"},
+        {"nvfp4_2d", "nearest-even"},
+        {"mx:elem=e4m3,block=32,scale=rceil", "nearest-even"},
+        // Stochastic block formats and fixed point, and MX with int8 elements: every kind of
+        // format the target names, not only the fast ones.
+        {"mxfp8_e5m2", "stochastic"},
+        {"bfp8", "stochastic"},
+        {"fixed:w=8,f=4", "stochastic"},
+        {"mx:elem=int8,block=32", "nearest-even"}};
     // Scaled recipes: the work a point does for each (emulation/torch_quant.cc), into the same
     // preallocated output as the formats above: the tensor's amax, then the scaled rounding
     // (current); the scaled rounding with the amax taken in the same pass (delayed: the scale is

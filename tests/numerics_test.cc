@@ -469,6 +469,29 @@ TEST(NumericsFormat, BlockFloatingPoint) {
 // block_exponent), then the element rounded on its grid by the double-precision reference.
 // MX: element format (saturating) at scale 2^(E - 127); BFP: m-bit magnitudes times
 // 2^(e - m + 1), saturating. Both modes, blocks of every magnitude.
+// Element j of x, in the block of b elements starting at k * b, rounded as the block format's
+// definition says, in double: the block's shared exponent, then the element's grid.
+double block_reference(const Format& f, const std::vector<float>& x, size_t k, size_t j, Rounding r,
+                       uint32_t rnd) {
+  const size_t b = size_t(f.blk.block);
+  const int se = tb::num::block_exponent(f.blk, x.data() + k * b, b);
+  if (f.blk.kind == tb::num::BlockFormat::Kind::kMx) {
+    FloatFormat el = parse_format(f.blk.element).fp;
+    el.overflow = Overflow::kSaturate;
+    const int s = se - 127;
+    return std::ldexp(reference(std::ldexp(double(x[j]), -s), el, r, rnd), s);
+  }
+  const double quantum = std::ldexp(1.0, se - f.blk.man_bits + 1);
+  const double t = std::fabs(double(x[j])) / quantum, fl = std::floor(t), d = t - fl;
+  double kk = fl;
+  if (r == Rounding::kNearestEven)
+    kk = (d > 0.5 || (d == 0.5 && std::fmod(fl, 2) == 1)) ? fl + 1 : fl;
+  else
+    kk = double(rnd) < std::floor(std::ldexp(d, 32)) ? fl + 1 : fl;
+  kk = std::min(kk, std::ldexp(1.0, f.blk.man_bits) - 1);
+  return std::copysign(kk * quantum, double(x[j]));
+}
+
 TEST(NumericsFormat, BlocksMatchTheReferenceElementByElement) {
   std::mt19937 rng(21);
   std::normal_distribution<double> nd(0, 1);
@@ -487,35 +510,65 @@ TEST(NumericsFormat, BlocksMatchTheReferenceElementByElement) {
       o.seed = 8;
       const auto y = tb::num::quantize(f, x, o);
       int bad = 0;
-      for (size_t k = 0; k < x.size() / b && bad < 5; ++k) {
-        const int se = tb::num::block_exponent(f.blk, x.data() + k * b, b);
+      for (size_t k = 0; k < x.size() / b && bad < 5; ++k)
         for (size_t i = 0; i < b; ++i) {
           const size_t j = k * b + i;
-          const uint32_t rnd = tb::num::random_bits(o.seed, j);
-          double want;
-          if (f.blk.kind == tb::num::BlockFormat::Kind::kMx) {
-            FloatFormat el = parse_format(f.blk.element).fp;
-            el.overflow = Overflow::kSaturate;
-            const int s = se - 127;
-            want = std::ldexp(reference(std::ldexp(double(x[j]), -s), el, r, rnd), s);
-          } else {
-            const double quantum = std::ldexp(1.0, se - f.blk.man_bits + 1);
-            const double t = std::fabs(double(x[j])) / quantum, fl = std::floor(t), d = t - fl;
-            double kk = fl;
-            if (r == Rounding::kNearestEven)
-              kk = (d > 0.5 || (d == 0.5 && std::fmod(fl, 2) == 1)) ? fl + 1 : fl;
-            else
-              kk = double(rnd) < std::floor(std::ldexp(d, 32)) ? fl + 1 : fl;
-            kk = std::min(kk, std::ldexp(1.0, f.blk.man_bits) - 1);
-            want = std::copysign(kk * quantum, double(x[j]));
-          }
+          const double want = block_reference(f, x, k, j, r, tb::num::random_bits(o.seed, j));
           if (!same(y[j], float(want))) {
             ++bad;
             ADD_FAILURE() << name << " " << tb::num::rounding_name(r) << " block " << k
                           << " x=" << x[j] << " got " << y[j] << " want " << want;
           }
         }
+    }
+  }
+}
+
+// Stochastic rounding of MX and BFP blocks (the AVX-512 rows scale a block to its element grid
+// and back) at the ends of the exponent range: blocks of subnormals, blocks whose largest
+// element is normal and whose others are subnormal or flush to zero when scaled, blocks where
+// the shared exponent is clamped, with and without FTZ/DAZ (trainbench runs with both set),
+// against the definition in double, bit for bit.
+TEST(NumericsFormat, StochasticBlocksMatchTheReferenceAtTheEndsOfTheRange) {
+  std::mt19937 rng(33);
+  std::normal_distribution<double> nd(0, 1);
+  std::uniform_int_distribution<int> lead(-149, 127), spread(0, 40);
+  for (const char* name :
+       {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp4_e2m1", "mx:elem=e4m3,block=32,scale=rceil",
+        "mx:elem=e5m2,block=32,scale=ceil", "mx:elem=e2m1,block=32,scale=even", "bfp8"}) {
+    const Format f = parse_format(name);
+    const size_t b = size_t(f.blk.block);
+    std::vector<float> x(b * 1200);
+    for (size_t k = 0; k < x.size() / b; ++k) {
+      // A leading exponent anywhere from float32's subnormals to its largest, the rest of the
+      // block up to 40 binades below it; some blocks all zeros but one subnormal.
+      const int e = lead(rng);
+      for (size_t i = 0; i < b; ++i) {
+        const double v = std::ldexp(std::fabs(nd(rng)) + 0.5, e - (i ? spread(rng) : 0));
+        x[k * b + i] = float(std::min(v, 3.0e38) * (rng() % 2 ? 1 : -1));
       }
+      if (k % 97 == 0)
+        for (size_t i = 1; i < b; ++i) x[k * b + i] = 0;
+    }
+    for (const bool ftz : {false, true}) {
+      QuantOptions o;
+      o.rounding = Rounding::kStochastic;
+      o.seed = 12;
+      const unsigned saved = _mm_getcsr();
+      if (ftz) _mm_setcsr(saved | 0x8040);  // FTZ | DAZ
+      const auto y = tb::num::quantize(f, x, o);
+      _mm_setcsr(saved);
+      int bad = 0;
+      for (size_t k = 0; k < x.size() / b && bad < 5; ++k)
+        for (size_t i = 0; i < b; ++i) {
+          const size_t j = k * b + i;
+          const double want = block_reference(f, x, k, j, o.rounding, tb::num::random_bits(12, j));
+          if (!same(y[j], float(want))) {
+            ++bad;
+            ADD_FAILURE() << name << (ftz ? " FTZ/DAZ" : "") << " block " << k << " x=" << x[j]
+                          << " got " << y[j] << " want " << want;
+          }
+        }
     }
   }
 }

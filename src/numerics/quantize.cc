@@ -8,6 +8,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -139,18 +140,60 @@ TB_NUM_CLONES void float_sr_shift(const float* in, float* out, size_t n, ShiftGr
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12: _mm512_undefined_* in masks
 #pragma GCC diagnostic ignored "-Wuninitialized"  // and in reductions (_mm512_reduce_max_epu32)
 
+// A FastGrid's constants for sr16, broadcast once per call.
+struct Sr512 {
+  __m512i emin_b, ecap_b, man_b, below_b, tiny_bits, max, ovf, zero_sign;
+};
+
+TB_AVX512_INLINE Sr512 sr512(const FastGrid& g) {
+  return {splat(uint32_t(g.emin + 127)),
+          splat(uint32_t(g.ecap + 127)),
+          splat(uint32_t(23 - g.man_bits)),
+          splat(uint32_t(g.below + 150)),
+          splat(uint32_t(g.below + 127) << 23),
+          splat(g.max_bits),
+          splat(g.ovf_bits),
+          splat(g.zero_sign)};
+}
+
+// 16 values stochastically rounded on the grid with the random words r (float_sr_fast_avx512's
+// body, which the block kernel shares).
+template <bool NegZero>
+TB_AVX512_INLINE __m512 sr16(__m512 xv, __m512i r, const Sr512& c) {
+  const __m512i abs_mask = splat(0x7FFFFFFFu), mant_mask = splat(0x7FFFFFu);
+  const __m512i hidden = splat(0x800000u), one = splat(1);
+  const __m512i c23 = splat(23), c32 = splat(32);
+  const __m512i xb = _mm512_castps_si512(xv);
+  const __m512i a = _mm512_and_si512(xb, abs_mask);
+  // s = q - ex + 23 with q as round_stochastic_fast's, from the biased exponent be:
+  // min(be, ecap + 127) - be + 23 - man_bits from emin up, else below + 150 - be.
+  const __m512i be = _mm512_srli_epi32(a, 23);
+  const __mmask16 normal_range = _mm512_cmpge_epi32_mask(be, c.emin_b);
+  const __m512i s = _mm512_sub_epi32(
+      _mm512_mask_add_epi32(c.below_b, normal_range, _mm512_min_epi32(be, c.ecap_b), c.man_b), be);
+  // At or above one quantum (s <= 23): the low sc bits are the remainder.
+  const __m512i sc = _mm512_max_epi32(s, one);
+  const __m512i shift = _mm512_sub_epi32(c32, sc);
+  const __m512i mask = _mm512_srlv_epi32(splat(0xFFFFFFFFu), shift);
+  const __m512i rs = _mm512_srlv_epi32(r, shift);
+  const __m512i big = _mm512_andnot_si512(mask, _mm512_add_epi32(a, _mm512_sub_epi32(mask, rs)));
+  // Below one quantum: up with probability |x| / 2^q, as a 32-bit threshold.
+  const __mmask16 be_zero = _mm512_cmpeq_epi32_mask(be, _mm512_setzero_si512());
+  const __m512i mant = _mm512_and_si512(a, mant_mask);
+  const __m512i sig = _mm512_mask_or_epi32(mant, ~be_zero, mant, hidden);
+  const __m512i st = _mm512_mask_sub_epi32(s, be_zero, s, one);
+  const __m512i thr = _mm512_or_si512(_mm512_sllv_epi32(sig, _mm512_sub_epi32(c32, st)),
+                                      _mm512_srlv_epi32(sig, _mm512_sub_epi32(st, c32)));
+  const __m512i tiny = _mm512_maskz_mov_epi32(_mm512_cmplt_epu32_mask(r, thr), c.tiny_bits);
+  const __m512i mag = _mm512_mask_mov_epi32(big, _mm512_cmpgt_epi32_mask(s, c23), tiny);
+  return _mm512_castsi512_ps(finish512_for<NegZero>(mag, xb, a, c.max, c.ovf, c.zero_sign));
+}
+
 template <bool Scaled, bool Stream, bool NegZero>
 TB_AVX512 void float_sr_fast_avx512(const float* in, float* out, size_t n, const FastGrid& g,
                                     uint64_t seed, uint64_t offset, float scale, float inv) {
   const SrKey key(seed);
-  const __m512i abs_mask = splat(0x7FFFFFFFu), mant_mask = splat(0x7FFFFFu);
-  const __m512i hidden = splat(0x800000u), one = splat(1);
-  const __m512i c23 = splat(23), c32 = splat(32);
-  const __m512i emin_b = splat(uint32_t(g.emin + 127)), ecap_b = splat(uint32_t(g.ecap + 127));
-  const __m512i man_b = splat(uint32_t(23 - g.man_bits)), below_b = splat(uint32_t(g.below + 150));
-  const __m512i tiny_bits = splat(uint32_t(g.below + 127) << 23);
-  const __m512i max = splat(g.max_bits), ovf = splat(g.ovf_bits);
-  const __m512i zero_sign = splat(g.zero_sign);
+  const Sr512 c = sr512(g);
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512 scale_v = _mm512_set1_ps(scale), inv_v = _mm512_set1_ps(inv);
   for (size_t i0 = 0; i0 < n;) {
@@ -166,32 +209,7 @@ TB_AVX512 void float_sr_fast_avx512(const float* in, float* out, size_t n, const
       if constexpr (Scaled) xv = _mm512_mul_ps(xv, scale_v);
       const __m512i r = hash32_512(_mm512_xor_si512(ctr, hi));
       ctr = _mm512_add_epi32(ctr, splat(16));
-
-      const __m512i xb = _mm512_castps_si512(xv);
-      const __m512i a = _mm512_and_si512(xb, abs_mask);
-      // s = q - ex + 23 with q as round_stochastic_fast's, from the biased exponent be:
-      // min(be, ecap + 127) - be + 23 - man_bits from emin up, else below + 150 - be.
-      const __m512i be = _mm512_srli_epi32(a, 23);
-      const __mmask16 normal_range = _mm512_cmpge_epi32_mask(be, emin_b);
-      const __m512i s = _mm512_sub_epi32(
-          _mm512_mask_add_epi32(below_b, normal_range, _mm512_min_epi32(be, ecap_b), man_b), be);
-      // At or above one quantum (s <= 23): the low sc bits are the remainder.
-      const __m512i sc = _mm512_max_epi32(s, one);
-      const __m512i shift = _mm512_sub_epi32(c32, sc);
-      const __m512i mask = _mm512_srlv_epi32(splat(0xFFFFFFFFu), shift);
-      const __m512i rs = _mm512_srlv_epi32(r, shift);
-      const __m512i big =
-          _mm512_andnot_si512(mask, _mm512_add_epi32(a, _mm512_sub_epi32(mask, rs)));
-      // Below one quantum: up with probability |x| / 2^q, as a 32-bit threshold.
-      const __mmask16 be_zero = _mm512_cmpeq_epi32_mask(be, _mm512_setzero_si512());
-      const __m512i mant = _mm512_and_si512(a, mant_mask);
-      const __m512i sig = _mm512_mask_or_epi32(mant, ~be_zero, mant, hidden);
-      const __m512i st = _mm512_mask_sub_epi32(s, be_zero, s, one);
-      const __m512i thr = _mm512_or_si512(_mm512_sllv_epi32(sig, _mm512_sub_epi32(c32, st)),
-                                          _mm512_srlv_epi32(sig, _mm512_sub_epi32(st, c32)));
-      const __m512i tiny = _mm512_maskz_mov_epi32(_mm512_cmplt_epu32_mask(r, thr), tiny_bits);
-      const __m512i mag = _mm512_mask_mov_epi32(big, _mm512_cmpgt_epi32_mask(s, c23), tiny);
-      __m512 outv = _mm512_castsi512_ps(finish512_for<NegZero>(mag, xb, a, max, ovf, zero_sign));
+      __m512 outv = sr16<NegZero>(xv, r, c);
       if constexpr (Scaled) outv = _mm512_mul_ps(outv, inv_v);
       store16<Stream>(y + i, outv, live);
     }
@@ -1028,6 +1046,76 @@ size_t block_rne_row(const float* x, float* y, size_t len, const BlockGrids& bg,
     return block_rne_avx512<B, st.value, nz.value>(x, y, len, bg);
   });
 }
+
+// A row's blocks of B elements rounded stochastically, as block_rne_avx512 rounds them to
+// nearest even: a finite block whose shared exponent se has a FastGrid is rounded on the
+// element grid as x * 2^-se, then scaled back by 2^se, 16 blocks' exponents at a time, where
+// round_block's loop loads the block's grid and draws its words element by element. The bits
+// below the quantum are the same in x and x * 2^-se wherever the product is exact, so the same
+// random word decides the same way. It is inexact only where x * 2^-se falls below float32's
+// normal range (or x is subnormal and DAZ reads it as 0); such an x is below 2^(se - 126), and
+// where the grid's smallest quantum at se is at least 2^-93 its chance of rounding up (at
+// most 2^-33) is below the 32-bit threshold's resolution: 0 either way, with x's sign. Blocks
+// below that se take round_block's path. Element i of the row draws SrKey's word for index
+// base + i: the caller keeps the index's high word constant over the row. Returns the elements
+// done; a short last block of another kind is left to the caller.
+template <size_t B, bool Stream, bool NegZero>
+TB_AVX512 size_t block_sr_avx512(const float* x, float* y, size_t len, const BlockGrids& bg,
+                                 const SrKey& key, uint64_t base) {
+  const FastGrid& eg = bg.fast_by_exp[size_t(-bg.lo)];
+  const Sr512 c = sr512(eg);
+  const __m512i lo = splat(uint32_t(bg.lo));
+  const __m512i lean_first = splat(uint32_t(std::max(bg.fast_first, -93 - eg.below - bg.lo)));
+  const __m512i fast_last = splat(uint32_t(bg.fast_last));
+  const __m512i hi = splat(key.hi(base));
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const uint32_t first = uint32_t(base) + key.k0;
+  const size_t blocks = (len + B - 1) / B;  // the last one may be short
+  for (size_t b = 0; b < blocks; b += 16) {
+    const size_t k = std::min<size_t>(16, blocks - b), span = std::min(len - b * B, 16 * B);
+    alignas(64) uint32_t raw[16];
+    if (span == 16 * B)
+      raw_amax_16_blocks<B>(x + b * B, raw);
+    else
+      raw_amax_blocks512<B>(x + b * B, span, raw);
+    const __m512i amax = _mm512_load_si512(raw);
+    const __m512i se = block_exponent512(bg, amax);
+    alignas(64) float down[16], up[16];
+    _mm512_store_si512(down, pow2_fields(_mm512_sub_epi32(_mm512_setzero_si512(), se)));
+    _mm512_store_si512(up, pow2_fields(se));
+    const __m512i gi = _mm512_sub_epi32(se, lo);
+    const uint32_t lean = _mm512_cmplt_epu32_mask(amax, splat(kInfBits)) &
+                          _mm512_cmpge_epi32_mask(gi, lean_first) &
+                          _mm512_cmple_epi32_mask(gi, fast_last) & first_lanes(k);
+    for (size_t j = 0; j < k; ++j) {
+      const size_t at = (b + j) * B, n = std::min(B, span - j * B);
+      if ((lean >> j) & 1u) {
+        const __m512 dv = _mm512_set1_ps(down[j]), uv = _mm512_set1_ps(up[j]);
+        __m512i ctr = _mm512_add_epi32(lane, splat(first + uint32_t(at)));
+        for (size_t h = 0; h < n; h += 16) {
+          const __mmask16 m = first_lanes(n - h);
+          const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + at + h), dv);
+          const __m512i r = hash32_512(_mm512_xor_si512(ctr, hi));
+          ctr = _mm512_add_epi32(ctr, splat(16));
+          store16<Stream>(y + at + h, _mm512_mul_ps(sr16<NegZero>(v, r, c), uv), m);
+        }
+      } else if (n == B) {
+        whole_block_raw<Rounding::kStochastic, B>(x + at, y + at, bg, key, base + at, raw[j]);
+      } else {
+        return at;  // a short last block of another kind: the caller's
+      }
+    }
+  }
+  return len;
+}
+
+template <size_t B>
+size_t block_sr_row(const float* x, float* y, size_t len, const BlockGrids& bg, const SrKey& key,
+                    uint64_t base, bool stream) {
+  return with_instance(stream, bg.fast_by_exp[size_t(-bg.lo)].zero_sign, [&](auto st, auto nz) {
+    return block_sr_avx512<B, st.value, nz.value>(x, y, len, bg, key, base);
+  });
+}
 #pragma GCC diagnostic pop
 #endif
 
@@ -1045,6 +1133,10 @@ TB_INLINE void block_rows(const float* in, float* out, size_t n, size_t row, siz
     if constexpr (R == Rounding::kNearestEven && (B == 16 || B == 32))
       if (avx512_cpu() && bg.lo <= 0 && bg.hi >= 0 && bg.fast_ok[size_t(-bg.lo)])
         b0 = block_rne_row<B>(in + r0, out + r0, rn, bg, stream);
+    if constexpr (R == Rounding::kStochastic && (B == 16 || B == 32))
+      if (avx512_cpu() && bg.lo <= 0 && bg.hi >= 0 && bg.fast_ok[size_t(-bg.lo)] &&
+          same_high_word(offset + r0, 0, rn) == rn)
+        b0 = block_sr_row<B>(in + r0, out + r0, rn, bg, key, offset + r0, stream);
 #endif
     if constexpr (B == 16 || B == 32)
       for (; b0 + 16 * B <= rn; b0 += 16 * B) {
@@ -1104,9 +1196,10 @@ TB_NUM_CLONES void block_rtz(const float* in, float* out, size_t n, size_t row, 
                              const BlockGrids& bg, uint64_t s, uint64_t o) {
   block_any<Rounding::kTowardZero>(in, out, n, row, block, bg, s, o, false);
 }
+// `stream`: as block_rne's (the AVX-512 rows).
 TB_NUM_CLONES void block_sr(const float* in, float* out, size_t n, size_t row, size_t block,
-                            const BlockGrids& bg, uint64_t s, uint64_t o) {
-  block_any<Rounding::kStochastic>(in, out, n, row, block, bg, s, o, false);
+                            const BlockGrids& bg, uint64_t s, uint64_t o, bool stream) {
+  block_any<Rounding::kStochastic>(in, out, n, row, block, bg, s, o, stream);
 }
 
 Grid bfp_grid(const BlockFormat& f, int e) {
@@ -1415,6 +1508,21 @@ void quantize_serial(const Format& f, const float* in, float* out, size_t n, con
         return nvfp4_serial(f.blk, in, out, n, row, o.tensor_amax, o.rounding, o.seed, offset,
                             stream);
       const size_t b = size_t(f.blk.block);
+#if defined(__SSE2__)
+      // MX rceil's scale comes from amax / the element's largest value, a float32 product
+      // that is subnormal for blocks whose amax is below about 2^-117: under FTZ/DAZ (as
+      // trainbench runs) it flushes to 0 and the shared exponent came out one lower than the
+      // definition's. Every other step here gives the same bits with or without them.
+      struct KeepSubnormals {
+        unsigned saved = _mm_getcsr();
+        KeepSubnormals() { _mm_setcsr(saved & ~0x8040u); }
+        ~KeepSubnormals() { _mm_setcsr(saved); }
+      };
+      std::optional<KeepSubnormals> keep;
+      if (f.blk.kind == BlockFormat::Kind::kMx &&
+          f.blk.scale_mode == BlockFormat::ScaleMode::kRceil && (_mm_getcsr() & 0x8040u))
+        keep.emplace();
+#endif
       if (f.blk.element != "int8" || f.blk.kind == BlockFormat::Kind::kBfp) {
         const BlockGrids& bg = block_grids(f.blk);
         switch (o.rounding) {
@@ -1425,7 +1533,7 @@ void quantize_serial(const Format& f, const float* in, float* out, size_t n, con
           case Rounding::kTowardZero:
             return block_rtz(in, out, n, row, b, bg, o.seed, offset);
           case Rounding::kStochastic:
-            return block_sr(in, out, n, row, b, bg, o.seed, offset);
+            return block_sr(in, out, n, row, b, bg, o.seed, offset, stream);
         }
       }
       for (size_t r0 = 0; r0 < n; r0 += row) {
@@ -1556,9 +1664,9 @@ bool streams_directly(const Format& f, const QuantOptions& o) {
       return rne && f.fx.saturate;
     case Format::Kind::kBlock: {
       if (f.blk.kind == BlockFormat::Kind::kNvfp4) return f.blk.block == 16 && (rne || sr);
-      if (!rne || (f.blk.block != 16 && f.blk.block != 32)) return false;
+      if (!(rne || sr) || (f.blk.block != 16 && f.blk.block != 32)) return false;
       if (f.blk.element == "int8" && f.blk.kind != BlockFormat::Kind::kBfp) return false;
-      const BlockGrids& bg = block_grids(f.blk);  // block_rows' condition for block_rne_avx512
+      const BlockGrids& bg = block_grids(f.blk);  // block_rows' condition for its AVX-512 rows
       return bg.lo <= 0 && bg.hi >= 0 && bg.fast_ok[size_t(-bg.lo)];
     }
   }

@@ -981,6 +981,28 @@ TB_AVX512_INLINE void raw_amax_blocks512(const float* x, size_t len, uint32_t* o
   std::memcpy(out, &v[0], sizeof(U32x16));
 }
 
+// Sixteen blocks' maxima reduced together, and their shared exponents and scales computed
+// together instead of block_grid's scalar branches and two broadcasts per block; a row's last
+// blocks (fewer than 16, a short one among them) the same way, with masked loads. The blocks
+// from x, `span` elements (<= 16 B); raw: their largest |x| bits; down, up: 2^-se and 2^se.
+// Returns the lean ones as a mask: no Inf or NaN, and a grid index in [first, last] (a
+// FastGrid's run): no per-block load of fast_ok behind a load of the block's grid index.
+template <size_t B>
+TB_AVX512_INLINE uint32_t blocks16(const float* x, size_t span, const BlockGrids& bg, __m512i first,
+                                   __m512i last, uint32_t* raw, float* down, float* up) {
+  if (span == 16 * B)
+    raw_amax_16_blocks<B>(x, raw);
+  else
+    raw_amax_blocks512<B>(x, span, raw);
+  const __m512i amax = _mm512_load_si512(raw);
+  const __m512i se = block_exponent512(bg, amax);
+  _mm512_store_si512(down, pow2_fields(_mm512_sub_epi32(_mm512_setzero_si512(), se)));
+  _mm512_store_si512(up, pow2_fields(se));
+  const __m512i gi = _mm512_sub_epi32(se, splat(uint32_t(bg.lo)));
+  return _mm512_cmplt_epu32_mask(amax, splat(kInfBits)) & _mm512_cmpge_epi32_mask(gi, first) &
+         _mm512_cmple_epi32_mask(gi, last) & first_lanes((span + B - 1) / B);
+}
+
 // A row's blocks of B elements rounded to nearest even, with AVX-512 intrinsics. A finite
 // block whose shared exponent se has a FastGrid is rounded on the element grid (the grid at
 // se = 0) as x * 2^-se, then scaled back by 2^se: the grid at se is the element grid times
@@ -994,30 +1016,14 @@ template <size_t B, bool Stream, bool NegZero>
 TB_AVX512 size_t block_rne_avx512(const float* x, float* y, size_t len, const BlockGrids& bg) {
   const Fast512 eg = fast512(bg.fast_by_exp[size_t(-bg.lo)]);
   const SrKey key(0);  // round_block's signature; nearest-even draws nothing
-  const __m512i lo = splat(uint32_t(bg.lo)), fast_first = splat(uint32_t(bg.fast_first));
+  const __m512i fast_first = splat(uint32_t(bg.fast_first));
   const __m512i fast_last = splat(uint32_t(bg.fast_last));
   const size_t blocks = (len + B - 1) / B;  // the last one may be short
-  // Sixteen blocks' maxima reduced together, and their shared exponents and scales computed
-  // together instead of block_grid's scalar branches and two broadcasts per block; a row's
-  // last blocks (fewer than 16, a short one among them) the same way, with masked loads.
   for (size_t b = 0; b < blocks; b += 16) {
     const size_t k = std::min<size_t>(16, blocks - b), span = std::min(len - b * B, 16 * B);
     alignas(64) uint32_t raw[16];
-    if (span == 16 * B)
-      raw_amax_16_blocks<B>(x + b * B, raw);
-    else
-      raw_amax_blocks512<B>(x + b * B, span, raw);
-    const __m512i amax = _mm512_load_si512(raw);
-    const __m512i se = block_exponent512(bg, amax);
     alignas(64) float down[16], up[16];
-    _mm512_store_si512(down, pow2_fields(_mm512_sub_epi32(_mm512_setzero_si512(), se)));
-    _mm512_store_si512(up, pow2_fields(se));
-    // Blocks without Inf or NaN whose grid has a FastGrid, as a mask: no per-block load of
-    // fast_ok behind a load of the block's grid index.
-    const __m512i gi = _mm512_sub_epi32(se, lo);
-    const uint32_t lean = _mm512_cmplt_epu32_mask(amax, splat(kInfBits)) &
-                          _mm512_cmpge_epi32_mask(gi, fast_first) &
-                          _mm512_cmple_epi32_mask(gi, fast_last) & first_lanes(k);
+    const uint32_t lean = blocks16<B>(x + b * B, span, bg, fast_first, fast_last, raw, down, up);
     if (lean == 0xFFFF && span == 16 * B) {
       for (size_t j = 0; j < 16; ++j)
         block_rne_scaled<Stream, NegZero>(x + (b + j) * B, y + (b + j) * B, B,
@@ -1064,7 +1070,6 @@ TB_AVX512 size_t block_sr_avx512(const float* x, float* y, size_t len, const Blo
                                  const SrKey& key, uint64_t base) {
   const FastGrid& eg = bg.fast_by_exp[size_t(-bg.lo)];
   const Sr512 c = sr512(eg);
-  const __m512i lo = splat(uint32_t(bg.lo));
   const __m512i lean_first = splat(uint32_t(std::max(bg.fast_first, -93 - eg.below - bg.lo)));
   const __m512i fast_last = splat(uint32_t(bg.fast_last));
   const __m512i hi = splat(key.hi(base));
@@ -1074,19 +1079,8 @@ TB_AVX512 size_t block_sr_avx512(const float* x, float* y, size_t len, const Blo
   for (size_t b = 0; b < blocks; b += 16) {
     const size_t k = std::min<size_t>(16, blocks - b), span = std::min(len - b * B, 16 * B);
     alignas(64) uint32_t raw[16];
-    if (span == 16 * B)
-      raw_amax_16_blocks<B>(x + b * B, raw);
-    else
-      raw_amax_blocks512<B>(x + b * B, span, raw);
-    const __m512i amax = _mm512_load_si512(raw);
-    const __m512i se = block_exponent512(bg, amax);
     alignas(64) float down[16], up[16];
-    _mm512_store_si512(down, pow2_fields(_mm512_sub_epi32(_mm512_setzero_si512(), se)));
-    _mm512_store_si512(up, pow2_fields(se));
-    const __m512i gi = _mm512_sub_epi32(se, lo);
-    const uint32_t lean = _mm512_cmplt_epu32_mask(amax, splat(kInfBits)) &
-                          _mm512_cmpge_epi32_mask(gi, lean_first) &
-                          _mm512_cmple_epi32_mask(gi, fast_last) & first_lanes(k);
+    const uint32_t lean = blocks16<B>(x + b * B, span, bg, lean_first, fast_last, raw, down, up);
     for (size_t j = 0; j < k; ++j) {
       const size_t at = (b + j) * B, n = std::min(B, span - j * B);
       if ((lean >> j) & 1u) {

@@ -475,6 +475,17 @@ double block_reference(const Format& f, const std::vector<float>& x, size_t k, s
                        uint32_t rnd) {
   const size_t b = size_t(f.blk.block);
   const int se = tb::num::block_exponent(f.blk, x.data() + k * b, b);
+  if (f.blk.kind == tb::num::BlockFormat::Kind::kMx && f.blk.element == "int8") {
+    // k * 2^(s - 6), k in [-128, 127], saturating (OCP MX v1.0's INT8: 1.6 two's complement)
+    const int s = se - 127;
+    if (se == 255) return std::numeric_limits<double>::quiet_NaN();
+    const double t = std::ldexp(double(x[j]), 6 - s), fl = std::floor(t), d = t - fl;
+    double k = r == Rounding::kNearestEven
+                   ? std::nearbyint(t)
+                   : fl + double(double(rnd) < std::floor(std::ldexp(d, 32)));
+    k = std::min(std::max(k, -128.0), 127.0);
+    return std::ldexp(k, s - 6) + 0.0;  // a negative value rounding to 0 gives +0
+  }
   if (f.blk.kind == tb::num::BlockFormat::Kind::kMx) {
     FloatFormat el = parse_format(f.blk.element).fp;
     el.overflow = Overflow::kSaturate;
@@ -496,7 +507,8 @@ TEST(NumericsFormat, BlocksMatchTheReferenceElementByElement) {
   std::mt19937 rng(21);
   std::normal_distribution<double> nd(0, 1);
   std::uniform_int_distribution<int> ex(-40, 40);
-  for (const char* name : {"mxfp8_e4m3", "mxfp6_e3m2", "mxfp4_e2m1", "bfp8", "bfp:block=4,m=3"}) {
+  for (const char* name :
+       {"mxfp8_e4m3", "mxfp6_e3m2", "mxfp4_e2m1", "bfp8", "bfp:block=4,m=3", "mxint8"}) {
     const Format f = parse_format(name);
     const size_t b = size_t(f.blk.block);
     std::vector<float> x(b * 400);
@@ -589,7 +601,7 @@ TEST(NumericsFormat, SixteenBlocksAtOnceRoundAsEachBlockAlone) {
   // Rows of 1000 end in a short block; rows of 256 are whole blocks, which the kernels take as
   // one long row (the last row here is short: 3000 = 11 * 256 + 184).
   for (const size_t row : {size_t(1000), size_t(256)})
-    for (const char* name : {"mxfp8_e4m3", "mx:elem=e4m3,block=32,scale=rceil", "bfp8"})
+    for (const char* name : {"mxfp8_e4m3", "mx:elem=e4m3,block=32,scale=rceil", "bfp8", "mxint8"})
       for (Rounding r : {Rounding::kNearestEven, Rounding::kStochastic}) {
         const Format f = parse_format(name);
         const size_t b = size_t(f.blk.block);
@@ -674,6 +686,62 @@ TEST(NumericsFormat, AllFiniteFindsAnyInfOrNan) {
       y[at] = bad;
       EXPECT_FALSE(tb::num::all_finite(y.data(), y.size())) << at;
       EXPECT_TRUE(tb::num::all_finite(y.data(), at)) << at;  // everything before it
+    }
+}
+
+// Fixed point rounded stochastically against its definition in double (k = floor(x 2^F) + 1
+// where random_bits(seed, index) * 2^-32 < the remainder; saturated or wrapped), with the same
+// words as every other stochastic format, so saturating and wrapping formats round an
+// in-range value alike; Inf, NaN, signed zeros and values that round to 0 from below included,
+// with and without FTZ/DAZ.
+TEST(NumericsFormat, StochasticFixedPointMatchesItsDefinition) {
+  std::mt19937 rng(17);
+  std::normal_distribution<double> nd(0, 4);
+  std::vector<float> x(4099);
+  for (auto& v : x) v = float(nd(rng));
+  x[7] = INFINITY;
+  x[8] = -INFINITY;
+  x[9] = NAN;
+  x[10] = -0.0f;
+  x[11] = -0.01f;
+  x[12] = 1e-40f;
+  for (const char* name : {"fixed:w=8,f=4", "fixed:w=8,f=4,sat=off", "fixed:w=12,f=6"})
+    for (const bool ftz : {false, true}) {
+      const Format f = parse_format(name);
+      QuantOptions o;
+      o.rounding = Rounding::kStochastic;
+      o.seed = 0x123456789ull;
+      o.offset = (uint64_t(1) << 32) - 2000;  // the index's high word changes inside the call
+      const unsigned saved = _mm_getcsr();
+      if (ftz) _mm_setcsr(saved | 0x8040);  // FTZ | DAZ
+      const auto y = tb::num::quantize(f, x, o);
+      _mm_setcsr(saved);
+      const double lo = f.fx.min_value() * std::ldexp(1.0, f.fx.frac_bits);
+      const double hi = f.fx.max_value() * std::ldexp(1.0, f.fx.frac_bits);
+      int bad = 0;
+      for (size_t i = 0; i < x.size(); ++i) {
+        // DAZ reads a subnormal input as 0.
+        const double xv = ftz && std::fpclassify(x[i]) == FP_SUBNORMAL ? 0.0 : double(x[i]);
+        double want;
+        if (std::isnan(xv)) {
+          want = NAN;
+        } else if (std::isinf(xv)) {
+          want = std::ldexp(xv > 0 ? hi : lo, -f.fx.frac_bits);
+        } else {
+          const double t = std::ldexp(xv, f.fx.frac_bits), fl = std::floor(t);
+          const uint32_t rnd = tb::num::random_bits(o.seed, o.offset + i);
+          double k = fl + double(double(rnd) * 0x1p-32 < t - fl);
+          if (f.fx.saturate)
+            k = std::min(std::max(k, lo), hi);
+          else if (k < lo || k > hi)
+            k = std::fmod(std::fmod(k - lo, hi - lo + 1) + (hi - lo + 1), hi - lo + 1) + lo;
+          want = std::ldexp(k, -f.fx.frac_bits);
+        }
+        if (!same(y[i], float(want)) && ++bad <= 5)
+          ADD_FAILURE() << name << (ftz ? " FTZ/DAZ" : "") << " x=" << x[i] << " got " << y[i]
+                        << " want " << want;
+      }
+      EXPECT_EQ(bad, 0) << name;
     }
 }
 

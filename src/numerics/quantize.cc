@@ -277,6 +277,11 @@ TB_AVX512 void float_shift_avx512(const float* in, float* out, size_t n, const G
   }
 }
 
+// The first n of 16 lanes.
+TB_AVX512_INLINE __mmask16 first_lanes(size_t n) {
+  return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+}
+
 // fixed_body to nearest even, saturating, with AVX-512 intrinsics: x * 2^frac in double (exact),
 // rounded to an integer by the FPU (ties to even, as round_k), + 0.0 so that a negative value
 // rounding to zero gives +0 as round_k's fl + 0 does, clamped, * 2^-frac and narrowed to float
@@ -289,6 +294,40 @@ TB_AVX512_INLINE __m256 fixed_rne8(__m256 x, __m512d up, __m512d down, __m512d l
   return _mm512_cvtpd_ps(_mm512_mul_pd(k, down));
 }
 
+// fixed_body stochastically, saturating (round_k's floor + (r * 2^-32 < remainder), in double,
+// with SrKey's words as every stochastic kernel draws them), eight lanes. The 1 or +0.0 is
+// always added, so a negative value rounding to zero gives +0 as round_k's sum does; Inf keeps
+// fl = Inf and a NaN remainder (no step up) and is clamped; NaN is the caller's.
+TB_AVX512_INLINE __m256 fixed_sr8(__m256 x, __m256i r, __m512d up, __m512d down, __m512d lo,
+                                  __m512d hi) {
+  const __m512d t = _mm512_mul_pd(_mm512_cvtps_pd(x), up);
+  const __m512d fl = _mm512_roundscale_pd(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  const __m512d u = _mm512_mul_pd(_mm512_cvtepu32_pd(r), _mm512_set1_pd(0x1p-32));
+  const __mmask8 step = _mm512_cmp_pd_mask(u, _mm512_sub_pd(t, fl), _CMP_LT_OQ);
+  __m512d k = _mm512_add_pd(fl, _mm512_maskz_mov_pd(step, _mm512_set1_pd(1.0)));
+  k = _mm512_min_pd(_mm512_max_pd(k, lo), hi);  // NaN becomes lo here; the caller restores it
+  return _mm512_cvtpd_ps(_mm512_mul_pd(k, down));
+}
+
+// 16 values on the fixed grid k * 2^-frac as fixed_rne8 or fixed_sr8 round them (r: the
+// stochastic words), NaN passed through.
+template <Rounding R>
+TB_AVX512_INLINE __m512 fixed16(__m512 x, __m512i r, __m512d up, __m512d down, __m512d lo,
+                                __m512d hi) {
+  const __m256 x_hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1));
+  __m256 y_lo, y_hi;
+  if constexpr (R == Rounding::kStochastic) {
+    y_lo = fixed_sr8(_mm512_castps512_ps256(x), _mm512_castsi512_si256(r), up, down, lo, hi);
+    y_hi = fixed_sr8(x_hi, _mm512_extracti64x4_epi64(r, 1), up, down, lo, hi);
+  } else {
+    y_lo = fixed_rne8(_mm512_castps512_ps256(x), up, down, lo, hi);
+    y_hi = fixed_rne8(x_hi, up, down, lo, hi);
+  }
+  const __m512 y = _mm512_castpd_ps(_mm512_insertf64x4(
+      _mm512_castpd256_pd512(_mm256_castps_pd(y_lo)), _mm256_castps_pd(y_hi), 1));
+  return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+
 template <bool Stream>
 TB_AVX512 void fixed_rne_avx512(const float* in, float* out, size_t n, int frac, double kmin,
                                 double kmax) {
@@ -298,13 +337,32 @@ TB_AVX512 void fixed_rne_avx512(const float* in, float* out, size_t n, int frac,
   for (size_t i = 0; i < n; i += 16) {
     const __mmask16 live = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
     const __m512 x = _mm512_maskz_loadu_ps(live, in + i);
-    const __m256 y_lo = fixed_rne8(_mm512_castps512_ps256(x), up, down, lo, hi);
-    const __m256 y_hi = fixed_rne8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)),
-                                   up, down, lo, hi);
-    __m512 y = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(y_lo)),
-                                                   _mm256_castps_pd(y_hi), 1));
-    y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
-    store16<Stream>(out + i, y, live);
+    store16<Stream>(out + i,
+                    fixed16<Rounding::kNearestEven>(x, _mm512_setzero_si512(), up, down, lo, hi),
+                    live);
+  }
+}
+
+template <bool Stream>
+TB_AVX512 void fixed_sr_avx512(const float* in, float* out, size_t n, int frac, double kmin,
+                               double kmax, uint64_t seed, uint64_t offset) {
+  const SrKey key(seed);
+  const __m512d up = _mm512_set1_pd(std::ldexp(1.0, frac));
+  const __m512d down = _mm512_set1_pd(std::ldexp(1.0, -frac));
+  const __m512d lo = _mm512_set1_pd(kmin), hi = _mm512_set1_pd(kmax);
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (size_t i0 = 0; i0 < n;) {
+    const size_t len = same_high_word(offset, i0, n);
+    const __m512i hk = splat(key.hi(offset + i0));
+    __m512i ctr = _mm512_add_epi32(lane, splat(uint32_t(offset + i0) + key.k0));
+    for (size_t i = 0; i < len; i += 16) {
+      const __mmask16 live = first_lanes(len - i);
+      const __m512i r = hash32_512(_mm512_xor_si512(ctr, hk));
+      ctr = _mm512_add_epi32(ctr, splat(16));
+      const __m512 x = _mm512_maskz_loadu_ps(live, in + i0 + i);
+      store16<Stream>(out + i0 + i, fixed16<Rounding::kStochastic>(x, r, up, down, lo, hi), live);
+    }
+    i0 += len;
   }
 }
 
@@ -579,15 +637,17 @@ template <Rounding R>
 TB_INLINE void fixed_body(const float* in, float* out, size_t n, int frac, double kmin, double kmax,
                           uint64_t seed, uint64_t offset) {
   const double up_scale = std::ldexp(1.0, frac), down_scale = std::ldexp(1.0, -frac);
-  const uint32_t k0 = hash32(uint32_t(seed) ^ 0x9e3779b9u);
-  const uint32_t k1 = hash32(uint32_t(seed >> 32) + 0x632be5abu);
+  // SrKey's words, as every other stochastic kernel and the wrap-around loop draw them (until
+  // 2026-11-27 this loop drew a two-round hash of its own, so fixed point with and without
+  // saturation rounded the same in-range value differently).
+  const SrKey key(seed);
   for (size_t i = 0; i < n; ++i) {
     const float x = in[i];
     const double t = double(x) * up_scale;
     uint32_t rnd = 0;
     if constexpr (R == Rounding::kStochastic) {
       const uint64_t idx = offset + i;
-      rnd = hash32(hash32(uint32_t(idx) + k0) ^ (uint32_t(idx >> 32) + k1));
+      rnd = key.bits(uint32_t(idx), key.hi(idx));
     }
     double k = round_k<R>(t, rnd);
     // Inf: fl is Inf and d NaN, so k stays Inf and is clamped like any large value.
@@ -655,6 +715,12 @@ void fixed_loop(const float* in, float* out, size_t n, int frac, int64_t kmin, i
     case Rounding::kTowardZero:
       return fixed_rtz(in, out, n, frac, double(kmin), double(kmax), seed, offset);
     case Rounding::kStochastic:
+#if TB_AVX512_KERNELS
+      if (avx512_cpu() && stream)
+        return fixed_sr_avx512<true>(in, out, n, frac, double(kmin), double(kmax), seed, offset);
+      if (avx512_cpu())
+        return fixed_sr_avx512<false>(in, out, n, frac, double(kmin), double(kmax), seed, offset);
+#endif
       return fixed_sr(in, out, n, frac, double(kmin), double(kmax), seed, offset);
   }
 }
@@ -886,9 +952,6 @@ TB_INLINE void whole_block_raw(const float* x, float* y, const BlockGrids& bg, c
 #if TB_AVX512_KERNELS
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12: _mm512_undefined_* in masks
-TB_AVX512_INLINE __mmask16 first_lanes(size_t n) {
-  return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
-}
 
 // n elements of a block scaled down, rounded on the element grid `eg` and scaled back, as
 // block_rne_avx512 says. NegZero: the element grid has -0 (round_nearest_even_fast512_signed).
@@ -1109,6 +1172,59 @@ size_t block_sr_row(const float* x, float* y, size_t len, const BlockGrids& bg, 
   return with_instance(stream, bg.fast_by_exp[size_t(-bg.lo)].zero_sign, [&](auto st, auto nz) {
     return block_sr_avx512<B, st.value, nz.value>(x, y, len, bg, key, base);
   });
+}
+
+// MX with int8 elements (k * 2^(se - 6), k in [-128, 127], saturating: block_one's fixed_loop
+// with frac = 6 - se), to nearest even or stochastically (SrKey's word for index base + i;
+// the caller keeps its high word constant), 16 blocks of 32 at a time: their exponents
+// together (block_exponent512 with an int8 element's emax of 0 and the floor scale, which int8
+// blocks take whatever the mode), then each block through fixed16, where block_one's calls cost
+// more than its 32 elements. A block holding Inf or NaN has the NaN scale. Whole groups only:
+// returns the elements done, a multiple of 512.
+template <Rounding R>
+TB_AVX512 size_t mx_int8_avx512(const float* x, float* y, size_t len, const SrKey& key,
+                                uint64_t base) {
+  static const BlockGrids bg = [] {
+    BlockGrids g;
+    g.mx = true;
+    g.lo = -127;
+    g.hi = 127;
+    g.emax_elem = 0;
+    return g;
+  }();
+  const __m512d lo = _mm512_set1_pd(-128), hi = _mm512_set1_pd(127);
+  const __m512i hk = splat(key.hi(base));
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const uint32_t first = uint32_t(base) + key.k0;
+  const __m512 nan = _mm512_castsi512_ps(splat(kQuietNan));
+  size_t g0 = 0;
+  for (; g0 + 512 <= len; g0 += 512) {
+    alignas(64) uint32_t raw[16];
+    alignas(64) int32_t se[16];
+    raw_amax_16_blocks<32>(x + g0, raw);
+    const __m512i amax = _mm512_load_si512(raw);
+    _mm512_store_si512(se, block_exponent512(bg, amax));
+    const uint32_t special = _mm512_cmpge_epu32_mask(amax, splat(kInfBits));
+    for (size_t j = 0; j < 16; ++j) {
+      const size_t at = g0 + 32 * j;
+      if ((special >> j) & 1u) {
+        _mm512_storeu_ps(y + at, nan);
+        _mm512_storeu_ps(y + at + 16, nan);
+        continue;
+      }
+      // 2^(6 - se) and 2^(se - 6), se in [-127, 127]: normal doubles, built from their fields.
+      const __m512d up = _mm512_castsi512_pd(_mm512_set1_epi64(int64_t(1023 + 6 - se[j]) << 52));
+      const __m512d down = _mm512_castsi512_pd(_mm512_set1_epi64(int64_t(1023 - 6 + se[j]) << 52));
+      for (size_t h = 0; h < 32; h += 16) {
+        __m512i r = _mm512_setzero_si512();
+        if constexpr (R == Rounding::kStochastic)
+          r = hash32_512(
+              _mm512_xor_si512(_mm512_add_epi32(lane, splat(first + uint32_t(at + h))), hk));
+        _mm512_storeu_ps(y + at + h, fixed16<R>(_mm512_loadu_ps(x + at + h), r, up, down, lo, hi));
+      }
+    }
+  }
+  return g0;
 }
 #pragma GCC diagnostic pop
 #endif
@@ -1530,9 +1646,25 @@ void quantize_serial(const Format& f, const float* in, float* out, size_t n, con
             return block_sr(in, out, n, row, b, bg, o.seed, offset, stream);
         }
       }
-      for (size_t r0 = 0; r0 < n; r0 += row) {
-        const size_t rn = std::min(row, n - r0);
-        for (size_t i = 0; i < rn; i += b) {
+      bool lean_int8 = false;
+#if TB_AVX512_KERNELS
+      lean_int8 = f.blk.kind == BlockFormat::Kind::kMx && b == 32 &&
+                  (o.rounding == Rounding::kNearestEven || o.rounding == Rounding::kStochastic) &&
+                  avx512_cpu();
+#endif
+      // Rows of whole blocks are blocks end to end, as block_rows takes them.
+      const size_t rows_of = lean_int8 && row % b == 0 ? n : row;
+      for (size_t r0 = 0; r0 < n; r0 += rows_of) {
+        const size_t rn = std::min(rows_of, n - r0);
+        size_t i = 0;
+#if TB_AVX512_KERNELS
+        const SrKey key(o.seed);
+        if (lean_int8 && o.rounding == Rounding::kNearestEven)
+          i = mx_int8_avx512<Rounding::kNearestEven>(in + r0, out + r0, rn, key, offset + r0);
+        else if (lean_int8 && same_high_word(offset + r0, 0, rn) == rn)
+          i = mx_int8_avx512<Rounding::kStochastic>(in + r0, out + r0, rn, key, offset + r0);
+#endif
+        for (; i < rn; i += b) {
           const size_t len = std::min(b, rn - i);
           block_one(f.blk, in + r0 + i, out + r0 + i, len, o.rounding, o.seed, offset + r0 + i);
         }
@@ -1655,7 +1787,7 @@ bool streams_directly(const Format& f, const QuantOptions& o) {
       return (rne || sr) && (fast_grid(g, &fg) || (shift_grid(g) && o.scale == 1.0f));
     }
     case Format::Kind::kFixed:
-      return rne && f.fx.saturate;
+      return (rne || sr) && f.fx.saturate;
     case Format::Kind::kBlock: {
       if (f.blk.kind == BlockFormat::Kind::kNvfp4) return f.blk.block == 16 && (rne || sr);
       if (!(rne || sr) || (f.blk.block != 16 && f.blk.block != 32)) return false;

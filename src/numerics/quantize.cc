@@ -176,16 +176,20 @@ TB_AVX512_INLINE __m512 sr16(__m512 xv, __m512i r, const Sr512& c) {
   const __m512i shift = _mm512_sub_epi32(c32, sc);
   const __m512i mask = _mm512_srlv_epi32(splat(0xFFFFFFFFu), shift);
   const __m512i rs = _mm512_srlv_epi32(r, shift);
-  const __m512i big = _mm512_andnot_si512(mask, _mm512_add_epi32(a, _mm512_sub_epi32(mask, rs)));
-  // Below one quantum: up with probability |x| / 2^q, as a 32-bit threshold.
-  const __mmask16 be_zero = _mm512_cmpeq_epi32_mask(be, _mm512_setzero_si512());
-  const __m512i mant = _mm512_and_si512(a, mant_mask);
-  const __m512i sig = _mm512_mask_or_epi32(mant, ~be_zero, mant, hidden);
-  const __m512i st = _mm512_mask_sub_epi32(s, be_zero, s, one);
-  const __m512i thr = _mm512_or_si512(_mm512_sllv_epi32(sig, _mm512_sub_epi32(c32, st)),
-                                      _mm512_srlv_epi32(sig, _mm512_sub_epi32(st, c32)));
-  const __m512i tiny = _mm512_maskz_mov_epi32(_mm512_cmplt_epu32_mask(r, thr), c.tiny_bits);
-  const __m512i mag = _mm512_mask_mov_epi32(big, _mm512_cmpgt_epi32_mask(s, c23), tiny);
+  __m512i mag = _mm512_andnot_si512(mask, _mm512_add_epi32(a, _mm512_sub_epi32(mask, rs)));
+  // Below one quantum: up with probability |x| / 2^q, as a 32-bit threshold. Rare in a
+  // vector (values under the grid's smallest quantum), so computed only where a lane is.
+  const __mmask16 below = _mm512_cmpgt_epi32_mask(s, c23);
+  if (__builtin_expect(below != 0, 0)) {
+    const __mmask16 be_zero = _mm512_cmpeq_epi32_mask(be, _mm512_setzero_si512());
+    const __m512i mant = _mm512_and_si512(a, mant_mask);
+    const __m512i sig = _mm512_mask_or_epi32(mant, ~be_zero, mant, hidden);
+    const __m512i st = _mm512_mask_sub_epi32(s, be_zero, s, one);
+    const __m512i thr = _mm512_or_si512(_mm512_sllv_epi32(sig, _mm512_sub_epi32(c32, st)),
+                                        _mm512_srlv_epi32(sig, _mm512_sub_epi32(st, c32)));
+    const __m512i tiny = _mm512_maskz_mov_epi32(_mm512_cmplt_epu32_mask(r, thr), c.tiny_bits);
+    mag = _mm512_mask_mov_epi32(mag, below, tiny);
+  }
   return _mm512_castsi512_ps(finish512_for<NegZero>(mag, xb, a, c.max, c.ovf, c.zero_sign));
 }
 
@@ -1144,6 +1148,21 @@ TB_AVX512 size_t block_sr_avx512(const float* x, float* y, size_t len, const Blo
     alignas(64) uint32_t raw[16];
     alignas(64) float down[16], up[16];
     const uint32_t lean = blocks16<B>(x + b * B, span, bg, lean_first, fast_last, raw, down, up);
+    if (lean == 0xFFFF && span == 16 * B) {
+      // The common case, with constant trip counts and no masks: one vector's words a step.
+      __m512i ctr = _mm512_add_epi32(lane, splat(first + uint32_t(b * B)));
+      for (size_t j = 0; j < 16; ++j) {
+        const __m512 dv = _mm512_set1_ps(down[j]), uv = _mm512_set1_ps(up[j]);
+        for (size_t h = 0; h < B; h += 16) {
+          const size_t at = (b + j) * B + h;
+          const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + at), dv);
+          const __m512i r = hash32_512(_mm512_xor_si512(ctr, hi));
+          ctr = _mm512_add_epi32(ctr, splat(16));
+          store16<Stream>(y + at, _mm512_mul_ps(sr16<NegZero>(v, r, c), uv), 0xFFFF);
+        }
+      }
+      continue;
+    }
     for (size_t j = 0; j < k; ++j) {
       const size_t at = (b + j) * B, n = std::min(B, span - j * B);
       if ((lean >> j) & 1u) {

@@ -151,7 +151,11 @@ int main(int argc, char** argv) {
         {"mxfp8_e5m2", "stochastic"},
         {"bfp8", "stochastic"},
         {"fixed:w=8,f=4", "stochastic"},
-        {"mx:elem=int8,block=32", "nearest-even"}};
+        {"mx:elem=int8,block=32", "nearest-even"},
+        // The two other rounding modes, on a float, an MX and the NVFP4 format.
+        {"e4m3", "toward-zero"},
+        {"mxfp8_e4m3", "ties-away"},
+        {"nvfp4", "ties-away"}};
     // Scaled recipes: the work a point does for each (emulation/torch_quant.cc), into the same
     // preallocated output as the formats above: the tensor's amax, then the scaled rounding
     // (current); the scaled rounding with the amax taken in the same pass (delayed: the scale is

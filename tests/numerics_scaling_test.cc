@@ -22,6 +22,7 @@ using tb::num::Format;
 using tb::num::parse_format;
 using tb::num::parse_scaling;
 using tb::num::QuantOptions;
+using tb::num::Rounding;
 using tb::num::Scaling;
 
 constexpr float kFltMax = std::numeric_limits<float>::max();
@@ -34,18 +35,24 @@ bool same(float a, float b) {
 // Rounds v to nearest-even on a binary grid of `man` mantissa bits with normals from 2^emin and
 // subnormals below, clipping at `max` (saturating, as the recipes' casts do). In double: every
 // quotient here is exact.
-double round_sat(double v, int man, int emin, double max) {
+double round_sat(double v, int man, int emin, double max, Rounding mode = Rounding::kNearestEven) {
   if (std::isnan(v)) return v;
   const double a = std::fabs(v);
   if (a == 0) return v;
   if (std::isinf(a)) return std::copysign(max, v);
   const int e = std::max(emin, int(std::floor(std::log2(a))));
   const double quantum = std::ldexp(1.0, e - man);
-  const double r = std::min(max, std::nearbyint(a / quantum) * quantum);  // ties to even
+  const double q = a / quantum;
+  const double k = mode == Rounding::kTiesAway     ? std::round(q)
+                   : mode == Rounding::kTowardZero ? std::trunc(q)
+                                                   : std::nearbyint(q);  // ties to even
+  const double r = std::min(max, k * quantum);
   return std::copysign(r, v);
 }
 float e4m3(float v) { return float(round_sat(v, 3, -6, 448)); }
-float e2m1(float v) { return float(round_sat(v, 1, 0, 6)); }
+float e2m1(float v, Rounding mode = Rounding::kNearestEven) {
+  return float(round_sat(v, 1, 0, 6, mode));
+}
 
 // --- Delayed scaling ----------------------------------------------------------------------------
 
@@ -406,7 +413,8 @@ TEST(NumericsScaling, MxScaleModesMatchTorchao) {
 // --- NVFP4 --------------------------------------------------------------------------------------
 
 // Transformer Engine's NVFP4 (common/cast/nvfp4/core_nvfp4.cuh), in its float32 order.
-std::vector<float> reference_nvfp4(const std::vector<float>& x, size_t cols, size_t tile_rows) {
+std::vector<float> reference_nvfp4(const std::vector<float>& x, size_t cols, size_t tile_rows,
+                                   Rounding mode = Rounding::kNearestEven) {
   float tamax = 0;
   for (float v : x) tamax = std::fmax(tamax, std::fabs(v));
   float s_enc = std::fmin(448.0f * 6.0f / tamax, kFltMax);
@@ -424,9 +432,33 @@ std::vector<float> reference_nvfp4(const std::vector<float>& x, size_t cols, siz
       const float enc = std::fmin(1.0f / (sb * s_dec), kFltMax);
       for (size_t r = r0; r < std::min(rows, r0 + tile_rows); ++r)
         for (size_t c = c0; c < std::min(cols, c0 + 16); ++c)
-          y[r * cols + c] = e2m1(x[r * cols + c] * enc) * sb * s_dec;
+          y[r * cols + c] = e2m1(x[r * cols + c] * enc, mode) * sb * s_dec;
     }
   return y;
+}
+
+// NVFP4's elements rounded ties away or toward zero (the AVX-512 tiles on rows of whole
+// tiles, the general loop on rows that end inside one), against the same definition.
+TEST(NumericsScaling, Nvfp4DirectedRoundingMatchesItsDefinition) {
+  std::mt19937 gen(19);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  for (const size_t cols : {size_t(64), size_t(567)}) {
+    std::vector<float> x(40 * cols);
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = n(gen) * std::exp2(float(int((i % cols) / 16 * 5 + i / cols) % 23 - 11));
+    for (const Rounding r : {Rounding::kTiesAway, Rounding::kTowardZero})
+      for (const char* name : {"nvfp4", "nvfp4_2d"}) {
+        const Format f = parse_format(name);
+        QuantOptions o;
+        o.row = cols;
+        o.rounding = r;
+        const auto y = tb::num::quantize(f, x, o);
+        const auto want = reference_nvfp4(x, cols, size_t(f.blk.rows), r);
+        int bad = 0;
+        for (size_t i = 0; i < x.size(); ++i) bad += !same(y[i], want[i]);
+        EXPECT_EQ(bad, 0) << name << " " << tb::num::rounding_name(r) << " rows of " << cols;
+      }
+  }
 }
 
 TEST(NumericsScaling, Nvfp4MatchesTransformerEngine) {

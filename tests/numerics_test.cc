@@ -480,8 +480,10 @@ double block_reference(const Format& f, const std::vector<float>& x, size_t k, s
     const int s = se - 127;
     if (se == 255) return std::numeric_limits<double>::quiet_NaN();
     const double t = std::ldexp(double(x[j]), 6 - s), fl = std::floor(t), d = t - fl;
-    double k = r == Rounding::kNearestEven
-                   ? std::nearbyint(t)
+    double k = r == Rounding::kNearestEven ? std::nearbyint(t)
+               : r == Rounding::kTiesAway  ? std::round(t)
+               : r == Rounding::kTowardZero
+                   ? std::trunc(t)
                    : fl + double(double(rnd) < std::floor(std::ldexp(d, 32)));
     k = std::min(std::max(k, -128.0), 127.0);
     return std::ldexp(k, s - 6) + 0.0;  // a negative value rounding to 0 gives +0
@@ -490,14 +492,21 @@ double block_reference(const Format& f, const std::vector<float>& x, size_t k, s
     FloatFormat el = parse_format(f.blk.element).fp;
     el.overflow = Overflow::kSaturate;
     const int s = se - 127;
-    return std::ldexp(reference(std::ldexp(double(x[j]), -s), el, r, rnd), s);
+    // Grids saturate at the largest float32 at or below max * 2^s (E8M0's 2^127 times E2M1's 6
+    // is above float32's range).
+    const double v = std::ldexp(reference(std::ldexp(double(x[j]), -s), el, r, rnd), s);
+    return std::fabs(v) > std::numeric_limits<float>::max()
+               ? std::copysign(double(std::numeric_limits<float>::max()), v)
+               : v;
   }
   const double quantum = std::ldexp(1.0, se - f.blk.man_bits + 1);
   const double t = std::fabs(double(x[j])) / quantum, fl = std::floor(t), d = t - fl;
   double kk = fl;
   if (r == Rounding::kNearestEven)
     kk = (d > 0.5 || (d == 0.5 && std::fmod(fl, 2) == 1)) ? fl + 1 : fl;
-  else
+  else if (r == Rounding::kTiesAway)
+    kk = d >= 0.5 ? fl + 1 : fl;
+  else if (r == Rounding::kStochastic)
     kk = double(rnd) < std::floor(std::ldexp(d, 32)) ? fl + 1 : fl;
   kk = std::min(kk, std::ldexp(1.0, f.blk.man_bits) - 1);
   return std::copysign(kk * quantum, double(x[j]));
@@ -516,7 +525,8 @@ TEST(NumericsFormat, BlocksMatchTheReferenceElementByElement) {
       const int e = ex(rng);
       for (size_t i = 0; i < b; ++i) x[k * b + i] = float(std::ldexp(nd(rng), e));
     }
-    for (Rounding r : {Rounding::kNearestEven, Rounding::kStochastic}) {
+    for (Rounding r : {Rounding::kNearestEven, Rounding::kStochastic, Rounding::kTiesAway,
+                       Rounding::kTowardZero}) {
       QuantOptions o;
       o.rounding = r;
       o.seed = 8;
@@ -536,12 +546,12 @@ TEST(NumericsFormat, BlocksMatchTheReferenceElementByElement) {
   }
 }
 
-// Stochastic rounding of MX and BFP blocks (the AVX-512 rows scale a block to its element grid
-// and back) at the ends of the exponent range: blocks of subnormals, blocks whose largest
-// element is normal and whose others are subnormal or flush to zero when scaled, blocks where
-// the shared exponent is clamped, with and without FTZ/DAZ (trainbench runs with both set),
-// against the definition in double, bit for bit.
-TEST(NumericsFormat, StochasticBlocksMatchTheReferenceAtTheEndsOfTheRange) {
+// Stochastic, ties-away and toward-zero rounding of MX and BFP blocks (the AVX-512 rows scale
+// a block to its element grid and back) at the ends of the exponent range: blocks of subnormals,
+// blocks whose largest element is normal and whose others are subnormal or flush to zero when
+// scaled, blocks where the shared exponent is clamped, with and without FTZ/DAZ (trainbench runs
+// with both set), against the definition in double, bit for bit.
+TEST(NumericsFormat, DirectedAndStochasticBlocksMatchTheReferenceAtTheEndsOfTheRange) {
   std::mt19937 rng(33);
   std::normal_distribution<double> nd(0, 1);
   std::uniform_int_distribution<int> lead(-149, 127), spread(0, 40);
@@ -562,26 +572,29 @@ TEST(NumericsFormat, StochasticBlocksMatchTheReferenceAtTheEndsOfTheRange) {
       if (k % 97 == 0)
         for (size_t i = 1; i < b; ++i) x[k * b + i] = 0;
     }
-    for (const bool ftz : {false, true}) {
-      QuantOptions o;
-      o.rounding = Rounding::kStochastic;
-      o.seed = 12;
-      const unsigned saved = _mm_getcsr();
-      if (ftz) _mm_setcsr(saved | 0x8040);  // FTZ | DAZ
-      const auto y = tb::num::quantize(f, x, o);
-      _mm_setcsr(saved);
-      int bad = 0;
-      for (size_t k = 0; k < x.size() / b && bad < 5; ++k)
-        for (size_t i = 0; i < b; ++i) {
-          const size_t j = k * b + i;
-          const double want = block_reference(f, x, k, j, o.rounding, tb::num::random_bits(12, j));
-          if (!same(y[j], float(want))) {
-            ++bad;
-            ADD_FAILURE() << name << (ftz ? " FTZ/DAZ" : "") << " block " << k << " x=" << x[j]
-                          << " got " << y[j] << " want " << want;
+    for (const bool ftz : {false, true})
+      for (Rounding r : {Rounding::kStochastic, Rounding::kTiesAway, Rounding::kTowardZero}) {
+        QuantOptions o;
+        o.rounding = r;
+        o.seed = 12;
+        const unsigned saved = _mm_getcsr();
+        if (ftz) _mm_setcsr(saved | 0x8040);  // FTZ | DAZ
+        const auto y = tb::num::quantize(f, x, o);
+        _mm_setcsr(saved);
+        int bad = 0;
+        for (size_t k = 0; k < x.size() / b && bad < 5; ++k)
+          for (size_t i = 0; i < b; ++i) {
+            const size_t j = k * b + i;
+            const double want =
+                block_reference(f, x, k, j, o.rounding, tb::num::random_bits(12, j));
+            if (!same(y[j], float(want))) {
+              ++bad;
+              ADD_FAILURE() << name << (ftz ? " FTZ/DAZ " : " ") << tb::num::rounding_name(r)
+                            << " block " << k << " x=" << x[j] << " got " << y[j] << " want "
+                            << want;
+            }
           }
-        }
-    }
+      }
   }
 }
 

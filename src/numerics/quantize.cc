@@ -140,12 +140,16 @@ TB_NUM_CLONES void float_sr_shift(const float* in, float* out, size_t n, ShiftGr
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12: _mm512_undefined_* in masks
 #pragma GCC diagnostic ignored "-Wuninitialized"  // and in reductions (_mm512_reduce_max_epu32)
 
-// A FastGrid's constants for sr16, broadcast once per call.
+// A FastGrid's constants for round16, broadcast once per call.
 struct Sr512 {
   __m512i emin_b, ecap_b, man_b, below_b, tiny_bits, max, ovf, zero_sign;
+  __m512i half_bits;  // half the smallest quantum (ties-away's threshold below it)
 };
 
 TB_AVX512_INLINE Sr512 sr512(const FastGrid& g) {
+  // 2^(below - 1) from its bits: a subnormal at below = -126, and no float arithmetic (FTZ).
+  const int half = g.below - 1 + 127;
+  const uint32_t half_bits = half >= 1 ? uint32_t(half) << 23 : 1u << (22 + half);
   return {splat(uint32_t(g.emin + 127)),
           splat(uint32_t(g.ecap + 127)),
           splat(uint32_t(23 - g.man_bits)),
@@ -153,13 +157,15 @@ TB_AVX512_INLINE Sr512 sr512(const FastGrid& g) {
           splat(uint32_t(g.below + 127) << 23),
           splat(g.max_bits),
           splat(g.ovf_bits),
-          splat(g.zero_sign)};
+          splat(g.zero_sign),
+          splat(half_bits)};
 }
 
-// 16 values stochastically rounded on the grid with the random words r (float_sr_fast_avx512's
-// body, which the block kernel shares).
-template <bool NegZero>
-TB_AVX512_INLINE __m512 sr16(__m512 xv, __m512i r, const Sr512& c) {
+// 16 values rounded on the grid stochastically (with the random words r), ties away from zero
+// or toward zero: float_sr_fast_avx512's body, which the block kernels share. Above one
+// quantum the three differ only in what is added below the quantum before it is cut off.
+template <Rounding R, bool NegZero>
+TB_AVX512_INLINE __m512 round16(__m512 xv, __m512i r, const Sr512& c) {
   const __m512i abs_mask = splat(0x7FFFFFFFu), mant_mask = splat(0x7FFFFFu);
   const __m512i hidden = splat(0x800000u), one = splat(1);
   const __m512i c23 = splat(23), c32 = splat(32);
@@ -175,12 +181,26 @@ TB_AVX512_INLINE __m512 sr16(__m512 xv, __m512i r, const Sr512& c) {
   const __m512i sc = _mm512_max_epi32(s, one);
   const __m512i shift = _mm512_sub_epi32(c32, sc);
   const __m512i mask = _mm512_srlv_epi32(splat(0xFFFFFFFFu), shift);
-  const __m512i rs = _mm512_srlv_epi32(r, shift);
-  __m512i mag = _mm512_andnot_si512(mask, _mm512_add_epi32(a, _mm512_sub_epi32(mask, rs)));
+  __m512i mag;
+  if constexpr (R == Rounding::kStochastic) {
+    const __m512i rs = _mm512_srlv_epi32(r, shift);
+    mag = _mm512_andnot_si512(mask, _mm512_add_epi32(a, _mm512_sub_epi32(mask, rs)));
+  } else if constexpr (R == Rounding::kTiesAway) {  // half a quantum up, then cut
+    mag = _mm512_andnot_si512(
+        mask, _mm512_add_epi32(a, _mm512_srli_epi32(_mm512_add_epi32(mask, one), 1)));
+  } else {
+    static_assert(R == Rounding::kTowardZero);
+    mag = _mm512_andnot_si512(mask, a);
+  }
   // Below one quantum: up with probability |x| / 2^q, as a 32-bit threshold. Rare in a
   // vector (values under the grid's smallest quantum), so computed only where a lane is.
   const __mmask16 below = _mm512_cmpgt_epi32_mask(s, c23);
-  if (__builtin_expect(below != 0, 0)) {
+  if constexpr (R == Rounding::kTiesAway) {  // one quantum from half of it up, else 0
+    mag = _mm512_mask_mov_epi32(
+        mag, below, _mm512_maskz_mov_epi32(_mm512_cmpge_epu32_mask(a, c.half_bits), c.tiny_bits));
+  } else if constexpr (R == Rounding::kTowardZero) {
+    mag = _mm512_maskz_mov_epi32(~below, mag);
+  } else if (__builtin_expect(below != 0, 0)) {
     const __mmask16 be_zero = _mm512_cmpeq_epi32_mask(be, _mm512_setzero_si512());
     const __m512i mant = _mm512_and_si512(a, mant_mask);
     const __m512i sig = _mm512_mask_or_epi32(mant, ~be_zero, mant, hidden);
@@ -193,9 +213,10 @@ TB_AVX512_INLINE __m512 sr16(__m512 xv, __m512i r, const Sr512& c) {
   return _mm512_castsi512_ps(finish512_for<NegZero>(mag, xb, a, c.max, c.ovf, c.zero_sign));
 }
 
-template <bool Scaled, bool Stream, bool NegZero>
-TB_AVX512 void float_sr_fast_avx512(const float* in, float* out, size_t n, const FastGrid& g,
-                                    uint64_t seed, uint64_t offset, float scale, float inv) {
+// R: stochastic, ties away or toward zero (the last two draw nothing).
+template <Rounding R, bool Scaled, bool Stream, bool NegZero>
+TB_AVX512 void float_fast_avx512(const float* in, float* out, size_t n, const FastGrid& g,
+                                 uint64_t seed, uint64_t offset, float scale, float inv) {
   const SrKey key(seed);
   const Sr512 c = sr512(g);
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -211,9 +232,10 @@ TB_AVX512 void float_sr_fast_avx512(const float* in, float* out, size_t n, const
       const __mmask16 live = len - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (len - i)) - 1);
       __m512 xv = _mm512_maskz_loadu_ps(live, x + i);
       if constexpr (Scaled) xv = _mm512_mul_ps(xv, scale_v);
-      const __m512i r = hash32_512(_mm512_xor_si512(ctr, hi));
+      __m512i r = _mm512_setzero_si512();
+      if constexpr (R == Rounding::kStochastic) r = hash32_512(_mm512_xor_si512(ctr, hi));
       ctr = _mm512_add_epi32(ctr, splat(16));
-      __m512 outv = sr16<NegZero>(xv, r, c);
+      __m512 outv = round16<R, NegZero>(xv, r, c);
       if constexpr (Scaled) outv = _mm512_mul_ps(outv, inv_v);
       store16<Stream>(y + i, outv, live);
     }
@@ -441,6 +463,31 @@ size_t nvfp4_rne_tiles512(const float* x, float* y, size_t tiles, const float* e
   });
 }
 
+// NVFP4's tiles rounded ties away or toward zero (R): nvfp4_serial's x * enc, run_grid's
+// rounding on E2M1's grid (round16, as run_grid takes it), * dec * s_dec, a tile per vector.
+template <Rounding R, bool NegZero>
+TB_AVX512 void nvfp4_directed_tiles_avx512(const float* x, float* y, size_t tiles, const float* enc,
+                                           const float* dec, float s_dec, const FastGrid& g) {
+  const Sr512 c = sr512(g);
+  const __m512 s_dec_v = _mm512_set1_ps(s_dec);
+  for (size_t t = 0; t < tiles; ++t) {
+    const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + 16 * t), _mm512_set1_ps(enc[t]));
+    const __m512 r =
+        _mm512_mul_ps(round16<R, NegZero>(v, _mm512_setzero_si512(), c), _mm512_set1_ps(dec[t]));
+    _mm512_storeu_ps(y + 16 * t, _mm512_mul_ps(r, s_dec_v));
+  }
+}
+
+void nvfp4_directed_tiles512(const float* x, float* y, size_t tiles, const float* enc,
+                             const float* dec, float s_dec, const FastGrid& g, Rounding r) {
+  with_instance(false, g.zero_sign, [&](auto, auto nz) {
+    if (r == Rounding::kTiesAway)
+      nvfp4_directed_tiles_avx512<Rounding::kTiesAway, nz.value>(x, y, tiles, enc, dec, s_dec, g);
+    else
+      nvfp4_directed_tiles_avx512<Rounding::kTowardZero, nz.value>(x, y, tiles, enc, dec, s_dec, g);
+  });
+}
+
 // NVFP4's stochastic tiles (nvfp4_serial's loop: x * enc, round_stochastic_e2m1 with SrKey's
 // word for the element, * dec * s_dec), one 16-element tile per vector, in ~45 instructions
 // where GCC's loop takes ~60. `base`: the row's first counter plus SrKey::k0; `hi`: its high
@@ -507,7 +554,14 @@ template <bool Scaled>
 void sr_fast512(const float* in, float* out, size_t n, const FastGrid& g, uint64_t seed,
                 uint64_t offset, float scale, float inv, bool stream) {
   with_instance(stream, g.zero_sign, [&](auto st, auto nz) {
-    float_sr_fast_avx512<Scaled, st.value, nz.value>(in, out, n, g, seed, offset, scale, inv);
+    float_fast_avx512<Rounding::kStochastic, Scaled, st.value, nz.value>(in, out, n, g, seed,
+                                                                         offset, scale, inv);
+  });
+}
+template <Rounding R>
+void directed_fast512(const float* in, float* out, size_t n, const FastGrid& g, bool stream) {
+  with_instance(stream, g.zero_sign, [&](auto st, auto nz) {
+    float_fast_avx512<R, false, st.value, nz.value>(in, out, n, g, 0, 0, 1, 1);
   });
 }
 template <Rounding R>
@@ -579,10 +633,22 @@ void run_grid(const float* in, float* out, size_t n, const Grid& g, Rounding r, 
       if (shift_grid(g)) return shift_rne(in, out, n, g, stream);
       return float_rne(in, out, n, g, seed, offset);
     }
-    case Rounding::kTiesAway:
+    case Rounding::kTiesAway: {
+#if TB_AVX512_KERNELS
+      FastGrid fg;
+      if (avx512_cpu() && fast_grid(g, &fg))
+        return directed_fast512<Rounding::kTiesAway>(in, out, n, fg, stream);
+#endif
       return float_away(in, out, n, g, seed, offset);
-    case Rounding::kTowardZero:
+    }
+    case Rounding::kTowardZero: {
+#if TB_AVX512_KERNELS
+      FastGrid fg;
+      if (avx512_cpu() && fast_grid(g, &fg))
+        return directed_fast512<Rounding::kTowardZero>(in, out, n, fg, stream);
+#endif
       return float_rtz(in, out, n, g, seed, offset);
+    }
     case Rounding::kStochastic: {
       FastGrid fg;
       if (fast_grid(g, &fg)) return sr_fast(in, out, n, fg, seed, offset, stream);
@@ -631,7 +697,7 @@ TB_INLINE double round_k(double t, uint32_t rnd) {
   } else if constexpr (R == Rounding::kTiesAway) {
     return fl + double((d > 0.5) | ((d == 0.5) & (t >= 0)));
   } else if constexpr (R == Rounding::kTowardZero) {
-    return std::trunc(t);
+    return std::trunc(t) + 0.0;  // +0 from a negative value, as the other modes (no -0 in k)
   } else {
     return fl + double(double(rnd) * 0x1p-32 < d);
   }
@@ -1120,21 +1186,23 @@ size_t block_rne_row(const float* x, float* y, size_t len, const BlockGrids& bg,
   });
 }
 
-// A row's blocks of B elements rounded stochastically, as block_rne_avx512 rounds them to
-// nearest even: a finite block whose shared exponent se has a FastGrid is rounded on the
-// element grid as x * 2^-se, then scaled back by 2^se, 16 blocks' exponents at a time, where
-// round_block's loop loads the block's grid and draws its words element by element. The bits
-// below the quantum are the same in x and x * 2^-se wherever the product is exact, so the same
-// random word decides the same way. It is inexact only where x * 2^-se falls below float32's
-// normal range (or x is subnormal and DAZ reads it as 0); such an x is below 2^(se - 126), and
-// where the grid's smallest quantum at se is at least 2^-93 its chance of rounding up (at
-// most 2^-33) is below the 32-bit threshold's resolution: 0 either way, with x's sign. Blocks
-// below that se take round_block's path. Element i of the row draws SrKey's word for index
-// base + i: the caller keeps the index's high word constant over the row. Returns the elements
-// done; a short last block of another kind is left to the caller.
-template <size_t B, bool Stream, bool NegZero>
-TB_AVX512 size_t block_sr_avx512(const float* x, float* y, size_t len, const BlockGrids& bg,
-                                 const SrKey& key, uint64_t base) {
+// A row's blocks of B elements rounded stochastically, ties away or toward zero (R), as
+// block_rne_avx512 rounds them to nearest even: a finite block whose shared exponent se has a
+// FastGrid is rounded on the element grid as x * 2^-se, then scaled back by 2^se, 16 blocks'
+// exponents at a time, where round_block's loop loads the block's grid and draws its words
+// element by element. The bits below the quantum are the same in x and x * 2^-se wherever the
+// product is exact, so the same random word (or the same half quantum) decides the same way.
+// It is inexact only where x * 2^-se falls below float32's normal range (or x is subnormal and
+// DAZ reads it as 0); such an x is below 2^(se - 126), and where the grid's smallest quantum
+// at se is at least 2^-93 it is below half of it (ties away and toward zero give 0) and its
+// chance of rounding up stochastically (at most 2^-33) is below the 32-bit threshold's
+// resolution: 0 either way, with x's sign. Blocks below that se take round_block's path.
+// Element i of the row draws SrKey's word for index base + i: the caller keeps the index's
+// high word constant over the row. Returns the elements done; a short last block of another
+// kind is left to the caller.
+template <Rounding R, size_t B, bool Stream, bool NegZero>
+TB_AVX512 size_t block_round_avx512(const float* x, float* y, size_t len, const BlockGrids& bg,
+                                    const SrKey& key, uint64_t base) {
   const FastGrid& eg = bg.fast_by_exp[size_t(-bg.lo)];
   const Sr512 c = sr512(eg);
   const __m512i lean_first = splat(uint32_t(std::max(bg.fast_first, -93 - eg.below - bg.lo)));
@@ -1156,9 +1224,10 @@ TB_AVX512 size_t block_sr_avx512(const float* x, float* y, size_t len, const Blo
         for (size_t h = 0; h < B; h += 16) {
           const size_t at = (b + j) * B + h;
           const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + at), dv);
-          const __m512i r = hash32_512(_mm512_xor_si512(ctr, hi));
+          __m512i r = _mm512_setzero_si512();
+          if constexpr (R == Rounding::kStochastic) r = hash32_512(_mm512_xor_si512(ctr, hi));
           ctr = _mm512_add_epi32(ctr, splat(16));
-          store16<Stream>(y + at, _mm512_mul_ps(sr16<NegZero>(v, r, c), uv), 0xFFFF);
+          store16<Stream>(y + at, _mm512_mul_ps(round16<R, NegZero>(v, r, c), uv), 0xFFFF);
         }
       }
       continue;
@@ -1171,12 +1240,13 @@ TB_AVX512 size_t block_sr_avx512(const float* x, float* y, size_t len, const Blo
         for (size_t h = 0; h < n; h += 16) {
           const __mmask16 m = first_lanes(n - h);
           const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + at + h), dv);
-          const __m512i r = hash32_512(_mm512_xor_si512(ctr, hi));
+          __m512i r = _mm512_setzero_si512();
+          if constexpr (R == Rounding::kStochastic) r = hash32_512(_mm512_xor_si512(ctr, hi));
           ctr = _mm512_add_epi32(ctr, splat(16));
-          store16<Stream>(y + at + h, _mm512_mul_ps(sr16<NegZero>(v, r, c), uv), m);
+          store16<Stream>(y + at + h, _mm512_mul_ps(round16<R, NegZero>(v, r, c), uv), m);
         }
       } else if (n == B) {
-        whole_block_raw<Rounding::kStochastic, B>(x + at, y + at, bg, key, base + at, raw[j]);
+        whole_block_raw<R, B>(x + at, y + at, bg, key, base + at, raw[j]);
       } else {
         return at;  // a short last block of another kind: the caller's
       }
@@ -1185,11 +1255,11 @@ TB_AVX512 size_t block_sr_avx512(const float* x, float* y, size_t len, const Blo
   return len;
 }
 
-template <size_t B>
-size_t block_sr_row(const float* x, float* y, size_t len, const BlockGrids& bg, const SrKey& key,
-                    uint64_t base, bool stream) {
+template <Rounding R, size_t B>
+size_t block_round_row(const float* x, float* y, size_t len, const BlockGrids& bg, const SrKey& key,
+                       uint64_t base, bool stream) {
   return with_instance(stream, bg.fast_by_exp[size_t(-bg.lo)].zero_sign, [&](auto st, auto nz) {
-    return block_sr_avx512<B, st.value, nz.value>(x, y, len, bg, key, base);
+    return block_round_avx512<R, B, st.value, nz.value>(x, y, len, bg, key, base);
   });
 }
 
@@ -1262,10 +1332,10 @@ TB_INLINE void block_rows(const float* in, float* out, size_t n, size_t row, siz
     if constexpr (R == Rounding::kNearestEven && (B == 16 || B == 32))
       if (avx512_cpu() && bg.lo <= 0 && bg.hi >= 0 && bg.fast_ok[size_t(-bg.lo)])
         b0 = block_rne_row<B>(in + r0, out + r0, rn, bg, stream);
-    if constexpr (R == Rounding::kStochastic && (B == 16 || B == 32))
+    if constexpr (R != Rounding::kNearestEven && (B == 16 || B == 32))
       if (avx512_cpu() && bg.lo <= 0 && bg.hi >= 0 && bg.fast_ok[size_t(-bg.lo)] &&
           same_high_word(offset + r0, 0, rn) == rn)
-        b0 = block_sr_row<B>(in + r0, out + r0, rn, bg, key, offset + r0, stream);
+        b0 = block_round_row<R, B>(in + r0, out + r0, rn, bg, key, offset + r0, stream);
 #endif
     if constexpr (B == 16 || B == 32)
       for (; b0 + 16 * B <= rn; b0 += 16 * B) {
@@ -1570,6 +1640,14 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
           y[j] = sr(x[j], tile_enc[t], tile_dec[t], lo + uint32_t(j));
         continue;
       }
+#if TB_AVX512_KERNELS
+      if ((r == Rounding::kTiesAway || r == Rounding::kTowardZero) && block == kTile &&
+          rl % kTile == 0 && avx512_cpu()) {
+        nvfp4_directed_tiles512(x, y, rl / kTile, tile_enc.data(), tile_dec.data(), s_dec,
+                                elem_fast, r);
+        continue;
+      }
+#endif
       if (enc.size() < rl) enc.resize(rl), dec.resize(rl), buf.resize(rl);
       for (size_t t = 0; t * block < rl; ++t)
         for (size_t j = t * block; j < std::min(rl, (t + 1) * block); ++j) {

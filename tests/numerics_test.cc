@@ -718,13 +718,32 @@ TEST(NumericsFormat, StochasticFixedPointMatchesItsDefinition) {
   x[10] = -0.0f;
   x[11] = -0.01f;
   x[12] = 1e-40f;
-  for (const char* name : {"fixed:w=8,f=4", "fixed:w=8,f=4,sat=off", "fixed:w=12,f=6"})
+  // Small negative values (t - floor(t) = 1 - |t|, which float32 cannot hold), values just off
+  // an integer of the grid on either side, and ties.
+  for (size_t i = 13; i < 1013; ++i) {
+    const double u = std::ldexp(1.0 + double(i % 97) / 97, -int(i % 41));
+    x[i] = float(i % 3 == 0 ? -u : i % 3 == 1 ? -(double(i % 7) + u * 1e-3) / 16 : u / 16);
+  }
+  for (size_t i = 1013; i < 1200; ++i) x[i] = float((double(i % 50) - 25 + 0.5) / 16);
+  // Remainders a few ulps from the element's own random word (for f = 4): a decision computed
+  // with any rounding (1 - |t| in float32, say) comes out differently for some of them.
+  const uint64_t seed = 0x123456789ull, offset = (uint64_t(1) << 32) - 2000;
+  for (size_t i = 1200; i < 3200; ++i) {
+    const uint32_t r = tb::num::random_bits(seed, offset + i);
+    const bool neg = i % 2;
+    float f = float(std::ldexp(neg ? 0x1p32 - double(r) : double(r), -32));
+    for (int k = int(i / 2 % 3) - 1; k != 0; k += k < 0 ? 1 : -1)
+      f = std::nextafter(f, k < 0 ? 0.0f : 1.0f);
+    x[i] = (neg ? -f : f) / 16;
+  }
+  for (const char* name : {"fixed:w=8,f=4", "fixed:w=8,f=4,sat=off", "fixed:w=12,f=6",
+                           "fixed:w=16,f=-3", "fixed:w=16,f=0", "fixed:w=24,f=20"})
     for (const bool ftz : {false, true}) {
       const Format f = parse_format(name);
       QuantOptions o;
       o.rounding = Rounding::kStochastic;
-      o.seed = 0x123456789ull;
-      o.offset = (uint64_t(1) << 32) - 2000;  // the index's high word changes inside the call
+      o.seed = seed;
+      o.offset = offset;  // the index's high word changes inside the call
       const unsigned saved = _mm_getcsr();
       if (ftz) _mm_setcsr(saved | 0x8040);  // FTZ | DAZ
       const auto y = tb::num::quantize(f, x, o);

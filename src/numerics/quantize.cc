@@ -354,42 +354,85 @@ TB_AVX512_INLINE __m512 fixed16(__m512 x, __m512i r, __m512d up, __m512d down, _
   return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
 }
 
-template <bool Stream>
-TB_AVX512 void fixed_rne_avx512(const float* in, float* out, size_t n, int frac, double kmin,
-                                double kmax) {
-  const __m512d up = _mm512_set1_pd(std::ldexp(1.0, frac));
-  const __m512d down = _mm512_set1_pd(std::ldexp(1.0, -frac));
-  const __m512d lo = _mm512_set1_pd(kmin), hi = _mm512_set1_pd(kmax);
-  for (size_t i = 0; i < n; i += 16) {
-    const __mmask16 live = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
-    const __m512 x = _mm512_maskz_loadu_ps(live, in + i);
-    store16<Stream>(out + i,
-                    fixed16<Rounding::kNearestEven>(x, _mm512_setzero_si512(), up, down, lo, hi),
-                    live);
-  }
+// fixed16 in float32 where that gives the same bits: frac in [0, 126] (2^frac and 2^-frac
+// normal floats: x * 2^frac is exact for a normal x and overflows only where the double
+// product is clamped anyway; a subnormal x is exact too, or 0 under DAZ in both) and |k| at
+// most 2^24 (every k, and k * 2^-frac, exact in float32). Nearest even: the same roundscale on
+// t. Stochastic: round_k's "r * 2^-32 < t - floor(t)" decided in integers, where t - floor(t)
+// for a negative t would round in float32: from f = |t| - floor(|t|) (exact), F = f * 2^32
+// (exact, below 2^32), r < ceil(F) for t >= 0 and, for t < 0 with f > 0 (where t - floor(t)
+// is 1 - f), r < 2^32 - F, that is r <= ~floor(F). Half the instructions of the double form.
+inline bool fixed_in_float(int frac, double kmin, double kmax) {
+  return frac >= 0 && frac <= 126 && kmin >= -0x1p24 && kmax <= 0x1p24;
 }
 
-template <bool Stream>
-TB_AVX512 void fixed_sr_avx512(const float* in, float* out, size_t n, int frac, double kmin,
-                               double kmax, uint64_t seed, uint64_t offset) {
+template <Rounding R>
+TB_AVX512_INLINE __m512 fixed16f(__m512 x, __m512i r, __m512 up, __m512 down, __m512 lo,
+                                 __m512 hi) {
+  const __m512 t = _mm512_mul_ps(x, up), zero = _mm512_setzero_ps();
+  __m512 k;
+  if constexpr (R == Rounding::kStochastic) {
+    constexpr int kFloor = _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC;
+    const __m512 fl = _mm512_roundscale_ps(t, kFloor);
+    const __m512 a = _mm512_abs_ps(t);
+    const __m512 f = _mm512_sub_ps(a, _mm512_roundscale_ps(a, kFloor));
+    const __m512 big = _mm512_mul_ps(f, _mm512_set1_ps(0x1p32f));
+    const __m512i ceil_big =
+        _mm512_cvtps_epu32(_mm512_roundscale_ps(big, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC));
+    const __m512i not_floor_big = _mm512_xor_si512(_mm512_cvttps_epu32(big), splat(0xFFFFFFFFu));
+    const __mmask16 neg = _mm512_cmp_ps_mask(t, zero, _CMP_LT_OQ);
+    const __mmask16 step =
+        (_mm512_cmplt_epu32_mask(r, ceil_big) & ~neg) |
+        (_mm512_cmple_epu32_mask(r, not_floor_big) & neg & _mm512_cmp_ps_mask(f, zero, _CMP_GT_OQ));
+    k = _mm512_add_ps(fl, _mm512_maskz_mov_ps(step, _mm512_set1_ps(1.0f)));
+  } else {
+    k = _mm512_add_ps(_mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zero);
+  }
+  k = _mm512_min_ps(_mm512_max_ps(k, lo), hi);  // NaN becomes lo here; restored below
+  return _mm512_mask_mov_ps(_mm512_mul_ps(k, down), _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+
+// The saturating fixed-point loop: to nearest even or stochastically (SrKey's words), in
+// float32 where fixed_in_float allows, else in double.
+template <Rounding R, bool Stream, bool Float>
+TB_AVX512 void fixed_loop_avx512(const float* in, float* out, size_t n, int frac, double kmin,
+                                 double kmax, uint64_t seed, uint64_t offset) {
   const SrKey key(seed);
   const __m512d up = _mm512_set1_pd(std::ldexp(1.0, frac));
   const __m512d down = _mm512_set1_pd(std::ldexp(1.0, -frac));
   const __m512d lo = _mm512_set1_pd(kmin), hi = _mm512_set1_pd(kmax);
+  const __m512 upf = _mm512_set1_ps(std::ldexp(1.0f, Float ? frac : 0));
+  const __m512 downf = _mm512_set1_ps(std::ldexp(1.0f, Float ? -frac : 0));
+  const __m512 lof = _mm512_set1_ps(float(kmin)), hif = _mm512_set1_ps(float(kmax));
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   for (size_t i0 = 0; i0 < n;) {
-    const size_t len = same_high_word(offset, i0, n);
+    const size_t len = R == Rounding::kStochastic ? same_high_word(offset, i0, n) : n - i0;
     const __m512i hk = splat(key.hi(offset + i0));
     __m512i ctr = _mm512_add_epi32(lane, splat(uint32_t(offset + i0) + key.k0));
     for (size_t i = 0; i < len; i += 16) {
       const __mmask16 live = first_lanes(len - i);
-      const __m512i r = hash32_512(_mm512_xor_si512(ctr, hk));
+      __m512i r = _mm512_setzero_si512();
+      if constexpr (R == Rounding::kStochastic) r = hash32_512(_mm512_xor_si512(ctr, hk));
       ctr = _mm512_add_epi32(ctr, splat(16));
       const __m512 x = _mm512_maskz_loadu_ps(live, in + i0 + i);
-      store16<Stream>(out + i0 + i, fixed16<Rounding::kStochastic>(x, r, up, down, lo, hi), live);
+      if constexpr (Float)
+        store16<Stream>(out + i0 + i, fixed16f<R>(x, r, upf, downf, lof, hif), live);
+      else
+        store16<Stream>(out + i0 + i, fixed16<R>(x, r, up, down, lo, hi), live);
     }
     i0 += len;
   }
+}
+
+template <Rounding R>
+void fixed512(const float* in, float* out, size_t n, int frac, double kmin, double kmax,
+              uint64_t seed, uint64_t offset, bool stream) {
+  const bool f = fixed_in_float(frac, kmin, kmax);
+  if (stream && f)
+    return fixed_loop_avx512<R, true, true>(in, out, n, frac, kmin, kmax, seed, offset);
+  if (stream) return fixed_loop_avx512<R, true, false>(in, out, n, frac, kmin, kmax, seed, offset);
+  if (f) return fixed_loop_avx512<R, false, true>(in, out, n, frac, kmin, kmax, seed, offset);
+  fixed_loop_avx512<R, false, false>(in, out, n, frac, kmin, kmax, seed, offset);
 }
 
 // amax_bits over an array read from memory, with AVX-512 intrinsics and each load requested
@@ -774,10 +817,9 @@ void fixed_loop(const float* in, float* out, size_t n, int frac, int64_t kmin, i
   switch (r) {
     case Rounding::kNearestEven:
 #if TB_AVX512_KERNELS
-      if (avx512_cpu() && stream)
-        return fixed_rne_avx512<true>(in, out, n, frac, double(kmin), double(kmax));
       if (avx512_cpu())
-        return fixed_rne_avx512<false>(in, out, n, frac, double(kmin), double(kmax));
+        return fixed512<Rounding::kNearestEven>(in, out, n, frac, double(kmin), double(kmax), seed,
+                                                offset, stream);
 #endif
       return fixed_rne(in, out, n, frac, double(kmin), double(kmax), seed, offset);
     case Rounding::kTiesAway:
@@ -786,10 +828,9 @@ void fixed_loop(const float* in, float* out, size_t n, int frac, int64_t kmin, i
       return fixed_rtz(in, out, n, frac, double(kmin), double(kmax), seed, offset);
     case Rounding::kStochastic:
 #if TB_AVX512_KERNELS
-      if (avx512_cpu() && stream)
-        return fixed_sr_avx512<true>(in, out, n, frac, double(kmin), double(kmax), seed, offset);
       if (avx512_cpu())
-        return fixed_sr_avx512<false>(in, out, n, frac, double(kmin), double(kmax), seed, offset);
+        return fixed512<Rounding::kStochastic>(in, out, n, frac, double(kmin), double(kmax), seed,
+                                               offset, stream);
 #endif
       return fixed_sr(in, out, n, frac, double(kmin), double(kmax), seed, offset);
   }
@@ -1282,6 +1323,7 @@ TB_AVX512 size_t mx_int8_avx512(const float* x, float* y, size_t len, const SrKe
     return g;
   }();
   const __m512d lo = _mm512_set1_pd(-128), hi = _mm512_set1_pd(127);
+  const __m512 lof = _mm512_set1_ps(-128), hif = _mm512_set1_ps(127);
   const __m512i hk = splat(key.hi(base));
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const uint32_t first = uint32_t(base) + key.k0;
@@ -1301,15 +1343,22 @@ TB_AVX512 size_t mx_int8_avx512(const float* x, float* y, size_t len, const SrKe
         _mm512_storeu_ps(y + at + 16, nan);
         continue;
       }
-      // 2^(6 - se) and 2^(se - 6), se in [-127, 127]: normal doubles, built from their fields.
-      const __m512d up = _mm512_castsi512_pd(_mm512_set1_epi64(int64_t(1023 + 6 - se[j]) << 52));
-      const __m512d down = _mm512_castsi512_pd(_mm512_set1_epi64(int64_t(1023 - 6 + se[j]) << 52));
+      // frac = 6 - se in [0, 126] (se in [-120, 6]: blocks of magnitude below 128) in float32
+      // (fixed_in_float), else in double: 2^frac and 2^-frac built from their fields.
+      const int frac = 6 - se[j];
+      const bool in_float = frac >= 0 && frac <= 126;
+      const __m512 upf = _mm512_castsi512_ps(splat(uint32_t(127 + (in_float ? frac : 0)) << 23));
+      const __m512 downf = _mm512_castsi512_ps(splat(uint32_t(127 - (in_float ? frac : 0)) << 23));
+      const __m512d up = _mm512_castsi512_pd(_mm512_set1_epi64(int64_t(1023 + frac) << 52));
+      const __m512d down = _mm512_castsi512_pd(_mm512_set1_epi64(int64_t(1023 - frac) << 52));
       for (size_t h = 0; h < 32; h += 16) {
         __m512i r = _mm512_setzero_si512();
         if constexpr (R == Rounding::kStochastic)
           r = hash32_512(
               _mm512_xor_si512(_mm512_add_epi32(lane, splat(first + uint32_t(at + h))), hk));
-        _mm512_storeu_ps(y + at + h, fixed16<R>(_mm512_loadu_ps(x + at + h), r, up, down, lo, hi));
+        const __m512 v = _mm512_loadu_ps(x + at + h);
+        _mm512_storeu_ps(y + at + h, in_float ? fixed16f<R>(v, r, upf, downf, lof, hif)
+                                              : fixed16<R>(v, r, up, down, lo, hi));
       }
     }
   }

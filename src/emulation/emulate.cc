@@ -290,7 +290,8 @@ SeedRun train_one(const EmulationOptions& o, const Policy& given, const Dataset&
     bool finite = true;  // only dynamic loss scaling acts on overflow
     for (auto& p : net.params)
       if (p.grad().defined())
-        finite = policy.weight_grads.round_unscale_(p.mutable_grad(), ls.scale) && finite;
+        finite =
+            policy.weight_grads.round_unscale_(p.mutable_grad(), ls.scale, ls.dynamic) && finite;
     if (ls.dynamic && !finite) {  // skip the step, halve the scale
       ls.scale /= 2;
       ls.good = 0;

@@ -228,7 +228,9 @@ void NumericsWorkload::step(torch::optim::Optimizer& opt) {
   bool finite = true;
   for (auto& p : params) {
     if (!p.grad().defined()) continue;
-    finite = policy_.at(3, layer_of(p)).round_unscale_(p.mutable_grad(), scale_.scale) && finite;
+    finite =
+        policy_.at(3, layer_of(p)).round_unscale_(p.mutable_grad(), scale_.scale, scale_.dynamic) &&
+        finite;
   }
   if (scale_.dynamic) {
     if (!finite) {

@@ -351,7 +351,7 @@ void ChunkRounding::round(float* x, int64_t lo, int64_t len) const {
   num::quantize(*format, x + lo, x + lo, size_t(len), part);
 }
 
-bool QuantPoint::round_unscale_(torch::Tensor& g, double scale) const {
+bool QuantPoint::round_unscale_(torch::Tensor& g, double scale, bool check) const {
   torch::NoGradGuard no_grad;
   // NVFP4 needs the whole tensor's amax before any chunk is rounded.
   const bool nvfp4 = format_ && format_->kind == num::Format::Kind::kBlock &&
@@ -360,10 +360,10 @@ bool QuantPoint::round_unscale_(torch::Tensor& g, double scale) const {
       !g.device().is_cpu() || !g.is_contiguous()) {
     // A scaled point saturates: an overflowed gradient must be seen before it is clipped, or
     // dynamic loss scaling would never back off.
-    const bool finite_in = !scaling_.enabled() || all_finite(g);
+    const bool finite_in = !check || !scaling_.enabled() || all_finite(g);
     apply_(g);
     if (scale != 1) g.div_(scale);
-    return finite_in && all_finite(g);
+    return finite_in && (!check || all_finite(g));
   }
   RECORD_FUNCTION(enabled() ? "tb::quantize_" : "tb::unscale_", std::vector<c10::IValue>({g}));
   const int64_t n = g.numel();
@@ -394,7 +394,7 @@ bool QuantPoint::round_unscale_(torch::Tensor& g, double scale) const {
                        }
                        if (s != 1.0f)
                          for (int64_t i = 0; i < len; ++i) v[i] = v[i] / s;
-                       sp |= uint32_t(!num::all_finite(v, size_t(len)));
+                       if (check) sp |= uint32_t(!num::all_finite(v, size_t(len)));
                      }
                      special.fetch_or(sp);
                    });

@@ -104,8 +104,9 @@ class QuantPoint {
   void apply_(torch::Tensor& x) const;  // in place
   // A step's weight gradient: rounded in place (where enabled), divided by the loss scale,
   // and whether every value is then finite. The values of apply_(g), g.div_(scale) and a
-  // finiteness check, in one pass over g in cache-sized chunks instead of three.
-  bool round_unscale_(torch::Tensor& g, double scale) const;
+  // finiteness check, in one pass over g in cache-sized chunks instead of three. Without
+  // `check` (no dynamic loss scaling to act on an overflow) the check is left out: true.
+  bool round_unscale_(torch::Tensor& g, double scale, bool check = true) const;
 
   // Whether this point can round x a chunk at a time (ChunkRounding): a format without a
   // scaling recipe (no extension) on a contiguous float32 CPU tensor, or a disabled point.

@@ -483,18 +483,25 @@ TB_AVX512 void nvfp4_scales512(const uint32_t* amax, float* enc, float* dec, siz
   }
 }
 
-// NVFP4's round-to-nearest-even tiles (nvfp4_serial's loop: x * enc, round_nearest_even_fast
-// on E2M1's grid, * dec * s_dec), one 16-element tile per vector. Returns the tiles done.
-template <bool Stream, bool NegZero>
-TB_AVX512 size_t nvfp4_rne_tiles_avx512(const float* x, float* y, size_t tiles, const float* enc,
-                                        const float* dec, float s_dec, const FastGrid& g) {
+// NVFP4's tiles (nvfp4_serial's loop: x * enc, rounded on E2M1's grid, * dec * s_dec), one
+// 16-element tile per vector: to nearest even (round_nearest_even_fast, bit-identical to
+// round_bits on this grid), ties away or toward zero (round16, as run_grid takes them).
+// Returns the tiles done.
+template <Rounding R, bool Stream, bool NegZero>
+TB_AVX512 size_t nvfp4_tiles_avx512(const float* x, float* y, size_t tiles, const float* enc,
+                                    const float* dec, float s_dec, const FastGrid& g) {
   const Fast512 eg = fast512(g);
+  const Sr512 c = sr512(g);
   const __m512 s_dec_v = _mm512_set1_ps(s_dec);
   for (size_t t = 0; t < tiles; ++t) {
     const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + 16 * t), _mm512_set1_ps(enc[t]));
-    const __m512 r = _mm512_mul_ps(round_nearest_even_fast512_for<false, NegZero>(v, eg),
-                                   _mm512_set1_ps(dec[t]));
-    store16<Stream>(y + 16 * t, _mm512_mul_ps(r, s_dec_v), 0xFFFF);
+    __m512 q;
+    if constexpr (R == Rounding::kNearestEven)
+      q = round_nearest_even_fast512_for<false, NegZero>(v, eg);
+    else
+      q = round16<R, NegZero>(v, _mm512_setzero_si512(), c);
+    store16<Stream>(y + 16 * t, _mm512_mul_ps(_mm512_mul_ps(q, _mm512_set1_ps(dec[t])), s_dec_v),
+                    0xFFFF);
   }
   return tiles;
 }
@@ -502,32 +509,19 @@ TB_AVX512 size_t nvfp4_rne_tiles_avx512(const float* x, float* y, size_t tiles, 
 size_t nvfp4_rne_tiles512(const float* x, float* y, size_t tiles, const float* enc,
                           const float* dec, float s_dec, const FastGrid& g, bool stream) {
   return with_instance(stream, g.zero_sign, [&](auto st, auto nz) {
-    return nvfp4_rne_tiles_avx512<st.value, nz.value>(x, y, tiles, enc, dec, s_dec, g);
+    return nvfp4_tiles_avx512<Rounding::kNearestEven, st.value, nz.value>(x, y, tiles, enc, dec,
+                                                                          s_dec, g);
   });
-}
-
-// NVFP4's tiles rounded ties away or toward zero (R): nvfp4_serial's x * enc, run_grid's
-// rounding on E2M1's grid (round16, as run_grid takes it), * dec * s_dec, a tile per vector.
-template <Rounding R, bool NegZero>
-TB_AVX512 void nvfp4_directed_tiles_avx512(const float* x, float* y, size_t tiles, const float* enc,
-                                           const float* dec, float s_dec, const FastGrid& g) {
-  const Sr512 c = sr512(g);
-  const __m512 s_dec_v = _mm512_set1_ps(s_dec);
-  for (size_t t = 0; t < tiles; ++t) {
-    const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + 16 * t), _mm512_set1_ps(enc[t]));
-    const __m512 r =
-        _mm512_mul_ps(round16<R, NegZero>(v, _mm512_setzero_si512(), c), _mm512_set1_ps(dec[t]));
-    _mm512_storeu_ps(y + 16 * t, _mm512_mul_ps(r, s_dec_v));
-  }
 }
 
 void nvfp4_directed_tiles512(const float* x, float* y, size_t tiles, const float* enc,
                              const float* dec, float s_dec, const FastGrid& g, Rounding r) {
-  with_instance(false, g.zero_sign, [&](auto, auto nz) {
+  with_instance(false, g.zero_sign, [&](auto st, auto nz) {
     if (r == Rounding::kTiesAway)
-      nvfp4_directed_tiles_avx512<Rounding::kTiesAway, nz.value>(x, y, tiles, enc, dec, s_dec, g);
+      nvfp4_tiles_avx512<Rounding::kTiesAway, st.value, nz.value>(x, y, tiles, enc, dec, s_dec, g);
     else
-      nvfp4_directed_tiles_avx512<Rounding::kTowardZero, nz.value>(x, y, tiles, enc, dec, s_dec, g);
+      nvfp4_tiles_avx512<Rounding::kTowardZero, st.value, nz.value>(x, y, tiles, enc, dec, s_dec,
+                                                                    g);
   });
 }
 

@@ -299,6 +299,24 @@ TEST(NumericsTorch, Nvfp4UsesTheWholeTensorsAmax) {
   }
 }
 
+// round_unscale_'s finiteness: false where a value overflows (e5m2 rounds 1e6 to Inf) or was
+// not finite, also where the format clips it to a finite value (NVFP4, fixed point, a scaled
+// recipe), on the chunked path and the whole-tensor ones; without the check (no dynamic loss
+// scaling) true, with the same values.
+TEST(NumericsTorch, RoundUnscaleReportsOverflowOnlyWhereAsked) {
+  for (const char* name : {"e5m2", "nvfp4", "e5m2@current", "fixed:w=8,f=4", "off"}) {
+    torch::manual_seed(6);
+    torch::Tensor g = torch::randn({300, 64});
+    g[7][3] = std::strcmp(name, "e5m2") == 0 ? 1e6f : std::numeric_limits<float>::infinity();
+    const auto point = tb::emu::QuantPoint::parse(name);
+    torch::Tensor checked = g.clone(), unchecked = g.clone();
+    EXPECT_FALSE(point.round_unscale_(checked, 4.0)) << name;
+    EXPECT_TRUE(point.round_unscale_(unchecked, 4.0, false)) << name;
+    EXPECT_TRUE(torch::equal(checked.isnan(), unchecked.isnan())) << name;
+    EXPECT_TRUE(torch::equal(checked.nan_to_num(0), unchecked.nan_to_num(0))) << name;
+  }
+}
+
 // The weights' forward rounding is skipped where the masters, already rounded, would come
 // through it unchanged: float grids, and MX floor-scaled float elements
 // (NumericsFormat.MxFloorBlocksRoundedTwiceAreUnchanged), on trained-like weights here too.

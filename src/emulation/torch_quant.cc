@@ -358,9 +358,9 @@ bool QuantPoint::round_unscale_(torch::Tensor& g, double scale, bool check) cons
                      format_->blk.kind == num::BlockFormat::Kind::kNvfp4;
   if (ext_ || scaling_.enabled() || nvfp4 || g.scalar_type() != torch::kFloat ||
       !g.device().is_cpu() || !g.is_contiguous()) {
-    // A scaled point saturates: an overflowed gradient must be seen before it is clipped, or
-    // dynamic loss scaling would never back off.
-    const bool finite_in = !check || !scaling_.enabled() || all_finite(g);
+    // Scaled points, NVFP4 and fixed point saturate: an overflowed gradient must be seen before
+    // it is clipped, or dynamic loss scaling would never back off.
+    const bool finite_in = !check || all_finite(g);
     apply_(g);
     if (scale != 1) g.div_(scale);
     return finite_in && (!check || all_finite(g));
@@ -387,6 +387,8 @@ bool QuantPoint::round_unscale_(torch::Tensor& g, double scale, bool check) cons
                      for (int64_t c = b; c < e; ++c) {
                        const int64_t lo = c * chunk, len = std::min(chunk, n - lo);
                        float* v = x + lo;
+                       // The input too, as above: fixed point clips Inf to its largest value.
+                       if (check) sp |= uint32_t(!num::all_finite(v, size_t(len)));
                        if (format_) {
                          num::QuantOptions part = o;
                          part.offset = o.offset + uint64_t(lo);

@@ -484,7 +484,7 @@ double block_reference(const Format& f, const std::vector<float>& x, size_t k, s
                : r == Rounding::kTiesAway  ? std::round(t)
                : r == Rounding::kTowardZero
                    ? std::trunc(t)
-                   : fl + double(double(rnd) < std::floor(std::ldexp(d, 32)));
+                   : fl + double((long double)rnd * 0x1p-32L < (long double)t - fl);
     k = std::min(std::max(k, -128.0), 127.0);
     return std::ldexp(k, s - 6) + 0.0;  // a negative value rounding to 0 gives +0
   }
@@ -762,7 +762,8 @@ TEST(NumericsFormat, StochasticFixedPointMatchesItsDefinition) {
         } else {
           const double t = std::ldexp(xv, f.fx.frac_bits), fl = std::floor(t);
           const uint32_t rnd = tb::num::random_bits(o.seed, o.offset + i);
-          double k = fl + double(double(rnd) * 0x1p-32 < t - fl);
+          // In long double (64-bit significands): t - fl is exact for every t here.
+          double k = fl + double((long double)rnd * 0x1p-32L < (long double)t - fl);
           if (f.fx.saturate)
             k = std::min(std::max(k, lo), hi);
           else if (k < lo || k > hi)

@@ -320,16 +320,26 @@ TB_AVX512_INLINE __m256 fixed_rne8(__m256 x, __m512d up, __m512d down, __m512d l
   return _mm512_cvtpd_ps(_mm512_mul_pd(k, down));
 }
 
-// fixed_body stochastically, saturating (round_k's floor + (r * 2^-32 < remainder), in double,
+// fixed_body stochastically, saturating (round_k's floor + (r * 2^-32 < remainder, decided
+// exactly), in double,
 // with SrKey's words as every stochastic kernel draws them), eight lanes. The 1 or +0.0 is
 // always added, so a negative value rounding to zero gives +0 as round_k's sum does; Inf keeps
 // fl = Inf and a NaN remainder (no step up) and is clamped; NaN is the caller's.
 TB_AVX512_INLINE __m256 fixed_sr8(__m256 x, __m256i r, __m512d up, __m512d down, __m512d lo,
                                   __m512d hi) {
-  const __m512d t = _mm512_mul_pd(_mm512_cvtps_pd(x), up);
-  const __m512d fl = _mm512_roundscale_pd(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-  const __m512d u = _mm512_mul_pd(_mm512_cvtepu32_pd(r), _mm512_set1_pd(0x1p-32));
-  const __mmask8 step = _mm512_cmp_pd_mask(u, _mm512_sub_pd(t, fl), _CMP_LT_OQ);
+  constexpr int kFloor = _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC;
+  const __m512d t = _mm512_mul_pd(_mm512_cvtps_pd(x), up), zero = _mm512_setzero_pd();
+  const __m512d fl = _mm512_roundscale_pd(t, kFloor);
+  // round_k's exact decision (its comment): from f = |t| - floor(|t|) and F = f * 2^32.
+  const __m512d a = _mm512_abs_pd(t);
+  const __m512d f = _mm512_sub_pd(a, _mm512_roundscale_pd(a, kFloor));
+  const __m512d big = _mm512_mul_pd(f, _mm512_set1_pd(0x1p32));
+  const __mmask8 neg = _mm512_cmp_pd_mask(t, zero, _CMP_LT_OQ);
+  const __m256i not_floor_big = _mm256_xor_si256(_mm512_cvttpd_epu32(big), _mm256_set1_epi32(-1));
+  const __mmask8 step = (_mm512_cmp_pd_mask(_mm512_cvtepu32_pd(r), big, _CMP_LT_OQ) & ~neg) |
+                        (__mmask8(_mm512_cmple_epu32_mask(_mm512_zextsi256_si512(r),
+                                                          _mm512_zextsi256_si512(not_floor_big))) &
+                         neg & _mm512_cmp_pd_mask(f, zero, _CMP_GT_OQ));
   __m512d k = _mm512_add_pd(fl, _mm512_maskz_mov_pd(step, _mm512_set1_pd(1.0)));
   k = _mm512_min_pd(_mm512_max_pd(k, lo), hi);  // NaN becomes lo here; the caller restores it
   return _mm512_cvtpd_ps(_mm512_mul_pd(k, down));
@@ -358,10 +368,11 @@ TB_AVX512_INLINE __m512 fixed16(__m512 x, __m512i r, __m512d up, __m512d down, _
 // normal floats: x * 2^frac is exact for a normal x and overflows only where the double
 // product is clamped anyway; a subnormal x is exact too, or 0 under DAZ in both) and |k| at
 // most 2^24 (every k, and k * 2^-frac, exact in float32). Nearest even: the same roundscale on
-// t. Stochastic: round_k's "r * 2^-32 < t - floor(t)" decided in integers, where t - floor(t)
-// for a negative t would round in float32: from f = |t| - floor(|t|) (exact), F = f * 2^32
-// (exact, below 2^32), r < ceil(F) for t >= 0 and, for t < 0 with f > 0 (where t - floor(t)
-// is 1 - f), r < 2^32 - F, that is r <= ~floor(F). Half the instructions of the double form.
+// t. Stochastic: round_k's exact decision, r < ceil(F) for t >= 0 (F = f * 2^32 and f = |t| -
+// floor(|t|), both exact in float32) and r <= ~floor(F) for t < 0 with f > 0. Half the
+// instructions of the double form. (With FTZ but not DAZ, a subnormal x whose t is below
+// 2^-126 flushes here and not in double: a 2^-32 chance of a different step; trainbench sets
+// both.)
 inline bool fixed_in_float(int frac, double kmin, double kmax) {
   return frac >= 0 && frac <= 126 && kmin >= -0x1p24 && kmax <= 0x1p24;
 }
@@ -736,7 +747,14 @@ TB_INLINE double round_k(double t, uint32_t rnd) {
   } else if constexpr (R == Rounding::kTowardZero) {
     return std::trunc(t) + 0.0;  // +0 from a negative value, as the other modes (no -0 in k)
   } else {
-    return fl + double(double(rnd) * 0x1p-32 < d);
+    // Up where r * 2^-32 < t - floor(t), decided exactly: for a negative t of magnitude under
+    // about 2^-29, t - floor(t) = 1 - |t| has more bits than a double. From f = |t| -
+    // floor(|t|) and F = f * 2^32 (both exact): r < F for t >= 0, r < 2^32 - F (r <= ~floor(F))
+    // for t < 0 with f > 0. Inf and NaN leave f NaN: no step.
+    const double a = std::fabs(t), f = a - std::floor(a), big = f * 0x1p32;
+    if (t >= 0) return fl + double(double(rnd) < big);
+    if (!(f > 0)) return fl;
+    return fl + double(rnd <= ~uint32_t(big));
   }
 }
 

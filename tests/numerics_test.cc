@@ -551,6 +551,24 @@ TEST(NumericsFormat, BlocksMatchTheReferenceElementByElement) {
 // blocks whose largest element is normal and whose others are subnormal or flush to zero when
 // scaled, blocks where the shared exponent is clamped, with and without FTZ/DAZ (trainbench runs
 // with both set), against the definition in double, bit for bit.
+// block_exponent() (the CLI's and the tests' reference) gives an rceil block's exponent as the
+// quantizer takes it, with FTZ/DAZ set too: amax / max is subnormal below amax ~ 2^-117.
+TEST(NumericsFormat, RceilExponentIgnoresFlushToZero) {
+  const Format f = parse_format("mx:elem=e4m3,block=32,scale=rceil");
+  for (const int e : {-125, -121, -118, -117, -110, 0}) {
+    std::vector<float> x(32, 0.0f);
+    x[3] = std::ldexp(1.5f, e);
+    const int plain = tb::num::block_exponent(f.blk, x.data(), x.size());
+    const unsigned saved = _mm_getcsr();
+    _mm_setcsr(saved | 0x8040);  // FTZ | DAZ
+    const int flushed = tb::num::block_exponent(f.blk, x.data(), x.size());
+    const bool kept = (_mm_getcsr() & 0x8040) == 0x8040;
+    _mm_setcsr(saved);
+    EXPECT_EQ(flushed, plain) << "amax 1.5 * 2^" << e;
+    EXPECT_TRUE(kept) << "the caller's MXCSR is restored";
+  }
+}
+
 TEST(NumericsFormat, DirectedAndStochasticBlocksMatchTheReferenceAtTheEndsOfTheRange) {
   std::mt19937 rng(33);
   std::normal_distribution<double> nd(0, 1);

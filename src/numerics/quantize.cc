@@ -8,7 +8,6 @@
 #include <limits>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -1722,6 +1721,41 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
   }
 }
 
+// MX rceil's scale comes from amax / the element's largest value, a float32 product that is
+// subnormal for blocks whose amax is below about 2^-117: under FTZ/DAZ (as trainbench runs) it
+// flushes to 0 and the shared exponent came out one lower than the definition's. For an rceil
+// format, subnormals are kept for the object's lifetime (this thread's MXCSR); every other step
+// of the block paths gives the same bits with or without them.
+class RceilSubnormals {
+ public:
+  explicit RceilSubnormals(const BlockFormat& f) {
+#if defined(__SSE2__)
+    if (f.kind == BlockFormat::Kind::kMx && f.scale_mode == BlockFormat::ScaleMode::kRceil &&
+        (saved_ & 0x8040u)) {
+      _mm_setcsr(saved_ & ~0x8040u);
+      changed_ = true;
+    }
+#else
+    (void)f;
+#endif
+  }
+  ~RceilSubnormals() {
+#if defined(__SSE2__)
+    if (changed_) _mm_setcsr(saved_);
+#endif
+  }
+  RceilSubnormals(const RceilSubnormals&) = delete;
+  RceilSubnormals& operator=(const RceilSubnormals&) = delete;
+
+ private:
+#if defined(__SSE2__)
+  unsigned saved_ = _mm_getcsr();
+#else
+  unsigned saved_ = 0;
+#endif
+  bool changed_ = false;
+};
+
 // QuantOptions::input_amax's tiles: 16 KiB, well inside any L1 data cache.
 constexpr size_t kAmaxTile = 4096;
 
@@ -1776,21 +1810,7 @@ void quantize_serial(const Format& f, const float* in, float* out, size_t n, con
         return nvfp4_serial(f.blk, in, out, n, row, o.tensor_amax, o.rounding, o.seed, offset,
                             stream);
       const size_t b = size_t(f.blk.block);
-#if defined(__SSE2__)
-      // MX rceil's scale comes from amax / the element's largest value, a float32 product
-      // that is subnormal for blocks whose amax is below about 2^-117: under FTZ/DAZ (as
-      // trainbench runs) it flushes to 0 and the shared exponent came out one lower than the
-      // definition's. Every other step here gives the same bits with or without them.
-      struct KeepSubnormals {
-        unsigned saved = _mm_getcsr();
-        KeepSubnormals() { _mm_setcsr(saved & ~0x8040u); }
-        ~KeepSubnormals() { _mm_setcsr(saved); }
-      };
-      std::optional<KeepSubnormals> keep;
-      if (f.blk.kind == BlockFormat::Kind::kMx &&
-          f.blk.scale_mode == BlockFormat::ScaleMode::kRceil && (_mm_getcsr() & 0x8040u))
-        keep.emplace();
-#endif
+      const RceilSubnormals keep(f.blk);
       if (f.blk.element != "int8" || f.blk.kind == BlockFormat::Kind::kBfp) {
         const BlockGrids& bg = block_grids(f.blk);
         switch (o.rounding) {
@@ -1864,6 +1884,7 @@ uint32_t random_bits(uint64_t seed, uint64_t index) {
 }
 
 int block_exponent(const BlockFormat& f, const float* x, size_t n) {
+  const RceilSubnormals keep(f);  // as the block paths compute it
   float amax = 0;
   bool special = false;
   for (size_t i = 0; i < n; ++i) {

@@ -33,10 +33,14 @@ What it does, and what it assumes:
 - op_overhead_us: the start-up time of back-to-back kernels (fit t = a + V/b of small-kernel
   stream launches): A100 measured; H200 measured and taken for H100 (the same SMs); V100
   assumed the mean of the two.
-- host_op_us (H100, H200): the host's dispatch of one trivial eager operator from Python
-  (PyTorch 2.11, a loop of 5000 in-place adds on one element), measured on the host of each
-  GPU a session was lent (data/measured/NAME/launch.csv): a property of that host's CPU and of
-  the framework more than of the GPU. Not stated for the others.
+- host_op_us, host_step_us (H100, H200): the host's time per training step, fitted on tiny
+  models' steps on the lent H200's host (scripts/fit_gpu_host.py -> data/measured/
+  h200-sxm-141gb/host-fit.json); the H100's scaled by the ratio of its host's dispatch of one
+  trivial eager operator (data/measured/NAME/launch.csv) to the H200 host's. A property of
+  the host's CPU and of the framework more than of the GPU. Not stated for the others.
+- gemm_alignment (H100, H200): GEMMs whose leading dimension is off a multiple of 16 bytes,
+  against aligned ones of the same size, measured on the lent H200 (data/measured/
+  h200-sxm-141gb/align.csv, alignment() below). Unmeasured, so unstated, elsewhere.
 Nothing here is taken from the published end-to-end throughputs (data/published/) or the
 measured ones (data/measured/*/e2e*.csv): those stay validation rows.
 
@@ -271,8 +275,14 @@ def main():
                     assumed.append(dtype)
         eff["gemm_tiles"] = {d: [list(t) for t in tiles_for(d)] for d in eff["gemm"]}
         host = host_dispatch_us(name)
-        if host is not None:
+        fit = host_fit(name)
+        if fit is not None:
+            eff["host_op_us"], eff["host_step_us"] = fit[0], fit[1]
+        elif host is not None:
             eff["host_op_us"] = host
+        align = alignment(name)
+        if align:
+            eff["gemm_alignment"] = align
         desc["efficiency"] = eff
         note = SOURCE + ": GEMM " + ("DeepBench V100" if name.startswith("v100") else
                                      ", ".join(f"{d} {dev} {p}" for d, (dev, p) in tables.items()))
@@ -287,13 +297,76 @@ def main():
         note += (f"; memory_fraction: STREAM triad ({', '.join(for_prefix(BANDWIDTH, name))}); "
                  f"op_overhead_us: kernel start-up fit ({', '.join(for_prefix(STARTUP, name))}"
                  f"{', mean, assumed' if name.startswith('v100') else ''})")
-        if host is not None:
+        if fit is not None:
+            note += "; host_op_us, host_step_us: " + fit[2]
+        elif host is not None:
             note += (f"; host_op_us: eager dispatch of a trivial operator from Python on the "
                      f"lent GPU's host (data/measured/{os.path.splitext(name)[0]}/launch.csv)")
+        if align:
+            note += ("; gemm_alignment: GEMMs with a leading dimension off 16 bytes against "
+                     f"aligned ones of the same size, {ALIGN_SOURCE}"
+                     + ("" if name.startswith("h200") else " (the H200's: same SMs and cuBLAS)"))
         note += "; data/gpu-kernels/README.md"
         base = desc["source"].split("; efficiency: ")[0]
         desc["source"] = base + "; " + note
         write(path, name, desc)
+
+
+# The GPU whose host table (scripts/fit_gpu_host.py) and alignment table were measured; the
+# H100 (same SMs, same libraries) takes them, the host's scaled by its own dispatch time.
+HOST_FIT = os.path.join(MEASURED, "h200-sxm-141gb", "host-fit.json")
+ALIGN_SOURCE = "data/measured/h200-sxm-141gb/align.csv"
+SM90 = ("h100", "h200")
+
+
+def host_fit(name):
+    """(host_op_us, host_step_us, note) from the H200 host's fitted training-step table; on
+    another sm_90 GPU's host scaled by the ratio of the two hosts' trivial-operator dispatch
+    (launch.csv), an assumption: the same framework on a faster or slower CPU."""
+    if not name.startswith(SM90) or not os.path.exists(HOST_FIT):
+        return None
+    with open(HOST_FIT) as f:
+        fit = json.load(f)
+    own, ref = host_dispatch_us(name), host_dispatch_us("h200-sxm-141gb.json")
+    scale = own / ref if own and ref and not name.startswith("h200") else 1.0
+    note = ("training steps of tiny models on the lent H200's host (scripts/fit_gpu_host.py, "
+            "data/measured/h200-sxm-141gb/host-fit.json)")
+    if scale != 1.0:
+        note += (f", times this GPU's host's trivial-operator dispatch over the H200 host's "
+                 f"({own} / {ref} us, launch.csv)")
+    return round(fit["host_op_us"] * scale, 2), round(fit["host_step_us"] * scale, 1), note
+
+
+def alignment(name):
+    """Per dtype, {bytes: fraction}: the median, over the table's GEMMs whose n or k (a leading
+    dimension of row-major operands) is a multiple of only `bytes` bytes, of their throughput
+    over that of the same base size's 16-byte-aligned neighbours (n or k + 8, or + 4 in
+    TF32): the power-of-two base itself is left out, cuBLAS's best case. m is no leading
+    dimension and the fp32 (SIMT) rows showed no effect; neither enters."""
+    path = os.path.join(ROOT, ALIGN_SOURCE)
+    if not name.startswith(SM90) or not os.path.exists(path):
+        return {}
+    rows = list(csv.DictReader(open(path)))
+    out = {}
+    for fmt, dtype, eb in [("amp-bf16", "bf16", 2), ("amp-fp16", "fp16", 2), ("tf32", "tf32", 4)]:
+        groups = {}
+        for base in sorted({int(r["k"]) for r in rows if r["case"] == "mm m+0"}):
+            for dim in "nk":
+                sel = [r for r in rows if r["format"] == fmt and r["case"].startswith(f"mm {dim}")
+                       and int(r["m"]) == base and int(r["nk".replace(dim, "")]) == base]
+                aligned = [float(r["tflops"]) for r in sel
+                           if int(r[dim]) != base and int(r[dim]) * eb % 16 == 0]
+                if not aligned:
+                    continue
+                ref = statistics.median(aligned)
+                for r in sel:
+                    by = int(r[dim]) * eb
+                    by = by & -by
+                    if by < 16:
+                        groups.setdefault(by, []).append(float(r["tflops"]) / ref)
+        if groups:
+            out[dtype] = {str(b): round(statistics.median(v), 3) for b, v in sorted(groups.items())}
+    return out
 
 
 def host_dispatch_us(name):

@@ -20,7 +20,12 @@ PyTorch's fused scaled_dot_product_attention; ParaDnn's fc. Formats as trainbenc
 (src/simulate/accelerator_model.h): fp32 (no TF32), tf32, amp-fp16 (autocast + GradScaler),
 amp-bf16 (autocast).
 
+  align.csv        GEMMs with a dimension off a multiple of 8, and GPT-2's logits (vocab 50257)
+  host.csv         tiny models' steps: the host's time and aten operators per step
+  shapes.csv       one step's aten operators with dtypes and shapes, and their GPU time
+
 Usage: measure_gpu.py OUTDIR [--smoke] [--sections facts,e2e,...] [--h200-batches]
+                     [--e2e-set first|extra]
   --smoke: tiny sizes on the CPU, to check the code. All sections write 8 files, the most the
   device tool brings back from $OUT: keep a log elsewhere, or run fewer sections.
 The profile tables of 2026-11-27 (data/measured/) summed kernels twice in their
@@ -309,11 +314,26 @@ def e2e():
         ("fc", fcs, "tf32", "", True),
         ("fc", fcs, "amp-bf16", "", False),
     ]
-    if not s:
+    if ARGS.e2e_set == "extra":
+        # Configs no model constant was set from, added after the first tables: the GPT rows'
+        # vocabulary rounded up to a multiple of 64 (aligned logits), a second GPT shape, and
+        # fc over widths and batches from host-bound to GPU-bound.
+        gpta = dict(gpt2, vocab=512 if s else 50304)
+        gpt6 = dict(layers=2 if s else 6, d_model=64 if s else 512, heads=4 if s else 8,
+                    seq=32 if s else 512, vocab=512 if s else 32768, batch=2 if s else 16)
+        runs = [("gpt", gpta, "amp-bf16", "", False), ("gpt", gpta, "tf32", "", False),
+                ("gpt", dict(gptm, vocab=gpta["vocab"]), "amp-bf16", "", False),
+                ("gpt", gpt6, "amp-bf16", "", False), ("gpt", gpt6, "tf32", "", False)]
+        for nodes in ([32] if s else [512, 2048, 4096]):
+            for batch in ([16] if s else [256, 2048]):
+                for fmt in ["tf32", "amp-bf16"]:
+                    runs.append(("fc", dict(layers=4, nodes=nodes, input=2000, output=200,
+                                            batch=batch), fmt, "", False))
+    elif not s:
         # The published Lambda rows' own batches (data/published): the same configs measured here.
         runs += [("resnet50", dict(rn, batch=640), "tf32", "nchw", False),
                  ("resnet50", dict(rn, batch=1280), "amp-fp16", "nchw", False)]
-    if ARGS.h200_batches:
+    if ARGS.h200_batches and ARGS.e2e_set != "extra":
         # Lambda's H200 rows' batches (twice the H100's), which need the H200's memory.
         runs += [("resnet50", dict(rn, batch=1280), "tf32", "nchw", False),
                  ("resnet50", dict(rn, batch=2560), "amp-fp16", "nchw", False)]
@@ -562,6 +582,200 @@ def launch_table():
     log("launch done")
 
 
+# --- what the model's structure rests on ---------------------------------------------------
+
+def align_table():
+    """cuBLAS picks its fast tensor-core kernels only when every operand's leading dimension is a
+    multiple of 16 bytes; otherwise it falls back to narrower-access kernels (`..._align1`,
+    `align2`). Row-major A[m,k] @ B[k,n] = C[m,n] has leading dimensions k (A) and n (B, C):
+    each of m, n and k moved off a multiple of 8 in turn, and a linear layer's three GEMMs as
+    autograd runs them (y = x W^T, dx = g W, dW = g^T x) at GPT-2's logits, vocabulary 50257
+    against 50304."""
+    w = Csv("align.csv", ["format", "case", "m", "n", "k", "ms", "tflops"])
+    s = ARGS.smoke
+    for fmt in ["amp-bf16", "fp32"] if s else ["amp-bf16", "amp-fp16", "tf32", "fp32"]:
+        set_format(fmt)
+        dt = half_of(fmt) or torch.float32
+        for base in ([64] if s else [2048, 4096]):
+            for which in "mnk":
+                for d in [0, -1, 1, 2, 4, 8]:
+                    if d == 0 and which != "m":
+                        continue
+                    dims = dict(m=base, n=base, k=base)
+                    dims[which] += d
+                    a = torch.randn(dims["m"], dims["k"], device=DEV, dtype=dt)
+                    b = torch.randn(dims["k"], dims["n"], device=DEV, dtype=dt)
+                    t = statistics.median(time_fn(lambda: a @ b, 2, 3 if s else 10, per_call=False))
+                    w.row(format=fmt, case=f"mm {which}{d:+d}", **dims, ms=f"{t:.5f}",
+                          tflops=f"{2.0 * dims['m'] * dims['n'] * dims['k'] / t / 1e9:.2f}")
+                    del a, b
+        for T, din, vocab in ([(64, 32, 100), (64, 32, 128)] if s else
+                              [(8192, 768, 50257), (8192, 768, 50304), (8192, 1024, 50257),
+                               (8192, 1024, 50304), (8192, 768, 50264)]):
+            x = torch.randn(T, din, device=DEV, dtype=dt)
+            W = torch.randn(vocab, din, device=DEV, dtype=dt)
+            g = torch.randn(T, vocab, device=DEV, dtype=dt)
+            for name, fn, (m, n, k) in [("linear forward", lambda: F.linear(x, W), (T, vocab, din)),
+                                        ("linear dx", lambda: g.mm(W), (T, din, vocab)),
+                                        ("linear dW", lambda: g.t().mm(x), (vocab, din, T))]:
+                t = statistics.median(time_fn(fn, 2, 3 if s else 10, per_call=False))
+                w.row(format=fmt, case=name, m=m, n=n, k=k, ms=f"{t:.5f}",
+                      tflops=f"{2.0 * m * n * k / t / 1e9:.2f}")
+            del x, W, g
+        log(f"align {fmt} done")
+
+
+class _CountOps:
+    """Counts the aten operators a step dispatches (forward, the autograd engine's backward,
+    the optimizer), with their input dtypes and shapes, through a TorchDispatchMode."""
+
+    def __init__(self, detail):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        outer = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                outer.n += 1
+                if detail:
+                    ins = [a for a in args if isinstance(a, torch.Tensor)]
+                    for a in args:
+                        if isinstance(a, (list, tuple)):
+                            ins += [t for t in a if isinstance(t, torch.Tensor)]
+                    o = out[0] if isinstance(out, (list, tuple)) and out else out
+                    key = (str(func.overloadpacket.__name__),
+                           " ".join(str(t.dtype).replace("torch.", "") for t in ins[:3]),
+                           " ".join("x".join(map(str, t.shape)) for t in ins[:3]),
+                           str(o.dtype).replace("torch.", "") if isinstance(o, torch.Tensor) else "")
+                    outer.ops[key] = outer.ops.get(key, 0) + 1
+                return out
+
+        self.mode, self.n, self.ops = Mode(), 0, {}
+
+
+def _step_fn(model, opt, x, y, loss_f, fmt):
+    half = half_of(fmt)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        if half is not None:
+            with torch.autocast(DEV.type, dtype=half if DEV.type == "cuda" else torch.bfloat16):
+                loss = loss_f(model(x), y)
+        else:
+            loss = loss_f(model(x), y)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def host_table():
+    """What eager PyTorch's host spends per training step where the GPU's work is negligible:
+    tiny fc and GPT models (widths 16-64) over depths and optimizers, wall time per step, the
+    GPU's span of a step, and the aten operators dispatched per step. The host's cost is the
+    same at any width, so this is the host-dispatch floor of every model of that structure."""
+    w = Csv("host.csv", ["model", "optimizer", "layers", "format", "foreach", "wall_ms",
+                         "gpu_ms", "aten_ops", "wall_us_per_op"])
+    s = ARGS.smoke
+    opts = {"sgd": lambda ps: torch.optim.SGD(ps, lr=0.01),
+            "momentum": lambda ps: torch.optim.SGD(ps, lr=0.01, momentum=0.9),
+            "rmsprop": lambda ps: torch.optim.RMSprop(ps, lr=1e-4, alpha=0.9, momentum=0.9, eps=1.0),
+            "adam": lambda ps: torch.optim.Adam(ps, lr=1e-4),
+            "adamw": lambda ps: torch.optim.AdamW(ps, lr=1e-4, weight_decay=0.01)}
+    cases = []
+    for fmt in ["tf32", "amp-bf16"]:
+        for on in opts:
+            for layers in [1, 2, 4, 8, 16]:
+                cases.append(("fc", on, layers, fmt))
+        for layers in [1, 2, 4, 8]:
+            cases.append(("gpt", "adamw", layers, fmt))
+    for kind, on, layers, fmt in cases:
+        set_format(fmt)
+        if kind == "fc":
+            model = fc_model(layers, 16, 16, 16)
+            x, y = torch.randn(16, 16), torch.randint(0, 16, (16,))
+            loss_f = F.cross_entropy
+        else:
+            model = Gpt(layers, 64, 2, 16, 64, False)
+            x, y = torch.randint(0, 64, (2, 16)), torch.randint(0, 64, (2, 16))
+            loss_f = lambda o, t: F.cross_entropy(o.reshape(-1, o.shape[-1]).float(), t.reshape(-1))
+        model, x, y = model.to(DEV), x.to(DEV), y.to(DEV)
+        opt = opts[on](model.parameters())
+        step = _step_fn(model, opt, x, y, loss_f, fmt)
+        gpu = statistics.median(time_fn(step, 10, 5 if s else 30))
+        sync()
+        walls = []
+        for _ in range(3):
+            w0 = time.perf_counter()
+            for _ in range(10 if s else 50):
+                step()
+            sync()
+            walls.append((time.perf_counter() - w0) * 1e3 / (10 if s else 50))
+        c = _CountOps(False)
+        with c.mode:
+            step()
+        sync()
+        wall = statistics.median(walls)
+        w.row(model=kind, optimizer=on, layers=layers, format=fmt,
+              foreach=str(opt.defaults.get("foreach")), wall_ms=f"{wall:.4f}",
+              gpu_ms=f"{gpu:.4f}", aten_ops=c.n, wall_us_per_op=f"{wall * 1e3 / c.n:.3f}")
+        del model, opt, x, y
+    log("host done")
+
+
+def shapes_table():
+    """Every aten operator of one training step of a 2-layer GPT-2-small-width decoder (the
+    measured rows' layer, fewer of them) and of the small fc, with input dtypes and shapes and
+    output dtype (dispatch counts), then the same step's GPU time by operator and input shapes
+    (profiler): what autocast casts, which passes run in fp32, and what they cost."""
+    from torch.profiler import ProfilerActivity, profile as prof
+
+    w = Csv("shapes.csv", ["run", "source", "op", "dtypes", "shapes", "out_dtype", "count", "ms"])
+    s = ARGS.smoke
+    g = dict(layers=2, d_model=64 if s else 768, heads=4 if s else 12, seq=32 if s else 1024,
+             vocab=512 if s else 50257, batch=2 if s else 8)
+    f = dict(layers=4, nodes=32 if s else 1024, input=2000, output=200, batch=16 if s else 512)
+    for kind, p, fmt in [("gpt", g, "amp-bf16"), ("gpt", g, "tf32"), ("fc", f, "tf32"),
+                         ("fc", f, "amp-bf16")]:
+        set_format(fmt)
+        model, opt_f, (x, y), loss_f, _ = build(kind, p)
+        model, x, y = model.to(DEV), x.to(DEV), y.to(DEV)
+        opt = opt_f(model.parameters())
+        step = _step_fn(model, opt, x, y, loss_f, fmt)
+        for _ in range(3):
+            step()
+        sync()
+        run = f"{kind}:" + ",".join(f"{k}={v}" for k, v in p.items()) + f" {fmt}"
+        c = _CountOps(True)
+        with c.mode:
+            step()
+        sync()
+        for (op, dts, shp, od), n in sorted(c.ops.items(), key=lambda kv: -kv[1]):
+            w.row(run=run, source="dispatch", op=op, dtypes=dts, shapes=shp, out_dtype=od,
+                  count=n, ms="")
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if DEV.type == "cuda" else [])
+        with prof(activities=acts, record_shapes=True) as pr:
+            for _ in range(2):
+                step()
+            sync()
+        for e in pr.key_averages(group_by_input_shape=True):
+            dev = getattr(e, "self_device_time_total", None)
+            if dev is None:
+                dev = getattr(e, "self_cuda_time_total", 0)
+            if DEV.type != "cuda":
+                dev = e.self_cpu_time_total
+            if not e.key.startswith("aten::") or dev <= 0:
+                continue
+            w.row(run=run, source="profile", op=e.key, dtypes="",
+                  shapes=" ".join("x".join(map(str, sh)) for sh in (e.input_shapes or [])[:3]),
+                  out_dtype="", count=e.count // 2, ms=f"{dev / 1e3 / 2:.4f}")
+        del model, opt, x, y
+        if DEV.type == "cuda":
+            torch.cuda.empty_cache()
+    log("shapes done")
+
+
 def facts():
     with open(os.path.join(ARGS.outdir, "facts.txt"), "w") as f:
         f.write(f"date {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
@@ -588,6 +802,8 @@ def main():
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--h200-batches", action="store_true")
     ap.add_argument("--sections", default="facts,e2e,conv,norm,launch,stream,gemm")
+    ap.add_argument("--e2e-set", choices=["first", "extra"], default="first",
+                    help="first: the configs of the first tables; extra: configs added later")
     ARGS = ap.parse_args()
     os.makedirs(ARGS.outdir, exist_ok=True)
     DEV = torch.device("cpu" if ARGS.smoke or not torch.cuda.is_available() else "cuda")
@@ -599,7 +815,8 @@ def main():
         t0 = time.time()
         try:
             {"facts": facts, "e2e": e2e, "conv": conv_table, "gemm": gemm_table,
-             "stream": stream_table, "launch": launch_table, "norm": norm_table}[sec]()
+             "stream": stream_table, "launch": launch_table, "norm": norm_table,
+             "align": align_table, "host": host_table, "shapes": shapes_table}[sec]()
         except Exception:  # the other sections still run
             import traceback
 

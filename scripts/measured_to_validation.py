@@ -11,13 +11,26 @@ The folder's name is the trainbench platform the GPU is."""
 import csv
 import glob
 import os
+import re
 import statistics
 import sys
 
 
-def facts(folder):
+def facts_file(folder, e2e):
+    """The facts of the lease an e2e table was measured in: facts-runK.txt for the largest K
+    up to the table's run number (a lease's later processes share its facts), else facts.txt."""
+    m = re.search(r"run(\d+)\.csv$", e2e)
+    if m:
+        for k in range(int(m.group(1)), 0, -1):
+            path = os.path.join(folder, f"facts-run{k}.txt")
+            if os.path.exists(path):
+                return path
+    return os.path.join(folder, "facts.txt")
+
+
+def facts(path):
     out = {}
-    with open(os.path.join(folder, "facts.txt")) as f:
+    with open(path) as f:
         for line in f:
             w = line.split()
             if len(w) >= 2 and w[0] in ("date", "device", "cuda", "python"):
@@ -37,22 +50,24 @@ def main():
         files = sorted(glob.glob(os.path.join(folder, "e2e*.csv")))
         if not files:
             continue
-        fx = facts(folder)
         runs = {}
         for path in files:
             for r in csv.DictReader(open(path)):
                 if r["status"] != "ok" or r["attention"] == "fused":
                     continue
                 key = (r["config"], r["format"], r["layout"])
+                r["path"] = path
                 runs.setdefault(key, []).append(r)
         for (config, fmt, layout), rs in runs.items():
+            used = sorted({r["path"] for r in rs})
+            fx = facts(facts_file(folder, used[0]))
             wall = statistics.median(float(r["wall_ms_per_step"]) for r in rs)
             per_step = int(rs[0]["examples_per_step"])
             unit = {"resnet50": "images/s", "gpt": "tokens/s"}.get(rs[0]["model"], "examples/s")
             source = (f"measured: scripts/measure_gpu.py, {fx.get('device', '')}, "
                       f"driver {fx.get('driver', '?')}, {fx.get('python', '')}, "
                       f"{fx.get('cuda', '')}, {fx.get('date', '')}; "
-                      + "; ".join(os.path.relpath(p) for p in files))
+                      + "; ".join(os.path.relpath(p) for p in used))
             walls = ", ".join(f"{float(r['wall_ms_per_step']):.2f}" for r in rs)
             note = (f"synthetic data on the GPU; median over {len(rs)} fresh process(es) of the "
                     f"wall time per step after warm-up ({walls} ms); cudnn.benchmark on; "

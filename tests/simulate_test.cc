@@ -212,9 +212,11 @@ TEST(Simulate, MixedPrecisionRecipesRunMatrixProductsAndTheRestAtTheirOwnPeaks) 
       EXPECT_NEAR(b.compute_s, expect, 1e-9 * expect) << fp32.layers[i].name;
       const double expect_tf32 = t.matmul_flops / 80e12 + (t.flops - t.matmul_flops) / 10e12;
       EXPECT_NEAR(t.compute_s, expect_tf32, 1e-9 * expect_tf32);
-      // Autocast runs softmax and cross-entropy in fp32 (the next test has the rest).
+      // Autocast runs softmax and cross-entropy in fp32, its logits cast up and their
+      // gradient down, 2 + 4 bytes each way, shared by the loss's two phases (the next test
+      // has the rest).
       if (fp32.layers[i].op == "softmax_xent")
-        EXPECT_DOUBLE_EQ(b.bytes, a.bytes);
+        EXPECT_DOUBLE_EQ(b.bytes, a.bytes + 2.0 * 256 * 10 * (2 + 4) / 2);
       else if (fp32.layers[i].name != "optimizer")
         EXPECT_DOUBLE_EQ(b.bytes, a.bytes / 2);
     }
@@ -234,8 +236,9 @@ TEST(Simulate, MixedPrecisionRecipesRunMatrixProductsAndTheRestAtTheirOwnPeaks) 
 }
 
 // Autocast's fp32 ops (softmax, cross-entropy, layer and RMS norms) keep their bytes at 4 per
-// element under amp-*, and an attention layer keeps its score passes (LayerCost::fp32_bytes)
-// there while its Q, K, V and output move in the half format.
+// element under amp-*, plus the casts around them, and an attention layer keeps its score
+// passes (LayerCost::fp32_bytes) there while its Q, K, V and output move in the half format.
+// On this GPU the loss moves its eager passes (LayerCost::gpu_pass_bytes).
 TEST(Simulate, AutocastKeepsNormsSoftmaxAndAttentionScoresInFp32) {
   const PlatformDescription p = find_platform("h100-sxm5-80gb");
   const Config c =
@@ -246,14 +249,16 @@ TEST(Simulate, AutocastKeepsNormsSoftmaxAndAttentionScoresInFp32) {
   int attention = 0, norms = 0;
   for (size_t i = 0; i < cost.layers.size(); ++i) {
     const LayerCost& l = cost.layers[i];
-    const double all = l.bytes_read + l.bytes_written;
+    const double all = l.gpu_pass_bytes > 0 ? l.gpu_pass_bytes : l.bytes_read + l.bytes_written;
+    EXPECT_EQ(l.gpu_pass_bytes > 0, l.op == "softmax_xent") << l.name;
     double a = 0, b = 0;
     for (const auto& ph : fp32.layers[i].phases) a += ph.bytes;
     for (const auto& ph : amp.layers[i].phases) b += ph.bytes;
     EXPECT_NEAR(a, all, 1e-9 * all) << l.name;
     if (l.op == "layernorm" || l.op == "softmax_xent") {
       ++norms;
-      EXPECT_NEAR(b, all, 1e-9 * all) << l.name;
+      const double casts = 2 * (l.output_bytes / 4) * (2 + 4);
+      EXPECT_NEAR(b, all + casts, 1e-9 * all) << l.name;
     } else if (l.op == "attention") {
       ++attention;
       ASSERT_GT(l.fp32_bytes, 0.5 * all) << "the scores dominate at seq 256";
@@ -544,6 +549,102 @@ TEST(Efficiency, TheHostsDispatchBoundsTheStepFromBelowWithoutAddingToIt) {
   EXPECT_DOUBLE_EQ(parse_platform(j, "h.json").efficiency->host_op_us, 1e4);
 }
 
+// A framework's fixed host work per step (the optimizer's Python, the autograd engine) is paid
+// once per step on top of the per-operator dispatch.
+TEST(Efficiency, TheHostsPerStepCostIsAddedOnceToItsDispatch) {
+  StepCost c = one_linear(64, 32, 16);
+  c.params = c.layers[0].params;
+  c.opt_flops = 2.0 * c.params;
+  PlatformDescription p = accelerator(1, 100);
+  p.kind = "gpu";
+  p.efficiency = curve({}, 10);
+  p.efficiency->host_op_us = 2;
+  p.efficiency->host_step_us = 1000;
+  const auto f = sim::resolve_format(p, "fp32");
+  const auto s = sim::simulate_step(p, c, 4, f);
+  EXPECT_NEAR(s.host_step_s, 1e-3, 1e-18);
+  EXPECT_NEAR(s.host_s, 1e-3 + 9 * 2e-6, 1e-15);
+  EXPECT_TRUE(s.host_bound);
+  EXPECT_NEAR(s.step_s, s.host_s, 1e-18);
+  EXPECT_NE(sim::format_simulation(s).find("1 ms per step + 9 operators x 2 us"), std::string::npos)
+      << sim::format_simulation(s);
+  const auto j = to_json(p);
+  EXPECT_DOUBLE_EQ(j["efficiency"]["host_step_us"].get<double>(), 1000);
+  EXPECT_DOUBLE_EQ(parse_platform(j, "h.json").efficiency->host_step_us, 1000);
+}
+
+// cuBLAS runs a GEMM whose operands' leading dimensions are off 16 bytes on narrower-access
+// kernels; a linear layer's features are those dimensions in all three of its GEMMs, its
+// rows in none.
+TEST(Efficiency, UnalignedLinearFeaturesRunAtTheDescriptionsAlignmentFraction) {
+  PlatformDescription p = accelerator(1, 1e6);
+  p.kind = "gpu";
+  p.efficiency = curve({});
+  p.efficiency->gemm_alignment["bf16"] = {{2, 0.2}, {4, 0.4}};
+  EXPECT_DOUBLE_EQ(p.alignment_fraction("bf16", 2, {768, 50304}), 1);
+  EXPECT_DOUBLE_EQ(p.alignment_fraction("bf16", 2, {768, 50257}), 0.2);  // odd: 2 bytes
+  EXPECT_DOUBLE_EQ(p.alignment_fraction("bf16", 2, {50258, 768}), 0.4);  // 4 bytes
+  EXPECT_DOUBLE_EQ(p.alignment_fraction("bf16", 2, {768, 50260}), 0.4);  // 8: next stated below
+  EXPECT_DOUBLE_EQ(p.alignment_fraction("fp32", 4, {768, 50257}), 1);    // no entry: none
+  const auto f = sim::resolve_format(p, "bf16");
+  auto fractions = [&](double rows, int64_t in, int64_t out) {
+    std::vector<double> out_f;
+    for (const auto& ph : sim::simulate_step(p, one_linear(rows, in, out), 4, f).layers[0].phases)
+      if (ph.matmul_flops > 0) out_f.push_back(ph.gemm_fraction);
+    return out_f;
+  };
+  EXPECT_EQ(fractions(256, 512, 1000), (std::vector<double>{1, 1, 1}));
+  EXPECT_EQ(fractions(257, 512, 1000), (std::vector<double>{1, 1, 1}));  // rows: never leading
+  EXPECT_EQ(fractions(256, 512, 1001), (std::vector<double>{0.2, 0.2, 0.2}));
+  EXPECT_EQ(fractions(256, 514, 1000), (std::vector<double>{0.4, 0.4, 0.4}));
+  const auto j = to_json(p);
+  EXPECT_DOUBLE_EQ(j["efficiency"]["gemm_alignment"]["bf16"]["2"].get<double>(), 0.2);
+  EXPECT_EQ(parse_platform(j, "h.json").efficiency->gemm_alignment, p.efficiency->gemm_alignment);
+}
+
+// Autocast casts each parameter tensor of a GEMM layer to the half format and its gradient
+// back, and brackets an op it runs in fp32 with casts of its activations.
+TEST(Efficiency, AutocastAddsItsCastsAsOperatorsAndBytes) {
+  StepCost c = one_linear(64, 32, 16);
+  c.layers.push_back(cost::softmax_xent("loss", 64, 16, 4));
+  PlatformDescription p = accelerator(1, 100);
+  p.kind = "gpu";
+  p.efficiency = curve({});
+  const auto plain = sim::simulate_step(p, c, 4, sim::resolve_format(p, "fp32"));
+  const auto amp = sim::simulate_step(p, c, 4, sim::resolve_format(p, "amp-bf16"));
+  EXPECT_DOUBLE_EQ(plain.ops.casts, 0);
+  EXPECT_DOUBLE_EQ(amp.ops.casts, 4);  // weight and bias, forward and backward
+  EXPECT_DOUBLE_EQ(amp.ops.total(), plain.ops.total() + 4);
+  auto bytes = [](const sim::LayerTime& l) {
+    double b = 0;
+    for (const auto& ph : l.phases) b += ph.bytes;
+    return b;
+  };
+  // The loss in fp32 either way; under autocast its 64 x 16 logits are cast up and their
+  // gradient down, 2 + 4 bytes each way.
+  EXPECT_NEAR(bytes(amp.layers[1]) - bytes(plain.layers[1]), 2.0 * 64 * 16 * 6, 1e-6);
+}
+
+// A GPU's eager cross-entropy passes over the whole rows x classes tensor several times
+// (PyTorch's CUDA log-softmax and NLL loss); a CPU's row-at-a-time kernels keep the re-reads
+// in cache. Beyond 1024 classes a row no longer stays in a warp's registers.
+TEST(Efficiency, CrossEntropyOnAGpuMovesEveryEagerPass) {
+  for (const auto& [classes, passes] : {std::pair{1000, 6}, std::pair{2000, 9}}) {
+    StepCost c;
+    c.layers.push_back(cost::softmax_xent("loss", 64, classes, 4));
+    const double e = 64.0 * classes;
+    EXPECT_DOUBLE_EQ(c.layers[0].gpu_pass_bytes, passes * 4 * e);
+    PlatformDescription p = accelerator(1, 100);
+    const auto f = sim::resolve_format(p, "fp32");
+    double other = 0, gpu = 0;
+    for (const auto& ph : sim::simulate_step(p, c, 4, f).layers[0].phases) other += ph.bytes;
+    p.kind = "gpu";
+    for (const auto& ph : sim::simulate_step(p, c, 4, f).layers[0].phases) gpu += ph.bytes;
+    EXPECT_DOUBLE_EQ(other, c.layers[0].bytes_read + c.layers[0].bytes_written);
+    EXPECT_DOUBLE_EQ(gpu, passes * 4 * e);
+  }
+}
+
 TEST(Efficiency, RecurrentLayersDispatchTheirCellPerTimeStep) {
   StepCost c;
   c.layers.push_back(cost::recurrent("lstm0", "lstm", 8, 16, 32, 32, 4));
@@ -812,6 +913,13 @@ TEST(Efficiency, BadValuesAreRefusedNamingTheField) {
   refused({{"conv_call_us", -3}}, "efficiency.conv_call_us");
   refused({{"host_op_us", -1}}, "efficiency.host_op_us");
   refused({{"host_op_us", "9"}}, "efficiency.host_op_us");
+  refused({{"host_step_us", -1}}, "efficiency.host_step_us");
+  refused({{"gemm_alignment", {{"bf16", {{"3", 0.5}}}}}}, "efficiency.gemm_alignment.bf16.3");
+  refused({{"gemm_alignment", {{"bf16", {{"2", 0}}}}}}, "efficiency.gemm_alignment.bf16.2");
+  refused({{"gemm_alignment", {{"bf16", {{"2", 1.5}}}}}}, "efficiency.gemm_alignment.bf16.2");
+  refused({{"gemm_alignment", {{"bf17", {{"2", 0.5}}}}}}, "efficiency.gemm_alignment.bf17");
+  refused({{"gemm_alignment", {{"bf16", nlohmann::json::object()}}}},
+          "efficiency.gemm_alignment.bf16");
   refused({{"cell_step_us", {{"lstm", -1}}}}, "efficiency.cell_step_us.lstm");
   refused({{"cell_step_us", {{"transformer", 5}}}}, "efficiency.cell_step_us.transformer");
   refused({{"cell_step_us", 5}}, "efficiency.cell_step_us");

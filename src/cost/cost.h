@@ -32,6 +32,10 @@ struct LayerCost {
   // saves too (the attention's probabilities: softmax saves its fp32 output for its backward,
   // the product with V the half copy it was cast to). Whole-op fp32 layers need not set it.
   double fp32_saved_bytes = 0;
+  // Where a GPU's eager kernels move more than bytes_read + bytes_written (whole-tensor passes
+  // a CPU's row-at-a-time kernels keep in cache): their bytes, which GPU descriptions use.
+  // 0: the same.
+  double gpu_pass_bytes = 0;
   double saved_bytes = 0;   // tensors this layer creates that stay alive until backward
   double output_bytes = 0;  // its forward output
   // Elements of the layer's largest activation tensor (input or output), for layers whose

@@ -97,6 +97,25 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
       if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() > 1e6)
         r.fail(field, "expected microseconds in [0, 1e6], got " + v.dump());
       out.host_op_us = v.get<double>();
+    } else if (k == "host_step_us") {
+      if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() > 1e7)
+        r.fail(field, "expected microseconds in [0, 1e7], got " + v.dump());
+      out.host_step_us = v.get<double>();
+    } else if (k == "gemm_alignment") {
+      if (!v.is_object()) r.fail(field, "expected an object of dtypes, got " + v.dump());
+      for (const auto& [dtype, by] : v.items()) {
+        const std::string df = field + "." + dtype;
+        if (!kDtypes.count(dtype)) r.fail(df, "unknown dtype (expected one of peak_tflops' keys)");
+        if (!by.is_object() || by.empty())
+          r.fail(df, "expected an object of alignments in bytes (1, 2, 4, 8), got " + by.dump());
+        for (const auto& [bytes, f] : by.items()) {
+          if (bytes != "1" && bytes != "2" && bytes != "4" && bytes != "8")
+            r.fail(df + "." + bytes, "unknown alignment (expected 1, 2, 4 or 8 bytes)");
+          if (!f.is_number() || !(f.get<double>() > 0) || f.get<double>() > 1)
+            r.fail(df + "." + bytes, "expected a fraction in (0, 1], got " + f.dump());
+          out.gemm_alignment[dtype][std::stoi(bytes)] = f.get<double>();
+        }
+      }
     } else if (k == "conv_call_us") {
       if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() > 1e6)
         r.fail(field, "expected microseconds in [0, 1e6], got " + v.dump());
@@ -189,9 +208,9 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
       }
     } else {
       r.fail(field,
-             "unknown key (expected op_overhead_us, host_op_us, conv_call_us, memory_fraction, "
-             "gemm, conv, gemm_tiles, op_ns_per_element, cell_step_us or "
-             "optimizer_ns_per_param)");
+             "unknown key (expected op_overhead_us, host_op_us, host_step_us, conv_call_us, "
+             "memory_fraction, gemm, conv, gemm_tiles, gemm_alignment, op_ns_per_element, "
+             "cell_step_us or optimizer_ns_per_param)");
     }
   }
   return out;
@@ -248,6 +267,24 @@ double PlatformDescription::conv_fraction(const std::string& dtype, double n) co
   auto it = efficiency->conv.find(dtype);
   if (it == efficiency->conv.end() || it->second.empty()) return gemm_fraction(dtype, n);
   return interpolate(it->second, n);
+}
+
+double PlatformDescription::alignment_fraction(const std::string& dtype, int64_t elem_bytes,
+                                               std::initializer_list<int64_t> dims) const {
+  if (!efficiency || elem_bytes <= 0) return 1;
+  const auto it = efficiency->gemm_alignment.find(dtype);
+  if (it == efficiency->gemm_alignment.end()) return 1;
+  int64_t align = 16;
+  for (const int64_t d : dims) {
+    if (d <= 0) continue;
+    const int64_t bytes = d * elem_bytes;
+    align = std::min(align, bytes & -bytes);  // the largest power of two dividing it
+  }
+  if (align >= 16) return 1;
+  // The next smaller alignment stated (a kernel for 8-byte alignment serves 8 and 16).
+  for (auto f = it->second.rbegin(); f != it->second.rend(); ++f)
+    if (f->first <= align) return f->second;
+  return it->second.begin()->second;
 }
 
 std::optional<double> PlatformDescription::peak_flops(const std::string& dtype) const {
@@ -372,6 +409,9 @@ json to_json(const PlatformDescription& p) {
     if (p.efficiency->memory_fraction != 1) e["memory_fraction"] = p.efficiency->memory_fraction;
     if (p.efficiency->conv_call_us > 0) e["conv_call_us"] = p.efficiency->conv_call_us;
     if (p.efficiency->host_op_us > 0) e["host_op_us"] = p.efficiency->host_op_us;
+    if (p.efficiency->host_step_us > 0) e["host_step_us"] = p.efficiency->host_step_us;
+    for (const auto& [dtype, by] : p.efficiency->gemm_alignment)
+      for (const auto& [bytes, f] : by) e["gemm_alignment"][dtype][std::to_string(bytes)] = f;
     for (const auto& [key, curves] :
          {std::pair{"gemm", &p.efficiency->gemm}, std::pair{"conv", &p.efficiency->conv}})
       for (const auto& [dtype, curve] : *curves) {

@@ -43,6 +43,16 @@ struct PlatformDescription {
     // host queues kernels ahead of the GPU, so this overlaps the GPU's work, but a step takes
     // at least its operators x host_op_us. 0: not stated (the GPU's time alone).
     double host_op_us = 0;
+    // A GPU's host, per training step whatever the model: the framework's fixed work (the
+    // optimizer's Python, the autograd engine's start, zeroing the gradients). With
+    // host_op_us, the host's time is host_step_us + operators x host_op_us. 0: not stated.
+    double host_step_us = 0;
+    // Per dtype: a GEMM whose operands' leading dimensions (a linear layer's input and output
+    // features) are multiples of only `bytes` bytes (1, 2, 4 or 8; the key is that alignment)
+    // runs at this fraction of the rate it has at 16-byte alignment: cuBLAS picks narrower-
+    // access tensor-core kernels for it. A missing key below 16 bytes uses the next smaller
+    // one stated; no entry for a dtype: no penalty.
+    std::map<std::string, std::map<int, double>> gemm_alignment;
     // The share of memory_bandwidth_gbps that streaming kernels reach (STREAM's triad on a
     // GPU: 0.84-0.90 of the datasheet figure). 1 where the bandwidth is itself measured.
     double memory_fraction = 1;
@@ -93,6 +103,10 @@ struct PlatformDescription {
   double gemm_fraction(const std::string& dtype, double n) const;
   // The same for a convolution, from the conv curve where the dtype has one.
   double conv_fraction(const std::string& dtype, double n) const;
+  // The gemm_alignment factor for a GEMM in `dtype` (elements of elem_bytes) whose leading
+  // dimensions are `dims`: 1 where every one is 16-byte aligned or the dtype has no entry.
+  double alignment_fraction(const std::string& dtype, int64_t elem_bytes,
+                            std::initializer_list<int64_t> dims) const;
   // Wave quantization: the share of the `cores` x tile capacity that `count` independent
   // m x n outputs (reducing over k) keep busy, count x m x n x s / (waves x cores x tile rows x
   // tile cols), with waves = ceil(tiles x s / cores), on the tile and the split of k into s

@@ -37,6 +37,14 @@ std::string stated_peaks(const PlatformDescription& p) {
 }
 
 bool recurrent(const std::string& op) { return op == "rnn" || op == "lstm" || op == "gru"; }
+
+// Bytes per element of a GEMM's operands at a peak's dtype (TF32 keeps fp32 storage).
+int64_t matmul_elem_bytes(const std::string& dtype) {
+  if (dtype == "fp64") return 8;
+  if (dtype == "fp32" || dtype == "tf32") return 4;
+  if (dtype == "fp16" || dtype == "bf16") return 2;
+  return 1;  // fp8, int8; fp4's packed pairs
+}
 // Layers autocast runs in fp32 whole (PyTorch's autocast op reference: softmax, log-softmax
 // and the losses, layer norm; trainbench's RMSNorm computes in fp32 itself).
 bool autocast_fp32_op(const std::string& op) {
@@ -253,16 +261,29 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     // Automatic mixed precision keeps autocast's fp32 ops (softmax, cross-entropy, layer and
     // RMS norms) and the attention's score passes in fp32 (LayerCost::fp32_bytes).
     const bool fp32_op = autocast_fp32_op(l.op);
-    const double all = l.bytes_read + l.bytes_written;
+    const double all =
+        p.kind == "gpu" && l.gpu_pass_bytes > 0 ? l.gpu_pass_bytes : l.bytes_read + l.bytes_written;
     const double fp32_part = !autocast ? 0 : fp32_op ? all : std::min(all, l.fp32_bytes);
-    const double bytes = ((all - fp32_part) * width + fp32_part * 4 / config_elem_bytes) / n;
+    // An op autocast runs in fp32 is bracketed by casts: its half-format input up (or, where
+    // the input already is fp32, its output down for the next GEMM) and the gradient back,
+    // each reading one width and writing the other.
+    const double casts =
+        autocast && fp32_op ? 2 * (l.output_bytes / config_elem_bytes) * (f.bits / 8 + 4) : 0;
+    const double bytes =
+        ((all - fp32_part) * width + fp32_part * 4 / config_elem_bytes + casts) / n;
     const bool gemm = l.gemm_count > 0 && l.fwd_matmul_flops > 0;
     // The three GEMMs of a layer are permutations of one shape: one intensity, one fraction.
     const double eq_n = equivalent_square_n(l.gemm_m, l.gemm_n, l.gemm_k);
     const bool conv = l.op == "conv2d" || l.op == "gconv2d";
-    const double fraction = !gemm  ? 1
-                            : conv ? p.conv_fraction(f.peak_dtype, eq_n)
-                                   : p.gemm_fraction(f.peak_dtype, eq_n);
+    double fraction = !gemm  ? 1
+                      : conv ? p.conv_fraction(f.peak_dtype, eq_n)
+                             : p.gemm_fraction(f.peak_dtype, eq_n);
+    // A linear layer's features (K in, N out) are leading dimensions of an operand in each of
+    // its three GEMMs (x W^T, dY W, dY^T x); its rows (tokens) never are. Convolutions are
+    // left alone: cuDNN pads channels itself (ResNet's 3-channel input).
+    if (gemm && l.op == "linear")
+      fraction *=
+          p.alignment_fraction(f.peak_dtype, matmul_elem_bytes(f.peak_dtype), {l.gemm_k, l.gemm_n});
     auto mapped = [&](int64_t m, int64_t nn, int64_t k) -> std::optional<SystolicMapping> {
       if (!gemm || !p.systolic_array) return std::nullopt;
       return map_gemm(m, nn, k, l.gemm_count, *p.systolic_array);
@@ -375,6 +396,10 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
   // fits small-kernel measurements; docs/platforms.md).
   if (p.efficiency) {
     s.ops = count_operators(cost, p.efficiency->cell_step_us);
+    if (autocast)
+      for (const auto& l : cost.layers)
+        if (l.gemm_count > 0 && l.fwd_matmul_flops > 0 && l.params > 0)
+          s.ops.casts += 2 * (recurrent(l.op) ? 4 : 2);
     s.op_overhead_s = p.efficiency->op_overhead_us * 1e-6;
     s.overhead_s = s.ops.total() * s.op_overhead_s;
     s.conv_call_s = p.efficiency->conv_call_us * 1e-6;
@@ -388,7 +413,10 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     }
     s.overhead_s += s.cell_steps_s;
     s.step_s += s.overhead_s;
-    s.host_s = s.ops.total() * p.efficiency->host_op_us * 1e-6;
+    if (p.efficiency->host_op_us > 0 || p.efficiency->host_step_us > 0) {
+      s.host_step_s = p.efficiency->host_step_us * 1e-6;
+      s.host_s = s.host_step_s + s.ops.total() * p.efficiency->host_op_us * 1e-6;
+    }
     if (s.host_s > s.step_s) {
       s.host_bound = true;
       s.step_s = s.host_s;
@@ -497,6 +525,7 @@ nlohmann::json to_json(const Simulation& s, size_t top_layers) {
       {"overhead_s", s.overhead_s},
       {"op_overhead_s", s.op_overhead_s},
       {"host_s", s.host_s},
+      {"host_step_s", s.host_step_s},
       {"host_bound", s.host_bound},
       {"conv_phases", s.conv_phases},
       {"conv_call_s", s.conv_call_s},
@@ -511,6 +540,7 @@ nlohmann::json to_json(const Simulation& s, size_t top_layers) {
        {{"forward", s.ops.forward},
         {"backward", s.ops.backward},
         {"optimizer", s.ops.optimizer},
+        {"casts", s.ops.casts},
         {"total", s.ops.total()}}},
       {"phase_s", s.phase_s},
       {"memory_bytes", s.memory_bytes},
@@ -597,9 +627,9 @@ std::string format_explanation(const Simulation& s, const PlatformDescription& p
                      s.op_overhead_s * 1e6, conv_call_terms(s));
   if (s.host_bound)
     o << fmt::format(
-        "  host-bound: the host dispatches the {:.0f} operators in {:.4g} ms (host_op_us), longer "
-        "than the device's work; the step is the host's time\n",
-        s.ops.total(), s.host_s * 1e3);
+        "  host-bound: the host's {:.4g} ms per step ({:.0f} operators, host_op_us, host_step_us) "
+        "is longer than the device's work; the step is the host's time\n",
+        s.host_s * 1e3, s.ops.total());
   o << fmt::format(
       "compute: matrix products at the {} peak, {:.4g} TFLOP/s; other arithmetic at the {} "
       "peak, {:.4g} TFLOP/s (description: {})\n",
@@ -683,16 +713,18 @@ std::string format_simulation(const Simulation& s, size_t top_layers) {
         s.format.scaling.empty() ? s.format.name : s.format.scaling, s.scale_s * 1e3);
   if (s.op_overhead_s > 0)
     o << fmt::format(
-        "overhead: {:.0f} operators (forward {:.0f}, backward {:.0f}, optimizer {:.0f}) x {:.3g} "
+        "overhead: {:.0f} operators (forward {:.0f}, backward {:.0f}, optimizer {:.0f}{}) x {:.3g} "
         "us{} = {:.4g} ms\n",
-        s.ops.total(), s.ops.forward, s.ops.backward, s.ops.optimizer, s.op_overhead_s * 1e6,
-        conv_call_terms(s), s.overhead_s * 1e3);
+        s.ops.total(), s.ops.forward, s.ops.backward, s.ops.optimizer,
+        s.ops.casts > 0 ? fmt::format(", autocast's casts {:.0f}", s.ops.casts) : "",
+        s.op_overhead_s * 1e6, conv_call_terms(s), s.overhead_s * 1e3);
   if (s.host_s > 0)
     o << fmt::format(
-        "host: {:.0f} operators x {:.3g} us = {:.4g} ms of dispatch, overlapping the device's "
+        "host: {}{:.0f} operators x {:.3g} us = {:.4g} ms of dispatch, overlapping the device's "
         "work{}\n",
-        s.ops.total(), s.host_s / std::max(1.0, s.ops.total()) * 1e6, s.host_s * 1e3,
-        s.host_bound ? "; the step waits for it (host-bound)" : "");
+        s.host_step_s > 0 ? fmt::format("{:.3g} ms per step + ", s.host_step_s * 1e3) : "",
+        s.ops.total(), (s.host_s - s.host_step_s) / std::max(1.0, s.ops.total()) * 1e6,
+        s.host_s * 1e3, s.host_bound ? "; the step waits for it (host-bound)" : "");
   o << "phases:";
   for (const char* ph : {"forward", "backward-input", "backward-weight", "optimizer"})
     if (s.phase_s.count(ph)) o << fmt::format(" {} {:.1f}%", ph, 100 * s.phase_s.at(ph) / t);

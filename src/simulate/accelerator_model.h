@@ -91,7 +91,10 @@ struct LayerTime {
 // adds its gradient accumulation, its zeroing and the optimizer's in-place updates.
 struct OpCount {
   double forward = 0, backward = 0, optimizer = 0;
-  double total() const { return forward + backward + optimizer; }
+  // Under a mixed-precision recipe: autocast casts each parameter tensor of a GEMM layer to
+  // the half format in forward and its gradient back in backward (2 per tensor).
+  double casts = 0;
+  double total() const { return forward + backward + optimizer + casts; }
 };
 // A recurrent cell named in `cell_step_us` (the description's measured time per step) counts
 // as one operator per phase: its steps are timed apart.
@@ -113,9 +116,9 @@ struct Simulation {
   // Recurrent time steps of cells whose step time the description states, and their time.
   double cell_steps = 0, cell_steps_s = 0;
   double overhead_s = 0;  // ops.total() x op_overhead_s + conv_phases x conv_call_s + cell_steps_s
-  // The host's dispatch of the step's operators (ops.total() x the description's host_op_us):
-  // it overlaps the device's work, and the step is the longer of the two (host_bound).
-  double host_s = 0;
+  // The host's time per step, host_step_us + ops.total() x host_op_us (the description's): it
+  // overlaps the device's work, and the step is the longer of the two (host_bound).
+  double host_s = 0, host_step_s = 0;
   bool host_bound = false;
   std::string layout = "nhwc";                  // SimOptions::layout
   double layout_s = 0;                          // the phases' layout_s

@@ -202,19 +202,10 @@ def build(kind, p):
     raise ValueError(kind)
 
 
-def train_steps(kind, p, fmt, layout, warmup, reps, profile_rows=None, tag=""):
-    set_format(fmt)
-    model, opt_f, (x, y), loss_f, examples = build(kind, p)
-    model = model.to(DEV)
-    x, y = x.to(DEV), y.to(DEV)
-    if layout == "nhwc":
-        model = model.to(memory_format=torch.channels_last)
-        x = x.contiguous(memory_format=torch.channels_last)
-    opt = opt_f(model.parameters())
+def _step_fn(model, opt, x, y, loss_f, fmt, scaler=None):
+    """One training step as DeepLearningExamples runs it: autocast around the forward and the
+    loss, GradScaler where fp16 needs one."""
     half = half_of(fmt)
-    scaler = None
-    if fmt == "amp-fp16" and DEV.type == "cuda":
-        scaler = torch.amp.GradScaler("cuda")
 
     def step():
         opt.zero_grad(set_to_none=True)
@@ -231,6 +222,22 @@ def train_steps(kind, p, fmt, layout, warmup, reps, profile_rows=None, tag=""):
             loss.backward()
             opt.step()
 
+    return step
+
+
+def train_steps(kind, p, fmt, layout, warmup, reps, profile_rows=None, tag=""):
+    set_format(fmt)
+    model, opt_f, (x, y), loss_f, examples = build(kind, p)
+    model = model.to(DEV)
+    x, y = x.to(DEV), y.to(DEV)
+    if layout == "nhwc":
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+    opt = opt_f(model.parameters())
+    scaler = None
+    if fmt == "amp-fp16" and DEV.type == "cuda":
+        scaler = torch.amp.GradScaler("cuda")
+    step = _step_fn(model, opt, x, y, loss_f, fmt, scaler)
     if DEV.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     t = time_fn(step, warmup, reps)
@@ -654,20 +661,6 @@ class _CountOps:
         self.mode, self.n, self.ops = Mode(), 0, {}
 
 
-def _step_fn(model, opt, x, y, loss_f, fmt):
-    half = half_of(fmt)
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        if half is not None:
-            with torch.autocast(DEV.type, dtype=half if DEV.type == "cuda" else torch.bfloat16):
-                loss = loss_f(model(x), y)
-        else:
-            loss = loss_f(model(x), y)
-        loss.backward()
-        opt.step()
-
-    return step
 
 
 def host_table():

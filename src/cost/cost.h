@@ -103,8 +103,12 @@ struct StepCost {
   double opt_pass_bytes = 0;  // every pass of the eager update from memory (cost/layers.h)
   std::string optimizer;      // the `optimizer` config value
   double opt_params = 0;      // parameters the step updates, times the updates per step
-  double bytes = 0;           // all bytes read + written in the step, optimizer included
-  MemoryEstimate memory;      // per worker
+  // The update's passes over its tensors (each in-place or out-of-place operation of the eager
+  // update), times the updates per step: one multi-tensor launch each where a framework
+  // updates every tensor at once (torch.optim's foreach, its default on CUDA).
+  double opt_passes = 0;
+  double bytes = 0;       // all bytes read + written in the step, optimizer included
+  MemoryEstimate memory;  // per worker
   ModelFlops model_flops;
   DataParallelCost data_parallel;
   double flops() const { return fwd_flops + bwd_flops + opt_flops; }

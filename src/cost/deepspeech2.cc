@@ -61,6 +61,8 @@ ModelCost deepspeech2_cost(const Config& c, int64_t eb) {
   out.push_back(cost::linear_nobias("fc", rows, H, classes, eb, true));
   auto log_softmax = cost::softmax_xent("log_softmax", rows, classes, eb);
   log_softmax.op = "log_softmax";
+  // CTC consumes the log-probabilities: no NLL loss zero-fills their gradient on a GPU.
+  log_softmax.gpu_pass_bytes -= double(eb) * rows * classes;
   out.push_back(log_softmax);
   out.push_back(cost::ctc("ctc", real_frames, lattice, classes, eb));
   // spectrogram, frame mask, lengths, transcripts

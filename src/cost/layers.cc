@@ -185,12 +185,16 @@ LayerCost softmax_xent(const std::string& name, double rows, int64_t classes, in
   l.bytes_written = eb * (e + e);
   // A GPU's eager cross-entropy (PyTorch's CUDA log-softmax and NLL loss) passes over the
   // whole rows x classes tensor: log-softmax reads it for the maximum, the sum of exponentials
-  // and the output it writes (one pass each where a row of up to 1024 classes stays in a
-  // warp's registers); backward the NLL loss zero-fills its gradient, and log-softmax's
-  // backward reads that gradient for its sum, then it and the output again as it writes.
-  // Profiled on an H200 at 8192 x 50257 (data/measured/h200-sxm-141gb/shapes.csv): 1.49 ms
-  // forward, 0.35 fill, 1.74 backward, 4, 1 and 4 passes at its streaming bandwidth.
-  l.gpu_pass_bytes = eb * e * (classes > 1024 ? 9 : 6);
+  // and the output it writes; backward the NLL loss zero-fills its gradient, and log-softmax's
+  // backward reads that gradient for its sum, then it and the output again as it writes:
+  // 4 + 1 + 4 passes. A row of up to 1024 classes stays in a warp's registers (forward 2
+  // passes, backward 1 + 3); one that fits a block's 48 KiB of shared memory in fp32 with a
+  // length that is a multiple of 4 is read once forward (2), its backward as for long rows (5).
+  // Measured only for long rows: on an H200 at 8192 x 50257, 1.49 ms forward, 0.35 fill, 1.74
+  // backward (data/measured/h200-sxm-141gb/shapes.csv), 4, 1 and 4 passes at its streaming
+  // bandwidth; the shorter rows' paths are read from PyTorch's SoftMax.cu.
+  const bool in_warp = classes <= 1024, in_shared = classes * 4 <= 48 * 1024 && classes % 4 == 0;
+  l.gpu_pass_bytes = eb * e * (in_warp ? 6 : in_shared ? 7 : 9);
   l.saved_bytes = eb * e;  // log-probabilities
   l.output_bytes = eb * e;
   l.elements = e;
@@ -351,6 +355,7 @@ void scale_to_packed(LayerCost& l, double f) {
   l.bwd_weight_flops *= f;
   l.bytes_read *= f;
   l.bytes_written *= f;
+  l.gpu_pass_bytes *= f;
   l.saved_bytes *= f;
 }
 

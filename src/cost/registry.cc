@@ -59,6 +59,7 @@ StepCost step_cost(ModelCost model, const std::string& optimizer, int64_t eb) {
                      model.optimizer_updates;
   s.optimizer = optimizer;
   s.opt_params = trainable * model.optimizer_updates;
+  s.opt_passes = trainable > 0 ? opt.pass_writes_per_param * model.optimizer_updates : 0;
   s.bytes += s.opt_bytes;
   s.memory.weights = eb * p;
   s.memory.gradients =

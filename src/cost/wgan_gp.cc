@@ -118,7 +118,7 @@ void append(ModelCost& m, std::vector<LayerCost> layers, const Pass& p, double s
     l.saved_bytes *= saved_factor;
     l.fwd_flops *= p.count, l.fwd_matmul_flops *= p.count;
     l.bwd_input_flops *= p.count, l.bwd_weight_flops *= p.count;
-    l.bytes_read *= p.count, l.bytes_written *= p.count;
+    l.bytes_read *= p.count, l.bytes_written *= p.count, l.gpu_pass_bytes *= p.count;
     m.layers.push_back(std::move(l));
   }
 }
@@ -149,7 +149,7 @@ ModelCost wgan_gp_cost(const Config& cfg, int64_t eb) {
       l.fwd_flops += l.bwd_input_flops;
       if (is_matmul(l)) l.fwd_matmul_flops += l.bwd_input_flops;
       l.bwd_input_flops *= 2, l.bwd_weight_flops *= 2;
-      l.bytes_read *= 2, l.bytes_written *= 2;
+      l.bytes_read *= 2, l.bytes_written *= 2, l.gpu_pass_bytes *= 2;
     }
     append(m, gp, {"penalty", n, true, true, false}, critic_peak ? 2 : 0);
   }

@@ -269,21 +269,23 @@ double PlatformDescription::conv_fraction(const std::string& dtype, double n) co
   return interpolate(it->second, n);
 }
 
-double PlatformDescription::alignment_fraction(const std::string& dtype, int64_t elem_bytes,
+double PlatformDescription::alignment_fraction(const std::string& dtype, int64_t elem_bits,
                                                std::initializer_list<int64_t> dims) const {
-  if (!efficiency || elem_bytes <= 0) return 1;
+  if (!efficiency || elem_bits <= 0) return 1;
   const auto it = efficiency->gemm_alignment.find(dtype);
-  if (it == efficiency->gemm_alignment.end()) return 1;
-  int64_t align = 16;
+  if (it == efficiency->gemm_alignment.end() || it->second.empty()) return 1;
+  int64_t align_bits = 128;
   for (const int64_t d : dims) {
-    if (d <= 0) continue;
-    const int64_t bytes = d * elem_bytes;
-    align = std::min(align, bytes & -bytes);  // the largest power of two dividing it
+    // A product this thin runs on other kernels (GEMV-like), not the tiled ones measured.
+    if (d < kThinGemmDim) continue;
+    const int64_t bits = d * elem_bits;
+    align_bits = std::min(align_bits, bits & -bits);  // the largest power of two dividing it
   }
-  if (align >= 16) return 1;
-  // The next smaller alignment stated (a kernel for 8-byte alignment serves 8 and 16).
+  if (align_bits >= 128) return 1;
+  // The next smaller alignment stated (a kernel for 8-byte alignment serves 8 and 16), or,
+  // below every stated one (a 4-bit format's half byte), the smallest stated.
   for (auto f = it->second.rbegin(); f != it->second.rend(); ++f)
-    if (f->first <= align) return f->second;
+    if (8 * f->first <= align_bits) return f->second;
   return it->second.begin()->second;
 }
 

@@ -51,7 +51,7 @@ struct PlatformDescription {
     // features) are multiples of only `bytes` bytes (1, 2, 4 or 8; the key is that alignment)
     // runs at this fraction of the rate it has at 16-byte alignment: cuBLAS picks narrower-
     // access tensor-core kernels for it. A missing key below 16 bytes uses the next smaller
-    // one stated; no entry for a dtype: no penalty.
+    // one stated (below all of them, the smallest stated); no entry for a dtype: no penalty.
     std::map<std::string, std::map<int, double>> gemm_alignment;
     // The share of memory_bandwidth_gbps that streaming kernels reach (STREAM's triad on a
     // GPU: 0.84-0.90 of the datasheet figure). 1 where the bandwidth is itself measured.
@@ -103,9 +103,11 @@ struct PlatformDescription {
   double gemm_fraction(const std::string& dtype, double n) const;
   // The same for a convolution, from the conv curve where the dtype has one.
   double conv_fraction(const std::string& dtype, double n) const;
-  // The gemm_alignment factor for a GEMM in `dtype` (elements of elem_bytes) whose leading
+  // The gemm_alignment factor for a GEMM in `dtype` (elements of elem_bits) whose leading
   // dimensions are `dims`: 1 where every one is 16-byte aligned or the dtype has no entry.
-  double alignment_fraction(const std::string& dtype, int64_t elem_bytes,
+  // Dimensions under kThinGemmDim elements are left out.
+  static constexpr int64_t kThinGemmDim = 16;
+  double alignment_fraction(const std::string& dtype, int64_t elem_bits,
                             std::initializer_list<int64_t> dims) const;
   // Wave quantization: the share of the `cores` x tile capacity that `count` independent
   // m x n outputs (reducing over k) keep busy, count x m x n x s / (waves x cores x tile rows x

@@ -38,12 +38,13 @@ std::string stated_peaks(const PlatformDescription& p) {
 
 bool recurrent(const std::string& op) { return op == "rnn" || op == "lstm" || op == "gru"; }
 
-// Bytes per element of a GEMM's operands at a peak's dtype (TF32 keeps fp32 storage).
-int64_t matmul_elem_bytes(const std::string& dtype) {
-  if (dtype == "fp64") return 8;
-  if (dtype == "fp32" || dtype == "tf32") return 4;
-  if (dtype == "fp16" || dtype == "bf16") return 2;
-  return 1;  // fp8, int8; fp4's packed pairs
+// Bits per element of a GEMM's operands at a peak's dtype (TF32 keeps fp32 storage).
+int64_t matmul_elem_bits(const std::string& dtype) {
+  if (dtype == "fp64") return 64;
+  if (dtype == "fp32" || dtype == "tf32") return 32;
+  if (dtype == "fp16" || dtype == "bf16") return 16;
+  if (dtype == "fp4") return 4;
+  return 8;  // fp8, int8
 }
 // Layers autocast runs in fp32 whole (PyTorch's autocast op reference: softmax, log-softmax
 // and the losses, layer norm; trainbench's RMSNorm computes in fp32 itself).
@@ -58,7 +59,8 @@ double cell_operators(const std::string& op) { return op == "lstm" ? 12 : op == 
 
 }  // namespace
 
-OpCount count_operators(const StepCost& cost, const std::map<std::string, double>& cell_step_us) {
+OpCount count_operators(const StepCost& cost, const std::map<std::string, double>& cell_step_us,
+                        bool multi_tensor) {
   OpCount c;
   double tensors = 0;
   for (const auto& l : cost.layers) {
@@ -74,8 +76,8 @@ OpCount count_operators(const StepCost& cost, const std::map<std::string, double
   // FLOPs, RMSprop: 11 FLOPs in 5 to 6 updates); optimizer_updates > 1 is folded in.
   const double per_param = cost.params > 0 ? cost.opt_flops / double(cost.params) : 0;
   const double updates = per_param > 0 ? std::max(1.0, std::round(per_param / 2)) : 0;
-  c.backward += tensors;                  // AccumulateGrad
-  c.optimizer = tensors * (updates + 1);  // + zero_grad
+  c.backward += tensors;                                                   // AccumulateGrad
+  c.optimizer = multi_tensor ? cost.opt_passes : tensors * (updates + 1);  // + zero_grad
   return c;
 }
 
@@ -283,7 +285,7 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     // left alone: cuDNN pads channels itself (ResNet's 3-channel input).
     if (gemm && l.op == "linear")
       fraction *=
-          p.alignment_fraction(f.peak_dtype, matmul_elem_bytes(f.peak_dtype), {l.gemm_k, l.gemm_n});
+          p.alignment_fraction(f.peak_dtype, matmul_elem_bits(f.peak_dtype), {l.gemm_k, l.gemm_n});
     auto mapped = [&](int64_t m, int64_t nn, int64_t k) -> std::optional<SystolicMapping> {
       if (!gemm || !p.systolic_array) return std::nullopt;
       return map_gemm(m, nn, k, l.gemm_count, *p.systolic_array);
@@ -395,7 +397,9 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
   // on a GPU back-to-back kernels each pay a start-up time on top of their work (t = a + V/b
   // fits small-kernel measurements; docs/platforms.md).
   if (p.efficiency) {
-    s.ops = count_operators(cost, p.efficiency->cell_step_us);
+    s.ops = count_operators(cost, p.efficiency->cell_step_us, p.kind == "gpu");
+    // Per parameter tensor as count_operators counts them (weight and bias): a bias-free
+    // layer gets two casts too many, a tied output layer (no parameters of its own) none.
     if (autocast)
       for (const auto& l : cost.layers)
         if (l.gemm_count > 0 && l.fwd_matmul_flops > 0 && l.params > 0)

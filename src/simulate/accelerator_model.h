@@ -97,9 +97,12 @@ struct OpCount {
   double total() const { return forward + backward + optimizer + casts; }
 };
 // A recurrent cell named in `cell_step_us` (the description's measured time per step) counts
-// as one operator per phase: its steps are timed apart.
+// as one operator per phase: its steps are timed apart. multi_tensor (GPU descriptions): the
+// optimizer as torch.optim runs it on CUDA, one foreach launch per pass over all tensors and
+// the gradients set to None rather than zeroed.
 OpCount count_operators(const StepCost& cost,
-                        const std::map<std::string, double>& cell_step_us = {});
+                        const std::map<std::string, double>& cell_step_us = {},
+                        bool multi_tensor = false);
 using tb::equivalent_square_n;  // platform/description.h
 
 struct Simulation {

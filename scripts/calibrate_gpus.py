@@ -313,22 +313,31 @@ def main():
 
 
 # The GPU whose host table (scripts/fit_gpu_host.py) and alignment table were measured; the
-# H100 (same SMs, same libraries) takes them, the host's scaled by its own dispatch time.
+# H100 (same SMs, same libraries) takes them, the host's scaled by its own dispatch time,
+# until its own folder has a host-fit.json.
 HOST_FIT = os.path.join(MEASURED, "h200-sxm-141gb", "host-fit.json")
 ALIGN_SOURCE = "data/measured/h200-sxm-141gb/align.csv"
 SM90 = ("h100", "h200")
 
 
 def host_fit(name):
-    """(host_op_us, host_step_us, note) from the H200 host's fitted training-step table; on
-    another sm_90 GPU's host scaled by the ratio of the two hosts' trivial-operator dispatch
-    (launch.csv), an assumption: the same framework on a faster or slower CPU."""
+    """(host_op_us, host_step_us, note) from this GPU's own host's fitted training-step table
+    where one was measured, else the H200 host's scaled by the ratio of the two hosts'
+    trivial-operator dispatch (launch.csv), an assumption: the same framework on a faster or
+    slower CPU."""
+    own_fit = os.path.join(MEASURED, os.path.splitext(name)[0], "host-fit.json")
+    if name.startswith(SM90) and os.path.exists(own_fit):
+        with open(own_fit) as f:
+            fit = json.load(f)
+        return (round(fit["host_op_us"], 2), round(fit["host_step_us"], 1),
+                f"training steps of tiny models on the lent GPU's host (scripts/fit_gpu_host.py, "
+                f"{os.path.relpath(own_fit, ROOT)})")
     if not name.startswith(SM90) or not os.path.exists(HOST_FIT):
         return None
     with open(HOST_FIT) as f:
         fit = json.load(f)
     own, ref = host_dispatch_us(name), host_dispatch_us("h200-sxm-141gb.json")
-    scale = own / ref if own and ref and not name.startswith("h200") else 1.0
+    scale = own / ref if own and ref else 1.0
     note = ("training steps of tiny models on the lent H200's host (scripts/fit_gpu_host.py, "
             "data/measured/h200-sxm-141gb/host-fit.json)")
     if scale != 1.0:

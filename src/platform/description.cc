@@ -58,6 +58,14 @@ struct Reader {
     if (!v->is_string()) fail(key, "expected a string, got " + v->dump());
     return v->get<std::string>();
   }
+  // Zero is a statement for a cost (none), unlike the roofs, which must be positive.
+  double microseconds(const json& v, const std::string& field, int max_exponent = 6) const {
+    const double max = std::pow(10.0, max_exponent);
+    if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() > max)
+      fail(field,
+           fmt::format("expected microseconds in [0, 1e{}], got {}", max_exponent, v.dump()));
+    return v.get<double>();
+  }
   double positive(const json& v, const std::string& field) const {
     if (!v.is_number()) fail(field, "expected a number, got " + v.dump());
     const double d = v.get<double>();
@@ -89,18 +97,11 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
   for (const auto& [k, v] : e.items()) {
     const std::string field = "efficiency." + k;
     if (k == "op_overhead_us") {
-      // Zero is a statement (no per-operator cost), unlike the roofs, which must be positive.
-      if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() > 1e6)
-        r.fail(field, "expected microseconds in [0, 1e6], got " + v.dump());
-      out.op_overhead_us = v.get<double>();
+      out.op_overhead_us = r.microseconds(v, field);
     } else if (k == "host_op_us") {
-      if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() > 1e6)
-        r.fail(field, "expected microseconds in [0, 1e6], got " + v.dump());
-      out.host_op_us = v.get<double>();
+      out.host_op_us = r.microseconds(v, field);
     } else if (k == "host_step_us") {
-      if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() > 1e7)
-        r.fail(field, "expected microseconds in [0, 1e7], got " + v.dump());
-      out.host_step_us = v.get<double>();
+      out.host_step_us = r.microseconds(v, field, 7);
     } else if (k == "gemm_alignment") {
       if (!v.is_object()) r.fail(field, "expected an object of dtypes, got " + v.dump());
       for (const auto& [dtype, by] : v.items()) {
@@ -117,9 +118,7 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
         }
       }
     } else if (k == "conv_call_us") {
-      if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() > 1e6)
-        r.fail(field, "expected microseconds in [0, 1e6], got " + v.dump());
-      out.conv_call_us = v.get<double>();
+      out.conv_call_us = r.microseconds(v, field);
     } else if (k == "memory_fraction") {
       if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > 1)
         r.fail(field, "expected a number in (0, 1], got " + v.dump());
@@ -185,9 +184,7 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
       for (const auto& [cell, us] : v.items()) {
         if (cell != "rnn" && cell != "lstm" && cell != "gru")
           r.fail(field + "." + cell, "unknown cell (expected rnn, lstm or gru)");
-        if (!us.is_number() || !(us.get<double>() >= 0) || us.get<double>() > 1e6)
-          r.fail(field + "." + cell, "expected microseconds in [0, 1e6], got " + us.dump());
-        out.cell_step_us[cell] = us.get<double>();
+        out.cell_step_us[cell] = r.microseconds(us, field + "." + cell);
       }
     } else if (k == "optimizer_ns_per_param") {
       if (!v.is_object()) r.fail(field, "expected an object of dtypes, got " + v.dump());

@@ -504,6 +504,24 @@ TEST(NumericsScaling, Nvfp4MatchesTransformerEngine) {
       EXPECT_EQ(bad, 0) << name << " on rows of " << c3;
     }
   }
+  // 1-D tiles on rows of 1024 run as 4096-element rows, so 10 rows end in a short one of 2048:
+  // its own groups of 16 tiles, a NaN in it and one in a whole row.
+  {
+    const size_t r4 = 10, c4 = 1024;
+    std::vector<float> v(r4 * c4);
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = n(gen) * std::exp2(float(int(i / 16 * 5) % 23 - 11));
+    v[100] = std::numeric_limits<float>::quiet_NaN();
+    v[9000] = -std::numeric_limits<float>::quiet_NaN();
+    const Format f = parse_format("nvfp4");
+    QuantOptions o;
+    o.row = c4;
+    const auto y = tb::num::quantize(f, v, o);
+    const auto want = reference_nvfp4(v, c4, 1);
+    int bad = 0;
+    for (size_t i = 0; i < v.size(); ++i) bad += !same(y[i], want[i]);
+    EXPECT_EQ(bad, 0) << "nvfp4 on rows of " << c4;
+  }
   // Rows that end inside a tile (40 = 2 x 16 + 8), 1-D and with 16 x 16 tiles whose last band
   // is short (20 = 16 + 4 rows).
   {

@@ -1514,28 +1514,71 @@ const BlockGrids& block_grids(const BlockFormat& f) {
   return *cache.back().second;
 }
 
-// The amaxes of 16 consecutive 16-element tiles (amax_bits_inline's each), folded into
-// acc[0..16).
-TB_INLINE void amax_16_tiles(const float* x, uint32_t* acc) {
+// The largest |x| bits of 16 consecutive 16-element tiles, each spanning `rows` rows `stride`
+// elements apart (NVFP4's 16x16 weight tiles span 16), NaN as its bits (above Inf's), folded
+// into acc[0..16). The rows are folded element-wise first, so one 16-lane reduction serves a
+// whole 2-D tile; the caller takes a NaN out afterwards (a tile whose figure is above Inf's),
+// where checking every 16 tiles for one cost as much as their reduction.
+TB_INLINE void raw_amax_16_tiles(const float* x, size_t rows, size_t stride, uint32_t* acc) {
   U32x16 v[16];
   for (int t = 0; t < 16; ++t) {
     std::memcpy(&v[t], x + 16 * t, sizeof(U32x16));
     v[t] &= 0x7FFFFFFFu;
   }
+  for (size_t i = 1; i < rows; ++i)
+    for (int t = 0; t < 16; ++t) {
+      U32x16 w;
+      std::memcpy(&w, x + i * stride + 16 * t, sizeof w);
+      w &= 0x7FFFFFFFu;
+      v[t] = v[t] > w ? v[t] : w;
+    }
   max_lanes_16(v);
-  // NaN counts as 0, as fmaxf ignores it: a tile whose largest bits are a NaN's (above Inf's)
-  // is taken again without them, where masking NaN off every element costs two operations a
-  // vector.
-  const U32x16 nan = reinterpret_cast<U32x16>(v[0] > kInfBits);
-  uint32_t any = 0;
-  for (int t = 0; t < 16; ++t) any |= nan[t];
-  if (any)
-    for (int t = 0; t < 16; ++t)
-      if (nan[t]) v[0][t] = amax_bits_inline(x + 16 * t, 16);
   U32x16 a;
   std::memcpy(&a, acc, sizeof a);
   a = a > v[0] ? a : v[0];
   std::memcpy(acc, &a, sizeof a);
+}
+
+// The largest |x| bits (NaN ignored, as fmaxf does) of each of the `tiles` tiles of a band of
+// `len` elements, rows of `row`: whole rows (all but a call's last may be short) 16 tiles at a
+// time over all of them, raw; then a short last row's own groups of 16; the tiles left one row
+// at a time, NaN ignored. A free function, not nvfp4_serial's lambda: a lambda is compiled
+// once outside the target clones, and this one, not inlined, ran its vectors on SSE2.
+TB_INLINE void nvfp4_band_amax(const float* x0, size_t len, size_t row, size_t block, size_t tiles,
+                               uint32_t* amax) {
+  constexpr size_t kTile = 16;
+  std::fill(amax, amax + tiles, 0u);
+  const size_t rows = (len + row - 1) / row;
+  const auto row_len = [&](size_t i) { return std::min(row, len - i * row); };
+  const size_t full = row_len(rows - 1) == row ? rows : rows - 1;
+  const size_t short_len = full < rows ? row_len(full) : 0;
+  size_t t = 0, ts = 0;
+  if (block == kTile) {
+    if (full > 0)
+      for (; (t + 16) * kTile <= row; t += 16)
+        raw_amax_16_tiles(x0 + t * kTile, full, row, &amax[t]);
+    for (; (ts + 16) * kTile <= short_len; ts += 16)
+      raw_amax_16_tiles(x0 + full * row + ts * kTile, 1, row, &amax[ts]);
+  }
+  for (size_t i = 0; i < rows; ++i) {
+    const float* x = x0 + i * row;
+    const size_t rl = row_len(i);
+    for (size_t u = i < full ? t : ts; u * block < rl; ++u)
+      amax[u] = std::max(amax[u], amax_bits_inline(x + u * block, std::min(block, rl - u * block)));
+  }
+  // A NaN's bits (above Inf's) in a raw figure: that tile again, NaN ignored.
+  const size_t raw = std::max(t, ts);
+  uint32_t raw_nan = 0;
+  for (size_t u = 0; u < raw; ++u) raw_nan |= uint32_t(amax[u] > kInfBits);
+  if (raw_nan)
+    for (size_t u = 0; u < raw; ++u)
+      if (amax[u] > kInfBits) {
+        amax[u] = 0;
+        for (size_t i = 0; i < rows; ++i)
+          if (u * block < row_len(i))
+            amax[u] = std::max(amax[u], amax_bits_inline(x0 + i * row + u * block,
+                                                         std::min(block, row_len(i) - u * block)));
+      }
 }
 
 // NVFP4's element grid (E2M1) and the FastGrids of it and of its E4M3 scales. Not statics of
@@ -1588,24 +1631,6 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
   // three per row of the tensor (a row of 256 is 16 tiles).
   if (f.rows == 1 && row % block == 0) row = std::min(n, std::max(row, kNvfp4Row));
   const size_t band = size_t(f.rows) * row, tiles = (row + block - 1) / block;
-  // The largest |x| bits (NaN ignored, as fmaxf does) of each tile of the band at b0.
-  const auto band_amax = [&](size_t b0, uint32_t* amax) {
-    std::fill(amax, amax + tiles, 0u);
-    const size_t rows = (std::min(band, n - b0) + row - 1) / row;
-    for (size_t i = 0; i < rows; ++i) {
-      const float* x = in + b0 + i * row;
-      const size_t rl = std::min(row, n - (b0 + i * row));
-      size_t t = 0;
-      if (block == kTile) {
-        for (; (t + 16) * kTile <= rl; t += 16) amax_16_tiles(x + t * kTile, &amax[t]);
-        for (; (t + 1) * kTile <= rl; ++t)
-          amax[t] = std::max(amax[t], amax_bits_inline(x + t * kTile, kTile));
-      }
-      for (; t * block < rl; ++t)
-        amax[t] =
-            std::max(amax[t], amax_bits_inline(x + t * block, std::min(block, rl - t * block)));
-    }
-  };
   // Per thread, reused: a call may be one 4096-element tile of a streamed array.
   thread_local std::vector<float> enc, dec, buf, tile_enc, tile_dec;
   thread_local std::vector<uint32_t> tile_amax;
@@ -1617,7 +1642,9 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
   if (tile_enc.size() < tiles) tile_enc.resize(tiles), tile_dec.resize(tiles);
   if (tile_amax.size() < kept) tile_amax.resize(kept);
   if (fused) {
-    for (size_t bi = 0; bi < bands; ++bi) band_amax(bi * band, tile_amax.data() + bi * tiles);
+    for (size_t bi = 0; bi < bands; ++bi)
+      nvfp4_band_amax(in + bi * band, std::min(band, n - bi * band), row, block, tiles,
+                      tile_amax.data() + bi * tiles);
     tensor_amax =
         as_float(kept ? *std::max_element(tile_amax.begin(), tile_amax.begin() + long(kept)) : 0u);
   }
@@ -1630,7 +1657,8 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
     // A call's last row may be short (n not a multiple of row): its tiles end with it.
     auto row_len = [&](size_t i) { return std::min(row, n - (b0 + i * row)); };
     const uint32_t* amax = tile_amax.data() + (fused ? bi * tiles : 0);
-    if (!fused) band_amax(b0, tile_amax.data());
+    if (!fused)
+      nvfp4_band_amax(in + b0, std::min(band, n - b0), row, block, tiles, tile_amax.data());
     size_t t0 = 0;
 #if TB_AVX512_KERNELS
     if (avx512_cpu()) {

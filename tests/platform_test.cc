@@ -217,7 +217,7 @@ TEST(PlatformCache, InvalidatedWhenHardwareOrLibraryChanges) {
   p.extra["fingerprint"] = before;
   save_cached_platform(path, p);
   EXPECT_FALSE(load_cached_platform(path, fp, &why));
-  EXPECT_NE(why.find("method_version changed: 2 -> 7"), std::string::npos) << why;
+  EXPECT_NE(why.find("method_version changed: 2 -> 8"), std::string::npos) << why;
   EXPECT_FALSE(load_cached_platform(path + ".missing", fp, &why));
   std::ofstream(path) << "garbage";
   EXPECT_FALSE(load_cached_platform(path, fp, &why));
@@ -245,6 +245,8 @@ TEST(PlatformMeasure, QuickCharacterizationIsAValidDescription) {
   o.trial_s = 0.02;
   o.sweep = false;
   o.stream_elements = 1 << 20;
+  o.gemm_rows = {16, 64};
+  o.gemm_rows_sizes = {128, 512};
   const PlatformDescription p = characterize_host(o);
   EXPECT_GT(p.peak_tflops.at("fp32"), 0);
   EXPECT_GT(p.memory_bandwidth_gbps, 0);
@@ -273,7 +275,31 @@ TEST(PlatformMeasure, QuickCharacterizationIsAValidDescription) {
     EXPECT_GT(pt.fraction_of_peak, 0);
     EXPECT_LE(pt.fraction_of_peak, 1);
   }
+  // A linear layer's GEMMs at batch rows: every rows x n pair measured, rows first, its trials
+  // kept, and a fraction for each point above twice the floor.
+  const auto& stored = m["gemm_rows"]["fp32"]["points"];
+  ASSERT_EQ(stored.size(), 4u);
+  EXPECT_EQ(stored[1]["rows"], 16);
+  EXPECT_EQ(stored[1]["n"], 512);
+  EXPECT_EQ(stored[2]["rows"], 64);
+  for (const auto& pt : stored) EXPECT_EQ(pt["trials"].size(), 2u);
+  EXPECT_LE(p.efficiency->gemm_rows.at("fp32").size(), 4u);
+  for (const auto& pt : p.efficiency->gemm_rows.at("fp32")) {
+    EXPECT_GT(pt.fraction_of_peak, 0);
+    EXPECT_LE(pt.fraction_of_peak, 1);
+  }
   EXPECT_EQ(to_json(parse_platform(to_json(p), "measured")), to_json(p));
+}
+
+// A batch-row point is its three calls' time less three floors; within twice that, left out.
+TEST(PlatformMeasure, BatchRowPointsTakeThreeCallFloorsOut) {
+  RowsGemm fast{16, 64, 3 * 2.0 * 16 * 64 * 64, {}}, slow{64, 512, 3 * 2.0 * 64 * 512 * 512, {}};
+  fast.gflops.values = {fast.flops / 5e-6 / 1e9};    // 5 us for three calls: under 2 x 3 us
+  slow.gflops.values = {slow.flops / 103e-6 / 1e9};  // 103 us: 100 us of work beyond the floors
+  const auto f = rows_gemm_fractions({fast, slow}, 2000, 1.0);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].rows, 64);
+  EXPECT_NEAR(f[0].fraction, slow.flops / 100e-6 / 1e9 / 2000, 1e-12);
 }
 
 // A point is what its call takes beyond the per-call floor; where that is less than the floor

@@ -398,6 +398,50 @@ TEST(Efficiency, TheCurveSlowsEachGemmPhaseByItsFraction) {
   EXPECT_DOUBLE_EQ(b.overhead_s, 0);  // op_overhead_us 0: nothing added
 }
 
+// A thin product (a batch of rows against a wide layer) reads the batch-row curves: its smallest
+// dimension picks the row counts around it, the harmonic mean of the other two is read along
+// each; past the largest row count it heads for the square curve; without rows for the dtype,
+// the square curve at the equivalent n, as before.
+TEST(Efficiency, ThinGemmsReadTheBatchRowCurvesBetweenTheirRowCounts) {
+  PlatformDescription p = accelerator(1, 1e9);
+  p.efficiency = curve({{64, 0.2}, {4096, 0.8}});
+  p.efficiency->gemm_rows["fp32"] = {
+      {64, 256, 0.4}, {64, 1024, 0.6}, {16, 256, 0.1}, {16, 1024, 0.2}};
+  std::sort(
+      p.efficiency->gemm_rows["fp32"].begin(), p.efficiency->gemm_rows["fp32"].end(),
+      [](const auto& a, const auto& b) { return a.rows != b.rows ? a.rows < b.rows : a.n < b.n; });
+  // On a measured point; the dimensions' order does not matter.
+  EXPECT_DOUBLE_EQ(p.gemm_shape_fraction("fp32", 64, 256, 256), 0.4);
+  EXPECT_DOUBLE_EQ(p.gemm_shape_fraction("fp32", 256, 64, 256), 0.4);
+  // L = 512, halfway along each row in log n; 32 rows halfway between 16 and 64 in log rows.
+  const double r16 = std::sqrt(0.1 * 0.2), r64 = std::sqrt(0.4 * 0.6);
+  EXPECT_NEAR(p.gemm_shape_fraction("fp32", 32, 512, 512), std::sqrt(r16 * r64), 1e-12);
+  // L is the harmonic mean of the two larger: 2 x 2048 x 341.3 / (2048 + 341.3) = 585.1.
+  const double L = 2 * 2048 * (1024.0 / 3) / (2048 + 1024.0 / 3);
+  const double t = std::log(L / 256) / std::log(4.0);
+  EXPECT_NEAR(p.gemm_shape_fraction("fp32", 64, 2048, 1024.0 / 3),
+              std::exp(std::log(0.4) + t * (std::log(0.6) - std::log(0.4))), 1e-12);
+  // Below the fewest rows: clamped to them.
+  EXPECT_DOUBLE_EQ(p.gemm_shape_fraction("fp32", 4, 256, 256), 0.1);
+  // Above the most rows: log-log toward the square curve at L, reached where s = L.
+  const double sq = p.gemm_fraction("fp32", 1024);
+  EXPECT_NEAR(p.gemm_shape_fraction("fp32", 1024, 1024, 1024), sq, 1e-12);
+  EXPECT_NEAR(p.gemm_shape_fraction("fp32", 256, 1024, 1024),
+              std::exp(std::log(0.6) + 0.5 * (std::log(sq) - std::log(0.6))), 1e-12);
+  // No rows for bf16, no efficiency at all: the square curve at the equivalent n, or 1.
+  p.efficiency->gemm["bf16"] = {{64, 0.3}, {1024, 0.9}};
+  EXPECT_DOUBLE_EQ(p.gemm_shape_fraction("bf16", 64, 512, 512),
+                   p.gemm_fraction("bf16", sim::equivalent_square_n(64, 512, 512)));
+  EXPECT_DOUBLE_EQ(accelerator(1, 1).gemm_shape_fraction("fp32", 64, 512, 512), 1);
+  // A linear layer's three phases all run at its shape's fraction.
+  const StepCost c = one_linear(64, 512, 512);
+  const auto f = sim::resolve_format(p, "fp32");
+  const auto s = sim::simulate_step(p, c, 4, f);
+  for (const auto& ph : s.layers[0].phases)
+    if (ph.matmul_flops > 0)
+      EXPECT_DOUBLE_EQ(ph.gemm_fraction, p.gemm_shape_fraction("fp32", 64, 512, 512)) << ph.phase;
+}
+
 // Wave quantization, by hand: 108 units and 128 x 256 tiles. A 1024 x 1024 output is 8 x 4 =
 // 32 tiles, one wave on 108 units (32/108 busy) when k is too shallow to split; with k = 4096
 // a library splits k in 16 (512 tiles, 5 waves: 512/540). Two tiles on the menu: the one that
@@ -733,7 +777,11 @@ TEST(Efficiency, JsonRoundTripSortsTheCurve) {
         {{"fp32",
           {{{"n", 86}, {"fraction_of_peak", 0.38}}, {{"n", 22}, {"fraction_of_peak", 0.04}}}}}},
        {"op_ns_per_element", {{"batchnorm", 3.1}, {"relu", 0.9}}},
-       {"gemm_tiles", {{"fp32", {{128, 128}, {64, 32}}}}}});
+       {"gemm_tiles", {{"fp32", {{128, 128}, {64, 32}}}}},
+       {"gemm_rows",
+        {{"fp32",
+          {{{"rows", 64}, {"n", 512}, {"fraction_of_peak", 0.6}},
+           {{"rows", 16}, {"n", 512}, {"fraction_of_peak", 0.2}}}}}}});
   const PlatformDescription p = parse_platform(j, "t.json");
   ASSERT_TRUE(p.efficiency);
   EXPECT_DOUBLE_EQ(p.efficiency->op_overhead_us, 6.5);
@@ -750,6 +798,9 @@ TEST(Efficiency, JsonRoundTripSortsTheCurve) {
   ASSERT_EQ(p.efficiency->gemm_tiles.at("fp32").size(), 2u);
   EXPECT_EQ(p.efficiency->gemm_tiles.at("fp32")[1].cols, 32);
   EXPECT_EQ(again["efficiency"]["gemm_tiles"]["fp32"][0][0], 128);
+  ASSERT_EQ(p.efficiency->gemm_rows.at("fp32").size(), 2u);
+  EXPECT_EQ(p.efficiency->gemm_rows.at("fp32")[0].rows, 16);  // sorted by rows, then n
+  EXPECT_EQ(again["efficiency"]["gemm_rows"]["fp32"][1]["rows"], 64);
   EXPECT_EQ(to_json(parse_platform(again, "again.json")), again);
   // An old description (no efficiency) round-trips without gaining one.
   const auto old = to_json(accelerator(1, 1));
@@ -967,6 +1018,19 @@ TEST(Efficiency, BadValuesAreRefusedNamingTheField) {
   refused({{"optimizer_ns_per_param", 3}}, "efficiency.optimizer_ns_per_param");
   refused({{"memory_fraction", 1.2}}, "efficiency.memory_fraction");
   refused({{"op_overhead", 5}}, "efficiency.op_overhead");
+  refused({{"gemm_rows", {{"fp32", {{{"rows", 0}, {"n", 64}, {"fraction_of_peak", 0.5}}}}}}},
+          "efficiency.gemm_rows.fp32[0].rows");
+  refused({{"gemm_rows", {{"fp32", {{{"rows", 16}, {"n", 64}, {"fraction_of_peak", 1.5}}}}}}},
+          "efficiency.gemm_rows.fp32[0].fraction_of_peak");
+  refused({{"gemm_rows", {{"fp32", {{{"rows", 16}, {"fraction_of_peak", 0.5}}}}}}},
+          "efficiency.gemm_rows.fp32[0]");
+  refused({{"gemm_rows",
+            {{"fp32",
+              {{{"rows", 16}, {"n", 64}, {"fraction_of_peak", 0.5}},
+               {{"rows", 16}, {"n", 64}, {"fraction_of_peak", 0.4}}}}}}},
+          "efficiency.gemm_rows.fp32");
+  refused({{"gemm_rows", {{"fp99", {{{"rows", 16}, {"n", 64}, {"fraction_of_peak", 0.5}}}}}}},
+          "efficiency.gemm_rows.fp99");
   refused({{"gemm_tiles", {{"fp32", {{128, 0}}}}}}, "efficiency.gemm_tiles.fp32[0]");
   refused({{"gemm_tiles", {{"fp32", {{128}}}}}}, "efficiency.gemm_tiles.fp32[0]");
   refused({{"gemm_tiles", {{"fp32", nlohmann::json::array()}}}}, "efficiency.gemm_tiles.fp32");

@@ -32,6 +32,10 @@ std::string describe_model(const PlatformDescription& d) {
                             c.front().n, c.back().n);
     return curves.empty() ? std::string("no curve") : curves;
   };
+  std::string rows;
+  for (const auto& [dtype, pts] : d.efficiency->gemm_rows)
+    rows += fmt::format("{}{} {} points", rows.empty() ? "" : ", ", dtype, pts.size());
+  if (!rows.empty()) rows = "; a linear layer's GEMMs at batch rows: " + rows;
   const std::string conv = d.efficiency->conv.empty() ? ""
                                                       : fmt::format(", convolution efficiency ({})",
                                                                     list(d.efficiency->conv));
@@ -55,7 +59,7 @@ std::string describe_model(const PlatformDescription& d) {
   return fmt::format(
       "roofline x GEMM efficiency ({}){}{} + {:.3g} us per operator{}{}, from the "
       "description's efficiency{}",
-      list(d.efficiency->gemm), conv, ops, d.efficiency->op_overhead_us,
+      list(d.efficiency->gemm) + rows, conv, ops, d.efficiency->op_overhead_us,
       d.efficiency->conv_call_us > 0
           ? fmt::format(" + {:.3g} us per convolution phase", d.efficiency->conv_call_us)
           : "",

@@ -80,6 +80,8 @@ Command add_platform(CLI::App& app) {
             apply_threads(a->threads);
             if (a->quick) {
               a->options.gemm_sizes = {256, 512};
+              a->options.gemm_rows = {64};
+              a->options.gemm_rows_sizes = {256, 512};
               a->options.trials = 3;
               a->options.trial_s = 0.05;
               a->options.sweep = false;

@@ -151,6 +151,39 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
             r.fail(df, fmt::format("n = {} appears twice", curve[i].n));
         (k == "gemm" ? out.gemm : out.conv)[dtype] = std::move(curve);
       }
+    } else if (k == "gemm_rows") {
+      if (!v.is_object()) r.fail(field, "expected an object of dtypes, got " + v.dump());
+      for (const auto& [dtype, pts] : v.items()) {
+        const std::string df = field + "." + dtype;
+        if (!kDtypes.count(dtype)) r.fail(df, "unknown dtype (expected one of peak_tflops' keys)");
+        if (!pts.is_array() || pts.empty())
+          r.fail(df, "expected a non-empty array of {\"rows\", \"n\", \"fraction_of_peak\"}");
+        std::vector<PlatformDescription::Efficiency::RowsPoint> list;
+        for (size_t i = 0; i < pts.size(); ++i) {
+          const std::string pf = fmt::format("{}[{}]", df, i);
+          const json& pt = pts[i];
+          if (!pt.is_object() || pt.size() != 3 || !pt.contains("rows") || !pt.contains("n") ||
+              !pt.contains("fraction_of_peak"))
+            r.fail(pf, "expected {\"rows\": m, \"n\": size, \"fraction_of_peak\": f}, got " +
+                           pt.dump());
+          for (const char* key : {"rows", "n"}) {
+            const json& d = pt[key];
+            if (!d.is_number_integer() || d.get<int64_t>() <= 0 || d.get<int64_t>() > 10000000)
+              r.fail(pf + "." + key, "expected a positive integer, got " + d.dump());
+          }
+          const json& f = pt["fraction_of_peak"];
+          if (!f.is_number() || !(f.get<double>() > 0) || f.get<double>() > 1)
+            r.fail(pf + ".fraction_of_peak", "expected a number in (0, 1], got " + f.dump());
+          list.push_back({pt["rows"].get<int64_t>(), pt["n"].get<int64_t>(), f.get<double>()});
+        }
+        std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) {
+          return a.rows != b.rows ? a.rows < b.rows : a.n < b.n;
+        });
+        for (size_t i = 1; i < list.size(); ++i)
+          if (list[i].rows == list[i - 1].rows && list[i].n == list[i - 1].n)
+            r.fail(df, fmt::format("rows = {}, n = {} appears twice", list[i].rows, list[i].n));
+        out.gemm_rows[dtype] = std::move(list);
+      }
     } else if (k == "gemm_tiles") {
       if (!v.is_object()) r.fail(field, "expected an object of dtypes, got " + v.dump());
       for (const auto& [dtype, tiles] : v.items()) {
@@ -206,7 +239,8 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
     } else {
       r.fail(field,
              "unknown key (expected op_overhead_us, host_op_us, host_step_us, conv_call_us, "
-             "memory_fraction, gemm, conv, gemm_tiles, gemm_alignment, op_ns_per_element, "
+             "memory_fraction, gemm, gemm_rows, conv, gemm_tiles, gemm_alignment, "
+             "op_ns_per_element, "
              "cell_step_us or optimizer_ns_per_param)");
     }
   }
@@ -241,6 +275,41 @@ double PlatformDescription::gemm_fraction(const std::string& dtype, double n) co
   auto it = efficiency->gemm.find(dtype);
   if (it == efficiency->gemm.end() || it->second.empty()) return 1;
   return interpolate(it->second, n);
+}
+
+double PlatformDescription::gemm_shape_fraction(const std::string& dtype, double m, double n,
+                                                double k) const {
+  const auto square = [&] { return gemm_fraction(dtype, equivalent_square_n(m, n, k)); };
+  if (!efficiency || !(m > 0) || !(n > 0) || !(k > 0)) return square();
+  const auto it = efficiency->gemm_rows.find(dtype);
+  if (it == efficiency->gemm_rows.end() || it->second.empty()) return square();
+  double d[3] = {m, n, k};
+  std::sort(d, d + 3);
+  const double s = d[0], L = 2 * d[1] * d[2] / (d[1] + d[2]);
+  // Each row count's curve over n, read at L.
+  std::vector<std::pair<double, double>> at;  // (rows, fraction), ascending rows
+  const auto& pts = it->second;
+  for (size_t i = 0; i < pts.size();) {
+    std::vector<GemmPoint> curve;
+    size_t j = i;
+    for (; j < pts.size() && pts[j].rows == pts[i].rows; ++j)
+      curve.push_back({pts[j].n, pts[j].fraction_of_peak});
+    at.emplace_back(double(pts[i].rows), interpolate(curve, L));
+    i = j;
+  }
+  const auto between = [](double x, double x0, double f0, double x1, double f1) {
+    if (!(x1 > x0)) return f0;
+    const double t = std::log(x / x0) / std::log(x1 / x0);
+    return std::exp(std::log(f0) + t * (std::log(f1) - std::log(f0)));
+  };
+  if (s <= at.front().first) return at.front().second;
+  for (size_t i = 1; i < at.size(); ++i)
+    if (s <= at[i].first)
+      return between(s, at[i - 1].first, at[i - 1].second, at[i].first, at[i].second);
+  // Above the largest row count: toward the square product of size L.
+  const auto& [r, f] = at.back();
+  if (L <= r) return f;
+  return between(s, r, f, L, gemm_fraction(dtype, L));
 }
 
 double PlatformDescription::wave_utilization(const std::string& dtype, double m, double n, double k,
@@ -419,6 +488,10 @@ json to_json(const PlatformDescription& p) {
           pts.push_back({{"n", pt.n}, {"fraction_of_peak", pt.fraction_of_peak}});
         e[key][dtype] = pts;
       }
+    for (const auto& [dtype, pts] : p.efficiency->gemm_rows)
+      for (const auto& pt : pts)
+        e["gemm_rows"][dtype].push_back(
+            {{"rows", pt.rows}, {"n", pt.n}, {"fraction_of_peak", pt.fraction_of_peak}});
     if (!p.efficiency->op_ns_per_element.empty())
       e["op_ns_per_element"] = p.efficiency->op_ns_per_element;
     if (!p.efficiency->cell_step_us.empty()) e["cell_step_us"] = p.efficiency->cell_step_us;

@@ -60,6 +60,16 @@ struct PlatformDescription {
     // the fixed time a convolution library spends on a call whatever its size.
     double conv_call_us = 0;
     std::map<std::string, std::vector<GemmPoint>> gemm;  // per dtype, ascending n
+    // Per dtype: a linear layer's three GEMMs (x W^T, dY W, dY^T x) with `rows` rows (a
+    // batch) and an n x n weight, as a fraction of the peak (the per-call floor excluded). A
+    // batch of 64 against a wide layer is far from any square product: a CPU BLAS runs it at
+    // close to its large-GEMM rate, where the square curve at the equivalent n says half of
+    // that. Where a dtype has them, a GEMM's fraction comes from these (gemm_shape_fraction).
+    struct RowsPoint {
+      int64_t rows = 0, n = 0;
+      double fraction_of_peak = 0;
+    };
+    std::map<std::string, std::vector<RowsPoint>> gemm_rows;  // per dtype, by rows then n
     // Per dtype, ascending n: convolutions (3x3, forward and both backward passes) keyed by
     // their im2col GEMM's equivalent square n. Where a dtype has none, convolutions use gemm.
     std::map<std::string, std::vector<GemmPoint>> conv;
@@ -101,6 +111,13 @@ struct PlatformDescription {
   // The achieved fraction of the dtype's peak for a square GEMM of size n: log-log
   // interpolation between the stated points, clamped at both ends; 1 without a curve.
   double gemm_fraction(const std::string& dtype, double n) const;
+  // The fraction for an M x N x K product (M x K times K x N): from gemm_rows where the dtype
+  // has them, keyed by the smallest dimension (s) and the harmonic mean of the other two (L):
+  // each measured row count's curve read at L, log-log between the row counts around s, and
+  // between the largest row count and the square curve at L (the product is square when s
+  // reaches L); clamped below the smallest row count. Elsewhere the square curve at
+  // equivalent_square_n(M, N, K).
+  double gemm_shape_fraction(const std::string& dtype, double m, double n, double k) const;
   // The same for a convolution, from the conv curve where the dtype has one.
   double conv_fraction(const std::string& dtype, double n) const;
   // The gemm_alignment factor for a GEMM in `dtype` (elements of elem_bits) whose leading

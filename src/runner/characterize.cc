@@ -27,7 +27,8 @@ namespace {
 // 6: a recurrent cell's time per time step (cell_step_us); softmax_xent and depthwise
 //    convolutions (gconv2d) per element; curve points within twice the call floor left out.
 // 7: an optimizer step's time per parameter, per optimizer and dtype (optimizer_ns_per_param).
-constexpr int kMethodVersion = 7;
+// 8: a linear layer's GEMMs at batch rows (efficiency.gemm_rows).
+constexpr int kMethodVersion = 8;
 
 // Runs a measurement on one thread (intra-op and BLAS), then restores the thread counts.
 // The convolution and elementwise rates are one core's: on a small machine, the threading
@@ -133,6 +134,26 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
     if (overhead) {
       for (const auto& [n, f] : gemm_fractions(g, g.best_gflops, overhead->mm_call_us.median()))
         efficiency.gemm[dtype].push_back({n, f});
+      if (!o.gemm_rows.empty() && !o.gemm_rows_sizes.empty()) {
+        say("GEMM " + dtype + " at batch rows");
+        const auto rows =
+            measure_rows_gemm(dtype, o.gemm_rows, o.gemm_rows_sizes, o.trials, o.trial_s);
+        nlohmann::json points = nlohmann::json::array();
+        for (const auto& r : rows) {
+          auto j = trials_json(r.gflops);
+          j["rows"] = r.rows;
+          j["n"] = r.n;
+          points.push_back(j);
+        }
+        measurements["gemm_rows"][dtype] = {
+            {"unit", "GFLOP/s"},
+            {"kernel",
+             "a linear layer's x W^T, dY W and dY^T x: rows x n by an n x n weight, torch::mm_out"},
+            {"points", points}};
+        for (const auto& r :
+             rows_gemm_fractions(rows, g.best_gflops, overhead->mm_call_us.median()))
+          efficiency.gemm_rows[dtype].push_back({r.rows, r.n, r.fraction});
+      }
       say("convolution " + dtype);
       const ConvMeasurement cm = one_core([&] {
         return measure_conv(dtype, {8, 16, 32, 64, 128, 256}, o.trials, o.trial_s);

@@ -11,6 +11,9 @@ namespace tb {
 struct CharacterizeOptions {
   // The small sizes are there for the efficiency curve: the peak comes from the large ones.
   std::vector<int64_t> gemm_sizes = {16, 32, 64, 128, 256, 512, 1024, 2048, 3072};
+  // A linear layer's GEMMs at these batches (rows) and n x n weights: the thin products.
+  std::vector<int64_t> gemm_rows = {16, 64, 256};
+  std::vector<int64_t> gemm_rows_sizes = {64, 128, 512, 2048};
   std::vector<std::string> dtypes = {"fp32", "bf16"};
   int trials = 5;
   double trial_s = 0.15;

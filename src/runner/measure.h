@@ -31,6 +31,28 @@ struct GemmMeasurement {
 GemmMeasurement measure_gemm(const std::string& dtype, const std::vector<int64_t>& sizes,
                              int trials, double trial_s);
 
+// A linear layer's three GEMMs as a training step runs them (forward x W^T, dX = dY W,
+// dW = dY^T x) with `rows` rows and an n x n weight, for each pair of `rows` and `sizes`: the
+// thin products of fully connected and recurrent layers at a batch, which no square size
+// stands for. Warm-up calls excluded, then `trials` windows of at least `trial_s` seconds.
+struct RowsGemm {
+  int64_t rows = 0, n = 0;
+  double flops = 0;  // per call of the three: 3 x 2 x rows x n x n
+  Trials gflops;
+};
+std::vector<RowsGemm> measure_rows_gemm(const std::string& dtype, const std::vector<int64_t>& rows,
+                                        const std::vector<int64_t>& sizes, int trials,
+                                        double trial_s);
+// Per point, the median time of the three calls less 3 x `floor_us` as a fraction of
+// `peak_gflops` (clamped at 1); points shorter than twice their floor are left out, as in
+// efficiency_curve. Returns (rows, n, fraction).
+struct RowsFraction {
+  int64_t rows = 0, n = 0;
+  double fraction = 0;
+};
+std::vector<RowsFraction> rows_gemm_fractions(const std::vector<RowsGemm>& points,
+                                              double peak_gflops, double floor_us);
+
 // Convolutions as a training step runs them: 3x3, stride 1, padding 1, batch 16 on 16x16
 // maps, C = K channels, forward and both backward passes, after warm-up calls.
 struct ConvShape {

@@ -47,6 +47,54 @@ GemmMeasurement measure_gemm(const std::string& dtype, const std::vector<int64_t
   return m;
 }
 
+std::vector<RowsGemm> measure_rows_gemm(const std::string& dtype, const std::vector<int64_t>& rows,
+                                        const std::vector<int64_t>& sizes, int trials,
+                                        double trial_s) {
+  using Clock = std::chrono::steady_clock;
+  const torch::Dtype t = dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
+  std::vector<RowsGemm> out;
+  for (const int64_t m : rows)
+    for (const int64_t n : sizes) {
+      torch::NoGradGuard no_grad;
+      // As nn::Linear holds them: the weight out x in, used transposed in the forward pass.
+      auto x = torch::randn({m, n}).to(t), w = torch::randn({n, n}).to(t);
+      auto dy = torch::randn({m, n}).to(t);
+      auto y = torch::empty({m, n}, x.options()), dx = torch::empty({m, n}, x.options());
+      auto dw = torch::empty({n, n}, x.options());
+      auto step = [&] {
+        torch::mm_out(y, x, w.t());
+        torch::mm_out(dx, dy, w);
+        torch::mm_out(dw, dy.t(), x);
+      };
+      auto w0 = Clock::now();
+      step();
+      step();
+      const double once = std::chrono::duration<double>(Clock::now() - w0).count() / 2;
+      const int64_t calls = std::max<int64_t>(1, int64_t(trial_s / std::max(once, 1e-6)));
+      RowsGemm g{m, n, 3 * 2.0 * double(m) * double(n) * double(n), {}};
+      for (int i = 0; i < trials; ++i) {
+        auto t0 = Clock::now();
+        for (int64_t c = 0; c < calls; ++c) step();
+        const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+        g.gflops.values.push_back(g.flops * double(calls) / dt / 1e9);
+      }
+      out.push_back(std::move(g));
+    }
+  return out;
+}
+
+std::vector<RowsFraction> rows_gemm_fractions(const std::vector<RowsGemm>& points,
+                                              double peak_gflops, double floor_us) {
+  std::vector<RowsFraction> out;
+  for (const auto& g : points) {
+    const double call_s = g.flops / (g.gflops.median() * 1e9);
+    const double floor_s = 3 * floor_us * 1e-6;
+    if (!(peak_gflops > 0) || !(call_s > 2 * floor_s)) continue;
+    out.push_back({g.rows, g.n, std::min(1.0, g.flops / (call_s - floor_s) / 1e9 / peak_gflops)});
+  }
+  return out;
+}
+
 ConvMeasurement measure_conv(const std::string& dtype, const std::vector<int64_t>& channels,
                              int trials, double trial_s) {
   using Clock = std::chrono::steady_clock;

@@ -279,7 +279,8 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     const bool conv = l.op == "conv2d" || l.op == "gconv2d";
     double fraction = !gemm  ? 1
                       : conv ? p.conv_fraction(f.peak_dtype, eq_n)
-                             : p.gemm_fraction(f.peak_dtype, eq_n);
+                             : p.gemm_shape_fraction(f.peak_dtype, double(l.gemm_m),
+                                                     double(l.gemm_n), double(l.gemm_k));
     // A linear layer's features (K in, N out) are leading dimensions of an operand in each of
     // its three GEMMs (x W^T, dY W, dY^T x); its rows (tokens) never are. Convolutions are
     // left alone: cuDNN pads channels itself (ResNet's 3-channel input).

@@ -522,6 +522,25 @@ TEST(NumericsScaling, Nvfp4MatchesTransformerEngine) {
     for (size_t i = 0; i < v.size(); ++i) bad += !same(y[i], want[i]);
     EXPECT_EQ(bad, 0) << "nvfp4 on rows of " << c4;
   }
+  // 16 x 16 tiles over a call that ends inside a row (17 rows of 567 and 300 more): the last
+  // band's whole row and its short row folded together, a NaN in the short row.
+  {
+    const size_t c5 = 567, m5 = 17 * c5 + 300;
+    std::vector<float> v(m5);
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = n(gen) * std::exp2(float(int((i % c5) / 16 * 3 + i / c5) % 19 - 9));
+    v[17 * c5 + 260] = std::numeric_limits<float>::quiet_NaN();
+    const Format f = parse_format("nvfp4_2d");
+    QuantOptions o;
+    o.row = c5;
+    const auto y = tb::num::quantize(f, v, o);
+    std::vector<float> padded(v);
+    padded.resize(18 * c5, 0.0f);  // zeros change no tile's amax
+    const auto want = reference_nvfp4(padded, c5, 16);
+    int bad = 0;
+    for (size_t i = 0; i < v.size(); ++i) bad += !same(y[i], want[i]);
+    EXPECT_EQ(bad, 0) << "nvfp4_2d over " << m5 << " values in rows of " << c5;
+  }
   // Rows that end inside a tile (40 = 2 x 16 + 8), 1-D and with 16 x 16 tiles whose last band
   // is short (20 = 16 + 4 rows).
   {

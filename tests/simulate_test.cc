@@ -428,6 +428,18 @@ TEST(Efficiency, ThinGemmsReadTheBatchRowCurvesBetweenTheirRowCounts) {
   EXPECT_NEAR(p.gemm_shape_fraction("fp32", 1024, 1024, 1024), sq, 1e-12);
   EXPECT_NEAR(p.gemm_shape_fraction("fp32", 256, 1024, 1024),
               std::exp(std::log(0.6) + 0.5 * (std::log(sq) - std::log(0.6))), 1e-12);
+  // A product smaller than every measured n: the square curve's small end where it is lower.
+  p.efficiency->gemm["fp32"] = {{16, 0.01}, {4096, 0.8}};
+  EXPECT_DOUBLE_EQ(p.gemm_shape_fraction("fp32", 16, 32, 32),
+                   p.gemm_fraction("fp32", sim::equivalent_square_n(16, 32, 32)));
+  p.efficiency->gemm["fp32"] = {{64, 0.2}, {4096, 0.8}};
+  // One row count: below and above it as before; with no square curve for the dtype, past
+  // it the row count's own figure.
+  PlatformDescription one = accelerator(1, 1e9);
+  one.efficiency.emplace();
+  one.efficiency->gemm_rows["fp32"] = {{64, 256, 0.4}, {64, 1024, 0.6}};
+  EXPECT_DOUBLE_EQ(one.gemm_shape_fraction("fp32", 16, 256, 256), 0.4);
+  EXPECT_DOUBLE_EQ(one.gemm_shape_fraction("fp32", 512, 1024, 1024), 0.6);
   // No rows for bf16, no efficiency at all: the square curve at the equivalent n, or 1.
   p.efficiency->gemm["bf16"] = {{64, 0.3}, {1024, 0.9}};
   EXPECT_DOUBLE_EQ(p.gemm_shape_fraction("bf16", 64, 512, 512),

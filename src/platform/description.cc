@@ -302,14 +302,26 @@ double PlatformDescription::gemm_shape_fraction(const std::string& dtype, double
     const double t = std::log(x / x0) / std::log(x1 / x0);
     return std::exp(std::log(f0) + t * (std::log(f1) - std::log(f0)));
   };
-  if (s <= at.front().first) return at.front().second;
-  for (size_t i = 1; i < at.size(); ++i)
-    if (s <= at[i].first)
-      return between(s, at[i - 1].first, at[i - 1].second, at[i].first, at[i].second);
-  // Above the largest row count: toward the square product of size L.
-  const auto& [r, f] = at.back();
-  if (L <= r) return f;
-  return between(s, r, f, L, gemm_fraction(dtype, L));
+  double f = at.front().second;
+  if (s > at.back().first) {
+    // Above the largest row count: toward the square product of size L (L >= s > rows), or
+    // that row count's figure where the dtype has no square curve to head for.
+    const auto& [r, fr] = at.back();
+    const auto sq = efficiency->gemm.find(dtype);
+    f = sq == efficiency->gemm.end() || sq->second.empty()
+            ? fr
+            : between(s, r, fr, L, gemm_fraction(dtype, L));
+  } else if (s > at.front().first) {
+    size_t i = 1;
+    while (s > at[i].first) ++i;
+    f = between(s, at[i - 1].first, at[i - 1].second, at[i].first, at[i].second);
+  }
+  // A product smaller than every measured n: the rows curves only hold their smallest point
+  // there, so the square curve's small end, where lower, stands for it.
+  int64_t smallest_n = pts.front().n;
+  for (const auto& pt : pts) smallest_n = std::min(smallest_n, pt.n);
+  if (L < double(smallest_n)) f = std::min(f, square());
+  return f;
 }
 
 double PlatformDescription::wave_utilization(const std::string& dtype, double m, double n, double k,

@@ -153,6 +153,11 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
         for (const auto& r :
              rows_gemm_fractions(rows, g.best_gflops, overhead->mm_call_us.median()))
           efficiency.gemm_rows[dtype].push_back({r.rows, r.n, r.fraction});
+        // By rows, then n, as a parsed description holds them (gemm_shape_fraction reads so).
+        std::sort(efficiency.gemm_rows[dtype].begin(), efficiency.gemm_rows[dtype].end(),
+                  [](const auto& a, const auto& b) {
+                    return a.rows != b.rows ? a.rows < b.rows : a.n < b.n;
+                  });
       }
       say("convolution " + dtype);
       const ConvMeasurement cm = one_core([&] {

@@ -656,6 +656,11 @@ std::string format_explanation(const Simulation& s, const PlatformDescription& p
         "GEMM eff includes wave quantization: each phase's output tiles fill the {} units in "
         "whole waves ({} tile shapes for {}, split-K up to 16; docs/platforms.md, gemm_tiles)\n",
         p.cores, p.efficiency->gemm_tiles.at(s.format.peak_dtype).size(), s.format.peak_dtype);
+  if (p.efficiency && p.efficiency->gemm_rows.count(s.format.peak_dtype))
+    o << fmt::format(
+        "GEMM eff of layers other than convolutions: {} points of a linear layer's GEMMs at batch "
+        "rows for {}, read at each product's smallest dimension (docs/platforms.md, gemm_rows)\n",
+        p.efficiency->gemm_rows.at(s.format.peak_dtype).size(), s.format.peak_dtype);
   if (p.systolic_array)
     o << fmt::format("array: {} x {} {} (folds, fill and drain per GEMM)\n", p.systolic_array->rows,
                      p.systolic_array->cols, p.systolic_array->dataflow);

@@ -1104,6 +1104,63 @@ TEST(Validation, ErrorsStandBesideTheMeasurementsOwnSpread) {
   EXPECT_EQ(sim::error_stats(pub).with_spread, 0u);
 }
 
+// A description measured hours away from the runs it predicts says so, with both times: a
+// shared host's speed drifts over hours. Among the runs, or within half an hour, nothing.
+TEST(Validation, SaysWhenTheDescriptionWasMeasuredHoursFromTheRuns) {
+  EXPECT_DOUBLE_EQ(
+      sim::hours_apart("2026-11-27T16:51:36Z", "2026-11-27T22:38:00Z", "2026-11-27T22:41:00Z"),
+      (22 * 3600 + 38 * 60 - (16 * 3600 + 51 * 60 + 36)) / 3600.0);
+  EXPECT_DOUBLE_EQ(
+      sim::hours_apart("2026-11-28T01:00:00Z", "2026-11-27T22:00:00Z", "2026-11-27T23:00:00Z"),
+      2.0);
+  EXPECT_DOUBLE_EQ(
+      sim::hours_apart("2026-11-27T22:39:00Z", "2026-11-27T22:38:00Z", "2026-11-27T22:41:00Z"),
+      0.0);
+  EXPECT_TRUE(std::isnan(sim::hours_apart("", "2026-11-27T22:38:00Z", "2026-11-27T22:41:00Z")));
+  EXPECT_TRUE(std::isnan(sim::hours_apart("yesterday", "2026-11-27T22:38:00Z", "x")));
+
+  RunSet runs;
+  PlatformDescription d = accelerator(1, 30);
+  d.extra["measured_at"] = "2026-11-27T16:51:36Z";
+  runs.platforms.push_back({"p", d, ""});
+  for (const auto& [config, from, to] :
+       {std::tuple{"fc:layers=2,nodes=64,batch=8", "2026-11-27T22:40:00Z", "2026-11-27T22:41:00Z"},
+        std::tuple{"fc:layers=2,nodes=128,batch=8", "2026-11-27T22:38:00Z",
+                   "2026-11-27T22:39:00Z"}}) {
+    tb::Run r;
+    r.config = config;
+    r.family = "fc";
+    r.status = "ok";
+    r.platform = "p";
+    r.started_at = from;
+    r.finished_at = to;
+    r.metrics = {{"step_median_s", 1e-3}};
+    runs.runs.push_back(r);
+  }
+  auto vs = sim::validate(runs);
+  ASSERT_EQ(vs.size(), 1u);
+  EXPECT_EQ(vs[0].runs_from, "2026-11-27T22:38:00Z");
+  EXPECT_EQ(vs[0].runs_to, "2026-11-27T22:41:00Z");
+  EXPECT_NEAR(vs[0].hours_apart, 5.774, 1e-3);
+  std::string text = sim::format_validation(vs);
+  EXPECT_NE(text.find("the description at 2026-11-27T16:51:36Z, the runs 2026-11-27T22:38:00Z to "
+                      "2026-11-27T22:41:00Z, 5.8 hours between them"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(sim::to_json(vs[0])["measured"]["description_measured_at"], "2026-11-27T16:51:36Z");
+  // Measured beside the runs: no line.
+  runs.platforms[0].description->extra["measured_at"] = "2026-11-27T22:37:00Z";
+  vs = sim::validate(runs);
+  EXPECT_LT(vs[0].hours_apart, 0.5);
+  text = sim::format_validation(vs);
+  EXPECT_EQ(text.find("measured apart"), std::string::npos) << text;
+  // A description without a measurement time (the registry's): nothing known, nothing said.
+  runs.platforms[0].description->extra.erase("measured_at");
+  vs = sim::validate(runs);
+  EXPECT_TRUE(std::isnan(vs[0].hours_apart));
+  EXPECT_TRUE(sim::to_json(vs[0])["measured"]["hours_apart"].is_null());
+}
+
 TEST(Validation, PredictsEveryOkRunOfASyntheticStore) {
   const std::string path =
       ::testing::TempDir() + "/simvalidate-" + std::to_string(getpid()) + ".db";

@@ -214,6 +214,9 @@ RunSet load_runs(const std::vector<std::string>& paths) {
       r.stack = stack_label(row);
       if (row.contains("end_reason") && row["end_reason"].is_string())
         r.end_reason = row["end_reason"];
+      for (auto [key, field] :
+           {std::pair{"started_at", &r.started_at}, std::pair{"finished_at", &r.finished_at}})
+        if (row.contains(key) && row[key].is_string()) *field = row[key];
       r.store = path;
       if (row.contains("unit") && row["unit"].is_string()) r.throughput_unit = row["unit"];
       for (const auto& m : metric_columns())

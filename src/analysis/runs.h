@@ -19,6 +19,9 @@ struct Run {
   std::string stack;       // a short label of the software stack (see stack_label)
   std::string store;       // the file it came from
   std::string end_reason;  // why sampling stopped: converged, budget, ...
+  // When it was measured, UTC ("2026-11-27T22:38:01Z"; the first repetition's start and the
+  // last one's end); empty in stores that lack them.
+  std::string started_at, finished_at;
   std::string throughput_unit = "examples";   // of units_per_s: images, tokens, audio_s, frames
   std::map<std::string, std::string> params;  // from the config text
   std::map<std::string, double> metrics;      // the store's numeric metric columns present

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <ctime>
+#include <iomanip>
+#include <optional>
 #include <sstream>
 
 #include "analysis/analysis.h"
@@ -91,6 +94,26 @@ ErrorStats error_stats(const std::vector<ValidationPoint>& points) {
   return s;
 }
 
+namespace {
+
+// Seconds since the epoch of a UTC "YYYY-MM-DDTHH:MM:SSZ"; nullopt where it does not parse.
+std::optional<double> utc_seconds(const std::string& iso) {
+  std::tm tm{};
+  std::istringstream in(iso);
+  in >> std::get_time(&tm, "%Y-%m-%dT%H:%M:%SZ");
+  if (in.fail()) return std::nullopt;
+  return double(timegm(&tm));
+}
+
+}  // namespace
+
+double hours_apart(const std::string& at, const std::string& from, const std::string& to) {
+  const auto a = utc_seconds(at), f = utc_seconds(from), t = utc_seconds(to);
+  if (!a || !f || !t) return std::nan("");
+  const double s = *a < *f ? *f - *a : *a > *t ? *a - *t : 0;
+  return s / 3600;
+}
+
 std::vector<Validation> validate(const RunSet& runs,
                                  const std::optional<PlatformDescription>& description) {
   std::vector<Validation> out;
@@ -121,10 +144,16 @@ std::vector<Validation> validate(const RunSet& runs,
         if (r.repetitions() >= 2 && max_over_min >= 1) p.spread = max_over_min - 1;
         p.unstable = r.unstable();
         v.points.push_back(std::move(p));
+        if (!r.started_at.empty() && (v.runs_from.empty() || r.started_at < v.runs_from))
+          v.runs_from = r.started_at;
+        if (!r.finished_at.empty() && r.finished_at > v.runs_to) v.runs_to = r.finished_at;
       } catch (const std::exception& e) {
         v.skipped.push_back(r.config + ": " + e.what());
       }
     }
+    if (d->extra.contains("measured_at") && d->extra["measured_at"].is_string())
+      v.description_measured_at = d->extra["measured_at"].get<std::string>();
+    v.hours_apart = hours_apart(v.description_measured_at, v.runs_from, v.runs_to);
     v.all = error_stats(v.points);
     std::map<std::string, std::vector<ValidationPoint>> fam;
     for (const auto& p : v.points) fam[p.family].push_back(p);
@@ -156,8 +185,17 @@ nlohmann::json to_json(const Validation& v) {
     }
   }
   for (const auto& [f, s] : v.per_family) fam[f] = stats_json(s);
+  nlohmann::json when = {
+      {"description_measured_at", v.description_measured_at.empty()
+                                      ? nlohmann::json()
+                                      : nlohmann::json(v.description_measured_at)},
+      {"runs_from", v.runs_from.empty() ? nlohmann::json() : nlohmann::json(v.runs_from)},
+      {"runs_to", v.runs_to.empty() ? nlohmann::json() : nlohmann::json(v.runs_to)},
+      {"hours_apart",
+       std::isfinite(v.hours_apart) ? nlohmann::json(v.hours_apart) : nlohmann::json()}};
   return {{"platform", v.platform}, {"model", v.model}, {"errors", stats_json(v.all)},
-          {"per_family", fam},      {"points", points}, {"skipped", v.skipped}};
+          {"per_family", fam},      {"points", points}, {"skipped", v.skipped},
+          {"measured", when}};
 }
 
 std::string format_validation(const std::vector<Validation>& vs) {
@@ -185,6 +223,14 @@ std::string format_validation(const std::vector<Validation>& vs) {
               ? fmt::format(" ({} of {} runs unstable: their processes disagree beyond their CIs)",
                             v.all.unstable, v.all.n)
               : "");
+    // Half an hour: the demo's own sweep takes minutes; hours is where the development VM's
+    // speed was seen to move (the same config 1.9 vs 2.6 ms a step six hours apart).
+    if (std::isfinite(v.hours_apart) && v.hours_apart > 0.5)
+      o << fmt::format(
+          "measured apart: the description at {}, the runs {} to {}, {:.1f} hours between them; "
+          "a shared host's speed drifts over hours, so part of each error may be the machine's "
+          "(`trainbench platform --refresh` beside the runs compares like with like)\n",
+          v.description_measured_at, v.runs_from, v.runs_to, v.hours_apart);
     for (const auto& s : v.skipped) o << "  skipped " << s << "\n";
     o << "\n";
   }

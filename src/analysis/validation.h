@@ -51,7 +51,17 @@ struct Validation {
   ErrorStats all;
   std::map<std::string, ErrorStats> per_family;
   std::vector<std::string> skipped;  // config: why
+  // When the description was measured (its `measured_at`, a measured host's) and the span of
+  // the predicted runs (UTC, ISO 8601; empty where unknown), and how many hours lie between
+  // the two (0 when the description was measured among the runs; NaN where unknown). A shared
+  // host's speed drifts over hours, so a prediction from a description of another hour carries
+  // that drift in its error.
+  std::string description_measured_at, runs_from, runs_to;
+  double hours_apart = std::nan("");
 };
+// Hours between an instant and a span of time, all "YYYY-MM-DDTHH:MM:SSZ": 0 inside the span;
+// NaN where any of them does not parse.
+double hours_apart(const std::string& at, const std::string& from, const std::string& to);
 
 // One validation per platform of the run set with a description (the stored one, or
 // `description` for every platform when given). Ok runs only; a run whose config the cost

@@ -1118,6 +1118,8 @@ TEST(Validation, SaysWhenTheDescriptionWasMeasuredHoursFromTheRuns) {
       0.0);
   EXPECT_TRUE(std::isnan(sim::hours_apart("", "2026-11-27T22:38:00Z", "2026-11-27T22:41:00Z")));
   EXPECT_TRUE(std::isnan(sim::hours_apart("yesterday", "2026-11-27T22:38:00Z", "x")));
+  EXPECT_TRUE(std::isnan(sim::hours_apart("2026-11-27T16:51:36Z\x1b[31m", "2026-11-27T22:38:00Z",
+                                          "2026-11-27T22:41:00Z")));
 
   RunSet runs;
   PlatformDescription d = accelerator(1, 30);

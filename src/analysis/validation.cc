@@ -96,12 +96,13 @@ ErrorStats error_stats(const std::vector<ValidationPoint>& points) {
 
 namespace {
 
-// Seconds since the epoch of a UTC "YYYY-MM-DDTHH:MM:SSZ"; nullopt where it does not parse.
+// Seconds since the epoch of a UTC "YYYY-MM-DDTHH:MM:SSZ"; nullopt where it does not parse or
+// anything follows it (the text goes into a message only when it parses).
 std::optional<double> utc_seconds(const std::string& iso) {
   std::tm tm{};
   std::istringstream in(iso);
   in >> std::get_time(&tm, "%Y-%m-%dT%H:%M:%SZ");
-  if (in.fail()) return std::nullopt;
+  if (in.fail() || in.peek() != std::char_traits<char>::eof()) return std::nullopt;
   return double(timegm(&tm));
 }
 

@@ -831,7 +831,8 @@ TEST(NumericsFormat, StreamedOutputsMatchCachedOnes) {
   // through an L1 tile.
   for (const char* name : {"e4m3", "e5m2", "bf16", "fp:e=8,m=3,bias=140", "mxfp8_e4m3", "bfp8",
                            "nvfp4", "nvfp4_2d", "fixed:w=8,f=4"}) {
-    for (Rounding r : {Rounding::kNearestEven, Rounding::kStochastic}) {
+    for (Rounding r : {Rounding::kNearestEven, Rounding::kStochastic, Rounding::kTiesAway,
+                       Rounding::kTowardZero}) {
       for (size_t shift : {0, 1, 3}) {  // output misaligned by 0, 4 and 12 bytes
         QuantOptions o;
         o.rounding = r;

@@ -139,6 +139,17 @@ TB_NUM_CLONES void float_sr_shift(const float* in, float* out, size_t n, ShiftGr
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12: _mm512_undefined_* in masks
 #pragma GCC diagnostic ignored "-Wuninitialized"  // and in reductions (_mm512_reduce_max_epu32)
 
+// Lines to request while a kernel works through its tiles: p + 16 t for tile t < tiles, one
+// 64-byte line per 16-element tile, spread over the loop rather than asked for in a burst
+// that fills the line-fill buffers and stalls the loop until they drain.
+struct Ahead {
+  const float* p = nullptr;
+  size_t tiles = 0;
+  TB_AVX512_INLINE void line(size_t t) const {
+    if (t < tiles) _mm_prefetch(reinterpret_cast<const char*>(p + 16 * t), _MM_HINT_T0);
+  }
+};
+
 // A FastGrid's constants for round16, broadcast once per call.
 struct Sr512 {
   __m512i emin_b, ecap_b, man_b, below_b, tiny_bits, max, ovf, zero_sign;
@@ -499,11 +510,13 @@ TB_AVX512 void nvfp4_scales512(const uint32_t* amax, float* enc, float* dec, siz
 // Returns the tiles done.
 template <Rounding R, bool Stream, bool NegZero>
 TB_AVX512 size_t nvfp4_tiles_avx512(const float* x, float* y, size_t tiles, const float* enc,
-                                    const float* dec, float s_dec, const FastGrid& g) {
+                                    const float* dec, float s_dec, const FastGrid& g,
+                                    const Ahead& ahead) {
   const Fast512 eg = fast512(g);
   const Sr512 c = sr512(g);
   const __m512 s_dec_v = _mm512_set1_ps(s_dec);
   for (size_t t = 0; t < tiles; ++t) {
+    ahead.line(t);
     const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + 16 * t), _mm512_set1_ps(enc[t]));
     __m512 q;
     if constexpr (R == Rounding::kNearestEven)
@@ -517,21 +530,24 @@ TB_AVX512 size_t nvfp4_tiles_avx512(const float* x, float* y, size_t tiles, cons
 }
 
 size_t nvfp4_rne_tiles512(const float* x, float* y, size_t tiles, const float* enc,
-                          const float* dec, float s_dec, const FastGrid& g, bool stream) {
+                          const float* dec, float s_dec, const FastGrid& g, bool stream,
+                          const Ahead& ahead) {
   return with_instance(stream, g.zero_sign, [&](auto st, auto nz) {
     return nvfp4_tiles_avx512<Rounding::kNearestEven, st.value, nz.value>(x, y, tiles, enc, dec,
-                                                                          s_dec, g);
+                                                                          s_dec, g, ahead);
   });
 }
 
 void nvfp4_directed_tiles512(const float* x, float* y, size_t tiles, const float* enc,
-                             const float* dec, float s_dec, const FastGrid& g, Rounding r) {
-  with_instance(false, g.zero_sign, [&](auto st, auto nz) {
+                             const float* dec, float s_dec, const FastGrid& g, Rounding r,
+                             bool stream, const Ahead& ahead) {
+  with_instance(stream, g.zero_sign, [&](auto st, auto nz) {
     if (r == Rounding::kTiesAway)
-      nvfp4_tiles_avx512<Rounding::kTiesAway, st.value, nz.value>(x, y, tiles, enc, dec, s_dec, g);
+      nvfp4_tiles_avx512<Rounding::kTiesAway, st.value, nz.value>(x, y, tiles, enc, dec, s_dec, g,
+                                                                  ahead);
     else
-      nvfp4_tiles_avx512<Rounding::kTowardZero, st.value, nz.value>(x, y, tiles, enc, dec, s_dec,
-                                                                    g);
+      nvfp4_tiles_avx512<Rounding::kTowardZero, st.value, nz.value>(x, y, tiles, enc, dec, s_dec, g,
+                                                                    ahead);
   });
 }
 
@@ -542,7 +558,7 @@ void nvfp4_directed_tiles512(const float* x, float* y, size_t tiles, const float
 template <bool Stream, bool NegZero>
 TB_AVX512 size_t nvfp4_sr_tiles_avx512(const float* x, float* y, size_t tiles, const float* enc,
                                        const float* dec, float s_dec, uint32_t base, uint32_t hi,
-                                       const FastGrid& g) {
+                                       const FastGrid& g, const Ahead& ahead) {
   const __m512i abs_mask = splat(0x7FFFFFFFu), one_bits = splat(0x3F800000u);
   const __m512i half_bits = splat(0x3F000000u), m23 = splat(0x7FFFFFu);
   const __m512i m22 = splat(0x3FFFFFu), sh9 = splat(9), sh10 = splat(10);
@@ -554,6 +570,7 @@ TB_AVX512 size_t nvfp4_sr_tiles_avx512(const float* x, float* y, size_t tiles, c
   __m512i ctr = _mm512_add_epi32(
       _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), splat(base));
   for (size_t t = 0; t < tiles; ++t) {
+    ahead.line(t);
     const __m512i r = hash32_512(_mm512_xor_si512(ctr, hv));
     ctr = _mm512_add_epi32(ctr, splat(16));
     const __m512i xb =
@@ -592,9 +609,11 @@ TB_AVX512 size_t nvfp4_sr_tiles_avx512(const float* x, float* y, size_t tiles, c
 #if TB_AVX512_KERNELS
 // The AVX-512 kernels' instances: streamed or not, and the signed forms on grids with -0.
 size_t nvfp4_sr_tiles512(const float* x, float* y, size_t tiles, const float* enc, const float* dec,
-                         float s_dec, uint32_t base, uint32_t hi, const FastGrid& g, bool stream) {
+                         float s_dec, uint32_t base, uint32_t hi, const FastGrid& g, bool stream,
+                         const Ahead& ahead) {
   return with_instance(stream, g.zero_sign, [&](auto st, auto nz) {
-    return nvfp4_sr_tiles_avx512<st.value, nz.value>(x, y, tiles, enc, dec, s_dec, base, hi, g);
+    return nvfp4_sr_tiles_avx512<st.value, nz.value>(x, y, tiles, enc, dec, s_dec, base, hi, g,
+                                                     ahead);
   });
 }
 template <bool Scaled>
@@ -1618,7 +1637,7 @@ constexpr size_t kNvfp4Row = 4096;
 
 TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* out, size_t n,
                                 size_t row, float tensor_amax, Rounding r, uint64_t seed,
-                                uint64_t offset, bool stream) {
+                                uint64_t offset, bool stream, size_t readable) {
   const Nvfp4Grids& grids = nvfp4_grids();
   const Grid& elem = grids.elem;
   const FastGrid elem_fast = grids.elem_fast, scale_fast = grids.scale_fast;
@@ -1673,6 +1692,14 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
       tile_enc[t] = !(e0 <= kFltMax) ? kFltMax : e0;  // fminf's result, without its call
       tile_dec[t] = sb;
     }
+#if TB_AVX512_KERNELS
+    // The same row of the next band, requested a line per tile while this one is rounded, so
+    // that the next band's amax finds it in the caches: `readable` elements from `in` exist.
+    const auto next_band = [&](size_t at, size_t rl) {
+      const size_t from = std::min(at + band, readable);
+      return Ahead{in + from, (std::min(from + rl, readable) - from) / kTile};
+    };
+#endif
     for (size_t i = 0; i < rows; ++i) {
       const size_t at = b0 + i * row, rl = row_len(i);
       const float* x = in + at;
@@ -1686,7 +1713,7 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
 #if TB_AVX512_KERNELS
         if (avx512_cpu())
           t = nvfp4_rne_tiles512(x, y, rl / kTile, tile_enc.data(), tile_dec.data(), s_dec,
-                                 elem_fast, stream);
+                                 elem_fast, stream, next_band(at, rl));
 #endif
         for (; (t + 1) * kTile <= rl; ++t) {
           const float e = tile_enc[t], d = tile_dec[t];
@@ -1714,7 +1741,7 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
 #if TB_AVX512_KERNELS
         if (avx512_cpu())
           t = nvfp4_sr_tiles512(x, y, rl / kTile, tile_enc.data(), tile_dec.data(), s_dec,
-                                lo + key.k0, hi, elem_fast, stream);
+                                lo + key.k0, hi, elem_fast, stream, next_band(at, rl));
 #endif
         for (; (t + 1) * kTile <= rl; ++t) {
           const float e = tile_enc[t], d = tile_dec[t];
@@ -1732,7 +1759,7 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
       if ((r == Rounding::kTiesAway || r == Rounding::kTowardZero) && block == kTile &&
           rl % kTile == 0 && avx512_cpu()) {
         nvfp4_directed_tiles512(x, y, rl / kTile, tile_enc.data(), tile_dec.data(), s_dec,
-                                elem_fast, r);
+                                elem_fast, r, stream, next_band(at, rl));
         continue;
       }
 #endif
@@ -1790,7 +1817,7 @@ constexpr size_t kAmaxTile = 4096;
 // `stream`: the output is past the caches (quantize_streaming); the AVX-512 kernels write it
 // with non-temporal stores themselves (streams_directly).
 void quantize_serial(const Format& f, const float* in, float* out, size_t n, const QuantOptions& o,
-                     uint64_t offset, bool stream = false) {
+                     uint64_t offset, bool stream = false, size_t ahead = 0) {
   switch (f.kind) {
     case Format::Kind::kFloat: {
       if (o.input_amax) {
@@ -1836,7 +1863,7 @@ void quantize_serial(const Format& f, const float* in, float* out, size_t n, con
       const size_t row = o.row ? o.row : n;
       if (f.blk.kind == BlockFormat::Kind::kNvfp4)
         return nvfp4_serial(f.blk, in, out, n, row, o.tensor_amax, o.rounding, o.seed, offset,
-                            stream);
+                            stream, n + ahead);
       const size_t b = size_t(f.blk.block);
       const RceilSubnormals keep(f.blk);
       if (f.blk.element != "int8" || f.blk.kind == BlockFormat::Kind::kBfp) {
@@ -1996,7 +2023,7 @@ bool streams_directly(const Format& f, const QuantOptions& o) {
     case Format::Kind::kFixed:
       return (rne || sr) && f.fx.saturate;
     case Format::Kind::kBlock: {
-      if (f.blk.kind == BlockFormat::Kind::kNvfp4) return f.blk.block == 16 && (rne || sr);
+      if (f.blk.kind == BlockFormat::Kind::kNvfp4) return f.blk.block == 16;  // every mode
       if (!(rne || sr) || (f.blk.block != 16 && f.blk.block != 32)) return false;
       if (f.blk.element == "int8" && f.blk.kind != BlockFormat::Kind::kBfp) return false;
       const BlockGrids& bg = block_grids(f.blk);  // block_rows' condition for its AVX-512 rows
@@ -2014,6 +2041,7 @@ void quantize_streaming(const Format& f, const float* in, float* out, size_t n,
   // allocations start on one; chunks and tiles keep it); the others round a tile into a
   // buffer in L1 and stream it out.
   const bool direct = streams_directly(f, o) && (reinterpret_cast<uintptr_t>(out) & 63) == 0;
+  const bool nvfp4 = f.kind == Format::Kind::kBlock && f.blk.kind == BlockFormat::Kind::kNvfp4;
   size_t tile = kStreamTile;
   if (f.kind == Format::Kind::kBlock) {
     const size_t row = o.row ? o.row : n;
@@ -2030,6 +2058,15 @@ void quantize_streaming(const Format& f, const float* in, float* out, size_t n,
     // few loads in flight to cover memory latency on its own (NVFP4's tile amaxes, a pass
     // before the rounding, wait on every line they read).
     const size_t ahead = std::min(tile, n - std::min(n, i + tile));
+    // nvfp4_serial requests them itself, a line per tile of the band before. The stochastic
+    // kernels do best left to the hardware prefetcher: their arithmetic hides the latency, and
+    // the burst stalls them (2 cores of a Xeon VM, two paired runs: bfp8 51-52% of copy with it,
+    // 58-60% without; e5m2 60-61% against 64-67%, fixed point 54% against 61-63%), where the
+    // nearest-even kernels lose 1-7 points without it.
+    if (direct && (nvfp4 || o.rounding == Rounding::kStochastic)) {
+      quantize_serial(f, in + i, out + i, len, o, offset + i, true, ahead);
+      continue;
+    }
     for (size_t j = 0; j < ahead; j += 16)
       _mm_prefetch(reinterpret_cast<const char*>(in + i + tile + j), _MM_HINT_T0);
     if (direct) {

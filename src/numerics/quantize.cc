@@ -562,7 +562,7 @@ TB_AVX512 size_t nvfp4_sr_tiles_avx512(const float* x, float* y, size_t tiles, c
   const __m512i abs_mask = splat(0x7FFFFFFFu), one_bits = splat(0x3F800000u);
   const __m512i half_bits = splat(0x3F000000u), m23 = splat(0x7FFFFFu);
   const __m512i m22 = splat(0x3FFFFFu), sh9 = splat(9), sh10 = splat(10);
-  const __m512i max = splat(g.max_bits), ovf = splat(g.ovf_bits);
+  const __m512i max = splat(g.max_bits);
   const __m512i zero_sign = splat(g.zero_sign), sign_bit = splat(0x80000000u);
   const __m512i inf = splat(kInfBits), qnan = splat(kQuietNan);
   const __m512i hv = splat(hi);
@@ -581,11 +581,12 @@ TB_AVX512 size_t nvfp4_sr_tiles_avx512(const float* x, float* y, size_t tiles, c
     const __m512i mask = _mm512_mask_mov_epi32(m22, below_one, m23);
     const __m512i rs = _mm512_srlv_epi32(r, _mm512_mask_mov_epi32(sh10, below_one, sh9));
     const __m512i big = _mm512_andnot_si512(mask, _mm512_add_epi32(a, _mm512_sub_epi32(mask, rs)));
-    const __m512 small = _mm512_castsi512_ps(_mm512_maskz_mov_epi32(below_half, a));
-    const __m512i thr = _mm512_cvttps_epu32(_mm512_mul_ps(small, two33));
+    // Lanes from 0.5 up (NaN too) convert out of range, to 0xFFFFFFFF rather than a fault,
+    // and take `big`: the scalar form's zeroing of them first is not needed here.
+    const __m512i thr = _mm512_cvttps_epu32(_mm512_mul_ps(_mm512_castsi512_ps(a), two33));
     const __m512i tiny = _mm512_maskz_mov_epi32(_mm512_cmplt_epu32_mask(r, thr), half_bits);
-    __m512i mag = _mm512_mask_mov_epi32(big, below_half, tiny);
-    mag = _mm512_mask_mov_epi32(mag, _mm512_cmpgt_epu32_mask(mag, max), ovf);
+    // E2M1 saturates (nvfp4_grids checks that ovf is max): the overflow is a minimum.
+    __m512i mag = _mm512_min_epu32(_mm512_mask_mov_epi32(big, below_half, tiny), max);
     __m512i res;
     if constexpr (NegZero) {  // finish512_signed's tail
       mag = _mm512_mask_mov_epi32(mag, _mm512_cmpgt_epu32_mask(a, inf), qnan);
@@ -1661,7 +1662,8 @@ const Nvfp4Grids& nvfp4_grids() {
     n.elem = make_grid(mx_element("e2m1"), 0, true);
     if (!fast_grid(n.elem, &n.elem_fast)) throw std::logic_error("e2m1 is not a fast grid");
     const FastGrid& g = n.elem_fast;
-    if (g.emin != 0 || g.man_bits != 1 || g.below != -1 || g.max_bits != as_bits(6.0f))
+    if (g.emin != 0 || g.man_bits != 1 || g.below != -1 || g.max_bits != as_bits(6.0f) ||
+        g.ovf_bits != g.max_bits)
       throw std::logic_error("round_stochastic_e2m1 does not match e2m1's grid");
     FloatFormat e4m3 = mx_element("e4m3");
     e4m3.overflow = Overflow::kSaturate;  // Transformer Engine casts scales with satfinite

@@ -825,31 +825,36 @@ TEST(NumericsFormat, ThreadsAndChunksDoNotChangeResults) {
 TEST(NumericsFormat, StreamedOutputsMatchCachedOnes) {
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0, 3);
-  std::vector<float> x(50001);
+  // Above 2 x 65536 elements, so that two threads split it.
+  std::vector<float> x(140001);
   for (auto& v : x) v = nd(rng);
-  // AVX-512 kernels write streamed outputs themselves (e4m3, e5m2, MX, BFP, NVFP4); the others
-  // through an L1 tile.
+  // AVX-512 kernels write streamed outputs themselves (e4m3, e5m2, MX and BFP to nearest even
+  // and stochastically; NVFP4 in every mode, on rows of whole tiles); the others through an L1
+  // tile. Rows of 1000 are not whole NVFP4 tiles, rows of 1024 are, and row 0 (the tensor as
+  // one row) is whole tiles only at shift 1.
   for (const char* name : {"e4m3", "e5m2", "bf16", "fp:e=8,m=3,bias=140", "mxfp8_e4m3", "bfp8",
                            "nvfp4", "nvfp4_2d", "fixed:w=8,f=4"}) {
     for (Rounding r : {Rounding::kNearestEven, Rounding::kStochastic, Rounding::kTiesAway,
                        Rounding::kTowardZero}) {
       for (size_t shift : {0, 1, 3}) {  // output misaligned by 0, 4 and 12 bytes
-        QuantOptions o;
-        o.rounding = r;
-        o.seed = 2;
-        o.row = 1000;
-        const size_t n = x.size() - shift;
-        std::vector<float> cached(n), buffer(n + 32);
-        // From a 64-byte boundary, as LibTorch allocates, plus the shift.
-        const size_t lead = (64 - reinterpret_cast<uintptr_t>(buffer.data()) % 64) % 64 / 4;
-        float* streamed = buffer.data() + lead + shift;
-        tb::num::quantize(parse_format(name), x.data(), cached.data(), n, o);
-        o.stream_above = 1000;
-        o.threads = 2;
-        tb::num::quantize(parse_format(name), x.data(), streamed, n, o);
-        EXPECT_TRUE(std::equal(cached.begin(), cached.end(), streamed,
-                               [](float a, float b) { return bits(a) == bits(b); }))
-            << name << " " << tb::num::rounding_name(r) << " shift " << shift;
+        for (size_t row : {1000, 1024, 0}) {
+          QuantOptions o;
+          o.rounding = r;
+          o.seed = 2;
+          o.row = row;
+          const size_t n = x.size() - shift;
+          std::vector<float> cached(n), buffer(n + 32);
+          // From a 64-byte boundary, as LibTorch allocates, plus the shift.
+          const size_t lead = (64 - reinterpret_cast<uintptr_t>(buffer.data()) % 64) % 64 / 4;
+          float* streamed = buffer.data() + lead + shift;
+          tb::num::quantize(parse_format(name), x.data(), cached.data(), n, o);
+          o.stream_above = 1000;
+          o.threads = 2;
+          tb::num::quantize(parse_format(name), x.data(), streamed, n, o);
+          EXPECT_TRUE(std::equal(cached.begin(), cached.end(), streamed,
+                                 [](float a, float b) { return bits(a) == bits(b); }))
+              << name << " " << tb::num::rounding_name(r) << " shift " << shift << " row " << row;
+        }
       }
     }
   }

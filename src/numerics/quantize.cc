@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -581,8 +582,9 @@ TB_AVX512 size_t nvfp4_sr_tiles_avx512(const float* x, float* y, size_t tiles, c
     const __m512i mask = _mm512_mask_mov_epi32(m22, below_one, m23);
     const __m512i rs = _mm512_srlv_epi32(r, _mm512_mask_mov_epi32(sh10, below_one, sh9));
     const __m512i big = _mm512_andnot_si512(mask, _mm512_add_epi32(a, _mm512_sub_epi32(mask, rs)));
-    // Lanes from 0.5 up (NaN too) convert out of range, to 0xFFFFFFFF rather than a fault,
-    // and take `big`: the scalar form's zeroing of them first is not needed here.
+    // Lanes from 0.5 up (NaN too) convert out of range, to 0xFFFFFFFF with the invalid
+    // exception masked (MXCSR's default; only its sticky flag is set), and take `big`: the
+    // scalar form's zeroing of them first is not needed here.
     const __m512i thr = _mm512_cvttps_epu32(_mm512_mul_ps(_mm512_castsi512_ps(a), two33));
     const __m512i tiny = _mm512_maskz_mov_epi32(_mm512_cmplt_epu32_mask(r, thr), half_bits);
     // E2M1 saturates (nvfp4_grids checks that ovf is max): the overflow is a minimum.
@@ -612,6 +614,7 @@ TB_AVX512 size_t nvfp4_sr_tiles_avx512(const float* x, float* y, size_t tiles, c
 size_t nvfp4_sr_tiles512(const float* x, float* y, size_t tiles, const float* enc, const float* dec,
                          float s_dec, uint32_t base, uint32_t hi, const FastGrid& g, bool stream,
                          const Ahead& ahead) {
+  assert(g.ovf_bits == g.max_bits);  // the kernel's overflow is a minimum
   return with_instance(stream, g.zero_sign, [&](auto st, auto nz) {
     return nvfp4_sr_tiles_avx512<st.value, nz.value>(x, y, tiles, enc, dec, s_dec, base, hi, g,
                                                      ahead);
@@ -1677,9 +1680,11 @@ const Nvfp4Grids& nvfp4_grids() {
 // NVFP4 (format.h) over rows of `row` elements; `in` starts on a tile's first row. A band of
 // `rows` rows at a time: the tiles' amax and scales first (an integer max over 16 lanes, the
 // E4M3 scale by the FPU's rounding), then every row scaled, rounded and scaled back; in one
-// pass per row for round-to-nearest-even, through run_grid for the other modes. The
+// pass per row of whole tiles for every mode (AVX-512), through run_grid otherwise. The
 // arithmetic and its order are Transformer Engine's (core_nvfp4.cuh); round_nearest_even_fast
-// is bit-identical to round_bits on these grids (fast_grid()).
+// is bit-identical to round_bits on these grids (fast_grid()). `stream`: the output is past the
+// caches (quantize_streaming); `readable`: the elements from `in` that exist, at least n, of
+// which the next band's are requested while this one is rounded.
 constexpr size_t kNvfp4Row = 4096;
 
 TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* out, size_t n,
@@ -1862,7 +1867,8 @@ class RceilSubnormals {
 constexpr size_t kAmaxTile = 4096;
 
 // `stream`: the output is past the caches (quantize_streaming); the AVX-512 kernels write it
-// with non-temporal stores themselves (streams_directly).
+// with non-temporal stores themselves (streams_directly). `ahead`: elements after `in + n`
+// that exist (the next tile), which NVFP4 requests while it rounds these.
 void quantize_serial(const Format& f, const float* in, float* out, size_t n, const QuantOptions& o,
                      uint64_t offset, bool stream = false, size_t ahead = 0) {
   switch (f.kind) {
@@ -2087,14 +2093,21 @@ void quantize_streaming(const Format& f, const float* in, float* out, size_t n,
   // The kernels that write whole lines themselves do so from a 64-byte boundary (LibTorch's
   // allocations start on one; chunks and tiles keep it); the others round a tile into a
   // buffer in L1 and stream it out.
-  const bool direct = streams_directly(f, o) && (reinterpret_cast<uintptr_t>(out) & 63) == 0;
   const bool nvfp4 = f.kind == Format::Kind::kBlock && f.blk.kind == BlockFormat::Kind::kNvfp4;
+  const size_t row = o.row ? o.row : n;
+  // NVFP4's kernels take whole tiles only: rows of another length go through run_grid's plain
+  // stores, which the buffered tile below writes out faster (ties-away, rows of 1000: ~8%).
+  const bool direct = streams_directly(f, o) && (reinterpret_cast<uintptr_t>(out) & 63) == 0 &&
+                      !(nvfp4 && row % 16 != 0);
   size_t tile = kStreamTile;
   if (f.kind == Format::Kind::kBlock) {
-    const size_t row = o.row ? o.row : n;
     // NVFP4's tiles span `rows` rows: a band of 16 rows of 1024 is 64 KiB, rounded a band at a
-    // time where the kernel streams it itself, else plainly (no buffer holds it).
-    const size_t band = f.blk.kind == BlockFormat::Kind::kNvfp4 ? row * size_t(f.blk.rows) : row;
+    // time where the kernel streams it itself, else plainly (no buffer holds it). One-row
+    // tiles on rows of whole tiles are independent of the rows: bands of one tile then, so
+    // that a long row (or the whole tensor as one) is still taken 4096 elements at a time.
+    const size_t band = !nvfp4                             ? row
+                        : f.blk.rows == 1 && row % 16 == 0 ? 16
+                                                           : row * size_t(f.blk.rows);
     if (band > kStreamTile && !direct) return quantize_serial(f, in, out, n, o, offset);
     tile = band > kStreamTile ? band : band * (kStreamTile / band);
   }
@@ -2102,8 +2115,7 @@ void quantize_streaming(const Format& f, const float* in, float* out, size_t n,
   for (size_t i = 0; i < n; i += tile) {
     const size_t len = std::min(tile, n - i);
     // The next tile's input, requested now: a heavy kernel leaves the out-of-order window too
-    // few loads in flight to cover memory latency on its own (NVFP4's tile amaxes, a pass
-    // before the rounding, wait on every line they read).
+    // few loads in flight to cover memory latency on its own.
     const size_t ahead = std::min(tile, n - std::min(n, i + tile));
     // nvfp4_serial requests them itself, a line per tile of the band before. The stochastic
     // kernels do best left to the hardware prefetcher: their arithmetic hides the latency, and
@@ -2222,6 +2234,9 @@ void quantize(const Format& f, const float* in, float* out, size_t n, const Quan
     const size_t row = o.row ? o.row : n;
     unit = row < n ? row : size_t(f.blk.block);
     if (nvfp4) unit = row < n ? row * size_t(f.blk.rows) : n;  // whole tiles
+    // One-row tiles on rows of whole tiles: any tile boundary will do (a tensor rounded as one
+    // row is split over the threads too).
+    if (nvfp4 && f.blk.rows == 1 && row % 16 == 0) unit = 16;
   }
   QuantOptions part = o;
   // A single row split on block boundaries: each chunk is rows of whole blocks.

@@ -1,10 +1,11 @@
 // The emulation's costs, each against its fp32 counterpart measured in the same run,
 // interleaved: (1) quantizer throughput in GB/s (read + write) against this machine's copy
 // bandwidth, on arrays 4x the last-level cache (target >= 50%), scaled recipes through a point;
-// (2) a training step of the Fashion-MNIST MLP and of an fc config with fp8, NVFP4 and MXFP8 at
-// every quantization point against fp32 (targets <= 1.5x, and <= 1.3x at one thread); (3) the
-// custom-MAD matrix multiply against torch::mm, and where its time goes (products, their rounding,
-// sums, their rounding).
+// (1b) the same quantizers in cache on one thread, per element against a copy; (2) a training step
+// of the Fashion-MNIST MLP and of an fc config with fp8, NVFP4 and MXFP8 at every quantization
+// point against fp32 (targets <= 1.5x, and <= 1.3x at one thread); (3) the custom-MAD matrix
+// multiply against torch::mm, and where its time goes (products, their rounding, sums, their
+// rounding).
 #include <unistd.h>
 
 #include <cstring>
@@ -32,13 +33,14 @@ using nlohmann::json;
 
 const char* kUsage =
     "numerics_throughput [--reps N] [--out PATH] [--elements N] [--steps N] [--mad-size N]\n"
-    "                    [--sections quant,step,mad] [--only TEXT]\n"
-    "Quantizer GB/s vs copy bandwidth; fp8 training step vs fp32; MAD matmul vs torch::mm.\n"
-    "--sections: the parts to run (default all three); the SUMMARY line has theirs.\n"
+    "                    [--sections quant,cache,step,mad] [--only TEXT]\n"
+    "Quantizer GB/s vs copy bandwidth, and in cache per element vs a copy; low-precision training\n"
+    "steps vs fp32; MAD matmul vs torch::mm.\n"
+    "--sections: the parts to run (default all four); the SUMMARY line has theirs.\n"
     "--only: just the quantizers whose name (format/rounding, or a recipe) contains TEXT.\n"
     "Examples:\n"
     "  numerics_throughput --sections quant --only nvfp4 --reps 5\n"
-    "  numerics_throughput --sections step --steps 80";
+    "  numerics_throughput --sections cache,step --steps 80";
 
 double gbps(size_t n, double s) { return 8.0 * double(n) / s / 1e9; }
 
@@ -82,21 +84,46 @@ int main(int argc, char** argv) {
     if (k == "sections") {
       std::stringstream ss(v);
       for (std::string part; std::getline(ss, part, ',');) {
-        if (part != "quant" && part != "step" && part != "mad") {
+        if (part != "quant" && part != "cache" && part != "step" && part != "mad") {
           std::cerr << "numerics_throughput: unknown section '" << tb::printable(part)
-                    << "' (quant, step or mad)\n";
+                    << "' (quant, cache, step or mad)\n";
           return 2;
         }
         sections.insert(part);
       }
     }
-  if (sections.empty()) sections = {"quant", "step", "mad"};
-  if (!only.empty() && !sections.count("quant")) {
-    std::cerr << "numerics_throughput: --only selects quantizers, and the quant section is not "
-                 "run\n";
+  if (sections.empty()) sections = {"quant", "cache", "step", "mad"};
+  if (!only.empty() && !sections.count("quant") && !sections.count("cache")) {
+    std::cerr << "numerics_throughput: --only selects quantizers, and neither the quant nor the "
+                 "cache section is run\n";
     return 2;
   }
   std::vector<std::string> summary;  // each section's part of the SUMMARY line
+
+  // The quantizers timed, in both the streamed (quant) and the in-cache (cache) sections.
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"bf16", "nearest-even"},
+      {"e4m3", "nearest-even"},
+      {"e5m2", "stochastic"},
+      {"mxfp8_e4m3", "nearest-even"},
+      {"bfp8", "nearest-even"},
+      {"fixed:w=8,f=4", "nearest-even"},
+      {"e5m2", "nearest-even"},
+      {"bf16", "stochastic"},
+      {"nvfp4", "nearest-even"},
+      {"nvfp4", "stochastic"},
+      {"nvfp4_2d", "nearest-even"},
+      {"mx:elem=e4m3,block=32,scale=rceil", "nearest-even"},
+      // Stochastic block formats and fixed point, and MX with int8 elements: every kind of
+      // format the target names, not only the fast ones.
+      {"mxfp8_e5m2", "stochastic"},
+      {"bfp8", "stochastic"},
+      {"fixed:w=8,f=4", "stochastic"},
+      {"mx:elem=int8,block=32", "nearest-even"},
+      // The two other rounding modes, on a float, an MX and the NVFP4 format.
+      {"e4m3", "toward-zero"},
+      {"mxfp8_e4m3", "ties-away"},
+      {"nvfp4", "ties-away"}};
 
   if (sections.count("quant")) {
     // (1) Quantizers vs copy bandwidth. The copy is what any elementwise pass over the same
@@ -146,29 +173,7 @@ int main(int argc, char** argv) {
       }
       for (auto& th : pool) th.join();
     };
-    const std::vector<std::pair<std::string, std::string>> cases = {
-        {"bf16", "nearest-even"},
-        {"e4m3", "nearest-even"},
-        {"e5m2", "stochastic"},
-        {"mxfp8_e4m3", "nearest-even"},
-        {"bfp8", "nearest-even"},
-        {"fixed:w=8,f=4", "nearest-even"},
-        {"e5m2", "nearest-even"},
-        {"bf16", "stochastic"},
-        {"nvfp4", "nearest-even"},
-        {"nvfp4", "stochastic"},
-        {"nvfp4_2d", "nearest-even"},
-        {"mx:elem=e4m3,block=32,scale=rceil", "nearest-even"},
-        // Stochastic block formats and fixed point, and MX with int8 elements: every kind of
-        // format the target names, not only the fast ones.
-        {"mxfp8_e5m2", "stochastic"},
-        {"bfp8", "stochastic"},
-        {"fixed:w=8,f=4", "stochastic"},
-        {"mx:elem=int8,block=32", "nearest-even"},
-        // The two other rounding modes, on a float, an MX and the NVFP4 format.
-        {"e4m3", "toward-zero"},
-        {"mxfp8_e4m3", "ties-away"},
-        {"nvfp4", "ties-away"}};
+
     // Scaled recipes: the work a point does for each (emulation/torch_quant.cc), into the same
     // preallocated output as the formats above: the tensor's amax, then the scaled rounding
     // (current); the scaled rounding with the amax taken in the same pass (delayed: the scale is
@@ -280,6 +285,58 @@ int main(int argc, char** argv) {
     summary.push_back(fmt::format(
         "slowest quantizer{} at {:.0f}% of copy bandwidth ({:.1f} GB/s; target >= 50%)",
         only.empty() ? "" : " matching '" + tb::printable(only) + "'", 100 * worst, copy_gbps));
+  }
+
+  if (sections.count("cache")) {
+    // (1b) The same quantizers on a tensor that stays in L2 (1 MiB in, 1 MiB out), on one
+    // thread: the size of a small model's weight matrix, what a training step's points round
+    // (section 2), against a copy of the same tensor. Per element, so that a step's extra time
+    // can be read as its points' elements times these.
+    const size_t m = 1 << 18;
+    std::vector<float> x(m), y(m);
+    for (size_t i = 0; i < m; ++i) x[i] = float(std::sin(double(i) * 1e-3) * 100.0);
+    const auto ns_per_element = [&](const auto& fn) {
+      for (int i = 0; i < 10; ++i) fn();
+      std::vector<double> ts;
+      for (int r = 0; r < 101; ++r) {
+        const auto t0 = Clock::now();
+        fn();
+        ts.push_back(seconds_since(t0));
+      }
+      return median(ts) * 1e9 / double(m);
+    };
+    const double copy_ns =
+        ns_per_element([&] { std::memcpy(y.data(), x.data(), m * sizeof(float)); });
+    std::cout << fmt::format(
+        "in cache, one thread, {} elements (1 MiB each way): copy {:.3f} ns per element\n", m,
+        copy_ns);
+    json rows = json::array();
+    for (const auto& [f, rnd] : cases) {
+      const std::string name = f + "/" + rnd;
+      if (name.find(only) == std::string::npos) continue;
+      tb::num::QuantOptions o;
+      o.rounding = tb::num::parse_rounding(rnd);
+      o.threads = 1;
+      o.row = 1024;
+      const auto fmt = tb::num::parse_format(f);
+      const double ns = ns_per_element([&] { tb::num::quantize(fmt, x.data(), y.data(), m, o); });
+      std::cout << fmt::format("  quantize {:<28} {:6.3f} ns per element  {:5.2f}x the copy\n",
+                               name, ns, ns / copy_ns);
+      rows.push_back({{"format", name}, {"ns_per_element", ns}, {"over_copy", ns / copy_ns}});
+    }
+    if (rows.empty()) {
+      std::cerr << "numerics_throughput: no format's name contains '" << tb::printable(only)
+                << "' (the cache section times formats, not recipes)\n";
+      return 2;
+    }
+    doc["in_cache"] = {{"elements", m}, {"copy_ns_per_element", copy_ns}, {"quantizers", rows}};
+    const auto slowest =
+        std::max_element(rows.begin(), rows.end(), [](const json& a, const json& b) {
+          return a["ns_per_element"].get<double>() < b["ns_per_element"].get<double>();
+        });
+    summary.push_back(fmt::format("in cache the slowest quantizer ({}) {:.2f}x the copy",
+                                  (*slowest)["format"].get<std::string>(),
+                                  (*slowest)["over_copy"].get<double>()));
   }
 
   if (sections.count("step")) {

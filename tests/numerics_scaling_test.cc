@@ -4,6 +4,7 @@
 // scaling. Every comparison is bit for bit.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <deque>
@@ -459,6 +460,52 @@ TEST(NumericsScaling, Nvfp4DirectedRoundingMatchesItsDefinition) {
         EXPECT_EQ(bad, 0) << name << " " << tb::num::rounding_name(r) << " rows of " << cols;
       }
   }
+}
+
+// E2M1's ties themselves, which random inputs all but never hit: tiles whose amax is 6 in a
+// tensor whose amax is 448 x 6 have encode and decode scales of exactly 1 (s_enc = 1, each
+// tile's E4M3 scale 1), so the elements are rounded as given. Ties away from zero go up in
+// magnitude, toward zero down; their neighbours one ulp either side go to the nearer value.
+TEST(NumericsScaling, Nvfp4DirectedRoundingOfExactTies) {
+  // Each tie of the grid with the grid values above and below it.
+  const std::vector<std::array<float, 3>> ties = {
+      {0.25f, 0.5f, 0.0f}, {0.75f, 1.0f, 0.5f}, {1.25f, 1.5f, 1.0f}, {1.75f, 2.0f, 1.5f},
+      {2.5f, 3.0f, 2.0f},  {3.5f, 4.0f, 3.0f},  {5.0f, 6.0f, 4.0f}};
+  const size_t cols = 64;
+  std::vector<float> x;
+  std::vector<float> away, zero;  // what each element must become
+  const auto push = [&](float v, float a, float z) {
+    x.push_back(v);
+    away.push_back(a);
+    zero.push_back(z);
+  };
+  for (const float sign : {1.0f, -1.0f})
+    for (const auto& [tie, up, down] : ties) {
+      push(sign * 6.0f, sign * 6.0f, sign * 6.0f);  // the tile's amax
+      push(sign * tie, sign * up, sign * down);
+      push(sign * std::nextafter(tie, 10.0f), sign * up, sign * down);
+      push(sign * std::nextafter(tie, 0.0f), sign * down, sign * down);
+      for (int i = 0; i < 12; ++i) push(sign * tie, sign * up, sign * down);
+    }
+  while (x.size() % cols) push(0.0f, 0.0f, 0.0f);
+  x.back() = 448.0f * 6.0f;  // the tensor's amax, in a tile of its own scale
+  for (const Rounding r : {Rounding::kTiesAway, Rounding::kTowardZero})
+    for (const size_t threads : {size_t(1), size_t(2)}) {
+      QuantOptions o;
+      o.row = cols;
+      o.rounding = r;
+      o.threads = int(threads);
+      const auto y = tb::num::quantize(parse_format("nvfp4"), x, o);
+      const auto ref = reference_nvfp4(x, cols, 1, r);
+      const auto& want = r == Rounding::kTiesAway ? away : zero;
+      int bad = 0, bad_ref = 0;
+      for (size_t i = 0; i + cols < x.size(); ++i) {  // the last row holds the large element
+        bad += !same(y[i], want[i]);
+        bad_ref += !same(y[i], ref[i]);
+      }
+      EXPECT_EQ(bad, 0) << tb::num::rounding_name(r);
+      EXPECT_EQ(bad_ref, 0) << tb::num::rounding_name(r);
+    }
 }
 
 TEST(NumericsScaling, Nvfp4MatchesTransformerEngine) {

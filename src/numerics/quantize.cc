@@ -505,6 +505,25 @@ TB_AVX512 void nvfp4_scales512(const uint32_t* amax, float* enc, float* dec, siz
   }
 }
 
+// round16<kTiesAway> on E2M1's grid (nvfp4_grids checks it: emin 0, one mantissa bit, max 6),
+// its constants known: half a quantum added and the remainder cut, the quantum 0.5 below 1
+// (the low 23 bits) and 2^(e-1) from 1 up (the low 22); below 0.5, 0.5 from 0.25 up, else 0.
+// Half round16's instructions, which derive the quantum from the exponent for any grid.
+template <bool NegZero>
+TB_AVX512_INLINE __m512 e2m1_away16(__m512 v, const Sr512& c) {
+  const __m512i xb = _mm512_castps_si512(v);
+  const __m512i a = _mm512_and_si512(xb, splat(0x7FFFFFFFu));
+  const __mmask16 below_one = _mm512_cmplt_epu32_mask(a, splat(0x3F800000u));
+  const __mmask16 below_half = _mm512_cmplt_epu32_mask(a, splat(0x3F000000u));
+  const __m512i mask = _mm512_mask_mov_epi32(splat(0x3FFFFFu), below_one, splat(0x7FFFFFu));
+  const __m512i half = _mm512_mask_mov_epi32(splat(1u << 21), below_one, splat(1u << 22));
+  __m512i mag = _mm512_andnot_si512(mask, _mm512_add_epi32(a, half));
+  const __m512i tiny =
+      _mm512_maskz_mov_epi32(_mm512_cmpge_epu32_mask(a, splat(0x3E800000u)), splat(0x3F000000u));
+  mag = _mm512_mask_mov_epi32(mag, below_half, tiny);
+  return _mm512_castsi512_ps(finish512_for<NegZero>(mag, xb, a, c.max, c.ovf, c.zero_sign));
+}
+
 // NVFP4's tiles (nvfp4_serial's loop: x * enc, rounded on E2M1's grid, * dec * s_dec), one
 // 16-element tile per vector: to nearest even (round_nearest_even_fast, bit-identical to
 // round_bits on this grid), ties away or toward zero (round16, as run_grid takes them).
@@ -522,6 +541,8 @@ TB_AVX512 size_t nvfp4_tiles_avx512(const float* x, float* y, size_t tiles, cons
     __m512 q;
     if constexpr (R == Rounding::kNearestEven)
       q = round_nearest_even_fast512_for<false, NegZero>(v, eg);
+    else if constexpr (R == Rounding::kTiesAway)
+      q = e2m1_away16<NegZero>(v, c);
     else
       q = round16<R, NegZero>(v, _mm512_setzero_si512(), c);
     store16<Stream>(y + 16 * t, _mm512_mul_ps(_mm512_mul_ps(q, _mm512_set1_ps(dec[t])), s_dec_v),

@@ -1050,21 +1050,23 @@ TB_INLINE void round_block(const float* x, float* y, const G& grid, const SrKey&
 // together halves the lanes each holds at every level (4 levels, 15 folds of two shuffles
 // and a max), and leaves v[j]'s largest lane in lane j of v[0].
 typedef uint32_t U32x16 __attribute__((vector_size(64)));
+// Per level, the lanes of the two vectors (0-15 the first, 16-31 the second) that each half
+// of the fold takes: max_lanes_16 here and raw_amax_16_tiles512 below.
+constexpr U32x16 kMaxLanesIdx[4][2] = {
+    {{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
+     {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31}},
+    {{0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27},
+     {4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31}},
+    {{0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29},
+     {2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31}},
+    {{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30},
+     {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31}}};
 TB_INLINE void max_lanes_16(U32x16* v) {
-  static constexpr U32x16 kIdx[4][2] = {
-      {{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
-       {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31}},
-      {{0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27},
-       {4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31}},
-      {{0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29},
-       {2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31}},
-      {{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30},
-       {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31}}};
   // In place: no function takes or returns a vector (their ABI differs between the clones).
   for (int level = 0, n = 8; level < 4; ++level, n /= 2)
     for (int t = 0; t < n; ++t) {
-      const U32x16 lo = __builtin_shuffle(v[2 * t], v[2 * t + 1], kIdx[level][0]);
-      const U32x16 hi = __builtin_shuffle(v[2 * t], v[2 * t + 1], kIdx[level][1]);
+      const U32x16 lo = __builtin_shuffle(v[2 * t], v[2 * t + 1], kMaxLanesIdx[level][0]);
+      const U32x16 hi = __builtin_shuffle(v[2 * t], v[2 * t + 1], kMaxLanesIdx[level][1]);
       v[t] = lo > hi ? lo : hi;
     }
 }
@@ -1599,21 +1601,14 @@ TB_AVX512 void raw_amax_16_tiles512(const float* x, size_t rows, size_t stride, 
     for (int t = 0; t < 16; ++t)
       v[t] = _mm512_max_epu32(
           v[t], _mm512_and_si512(_mm512_loadu_si512(x + i * stride + 16 * t), abs_mask));
-  // max_lanes_16's tree: lane j of the result is v[j]'s largest.
-  const __m512i lo_idx[4] = {
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23),
-      _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27),
-      _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29),
-      _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30)};
-  const __m512i hi_idx[4] = {
-      _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31),
-      _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31),
-      _mm512_setr_epi32(2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31),
-      _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31)};
+  // max_lanes_16's tree, on its index table: lane j of the result is v[j]'s largest.
   for (int level = 0, n = 8; level < 4; ++level, n /= 2)
     for (int t = 0; t < n; ++t)
-      v[t] = _mm512_max_epu32(_mm512_permutex2var_epi32(v[2 * t], lo_idx[level], v[2 * t + 1]),
-                              _mm512_permutex2var_epi32(v[2 * t], hi_idx[level], v[2 * t + 1]));
+      v[t] = _mm512_max_epu32(
+          _mm512_permutex2var_epi32(v[2 * t], _mm512_loadu_si512(&kMaxLanesIdx[level][0]),
+                                    v[2 * t + 1]),
+          _mm512_permutex2var_epi32(v[2 * t], _mm512_loadu_si512(&kMaxLanesIdx[level][1]),
+                                    v[2 * t + 1]));
   _mm512_storeu_si512(acc, _mm512_max_epu32(_mm512_loadu_si512(acc), v[0]));
 }
 #pragma GCC diagnostic pop

@@ -78,6 +78,9 @@ TEST_F(AnalyzeCli, ViewsPrintInEveryFormat) {
 
 TEST_F(AnalyzeCli, BadInputIsOneLineAndExitTwo) {
   const std::string& db = *store_;
+  // Where a refused report would have gone: none must be written.
+  const std::string refused_html =
+      ::testing::TempDir() + "/refused-" + std::to_string(getpid()) + ".html";
   const std::pair<std::string, std::string> cases[] = {
       {"analyze nope " + db, "nope"},
       {"analyze sensitivity /nonexistent/x.db", "does not exist"},
@@ -89,10 +92,10 @@ TEST_F(AnalyzeCli, BadInputIsOneLineAndExitTwo) {
       {"analyze sensitivity " + db + " --family cnn", "no run of family 'cnn'"},
       {"compare " + db + " --by platform --a slow --b nope", "no run has platform 'nope'"},
       {"compare " + db + " --by cell", "--by cell"},
-      {"report " + db + " -o /tmp/x.html --compare platform:slow",
+      {"report " + db + " -o " + refused_html + " --compare platform:slow",
        "'platform:slow' is not AXIS:A:B"},
-      {"report " + db + " -o /tmp/x.html --metric speed", "unknown metric 'speed'"},
-      {"report " + std::string(TB_SOURCE_DIR) + "/README.md -o /tmp/x.html", "cannot read it"},
+      {"report " + db + " -o " + refused_html + " --metric speed", "unknown metric 'speed'"},
+      {"report " + std::string(TB_SOURCE_DIR) + "/README.md -o " + refused_html, "cannot read it"},
   };
   ::tb::testing::run_cli_cases(cases, [](const auto& c, const Output& o) {
     const auto& [args, needle] = c;
@@ -101,6 +104,7 @@ TEST_F(AnalyzeCli, BadInputIsOneLineAndExitTwo) {
     EXPECT_NE(o.err.find(needle), std::string::npos) << args << "\n" << o.err;
     EXPECT_EQ(o.out, "") << args;
   });
+  EXPECT_FALSE(std::ifstream(refused_html).good()) << "a refused report wrote " << refused_html;
 }
 
 }  // namespace

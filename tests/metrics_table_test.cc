@@ -108,9 +108,9 @@ TEST(MetricsTable, EveryMetricWithAValueIsInTheJsonAtItsPath) {
 }
 
 TEST(MetricsTable, TheStoreKeepsEveryStoredMetricAndTheAnalysesReadIt) {
-  char dir[] = "/tmp/tb_metrics_XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string path = std::string(dir) + "/m.db";
+  std::string dir = ::testing::TempDir() + "/tb_metrics_XXXXXX";
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  const std::string path = dir + "/m.db";
   const RunResult r = a_result();
   const nlohmann::json j = to_json(r, false);
   {
@@ -147,7 +147,7 @@ TEST(MetricsTable, TheStoreKeepsEveryStoredMetricAndTheAnalysesReadIt) {
       EXPECT_DOUBLE_EQ(runs.runs[0].metric(i.name), v->get<double>()) << i.name;
   }
   std::remove(path.c_str());
-  rmdir(dir);
+  rmdir(dir.c_str());
 }
 
 }  // namespace

@@ -465,31 +465,38 @@ TEST(NumericsScaling, Nvfp4DirectedRoundingMatchesItsDefinition) {
 // E2M1's ties themselves, which random inputs all but never hit: tiles whose amax is 6 in a
 // tensor whose amax is 448 x 6 have encode and decode scales of exactly 1 (s_enc = 1, each
 // tile's E4M3 scale 1), so the elements are rounded as given. Ties away from zero go up in
-// magnitude, toward zero down; their neighbours one ulp either side go to the nearer value.
-TEST(NumericsScaling, Nvfp4DirectedRoundingOfExactTies) {
+// magnitude, toward zero down, to nearest even to the even mantissa (0, 1, 2, 4 of the values
+// around them); their neighbours one ulp either side go to the nearer value.
+TEST(NumericsScaling, Nvfp4RoundingOfExactTies) {
   // Each tie of the grid with the grid values above and below it.
   const std::vector<std::array<float, 3>> ties = {
       {0.25f, 0.5f, 0.0f}, {0.75f, 1.0f, 0.5f}, {1.25f, 1.5f, 1.0f}, {1.75f, 2.0f, 1.5f},
       {2.5f, 3.0f, 2.0f},  {3.5f, 4.0f, 3.0f},  {5.0f, 6.0f, 4.0f}};
   const size_t cols = 64;
   std::vector<float> x;
-  std::vector<float> away, zero;  // what each element must become
-  const auto push = [&](float v, float a, float z) {
+  std::vector<float> away, zero, even;  // what each element must become
+  const auto push = [&](float v, float a, float z, float e) {
     x.push_back(v);
     away.push_back(a);
     zero.push_back(z);
+    even.push_back(e);
   };
+  // E2M1's even values: 0, 1, 2 and 4 (mantissa bit 0); 0.5, 1.5, 3 and 6 are odd.
+  const auto is_even = [](float v) { return v == 0 || v == 1 || v == 2 || v == 4; };
   for (const float sign : {1.0f, -1.0f})
     for (const auto& [tie, up, down] : ties) {
-      push(sign * 6.0f, sign * 6.0f, sign * 6.0f);  // the tile's amax
-      push(sign * tie, sign * up, sign * down);
-      push(sign * std::nextafter(tie, 10.0f), sign * up, sign * down);
-      push(sign * std::nextafter(tie, 0.0f), sign * down, sign * down);
-      for (int i = 0; i < 12; ++i) push(sign * tie, sign * up, sign * down);
+      const float to_even = sign * (is_even(up) ? up : down);
+      push(sign * 6.0f, sign * 6.0f, sign * 6.0f, sign * 6.0f);  // the tile's amax
+      push(sign * tie, sign * up, sign * down, to_even);
+      push(sign * std::nextafter(tie, 10.0f), sign * up, sign * down, sign * up);
+      push(sign * std::nextafter(tie, 0.0f), sign * down, sign * down, sign * down);
+      for (int i = 0; i < 12; ++i) push(sign * tie, sign * up, sign * down, to_even);
     }
-  while (x.size() % cols) push(0.0f, 0.0f, 0.0f);
-  x.back() = 448.0f * 6.0f;  // the tensor's amax, in a tile of its own scale
-  for (const Rounding r : {Rounding::kTiesAway, Rounding::kTowardZero})
+  // Then a row of its own whose last tile holds the tensor's amax (its own scale).
+  while (x.size() % cols) push(0.0f, 0.0f, 0.0f, 0.0f);
+  for (size_t i = 0; i < cols; ++i) push(0.0f, 0.0f, 0.0f, 0.0f);
+  x.back() = 448.0f * 6.0f;
+  for (const Rounding r : {Rounding::kTiesAway, Rounding::kTowardZero, Rounding::kNearestEven})
     for (const size_t threads : {size_t(1), size_t(2)}) {
       QuantOptions o;
       o.row = cols;
@@ -497,7 +504,7 @@ TEST(NumericsScaling, Nvfp4DirectedRoundingOfExactTies) {
       o.threads = int(threads);
       const auto y = tb::num::quantize(parse_format("nvfp4"), x, o);
       const auto ref = reference_nvfp4(x, cols, 1, r);
-      const auto& want = r == Rounding::kTiesAway ? away : zero;
+      const auto& want = r == Rounding::kTiesAway ? away : r == Rounding::kTowardZero ? zero : even;
       int bad = 0, bad_ref = 0;
       for (size_t i = 0; i + cols < x.size(); ++i) {  // the last row holds the large element
         bad += !same(y[i], want[i]);
@@ -568,6 +575,28 @@ TEST(NumericsScaling, Nvfp4MatchesTransformerEngine) {
     int bad = 0;
     for (size_t i = 0; i < v.size(); ++i) bad += !same(y[i], want[i]);
     EXPECT_EQ(bad, 0) << "nvfp4 on rows of " << c4;
+  }
+  // Inf in a tile: the tensor's scale is 1 (its amax is Inf), the tile's E4M3 scale saturates
+  // at 448, and the element saturates at 6 x 448 with its sign (the rounding assumes no NaN
+  // where the call holds none; Inf must still saturate).
+  {
+    const size_t c6 = 64;
+    std::vector<float> v(32 * c6);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = n(gen) * std::exp2(float(int(i / 16) % 9 - 4));
+    v[70] = std::numeric_limits<float>::infinity();
+    v[1500] = -std::numeric_limits<float>::infinity();
+    for (const char* name : {"nvfp4", "nvfp4_2d"}) {
+      const Format f = parse_format(name);
+      QuantOptions o;
+      o.row = c6;
+      const auto y = tb::num::quantize(f, v, o);
+      const auto want = reference_nvfp4(v, c6, size_t(f.blk.rows));
+      int bad = 0;
+      for (size_t i = 0; i < v.size(); ++i) bad += !same(y[i], want[i]);
+      EXPECT_EQ(bad, 0) << name << " with Inf";
+      EXPECT_EQ(y[70], 6.0f * 448.0f) << name;
+      EXPECT_EQ(y[1500], -6.0f * 448.0f) << name;
+    }
   }
   // 16 x 16 tiles over a call that ends inside a row (17 rows of 567 and 300 more): the last
   // band's whole row and its short row folded together, a NaN in the short row.

@@ -39,6 +39,18 @@ TB_INLINE uint32_t amax_bits_inline(const float* x, size_t n) {
 }
 TB_NUM_CLONES uint32_t amax_bits(const float* x, size_t n) { return amax_bits_inline(x, n); }
 
+// amax_bits_inline, and whether a NaN was among the elements (into *nan).
+TB_INLINE uint32_t amax_bits_nan(const float* x, size_t n, bool* nan) {
+  uint32_t m = 0, raw = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t a = as_bits(x[i]) & 0x7FFFFFFFu;
+    m = std::max(m, a & (0u - uint32_t(a <= kInfBits)));
+    raw = std::max(raw, a);
+  }
+  *nan = *nan || raw > kInfBits;
+  return m;
+}
+
 // Stochastic rounding's generator, keyed by the 64-bit index (seed, offset + i). Within a
 // stretch where the index's high word is constant the loops count in 32 bits, which keeps the
 // vectorised loop free of 64-bit lanes; the bits drawn are the same.
@@ -524,11 +536,37 @@ TB_AVX512_INLINE __m512 e2m1_away16(__m512 v, const Sr512& c) {
   return _mm512_castsi512_ps(finish512_for<NegZero>(mag, xb, a, c.max, c.ovf, c.zero_sign));
 }
 
+// round_nearest_even_fast512_signed on E2M1's grid (nvfp4_grids checks it: emin 0, one
+// mantissa bit, -0, saturating at 6), its constants known: the quantum is 2^(E-1) for
+// E = floor(log2 |v|) clamped to [0, 2] (0.5 below 2, the subnormals' too; 1 in [2, 4); 2 from
+// 4 up), so (|v| + c) - c with c = 2^(E+22) rounds |v| to it, ties to even (an even multiple
+// of the quantum is an even mantissa), and the largest value is a minimum (Inf too: 6). A NaN
+// becomes the quiet NaN unless Finite (the caller saw none). 9 instructions (11) where the
+// grid's general form takes 13.
+template <bool Finite>
+TB_AVX512_INLINE __m512 e2m1_rne16(__m512 v) {
+  const __m512i xb = _mm512_castps_si512(v);
+  const __m512i a = _mm512_and_si512(xb, splat(0x7FFFFFFFu));
+  const __m512i e = _mm512_and_si512(a, splat(kInfBits));
+  const __m512 c = _mm512_castsi512_ps(_mm512_add_epi32(
+      _mm512_min_epu32(_mm512_max_epu32(e, splat(0x3F800000u)), splat(0x40800000u)),
+      splat(22u << 23)));
+  // vminps returns its second operand where either is NaN: the NaN stays.
+  __m512 mag = _mm512_min_ps(_mm512_set1_ps(6.0f),
+                             _mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(a), c), c));
+  if constexpr (!Finite)
+    mag = _mm512_mask_mov_ps(mag, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q),
+                             _mm512_castsi512_ps(splat(kQuietNan)));
+  // x's sign back, on zeros and NaN too
+  return _mm512_castsi512_ps(
+      _mm512_ternarylogic_epi32(_mm512_castps_si512(mag), xb, splat(0x80000000u), 0xF8));
+}
+
 // NVFP4's tiles (nvfp4_serial's loop: x * enc, rounded on E2M1's grid, * dec * s_dec), one
-// 16-element tile per vector: to nearest even (round_nearest_even_fast, bit-identical to
-// round_bits on this grid), ties away or toward zero (round16, as run_grid takes them).
-// Returns the tiles done.
-template <Rounding R, bool Stream, bool NegZero>
+// 16-element tile per vector: to nearest even (e2m1_rne16, bit-identical to round_bits on this
+// grid; Finite: no NaN among the tiles), ties away or toward zero (round16, as run_grid takes
+// them). Returns the tiles done.
+template <Rounding R, bool Stream, bool NegZero, bool Finite = false>
 TB_AVX512 size_t nvfp4_tiles_avx512(const float* x, float* y, size_t tiles, const float* enc,
                                     const float* dec, float s_dec, const FastGrid& g,
                                     const Ahead& ahead) {
@@ -539,7 +577,9 @@ TB_AVX512 size_t nvfp4_tiles_avx512(const float* x, float* y, size_t tiles, cons
     ahead.line(t);
     const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + 16 * t), _mm512_set1_ps(enc[t]));
     __m512 q;
-    if constexpr (R == Rounding::kNearestEven)
+    if constexpr (R == Rounding::kNearestEven && NegZero)
+      q = e2m1_rne16<Finite>(v);
+    else if constexpr (R == Rounding::kNearestEven)
       q = round_nearest_even_fast512_for<false, NegZero>(v, eg);
     else if constexpr (R == Rounding::kTiesAway)
       q = e2m1_away16<NegZero>(v, c);
@@ -553,8 +593,11 @@ TB_AVX512 size_t nvfp4_tiles_avx512(const float* x, float* y, size_t tiles, cons
 
 size_t nvfp4_rne_tiles512(const float* x, float* y, size_t tiles, const float* enc,
                           const float* dec, float s_dec, const FastGrid& g, bool stream,
-                          const Ahead& ahead) {
+                          bool finite, const Ahead& ahead) {
   return with_instance(stream, g.zero_sign, [&](auto st, auto nz) {
+    if (finite)
+      return nvfp4_tiles_avx512<Rounding::kNearestEven, st.value, nz.value, true>(
+          x, y, tiles, enc, dec, s_dec, g, ahead);
     return nvfp4_tiles_avx512<Rounding::kNearestEven, st.value, nz.value>(x, y, tiles, enc, dec,
                                                                           s_dec, g, ahead);
   });
@@ -1617,9 +1660,10 @@ TB_AVX512 void raw_amax_16_tiles512(const float* x, size_t rows, size_t stride, 
 // The largest |x| bits (NaN ignored, as fmaxf does) of each of the `tiles` tiles of a band of
 // `len` elements, rows of `row`: whole rows (all but a call's last may be short) 16 tiles at a
 // time over all of them, raw; then a short last row's own groups of 16; the tiles left one row
-// at a time, NaN ignored. A free function, not nvfp4_serial's lambda: a lambda is compiled
-// once outside the target clones, and this one, not inlined, ran its vectors on SSE2.
-TB_INLINE void nvfp4_band_amax(const float* x0, size_t len, size_t row, size_t block, size_t tiles,
+// at a time, NaN ignored. Returns whether the band holds a NaN. A free function, not
+// nvfp4_serial's lambda: a lambda is compiled once outside the target clones, and this one, not
+// inlined, ran its vectors on SSE2.
+TB_INLINE bool nvfp4_band_amax(const float* x0, size_t len, size_t row, size_t block, size_t tiles,
                                uint32_t* amax) {
   constexpr size_t kTile = 16;
   std::fill(amax, amax + tiles, 0u);
@@ -1644,25 +1688,28 @@ TB_INLINE void nvfp4_band_amax(const float* x0, size_t len, size_t row, size_t b
     for (; (ts + 16) * kTile <= short_len; ts += 16)
       raw_amax_16_tiles(x0 + full * row + ts * kTile, 1, row, &amax[ts]);
   }
+  bool nan = false;
   for (size_t i = 0; i < rows; ++i) {
     const float* x = x0 + i * row;
     const size_t rl = row_len(i);
     for (size_t u = i < full ? t : ts; u * block < rl; ++u)
-      amax[u] = std::max(amax[u], amax_bits_inline(x + u * block, std::min(block, rl - u * block)));
+      amax[u] =
+          std::max(amax[u], amax_bits_nan(x + u * block, std::min(block, rl - u * block), &nan));
   }
   // A NaN's bits (above Inf's) in a raw figure: that tile again, NaN ignored.
   const size_t raw = std::max(t, ts);
   uint32_t raw_nan = 0;
   for (size_t u = 0; u < raw; ++u) raw_nan |= uint32_t(amax[u] > kInfBits);
-  if (raw_nan)
-    for (size_t u = 0; u < raw; ++u)
-      if (amax[u] > kInfBits) {
-        amax[u] = 0;
-        for (size_t i = 0; i < rows; ++i)
-          if (u * block < row_len(i))
-            amax[u] = std::max(amax[u], amax_bits_inline(x0 + i * row + u * block,
-                                                         std::min(block, row_len(i) - u * block)));
-      }
+  if (!raw_nan) return nan;
+  for (size_t u = 0; u < raw; ++u)
+    if (amax[u] > kInfBits) {
+      amax[u] = 0;
+      for (size_t i = 0; i < rows; ++i)
+        if (u * block < row_len(i))
+          amax[u] = std::max(amax[u], amax_bits_inline(x0 + i * row + u * block,
+                                                       std::min(block, row_len(i) - u * block)));
+    }
+  return true;
 }
 
 // NVFP4's element grid (E2M1) and the FastGrids of it and of its E4M3 scales. Not statics of
@@ -1682,7 +1729,7 @@ const Nvfp4Grids& nvfp4_grids() {
     if (!fast_grid(n.elem, &n.elem_fast)) throw std::logic_error("e2m1 is not a fast grid");
     const FastGrid& g = n.elem_fast;
     if (g.emin != 0 || g.man_bits != 1 || g.below != -1 || g.max_bits != as_bits(6.0f) ||
-        g.ovf_bits != g.max_bits)
+        g.ovf_bits != g.max_bits || g.zero_sign != 0x80000000u)
       throw std::logic_error("round_stochastic_e2m1 does not match e2m1's grid");
     FloatFormat e4m3 = mx_element("e4m3");
     e4m3.overflow = Overflow::kSaturate;  // Transformer Engine casts scales with satfinite
@@ -1728,10 +1775,14 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
   const size_t kept = fused ? bands * tiles : tiles;
   if (tile_enc.size() < tiles) tile_enc.resize(tiles), tile_dec.resize(tiles);
   if (tile_amax.size() < kept) tile_amax.resize(kept);
+  // Whether the tiles rounded next may hold a NaN (the rounding's shorter form assumes none):
+  // the whole call's in the fused form, else each band's.
+  bool nan = false;
   if (fused) {
     for (size_t bi = 0; bi < bands; ++bi)
-      nvfp4_band_amax(in + bi * band, std::min(band, n - bi * band), row, block, tiles,
-                      tile_amax.data() + bi * tiles);
+      nan = nvfp4_band_amax(in + bi * band, std::min(band, n - bi * band), row, block, tiles,
+                            tile_amax.data() + bi * tiles) ||
+            nan;
     tensor_amax =
         as_float(kept ? *std::max_element(tile_amax.begin(), tile_amax.begin() + long(kept)) : 0u);
   }
@@ -1745,7 +1796,7 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
     auto row_len = [&](size_t i) { return std::min(row, n - (b0 + i * row)); };
     const uint32_t* amax = tile_amax.data() + (fused ? bi * tiles : 0);
     if (!fused)
-      nvfp4_band_amax(in + b0, std::min(band, n - b0), row, block, tiles, tile_amax.data());
+      nan = nvfp4_band_amax(in + b0, std::min(band, n - b0), row, block, tiles, tile_amax.data());
     size_t t0 = 0;
 #if TB_AVX512_KERNELS
     if (avx512_cpu()) {
@@ -1781,7 +1832,7 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
 #if TB_AVX512_KERNELS
         if (avx512_cpu())
           t = nvfp4_rne_tiles512(x, y, rl / kTile, tile_enc.data(), tile_dec.data(), s_dec,
-                                 elem_fast, stream, next_band(at, rl));
+                                 elem_fast, stream, !nan, next_band(at, rl));
 #endif
         for (; (t + 1) * kTile <= rl; ++t) {
           const float e = tile_enc[t], d = tile_dec[t];

@@ -92,6 +92,11 @@ TEST_F(AnalyzeCli, BadInputIsOneLineAndExitTwo) {
       {"analyze sensitivity " + db + " --family cnn", "no run of family 'cnn'"},
       {"compare " + db + " --by platform --a slow --b nope", "no run has platform 'nope'"},
       {"compare " + db + " --by cell", "--by cell"},
+      // A family no run has: refused by every view, not ignored or averaged over nothing.
+      {"compare " + db + " --by platform --family bogus", "no run of family 'bogus'"},
+      {"analyze roofline " + db + " --family bogus", "no run of family 'bogus'"},
+      {"analyze observations " + db + " --family bogus", "no run of family 'bogus'"},
+      {"analyze box " + db + " --family bogus", "no run of family 'bogus'"},
       {"report " + db + " -o " + refused_html + " --compare platform:slow",
        "'platform:slow' is not AXIS:A:B"},
       {"report " + db + " -o " + refused_html + " --metric speed", "unknown metric 'speed'"},

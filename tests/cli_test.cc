@@ -38,6 +38,26 @@ TEST(Cli, BadInputIsOneLineAndExitTwo) {
       {"platform --spec /nonexistent/x.json", "cannot open"},
       {"run fc:nodes=8 --platform no-such-platform", "unknown platform"},
       {"platform --at -3", "-3"},
+      // Numbers CLI11's own checks let through (NaN) or wrapped (-1 as 2^64 - 1).
+      {"run fc:nodes=8 --budget nan", "'nan' is not a number in [0.01, 1e+06]"},
+      {"run fc:nodes=8 --target-ci nan", "'nan' is not a number"},
+      {"run fc:nodes=8 --steps abc", "'abc' is not a number"},
+      {"run fc:nodes=8 --seed -1", "'-1' is not a whole number"},
+      {"quantize --format e4m3 --rounding stochastic --seed 99999999999999999999 1",
+       "is not a whole number"},
+      {"simulate fc:nodes=8 --platform tpu-v2-board --top -1", "'-1' is not a whole number"},
+      {"profile fc:nodes=8 --peak-gflops -5", "'-5' is not a positive number"},
+      {"sweep demo --dry-run --budget nan", "'nan' is not a number"},
+      {"emulate --lr -1", "lr -1"},
+      {"emulate --threads -1", "threads -1"},
+      // A directory where a file is meant, refused before any work.
+      {"run fc:nodes=8 --steps 3 -o /", "--out /: is a directory"},
+      {"profile fc:nodes=8 --steps 2 --trace /", "--trace /: is a directory"},
+      {"run fc:nodes=8 --platform /", "/: a directory, not a platform description file"},
+      {"sweep /", "sweep file '/' is a directory"},
+      {"export /", "store '/' is a directory"},
+      {"emulate --max-iters 1 --store /nonexistent/x.db",
+       "directory '/nonexistent' does not exist"},
   };
   ::tb::testing::run_cli_cases(cases, [](const auto& c, const Output& o) {
     const auto& [args, needle] = c;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -26,6 +27,9 @@ namespace {
 // The records of a CSV file (RFC 4180: quoted fields may hold commas and quotes), through
 // libcsv.
 std::vector<std::vector<std::string>> csv_records(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw UsageError("published throughputs '" + printable(path) + "' is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UsageError("cannot open published throughputs '" + printable(path) + "'");
   std::stringstream ss;

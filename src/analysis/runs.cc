@@ -39,6 +39,16 @@ std::vector<const Run*> RunSet::of_family(const std::string& family, bool ok_onl
   return out;
 }
 
+RunSet only_family(RunSet runs, const std::string& family) {
+  if (family.empty()) return runs;
+  std::vector<Run> kept;
+  for (auto& r : runs.runs)
+    if (r.family == family) kept.push_back(std::move(r));
+  if (kept.empty()) throw UsageError("no run of family '" + family + "' in the store(s)");
+  runs.runs = std::move(kept);
+  return runs;
+}
+
 bool is_reference_family(const std::string& family) {
   const FamilySchema* s = find_family_schema(family);
   return s && s->is_reference();

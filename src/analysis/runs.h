@@ -65,6 +65,11 @@ struct RunSet {
   std::vector<const Run*> of_family(const std::string& family, bool ok_only) const;
 };
 
+// The runs of one family (`--family` of analyze and compare): the others dropped, so that no
+// view silently reports on runs the user excluded. Throws UsageError naming the family where
+// no run has it. An empty family keeps every run.
+RunSet only_family(RunSet runs, const std::string& family);
+
 // Whether a family is one of the reference models (TBD / ParaDnn real-model suite) as this
 // binary knows them; a family it does not know (another build's) counts as generated.
 bool is_reference_family(const std::string& family);

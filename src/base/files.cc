@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "base/errors.h"
@@ -28,6 +29,21 @@ void write_file_atomically(const std::string& path, const std::string& content) 
     std::remove(tmp.c_str());
     throw UsageError("cannot write '" + path + "': " + why);
   }
+}
+
+void check_output_file(const std::string& what, const std::string& path) {
+  if (path.empty()) return;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw UsageError(what + " " + path + ": is a directory, not a file");
+  const auto parent = std::filesystem::path(path).parent_path();
+  const std::string dir = parent.empty() ? "." : parent.string();
+  if (!std::filesystem::is_directory(dir, ec))
+    throw UsageError(what + " " + path + ": directory '" + dir + "' does not exist");
+  // access() answers for the effective user and for read-only filesystems, root included.
+  if (access(dir.c_str(), W_OK) != 0)
+    throw UsageError(what + " " + path + ": directory '" + dir + "' cannot be written (" +
+                     std::strerror(errno) + ")");
 }
 
 }  // namespace tb

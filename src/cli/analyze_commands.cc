@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "report/analysis_views.h"
 #include "report/html_report.h"
+#include "spec/printable.h"
 
 namespace tb::cli {
 namespace {
@@ -55,6 +56,10 @@ void add_output_options(CLI::App* sub, std::string& format, std::string& out) {
 
 const FamilyView& family_view(const Summary& s, const std::string& family) {
   if (family.empty() && s.families.size() == 1) return s.families.front();
+  if (s.families.empty())
+    throw UsageError(
+        "the store(s) hold no runs of a family (`sweep` and `suite` record them; "
+        "`emulate` results are for `tta`)");
   if (family.empty()) {
     std::string known;
     for (const auto& f : s.families) known += (known.empty() ? "" : ", ") + f.family;
@@ -115,7 +120,7 @@ Command add_analyze(CLI::App& app) {
       "  trainbench analyze observations out/demo.db");
   return {
       sub, [a]() {
-        const RunSet runs = load_runs(a->stores);
+        const RunSet runs = only_family(load_runs(a->stores), a->family);
         SummaryOptions so;
         so.metric = a->metric;
         so.second_order = a->second_order;
@@ -194,7 +199,7 @@ Command add_compare(CLI::App& app) {
       "hyperparameter, platform and stack); configs present on one side only are counted, not "
       "compared.");
   return {sub, [a]() {
-            const RunSet runs = load_runs(a->stores);
+            const RunSet runs = only_family(load_runs(a->stores), a->family);
             const auto values = axis_values(runs, a->by);
             if (values.size() < 2 && (a->a.empty() || a->b.empty()))
               throw UsageError(fmt::format("--by {}: the store(s) hold {} value(s) of it, need two",
@@ -270,7 +275,7 @@ Command add_report(CLI::App& app) {
             metric_info(a->metric);
             const ReportStats st = write_report(a->stores, a->out, o);
             std::cout << fmt::format("wrote {} ({:.1f} MB): {} runs, {} charts, {} observations\n",
-                                     a->out, double(st.bytes) / 1e6, st.runs, st.charts,
+                                     printable(a->out), double(st.bytes) / 1e6, st.runs, st.charts,
                                      st.observations);
             return 0;
           }};

@@ -4,6 +4,7 @@
 
 #include "base/errors.h"
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "emulation/descriptor.h"
 #include "emulation/emulate.h"
 #include "emulation/language_training.h"
@@ -16,6 +17,7 @@
 #include "report/emulation_table.h"
 #include "runner/characterize.h"
 #include "runner/threads.h"
+#include "spec/printable.h"
 #include "store/store.h"
 
 namespace tb::cli {
@@ -69,7 +71,8 @@ Command add_emulate(CLI::App& app) {
   sub->add_option("--numerics", a->numerics,
                   "all points as numerics= text (docs/numerics.md), per layer with KEY.N items; "
                   "instead of the per-point options");
-  sub->add_option("--quant-seed", a->quant_seed, "stochastic rounding seed (mixed with the run's)");
+  sub->add_option("--quant-seed", a->quant_seed, "stochastic rounding seed (mixed with the run's)")
+      ->check(unsigned_integer());
   sub->add_option("--loss-scale", a->loss_scale, "none | static:S | dynamic[:S0]");
   sub->add_option("--unit", a->unit,
                   "every matmul/conv on a custom MAD unit: mad:mul=,acc=,... | ext:PATH");
@@ -152,14 +155,17 @@ Command add_emulate(CLI::App& app) {
             std::cerr << fmt::format("seed {} iteration {}: {} {:.4f}\n", r.seed, it, metric,
                                      value);
         };
+        // Opened before training: a store that cannot be written is refused before minutes of
+        // seeds, not after them.
+        std::unique_ptr<Store> store;
+        if (!a->store.empty()) store = Store::open(a->store);
         apply_threads(a->o.threads);
         const auto r = emu::emulate(a->o, p, progress);
         const auto& s = r.summary;
-        if (!a->store.empty()) {
-          auto store = Store::open(a->store);
+        if (store) {
           store->add_emulation(variant_descriptor(r.options, p), seeds_json(r),
                                host_platform_id(*store), store->stack_id(stack_identity()));
-          if (!a->quiet) std::cerr << "emulate: stored in " << a->store << "\n";
+          if (!a->quiet) std::cerr << "emulate: stored in " << printable(a->store) << "\n";
         }
         // A seed that missed the target is exit status 1 in either output (docs/numerics.md).
         if (a->json)

@@ -5,6 +5,7 @@
 
 #include "base/errors.h"
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "numerics/decimal.h"
 #include "numerics/format.h"
 #include "numerics/quantize.h"
@@ -89,7 +90,8 @@ Command add_quantize(CLI::App& app) {
       ->required();
   sub->add_option("--rounding,-r", a->rounding,
                   "nearest-even | ties-away | toward-zero | stochastic");
-  sub->add_option("--seed", a->seed, "stochastic rounding seed (reproducible)");
+  sub->add_option("--seed", a->seed, "stochastic rounding seed (reproducible)")
+      ->check(unsigned_integer());
   sub->add_flag("--json", a->json,
                 "print a JSON document: every value exactly, as text, beside the number");
   sub->add_option("values", a->values, "float32 values (inf, nan and hex floats accepted)");

@@ -4,6 +4,7 @@
 
 #include "base/errors.h"
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "platform/host.h"
 #include "platform/registry.h"
 #include "report/platform_table.h"
@@ -29,13 +30,13 @@ Command add_platform(CLI::App& app) {
   sub->add_option("--spec", a->spec, "show a known platform by name, or a description file");
   sub->add_option("--at", a->at, "attainable FLOP/s at these arithmetic intensities (FLOP/byte)")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   sub->add_option("--threads", a->threads, "threads for the measurement (default: all cores)")
-      ->check(CLI::Range(0, 4096));
+      ->check(number_in(0, 4096));
   sub->add_option("--fma-units", a->options.fma_units,
                   "FMA units per core for the theoretical peak; 0: from the CPU's "
                   "microarchitecture (2 where trainbench does not know it)")
-      ->check(CLI::Range(0, 4))
+      ->check(number_in(0, 4))
       ->capture_default_str();
   sub->add_flag("--quick", a->quick, "fewer sizes and trials, no working-set sweep (for tests)");
   sub->footer(

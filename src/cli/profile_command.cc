@@ -9,6 +9,7 @@
 #include "base/files.h"
 #include "base/sizes.h"
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "jobs/sweep_runner.h"
 #include "platform/registry.h"
 #include "record/context.h"
@@ -26,13 +27,6 @@ namespace tb::cli {
 namespace {
 
 using nlohmann::json;
-
-void check_writable(const std::string& flag, const std::string& path) {
-  if (path.empty()) return;
-  const std::string dir = path.substr(0, path.find_last_of('/') + 1);
-  if (access(dir.empty() ? "." : dir.c_str(), W_OK) != 0)
-    throw UsageError(flag + " " + path + ": directory is not writable or does not exist");
-}
 
 // The platform the utilization is against: --platform, or this host's cached description.
 std::optional<PlatformDescription> resolve_platform(const std::string& name, bool quiet) {
@@ -116,13 +110,13 @@ Command add_profile(CLI::App& app) {
   sub->add_option("config", a->config, "config string, e.g. fc:layers=4,nodes=1024,batch=512");
   add_torchscript_options(sub, a->ts);
   sub->add_option("--warmup", a->options.warmup_steps, "unprofiled steps first")
-      ->check(CLI::Range(1, 100000))
+      ->check(number_in(1, 100000))
       ->capture_default_str();
   sub->add_option("--steps", a->options.steps, "profiled steps")
-      ->check(CLI::Range(1, 10000))
+      ->check(number_in(1, 10000))
       ->capture_default_str();
   sub->add_option("--top", a->top, "operators to list by self time")
-      ->check(CLI::Range(1, 100000))
+      ->check(number_in(1, 100000))
       ->capture_default_str();
   sub->add_option("--trace", a->trace, "write a Chrome trace JSON (Perfetto, chrome://tracing)");
   sub->add_flag("--json", a->json, "print a versioned JSON document instead of tables");
@@ -131,8 +125,9 @@ Command add_profile(CLI::App& app) {
   sub->add_option("--platform", a->platform,
                   "platform for utilization: a registry name or file (default: this host's)");
   sub->add_option("--peak-gflops", a->peak_gflops, "peak for utilization, GFLOP/s")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   sub->add_option("--seed", a->options.seed, "seed for weights and synthetic data")
+      ->check(unsigned_integer())
       ->capture_default_str();
   sub->footer(
       "Examples:\n"
@@ -146,8 +141,8 @@ Command add_profile(CLI::App& app) {
       "Exit status: 0 ok, 1 the config did not run (see its status), 2 bad input.");
   return {sub, [a]() {
             const Config config = config_of(a->config, a->ts);
-            check_writable("--trace", a->trace);
-            check_writable("--out", a->output);
+            check_output_file("--trace", a->trace);
+            check_output_file("--out", a->output);
             if (a->peak_gflops > 0) a->options.peak_flops = a->peak_gflops * 1e9;
             a->options.platform = resolve_platform(a->platform, a->json || a->options.peak_flops);
             a->options.keep_trace = !a->trace.empty();
@@ -180,7 +175,7 @@ Command add_profile(CLI::App& app) {
               write_file_atomically(a->trace,
                                     chrome_trace(run.trace, run.profile.config).dump() + "\n");
               if (!a->json)
-                std::cout << "trace        " << a->trace << " (" << run.trace.size()
+                std::cout << "trace        " << printable(a->trace) << " (" << run.trace.size()
                           << " events)\n";
             }
             if (store) {
@@ -217,6 +212,7 @@ Command add_memory(CLI::App& app) {
   sub->add_option("-o,--out", a->output, "also write the JSON document to this file");
   sub->add_option("-s,--store", a->store, "also record the breakdowns in this results store");
   sub->add_option("--seed", a->options.seed, "seed for weights and synthetic data")
+      ->check(unsigned_integer())
       ->capture_default_str();
   sub->footer(
       "Examples:\n"
@@ -246,7 +242,7 @@ Command add_memory(CLI::App& app) {
               }
               configs.push_back(c);
             }
-            check_writable("--out", a->output);
+            check_output_file("--out", a->output);
             std::unique_ptr<Store> store;
             if (!a->store.empty()) store = Store::open(a->store);
             const bool tty = isatty(STDOUT_FILENO);

@@ -8,6 +8,7 @@
 #include "base/errors.h"
 #include "base/files.h"
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "jobs/data_parallel.h"
 #include "jobs/repeat.h"
 #include "platform/registry.h"
@@ -168,50 +169,51 @@ Command add_run(CLI::App& app) {
   auto& t = a->options.timing;
   sub->add_option("--target-ci", t.target_rel_ci,
                   "stop when the 95% CI half-width of the mean step time is within this fraction")
-      ->check(CLI::Range(1e-4, 0.5))
+      ->check(number_in(1e-4, 0.5))
       ->capture_default_str();
   sub->add_option("--budget", t.budget_s, "seconds of timed steps at most, per config")
-      ->check(CLI::Range(0.01, 1e6))
+      ->check(number_in(0.01, 1e6))
       ->capture_default_str();
   sub->add_option("--min-samples", t.min_samples, "stationary steps needed before stopping")
-      ->check(CLI::Range(2, 1000000))
+      ->check(number_in(2, 1000000))
       ->capture_default_str();
   sub->add_option("--min-time", t.min_time_s,
                   "seconds of stationary steps needed before stopping (at most half the budget)")
-      ->check(CLI::Range(0.0, 1e6))
+      ->check(number_in(0.0, 1e6))
       ->capture_default_str();
   sub->add_option("--steps", t.fixed_steps, "run exactly this many steps (no early stop)")
-      ->check(CLI::Range(2, 100000000));
+      ->check(number_in(2, 100000000));
   sub->add_option("--max-steps", t.max_steps, "stop after this many steps")
-      ->check(CLI::Range(2, 100000000));
+      ->check(number_in(2, 100000000));
   sub->add_option("--seed", a->options.seed, "seed for weights and synthetic data")
+      ->check(unsigned_integer())
       ->capture_default_str();
   sub->add_option("--platform", a->platform,
                   "platform for utilization and roofline: a registry name or file "
                   "(default: this host's cached `trainbench platform` description)");
   sub->add_option("--peak-gflops", a->peak_gflops, "platform peak for FLOPS utilization, GFLOP/s")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   sub->add_option("--memory-limit", a->memory_limit_gib,
                   "GiB the run may use; larger estimates are oom-predicted (default: available)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   sub->add_option(
          "--workers", a->workers,
          "data-parallel worker processes (sets the config's workers=N); trainbench starts "
          "them here, or each is started by torchrun/srun with RANK, WORLD_SIZE, MASTER_ADDR, "
          "MASTER_PORT set")
-      ->check(CLI::Range(1, 4096));
+      ->check(number_in(1, 4096));
   sub->add_option("--dist-timeout", a->dist.timeout_s,
                   "seconds a data-parallel run waits for a worker to join or answer before failing")
-      ->check(CLI::Range(0.5, 86400.0))
+      ->check(number_in(0.5, 86400.0))
       ->capture_default_str();
   sub->add_option("--bucket-mib", a->dist.bucket_mib,
                   "gradient bucket size of data-parallel runs, MiB")
-      ->check(CLI::Range(0.001, 4096.0))
+      ->check(number_in(0.001, 4096.0))
       ->capture_default_str();
   sub->add_option("--repetitions", a->repetitions,
                   "measure every config in N fresh processes, interleaved; prints each process's "
                   "mean, the spread between them, and the median of the means as the step time")
-      ->check(CLI::Range(1, 100))
+      ->check(number_in(1, 100))
       ->capture_default_str();
   add_param_options(sub, *a);
   sub->footer(
@@ -262,12 +264,7 @@ Command add_run(CLI::App& app) {
             for (const auto& c : configs)
               if (c.get_int("workers") > 1 && !rank_env) rank_env = dist_env_from_environment();
             const bool quiet = rank_env && rank_env->rank != 0;  // rank 0 speaks for the job
-            if (!a->output.empty()) {                            // refuse before running, not after
-              std::string dir = a->output.substr(0, a->output.find_last_of('/') + 1);
-              if (access(dir.empty() ? "." : dir.c_str(), W_OK) != 0)
-                throw UsageError("--out " + a->output +
-                                 ": directory is not writable or does not exist");
-            }
+            check_output_file("--out", a->output);  // refused before running, not after
             enter_blas(stack);  // may re-execute the program with the stack's BLAS
             if (a->repetitions > 1) return run_repetitions(*a, configs, stack);
             a->options.stack = stack;

@@ -7,6 +7,7 @@
 #include "analysis/validation.h"
 #include "base/errors.h"
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "platform/registry.h"
 #include "record/json.h"
 #include "simulate/accelerator_model.h"
@@ -51,7 +52,9 @@ Command add_simulate(CLI::App& app) {
       "(columns config, platform, format, batch, throughput, unit, source; shipped: "
       "data/published/training-throughput.csv, measured ones: data/measured/) and report the "
       "error per row and platform");
-  sub->add_option("--top", a->top, "layers to list")->capture_default_str();
+  sub->add_option("--top", a->top, "layers to list")
+      ->check(unsigned_integer())
+      ->capture_default_str();
   sub->add_flag("--explain", a->explain,
                 "add why: the step by layer class and bound, the peaks, efficiency and array "
                 "utilization used, and where they come from");

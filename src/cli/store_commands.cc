@@ -5,6 +5,7 @@
 #include "base/errors.h"
 #include "base/files.h"
 #include "cli/commands.h"
+#include "spec/printable.h"
 #include "store/export.h"
 #include "store/store.h"
 
@@ -29,8 +30,8 @@ Command add_merge(CLI::App& app) {
             auto out = Store::open(a->output);
             int64_t added = 0;
             for (auto& in : inputs) added += out->merge_from(*in);
-            std::cout << fmt::format("merged {} new runs into {} ({} runs)\n", added, a->output,
-                                     out->count_runs());
+            std::cout << fmt::format("merged {} new runs into {} ({} runs)\n", added,
+                                     printable(a->output), out->count_runs());
             return 0;
           }};
 }
@@ -42,7 +43,9 @@ Command add_export(CLI::App& app) {
   auto a = std::make_shared<Args>();
   auto* sub = app.add_subcommand("export", "Write a store's runs as a flat table");
   sub->add_option("store", a->store, "results store")->required();
-  sub->add_option("--format", a->format, "csv, json or parquet")
+  sub->add_option("--format", a->format,
+                  "csv or json (parquet needs Apache Arrow, which Debian does not package: "
+                  "refused in this build)")
       ->check(CLI::IsMember({"csv", "json", "parquet"}))
       ->capture_default_str();
   sub->add_option("-o,--out", a->output, "file to write (default: standard output)");

@@ -6,7 +6,9 @@
 
 #include "base/errors.h"
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "jobs/sweep_runner.h"
+#include "spec/printable.h"
 #include "spec/suite.h"
 #include "store/store.h"
 
@@ -42,21 +44,21 @@ Command add_suite(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--dry-run", a->dry_run, "list the configs; run nothing");
   sub->add_option("--budget", a->budget, "seconds of timed steps per config")
-      ->check(CLI::Range(0.01, 1e6))
+      ->check(number_in(0.01, 1e6))
       ->capture_default_str();
   sub->add_option("--timeout", a->timeout,
                   "seconds per config, start-up included (default 3 x budget + 60)")
-      ->check(CLI::Range(0.1, 1e7));
+      ->check(number_in(0.1, 1e7));
   sub->add_option("--target-ci", a->target_ci,
                   "stop a config when its 95% CI half-width is within this fraction of the mean")
-      ->check(CLI::Range(1e-4, 0.5))
+      ->check(number_in(1e-4, 0.5))
       ->capture_default_str();
   sub->add_option("--sweep-budget", a->sweep_budget,
                   "seconds for the whole suite; re-run to resume")
-      ->check(CLI::Range(0.1, 1e9));
+      ->check(number_in(0.1, 1e9));
   sub->add_option("--memory-limit", a->memory_limit_gib,
                   "GiB per config (default: 90% of available)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   sub->add_flag("--rerun", a->rerun,
                 "run configs the store already has for this platform and stack");
   sub->add_flag("--retry-failed", a->retry_failed,
@@ -113,7 +115,8 @@ Command add_suite(CLI::App& app) {
               std::cerr << "trainbench: suite stopped: " << s.harness_error << "\n";
               return 1;
             }
-            std::cout << "store: " << store->path() << " (" << store->count_runs() << " runs)\n";
+            std::cout << "store: " << printable(store->path()) << " (" << store->count_runs()
+                      << " runs)\n";
             return s.interrupted ? 130 : 0;
           }};
 }

@@ -7,6 +7,7 @@
 
 #include "base/errors.h"
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "cost/cost.h"
 #include "jobs/cluster.h"
 #include "jobs/plan.h"
@@ -64,8 +65,10 @@ Command add_sweep(CLI::App& app) {
   sub->add_option("--filter", a->plan.filter,
                   "keep configs matching all of key=value, key>=value, ...");
   sub->add_option("--sample", a->plan.sample, "run a sample of N configs")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--seed", a->plan.seed, "seed of --sample")->capture_default_str();
+      ->check(positive_number());
+  sub->add_option("--seed", a->plan.seed, "seed of --sample")
+      ->check(unsigned_integer())
+      ->capture_default_str();
   auto* lhs = sub->add_flag("--lhs", a->plan.lhs,
                             "sample by Latin hypercube over the axes (default: uniform random)");
   sub->add_option("--stratify", a->plan.stratify,
@@ -83,24 +86,24 @@ Command add_sweep(CLI::App& app) {
   sub->add_option(
          "--merge-timeout", a->merge_timeout,
          "with --shard auto: seconds rank 0 waits for the other shards (default: no limit)")
-      ->check(CLI::Range(0.0, 1e9));
+      ->check(number_in(0.0, 1e9));
   sub->add_option("--budget", a->budget, "seconds of timed steps per config (default: the sweep's)")
-      ->check(CLI::Range(0.01, 1e6));
+      ->check(number_in(0.01, 1e6));
   sub->add_option("--repetitions", a->repetitions,
                   fmt::format("measure every config in N fresh processes, interleaved (default: "
                               "the sweep file's, else {}); a resumed sweep tops up configs "
                               "stored with fewer",
                               kSweepRepetitions))
-      ->check(CLI::Range(1, 100));
+      ->check(number_in(1, 100));
   sub->add_option("--timeout", a->timeout,
                   "seconds per config, start-up included (default 3 x budget + 60)")
-      ->check(CLI::Range(0.1, 1e7));
+      ->check(number_in(0.1, 1e7));
   sub->add_option("--sweep-budget", a->sweep_budget,
                   "seconds for the whole sweep; re-run to resume")
-      ->check(CLI::Range(0.1, 1e9));
+      ->check(number_in(0.1, 1e9));
   sub->add_option("--memory-limit", a->memory_limit_gib,
                   "GiB per config (default: 90% of available)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   sub->add_flag("--rerun", a->rerun,
                 "run configs the store already has for this platform and stack");
   sub->add_flag("--retry-failed", a->retry_failed,
@@ -214,7 +217,8 @@ Command add_sweep(CLI::App& app) {
               std::cerr << "trainbench: sweep stopped: " << s.harness_error << "\n";
               return 1;
             }
-            std::cout << "store: " << store->path() << " (" << store->count_runs() << " runs";
+            std::cout << "store: " << printable(store->path()) << " (" << store->count_runs()
+                      << " runs";
             if (a->profile) std::cout << ", " << s.profiled << " profiled";
             std::cout << ")\n";
             return s.interrupted ? 130 : 0;

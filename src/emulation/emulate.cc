@@ -481,7 +481,8 @@ EmulationResult emulate(const EmulationOptions& given, const Policy& p, const Pr
         "per-layer points apply to family models (--model fc:..., cnn:... or gpt:...), not "
         "to the built-in " +
         o.model);
-  if (o.batch < 1 || o.batch > 60000) throw UsageError("batch " + std::to_string(o.batch));
+  if (o.batch < 1 || o.batch > 60000)
+    throw UsageError("batch " + std::to_string(o.batch) + " (1..60000)");
   if (text) {
     o.model = language_model_config(o.model, o.batch).str();
     if (o.target_loss == 0 && o.model == language_model_config(kLanguageModel, o.batch).str())
@@ -507,7 +508,8 @@ EmulationResult emulate(const EmulationOptions& given, const Policy& p, const Pr
     if (o.eval_examples == 0) o.eval_examples = 10000;
     if (o.eval_examples < 1 || o.eval_examples > 10000)
       throw UsageError("eval-examples " + std::to_string(o.eval_examples) + " (1..10000)");
-    if (!(o.target > 0 && o.target <= 1)) throw UsageError("target accuracy must be in (0, 1]");
+    if (!(o.target > 0 && o.target <= 1))
+      throw UsageError(fmt::format("target {} (a test accuracy in (0, 1])", o.target));
   }
   if (text && !(o.target_loss > 0 && std::isfinite(o.target_loss)))
     throw UsageError(
@@ -515,10 +517,15 @@ EmulationResult emulate(const EmulationOptions& given, const Policy& p, const Pr
   if (text && (o.eval_examples < 1 || o.eval_examples > 100000))
     throw UsageError("eval-examples " + std::to_string(o.eval_examples) +
                      " (held-out windows, 1..100000)");
-  if (o.eval_every < 1) throw UsageError("eval-every " + std::to_string(o.eval_every));
-  if (o.max_iters < 1) throw UsageError("max-iters " + std::to_string(o.max_iters));
-  if (o.seeds < 1 || o.seeds > 1000) throw UsageError("seeds " + std::to_string(o.seeds));
-  if (!(o.lr > 0)) throw UsageError("lr must be positive");
+  if (o.eval_every < 1)
+    throw UsageError("eval-every " + std::to_string(o.eval_every) + " (at least 1)");
+  if (o.max_iters < 1)
+    throw UsageError("max-iters " + std::to_string(o.max_iters) + " (at least 1)");
+  if (o.seeds < 1 || o.seeds > 1000)
+    throw UsageError("seeds " + std::to_string(o.seeds) + " (1..1000)");
+  if (!(o.lr > 0)) throw UsageError(fmt::format("lr {} (a learning rate above 0)", o.lr));
+  if (o.threads < 0)
+    throw UsageError("threads " + std::to_string(o.threads) + " (0: every core, or a count)");
   num::parse_loss_scale(p.loss_scale);
   EmulationResult r;
   r.options = o;

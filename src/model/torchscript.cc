@@ -66,8 +66,10 @@ class TorchScriptWorkload : public Workload {
         regression_(c.get("target") == "regression"),
         batch_(c.get_int("batch")) {
     struct stat st {};
-    if (stat(path_.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+    if (stat(path_.c_str(), &st) != 0)
       throw InvalidModel(fmt::format("torchscript: path={}: no such file", path_));
+    if (!S_ISREG(st.st_mode))
+      throw InvalidModel(fmt::format("torchscript: path={}: not a regular file", path_));
     torch::jit::Module m;
     try {
       m = torch::jit::load(path_);

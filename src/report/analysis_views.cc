@@ -175,9 +175,12 @@ View comparison_view(const ComparisonView& c) {
   const auto& s = c.stats;
   v.text = fmt::format("{} {} vs {} on {} ({} matched configs; {} only on {}, {} only on {})\n",
                        c.axis, c.b, c.a, c.metric, s.matched.size(), s.only_a, c.a, s.only_b, c.b);
-  v.text += fmt::format(
-      "  geometric-mean speedup of {} over {}: {:.3f}; {} faster on {:.0f}% of configs\n", c.b, c.a,
-      s.geomean, c.b, 100 * s.share_b_faster);
+  if (s.matched.empty())  // as the JSON's null: no speedup, not a speedup of 0
+    v.text += fmt::format("  no config was measured with both {} and {}: no speedup\n", c.a, c.b);
+  else
+    v.text += fmt::format(
+        "  geometric-mean speedup of {} over {}: {:.3f}; {} faster on {:.0f}% of configs\n", c.b,
+        c.a, s.geomean, c.b, 100 * s.share_b_faster);
   for (const auto& [fam, fc] : c.by_family)
     if (!fc.matched.empty())
       v.text += fmt::format("  {:<10} {:>5} configs  geomean {:.3f}  {} faster on {:.0f}%\n", fam,

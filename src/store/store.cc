@@ -188,6 +188,13 @@ auto writing(Store& s, F&& f) -> decltype(f()) {
   }
 }
 
+// A directory where a store's file was meant: SQLite would answer "disk I/O error".
+void refuse_directory(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw UsageError("store '" + path + "' is a directory, not a store file");
+}
+
 }  // namespace
 
 std::optional<std::string> storage_failure_message(const std::string& path, int code,
@@ -225,6 +232,7 @@ Store::Store(std::string path, std::unique_ptr<sql::Database> db)
 Store::~Store() = default;
 
 std::unique_ptr<Store> Store::open(const std::string& path, bool create) {
+  refuse_directory(path);
   const bool existed = exists(path);
   if (!existed && !create) throw UsageError("store '" + path + "' does not exist");
   check_writable(path, existed);
@@ -277,6 +285,7 @@ std::unique_ptr<Store> Store::open(const std::string& path, bool create) {
 }
 
 std::unique_ptr<Store> Store::open_read_only(const std::string& path) {
+  refuse_directory(path);
   if (!exists(path)) throw UsageError("store '" + path + "' does not exist");
   std::unique_ptr<sql::Database> db;
   try {

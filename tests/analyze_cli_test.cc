@@ -100,6 +100,8 @@ TEST_F(AnalyzeCli, BadInputIsOneLineAndExitTwo) {
       {"report " + db + " -o " + refused_html + " --compare platform:slow",
        "'platform:slow' is not AXIS:A:B"},
       {"report " + db + " -o " + refused_html + " --metric speed", "unknown metric 'speed'"},
+      {"report " + db + " -o " + refused_html + " --color bogus",
+       "--color 'bogus': no run has that hyperparameter"},
       {"report " + std::string(TB_SOURCE_DIR) + "/README.md -o " + refused_html, "cannot read it"},
   };
   ::tb::testing::run_cli_cases(cases, [](const auto& c, const Output& o) {

@@ -50,6 +50,7 @@ TEST(Cli, BadInputIsOneLineAndExitTwo) {
       {"sweep demo --dry-run --budget nan", "'nan' is not a number"},
       {"emulate --lr -1", "lr -1"},
       {"emulate --threads -1", "threads -1"},
+      {"suite --dry-run --models ''", "--models '': no model named"},
       // A directory where a file is meant, refused before any work.
       {"run fc:nodes=8 --steps 3 -o /", "--out /: is a directory"},
       {"profile fc:nodes=8 --steps 2 --trace /", "--trace /: is a directory"},

@@ -76,8 +76,11 @@ Command add_suite(CLI::App& app) {
       "  trainbench report suite.db demo.db -o report.html     # stars among the generated models\n"
       "Re-running the same command resumes: finished configs are skipped (--rerun to force).\n"
       "More: docs/suite.md");
-  return {sub, [a]() {
+  return {sub, [a, sub]() {
             const std::vector<std::string> models = split_models(a->models);
+            // Given but naming nothing: not "every model", which leaving it out means.
+            if (models.empty() && sub->count("--models"))
+              throw UsageError("--models '" + a->models + "': no model named");
             if (a->list) {
               const auto refs = reference_families();
               std::cout << fmt::format("{:<16} {:<28} {:<8} {:<28} {}\n", "model", "task", "unit",

@@ -75,6 +75,11 @@ TEST(SuiteCli, ListAndBadModel) {
   EXPECT_EQ(list.status, 0) << list.err;
   EXPECT_NE(list.out.find("model"), std::string::npos);
   EXPECT_NE(list.out.find("batch sweep"), std::string::npos);
+  // Every model the default suite runs is listed: one line each after the header.
+  const auto all = testing::run_cli("suite --dry-run");
+  EXPECT_EQ(all.status, 0) << all.err;
+  const auto lines = [](const std::string& s) { return std::count(s.begin(), s.end(), '\n'); };
+  EXPECT_EQ(lines(list.out) - 1, lines(all.out) - 1) << list.out << all.out;
   const auto bad = testing::run_cli("suite --models fc,nosuchmodel --dry-run");
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.err.find("'nosuchmodel'"), std::string::npos) << bad.err;

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "jobs/sweep_runner.h"
+#include "spec/family.h"
 #include "spec/printable.h"
 #include "spec/suite.h"
 #include "store/store.h"
@@ -90,6 +91,11 @@ Command add_suite(CLI::App& app) {
                                          s->throughput_unit, batches_text(*s),
                                          make_config(s->name, {}).str());
               if (refs.empty()) std::cout << "(no reference models in this build)\n";
+              // The default suite runs the named configs too, after the reference models.
+              for (const auto* n : named_configs())
+                std::cout << fmt::format("{:<16} {:<28} {:<8} {:<28} {}\n", n->name,
+                                         "named config of " + parse_config(n->config).family(), "-",
+                                         "-", n->config);
               return 0;
             }
             const SweepSpec spec = suite_sweep(models, a->batch_sweep);

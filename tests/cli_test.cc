@@ -69,6 +69,14 @@ TEST(Cli, BadInputIsOneLineAndExitTwo) {
   });
 }
 
+// CLI11 converts integers with base 0, so 010 would be octal 8: the checked options pass
+// their value on in decimal.
+TEST(Cli, WholeNumbersAreDecimal) {
+  const Output o = run("quantize --format e4m3 --rounding stochastic --seed 010 --json 1.3");
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_EQ(nlohmann::json::parse(o.out)["seed"], 10) << o.out;
+}
+
 TEST(Cli, HelpOfEverySubcommandEndsWithExamples) {
   // Every subcommand the top-level help lists, so a new one cannot be forgotten here.
   const Output top = run("--help");

@@ -46,6 +46,21 @@ RunSet only_family(RunSet runs, const std::string& family) {
     if (r.family == family) kept.push_back(std::move(r));
   if (kept.empty()) throw UsageError("no run of family '" + family + "' in the store(s)");
   runs.runs = std::move(kept);
+  // Profiles and memory breakdowns of other families too: roofline and observations read them.
+  const auto of = [&](const std::string& config) {
+    std::string f;
+    config_params(config, &f);
+    return f == family;
+  };
+  std::vector<ProfileRow> profiles;
+  for (auto& p : runs.profiles)
+    if (of(p.profile.config)) profiles.push_back(std::move(p));
+  runs.profiles = std::move(profiles);
+  std::vector<MemoryRow> memory;
+  for (auto& m : runs.memory)
+    if (m.breakdown.is_object() && of(m.breakdown.value("config", "")))
+      memory.push_back(std::move(m));
+  runs.memory = std::move(memory);
   return runs;
 }
 

@@ -65,9 +65,9 @@ struct RunSet {
   std::vector<const Run*> of_family(const std::string& family, bool ok_only) const;
 };
 
-// The runs of one family (`--family` of analyze and compare): the others dropped, so that no
-// view silently reports on runs the user excluded. Throws UsageError naming the family where
-// no run has it. An empty family keeps every run.
+// The runs of one family (`--family` of analyze and compare), with its profiles and memory
+// breakdowns: the others dropped, so that no view silently reports on runs the user excluded.
+// Throws UsageError naming the family where no run has it. An empty family keeps every run.
 RunSet only_family(RunSet runs, const std::string& family);
 
 // Whether a family is one of the reference models (TBD / ParaDnn real-model suite) as this

@@ -1,5 +1,6 @@
 #include "base/files.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -40,8 +41,8 @@ void check_output_file(const std::string& what, const std::string& path) {
   const std::string dir = parent.empty() ? "." : parent.string();
   if (!std::filesystem::is_directory(dir, ec))
     throw UsageError(what + " " + path + ": directory '" + dir + "' does not exist");
-  // access() answers for the effective user and for read-only filesystems, root included.
-  if (access(dir.c_str(), W_OK) != 0)
+  // faccessat(AT_EACCESS) answers for the effective user and for read-only filesystems.
+  if (faccessat(AT_FDCWD, dir.c_str(), W_OK, AT_EACCESS) != 0)
     throw UsageError(what + " " + path + ": directory '" + dir + "' cannot be written (" +
                      std::strerror(errno) + ")");
 }

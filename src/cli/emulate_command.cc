@@ -1,8 +1,10 @@
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <iostream>
 
 #include "base/errors.h"
+#include "base/files.h"
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "emulation/descriptor.h"
@@ -49,7 +51,8 @@ Command add_emulate(CLI::App& app) {
                   "the language task's validation loss to reach, nats per byte (default " +
                       fmt::format("{}", emu::kLanguageTargetLoss) + " for the default model)");
   sub->add_option("--seeds", a->o.seeds, "runs, seeds first-seed, first-seed+1, ...");
-  sub->add_option("--first-seed", a->o.first_seed, "seed of the first run");
+  sub->add_option("--first-seed", a->o.first_seed, "seed of the first run")
+      ->transform(unsigned_integer());
   sub->add_option("--max-iters", a->o.max_iters, "budget per run, in iterations");
   sub->add_option("--eval-every", a->o.eval_every, "evaluate on the test set every K iterations");
   sub->add_option("--eval-examples", a->o.eval_examples,
@@ -72,7 +75,7 @@ Command add_emulate(CLI::App& app) {
                   "all points as numerics= text (docs/numerics.md), per layer with KEY.N items; "
                   "instead of the per-point options");
   sub->add_option("--quant-seed", a->quant_seed, "stochastic rounding seed (mixed with the run's)")
-      ->check(unsigned_integer());
+      ->transform(unsigned_integer());
   sub->add_option("--loss-scale", a->loss_scale, "none | static:S | dynamic[:S0]");
   sub->add_option("--unit", a->unit,
                   "every matmul/conv on a custom MAD unit: mad:mul=,acc=,... | ext:PATH");
@@ -155,13 +158,16 @@ Command add_emulate(CLI::App& app) {
             std::cerr << fmt::format("seed {} iteration {}: {} {:.4f}\n", r.seed, it, metric,
                                      value);
         };
-        // Opened before training: a store that cannot be written is refused before minutes of
-        // seeds, not after them.
+        // A store that cannot be written is refused before minutes of seeds, not after them: an
+        // existing one is opened (and checked) now, a new one's directory checked now and the
+        // file created once there is something to store, so a refused run leaves none.
         std::unique_ptr<Store> store;
-        if (!a->store.empty()) store = Store::open(a->store);
+        check_output_file("--store", a->store);
+        if (!a->store.empty() && std::filesystem::exists(a->store)) store = Store::open(a->store);
         apply_threads(a->o.threads);
         const auto r = emu::emulate(a->o, p, progress);
         const auto& s = r.summary;
+        if (!a->store.empty() && !store) store = Store::open(a->store);
         if (store) {
           store->add_emulation(variant_descriptor(r.options, p), seeds_json(r),
                                host_platform_id(*store), store->stack_id(stack_identity()));

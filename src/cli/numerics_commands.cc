@@ -91,7 +91,7 @@ Command add_quantize(CLI::App& app) {
   sub->add_option("--rounding,-r", a->rounding,
                   "nearest-even | ties-away | toward-zero | stochastic");
   sub->add_option("--seed", a->seed, "stochastic rounding seed (reproducible)")
-      ->check(unsigned_integer());
+      ->transform(unsigned_integer());
   sub->add_flag("--json", a->json,
                 "print a JSON document: every value exactly, as text, beside the number");
   sub->add_option("values", a->values, "float32 values (inf, nan and hex floats accepted)");

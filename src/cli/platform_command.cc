@@ -32,11 +32,11 @@ Command add_platform(CLI::App& app) {
       ->delimiter(',')
       ->check(positive_number());
   sub->add_option("--threads", a->threads, "threads for the measurement (default: all cores)")
-      ->check(number_in(0, 4096));
+      ->transform(number_in(0, 4096));
   sub->add_option("--fma-units", a->options.fma_units,
                   "FMA units per core for the theoretical peak; 0: from the CPU's "
                   "microarchitecture (2 where trainbench does not know it)")
-      ->check(number_in(0, 4))
+      ->transform(number_in(0, 4))
       ->capture_default_str();
   sub->add_flag("--quick", a->quick, "fewer sizes and trials, no working-set sweep (for tests)");
   sub->footer(

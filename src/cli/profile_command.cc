@@ -110,13 +110,13 @@ Command add_profile(CLI::App& app) {
   sub->add_option("config", a->config, "config string, e.g. fc:layers=4,nodes=1024,batch=512");
   add_torchscript_options(sub, a->ts);
   sub->add_option("--warmup", a->options.warmup_steps, "unprofiled steps first")
-      ->check(number_in(1, 100000))
+      ->transform(number_in(1, 100000))
       ->capture_default_str();
   sub->add_option("--steps", a->options.steps, "profiled steps")
-      ->check(number_in(1, 10000))
+      ->transform(number_in(1, 10000))
       ->capture_default_str();
   sub->add_option("--top", a->top, "operators to list by self time")
-      ->check(number_in(1, 100000))
+      ->transform(number_in(1, 100000))
       ->capture_default_str();
   sub->add_option("--trace", a->trace, "write a Chrome trace JSON (Perfetto, chrome://tracing)");
   sub->add_flag("--json", a->json, "print a versioned JSON document instead of tables");
@@ -127,7 +127,7 @@ Command add_profile(CLI::App& app) {
   sub->add_option("--peak-gflops", a->peak_gflops, "peak for utilization, GFLOP/s")
       ->check(positive_number());
   sub->add_option("--seed", a->options.seed, "seed for weights and synthetic data")
-      ->check(unsigned_integer())
+      ->transform(unsigned_integer())
       ->capture_default_str();
   sub->footer(
       "Examples:\n"
@@ -212,7 +212,7 @@ Command add_memory(CLI::App& app) {
   sub->add_option("-o,--out", a->output, "also write the JSON document to this file");
   sub->add_option("-s,--store", a->store, "also record the breakdowns in this results store");
   sub->add_option("--seed", a->options.seed, "seed for weights and synthetic data")
-      ->check(unsigned_integer())
+      ->transform(unsigned_integer())
       ->capture_default_str();
   sub->footer(
       "Examples:\n"

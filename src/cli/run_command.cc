@@ -169,24 +169,24 @@ Command add_run(CLI::App& app) {
   auto& t = a->options.timing;
   sub->add_option("--target-ci", t.target_rel_ci,
                   "stop when the 95% CI half-width of the mean step time is within this fraction")
-      ->check(number_in(1e-4, 0.5))
+      ->transform(number_in(1e-4, 0.5))
       ->capture_default_str();
   sub->add_option("--budget", t.budget_s, "seconds of timed steps at most, per config")
-      ->check(number_in(0.01, 1e6))
+      ->transform(number_in(0.01, 1e6))
       ->capture_default_str();
   sub->add_option("--min-samples", t.min_samples, "stationary steps needed before stopping")
-      ->check(number_in(2, 1000000))
+      ->transform(number_in(2, 1000000))
       ->capture_default_str();
   sub->add_option("--min-time", t.min_time_s,
                   "seconds of stationary steps needed before stopping (at most half the budget)")
-      ->check(number_in(0.0, 1e6))
+      ->transform(number_in(0.0, 1e6))
       ->capture_default_str();
   sub->add_option("--steps", t.fixed_steps, "run exactly this many steps (no early stop)")
-      ->check(number_in(2, 100000000));
+      ->transform(number_in(2, 100000000));
   sub->add_option("--max-steps", t.max_steps, "stop after this many steps")
-      ->check(number_in(2, 100000000));
+      ->transform(number_in(2, 100000000));
   sub->add_option("--seed", a->options.seed, "seed for weights and synthetic data")
-      ->check(unsigned_integer())
+      ->transform(unsigned_integer())
       ->capture_default_str();
   sub->add_option("--platform", a->platform,
                   "platform for utilization and roofline: a registry name or file "
@@ -201,19 +201,19 @@ Command add_run(CLI::App& app) {
          "data-parallel worker processes (sets the config's workers=N); trainbench starts "
          "them here, or each is started by torchrun/srun with RANK, WORLD_SIZE, MASTER_ADDR, "
          "MASTER_PORT set")
-      ->check(number_in(1, 4096));
+      ->transform(number_in(1, 4096));
   sub->add_option("--dist-timeout", a->dist.timeout_s,
                   "seconds a data-parallel run waits for a worker to join or answer before failing")
-      ->check(number_in(0.5, 86400.0))
+      ->transform(number_in(0.5, 86400.0))
       ->capture_default_str();
   sub->add_option("--bucket-mib", a->dist.bucket_mib,
                   "gradient bucket size of data-parallel runs, MiB")
-      ->check(number_in(0.001, 4096.0))
+      ->transform(number_in(0.001, 4096.0))
       ->capture_default_str();
   sub->add_option("--repetitions", a->repetitions,
                   "measure every config in N fresh processes, interleaved; prints each process's "
                   "mean, the spread between them, and the median of the means as the step time")
-      ->check(number_in(1, 100))
+      ->transform(number_in(1, 100))
       ->capture_default_str();
   add_param_options(sub, *a);
   sub->footer(

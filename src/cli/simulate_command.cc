@@ -53,7 +53,7 @@ Command add_simulate(CLI::App& app) {
       "data/published/training-throughput.csv, measured ones: data/measured/) and report the "
       "error per row and platform");
   sub->add_option("--top", a->top, "layers to list")
-      ->check(unsigned_integer())
+      ->transform(unsigned_integer())
       ->capture_default_str();
   sub->add_flag("--explain", a->explain,
                 "add why: the step by layer class and bound, the peaks, efficiency and array "

@@ -45,18 +45,18 @@ Command add_suite(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--dry-run", a->dry_run, "list the configs; run nothing");
   sub->add_option("--budget", a->budget, "seconds of timed steps per config")
-      ->check(number_in(0.01, 1e6))
+      ->transform(number_in(0.01, 1e6))
       ->capture_default_str();
   sub->add_option("--timeout", a->timeout,
                   "seconds per config, start-up included (default 3 x budget + 60)")
-      ->check(number_in(0.1, 1e7));
+      ->transform(number_in(0.1, 1e7));
   sub->add_option("--target-ci", a->target_ci,
                   "stop a config when its 95% CI half-width is within this fraction of the mean")
-      ->check(number_in(1e-4, 0.5))
+      ->transform(number_in(1e-4, 0.5))
       ->capture_default_str();
   sub->add_option("--sweep-budget", a->sweep_budget,
                   "seconds for the whole suite; re-run to resume")
-      ->check(number_in(0.1, 1e9));
+      ->transform(number_in(0.1, 1e9));
   sub->add_option("--memory-limit", a->memory_limit_gib,
                   "GiB per config (default: 90% of available)")
       ->check(positive_number());

@@ -67,7 +67,7 @@ Command add_sweep(CLI::App& app) {
   sub->add_option("--sample", a->plan.sample, "run a sample of N configs")
       ->check(positive_number());
   sub->add_option("--seed", a->plan.seed, "seed of --sample")
-      ->check(unsigned_integer())
+      ->transform(unsigned_integer())
       ->capture_default_str();
   auto* lhs = sub->add_flag("--lhs", a->plan.lhs,
                             "sample by Latin hypercube over the axes (default: uniform random)");
@@ -86,21 +86,21 @@ Command add_sweep(CLI::App& app) {
   sub->add_option(
          "--merge-timeout", a->merge_timeout,
          "with --shard auto: seconds rank 0 waits for the other shards (default: no limit)")
-      ->check(number_in(0.0, 1e9));
+      ->transform(number_in(0.0, 1e9));
   sub->add_option("--budget", a->budget, "seconds of timed steps per config (default: the sweep's)")
-      ->check(number_in(0.01, 1e6));
+      ->transform(number_in(0.01, 1e6));
   sub->add_option("--repetitions", a->repetitions,
                   fmt::format("measure every config in N fresh processes, interleaved (default: "
                               "the sweep file's, else {}); a resumed sweep tops up configs "
                               "stored with fewer",
                               kSweepRepetitions))
-      ->check(number_in(1, 100));
+      ->transform(number_in(1, 100));
   sub->add_option("--timeout", a->timeout,
                   "seconds per config, start-up included (default 3 x budget + 60)")
-      ->check(number_in(0.1, 1e7));
+      ->transform(number_in(0.1, 1e7));
   sub->add_option("--sweep-budget", a->sweep_budget,
                   "seconds for the whole sweep; re-run to resume")
-      ->check(number_in(0.1, 1e9));
+      ->transform(number_in(0.1, 1e9));
   sub->add_option("--memory-limit", a->memory_limit_gib,
                   "GiB per config (default: 90% of available)")
       ->check(positive_number());

@@ -30,6 +30,10 @@ CLI::Validator number_in(double lo, double hi) {
         const auto v = number(text);
         if (!v || !std::isfinite(*v) || *v < lo || *v > hi)
           return fmt::format("'{}' is not a number in {}", printable(text), range);
+        // A whole number in decimal digits (an integer option's) loses its leading zeros:
+        // CLI11 would read 010 as octal 8.
+        if (text.find_first_not_of("0123456789") == std::string::npos)
+          text = std::to_string(static_cast<unsigned long long>(*v));
         return {};
       },
       "a number in " + range);
@@ -52,10 +56,12 @@ CLI::Validator unsigned_integer() {
         const bool digits =
             !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
         errno = 0;
-        if (digits) std::strtoull(text.c_str(), nullptr, 10);
+        const unsigned long long v = digits ? std::strtoull(text.c_str(), nullptr, 10) : 0;
         if (!digits || errno == ERANGE)
           return fmt::format("'{}' is not a whole number from 0 to 18446744073709551615",
                              printable(text));
+        // CLI11 converts with base 0: 010 would be octal 8, 08 refused. Decimal, as printed.
+        text = std::to_string(v);
         return {};
       },
       "a whole number");

@@ -1730,7 +1730,7 @@ const Nvfp4Grids& nvfp4_grids() {
     const FastGrid& g = n.elem_fast;
     if (g.emin != 0 || g.man_bits != 1 || g.below != -1 || g.max_bits != as_bits(6.0f) ||
         g.ovf_bits != g.max_bits || g.zero_sign != 0x80000000u)
-      throw std::logic_error("round_stochastic_e2m1 does not match e2m1's grid");
+      throw std::logic_error("round_stochastic_e2m1 and e2m1_rne16 do not match e2m1's grid");
     FloatFormat e4m3 = mx_element("e4m3");
     e4m3.overflow = Overflow::kSaturate;  // Transformer Engine casts scales with satfinite
     if (!fast_grid(make_grid(e4m3, 0, true), &n.scale_fast))

@@ -438,6 +438,21 @@ std::vector<float> reference_nvfp4(const std::vector<float>& x, size_t cols, siz
   return y;
 }
 
+// Elements of quantize(name) on rows of `row` that differ from reference_nvfp4; the output in
+// *y where given.
+int nvfp4_mismatches(const std::vector<float>& v, size_t row, const char* name,
+                     std::vector<float>* y = nullptr) {
+  const Format f = parse_format(name);
+  QuantOptions o;
+  o.row = row;
+  const auto got = tb::num::quantize(f, v, o);
+  const auto want = reference_nvfp4(v, row, size_t(f.blk.rows));
+  int bad = 0;
+  for (size_t i = 0; i < v.size(); ++i) bad += !same(got[i], want[i]);
+  if (y) *y = got;
+  return bad;
+}
+
 // NVFP4's elements rounded ties away or toward zero (the AVX-512 tiles on rows of whole
 // tiles, the general loop on rows that end inside one), against the same definition.
 TEST(NumericsScaling, Nvfp4DirectedRoundingMatchesItsDefinition) {
@@ -547,16 +562,8 @@ TEST(NumericsScaling, Nvfp4MatchesTransformerEngine) {
       v[i] = n(gen) * std::exp2(float(int((i % c3) / 16 * 7 + i / c3) % 29 - 14));
     v[3 * c3 + 40] = std::numeric_limits<float>::quiet_NaN();
     v[20 * c3 + 300] = std::numeric_limits<float>::quiet_NaN();
-    for (const char* name : {"nvfp4", "nvfp4_2d"}) {
-      const Format f = parse_format(name);
-      QuantOptions o;
-      o.row = c3;
-      const auto y = tb::num::quantize(f, v, o);
-      const auto want = reference_nvfp4(v, c3, size_t(f.blk.rows));
-      int bad = 0;
-      for (size_t i = 0; i < v.size(); ++i) bad += !same(y[i], want[i]);
-      EXPECT_EQ(bad, 0) << name << " on rows of " << c3;
-    }
+    for (const char* name : {"nvfp4", "nvfp4_2d"})
+      EXPECT_EQ(nvfp4_mismatches(v, c3, name), 0) << name << " on rows of " << c3;
   }
   // 1-D tiles on rows of 1024 run as 4096-element rows, so 10 rows end in a short one of 2048:
   // its own groups of 16 tiles, a NaN in it and one in a whole row.
@@ -567,14 +574,7 @@ TEST(NumericsScaling, Nvfp4MatchesTransformerEngine) {
       v[i] = n(gen) * std::exp2(float(int(i / 16 * 5) % 23 - 11));
     v[100] = std::numeric_limits<float>::quiet_NaN();
     v[9000] = -std::numeric_limits<float>::quiet_NaN();
-    const Format f = parse_format("nvfp4");
-    QuantOptions o;
-    o.row = c4;
-    const auto y = tb::num::quantize(f, v, o);
-    const auto want = reference_nvfp4(v, c4, 1);
-    int bad = 0;
-    for (size_t i = 0; i < v.size(); ++i) bad += !same(y[i], want[i]);
-    EXPECT_EQ(bad, 0) << "nvfp4 on rows of " << c4;
+    EXPECT_EQ(nvfp4_mismatches(v, c4, "nvfp4"), 0) << "nvfp4 on rows of " << c4;
   }
   // Inf in a tile: the tensor's scale is 1 (its amax is Inf), the tile's E4M3 scale saturates
   // at 448, and the element saturates at 6 x 448 with its sign (the rounding assumes no NaN
@@ -586,14 +586,8 @@ TEST(NumericsScaling, Nvfp4MatchesTransformerEngine) {
     v[70] = std::numeric_limits<float>::infinity();
     v[1500] = -std::numeric_limits<float>::infinity();
     for (const char* name : {"nvfp4", "nvfp4_2d"}) {
-      const Format f = parse_format(name);
-      QuantOptions o;
-      o.row = c6;
-      const auto y = tb::num::quantize(f, v, o);
-      const auto want = reference_nvfp4(v, c6, size_t(f.blk.rows));
-      int bad = 0;
-      for (size_t i = 0; i < v.size(); ++i) bad += !same(y[i], want[i]);
-      EXPECT_EQ(bad, 0) << name << " with Inf";
+      std::vector<float> y;
+      EXPECT_EQ(nvfp4_mismatches(v, c6, name, &y), 0) << name << " with Inf";
       EXPECT_EQ(y[70], 6.0f * 448.0f) << name;
       EXPECT_EQ(y[1500], -6.0f * 448.0f) << name;
     }
@@ -623,16 +617,8 @@ TEST(NumericsScaling, Nvfp4MatchesTransformerEngine) {
     const size_t r2 = 20, c2 = 40;
     std::vector<float> v(r2 * c2);
     for (size_t i = 0; i < v.size(); ++i) v[i] = n(gen) * std::exp2(float(int(i / 7) % 12 - 6));
-    for (const char* name : {"nvfp4", "nvfp4_2d"}) {
-      const Format f = parse_format(name);
-      QuantOptions o;
-      o.row = c2;
-      const auto y = tb::num::quantize(f, v, o);
-      const auto want = reference_nvfp4(v, c2, size_t(f.blk.rows));
-      int bad = 0;
-      for (size_t i = 0; i < v.size(); ++i) bad += !same(y[i], want[i]);
-      EXPECT_EQ(bad, 0) << name << " on rows of " << c2;
-    }
+    for (const char* name : {"nvfp4", "nvfp4_2d"})
+      EXPECT_EQ(nvfp4_mismatches(v, c2, name), 0) << name << " on rows of " << c2;
   }
   // A call that ends inside a row (n not a multiple of the row): the short row's tiles end
   // with it, as a tensor of that many values would round them.

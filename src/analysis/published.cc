@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -14,6 +13,7 @@
 #include <sstream>
 
 #include "base/errors.h"
+#include "base/files.h"
 #include "cost/cost.h"
 #include "platform/registry.h"
 #include "simulate/accelerator_model.h"
@@ -27,8 +27,7 @@ namespace {
 // The records of a CSV file (RFC 4180: quoted fields may hold commas and quotes), through
 // libcsv.
 std::vector<std::vector<std::string>> csv_records(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
+  if (is_directory(path))
     throw UsageError("published throughputs '" + printable(path) + "' is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UsageError("cannot open published throughputs '" + printable(path) + "'");

@@ -32,14 +32,17 @@ void write_file_atomically(const std::string& path, const std::string& content) 
   }
 }
 
+bool is_directory(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_directory(path, ec);
+}
+
 void check_output_file(const std::string& what, const std::string& path) {
   if (path.empty()) return;
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw UsageError(what + " " + path + ": is a directory, not a file");
+  if (is_directory(path)) throw UsageError(what + " " + path + ": is a directory, not a file");
   const auto parent = std::filesystem::path(path).parent_path();
   const std::string dir = parent.empty() ? "." : parent.string();
-  if (!std::filesystem::is_directory(dir, ec))
+  if (!is_directory(dir))
     throw UsageError(what + " " + path + ": directory '" + dir + "' does not exist");
   // faccessat(AT_EACCESS) answers for the effective user and for read-only filesystems.
   if (faccessat(AT_FDCWD, dir.c_str(), W_OK, AT_EACCESS) != 0)

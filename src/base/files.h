@@ -7,6 +7,9 @@ namespace tb {
 // never sees a half-written result. Throws UsageError naming the path on failure.
 void write_file_atomically(const std::string& path, const std::string& content);
 
+// Whether `path` names a directory (an ifstream opens one, and fails only when read).
+bool is_directory(const std::string& path);
+
 // Refuses, before any work, an output file that could not be written afterwards: `path` is a
 // directory, or its directory does not exist or cannot be written. `what` names it in the
 // message (an option such as "--out"). An empty path is no file: nothing to check.

@@ -1,6 +1,5 @@
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <iostream>
 
 #include "analysis/summary.h"
@@ -266,14 +265,7 @@ Command add_report(CLI::App& app) {
             o.summary.metric = a->metric;
             o.summary.second_order = a->second_order;
             o.charts.color_param = a->color;
-            if (sub->count("--color")) {  // a typo would color every point alike, silently
-              const RunSet runs = load_runs(a->stores);
-              const bool known = std::any_of(runs.runs.begin(), runs.runs.end(), [&](const Run& r) {
-                return r.params.count(a->color);
-              });
-              if (!known)
-                throw UsageError("--color '" + a->color + "': no run has that hyperparameter");
-            }
+            o.color_named = sub->count("--color") > 0;
             for (const auto& c : a->compare) {
               const auto p1 = c.find(':'), p2 = c.find(':', p1 == std::string::npos ? p1 : p1 + 1);
               if (p1 == std::string::npos || p2 == std::string::npos || p2 + 1 >= c.size())

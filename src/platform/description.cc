@@ -4,11 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 #include <set>
 
 #include "base/errors.h"
+#include "base/files.h"
 
 namespace tb {
 namespace {
@@ -455,10 +455,7 @@ PlatformDescription parse_platform(const json& j, const std::string& origin) {
 }
 
 PlatformDescription load_platform_file(const std::string& path) {
-  // An ifstream opens a directory and fails only when read, with a message about its buffer.
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw UsageError(path + ": a directory, not a platform description file");
+  if (is_directory(path)) throw UsageError(path + ": a directory, not a platform description file");
   std::ifstream in(path);
   if (!in) throw UsageError(path + ": cannot open platform description");
   json j;

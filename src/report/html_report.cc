@@ -2,12 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <map>
 #include <set>
 
 #include "analysis/published.h"
+#include "base/errors.h"
 #include "base/files.h"
 #include "platform/registry.h"
 #include "record/context.h"
@@ -415,6 +417,10 @@ std::string render_report(const RunSet& runs, const Summary& s, const ChartSet& 
 ReportStats write_report(const std::vector<std::string>& stores, const std::string& out,
                          const ReportOptions& o) {
   const RunSet runs = load_runs(stores);
+  if (o.color_named && std::none_of(runs.runs.begin(), runs.runs.end(), [&](const Run& r) {
+        return r.params.count(o.charts.color_param);
+      }))
+    throw UsageError("--color '" + o.charts.color_param + "': no run has that hyperparameter");
   const Summary s = summarize(runs, o.summary);
   ChartSet cs = build_charts(runs, s, o.charts);
   SimulationSections extra;

@@ -21,6 +21,9 @@ struct ReportOptions {
   // The accelerator of the time-to-accuracy section (a platform name or file); empty: the
   // stored description of the platform the emulations ran on.
   std::string tta_platform;
+  // charts.color_param named by the user: a name no run has is refused (a typo would color
+  // every point alike, silently); the default may be absent.
+  bool color_named = false;
 };
 
 // HTML tables of the simulation sections (report/simulation_views.h), empty when absent.

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "base/errors.h"
+#include "base/files.h"
 #include "spec/stack.h"
 
 #ifndef TB_SWEEP_DIR
@@ -219,9 +220,7 @@ SweepSpec parse_sweep(const std::string& text, const std::string& origin) {
 }
 
 SweepSpec load_sweep_file(const std::string& path) {
-  struct stat st {};
-  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    throw UsageError("sweep file '" + path + "' is a directory, not a file");
+  if (is_directory(path)) throw UsageError("sweep file '" + path + "' is a directory, not a file");
   std::ifstream in(path);
   if (!in) throw UsageError("cannot open sweep file '" + path + "'");
   std::stringstream ss;

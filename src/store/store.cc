@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "base/errors.h"
+#include "base/files.h"
 #include "platform/host.h"
 #include "record/metrics.h"
 #include "spec/config.h"
@@ -190,9 +191,7 @@ auto writing(Store& s, F&& f) -> decltype(f()) {
 
 // A directory where a store's file was meant: SQLite would answer "disk I/O error".
 void refuse_directory(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw UsageError("store '" + path + "' is a directory, not a store file");
+  if (is_directory(path)) throw UsageError("store '" + path + "' is a directory, not a store file");
 }
 
 }  // namespace

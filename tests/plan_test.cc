@@ -28,6 +28,8 @@ TEST(SweepPlan, FiltersSamplesOrdersAndShardsAsThePrimitivesDo) {
   ASSERT_FALSE(filtered.configs.empty());
   ASSERT_LT(filtered.configs.size(), grid.size());
   for (const auto& c : filtered.configs) EXPECT_TRUE(f.matches(c)) << c.str();
+  r.filter = "nodes>100000";  // a valid condition no config meets: nothing to run is refused
+  EXPECT_THROW(plan_sweep(spec, r), UsageError);
 
   r = {};
   r.sample = 5, r.seed = 3;

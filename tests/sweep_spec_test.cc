@@ -149,6 +149,22 @@ TEST(SweepSpec, FilterComparesNumbersAndWords) {
   EXPECT_THROW(check_filter(parse_filter("nodez=8"), find_sweep("fc-cpu")), UsageError);
   EXPECT_NO_THROW(check_filter(parse_filter("nodes=8,family=fc"), find_sweep("fc-cpu")));
   EXPECT_THROW(parse_filter("nodes>="), UsageError);
+  // A value the parameter cannot take is refused by name, not left to match nothing.
+  const auto refusal = [](const std::string& filter) {
+    try {
+      check_filter(parse_filter(filter), find_sweep("fc-cpu"));
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(refusal("nodes=abc").find("'nodes=abc': nodes takes a number"), std::string::npos);
+  EXPECT_NE(refusal("dtype=fp31").find("dtype is one of fp32"), std::string::npos)
+      << refusal("dtype=fp31");
+  EXPECT_NE(refusal("dtype<bf16").find("only = and != compare it"), std::string::npos);
+  EXPECT_NE(refusal("family=cnn").find("family of"), std::string::npos);
+  EXPECT_NE(refusal("nodes=\x1b").find("nodes=\\e"), std::string::npos) << refusal("nodes=\x1b");
+  EXPECT_EQ(refusal("dtype!=bf16,nodes<1e3,batch>=64"), "accepted");
 }
 
 TEST(SweepSpec, SamplingIsDeterministicAndCoversAxes) {

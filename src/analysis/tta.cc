@@ -195,9 +195,12 @@ nlohmann::json to_json(const TtaResult& r) {
          {"format_note", v.format_note},
          {"cost_config", v.cost_config},
          {"iterations", it},
-         {"status", !v.unsupported.empty() ? "unsupported"
-                    : v.all_reached()      ? "reached"
-                                           : "not reached"},
+         // The outcome in the field and vocabulary every result uses; whether the seeds
+         // reached the target is a separate word, never folded into it.
+         {"status", v.unsupported.empty() ? "ok" : "unsupported"},
+         {"convergence", !v.unsupported.empty() ? ""
+                         : v.all_reached()      ? "reached"
+                                                : "not reached"},
          {"unsupported", v.unsupported},
          {"step_s", v.step_s},
          {"tta_s", opt(v.tta_s)},

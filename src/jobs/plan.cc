@@ -1,10 +1,13 @@
 #include "jobs/plan.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "base/errors.h"
 #include "cost/cost.h"
 #include "jobs/cluster.h"
+#include "spec/printable.h"
 
 namespace tb {
 
@@ -17,6 +20,10 @@ SweepPlan plan_sweep(const SweepSpec& spec, const PlanRequest& r) {
     std::vector<Config> kept;
     for (auto& c : configs)
       if (f.matches(c)) kept.push_back(c);
+    // Nothing to run is a mistake in the filter, not an empty sweep to store.
+    if (kept.empty() && !configs.empty())
+      throw UsageError(fmt::format("--filter '{}' keeps none of the sweep's {} configs",
+                                   printable(r.filter), configs.size()));
     configs.swap(kept);
   }
   if (!r.stratify.empty() && r.sample == 0)

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/stat.h>
 #include <toml++/toml.h>
 
@@ -16,6 +17,7 @@
 
 #include "base/errors.h"
 #include "base/files.h"
+#include "spec/printable.h"
 #include "spec/stack.h"
 
 #ifndef TB_SWEEP_DIR
@@ -336,11 +338,44 @@ Filter parse_filter(const std::string& text) {
 
 void check_filter(const Filter& f, const SweepSpec& s) {
   for (const auto& cond : f.conditions) {
-    bool known = cond.key == "family";
-    for (const auto& g : s.grids) known |= find_family_schema(g.family)->find(cond.key) != nullptr;
-    if (!known)
-      throw UsageError("--filter: '" + cond.key + "' is not a parameter of any family in " +
-                       s.origin);
+    const std::string item = printable(cond.key + cond.op + cond.value);
+    const bool ordered = cond.op != "=" && cond.op != "!=";
+    if (cond.key == "family") {
+      bool named = false;
+      for (const auto& g : s.grids) named |= g.family == cond.value;
+      if (ordered || !named)
+        throw UsageError("--filter: '" + item + "': family compares with = or != against a " +
+                         "family of " + printable(s.origin));
+      continue;
+    }
+    // A value the parameter cannot take would keep nothing, or everything, without a word:
+    // refused where every grid family that has the parameter would refuse it.
+    std::vector<const ParamSpec*> specs;
+    for (const auto& g : s.grids)
+      if (const ParamSpec* p = find_family_schema(g.family)->find(cond.key)) specs.push_back(p);
+    if (specs.empty())
+      throw UsageError("--filter: '" + printable(cond.key) +
+                       "' is not a parameter of any family in " + printable(s.origin));
+    char* end = nullptr;
+    std::strtod(cond.value.c_str(), &end);
+    const bool number = *end == '\0';
+    std::string why;
+    bool takes = false;
+    for (const ParamSpec* p : specs) {
+      if (p->is_text()) {
+        takes = true;  // any text may be meant
+      } else if (p->is_choice()) {
+        const bool known =
+            std::find(p->choices.begin(), p->choices.end(), cond.value) != p->choices.end();
+        takes |= !ordered && known;
+        why = ordered ? cond.key + " is a word: only = and != compare it"
+                      : fmt::format("{} is one of {}", cond.key, fmt::join(p->choices, ", "));
+      } else {
+        takes |= number;
+        why = cond.key + " takes a number";
+      }
+    }
+    if (!takes) throw UsageError("--filter: '" + item + "': " + why);
   }
 }
 

@@ -217,7 +217,7 @@ TEST(PlatformCache, InvalidatedWhenHardwareOrLibraryChanges) {
   p.extra["fingerprint"] = before;
   save_cached_platform(path, p);
   EXPECT_FALSE(load_cached_platform(path, fp, &why));
-  EXPECT_NE(why.find("method_version changed: 2 -> 8"), std::string::npos) << why;
+  EXPECT_NE(why.find("method_version changed: 2 -> 9"), std::string::npos) << why;
   EXPECT_FALSE(load_cached_platform(path + ".missing", fp, &why));
   std::ofstream(path) << "garbage";
   EXPECT_FALSE(load_cached_platform(path, fp, &why));
@@ -292,6 +292,15 @@ TEST(PlatformMeasure, QuickCharacterizationIsAValidDescription) {
     EXPECT_GT(pt.fraction_of_peak, 0);
     EXPECT_LE(pt.fraction_of_peak, 1);
   }
+  // Each cell's elementwise time per gate element, the median of its trials, kept beside them.
+  for (const char* cell : {"rnn", "lstm", "gru"}) {
+    const auto& t = m["cell_elementwise"][cell];
+    EXPECT_EQ(t["trials"].size(), 2u) << cell;
+    if (t["median"].get<double>() > 0)
+      EXPECT_DOUBLE_EQ(p.efficiency->cell_ns_per_element.at(cell), t["median"].get<double>());
+  }
+  EXPECT_FALSE(p.efficiency->cell_ns_per_element.empty());
+  EXPECT_TRUE(p.efficiency->working_set.empty());  // no sweep, no curve
   EXPECT_EQ(to_json(parse_platform(to_json(p), "measured")), to_json(p));
 }
 

@@ -893,6 +893,84 @@ TEST(Efficiency, AMeasuredCellStepTimeIsAddedPerTimeStepInsteadOfItsOperators) {
             std::string::npos);
 }
 
+// A cell's gate elements (batch x gates x hidden per time step) at their measured time each,
+// added to the step's fixed costs beside the per-step operators, with or without those.
+TEST(Efficiency, ACellsGateElementsTakeTheirMeasuredTime) {
+  StepCost c;
+  c.layers.push_back(cost::recurrent("lstm0", "lstm", 8, 16, 32, 32, 4));
+  c.layers.push_back(cost::recurrent("gru0", "gru", 8, 16, 32, 32, 4));
+  const auto plain = parse_platform(described({{"op_overhead_us", 2}}), "plain.json");
+  const auto gated = parse_platform(
+      described({{"op_overhead_us", 2}, {"cell_ns_per_element", {{"lstm", 4.0}, {"gru", 3.0}}}}),
+      "gated.json");
+  EXPECT_EQ(to_json(gated)["efficiency"]["cell_ns_per_element"]["gru"], 3.0);
+  EXPECT_FALSE(to_json(plain)["efficiency"].contains("cell_ns_per_element"));
+  const auto f = sim::resolve_format(plain, "fp32");
+  const auto a = sim::simulate_step(plain, c, 4, f), b = sim::simulate_step(gated, c, 4, f);
+  const double lstm = 16.0 * 8 * 4 * 32, gru = 16.0 * 8 * 3 * 32;
+  EXPECT_DOUBLE_EQ(a.cell_elements, 0);
+  EXPECT_DOUBLE_EQ(b.cell_elements, lstm + gru);
+  EXPECT_NEAR(b.cell_elements_s, (lstm * 4 + gru * 3) * 1e-9, 1e-15);
+  EXPECT_NEAR(b.step_s - a.step_s, b.cell_elements_s, 1e-12);
+  EXPECT_NEAR(b.overhead_s - a.overhead_s, b.cell_elements_s, 1e-12);
+  EXPECT_NE(sim::format_simulation(b, 10).find("+ 28672 gate elements x 3.57 ns"),
+            std::string::npos)
+      << sim::format_simulation(b, 10);
+}
+
+// The working-set curve, read log-log between its points and clamped at its ends.
+TEST(Efficiency, TheWorkingSetCurveIsReadLogLog) {
+  const auto p = parse_platform(
+      described(
+          {{"op_overhead_us", 2},
+           {"working_set", {{{"bytes", 1e6}, {"gbps", 80}}, {{"bytes", 1e8}, {"gbps", 20}}}}}),
+      "ws.json");
+  EXPECT_DOUBLE_EQ(p.working_set_gbps(1e3), 80);
+  EXPECT_DOUBLE_EQ(p.working_set_gbps(1e9), 20);
+  EXPECT_NEAR(p.working_set_gbps(1e7), 40, 1e-9);  // halfway in log bytes: the geometric mean
+  EXPECT_EQ(parse_platform(to_json(p), "again").efficiency->working_set.size(), 2u);
+  EXPECT_DOUBLE_EQ(accelerator(1, 1).working_set_gbps(1e7), 0);
+}
+
+// With the working-set curve, a CPU's measured optimizer rate moves to the step's own working
+// set (the ratio of the two sets' bandwidths) and replaces the bytes at main memory's
+// bandwidth; without it that byte count stays a floor.
+TEST(Efficiency, AMeasuredOptimizerRateFollowsTheWorkingSet) {
+  nlohmann::json j = described(
+      {{"op_overhead_us", 2}, {"optimizer_ns_per_param", {{"fp32", {{"rmsprop", 1.0}}}}}});
+  j["kind"] = "cpu";
+  j["memory_bandwidth_gbps"] = 1;  // the bytes alone: ~28 ns per parameter
+  const auto floor_only = parse_platform(j, "cpu.json");
+  const auto optimizer_s = [](const sim::Simulation& s) {
+    for (const auto& l : s.layers)
+      if (l.op == "optimizer") return l.time_s();
+    return -1.0;
+  };
+  const StepCost small = step_cost(parse_config(
+      "fc:layers=2,nodes=256,input=784,output=10,batch=64,optimizer=rmsprop,dtype=fp32"));
+  const StepCost large = step_cost(parse_config(
+      "fc:layers=4,nodes=4096,input=784,output=10,batch=64,optimizer=rmsprop,dtype=fp32"));
+  const auto f = sim::resolve_format(floor_only, "fp32");
+  EXPECT_GT(optimizer_s(sim::simulate_step(floor_only, small, 4, f)), 10 * small.opt_params * 1e-9);
+  // RMSprop's set: weight, gradient and two state tensors, 16 bytes a parameter. The measured
+  // rate's, kOptimizerMeasuredParams x 16 = 34 MB, and the small model's 4 MB run at 50 GB/s;
+  // the large one's 860 MB at 20.
+  j["efficiency"]["working_set"] = {{{"bytes", 1e6}, {"gbps", 50}},
+                                    {{"bytes", 4e7}, {"gbps", 50}},
+                                    {{"bytes", 3e8}, {"gbps", 20}}};
+  const auto curve = parse_platform(j, "cpu-ws.json");
+  const auto set = [](const StepCost& c) {
+    return c.memory.weights + c.memory.gradients + c.memory.optimizer_state;
+  };
+  EXPECT_NEAR(set(small) / small.opt_params, 16, 1e-9);
+  EXPECT_NEAR(set(large) / large.opt_params, 16, 1e-9);
+  EXPECT_LT(set(small), 4e7);
+  EXPECT_GT(set(large), 3e8);
+  EXPECT_NEAR(optimizer_s(sim::simulate_step(curve, small, 4, f)), small.opt_params * 1e-9, 1e-12);
+  EXPECT_NEAR(optimizer_s(sim::simulate_step(curve, large, 4, f)),
+              large.opt_params * 1e-9 * 50 / 20, 1e-9);
+}
+
 // A CPU's measured optimizer step: the update takes at least parameters x the rate of the
 // parameters' dtype and the config's optimizer (on a share of the cores, that share of the
 // rate), in every format that keeps its state in that dtype; other optimizers, dtypes and
@@ -1028,6 +1106,13 @@ TEST(Efficiency, BadValuesAreRefusedNamingTheField) {
   refused({{"optimizer_ns_per_param", {{"fp32", {{"sgd", 0}}}}}},
           "efficiency.optimizer_ns_per_param.fp32.sgd");
   refused({{"optimizer_ns_per_param", 3}}, "efficiency.optimizer_ns_per_param");
+  refused({{"cell_ns_per_element", {{"lstm", 0}}}}, "efficiency.cell_ns_per_element.lstm");
+  refused({{"cell_ns_per_element", {{"tcn", 2}}}}, "efficiency.cell_ns_per_element.tcn");
+  refused({{"working_set", nlohmann::json::array()}}, "efficiency.working_set");
+  refused({{"working_set", {{{"bytes", 1024}, {"gbps", -3}}}}}, "efficiency.working_set[0].gbps");
+  refused({{"working_set", {{{"bytes", 4096}, {"gbps", 30}}, {{"bytes", 1024}, {"gbps", 60}}}}},
+          "efficiency.working_set[1].bytes");
+  refused({{"working_set", {{{"size", 4096}, {"gbps", 30}}}}}, "efficiency.working_set[0]");
   refused({{"memory_fraction", 1.2}}, "efficiency.memory_fraction");
   refused({{"op_overhead", 5}}, "efficiency.op_overhead");
   refused({{"gemm_rows", {{"fp32", {{{"rows", 0}, {"n", 64}, {"fraction_of_peak", 0.5}}}}}}},

@@ -50,6 +50,10 @@ std::string describe_model(const PlatformDescription& d) {
   for (const auto& [cell, us] : d.efficiency->cell_step_us)
     cells += fmt::format("{}{} {:.3g}", cells.empty() ? "" : ", ", cell, us);
   if (!cells.empty()) cells = " + us per recurrent time step (" + cells + ")";
+  std::string gates;
+  for (const auto& [cell, ns] : d.efficiency->cell_ns_per_element)
+    gates += fmt::format("{}{} {:.2g}", gates.empty() ? "" : ", ", cell, ns);
+  if (!gates.empty()) cells += " + ns per gate element and time step (" + gates + ")";
   std::string steps;
   for (const auto& [dtype, opts] : d.efficiency->optimizer_ns_per_param) {
     std::string one;
@@ -58,7 +62,8 @@ std::string describe_model(const PlatformDescription& d) {
     steps += fmt::format("{}{}: {}", steps.empty() ? "" : "; ", dtype, one);
   }
   if (!steps.empty())
-    cells += ", optimizer steps at their measured ns per parameter (" + steps + ")";
+    cells += ", optimizer steps at their measured ns per parameter (" + steps + ")" +
+             (d.efficiency->working_set.empty() ? "" : " moved to the step's working set");
   return fmt::format(
       "roofline x GEMM efficiency ({}){}{} + {:.3g} us per operator{}{}, from the "
       "description's efficiency{}",

@@ -237,12 +237,35 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
           out.optimizer_ns_per_param[dtype][opt] = ns.get<double>();
         }
       }
+    } else if (k == "cell_ns_per_element") {
+      if (!v.is_object()) r.fail(field, "expected an object of recurrent cells, got " + v.dump());
+      for (const auto& [cell, ns] : v.items()) {
+        if (cell != "rnn" && cell != "lstm" && cell != "gru")
+          r.fail(field + "." + cell, "unknown cell (expected rnn, lstm or gru)");
+        if (!ns.is_number() || !(ns.get<double>() > 0) || ns.get<double>() > 1e6)
+          r.fail(field + "." + cell, "expected nanoseconds in (0, 1e6], got " + ns.dump());
+        out.cell_ns_per_element[cell] = ns.get<double>();
+      }
+    } else if (k == "working_set") {
+      if (!v.is_array() || v.empty())
+        r.fail(field, "expected a non-empty array of {\"bytes\", \"gbps\"}, got " + v.dump());
+      for (size_t i = 0; i < v.size(); ++i) {
+        const std::string pf = fmt::format("{}[{}]", field, i);
+        const json& pt = v[i];
+        if (!pt.is_object() || pt.size() != 2 || !pt.contains("bytes") || !pt.contains("gbps"))
+          r.fail(pf, "expected {\"bytes\": size, \"gbps\": bandwidth}, got " + pt.dump());
+        const double bytes = r.positive(pt["bytes"], pf + ".bytes"),
+                     gbps = r.positive(pt["gbps"], pf + ".gbps");
+        if (!out.working_set.empty() && !(bytes > out.working_set.back().bytes))
+          r.fail(pf + ".bytes", "expected sizes in ascending order, got " + pt["bytes"].dump());
+        out.working_set.push_back({bytes, gbps});
+      }
     } else {
       r.fail(field,
              "unknown key (expected op_overhead_us, host_op_us, host_step_us, conv_call_us, "
              "memory_fraction, gemm, gemm_rows, conv, gemm_tiles, gemm_alignment, "
-             "op_ns_per_element, "
-             "cell_step_us or optimizer_ns_per_param)");
+             "op_ns_per_element, cell_step_us, cell_ns_per_element, optimizer_ns_per_param or "
+             "working_set)");
     }
   }
   return out;
@@ -270,6 +293,18 @@ double interpolate(const std::vector<PlatformDescription::GemmPoint>& c, double 
 }
 
 }  // namespace
+
+double PlatformDescription::working_set_gbps(double bytes) const {
+  if (!efficiency || efficiency->working_set.empty() || !(bytes > 0)) return 0;
+  const auto& c = efficiency->working_set;
+  if (bytes <= c.front().bytes) return c.front().gbps;
+  if (bytes >= c.back().bytes) return c.back().gbps;
+  size_t i = 1;
+  while (c[i].bytes < bytes) ++i;
+  const auto &a = c[i - 1], &b = c[i];
+  const double t = std::log(bytes / a.bytes) / std::log(b.bytes / a.bytes);
+  return std::exp(std::log(a.gbps) + t * (std::log(b.gbps) - std::log(a.gbps)));
+}
 
 double PlatformDescription::gemm_fraction(const std::string& dtype, double n) const {
   if (!efficiency || !(n > 0)) return 1;
@@ -511,6 +546,10 @@ json to_json(const PlatformDescription& p) {
     if (!p.efficiency->cell_step_us.empty()) e["cell_step_us"] = p.efficiency->cell_step_us;
     if (!p.efficiency->optimizer_ns_per_param.empty())
       e["optimizer_ns_per_param"] = p.efficiency->optimizer_ns_per_param;
+    if (!p.efficiency->cell_ns_per_element.empty())
+      e["cell_ns_per_element"] = p.efficiency->cell_ns_per_element;
+    for (const auto& pt : p.efficiency->working_set)
+      e["working_set"].push_back({{"bytes", pt.bytes}, {"gbps", pt.gbps}});
     for (const auto& [dtype, tiles] : p.efficiency->gemm_tiles)
       for (const auto& t : tiles) e["gemm_tiles"][dtype].push_back({t.rows, t.cols});
     j["efficiency"] = e;

@@ -88,6 +88,18 @@ struct PlatformDescription {
     // whose time is arithmetic and conversion more than bytes (a bfloat16 update takes as long
     // as a float32 one there); where the description has it, the optimizer takes at least this.
     std::map<std::string, std::map<std::string, double>> optimizer_ns_per_param;
+    // The bandwidth a streaming update (x = 0.5 x + 0.5) reaches over a working set of `bytes`,
+    // ascending: where caches end and main memory begins. Where the description has it, a
+    // CPU's measured optimizer rate (taken over kOptimizerMeasuredParams parameters) is scaled
+    // to a step's own working set by the ratio of the two sets' bandwidths.
+    struct WorkingSetPoint {
+      double bytes = 0, gbps = 0;
+    };
+    std::vector<WorkingSetPoint> working_set;
+    // Per recurrent cell: nanoseconds per gate element (batch x gates x hidden) per time step of
+    // the cell's elementwise work, forward + backward (gate activations, the state update and
+    // their gradients), beyond cell_step_us's per-step operators. Added per time step.
+    std::map<std::string, double> cell_ns_per_element;
     // Per dtype: the output tiles (rows x cols of C) one compute unit (`cores`: a GPU's SMs)
     // works on at a time, those a GEMM library picks among. Where a dtype has them, its gemm
     // and conv curves are per-unit efficiencies with wave quantization taken out, and a GEMM
@@ -135,7 +147,14 @@ struct PlatformDescription {
   double wave_utilization(const std::string& dtype, double m, double n, double k,
                           double count = 1) const;
   static constexpr double kMinSplitK = 128;
+  // The working_set curve read at `bytes`: log-log between its points, clamped at its ends;
+  // 0 without a curve.
+  double working_set_gbps(double bytes) const;
 };
+
+// The parameters over which `trainbench platform` measures optimizer_ns_per_param: four
+// 512 x 1024 tensors, a training step's weight matrices' order of size.
+inline constexpr double kOptimizerMeasuredParams = 4.0 * 512 * 1024;
 
 // The edge n of the square GEMM with the same arithmetic intensity as (M x K)(K x N),
 // 3MNK / (MK + KN + MN): n for a square one, less for a thin one, which runs as slowly as

@@ -55,12 +55,16 @@ std::string format_platform(const PlatformDescription& p) {
     for (const auto& [cell, us] : p.efficiency->cell_step_us)
       cells +=
           fmt::format("{} {} {:.3g}", cells.empty() ? "; per recurrent time step:" : ",", cell, us);
+    std::string gates;
+    for (const auto& [cell, ns] : p.efficiency->cell_ns_per_element)
+      gates += fmt::format("{} {} {:.3g}", gates.empty() ? "; per gate element and step:" : ",",
+                           cell, ns);
     out += fmt::format(
-        "overhead  {:.3g} us per operator{}{}\n", p.efficiency->op_overhead_us,
+        "overhead  {:.3g} us per operator{}{}{}\n", p.efficiency->op_overhead_us,
         p.efficiency->conv_call_us > 0
             ? fmt::format(", {:.3g} us more per convolution phase", p.efficiency->conv_call_us)
             : "",
-        cells.empty() ? "" : cells + " us");
+        cells.empty() ? "" : cells + " us", gates.empty() ? "" : gates + " ns");
     for (const auto& [dtype, opts] : p.efficiency->optimizer_ns_per_param) {
       out += fmt::format("optimizer {:<5}", dtype);
       for (const auto& [opt, ns] : opts) out += fmt::format(" {} {:.3g}", opt, ns);

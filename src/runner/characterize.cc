@@ -28,7 +28,9 @@ namespace {
 //    convolutions (gconv2d) per element; curve points within twice the call floor left out.
 // 7: an optimizer step's time per parameter, per optimizer and dtype (optimizer_ns_per_param).
 // 8: a linear layer's GEMMs at batch rows (efficiency.gemm_rows).
-constexpr int kMethodVersion = 8;
+// 9: a recurrent cell's elementwise time per gate element (cell_ns_per_element); the
+//    working-set sweep's bandwidths in the efficiency (working_set).
+constexpr int kMethodVersion = 9;
 
 // Runs a measurement on one thread (intra-op and BLAS), then restores the thread counts.
 // The convolution and elementwise rates are one core's: on a small machine, the threading
@@ -206,6 +208,17 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
       efficiency.cell_step_us[cell] = t.median();
     }
     measurements["cell_steps"] = cells;
+    say("recurrent cells' elementwise work");
+    nlohmann::json gates = {
+        {"unit", "ns per gate element and time step"},
+        {"kernel",
+         "the elementwise operators of LibTorch 1.13's CPU RNN, LSTM and GRU cells after their "
+         "GEMMs, forward + backward, batch 32: hidden 192 less hidden 64, per added element"}};
+    for (const auto& [cell, t] : measure_cell_elementwise(o.trials, o.trial_s)) {
+      gates[cell] = trials_json(t);
+      if (t.median() > 0) efficiency.cell_ns_per_element[cell] = t.median();
+    }
+    measurements["cell_elementwise"] = gates;
     // On the run's threads too: a step's update runs there.
     for (const auto& dtype : o.dtypes) {
       say("optimizer steps " + dtype);
@@ -260,6 +273,12 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
         {"unit", "GB/s"}, {"kernel", "x = 0.5 x + 0.5, 16 B/element"}, {"points", sweep}};
     for (const auto& [level, gbps] : cache_bandwidths(h, points))
       p.cache_bandwidth_gbps[level] = gbps;
+    // Where caches end, for the simulator's optimizer rate (PlatformDescription::Efficiency).
+    if (p.efficiency)
+      for (const auto& pt : points)
+        if (pt.gbps.median() > 0 && (p.efficiency->working_set.empty() ||
+                                     double(pt.bytes) > p.efficiency->working_set.back().bytes))
+          p.efficiency->working_set.push_back({double(pt.bytes), pt.gbps.median()});
   }
 
   nlohmann::json spec_peaks = nlohmann::json::object(), formulas = nlohmann::json::object(),

@@ -88,6 +88,13 @@ std::map<std::string, Trials> measure_elementwise_ops(int trials, double trial_s
 // nodes of a step are what this measures; the simulator adds it per time step.
 std::map<std::string, Trials> measure_cell_steps(int trials, double trial_s);
 
+// The same cells' elementwise work per time step (gate activations, the state update, their
+// gradients), as LibTorch 1.13's CPU cells run it after the two gate GEMMs
+// (aten/src/ATen/native/RNN.cpp: SimpleCell, LSTMCell, GRUCell): nanoseconds per gate element
+// (batch x gates x hidden), forward + backward, on the threads a run uses. Batch 32 at hidden
+// 64 and 192, the difference over the added elements: the per-operator cost cancels.
+std::map<std::string, Trials> measure_cell_elementwise(int trials, double trial_s);
+
 // One LibTorch optimizer step (make_optimizer's, per `optimizer` config value) over 2M
 // parameters of `dtype` in four 512 x 1024 tensors, gradients set, on the threads a run uses:
 // nanoseconds per parameter, per optimizer. `dtype`: fp32 or bf16 (others: none).

@@ -1,5 +1,6 @@
 #include <chrono>
 
+#include "platform/description.h"
 #include "runner/measure.h"
 #include "runner/runner.h"
 #include "spec/config.h"
@@ -16,6 +17,7 @@ std::map<std::string, Trials> measure_optimizer_steps(const std::string& dtype, 
   // (a 1024 x 512 layer), and each is updated while the next waits, as in a step.
   constexpr int64_t kTensors = 4, kRows = 512, kCols = 1024;
   constexpr double kParams = double(kTensors * kRows * kCols);
+  static_assert(kParams == kOptimizerMeasuredParams, "the simulator scales the rate from here");
   std::map<std::string, Trials> out;
   for (const std::string opt : {"sgd", "momentum", "adam", "adamw", "rmsprop"}) {
     std::vector<torch::Tensor> params;

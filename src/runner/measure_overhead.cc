@@ -151,6 +151,57 @@ std::map<std::string, Trials> measure_cell_steps(int trials, double trial_s) {
   return out;
 }
 
+std::map<std::string, Trials> measure_cell_elementwise(int trials, double trial_s) {
+  constexpr int64_t kBatch = 32, kNarrow = 64, kWide = 192;
+  std::map<std::string, Trials> out;
+  for (const std::string cell : {"rnn", "lstm", "gru"}) {
+    const int64_t gates = cell == "lstm" ? 4 : cell == "gru" ? 3 : 1;
+    auto seconds_per_call = [&](int64_t hidden, double window_s) {
+      // hh and ih stand for the two GEMMs' outputs (the projected input and linear_hh(h)).
+      // Where the cell updates the fresh GEMM output in place, this adds out of place: the
+      // same passes over the same elements, without a copy the cell does not make.
+      const auto leaf = [&](int64_t cols) {
+        return torch::randn({kBatch, cols}).requires_grad_(true);
+      };
+      torch::Tensor hh = leaf(gates * hidden), ih = leaf(gates * hidden), h = leaf(hidden),
+                    c = leaf(hidden);
+      auto step = [&]() -> torch::Tensor {
+        if (cell == "lstm") {
+          const auto g = hh.add(ih).unsafe_chunk(4, 1);
+          const auto i = g[0].sigmoid_(), f = g[1].sigmoid_(), u = g[2].tanh_(),
+                     o = g[3].sigmoid_();
+          const auto cy = (f * c).add_(i * u);
+          return (o * cy.tanh()).sum() + cy.sum();
+        }
+        if (cell == "gru") {
+          const auto ig = ih.unsafe_chunk(3, 1), hg = hh.unsafe_chunk(3, 1);
+          const auto r = hg[0].add(ig[0]).sigmoid_(), z = hg[1].add(ig[1]).sigmoid_();
+          const auto n = ig[2].add(hg[2] * r).tanh_();
+          return (h - n).mul_(z).add_(n).sum();
+        }
+        return hh.add(ih).tanh_().sum();
+      };
+      auto call = [&] {
+        step().backward();
+        for (torch::Tensor* t : {&hh, &ih, &h, &c}) t->mutable_grad() = torch::Tensor();
+      };
+      for (int i = 0; i < 3; ++i) call();
+      int64_t calls = 0;
+      const auto t0 = Clock::now();
+      do call(), ++calls;
+      while (seconds_since(t0) < window_s);
+      return seconds_since(t0) / double(calls);
+    };
+    const double added = double(kBatch * gates * (kWide - kNarrow));
+    for (int t = 0; t < trials; ++t) {
+      const double narrow = seconds_per_call(kNarrow, trial_s / 2);
+      const double wide = seconds_per_call(kWide, trial_s / 2);
+      out[cell].values.push_back(std::max(0.0, wide - narrow) / added * 1e9);
+    }
+  }
+  return out;
+}
+
 std::vector<std::pair<int64_t, double>> efficiency_curve(const std::vector<RatePoint>& points,
                                                          double peak_gflops, double floor_us) {
   std::vector<std::pair<int64_t, double>> out;

@@ -118,7 +118,10 @@ struct Simulation {
   double conv_phases = 0, conv_call_s = 0;  // convolution phases x the description's conv_call_us
   // Recurrent time steps of cells whose step time the description states, and their time.
   double cell_steps = 0, cell_steps_s = 0;
-  double overhead_s = 0;  // ops.total() x op_overhead_s + conv_phases x conv_call_s + cell_steps_s
+  // Recurrent cells' gate elements over all time steps, and their time (cell_ns_per_element).
+  double cell_elements = 0, cell_elements_s = 0;
+  // ops.total() x op_overhead_s + conv_phases x conv_call_s + cell_steps_s + cell_elements_s
+  double overhead_s = 0;
   // The host's time per step, host_step_us + ops.total() x host_op_us (the description's): it
   // overlaps the device's work, and the step is the longer of the two (host_bound).
   double host_s = 0, host_step_s = 0;

@@ -918,6 +918,69 @@ TEST(Efficiency, ACellsGateElementsTakeTheirMeasuredTime) {
       << sim::format_simulation(b, 10);
 }
 
+nlohmann::json cell_table(double scale = 1) {
+  nlohmann::json pts = nlohmann::json::array();
+  for (int hidden : {32, 128})
+    for (int batch : {8, 32})
+      pts.push_back({{"hidden", hidden}, {"batch", batch}, {"us", scale * hidden * batch}});
+  return pts;
+}
+
+// The framework's recurrent layer measured per time step on a hidden x batch grid: read
+// log-log between the points; nothing outside the grid.
+TEST(Efficiency, TheCellStepTableIsReadLogLogInsideItsGrid) {
+  const auto p = parse_platform(described({{"op_overhead_us", 2},
+                                           {"cell_step_us", {{"lstm", 70}}},
+                                           {"cell_step_table", {{"lstm", cell_table()}}}}),
+                                "table.json");
+  EXPECT_DOUBLE_EQ(p.cell_step_table_us("lstm", 32, 8), 256);
+  EXPECT_NEAR(p.cell_step_table_us("lstm", 128, 32), 4096, 1e-9);
+  EXPECT_NEAR(p.cell_step_table_us("lstm", 64, 16), 64 * 16, 1e-9);  // h x b is a power law
+  EXPECT_DOUBLE_EQ(p.cell_step_table_us("lstm", 256, 16), 0);        // beyond the grid
+  EXPECT_DOUBLE_EQ(p.cell_step_table_us("lstm", 64, 4), 0);
+  EXPECT_DOUBLE_EQ(p.cell_step_table_us("gru", 64, 16), 0);  // no table for the cell
+  EXPECT_EQ(to_json(parse_platform(to_json(p), "again")), to_json(p));
+}
+
+// A fp32 recurrent layer on the grid takes steps x its measured time per step, in place of its
+// GEMMs, per-step operators and gate elements; off the grid, in another format, or with an
+// input width other than its hidden size, the parts as before.
+TEST(Efficiency, ARecurrentLayerOnTheTableTakesItsMeasuredTime) {
+  const nlohmann::json base = {{"op_overhead_us", 2},
+                               {"cell_step_us", {{"lstm", 70}}},
+                               {"cell_ns_per_element", {{"lstm", 4.0}}}};
+  nlohmann::json with = base;
+  with["cell_step_table"] = {{"lstm", cell_table()}};
+  const auto parts = parse_platform(described(base), "parts.json");
+  const auto table = parse_platform(described(with), "table.json");
+  StepCost c;
+  c.layers.push_back(cost::recurrent("on", "lstm", 16, 10, 64, 64, 4));     // on the grid
+  c.layers.push_back(cost::recurrent("off", "lstm", 16, 10, 256, 256, 4));  // hidden beyond it
+  c.layers.push_back(cost::recurrent("wide", "lstm", 16, 10, 96, 64, 4));   // input != hidden
+  const auto f = sim::resolve_format(parts, "fp32");
+  const auto a = sim::simulate_step(parts, c, 4, f), b = sim::simulate_step(table, c, 4, f);
+  ASSERT_EQ(b.layers.size(), 4u);  // and the optimizer
+  EXPECT_NEAR(b.layers[0].time_s(), 10 * 64.0 * 16 * 1e-6, 1e-12);
+  EXPECT_NEAR(b.layers[0].step_us, 64.0 * 16, 1e-9);
+  EXPECT_EQ(b.layers[0].phases.size(), a.layers[0].phases.size());
+  for (size_t i : {1, 2}) {
+    EXPECT_DOUBLE_EQ(b.layers[i].time_s(), a.layers[i].time_s()) << i;
+    EXPECT_DOUBLE_EQ(b.layers[i].step_us, 0) << i;
+  }
+  // The table's layer brings no per-step operators or gate elements of its own.
+  EXPECT_DOUBLE_EQ(b.cell_steps, a.cell_steps - 10);
+  EXPECT_DOUBLE_EQ(b.cell_elements, a.cell_elements - 10 * 16 * 4 * 64);
+  EXPECT_EQ(b.table_layers, std::set<std::string>{"on"});
+  const std::string why = sim::format_simulation(b, 10);
+  EXPECT_NE(why.find("the layer as measured: 1.02e+03 us per time step"), std::string::npos) << why;
+  EXPECT_NE(sim::format_explanation(b, table).find("cell_step_table"), std::string::npos);
+  EXPECT_NEAR(sim::to_json(b)["layers"][0]["measured_step_us"].get<double>(), 64.0 * 16, 1e-9);
+  // Measured in fp32: a bf16 step keeps the parts.
+  const auto g = sim::resolve_format(parts, "bf16");
+  EXPECT_DOUBLE_EQ(sim::simulate_step(table, c, 4, g).layers[0].time_s(),
+                   sim::simulate_step(parts, c, 4, g).layers[0].time_s());
+}
+
 // The working-set curve, read log-log between its points and clamped at its ends.
 TEST(Efficiency, TheWorkingSetCurveIsReadLogLog) {
   const auto p = parse_platform(
@@ -1109,6 +1172,19 @@ TEST(Efficiency, BadValuesAreRefusedNamingTheField) {
   refused({{"cell_ns_per_element", {{"lstm", 0}}}}, "efficiency.cell_ns_per_element.lstm");
   refused({{"cell_ns_per_element", {{"tcn", 2}}}}, "efficiency.cell_ns_per_element.tcn");
   refused({{"working_set", nlohmann::json::array()}}, "efficiency.working_set");
+  refused({{"cell_step_table", {{"tcn", cell_table()}}}}, "efficiency.cell_step_table.tcn");
+  nlohmann::json holed = cell_table();
+  holed.erase(holed.begin() + 1);
+  refused({{"cell_step_table", {{"gru", holed}}}}, "efficiency.cell_step_table.gru");
+  nlohmann::json twice = cell_table();
+  twice[1] = twice[0];
+  refused({{"cell_step_table", {{"gru", twice}}}}, "efficiency.cell_step_table.gru");
+  nlohmann::json slow = cell_table();
+  slow[2]["us"] = -1;
+  refused({{"cell_step_table", {{"rnn", slow}}}}, "efficiency.cell_step_table.rnn[2].us");
+  nlohmann::json odd = cell_table();
+  odd[0]["hidden"] = 0;
+  refused({{"cell_step_table", {{"rnn", odd}}}}, "efficiency.cell_step_table.rnn[0].hidden");
   refused({{"working_set", {{{"bytes", 1024}, {"gbps", -3}}}}}, "efficiency.working_set[0].gbps");
   refused({{"working_set", {{{"bytes", 4096}, {"gbps", 30}}, {{"bytes", 1024}, {"gbps", 60}}}}},
           "efficiency.working_set[1].bytes");

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fstream>
 #include <set>
+#include <tuple>
 
 #include "base/errors.h"
 #include "base/files.h"
@@ -246,6 +247,46 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
           r.fail(field + "." + cell, "expected nanoseconds in (0, 1e6], got " + ns.dump());
         out.cell_ns_per_element[cell] = ns.get<double>();
       }
+    } else if (k == "cell_step_table") {
+      if (!v.is_object()) r.fail(field, "expected an object of recurrent cells, got " + v.dump());
+      for (const auto& [cell, pts] : v.items()) {
+        const std::string cf = field + "." + cell;
+        if (cell != "rnn" && cell != "lstm" && cell != "gru")
+          r.fail(cf, "unknown cell (expected rnn, lstm or gru)");
+        if (!pts.is_array() || pts.empty())
+          r.fail(cf, "expected a non-empty array of {\"hidden\", \"batch\", \"us\"}");
+        std::vector<PlatformDescription::Efficiency::CellStepPoint> list;
+        std::set<int64_t> hiddens, batches;
+        for (size_t i = 0; i < pts.size(); ++i) {
+          const std::string pf = fmt::format("{}[{}]", cf, i);
+          const json& pt = pts[i];
+          if (!pt.is_object() || pt.size() != 3 || !pt.contains("hidden") ||
+              !pt.contains("batch") || !pt.contains("us"))
+            r.fail(pf, "expected {\"hidden\": h, \"batch\": b, \"us\": time}, got " + pt.dump());
+          for (const char* key : {"hidden", "batch"}) {
+            const json& d = pt[key];
+            if (!d.is_number_integer() || d.get<int64_t>() <= 0 || d.get<int64_t>() > 1000000)
+              r.fail(pf + "." + key, "expected an integer in [1, 1000000], got " + d.dump());
+          }
+          list.push_back({pt["hidden"].get<int64_t>(), pt["batch"].get<int64_t>(),
+                          r.microseconds(pt["us"], pf + ".us")});
+          if (!(list.back().us > 0)) r.fail(pf + ".us", "expected a positive time");
+          hiddens.insert(list.back().hidden), batches.insert(list.back().batch);
+        }
+        std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) {
+          return a.hidden != b.hidden ? a.hidden < b.hidden : a.batch < b.batch;
+        });
+        for (size_t i = 1; i < list.size(); ++i)
+          if (list[i].hidden == list[i - 1].hidden && list[i].batch == list[i - 1].batch)
+            r.fail(cf, fmt::format("hidden = {}, batch = {} appears twice", list[i].hidden,
+                                   list[i].batch));
+        // Read between grid points: every hidden size at every batch size.
+        if (list.size() != hiddens.size() * batches.size())
+          r.fail(cf, fmt::format("expected every hidden size at every batch size ({} x {}), got {} "
+                                 "points",
+                                 hiddens.size(), batches.size(), list.size()));
+        out.cell_step_table[cell] = std::move(list);
+      }
     } else if (k == "working_set") {
       if (!v.is_array() || v.empty())
         r.fail(field, "expected a non-empty array of {\"bytes\", \"gbps\"}, got " + v.dump());
@@ -264,8 +305,8 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
       r.fail(field,
              "unknown key (expected op_overhead_us, host_op_us, host_step_us, conv_call_us, "
              "memory_fraction, gemm, gemm_rows, conv, gemm_tiles, gemm_alignment, "
-             "op_ns_per_element, cell_step_us, cell_ns_per_element, optimizer_ns_per_param or "
-             "working_set)");
+             "op_ns_per_element, cell_step_us, cell_ns_per_element, cell_step_table, "
+             "optimizer_ns_per_param or working_set)");
     }
   }
   return out;
@@ -304,6 +345,36 @@ double PlatformDescription::working_set_gbps(double bytes) const {
   const auto &a = c[i - 1], &b = c[i];
   const double t = std::log(bytes / a.bytes) / std::log(b.bytes / a.bytes);
   return std::exp(std::log(a.gbps) + t * (std::log(b.gbps) - std::log(a.gbps)));
+}
+
+double PlatformDescription::cell_step_table_us(const std::string& cell, double hidden,
+                                               double batch) const {
+  if (!efficiency || !(hidden > 0) || !(batch > 0)) return 0;
+  const auto it = efficiency->cell_step_table.find(cell);
+  if (it == efficiency->cell_step_table.end() || it->second.empty()) return 0;
+  const auto& pts = it->second;  // a full grid, by hidden then batch
+  std::vector<double> hs, bs;
+  for (const auto& pt : pts) {
+    if (hs.empty() || hs.back() != double(pt.hidden)) hs.push_back(double(pt.hidden));
+    if (hs.size() == 1) bs.push_back(double(pt.batch));
+  }
+  if (hidden < hs.front() || hidden > hs.back() || batch < bs.front() || batch > bs.back())
+    return 0;
+  // The cell below and above each size (the same point where the grid has one size or the
+  // size is a grid point), and where between them on a log scale.
+  const auto bracket = [](const std::vector<double>& grid, double x) {
+    size_t i = 0;
+    while (i + 2 < grid.size() && grid[i + 1] < x) ++i;
+    const size_t j = std::min(i + 1, grid.size() - 1);
+    const double t = j == i ? 0 : std::log(x / grid[i]) / std::log(grid[j] / grid[i]);
+    return std::tuple<size_t, size_t, double>{i, j, std::clamp(t, 0.0, 1.0)};
+  };
+  const auto [h0, h1, th] = bracket(hs, hidden);
+  const auto [b0, b1, tb] = bracket(bs, batch);
+  const auto at = [&](size_t h, size_t b) { return std::log(pts[h * bs.size() + b].us); };
+  const double low = at(h0, b0) + tb * (at(h0, b1) - at(h0, b0)),
+               high = at(h1, b0) + tb * (at(h1, b1) - at(h1, b0));
+  return std::exp(low + th * (high - low));
 }
 
 double PlatformDescription::gemm_fraction(const std::string& dtype, double n) const {
@@ -550,6 +621,10 @@ json to_json(const PlatformDescription& p) {
       e["cell_ns_per_element"] = p.efficiency->cell_ns_per_element;
     for (const auto& pt : p.efficiency->working_set)
       e["working_set"].push_back({{"bytes", pt.bytes}, {"gbps", pt.gbps}});
+    for (const auto& [cell, pts] : p.efficiency->cell_step_table)
+      for (const auto& pt : pts)
+        e["cell_step_table"][cell].push_back(
+            {{"hidden", pt.hidden}, {"batch", pt.batch}, {"us", pt.us}});
     for (const auto& [dtype, tiles] : p.efficiency->gemm_tiles)
       for (const auto& t : tiles) e["gemm_tiles"][dtype].push_back({t.rows, t.cols});
     j["efficiency"] = e;

@@ -100,6 +100,17 @@ struct PlatformDescription {
     // the cell's elementwise work, forward + backward (gate activations, the state update and
     // their gradients), beyond cell_step_us's per-step operators. Added per time step.
     std::map<std::string, double> cell_ns_per_element;
+    // Per recurrent cell: the whole layer's time per time step, forward + backward (its GEMMs
+    // in the loop, the gates, the gradient's accumulation over the steps, the input's
+    // gradient), in fp32 with input width = hidden, on a grid of hidden x batch sizes: what
+    // DeepBench's RNN tables are for a GPU. Where a fp32 layer's sizes lie on the grid, the
+    // simulator takes its time from here (log-log between the points) in place of its GEMMs,
+    // cell_step_us and cell_ns_per_element.
+    struct CellStepPoint {
+      int64_t hidden = 0, batch = 0;
+      double us = 0;
+    };
+    std::map<std::string, std::vector<CellStepPoint>> cell_step_table;  // by hidden, then batch
     // Per dtype: the output tiles (rows x cols of C) one compute unit (`cores`: a GPU's SMs)
     // works on at a time, those a GEMM library picks among. Where a dtype has them, its gemm
     // and conv curves are per-unit efficiencies with wave quantization taken out, and a GEMM
@@ -150,6 +161,9 @@ struct PlatformDescription {
   // The working_set curve read at `bytes`: log-log between its points, clamped at its ends;
   // 0 without a curve.
   double working_set_gbps(double bytes) const;
+  // cell_step_table read at (hidden, batch): bilinear in log hidden and log batch on log time;
+  // 0 where the cell has no table or the sizes lie outside it.
+  double cell_step_table_us(const std::string& cell, double hidden, double batch) const;
 };
 
 // The parameters over which `trainbench platform` measures optimizer_ns_per_param: four

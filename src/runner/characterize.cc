@@ -28,8 +28,9 @@ namespace {
 //    convolutions (gconv2d) per element; curve points within twice the call floor left out.
 // 7: an optimizer step's time per parameter, per optimizer and dtype (optimizer_ns_per_param).
 // 8: a linear layer's GEMMs at batch rows (efficiency.gemm_rows).
-// 9: a recurrent cell's elementwise time per gate element (cell_ns_per_element); the
-//    working-set sweep's bandwidths in the efficiency (working_set).
+// 9: a recurrent cell's elementwise time per gate element (cell_ns_per_element), the whole
+//    layer per time step on a hidden x batch grid (cell_step_table); the working-set sweep's
+//    bandwidths in the efficiency (working_set).
 constexpr int kMethodVersion = 9;
 
 // Runs a measurement on one thread (intra-op and BLAS), then restores the thread counts.
@@ -219,6 +220,27 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
       if (t.median() > 0) efficiency.cell_ns_per_element[cell] = t.median();
     }
     measurements["cell_elementwise"] = gates;
+    say("recurrent layers per time step");
+    nlohmann::json table = {
+        {"unit", "us per time step"},
+        {"kernel",
+         "LibTorch's nn::RNN/LSTM/GRU, input width = hidden, fp32, input gradient taken: forward "
+         "+ backward at lengths 4 and 16, the difference over 12 steps"},
+        {"points", nlohmann::json::array()}};
+    for (const auto& [cell, pts] : measure_cell_step_table(o.trials, o.trial_s))
+      for (const auto& pt : pts) {
+        auto j = trials_json(pt.us);
+        j["cell"] = cell, j["hidden"] = pt.hidden, j["batch"] = pt.batch;
+        table["points"].push_back(j);
+        // A point the two lengths could not tell apart leaves the grid incomplete: no table.
+        if (pt.us.median() > 0)
+          efficiency.cell_step_table[cell].push_back({pt.hidden, pt.batch, pt.us.median()});
+      }
+    for (auto it = efficiency.cell_step_table.begin(); it != efficiency.cell_step_table.end();)
+      it = it->second.size() == std::size(kCellTableHidden) * std::size(kCellTableBatch)
+               ? std::next(it)
+               : efficiency.cell_step_table.erase(it);
+    measurements["cell_step_table"] = table;
     // On the run's threads too: a step's update runs there.
     for (const auto& dtype : o.dtypes) {
       say("optimizer steps " + dtype);

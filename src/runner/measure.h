@@ -95,6 +95,20 @@ std::map<std::string, Trials> measure_cell_steps(int trials, double trial_s);
 // 64 and 192, the difference over the added elements: the per-operator cost cancels.
 std::map<std::string, Trials> measure_cell_elementwise(int trials, double trial_s);
 
+// The same layers whole, as a model runs them (input width = hidden, the input's gradient
+// taken, fp32), per time step, forward + backward, at lengths 4 and 16, on a grid of hidden x
+// batch sizes: in a training step the small GEMMs of a cell run at about half the rate they
+// reach alone, between the gates' passes and the weight gradient's accumulation over the
+// steps, which a model of the parts misses. Microseconds per time step, per cell.
+inline constexpr int64_t kCellTableHidden[] = {32, 128, 512};
+inline constexpr int64_t kCellTableBatch[] = {8, 32, 128};
+struct CellStepTime {
+  int64_t hidden = 0, batch = 0;
+  Trials us;
+};
+std::map<std::string, std::vector<CellStepTime>> measure_cell_step_table(int trials,
+                                                                         double trial_s);
+
 // One LibTorch optimizer step (make_optimizer's, per `optimizer` config value) over 2M
 // parameters of `dtype` in four 512 x 1024 tensors, gradients set, on the threads a run uses:
 // nanoseconds per parameter, per optimizer. `dtype`: fp32 or bf16 (others: none).

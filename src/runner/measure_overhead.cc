@@ -13,6 +13,52 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// LibTorch's recurrent layer for a cell, with its forward returning the output sequence (the
+// states differ in type between the cells).
+struct CellLayer {
+  std::shared_ptr<torch::nn::Module> module;
+  std::function<torch::Tensor(const torch::Tensor&)> forward;
+};
+
+CellLayer cell_layer(const std::string& cell, int64_t width) {
+  auto of = [](auto m) -> CellLayer {
+    return {m.ptr(), [m](const torch::Tensor& x) mutable { return std::get<0>(m->forward(x)); }};
+  };
+  return cell == "lstm"  ? of(torch::nn::LSTM(torch::nn::LSTMOptions(width, width)))
+         : cell == "gru" ? of(torch::nn::GRU(torch::nn::GRUOptions(width, width)))
+                         : of(torch::nn::RNN(torch::nn::RNNOptions(width, width)));
+}
+
+// Microseconds per time step of a layer, forward + backward: two lengths in alternating
+// windows, so that what a call costs once (stacking the outputs, the loss) cancels.
+Trials per_time_step(const std::string& cell, int64_t width, int64_t batch, bool input_grad,
+                     int64_t short_len, int64_t long_len, int trials, double trial_s) {
+  const CellLayer layer = cell_layer(cell, width);
+  auto seconds_per_call = [&](int64_t length, double window_s) {
+    auto x = torch::randn({length, batch, width});
+    if (input_grad) x.requires_grad_(true);
+    auto call = [&] {
+      layer.forward(x).sum().backward();
+      for (auto& p : layer.module->parameters()) p.mutable_grad() = torch::Tensor();
+      if (input_grad) x.mutable_grad() = torch::Tensor();
+    };
+    for (int i = 0; i < 2; ++i) call();
+    int64_t calls = 0;
+    const auto t0 = Clock::now();
+    do call(), ++calls;
+    while (seconds_since(t0) < window_s);
+    return seconds_since(t0) / double(calls);
+  };
+  Trials out;
+  for (int t = 0; t < trials; ++t) {
+    // Interleaved, so that a slow spell of the machine lands on both lengths.
+    const double short_s = seconds_per_call(short_len, trial_s / 2);
+    const double long_s = seconds_per_call(long_len, trial_s / 2);
+    out.values.push_back(std::max(0.0, long_s - short_s) / double(long_len - short_len) * 1e6);
+  }
+  return out;
+}
+
 }  // namespace
 
 OverheadMeasurement measure_overhead(int trials, double trial_s) {
@@ -112,42 +158,22 @@ std::map<std::string, Trials> measure_elementwise_ops(int trials, double trial_s
 }
 
 std::map<std::string, Trials> measure_cell_steps(int trials, double trial_s) {
-  // Two lengths, so that what a layer call costs once (the input projection, stacking the
-  // outputs, the loss) cancels and only the per-time-step cost stays. Width 8, batch 1: the
-  // arithmetic is negligible, the operators and autograd nodes of a step are not.
-  constexpr int64_t kWidth = 8, kShort = 8, kLong = 40;
+  // Width 8, batch 1: the arithmetic is negligible, the operators and autograd nodes of a
+  // step are not.
   std::map<std::string, Trials> out;
-  for (const std::string cell : {"rnn", "lstm", "gru"}) {
-    // Each cell's forward returns its output first; the states differ in type.
-    auto of = [](auto m) -> std::pair<std::shared_ptr<torch::nn::Module>,
-                                      std::function<torch::Tensor(const torch::Tensor&)>> {
-      return {m.ptr(), [m](const torch::Tensor& x) mutable { return std::get<0>(m->forward(x)); }};
-    };
-    const auto built = cell == "lstm"  ? of(torch::nn::LSTM(torch::nn::LSTMOptions(kWidth, kWidth)))
-                       : cell == "gru" ? of(torch::nn::GRU(torch::nn::GRUOptions(kWidth, kWidth)))
-                                       : of(torch::nn::RNN(torch::nn::RNNOptions(kWidth, kWidth)));
-    const auto& module = built.first;
-    const auto& forward = built.second;
-    auto seconds_per_call = [&](int64_t length, double window_s) {
-      const auto x = torch::randn({length, 1, kWidth});
-      auto call = [&] {
-        forward(x).sum().backward();
-        for (auto& p : module->parameters()) p.mutable_grad() = torch::Tensor();
-      };
-      for (int i = 0; i < 3; ++i) call();
-      int64_t calls = 0;
-      const auto t0 = Clock::now();
-      do call(), ++calls;
-      while (seconds_since(t0) < window_s);
-      return seconds_since(t0) / double(calls);
-    };
-    for (int t = 0; t < trials; ++t) {
-      // Interleaved, so that a slow spell of the machine lands on both lengths.
-      const double short_s = seconds_per_call(kShort, trial_s / 2);
-      const double long_s = seconds_per_call(kLong, trial_s / 2);
-      out[cell].values.push_back(std::max(0.0, long_s - short_s) / double(kLong - kShort) * 1e6);
-    }
-  }
+  for (const std::string cell : {"rnn", "lstm", "gru"})
+    out[cell] = per_time_step(cell, 8, 1, false, 8, 40, trials, trial_s);
+  return out;
+}
+
+std::map<std::string, std::vector<CellStepTime>> measure_cell_step_table(int trials,
+                                                                         double trial_s) {
+  std::map<std::string, std::vector<CellStepTime>> out;
+  for (const std::string cell : {"rnn", "lstm", "gru"})
+    for (const int64_t hidden : kCellTableHidden)
+      for (const int64_t batch : kCellTableBatch)
+        out[cell].push_back(
+            {hidden, batch, per_time_step(cell, hidden, batch, true, 4, 16, trials, trial_s)});
   return out;
 }
 

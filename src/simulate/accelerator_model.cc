@@ -360,6 +360,29 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
           ph.memory_s = std::max(ph.memory_s, total / double(lt.phases.size()));
       }
     }
+    // A fp32 recurrent layer whose sizes lie on the description's table of the framework's
+    // own layer: its measured time per step, spread over the phases as they were, stands in
+    // for the GEMM curve's phases, its per-step operators and its gate elements (measured
+    // with them). On a CPU a step's small GEMMs run at half the rate they reach alone, between
+    // the gates' passes and the gradient's accumulation (docs/platforms.md).
+    if (recurrent(l.op) && p.efficiency && p.efficiency->cell_step_us.count(l.op) &&
+        f.peak_dtype == "fp32" && !f.mixed && l.gemm_count > 0) {
+      const int64_t gates = l.op == "lstm" ? 4 : l.op == "gru" ? 3 : 1;
+      const int64_t hidden = l.gemm_n / gates, in = l.gemm_k - hidden;
+      const double us =
+          in == hidden ? p.cell_step_table_us(l.op, double(hidden), double(l.gemm_m)) : 0;
+      if (us > 0) {
+        const double total = double(l.gemm_count) * us * 1e-6, was = lt.time_s();
+        for (auto& ph : lt.phases) {
+          ph.compute_s = was > 0 ? total * ph.time_s() / was : total / double(lt.phases.size());
+          ph.memory_s = ph.layout_s = ph.scale_s = 0;
+          ph.gemm_fraction = 1;
+          ph.mapping.reset();
+        }
+        lt.step_us = us;
+        s.table_layers.insert(l.name);
+      }
+    }
     s.layers.push_back(std::move(lt));
   }
   // Under automatic mixed precision the optimizer updates fp32 weights, and the weights are
@@ -427,7 +450,7 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     s.conv_call_s = p.efficiency->conv_call_us * 1e-6;
     s.overhead_s += s.conv_phases * s.conv_call_s;
     for (const auto& l : cost.layers) {
-      if (!recurrent(l.op)) continue;
+      if (!recurrent(l.op) || s.table_layers.count(l.name)) continue;
       const double steps = double(std::max<int64_t>(1, l.gemm_count));
       const auto it = p.efficiency->cell_step_us.find(l.op);
       if (it != p.efficiency->cell_step_us.end()) {
@@ -535,6 +558,7 @@ nlohmann::json to_json(const Simulation& s, size_t top_layers) {
       phases.push_back(j);
     }
     layers.push_back({{"name", l.name}, {"op", l.op}, {"time_s", l.time_s()}, {"phases", phases}});
+    if (l.step_us > 0) layers.back()["measured_step_us"] = l.step_us;
   }
   nlohmann::json topj = nlohmann::json::array();
   for (const auto* l : top(s, top_layers)) topj.push_back(l->name);
@@ -691,6 +715,11 @@ std::string format_explanation(const Simulation& s, const PlatformDescription& p
         "GEMM eff of layers other than convolutions: {} points of a linear layer's GEMMs at batch "
         "rows for {}, read at each product's smallest dimension (docs/platforms.md, gemm_rows)\n",
         p.efficiency->gemm_rows.at(s.format.peak_dtype).size(), s.format.peak_dtype);
+  if (!s.table_layers.empty())
+    o << fmt::format(
+        "recurrent layers timed as the framework's layer measured per time step at their hidden "
+        "and batch sizes ({} of them; docs/platforms.md, cell_step_table), not from GEMMs\n",
+        s.table_layers.size());
   if (p.systolic_array)
     o << fmt::format("array: {} x {} {} (folds, fill and drain per GEMM)\n", p.systolic_array->rows,
                      p.systolic_array->cols, p.systolic_array->dataflow);
@@ -785,6 +814,8 @@ std::string format_simulation(const Simulation& s, size_t top_layers) {
             fmt::format(" {:.0f}% ({} folds)", 100 * ph.mapping->utilization, ph.mapping->folds);
       if (ph.gemm_fraction < 1) detail += fmt::format(" gemm {:.0f}%", 100 * ph.gemm_fraction);
     }
+    if (l->step_us > 0)
+      detail += fmt::format(" (the layer as measured: {:.3g} us per time step)", l->step_us);
     o << fmt::format("{:<32} {:<12} {:>10.4g} {:>6.1f}%  {}\n", l->name, l->op, l->time_s() * 1e3,
                      100 * l->time_s() / t, detail);
   }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,8 @@ struct PhaseTime {
 struct LayerTime {
   std::string name, op;
   std::vector<PhaseTime> phases;
+  // > 0: a recurrent layer timed from the description's cell_step_table, per time step.
+  double step_us = 0;
   double time_s() const;
 };
 
@@ -120,6 +123,9 @@ struct Simulation {
   double cell_steps = 0, cell_steps_s = 0;
   // Recurrent cells' gate elements over all time steps, and their time (cell_ns_per_element).
   double cell_elements = 0, cell_elements_s = 0;
+  // Recurrent layers timed from the description's cell_step_table (their per-step operators
+  // and gate elements are in that time).
+  std::set<std::string> table_layers;
   // ops.total() x op_overhead_s + conv_phases x conv_call_s + cell_steps_s + cell_elements_s
   double overhead_s = 0;
   // The host's time per step, host_step_us + ops.total() x host_op_us (the description's): it

@@ -13,6 +13,17 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// Seconds per call of `call`, repeated over a window after `warmup` calls.
+template <typename F>
+double seconds_per_call(F&& call, int warmup, double window_s) {
+  for (int i = 0; i < warmup; ++i) call();
+  int64_t calls = 0;
+  const auto t0 = Clock::now();
+  do call(), ++calls;
+  while (seconds_since(t0) < window_s);
+  return seconds_since(t0) / double(calls);
+}
+
 // LibTorch's recurrent layer for a cell, with its forward returning the output sequence (the
 // states differ in type between the cells).
 struct CellLayer {
@@ -34,26 +45,22 @@ CellLayer cell_layer(const std::string& cell, int64_t width) {
 Trials per_time_step(const std::string& cell, int64_t width, int64_t batch, bool input_grad,
                      int64_t short_len, int64_t long_len, int trials, double trial_s) {
   const CellLayer layer = cell_layer(cell, width);
-  auto seconds_per_call = [&](int64_t length, double window_s) {
+  auto at_length = [&](int64_t length, double window_s) {
     auto x = torch::randn({length, batch, width});
     if (input_grad) x.requires_grad_(true);
-    auto call = [&] {
-      layer.forward(x).sum().backward();
-      for (auto& p : layer.module->parameters()) p.mutable_grad() = torch::Tensor();
-      if (input_grad) x.mutable_grad() = torch::Tensor();
-    };
-    for (int i = 0; i < 2; ++i) call();
-    int64_t calls = 0;
-    const auto t0 = Clock::now();
-    do call(), ++calls;
-    while (seconds_since(t0) < window_s);
-    return seconds_since(t0) / double(calls);
+    return seconds_per_call(
+        [&] {
+          layer.forward(x).sum().backward();
+          for (auto& p : layer.module->parameters()) p.mutable_grad() = torch::Tensor();
+          if (input_grad) x.mutable_grad() = torch::Tensor();
+        },
+        3, window_s);
   };
   Trials out;
   for (int t = 0; t < trials; ++t) {
     // Interleaved, so that a slow spell of the machine lands on both lengths.
-    const double short_s = seconds_per_call(short_len, trial_s / 2);
-    const double long_s = seconds_per_call(long_len, trial_s / 2);
+    const double short_s = at_length(short_len, trial_s / 2);
+    const double long_s = at_length(long_len, trial_s / 2);
     out.values.push_back(std::max(0.0, long_s - short_s) / double(long_len - short_len) * 1e6);
   }
   return out;
@@ -182,7 +189,7 @@ std::map<std::string, Trials> measure_cell_elementwise(int trials, double trial_
   std::map<std::string, Trials> out;
   for (const std::string cell : {"rnn", "lstm", "gru"}) {
     const int64_t gates = cell == "lstm" ? 4 : cell == "gru" ? 3 : 1;
-    auto seconds_per_call = [&](int64_t hidden, double window_s) {
+    auto at_width = [&](int64_t hidden, double window_s) {
       // hh and ih stand for the two GEMMs' outputs (the projected input and linear_hh(h)).
       // Where the cell updates the fresh GEMM output in place, this adds out of place: the
       // same passes over the same elements, without a copy the cell does not make.
@@ -207,21 +214,17 @@ std::map<std::string, Trials> measure_cell_elementwise(int trials, double trial_
         }
         return hh.add(ih).tanh_().sum();
       };
-      auto call = [&] {
-        step().backward();
-        for (torch::Tensor* t : {&hh, &ih, &h, &c}) t->mutable_grad() = torch::Tensor();
-      };
-      for (int i = 0; i < 3; ++i) call();
-      int64_t calls = 0;
-      const auto t0 = Clock::now();
-      do call(), ++calls;
-      while (seconds_since(t0) < window_s);
-      return seconds_since(t0) / double(calls);
+      return seconds_per_call(
+          [&] {
+            step().backward();
+            for (torch::Tensor* t : {&hh, &ih, &h, &c}) t->mutable_grad() = torch::Tensor();
+          },
+          3, window_s);
     };
     const double added = double(kBatch * gates * (kWide - kNarrow));
     for (int t = 0; t < trials; ++t) {
-      const double narrow = seconds_per_call(kNarrow, trial_s / 2);
-      const double wide = seconds_per_call(kWide, trial_s / 2);
+      const double narrow = at_width(kNarrow, trial_s / 2);
+      const double wide = at_width(kWide, trial_s / 2);
       out[cell].values.push_back(std::max(0.0, wide - narrow) / added * 1e9);
     }
   }

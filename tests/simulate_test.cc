@@ -14,6 +14,7 @@
 #include "cost/layers.h"
 #include "platform/registry.h"
 #include "report/html_report.h"
+#include "report/platform_table.h"
 #include "simulate/accelerator_model.h"
 #include "spec/config.h"
 #include "store/store.h"
@@ -939,6 +940,10 @@ TEST(Efficiency, TheCellStepTableIsReadLogLogInsideItsGrid) {
   EXPECT_DOUBLE_EQ(p.cell_step_table_us("lstm", 256, 16), 0);        // beyond the grid
   EXPECT_DOUBLE_EQ(p.cell_step_table_us("lstm", 64, 4), 0);
   EXPECT_DOUBLE_EQ(p.cell_step_table_us("gru", 64, 16), 0);  // no table for the cell
+  EXPECT_NE(format_platform(p).find("rnn layer lstm  256 us per time step at hidden 32 batch 8 "
+                                    ".. 4096 us at hidden 128 batch 32 (4 points"),
+            std::string::npos)
+      << format_platform(p);
   EXPECT_EQ(to_json(parse_platform(to_json(p), "again")), to_json(p));
 }
 

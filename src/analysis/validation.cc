@@ -54,6 +54,11 @@ std::string describe_model(const PlatformDescription& d) {
   for (const auto& [cell, ns] : d.efficiency->cell_ns_per_element)
     gates += fmt::format("{}{} {:.2g}", gates.empty() ? "" : ", ", cell, ns);
   if (!gates.empty()) cells += " + ns per gate element and time step (" + gates + ")";
+  std::string whole;
+  for (const auto& [cell, pts] : d.efficiency->cell_step_table)
+    whole += fmt::format("{}{}", whole.empty() ? "" : ", ", cell);
+  if (!whole.empty())
+    cells += ", fp32 recurrent layers on their measured per-step grid (" + whole + ")";
   std::string steps;
   for (const auto& [dtype, opts] : d.efficiency->optimizer_ns_per_param) {
     std::string one;

@@ -65,6 +65,13 @@ std::string format_platform(const PlatformDescription& p) {
             ? fmt::format(", {:.3g} us more per convolution phase", p.efficiency->conv_call_us)
             : "",
         cells.empty() ? "" : cells + " us", gates.empty() ? "" : gates + " ns");
+    // The whole layer per time step, at the grid's corners: the spread a model's sizes span.
+    for (const auto& [cell, pts] : p.efficiency->cell_step_table)
+      out += fmt::format(
+          "rnn layer {:<5} {:.4g} us per time step at hidden {} batch {} .. {:.4g} us at hidden {} "
+          "batch {} ({} points, fp32, forward + backward)\n",
+          cell, pts.front().us, pts.front().hidden, pts.front().batch, pts.back().us,
+          pts.back().hidden, pts.back().batch, pts.size());
     for (const auto& [dtype, opts] : p.efficiency->optimizer_ns_per_param) {
       out += fmt::format("optimizer {:<5}", dtype);
       for (const auto& [opt, ns] : opts) out += fmt::format(" {} {:.3g}", opt, ns);

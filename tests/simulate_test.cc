@@ -923,7 +923,8 @@ nlohmann::json cell_table(double scale = 1) {
   nlohmann::json pts = nlohmann::json::array();
   for (int hidden : {32, 128})
     for (int batch : {8, 32})
-      pts.push_back({{"hidden", hidden}, {"batch", batch}, {"us", scale * hidden * batch}});
+      pts.push_back(
+          {{"hidden", hidden}, {"batch", batch}, {"us", scale * hidden * hidden * batch / 64}});
   return pts;
 }
 
@@ -934,14 +935,15 @@ TEST(Efficiency, TheCellStepTableIsReadLogLogInsideItsGrid) {
                                            {"cell_step_us", {{"lstm", 70}}},
                                            {"cell_step_table", {{"lstm", cell_table()}}}}),
                                 "table.json");
-  EXPECT_DOUBLE_EQ(p.cell_step_table_us("lstm", 32, 8), 256);
-  EXPECT_NEAR(p.cell_step_table_us("lstm", 128, 32), 4096, 1e-9);
-  EXPECT_NEAR(p.cell_step_table_us("lstm", 64, 16), 64 * 16, 1e-9);  // h x b is a power law
-  EXPECT_DOUBLE_EQ(p.cell_step_table_us("lstm", 256, 16), 0);        // beyond the grid
+  EXPECT_DOUBLE_EQ(p.cell_step_table_us("lstm", 32, 8), 128);
+  EXPECT_NEAR(p.cell_step_table_us("lstm", 32, 32), 512, 1e-9);  // hidden and batch not swapped
+  EXPECT_NEAR(p.cell_step_table_us("lstm", 128, 32), 8192, 1e-9);
+  EXPECT_NEAR(p.cell_step_table_us("lstm", 64, 16), 1024, 1e-9);  // h^2 b / 64, a power law
+  EXPECT_DOUBLE_EQ(p.cell_step_table_us("lstm", 256, 16), 0);     // beyond the grid
   EXPECT_DOUBLE_EQ(p.cell_step_table_us("lstm", 64, 4), 0);
   EXPECT_DOUBLE_EQ(p.cell_step_table_us("gru", 64, 16), 0);  // no table for the cell
-  EXPECT_NE(format_platform(p).find("rnn layer lstm  256 us per time step at hidden 32 batch 8 "
-                                    ".. 4096 us at hidden 128 batch 32 (4 points"),
+  EXPECT_NE(format_platform(p).find("rnn layer lstm  128 us per time step at hidden 32 batch 8 "
+                                    ".. 8192 us at hidden 128 batch 32 (4 points"),
             std::string::npos)
       << format_platform(p);
   EXPECT_EQ(to_json(parse_platform(to_json(p), "again")), to_json(p));
@@ -980,6 +982,16 @@ TEST(Efficiency, ARecurrentLayerOnTheTableTakesItsMeasuredTime) {
   EXPECT_NE(why.find("the layer as measured: 1.02e+03 us per time step"), std::string::npos) << why;
   EXPECT_NE(sim::format_explanation(b, table).find("cell_step_table"), std::string::npos);
   EXPECT_NEAR(sim::to_json(b)["layers"][0]["measured_step_us"].get<double>(), 64.0 * 16, 1e-9);
+  // On half the cores, twice the time, as the GEMM peak's share; a packed sequence's real
+  // steps only (cost::scale_to_packed keeps the padded GEMM shape).
+  sim::SimOptions half;
+  half.peak_share = 0.5;
+  EXPECT_NEAR(sim::simulate_step(table, c, 4, f, half).layers[0].time_s(), 2 * b.layers[0].time_s(),
+              1e-12);
+  StepCost packed = c;
+  cost::scale_to_packed(packed.layers[0], 0.5);
+  EXPECT_NEAR(sim::simulate_step(table, packed, 4, f).layers[0].time_s(), b.layers[0].time_s() / 2,
+              1e-12);
   // Measured in fp32: a bf16 step keeps the parts.
   const auto g = sim::resolve_format(parts, "bf16");
   EXPECT_DOUBLE_EQ(sim::simulate_step(table, c, 4, g).layers[0].time_s(),
@@ -1178,6 +1190,7 @@ TEST(Efficiency, BadValuesAreRefusedNamingTheField) {
   refused({{"cell_ns_per_element", {{"tcn", 2}}}}, "efficiency.cell_ns_per_element.tcn");
   refused({{"working_set", nlohmann::json::array()}}, "efficiency.working_set");
   refused({{"cell_step_table", {{"tcn", cell_table()}}}}, "efficiency.cell_step_table.tcn");
+  refused({{"cell_step_table", {{"gru", cell_table()}}}}, "efficiency.cell_step_table.gru");
   nlohmann::json holed = cell_table();
   holed.erase(holed.begin() + 1);
   refused({{"cell_step_table", {{"gru", holed}}}}, "efficiency.cell_step_table.gru");

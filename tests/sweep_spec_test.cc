@@ -158,13 +158,16 @@ TEST(SweepSpec, FilterComparesNumbersAndWords) {
     }
     return std::string("accepted");
   };
-  EXPECT_NE(refusal("nodes=abc").find("'nodes=abc': nodes takes a number"), std::string::npos);
+  EXPECT_NE(refusal("nodes=abc").find("'nodes=abc': nodes takes a whole number"),
+            std::string::npos);
   EXPECT_NE(refusal("dtype=fp31").find("dtype is one of fp32"), std::string::npos)
       << refusal("dtype=fp31");
   EXPECT_NE(refusal("dtype<bf16").find("only = and != compare it"), std::string::npos);
   EXPECT_NE(refusal("family=cnn").find("family of"), std::string::npos);
   EXPECT_NE(refusal("nodes=\x1b").find("nodes=\\e"), std::string::npos) << refusal("nodes=\x1b");
   EXPECT_EQ(refusal("dtype!=bf16,nodes<1e3,batch>=64"), "accepted");
+  EXPECT_NE(refusal("nodes=nan").find("takes a whole number"), std::string::npos);  // matched all
+  EXPECT_NE(refusal("nodes>=1.5").find("takes a whole number"), std::string::npos);
 }
 
 TEST(SweepSpec, SamplingIsDeterministicAndCoversAxes) {

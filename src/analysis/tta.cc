@@ -198,9 +198,9 @@ nlohmann::json to_json(const TtaResult& r) {
          // The outcome in the field and vocabulary every result uses; whether the seeds
          // reached the target is a separate word, never folded into it.
          {"status", v.unsupported.empty() ? "ok" : "unsupported"},
-         {"convergence", !v.unsupported.empty() ? ""
-                         : v.all_reached()      ? "reached"
-                                                : "not reached"},
+         {"convergence", !v.unsupported.empty() ? nlohmann::json()
+                         : v.all_reached()      ? nlohmann::json("reached")
+                                                : nlohmann::json("not reached")},
          {"unsupported", v.unsupported},
          {"step_s", v.step_s},
          {"tta_s", opt(v.tta_s)},

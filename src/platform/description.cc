@@ -286,6 +286,11 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
                                  "points",
                                  hiddens.size(), batches.size(), list.size()));
         out.cell_step_table[cell] = std::move(list);
+        // The layer's calls are counted once per phase only where its per-step operators
+        // are measured; without them they would be counted on top of the table's time.
+        if (!e.contains("cell_step_us") || !e["cell_step_us"].is_object() ||
+            !e["cell_step_us"].contains(cell))
+          r.fail(cf, "a cell's table needs its cell_step_us." + cell + " beside it");
       }
     } else if (k == "working_set") {
       if (!v.is_array() || v.empty())
@@ -360,8 +365,8 @@ double PlatformDescription::cell_step_table_us(const std::string& cell, double h
   }
   if (hidden < hs.front() || hidden > hs.back() || batch < bs.front() || batch > bs.back())
     return 0;
-  // The cell below and above each size (the same point where the grid has one size or the
-  // size is a grid point), and where between them on a log scale.
+  // The grid points below and above each size (the same point where the grid has one size or
+  // the size is a grid point), and where between them on a log scale.
   const auto bracket = [](const std::vector<double>& grid, double x) {
     size_t i = 0;
     while (i + 2 < grid.size() && grid[i + 1] < x) ++i;

@@ -38,6 +38,14 @@ std::string stated_peaks(const PlatformDescription& p) {
 
 bool recurrent(const std::string& op) { return op == "rnn" || op == "lstm" || op == "gru"; }
 
+// The share of a recurrent layer's padded steps that are real: cost::scale_to_packed scales a
+// packed sequence's FLOPs but keeps the per-step GEMM shape and count.
+double packed_share(const LayerCost& l) {
+  const double padded =
+      2.0 * double(l.gemm_count) * double(l.gemm_m) * double(l.gemm_n) * double(l.gemm_k);
+  return padded > 0 ? std::clamp(l.fwd_matmul_flops / padded, 0.0, 1.0) : 1.0;
+}
+
 // Bits per element of a GEMM's operands at a peak's dtype (TF32 keeps fp32 storage).
 int64_t matmul_elem_bits(const std::string& dtype) {
   if (dtype == "fp64") return 64;
@@ -372,7 +380,10 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
       const double us =
           in == hidden ? p.cell_step_table_us(l.op, double(hidden), double(l.gemm_m)) : 0;
       if (us > 0) {
-        const double total = double(l.gemm_count) * us * 1e-6, was = lt.time_s();
+        // Measured on the run's threads (all the cores, for a host description); a run on
+        // a share of them gets that share of the rate, as the GEMM peak does.
+        const double total = double(l.gemm_count) * packed_share(l) * us * 1e-6 / o.peak_share,
+                     was = lt.time_s();
         for (auto& ph : lt.phases) {
           ph.compute_s = was > 0 ? total * ph.time_s() / was : total / double(lt.phases.size());
           ph.memory_s = ph.layout_s = ph.scale_s = 0;
@@ -412,15 +423,17 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
         // those; a step whose set spills further runs at its own level's bandwidth. With the
         // working-set curve the rate is moved between the two levels, and it replaces the
         // byte count at main memory's bandwidth, which puts a set that fits a cache (2M
-        // parameters of RMSprop: 24 MB) at twice its measured time. Without a curve nothing
-        // says where the caches end: the byte count stays a floor.
+        // parameters of RMSprop: 34 MB) at twice its measured time. Never below the measured
+        // rate: a smaller set's passes cost the same arithmetic. Without a curve nothing says
+        // where the caches end: the byte count stays a floor.
         const double ws = (cost.memory.weights + cost.memory.gradients +
                            cost.memory.optimizer_state) *
                           state_width,
                      measured_ws = ws / cost.opt_params * kOptimizerMeasuredParams;
         const double here = p.working_set_gbps(ws), there = p.working_set_gbps(measured_ws);
-        opt.memory_s = here > 0 && there > 0 ? rate * there / here + casts / s.bandwidth
-                                             : std::max(opt.memory_s, rate + casts / s.bandwidth);
+        opt.memory_s = here > 0 && there > 0
+                           ? rate * std::max(1.0, there / here) + casts / s.bandwidth
+                           : std::max(opt.memory_s, rate + casts / s.bandwidth);
       }
     }
   }
@@ -462,7 +475,7 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
       // several times what the elementwise FLOPs at the peak would.
       const auto el = p.efficiency->cell_ns_per_element.find(l.op);
       if (el != p.efficiency->cell_ns_per_element.end()) {
-        const double elements = steps * double(l.gemm_m) * double(l.gemm_n);
+        const double elements = steps * packed_share(l) * double(l.gemm_m) * double(l.gemm_n);
         s.cell_elements += elements;
         s.cell_elements_s += elements * el->second * 1e-9;
       }

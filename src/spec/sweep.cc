@@ -357,8 +357,9 @@ void check_filter(const Filter& f, const SweepSpec& s) {
       throw UsageError("--filter: '" + printable(cond.key) +
                        "' is not a parameter of any family in " + printable(s.origin));
     char* end = nullptr;
-    std::strtod(cond.value.c_str(), &end);
-    const bool number = *end == '\0';
+    const double x = std::strtod(cond.value.c_str(), &end);
+    const bool number = *end == '\0' && std::isfinite(x);  // nan would match every config
+    const bool whole = number && x == std::floor(x);
     std::string why;
     bool takes = false;
     for (const ParamSpec* p : specs) {
@@ -371,8 +372,8 @@ void check_filter(const Filter& f, const SweepSpec& s) {
         why = ordered ? cond.key + " is a word: only = and != compare it"
                       : fmt::format("{} is one of {}", cond.key, fmt::join(p->choices, ", "));
       } else {
-        takes |= number;
-        why = cond.key + " takes a number";
+        takes |= whole;
+        why = cond.key + " takes a whole number";
       }
     }
     if (!takes) throw UsageError("--filter: '" + item + "': " + why);

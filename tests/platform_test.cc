@@ -4,6 +4,7 @@
 
 #include "base/errors.h"
 #include "platform/registry.h"
+#include "report/platform_table.h"
 #include "runner/characterize.h"
 #include "runner/measure.h"
 
@@ -217,7 +218,7 @@ TEST(PlatformCache, InvalidatedWhenHardwareOrLibraryChanges) {
   p.extra["fingerprint"] = before;
   save_cached_platform(path, p);
   EXPECT_FALSE(load_cached_platform(path, fp, &why));
-  EXPECT_NE(why.find("method_version changed: 2 -> 9"), std::string::npos) << why;
+  EXPECT_NE(why.find("method_version changed: 2 -> 10"), std::string::npos) << why;
   EXPECT_FALSE(load_cached_platform(path + ".missing", fp, &why));
   std::ofstream(path) << "garbage";
   EXPECT_FALSE(load_cached_platform(path, fp, &why));
@@ -250,6 +251,19 @@ TEST(PlatformMeasure, QuickCharacterizationIsAValidDescription) {
   const PlatformDescription p = characterize_host(o);
   EXPECT_GT(p.peak_tflops.at("fp32"), 0);
   EXPECT_GT(p.memory_bandwidth_gbps, 0);
+  // The steadiness GEMM at its four points, their spread, and a warning exactly when the
+  // spread passes the limit.
+  const auto& steady = p.extra["measurements"]["steadiness"];
+  ASSERT_EQ(steady["points"].size(), 4u);
+  double lo = 1e300, hi = 0;
+  for (const auto& pt : steady["points"]) {
+    lo = std::min(lo, pt["gflops"].get<double>());
+    hi = std::max(hi, pt["gflops"].get<double>());
+  }
+  EXPECT_GT(lo, 0);
+  EXPECT_DOUBLE_EQ(steady["max_over_min"].get<double>(), hi / lo);
+  EXPECT_EQ(steady.contains("warning"), hi / lo > kSteadinessLimit);
+  EXPECT_NE(format_platform(p).find("steady "), std::string::npos);
   const auto& m = p.extra["measurements"];
   EXPECT_TRUE(m["stream"]["validated"].get<bool>());
   EXPECT_EQ(m["gemm"]["fp32"]["sizes"][0]["trials"].size(), 2u);  // every trial kept
@@ -300,6 +314,18 @@ TEST(PlatformMeasure, QuickCharacterizationIsAValidDescription) {
       EXPECT_DOUBLE_EQ(p.efficiency->cell_ns_per_element.at(cell), t["median"].get<double>());
   }
   EXPECT_FALSE(p.efficiency->cell_ns_per_element.empty());
+  // Each elementwise layer's call, forward and backward trials kept, and their medians.
+  for (const char* op : {"batchnorm", "maxpool", "avgpool", "relu", "add"}) {
+    const auto& t = m["layer_calls"][op];
+    EXPECT_EQ(t["forward"]["trials"].size(), 2u) << op;
+    EXPECT_EQ(t["backward"]["trials"].size(), 2u) << op;
+    EXPECT_DOUBLE_EQ(p.efficiency->layer_call_us.at(op).forward,
+                     t["forward"]["median"].get<double>())
+        << op;
+    EXPECT_DOUBLE_EQ(p.efficiency->layer_call_us.at(op).backward,
+                     t["backward"]["median"].get<double>())
+        << op;
+  }
   // The layers per time step on the whole grid, every point's trials kept; a cell whose grid
   // came out whole is in the table.
   EXPECT_EQ(m["cell_step_table"]["points"].size(), 3 * 9u);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "record/json.h"
 #include "runner/threads.h"
 
 namespace tb {
@@ -27,6 +28,16 @@ TEST(Runner, TrainsEachFamilyAndReportsConsistentMetrics) {
     EXPECT_NEAR(r.examples_per_s, r.examples_per_step / r.steps.mean, 1e-9);
     EXPECT_NEAR(r.achieved_flops, r.cost.flops() / r.steps.mean, 1e-3);
     EXPECT_GT(r.cpu.process, 0);
+    // The phases' clocks lie inside the step's, over the same steps: forward, backward and
+    // the optimizer each took time, together no more than the step, and "other" is the rest.
+    ASSERT_EQ(r.phase_s.size(), 4u) << text;
+    const double marked =
+        r.phase_s.at("forward") + r.phase_s.at("backward") + r.phase_s.at("optimizer");
+    for (const char* p : {"forward", "backward", "optimizer"}) EXPECT_GT(r.phase_s.at(p), 0) << p;
+    EXPECT_LE(marked, r.steps.mean * (1 + 1e-9)) << text;
+    EXPECT_NEAR(r.phase_s.at("other"), r.steps.mean - marked, 1e-12) << text;
+    EXPECT_EQ(to_json(r, false)["timing"]["phases_s"]["forward"].get<double>(),
+              r.phase_s.at("forward"));
     // The stored config has threads resolved and round-trips.
     EXPECT_EQ(parse_config(r.config).get_int("threads"), r.threads);
     EXPECT_EQ(parse_config(r.config).str(), r.config);

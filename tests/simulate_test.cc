@@ -1,5 +1,6 @@
 // The accelerator model (src/simulate/): systolic mapping by hand, roofline bounds, format
 // width, capacity, and the validation's error arithmetic on a synthetic store.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -866,6 +867,87 @@ TEST(Efficiency, ConvolutionCallTimeIsAddedPerConvolutionPhase) {
   EXPECT_NEAR(b.step_s, a.step_s + phases * 30e-6, 1e-12);
 }
 
+// A layer's measured call time is added once per layer, less what the model counts for the
+// same layer elsewhere: its kLayerCallElements elements at op_ns_per_element (shared by its
+// phases: one of them forward), and its operators at op_overhead_us (one forward; one per
+// gradient and two accumulations for a layer with parameters, backward). A phase cheaper than
+// those adds nothing; an op without a time, nothing. The step split by phase sums to the step.
+TEST(Efficiency, ALayersMeasuredCallTimeIsAddedBeyondItsElementsAndOperators) {
+  StepCost c;
+  c.layers.push_back(cost::batchnorm("bn0", 16, 8, 16, 4));  // params, dx and dw
+  c.layers.push_back(cost::batchnorm("bn1", 16, 8, 16, 4));
+  c.layers.push_back(cost::relu("relu", 2048, 4));  // forward and dx
+  c.layers.push_back(cost::add("add", 2048, 4));    // forward only
+  ASSERT_GT(c.layers[0].params, 0);
+  ASSERT_GT(c.layers[0].bwd_weight_flops, 0);
+  ASSERT_GT(c.layers[2].bwd_input_flops, 0);
+  ASSERT_EQ(c.layers[3].bwd_input_flops, 0);
+  const nlohmann::json base = {{"op_overhead_us", 2}, {"op_ns_per_element", {{"batchnorm", 2.0}}}};
+  nlohmann::json with = base;
+  with["layer_call_us"] = {{"batchnorm", {{"forward", 14}, {"backward", 16}}},
+                           {"relu", {{"forward", 3}, {"backward", 6}}},
+                           {"add", {{"forward", 1}, {"backward", 1}}}};
+  const auto plain = parse_platform(described(base), "plain.json");
+  const auto calls = parse_platform(described(with), "calls.json");
+  EXPECT_EQ(to_json(calls)["efficiency"]["layer_call_us"], with["layer_call_us"]);
+  EXPECT_FALSE(to_json(plain)["efficiency"].contains("layer_call_us"));
+  const auto f = sim::resolve_format(plain, "fp32");
+  const auto a = sim::simulate_step(plain, c, 4, f);
+  const auto b = sim::simulate_step(calls, c, 4, f);
+  ASSERT_EQ(b.layers[0].phases.size(), 3u);
+  const double elements_us = kLayerCallElements * 2.0e-3;
+  const double bn_fwd = 14 - elements_us / 3 - 2, bn_bwd = 16 - elements_us * 2 / 3 - 4 * 2;
+  const double relu_fwd = 3 - 2, relu_bwd = 6 - 2;  // no per-element rate stated
+  const double add_fwd = 0, add_bwd = 1;            // 1 us < its operator; no backward one
+  const double fwd = 2 * bn_fwd + relu_fwd + add_fwd, bwd = 2 * bn_bwd + relu_bwd + add_bwd;
+  EXPECT_DOUBLE_EQ(b.layer_calls, 4);
+  EXPECT_NEAR(b.layer_calls_s, (fwd + bwd) * 1e-6, 1e-12);
+  EXPECT_NEAR(b.overhead_s, a.overhead_s + b.layer_calls_s, 1e-12);
+  EXPECT_NEAR(b.step_s, a.step_s + b.layer_calls_s, 1e-12);
+  EXPECT_DOUBLE_EQ(a.layer_calls_s, 0);
+  EXPECT_NEAR(b.phase_total_s.at("forward"), a.phase_total_s.at("forward") + fwd * 1e-6, 1e-12);
+  EXPECT_NEAR(b.phase_total_s.at("backward"), a.phase_total_s.at("backward") + bwd * 1e-6, 1e-12);
+  for (const auto* s : {&a, &b}) {
+    double sum = 0;
+    for (const auto& [phase, t] : s->phase_total_s) sum += t;
+    EXPECT_NEAR(sum, s->step_s, 1e-12);
+  }
+  EXPECT_NE(sim::format_simulation(b).find("4 elementwise layer calls"), std::string::npos);
+  // A negative time or a bare number is refused, naming the field.
+  for (const nlohmann::json& v :
+       {nlohmann::json{{"forward", -1}, {"backward", 1}}, nlohmann::json(3)}) {
+    nlohmann::json bad = base;
+    bad["layer_call_us"] = {{"relu", v}};
+    try {
+      parse_platform(described(bad), "bad.json");
+      FAIL() << "accepted " << v.dump();
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("layer_call_us.relu"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// The step by phase, as a run measures it, sums to the step with every fixed cost in it, for a
+// convolutional, a recurrent (cell step time and gate elements) and a mixed-precision config.
+TEST(Efficiency, TheStepByPhaseSumsToTheStep) {
+  const nlohmann::json e = {{"op_overhead_us", 2},
+                            {"conv_call_us", 30},
+                            {"cell_step_us", {{"lstm", 70}}},
+                            {"cell_ns_per_element", {{"lstm", 3}}}};
+  const auto p = parse_platform(described(e), "p.json");
+  for (const char* text : {"cnn:block=residual,blocks=1,filters=16,image=32",
+                           "rnn:cell=lstm,layers=1,embed=32,length=8,vocab=64,batch=4"}) {
+    const auto s =
+        sim::simulate_step(p, step_cost(parse_config(text)), 4, sim::resolve_format(p, "fp32"));
+    ASSERT_EQ(s.phase_total_s.size(), 3u) << text;
+    double sum = 0;
+    for (const auto& [phase, t] : s.phase_total_s) sum += t;
+    EXPECT_NEAR(sum, s.step_s, 1e-9 * s.step_s) << text;
+    EXPECT_GT(s.phase_total_s.at("forward"), s.phase_s.at("forward")) << text;
+    EXPECT_GT(s.phase_total_s.at("optimizer"), s.phase_s.at("optimizer")) << text;
+  }
+}
+
 // A measured time per step replaces the step's counted operators: the layer is one call
 // per phase, its time steps are added at the stated cost, and a cell without one keeps
 // the count.
@@ -1281,6 +1363,51 @@ TEST(Validation, ErrorsStandBesideTheMeasurementsOwnSpread) {
   // Published figures have no spread: the column says so.
   std::vector<sim::ValidationPoint> pub = {{"c", "fc", "p", 1.2, 1.0}};
   EXPECT_EQ(sim::error_stats(pub).with_spread, 0u);
+}
+
+// A run that timed its phases is compared phase by phase with the model's split of its step:
+// per point both times, per family each phase's median predicted / measured; runs without
+// phases (older stores) are left out of that, not counted as zero.
+TEST(Validation, PhasesAreComparedWhereTheRunTimedThem) {
+  RunSet runs;
+  runs.platforms.push_back({"p", accelerator(1, 30), ""});
+  const auto run = [](const std::string& config, double fwd) {
+    tb::Run r;
+    r.config = config;
+    r.family = "fc";
+    r.status = "ok";
+    r.platform = "p";
+    r.metrics = {{"step_median_s", 1e-3}};
+    if (fwd > 0)
+      r.metrics.insert(
+          {{"phase_forward_s", fwd}, {"phase_backward_s", 5e-4}, {"phase_optimizer_s", 1e-4}});
+    return r;
+  };
+  runs.runs.push_back(run("fc:layers=2,nodes=64,batch=8", 4e-4));
+  runs.runs.push_back(run("fc:layers=2,nodes=128,batch=8", 2e-4));
+  runs.runs.push_back(run("fc:layers=2,nodes=256,batch=8", 0));
+  const auto vs = sim::validate(runs);
+  ASSERT_EQ(vs.size(), 1u);
+  ASSERT_EQ(vs[0].points.size(), 3u);
+  const auto& p0 = vs[0].points[0];
+  ASSERT_EQ(p0.phases.size(), 3u);
+  const auto s0 =
+      sim::simulate_config(runs.platforms[0].description.value(), parse_config(p0.config));
+  EXPECT_DOUBLE_EQ(p0.phases.at("forward").first, s0.phase_total_s.at("forward"));
+  EXPECT_DOUBLE_EQ(p0.phases.at("forward").second, 4e-4);
+  EXPECT_TRUE(vs[0].points[2].phases.empty());
+  const auto& ratio = vs[0].all.phase_ratio.at("forward");
+  EXPECT_EQ(ratio.second, 2u);
+  const double r0 = p0.phases.at("forward").first / 4e-4,
+               r1 = vs[0].points[1].phases.at("forward").first / 2e-4;
+  EXPECT_NEAR(ratio.first, (r0 + r1) / 2, 1e-12);  // the median of two
+  const std::string text = sim::format_validation(vs);
+  EXPECT_NE(text.find("by phase"), std::string::npos) << text;
+  EXPECT_NE(text.find(fmt::format("forward {:.3f} (2)", ratio.first)), std::string::npos) << text;
+  const auto j = sim::to_json(vs[0]);
+  EXPECT_DOUBLE_EQ(j["points"][0]["phases"]["forward"]["measured_s"].get<double>(), 4e-4);
+  EXPECT_EQ(j["errors"]["phases"]["forward"]["runs"], 2);
+  EXPECT_FALSE(j["points"][2].contains("phases"));
 }
 
 // A description measured hours away from the runs it predicts says so, with both times: a

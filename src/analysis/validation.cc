@@ -22,6 +22,8 @@ nlohmann::json stats_json(const ErrorStats& s) {
                       {"median_ratio", s.median_ratio},
                       {"unstable", s.unstable},
                       {"runs_with_spread", s.with_spread}};
+  for (const auto& [phase, r] : s.phase_ratio)
+    j["phases"][phase] = {{"median_ratio", r.first}, {"runs", r.second}};
   j["median_spread"] = s.with_spread > 0 ? nlohmann::json(s.median_spread) : nlohmann::json();
   return j;
 }
@@ -101,6 +103,11 @@ ErrorStats error_stats(const std::vector<ValidationPoint>& points) {
   }
   s.with_spread = spreads.size();
   if (!spreads.empty()) s.median_spread = percentile(spreads, 50);
+  std::map<std::string, std::vector<double>> by_phase;
+  for (const auto& p : points)
+    for (const auto& [phase, t] : p.phases) by_phase[phase].push_back(t.first / t.second);
+  for (const auto& [phase, ratios] : by_phase)
+    s.phase_ratio[phase] = {percentile(ratios, 50), ratios.size()};
   return s;
 }
 
@@ -154,6 +161,10 @@ std::vector<Validation> validate(const RunSet& runs,
         const double max_over_min = r.metric("rep_max_over_min");
         if (r.repetitions() >= 2 && max_over_min >= 1) p.spread = max_over_min - 1;
         p.unstable = r.unstable();
+        for (const auto& [phase, predicted] : s.phase_total_s) {
+          const double measured = r.metric("phase_" + phase + "_s");
+          if (measured > 0) p.phases[phase] = {predicted, measured};
+        }
         v.points.push_back(std::move(p));
         if (!r.started_at.empty() && (v.runs_from.empty() || r.started_at < v.runs_from))
           v.runs_from = r.started_at;
@@ -185,6 +196,8 @@ nlohmann::json to_json(const Validation& v) {
                       {"bound", p.bound},
                       {"unstable", p.unstable}});
     if (std::isfinite(p.spread)) points.back()["spread"] = p.spread;
+    for (const auto& [phase, t] : p.phases)
+      points.back()["phases"][phase] = {{"predicted_s", t.first}, {"measured_s", t.second}};
     if (!p.source.empty()) {
       auto& last = points.back();
       last["format"] = p.format;
@@ -226,6 +239,19 @@ std::string format_validation(const std::vector<Validation>& vs) {
     };
     for (const auto& [f, s] : v.per_family) row(f, s);
     row("all", v.all);
+    // Where a miss sits: each phase's median predicted / measured, per family.
+    bool any = false;
+    for (const auto& [f, s] : v.per_family) {
+      if (s.phase_ratio.empty()) continue;
+      if (!any) o << "by phase (median predicted / measured, runs that timed their phases):\n";
+      any = true;
+      o << fmt::format("{:<10}", f);
+      for (const char* ph : {"forward", "backward", "optimizer"})
+        if (s.phase_ratio.count(ph))
+          o << fmt::format(" {} {:.3f} ({})", ph, s.phase_ratio.at(ph).first,
+                           s.phase_ratio.at(ph).second);
+      o << "\n";
+    }
     if (v.all.with_spread > 0)
       o << fmt::format(
           "measured spread: the median over runs of max/min - 1 of their processes' means; an "

@@ -27,6 +27,9 @@ struct ValidationPoint {
   // resolved by the run.
   double spread = std::nan("");
   bool unstable = false;
+  // Per phase (forward, backward, optimizer), where the run measured its phases
+  // (timing.phases_s) and the model splits its step: the two times (simulate's phase_total_s).
+  std::map<std::string, std::pair<double, double>> phases;  // phase -> {predicted, measured}
 };
 
 struct ErrorStats {
@@ -37,6 +40,8 @@ struct ErrorStats {
   size_t with_spread = 0;
   double median_spread = std::nan("");
   size_t unstable = 0;
+  // Per phase: the median of predicted / measured over the points that have it, and how many.
+  std::map<std::string, std::pair<double, size_t>> phase_ratio;
 };
 // Linear-interpolated percentiles of the errors (analysis/analysis.h percentile).
 ErrorStats error_stats(const std::vector<ValidationPoint>& points);

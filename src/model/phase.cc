@@ -5,6 +5,7 @@
 namespace tb {
 namespace {
 std::atomic<int> g_phase{0};
+std::array<std::atomic<int64_t>, kPhaseCount> g_phase_ns{};
 }  // namespace
 
 const char* phase_name(Phase p) {
@@ -22,8 +23,19 @@ const char* phase_name(Phase p) {
 
 Phase current_phase() { return Phase(g_phase.load(std::memory_order_relaxed)); }
 
+std::array<double, kPhaseCount> phase_seconds() {
+  std::array<double, kPhaseCount> s{};
+  for (int i = 0; i < kPhaseCount; ++i)
+    s[size_t(i)] = 1e-9 * double(g_phase_ns[size_t(i)].load(std::memory_order_relaxed));
+  return s;
+}
+
 PhaseScope::PhaseScope(Phase p)
-    : previous_(Phase(g_phase.exchange(int(p), std::memory_order_relaxed))),
+    : phase_(p),
+      previous_(Phase(g_phase.exchange(int(p), std::memory_order_relaxed))),
+      start_(p != Phase::kOther && previous_ == Phase::kOther
+                 ? std::chrono::steady_clock::now()
+                 : std::chrono::steady_clock::time_point{}),
       scope_(at::RecordScope::USER_SCOPE) {
   if (scope_.isActive()) {
     switch (p) {
@@ -55,6 +67,13 @@ FrozenWeightsScope::FrozenWeightsScope(const std::vector<at::Tensor>& parameters
 }
 
 // The profiler scope ends after this body, when scope_ is destroyed.
-PhaseScope::~PhaseScope() { g_phase.store(int(previous_), std::memory_order_relaxed); }
+PhaseScope::~PhaseScope() {
+  if (start_ != std::chrono::steady_clock::time_point{})
+    g_phase_ns[size_t(phase_)].fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                             std::chrono::steady_clock::now() - start_)
+                                             .count(),
+                                         std::memory_order_relaxed);
+  g_phase.store(int(previous_), std::memory_order_relaxed);
+}
 
 }  // namespace tb

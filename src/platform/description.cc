@@ -238,6 +238,16 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
           out.optimizer_ns_per_param[dtype][opt] = ns.get<double>();
         }
       }
+    } else if (k == "layer_call_us") {
+      if (!v.is_object()) r.fail(field, "expected an object of layer ops, got " + v.dump());
+      for (const auto& [op, call] : v.items()) {
+        const std::string of = field + "." + op;
+        if (!call.is_object() || call.size() != 2 || !call.contains("forward") ||
+            !call.contains("backward"))
+          r.fail(of, "expected {\"forward\": us, \"backward\": us}, got " + call.dump());
+        out.layer_call_us[op] = {r.microseconds(call["forward"], of + ".forward"),
+                                 r.microseconds(call["backward"], of + ".backward")};
+      }
     } else if (k == "cell_ns_per_element") {
       if (!v.is_object()) r.fail(field, "expected an object of recurrent cells, got " + v.dump());
       for (const auto& [cell, ns] : v.items()) {
@@ -307,11 +317,12 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
         out.working_set.push_back({bytes, gbps});
       }
     } else {
-      r.fail(field,
-             "unknown key (expected op_overhead_us, host_op_us, host_step_us, conv_call_us, "
-             "memory_fraction, gemm, gemm_rows, conv, gemm_tiles, gemm_alignment, "
-             "op_ns_per_element, cell_step_us, cell_ns_per_element, cell_step_table, "
-             "optimizer_ns_per_param or working_set)");
+      r.fail(
+          field,
+          "unknown key (expected op_overhead_us, host_op_us, host_step_us, conv_call_us, "
+          "memory_fraction, gemm, gemm_rows, conv, gemm_tiles, gemm_alignment, "
+          "op_ns_per_element, cell_step_us, cell_ns_per_element, cell_step_table, layer_call_us, "
+          "optimizer_ns_per_param or working_set)");
     }
   }
   return out;
@@ -624,6 +635,8 @@ json to_json(const PlatformDescription& p) {
       e["optimizer_ns_per_param"] = p.efficiency->optimizer_ns_per_param;
     if (!p.efficiency->cell_ns_per_element.empty())
       e["cell_ns_per_element"] = p.efficiency->cell_ns_per_element;
+    for (const auto& [op, call] : p.efficiency->layer_call_us)
+      e["layer_call_us"][op] = {{"forward", call.forward}, {"backward", call.backward}};
     for (const auto& pt : p.efficiency->working_set)
       e["working_set"].push_back({{"bytes", pt.bytes}, {"gbps", pt.gbps}});
     for (const auto& [cell, pts] : p.efficiency->cell_step_table)

@@ -148,6 +148,14 @@ std::vector<Metric> make_table() {
       {"", "", {"timing", "steps"}, [](R r) { return json(r.steps.steps); }},
       {"", "", {"timing", "stationary"}, [](R r) { return json(r.steps.stationary); }},
       {"", "", {"timing", "timed_wall_s"}, [](R r) { return json(r.steps.wall_s); }},
+      {"",
+       "",
+       {"timing", "phases_s"},
+       [](R r) { return r.phase_s.empty() ? json(nullptr) : json(r.phase_s); }},
+      // The same, as columns: written with timing.phases_s above, read by simulate --validate.
+      {"phase_forward_s", "REAL", {"timing", "phases_s", "forward"}, {}},
+      {"phase_backward_s", "REAL", {"timing", "phases_s", "backward"}, {}},
+      {"phase_optimizer_s", "REAL", {"timing", "phases_s", "optimizer"}, {}},
   };
 }
 

@@ -1,4 +1,5 @@
 #pragma once
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -33,6 +34,10 @@ struct RunResult {
   StepCost cost;  // analytic, from the cost description
   StepStats steps;
   std::vector<double> step_times;  // raw seconds, warm-up included
+  // Mean wall seconds per step in each phase (forward, backward, optimizer; other: the rest of
+  // the step), over the same steps as `steps`, from clock reads at the phases' edges
+  // (model/phase.h); empty where not measured (data-parallel runs).
+  std::map<std::string, double> phase_s;
   int64_t examples_per_step = 0;
   double examples_per_s = 0;
   // The family's own throughput unit (FamilySchema::throughput_unit; "unit" in JSON): images,

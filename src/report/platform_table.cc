@@ -119,6 +119,15 @@ std::string format_platform(const PlatformDescription& p) {
           s["arrays_at_least_4x_llc"].get<bool>() ? "" : " (capped by memory: < 4x LLC)",
           s["validation"].get<std::string>());
     }
+    if (m.contains("steadiness")) {
+      const auto& st = m["steadiness"];
+      out += "steady   ";
+      for (const auto& pt : st["points"]) out += fmt::format(" {:.0f}", pt["gflops"].get<double>());
+      out += fmt::format(" GFLOP/s (one GEMM from start to end, max/min {:.2f})\n",
+                         st["max_over_min"].get<double>());
+      if (st.contains("warning"))
+        out += fmt::format("WARNING   {}\n", st["warning"].get<std::string>());
+    }
     if (m.contains("working_set")) {
       out += "sweep    ";
       for (const auto& pt : m["working_set"]["points"])

@@ -29,6 +29,20 @@ std::string seconds(double s) {
   return fmt::format("{:.3g} us", s * 1e6);
 }
 
+namespace {
+// "phases    forward 1.2 ms (31%), backward ..." from a result's timing.phases_s; "" without.
+std::string phases_line(const nlohmann::json& phases, double step) {
+  if (!phases.is_object() || step <= 0) return "";
+  std::string out;
+  for (const char* k : {"forward", "backward", "optimizer", "other"}) {
+    const double v = number_or(phases, k, NAN);
+    if (!std::isfinite(v)) continue;
+    out += fmt::format("{}{} {} ({:.0f}%)", out.empty() ? "" : ", ", k, seconds(v), 100 * v / step);
+  }
+  return out.empty() ? "" : "phases    " + out + " (wall clock at the phases' edges)\n";
+}
+}  // namespace
+
 std::string format_context(const Context& c) {
   return fmt::format(
       "host      {} ({}, {} CPUs, {} memory, {} available)\n"
@@ -75,6 +89,7 @@ std::string format_result(const RunResult& r) {
       "sampling  {} samples after {} warm-up steps ({}, {}), {} of timed loop\n",
       seconds(s.mean), ci, seconds(s.median), seconds(s.p5), seconds(s.p95), 100 * s.cv, s.samples,
       s.warmup, s.end_reason, s.stationary ? "stationary" : "NOT stationary", seconds(s.wall_s));
+  if (!r.phase_s.empty()) out += phases_line(nlohmann::json(r.phase_s), s.mean);
   out += fmt::format("speed     {:.1f} examples/s, {}", r.examples_per_s,
                      si(r.achieved_flops, "FLOP/s"));
   if (r.throughput_unit != "examples")
@@ -134,6 +149,9 @@ std::string format_repeated(const nlohmann::json& r) {
     out += fmt::format("step      {} (one process: spread between processes not measured)\n",
                        seconds(number_or(r["timing"], "mean_s", 0.0)));
   out += fmt::format("processes {} (each mean with its own 95% CI, in the order run)\n", each);
+  // The median process's (its timing block is the headline's).
+  if (r.contains("timing") && r["timing"].contains("phases_s"))
+    out += phases_line(r["timing"]["phases_s"], number_or(r["timing"], "mean_s", 0.0));
   const auto& m = r["metrics"];
   out += fmt::format("speed     {:.1f} examples/s, {}", number_or(m, "examples_per_s", 0.0),
                      si(number_or(m, "achieved_flops", 0.0), "FLOP/s"));

@@ -31,7 +31,8 @@ namespace {
 // 9: a recurrent cell's elementwise time per gate element (cell_ns_per_element), the whole
 //    layer per time step on a hidden x batch grid (cell_step_table); the working-set sweep's
 //    bandwidths in the efficiency (working_set).
-constexpr int kMethodVersion = 9;
+// 10: an elementwise layer's fixed time per call on the run's threads (layer_call_us).
+constexpr int kMethodVersion = 10;
 
 // Runs a measurement on one thread (intra-op and BLAS), then restores the thread counts.
 // The convolution and elementwise rates are one core's: on a small machine, the threading
@@ -95,6 +96,15 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
       "operator overhead",
       TB_VERSION, utc_now_iso(), TORCH_VERSION);
   nlohmann::json measurements;
+  // The same GEMM timed at the start, between the measurements and at the end: on a shared VM
+  // the machine can run at three quarters of its speed for a minute (a description measured
+  // so put every GEMM 25% slower and predicted a store of runs 9% too slow on median, against
+  // 3% from the next one), and each measurement alone cannot see it.
+  std::vector<std::pair<std::string, double>> steady;
+  const auto checkpoint = [&](const std::string& at) {
+    if (o.steadiness) steady.emplace_back(at, gemm_rate_now(512, 0.2));
+  };
+  checkpoint("start");
 
   // Measured first: the GEMM curve takes this floor out of every call.
   std::optional<OverheadMeasurement> overhead;
@@ -186,6 +196,7 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
         efficiency.conv[dtype].push_back({n, f});
     }
   }
+  checkpoint("after the GEMM and convolution curves");
   if (overhead) {
     say("elementwise layers");
     nlohmann::json ops = {{"unit", "ns per element"},
@@ -196,6 +207,17 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
       efficiency.op_ns_per_element[op] = t.median();
     }
     measurements["elementwise"] = ops;
+    say("elementwise layer calls");
+    nlohmann::json calls = {
+        {"unit", "us per layer call"},
+        {"kernel",
+         "chains of 2 and 10 layers on float32 16x8x4x4, forward and backward timed apart, the "
+         "difference over 8 layers, on the run's threads"}};
+    for (const auto& [op, t] : measure_layer_calls(o.trials, o.trial_s)) {
+      calls[op] = {{"forward", trials_json(t.forward)}, {"backward", trials_json(t.backward)}};
+      efficiency.layer_call_us[op] = {t.forward.median(), t.backward.median()};
+    }
+    measurements["layer_calls"] = calls;
     // On the run's threads, as conv_call_us: what a step's operators cost is what it costs
     // there.
     say("recurrent cell steps");
@@ -258,6 +280,7 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
     p.efficiency = efficiency;
   }
 
+  checkpoint("after the operator measurements");
   // STREAM wants each array at least 4x the last-level cache; stay within a third of
   // the available memory for the three arrays together.
   const int64_t llc = last_level_cache_bytes(h);
@@ -301,6 +324,30 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
         if (pt.gbps.median() > 0 && (p.efficiency->working_set.empty() ||
                                      double(pt.bytes) > p.efficiency->working_set.back().bytes))
           p.efficiency->working_set.push_back({double(pt.bytes), pt.gbps.median()});
+  }
+
+  checkpoint("end");
+  if (!steady.empty()) {
+    nlohmann::json points = nlohmann::json::array();
+    double lo = steady[0].second, hi = lo;
+    for (const auto& [at, gflops] : steady) {
+      points.push_back({{"at", at}, {"gflops", gflops}});
+      lo = std::min(lo, gflops), hi = std::max(hi, gflops);
+    }
+    const double spread = lo > 0 ? hi / lo : 0;
+    measurements["steadiness"] = {{"unit", "GFLOP/s"},
+                                  {"kernel", "fp32 512 x 512 GEMM, 0.2 s, the run's threads"},
+                                  {"points", points},
+                                  {"max_over_min", spread}};
+    if (!(spread <= kSteadinessLimit)) {
+      const std::string w = fmt::format(
+          "the machine's speed changed during the measurement: the same GEMM ran at {:.0f} to "
+          "{:.0f} GFLOP/s (max/min {:.2f}, limit {:.2f}); measure again (--refresh) when it is "
+          "quiet",
+          lo, hi, spread, kSteadinessLimit);
+      measurements["steadiness"]["warning"] = w;
+      say("WARNING: " + w);
+    }
   }
 
   nlohmann::json spec_peaks = nlohmann::json::object(), formulas = nlohmann::json::object(),

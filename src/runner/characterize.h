@@ -21,8 +21,14 @@ struct CharacterizeOptions {
   bool sweep = true;            // the working-set sweep for cache roofs
   bool overhead = true;         // the per-operator overhead for the description's efficiency
   int64_t stream_elements = 0;  // per array; 0: 4x the last-level cache, as STREAM asks
+  // The same GEMM timed at the start, between the parts and at the end (measurements.steadiness).
+  bool steadiness = true;
   std::function<void(const std::string&)> progress;  // one line per phase, optional
 };
+
+// The largest max/min of the steadiness GEMM's rates a measurement passes without a warning:
+// trials of one GEMM size in one run spread a few percent on a quiet 2-vCPU VM.
+inline constexpr double kSteadinessLimit = 1.10;
 
 // Measures this machine and returns its description: empirical roofs (peak GEMM per
 // dtype, STREAM triad, cache bandwidths), the efficiency below them (achieved GEMM

@@ -40,6 +40,11 @@ struct RowsGemm {
   double flops = 0;  // per call of the three: 3 x 2 x rows x n x n
   Trials gflops;
 };
+// GFLOP/s of one float32 n x n GEMM repeated for `window_s` on the run's threads: the same
+// kernel timed at several points of a long measurement tells whether the machine's speed
+// stayed put meanwhile.
+double gemm_rate_now(int64_t n, double window_s);
+
 std::vector<RowsGemm> measure_rows_gemm(const std::string& dtype, const std::vector<int64_t>& rows,
                                         const std::vector<int64_t>& sizes, int trials,
                                         double trial_s);
@@ -81,6 +86,18 @@ std::vector<std::pair<int64_t, double>> conv_fractions(const ConvMeasurement& m,
 // gconv2d; softmax_xent on the same elements as 512 x 256 logits): nanoseconds per element of
 // the layer's largest tensor, per op name as the cost model spells it.
 std::map<std::string, Trials> measure_elementwise_ops(int trials, double trial_s);
+
+// The same layers' fixed time per call as a small model calls them (batchnorm, maxpool 3x3,
+// avgpool, relu, add; float32 16 x 8 x 4 x 4, kLayerCallElements elements), on the threads a
+// run uses: chains of 2 and 10 such layers in alternating windows, forward timed apart from
+// backward, the difference over the 8 extra layers, in microseconds per layer. What a call
+// costs besides its elements (the operators inside it, the parallel regions it opens, its
+// autograd nodes) is in it; the simulator takes the per-element time and the operators it
+// counts out.
+struct LayerCallTrials {
+  Trials forward, backward;
+};
+std::map<std::string, LayerCallTrials> measure_layer_calls(int trials, double trial_s);
 
 // Recurrent cells (rnn, lstm, gru) as LibTorch's CPU layers run them, one time step after
 // another: microseconds per time step, forward + backward, of a cell too small to compute

@@ -1,5 +1,6 @@
 #include <chrono>
 #include <cmath>
+#include <functional>
 
 #include "platform/description.h"
 #include "runner/measure.h"
@@ -18,68 +19,96 @@ double Trials::median() const {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+namespace {
+
+// Times each of `steps` (one call of a size's kernel) in `trials` rounds, every size once per
+// round, and returns each size's calls per second per round. Round after round rather than
+// size after size: on a shared VM a slow spell of several seconds (a neighbour, a vCPU taken
+// away) then lands on one round of every size, which the median over rounds discards,
+// instead of on every trial of the sizes measured during it (a curve once came out at half
+// the rate for n = 256..2048 and whole for n = 3072). A window of several calls starts with
+// one untimed call, so the sizes measured before do not leave it cold caches.
+std::vector<std::vector<double>> calls_per_second_interleaved(
+    const std::vector<std::function<void()>>& steps, int trials, double trial_s) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<int64_t> calls;
+  for (const auto& step : steps) {
+    // Warm-up: first touch of the outputs, library initialisation, kernel selection.
+    const auto w0 = Clock::now();
+    step();
+    step();
+    const double once = std::chrono::duration<double>(Clock::now() - w0).count() / 2;
+    calls.push_back(std::max<int64_t>(1, int64_t(trial_s / std::max(once, 1e-6))));
+  }
+  std::vector<std::vector<double>> rates(steps.size());
+  for (int i = 0; i < trials; ++i)
+    for (size_t j = 0; j < steps.size(); ++j) {
+      if (calls[j] > 1) steps[j]();
+      const auto t0 = Clock::now();
+      for (int64_t k = 0; k < calls[j]; ++k) steps[j]();
+      rates[j].push_back(double(calls[j]) /
+                         std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+  return rates;
+}
+
+}  // namespace
+
 GemmMeasurement measure_gemm(const std::string& dtype, const std::vector<int64_t>& sizes,
                              int trials, double trial_s) {
-  using Clock = std::chrono::steady_clock;
   const torch::Dtype t = dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
-  GemmMeasurement m;
-  m.dtype = dtype;
+  torch::NoGradGuard no_grad;
+  std::vector<std::function<void()>> steps;
   for (int64_t n : sizes) {
-    torch::NoGradGuard no_grad;
     auto a = torch::randn({n, n}).to(t), b = torch::randn({n, n}).to(t);
     auto c = torch::empty({n, n}, a.options());
-    // Warm-up: first-touch of c, library initialisation, kernel selection.
-    auto w0 = Clock::now();
-    torch::mm_out(c, a, b);
-    torch::mm_out(c, a, b);
-    const double once = std::chrono::duration<double>(Clock::now() - w0).count() / 2;
-    const int64_t calls = std::max<int64_t>(1, int64_t(trial_s / std::max(once, 1e-6)));
-    GemmSize s{n, {}};
-    for (int i = 0; i < trials; ++i) {
-      auto t0 = Clock::now();
-      for (int64_t k = 0; k < calls; ++k) torch::mm_out(c, a, b);
-      const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-      s.gflops.values.push_back(2.0 * n * n * n * calls / dt / 1e9);
-    }
-    if (s.gflops.best() > m.best_gflops) m.best_gflops = s.gflops.best(), m.best_n = n;
+    steps.push_back([a, b, c]() mutable { torch::mm_out(c, a, b); });
+  }
+  const auto rates = calls_per_second_interleaved(steps, trials, trial_s);
+  GemmMeasurement m;
+  m.dtype = dtype;
+  for (size_t j = 0; j < sizes.size(); ++j) {
+    const double n = double(sizes[j]);
+    GemmSize s{sizes[j], {}};
+    for (const double r : rates[j]) s.gflops.values.push_back(2.0 * n * n * n * r / 1e9);
+    if (s.gflops.best() > m.best_gflops) m.best_gflops = s.gflops.best(), m.best_n = sizes[j];
     m.sizes.push_back(std::move(s));
   }
   return m;
 }
 
+double gemm_rate_now(int64_t n, double window_s) {
+  torch::NoGradGuard no_grad;
+  auto a = torch::randn({n, n}), b = torch::randn({n, n}), c = torch::empty({n, n});
+  std::function<void()> step = [&] { torch::mm_out(c, a, b); };
+  const auto rates = calls_per_second_interleaved({step}, 1, window_s);
+  return 2.0 * double(n) * double(n) * double(n) * rates[0][0] / 1e9;
+}
+
 std::vector<RowsGemm> measure_rows_gemm(const std::string& dtype, const std::vector<int64_t>& rows,
                                         const std::vector<int64_t>& sizes, int trials,
                                         double trial_s) {
-  using Clock = std::chrono::steady_clock;
   const torch::Dtype t = dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
+  torch::NoGradGuard no_grad;
   std::vector<RowsGemm> out;
+  std::vector<std::function<void()>> steps;
   for (const int64_t m : rows)
     for (const int64_t n : sizes) {
-      torch::NoGradGuard no_grad;
       // As nn::Linear holds them: the weight out x in, used transposed in the forward pass.
       auto x = torch::randn({m, n}).to(t), w = torch::randn({n, n}).to(t);
       auto dy = torch::randn({m, n}).to(t);
       auto y = torch::empty({m, n}, x.options()), dx = torch::empty({m, n}, x.options());
       auto dw = torch::empty({n, n}, x.options());
-      auto step = [&] {
+      steps.push_back([=]() mutable {
         torch::mm_out(y, x, w.t());
         torch::mm_out(dx, dy, w);
         torch::mm_out(dw, dy.t(), x);
-      };
-      auto w0 = Clock::now();
-      step();
-      step();
-      const double once = std::chrono::duration<double>(Clock::now() - w0).count() / 2;
-      const int64_t calls = std::max<int64_t>(1, int64_t(trial_s / std::max(once, 1e-6)));
-      RowsGemm g{m, n, 3 * 2.0 * double(m) * double(n) * double(n), {}};
-      for (int i = 0; i < trials; ++i) {
-        auto t0 = Clock::now();
-        for (int64_t c = 0; c < calls; ++c) step();
-        const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-        g.gflops.values.push_back(g.flops * double(calls) / dt / 1e9);
-      }
-      out.push_back(std::move(g));
+      });
+      out.push_back({m, n, 3 * 2.0 * double(m) * double(n) * double(n), {}});
     }
+  const auto rates = calls_per_second_interleaved(steps, trials, trial_s);
+  for (size_t j = 0; j < out.size(); ++j)
+    for (const double r : rates[j]) out[j].gflops.values.push_back(out[j].flops * r / 1e9);
   return out;
 }
 
@@ -97,35 +126,27 @@ std::vector<RowsFraction> rows_gemm_fractions(const std::vector<RowsGemm>& point
 
 ConvMeasurement measure_conv(const std::string& dtype, const std::vector<int64_t>& channels,
                              int trials, double trial_s) {
-  using Clock = std::chrono::steady_clock;
   const torch::Dtype t = dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
   constexpr int64_t kBatch = 16, kHw = 16;
   ConvMeasurement m;
   m.dtype = dtype;
+  std::vector<std::function<void()>> steps;
   for (int64_t c : channels) {
     auto x = torch::randn({kBatch, c, kHw, kHw}).to(t).requires_grad_();
     auto w = (torch::randn({c, c, 3, 3}) * 0.1).to(t).requires_grad_();
     const auto gy = torch::ones({kBatch, c, kHw, kHw}).to(t);
-    auto step = [&] {
+    steps.push_back([=]() mutable {
       torch::conv2d(x, w, {}, 1, 1).backward(gy);
       x.mutable_grad() = torch::Tensor();  // each step's gradients are new, as in training
       w.mutable_grad() = torch::Tensor();
-    };
-    auto w0 = Clock::now();
-    step();
-    step();
-    const double once = std::chrono::duration<double>(Clock::now() - w0).count() / 2;
-    const int64_t calls = std::max<int64_t>(1, int64_t(trial_s / std::max(once, 1e-6)));
+    });
     const double M = double(kBatch * kHw * kHw), N = double(c), K = 9.0 * double(c);
-    ConvShape s{c, equivalent_square_n(M, N, K), 3 * 2 * M * N * K, {}};
-    for (int i = 0; i < trials; ++i) {
-      auto t0 = Clock::now();
-      for (int64_t k = 0; k < calls; ++k) step();
-      const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-      s.gflops.values.push_back(s.flops * double(calls) / dt / 1e9);
-    }
-    m.shapes.push_back(std::move(s));
+    m.shapes.push_back({c, equivalent_square_n(M, N, K), 3 * 2 * M * N * K, {}});
   }
+  const auto rates = calls_per_second_interleaved(steps, trials, trial_s);
+  for (size_t j = 0; j < m.shapes.size(); ++j)
+    for (const double r : rates[j])
+      m.shapes[j].gflops.values.push_back(m.shapes[j].flops * r / 1e9);
   return m;
 }
 

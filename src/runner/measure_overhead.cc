@@ -2,6 +2,7 @@
 #include <cmath>
 #include <functional>
 
+#include "platform/description.h"
 #include "runner/measure.h"
 
 namespace tb {
@@ -40,32 +41,43 @@ CellLayer cell_layer(const std::string& cell, int64_t width) {
                          : of(torch::nn::RNN(torch::nn::RNNOptions(width, width)));
 }
 
-// Microseconds per time step of a layer, forward + backward: two lengths in alternating
-// windows, so that what a call costs once (stacking the outputs, the loss) cancels.
-Trials per_time_step(const std::string& cell, int64_t width, int64_t batch, bool input_grad,
-                     int64_t short_len, int64_t long_len, int trials, double trial_s) {
-  const CellLayer layer = cell_layer(cell, width);
-  // One input per length, warmed up once: the windows alternate, and a warm-up per window
-  // cost as much as the window itself at the table's largest sizes.
-  const auto call_at = [&](int64_t length) {
-    auto x = torch::randn({length, batch, width});
-    if (input_grad) x.requires_grad_(true);
-    return [&layer, x, input_grad]() mutable {
-      layer.forward(x).sum().backward();
-      for (auto& p : layer.module->parameters()) p.mutable_grad() = torch::Tensor();
-      if (input_grad) x.mutable_grad() = torch::Tensor();
+// Microseconds per time step of each of `layers`, forward + backward: two lengths in
+// alternating windows, so that what a call costs once (stacking the outputs, the loss)
+// cancels. Every layer's windows once per round, round after round: a slow spell of the
+// machine lasting seconds lands on one round of every layer, which the median discards,
+// rather than on every trial of the layers measured during it.
+struct StepLayer {
+  std::string cell;
+  int64_t width = 0, batch = 0;
+};
+std::vector<Trials> per_time_step(const std::vector<StepLayer>& layers, bool input_grad,
+                                  int64_t short_len, int64_t long_len, int trials, double trial_s) {
+  std::vector<std::function<void()>> short_calls, long_calls;
+  for (const auto& l : layers) {
+    const CellLayer layer = cell_layer(l.cell, l.width);
+    // One input per length, warmed up once.
+    const auto call_at = [&](int64_t length) -> std::function<void()> {
+      auto x = torch::randn({length, l.batch, l.width});
+      if (input_grad) x.requires_grad_(true);
+      return [layer, x, input_grad]() mutable {
+        layer.forward(x).sum().backward();
+        for (auto& p : layer.module->parameters()) p.mutable_grad() = torch::Tensor();
+        if (input_grad) x.mutable_grad() = torch::Tensor();
+      };
     };
-  };
-  auto short_call = call_at(short_len), long_call = call_at(long_len);
-  seconds_per_call(short_call, 3, 0);
-  seconds_per_call(long_call, 3, 0);
-  Trials out;
-  for (int t = 0; t < trials; ++t) {
-    // Interleaved, so that a slow spell of the machine lands on both lengths.
-    const double short_s = seconds_per_call(short_call, 0, trial_s / 2);
-    const double long_s = seconds_per_call(long_call, 0, trial_s / 2);
-    out.values.push_back(std::max(0.0, long_s - short_s) / double(long_len - short_len) * 1e6);
+    short_calls.push_back(call_at(short_len));
+    long_calls.push_back(call_at(long_len));
+    seconds_per_call(short_calls.back(), 3, 0);
+    seconds_per_call(long_calls.back(), 3, 0);
   }
+  std::vector<Trials> out(layers.size());
+  for (int t = 0; t < trials; ++t)
+    for (size_t i = 0; i < layers.size(); ++i) {
+      // One warm call each: the layer measured before left its own data in the caches.
+      const double short_s = seconds_per_call(short_calls[i], 1, trial_s / 2);
+      const double long_s = seconds_per_call(long_calls[i], 1, trial_s / 2);
+      out[i].values.push_back(std::max(0.0, long_s - short_s) / double(long_len - short_len) * 1e6);
+    }
   return out;
 }
 
@@ -167,23 +179,95 @@ std::map<std::string, Trials> measure_elementwise_ops(int trials, double trial_s
   return out;
 }
 
+std::map<std::string, LayerCallTrials> measure_layer_calls(int trials, double trial_s) {
+  constexpr int64_t kShort = 2, kLong = 10;
+  const std::vector<int64_t> shape = {16, 8, 4, 4};
+  static_assert(16.0 * 8 * 4 * 4 == kLayerCallElements, "the simulator subtracts these elements");
+  // Each layer's input is the last one's output, as in a model; every batchnorm has its own
+  // affine parameters and running statistics. The add adds a tensor to itself: forward an
+  // add, backward the sum of the two gradients at the fork, as a residual block's merge and
+  // split. The pools keep the size (stride 1; a 4 x 4 adaptive pool), so every layer of a
+  // chain sees the same elements.
+  const auto chain_of = [&](const std::string& op, int64_t layers) {
+    std::vector<torch::Tensor> gammas, betas, means, vars;
+    for (int64_t i = 0; i < layers; ++i) {
+      gammas.push_back(torch::ones({shape[1]}).requires_grad_());
+      betas.push_back(torch::zeros({shape[1]}).requires_grad_());
+      means.push_back(torch::zeros({shape[1]}));
+      vars.push_back(torch::ones({shape[1]}));
+    }
+    auto x = torch::randn(shape).requires_grad_();
+    return [=](double* fwd_s, double* bwd_s) mutable {
+      const auto t0 = Clock::now();
+      torch::Tensor y = x;
+      for (int64_t i = 0; i < layers; ++i) {
+        if (op == "batchnorm")
+          y = torch::batch_norm(y, gammas[size_t(i)], betas[size_t(i)], means[size_t(i)],
+                                vars[size_t(i)], true, 0.1, 1e-5, false);
+        else if (op == "maxpool")
+          y = torch::max_pool2d(y, {3, 3}, {1, 1}, {1, 1});
+        else if (op == "avgpool")
+          y = torch::adaptive_avg_pool2d(y, {shape[2], shape[3]});
+        else if (op == "relu")
+          y = torch::relu(y);
+        else
+          y = y + y;
+      }
+      y = y.sum();
+      const auto t1 = Clock::now();
+      y.backward();
+      *fwd_s += std::chrono::duration<double>(t1 - t0).count();
+      *bwd_s += seconds_since(t1);
+      x.mutable_grad() = torch::Tensor();
+      for (auto& p : gammas) p.mutable_grad() = torch::Tensor();
+      for (auto& p : betas) p.mutable_grad() = torch::Tensor();
+    };
+  };
+  std::map<std::string, LayerCallTrials> out;
+  for (const std::string op : {"batchnorm", "maxpool", "avgpool", "relu", "add"}) {
+    auto short_chain = chain_of(op, kShort), long_chain = chain_of(op, kLong);
+    // Seconds per call of forward and of backward over a window.
+    const auto window = [](auto& chain, double s) {
+      double f = 0, b = 0;
+      int64_t calls = 0;
+      const auto t0 = Clock::now();
+      do chain(&f, &b), ++calls;
+      while (seconds_since(t0) < s);
+      return std::pair{f / double(calls), b / double(calls)};
+    };
+    window(short_chain, 0.02);
+    window(long_chain, 0.02);
+    for (int t = 0; t < trials; ++t) {
+      // Interleaved, so that a slow spell of the machine lands on both lengths.
+      const auto [fs, bs] = window(short_chain, trial_s / 2);
+      const auto [fl, bl] = window(long_chain, trial_s / 2);
+      out[op].forward.values.push_back(std::max(0.0, fl - fs) / double(kLong - kShort) * 1e6);
+      out[op].backward.values.push_back(std::max(0.0, bl - bs) / double(kLong - kShort) * 1e6);
+    }
+  }
+  return out;
+}
+
 std::map<std::string, Trials> measure_cell_steps(int trials, double trial_s) {
   // Width 8, batch 1: the arithmetic is negligible, the operators and autograd nodes of a
   // step are not.
   std::map<std::string, Trials> out;
-  for (const std::string cell : {"rnn", "lstm", "gru"})
-    out[cell] = per_time_step(cell, 8, 1, false, 8, 40, trials, trial_s);
+  const std::vector<StepLayer> layers = {{"rnn", 8, 1}, {"lstm", 8, 1}, {"gru", 8, 1}};
+  const auto t = per_time_step(layers, false, 8, 40, trials, trial_s);
+  for (size_t i = 0; i < layers.size(); ++i) out[layers[i].cell] = t[i];
   return out;
 }
 
 std::map<std::string, std::vector<CellStepTime>> measure_cell_step_table(int trials,
                                                                          double trial_s) {
-  std::map<std::string, std::vector<CellStepTime>> out;
+  std::vector<StepLayer> layers;
   for (const std::string cell : {"rnn", "lstm", "gru"})
     for (const int64_t hidden : kCellTableHidden)
-      for (const int64_t batch : kCellTableBatch)
-        out[cell].push_back(
-            {hidden, batch, per_time_step(cell, hidden, batch, true, 4, 16, trials, trial_s)});
+      for (const int64_t batch : kCellTableBatch) layers.push_back({cell, hidden, batch});
+  const auto t = per_time_step(layers, true, 4, 16, trials, trial_s);
+  std::map<std::string, std::vector<CellStepTime>> out;
+  for (size_t i = 0; i < layers.size(); ++i)
+    out[layers[i].cell].push_back({layers[i].width, layers[i].batch, t[i]});
   return out;
 }
 

@@ -2,8 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <ctime>
+#include <map>
+#include <numeric>
 
 #include "base/errors.h"
 #include "emulation/numerics_workload.h"
@@ -77,6 +81,27 @@ void train_step(Workload& w, torch::optim::Optimizer& opt, const Batch& batch,
     synchronize(device);
   }
 }
+
+namespace {
+// The phases' means over the steps after the warm-up; "other" is what the step's own clock
+// saw outside them (releasing gradients, a custom step's unmarked parts).
+std::map<std::string, double> phase_means(const std::array<std::vector<double>, kPhaseCount>& p,
+                                          const std::vector<double>& steps, size_t warmup) {
+  if (steps.size() <= warmup) return {};
+  const double n = double(steps.size() - warmup);
+  const auto mean = [&](const std::vector<double>& v) {
+    return std::accumulate(v.begin() + long(warmup), v.end(), 0.0) / n;
+  };
+  std::map<std::string, double> out;
+  double marked = 0;
+  for (const Phase ph : {Phase::kForward, Phase::kBackward, Phase::kOptimizer}) {
+    out[phase_name(ph)] = mean(p[size_t(ph)]);
+    marked += out[phase_name(ph)];
+  }
+  out[phase_name(Phase::kOther)] = std::max(0.0, mean(steps) - marked);
+  return out;
+}
+}  // namespace
 
 TrainingSetup prepare_training(const Config& config, torch::Device device, uint64_t seed,
                                const std::string& mode) {
@@ -165,12 +190,17 @@ RunResult run_config(const Config& input, const RunOptions& options) {
     if (!analytic) r.cost = measured_step_cost(config, *workload, *opt, batch, device);
 
     SteadyStateMonitor monitor(options.timing);
+    // Each step's phase times, so that their means cover the same steps as the step time's.
+    std::array<std::vector<double>, kPhaseCount> phases;
     const CpuSnapshot cpu_begin = cpu_snapshot();
     const auto loop_start = Clock::now();
     for (;;) {
+      const auto p0 = phase_seconds();
       const auto t0 = Clock::now();
       train_step(*workload, *opt, batch, device);
       const auto t1 = Clock::now();
+      const auto p1 = phase_seconds();
+      for (size_t i = 0; i < phases.size(); ++i) phases[i].push_back(p1[i] - p0[i]);
       if (monitor.add(std::chrono::duration<double>(t1 - t0).count(),
                       std::chrono::duration<double>(t1 - loop_start).count()))
         break;
@@ -178,6 +208,7 @@ RunResult run_config(const Config& input, const RunOptions& options) {
     r.cpu = cpu_usage(cpu_begin, cpu_snapshot());
     r.steps = monitor.result();
     r.step_times = monitor.times();
+    r.phase_s = phase_means(phases, r.step_times, size_t(r.steps.warmup));
   } catch (...) {
     const Failure f = current_failure("during the run");
     return done(f.status, f.error);

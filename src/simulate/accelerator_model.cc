@@ -124,6 +124,9 @@ std::string conv_call_terms(const Simulation& s) {
   if (s.cell_elements > 0)
     out += fmt::format(" + {:.0f} gate elements x {:.3g} ns", s.cell_elements,
                        s.cell_elements_s / s.cell_elements * 1e9);
+  if (s.layer_calls_s > 0)
+    out += fmt::format(" + {:.0f} elementwise layer calls x {:.3g} us", s.layer_calls,
+                       s.layer_calls_s / s.layer_calls * 1e6);
   return out;
 }
 
@@ -263,6 +266,7 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     ph.compute_s = matmul_s + (ph.flops - ph.matmul_flops) / other_peak;
     ph.memory_s = ph.bytes / s.bandwidth;
   };
+  double conv_forward_phases = 0;  // of s.conv_phases: each convolution's forward
   for (const auto& l : cost.layers) {
     LayerTime lt{l.name, l.op, {}};
     // The cost model keeps one byte count for forward and backward; each phase the layer
@@ -350,7 +354,7 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
         lt.phases[i].scale_s = inputs[which] * count;
       }
     }
-    if (conv) s.conv_phases += double(lt.phases.size());
+    if (conv) s.conv_phases += double(lt.phases.size()), conv_forward_phases += 1;
     if (transposes && conv) {
       // The weights are read (or dW written) once per phase; the rest is activations.
       const double weights = double(l.params) * config_elem_bytes * n;
@@ -443,6 +447,8 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
       const double t = ph.time_s();
       s.step_s += t;
       s.phase_s[ph.phase] += t;
+      s.phase_total_s[ph.phase == "forward" || ph.phase == "optimizer" ? ph.phase : "backward"] +=
+          t;
       s.layout_s += ph.layout_s;
       s.scale_s += ph.scale_s;
       add_by_bound(ph, s.compute_bound_s, s.memory_bound_s);
@@ -462,8 +468,18 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     s.overhead_s = s.ops.total() * s.op_overhead_s;
     s.conv_call_s = p.efficiency->conv_call_us * 1e-6;
     s.overhead_s += s.conv_phases * s.conv_call_s;
+    // The forward phase's share of a layer's time: where its fixed costs, measured forward and
+    // backward together, are put when the step is split by phase.
+    const auto forward_share = [&](const std::string& name) {
+      for (const auto& lt : s.layers)
+        if (lt.name == name && lt.time_s() > 0 && !lt.phases.empty())
+          return lt.phases.front().time_s() / lt.time_s();
+      return 1.0 / 3;
+    };
+    double fixed_forward_s = 0, fixed_backward_s = 0;  // the cells' and the layers' calls
     for (const auto& l : cost.layers) {
       if (!recurrent(l.op) || s.table_layers.count(l.name)) continue;
+      const double cell_s_before = s.cell_steps_s + s.cell_elements_s;
       const double steps = double(std::max<int64_t>(1, l.gemm_count));
       const auto it = p.efficiency->cell_step_us.find(l.op);
       if (it != p.efficiency->cell_step_us.end()) {
@@ -479,9 +495,48 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
         s.cell_elements += elements;
         s.cell_elements_s += elements * el->second * 1e-9;
       }
+      const double added = s.cell_steps_s + s.cell_elements_s - cell_s_before,
+                   share = forward_share(l.name);
+      fixed_forward_s += added * share;
+      fixed_backward_s += added * (1 - share);
     }
-    s.overhead_s += s.cell_steps_s + s.cell_elements_s;
+    // An elementwise layer's call costs more than its operators' dispatch and its elements:
+    // ATen's sub-operators (a training batchnorm's statistics, running averages, its three
+    // gradients), the parallel regions it opens whatever its size, its autograd nodes. The
+    // description's layer_call_us measured that whole on a tiny tensor; what this model counts
+    // for such a layer elsewhere (its elements at op_ns_per_element, its operators at
+    // op_overhead_s as count_operators counts them: one forward, one per gradient, two
+    // gradient accumulations for its parameters) is taken out, so it is not counted twice.
+    for (const auto& l : cost.layers) {
+      const auto call = p.efficiency->layer_call_us.find(l.op);
+      if (call == p.efficiency->layer_call_us.end()) continue;
+      const auto ns = p.efficiency->op_ns_per_element.find(l.op);
+      const double elements_us =
+          ns != p.efficiency->op_ns_per_element.end() ? kLayerCallElements * ns->second * 1e-3 : 0;
+      // The elements' time is shared by the layer's phases, as above: the forward has one.
+      double phases = 1;
+      for (const auto& lt : s.layers)
+        if (lt.name == l.name) phases = std::max<double>(1, double(lt.phases.size()));
+      const double backward_ops =
+          (l.bwd_input_flops > 0) + (l.bwd_weight_flops > 0) + (l.params > 0 ? 2 : 0);
+      const double op_us = s.op_overhead_s * 1e6;
+      const double fwd = std::max(0.0, call->second.forward - elements_us / phases - op_us),
+                   bwd = std::max(0.0, call->second.backward - elements_us * (phases - 1) / phases -
+                                           backward_ops * op_us);
+      s.layer_calls += 1;
+      s.layer_calls_s += (fwd + bwd) * 1e-6;
+      fixed_forward_s += fwd * 1e-6;
+      fixed_backward_s += bwd * 1e-6;
+    }
+    s.overhead_s += s.cell_steps_s + s.cell_elements_s + s.layer_calls_s;
     s.step_s += s.overhead_s;
+    const double casts_half = s.ops.casts / 2 * s.op_overhead_s;
+    s.phase_total_s["forward"] += s.ops.forward * s.op_overhead_s + casts_half +
+                                  conv_forward_phases * s.conv_call_s + fixed_forward_s;
+    s.phase_total_s["backward"] += s.ops.backward * s.op_overhead_s + casts_half +
+                                   (s.conv_phases - conv_forward_phases) * s.conv_call_s +
+                                   fixed_backward_s;
+    s.phase_total_s["optimizer"] += s.ops.optimizer * s.op_overhead_s;
     if (p.efficiency->host_op_us > 0 || p.efficiency->host_step_us > 0) {
       s.host_step_s = p.efficiency->host_step_us * 1e-6;
       s.host_s = s.host_step_s + s.ops.total() * p.efficiency->host_op_us * 1e-6;
@@ -489,6 +544,7 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     if (s.host_s > s.step_s) {
       s.host_bound = true;
       s.step_s = s.host_s;
+      s.phase_total_s.clear();  // the host's dispatch, not split by phase
     }
   }
   // Inputs stay as loaded; weights, gradients and optimizer state at the state's width (fp32
@@ -601,6 +657,9 @@ nlohmann::json to_json(const Simulation& s, size_t top_layers) {
       {"conv_call_s", s.conv_call_s},
       {"cell_steps", s.cell_steps},
       {"cell_steps_s", s.cell_steps_s},
+      {"phase_total_s", s.phase_total_s},
+      {"layer_calls", s.layer_calls},
+      {"layer_calls_s", s.layer_calls_s},
       {"cell_elements", s.cell_elements},
       {"cell_elements_s", s.cell_elements_s},
       {"layout", s.layout},

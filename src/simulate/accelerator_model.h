@@ -126,16 +126,25 @@ struct Simulation {
   // Recurrent layers timed from the description's cell_step_table (their per-step operators
   // and gate elements are in that time).
   std::set<std::string> table_layers;
+  // Elementwise layers with a measured fixed time per call (the description's layer_call_us),
+  // and that time beyond their elements and counted operators.
+  double layer_calls = 0, layer_calls_s = 0;
   // ops.total() x op_overhead_s + conv_phases x conv_call_s + cell_steps_s + cell_elements_s
+  // + layer_calls_s
   double overhead_s = 0;
   // The host's time per step, host_step_us + ops.total() x host_op_us (the description's): it
   // overlaps the device's work, and the step is the longer of the two (host_bound).
   double host_s = 0, host_step_s = 0;
   bool host_bound = false;
-  std::string layout = "nhwc";                  // SimOptions::layout
-  double layout_s = 0;                          // the phases' layout_s
-  double scale_s = 0;                           // the phases' scale_s
-  std::map<std::string, double> phase_s;        // per phase
+  std::string layout = "nhwc";            // SimOptions::layout
+  double layout_s = 0;                    // the phases' layout_s
+  double scale_s = 0;                     // the phases' scale_s
+  std::map<std::string, double> phase_s;  // per phase
+  // The step by the phases a run measures (forward, backward, optimizer: timing.phases_s),
+  // the fixed costs put where they happen: operators and convolution calls by phase, casts
+  // half forward, a recurrent cell's and an elementwise layer's calls by their measured or the
+  // layer's forward share. Sums to step_s; empty where the host's dispatch bounds the step.
+  std::map<std::string, double> phase_total_s;
   double memory_bytes = 0, capacity_bytes = 0;  // per worker with data parallelism
   // Data-parallel workers (the config's `workers`) and ZeRO stage: the bytes each worker sends
   // per step, at the format's width (cost.h's DataParallelCost). Not in step_s: descriptions

@@ -332,8 +332,17 @@ void Store::migrate() {
     auto st = db_->prepare("PRAGMA table_info(run)");
     while (st.step()) existing.insert(st.text(1));
     for (const auto& m : metric_table())
-      if (m.stored() && !existing.count(m.column))
+      if (m.stored() && !existing.count(m.column)) {
         db_->exec(fmt::format("ALTER TABLE run ADD COLUMN {} {}", m.column, m.sql_type));
+        // Filled from the results already stored, where their JSON has the value (runs made
+        // by a trainbench that wrote it before the column existed: timing.phases_s).
+        std::string path = "$";
+        for (const auto& k : m.path) path += "." + k;
+        db_->exec(fmt::format(
+            "UPDATE run SET {0} = json_extract(result, '{1}') WHERE json_valid(result) AND "
+            "json_type(result, '{1}') IN ('integer', 'real', 'text')",
+            m.column, path));
+      }
   }
   // The model part of a profiled operator came later than the profile table.
   if (!has_column("profile", "part")) db_->exec("ALTER TABLE profile ADD COLUMN part TEXT");

@@ -325,6 +325,10 @@ TEST(PlatformMeasure, QuickCharacterizationIsAValidDescription) {
     EXPECT_DOUBLE_EQ(p.efficiency->layer_call_us.at(op).backward,
                      t["backward"]["median"].get<double>())
         << op;
+    // The pools' extra layers read 1 x 1 maps; the others the whole 16 x 8 x 4 x 4.
+    const bool pool = std::string(op) == "maxpool" || std::string(op) == "avgpool";
+    EXPECT_DOUBLE_EQ(p.efficiency->layer_call_us.at(op).elements, pool ? 128 : 2048) << op;
+    EXPECT_EQ(t["elements"], p.efficiency->layer_call_us.at(op).elements) << op;
   }
   // The layers per time step on the whole grid, every point's trials kept; a cell whose grid
   // came out whole is in the table.

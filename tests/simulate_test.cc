@@ -868,7 +868,7 @@ TEST(Efficiency, ConvolutionCallTimeIsAddedPerConvolutionPhase) {
 }
 
 // A layer's measured call time is added once per layer, less what the model counts for the
-// same layer elsewhere: its kLayerCallElements elements at op_ns_per_element (shared by its
+// same layer elsewhere: the measured layer's elements at op_ns_per_element (shared by its
 // phases: one of them forward), and its operators at op_overhead_us (one forward; one per
 // gradient and two accumulations for a layer with parameters, backward). A phase cheaper than
 // those adds nothing; an op without a time, nothing. The step split by phase sums to the step.
@@ -884,9 +884,9 @@ TEST(Efficiency, ALayersMeasuredCallTimeIsAddedBeyondItsElementsAndOperators) {
   ASSERT_EQ(c.layers[3].bwd_input_flops, 0);
   const nlohmann::json base = {{"op_overhead_us", 2}, {"op_ns_per_element", {{"batchnorm", 2.0}}}};
   nlohmann::json with = base;
-  with["layer_call_us"] = {{"batchnorm", {{"forward", 14}, {"backward", 16}}},
-                           {"relu", {{"forward", 3}, {"backward", 6}}},
-                           {"add", {{"forward", 1}, {"backward", 1}}}};
+  with["layer_call_us"] = {{"batchnorm", {{"forward", 14}, {"backward", 16}, {"elements", 2048}}},
+                           {"relu", {{"forward", 3}, {"backward", 6}, {"elements", 2048}}},
+                           {"add", {{"forward", 1}, {"backward", 1}, {"elements", 2048}}}};
   const auto plain = parse_platform(described(base), "plain.json");
   const auto calls = parse_platform(described(with), "calls.json");
   EXPECT_EQ(to_json(calls)["efficiency"]["layer_call_us"], with["layer_call_us"]);
@@ -895,7 +895,7 @@ TEST(Efficiency, ALayersMeasuredCallTimeIsAddedBeyondItsElementsAndOperators) {
   const auto a = sim::simulate_step(plain, c, 4, f);
   const auto b = sim::simulate_step(calls, c, 4, f);
   ASSERT_EQ(b.layers[0].phases.size(), 3u);
-  const double elements_us = kLayerCallElements * 2.0e-3;
+  const double elements_us = 2048 * 2.0e-3;
   const double bn_fwd = 14 - elements_us / 3 - 2, bn_bwd = 16 - elements_us * 2 / 3 - 4 * 2;
   const double relu_fwd = 3 - 2, relu_bwd = 6 - 2;  // no per-element rate stated
   const double add_fwd = 0, add_bwd = 1;            // 1 us < its operator; no backward one
@@ -913,22 +913,27 @@ TEST(Efficiency, ALayersMeasuredCallTimeIsAddedBeyondItsElementsAndOperators) {
     EXPECT_NEAR(sum, s->step_s, 1e-12);
   }
   EXPECT_NE(sim::format_simulation(b).find("4 elementwise layer calls"), std::string::npos);
-  // A negative time or a bare number is refused, naming the field.
-  for (const nlohmann::json& v :
-       {nlohmann::json{{"forward", -1}, {"backward", 1}}, nlohmann::json(3)}) {
+  // A negative time, a bare number, no elements or an op that was not measured is refused,
+  // naming the field.
+  for (const auto& [op, v] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"relu", {{"forward", -1}, {"backward", 1}, {"elements", 8}}},
+           {"relu", 3},
+           {"relu", {{"forward", 1}, {"backward", 1}}},
+           {"relu", {{"forward", 1}, {"backward", 1}, {"elements", 0}}},
+           {"conv2d", {{"forward", 1}, {"backward", 1}, {"elements", 8}}}}) {
     nlohmann::json bad = base;
-    bad["layer_call_us"] = {{"relu", v}};
+    bad["layer_call_us"] = {{op, v}};
     try {
       parse_platform(described(bad), "bad.json");
-      FAIL() << "accepted " << v.dump();
+      FAIL() << "accepted " << op << " " << v.dump();
     } catch (const UsageError& e) {
-      EXPECT_NE(std::string(e.what()).find("layer_call_us.relu"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("layer_call_us." + op), std::string::npos) << e.what();
     }
   }
 }
 
 // The step by phase, as a run measures it, sums to the step with every fixed cost in it, for a
-// convolutional, a recurrent (cell step time and gate elements) and a mixed-precision config.
+// convolutional and a recurrent config (cell step time and gate elements).
 TEST(Efficiency, TheStepByPhaseSumsToTheStep) {
   const nlohmann::json e = {{"op_overhead_us", 2},
                             {"conv_call_us", 30},

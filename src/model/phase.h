@@ -21,11 +21,10 @@ Phase current_phase();
 
 // Wall seconds spent so far in each phase's outermost scopes (a PhaseScope opened while no
 // phase is), indexed by Phase; kOther stays 0. Read before and after a step, the differences
-// split the step without a profiler: the profiler's per-operator events inflate small
-// operators several times over (an RMSprop update of 54 small tensors: 0.46 ms alone, 1.1-1.4 ms
-// profiled), so a profile cannot say where an unprofiled step's time goes. Two clock reads per
-// scope, ~50 ns. Process-wide, as current_phase(): scopes opened by data-parallel worker
-// threads at once add up.
+// split the step without a profiler, whose per-operator events inflate small operators
+// several times over. Two clock reads per scope. Process-wide, as current_phase(): one step is
+// measured at a time; a scope another thread opens while a phase is open is not counted
+// (data-parallel workers, whose runs report no phases).
 std::array<double, kPhaseCount> phase_seconds();
 
 // Marks a phase for its lifetime: sets current_phase(), adds its wall time to

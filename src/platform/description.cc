@@ -21,6 +21,7 @@ const std::set<std::string> kDtypes = {"fp64", "fp32", "tf32", "fp16",
 const std::set<std::string> kKinds = {"cpu", "gpu", "tpu", "accelerator"};
 // The `optimizer` config values (runner.cc's make_optimizer).
 const std::set<std::string> kOptimizers = {"sgd", "momentum", "adam", "adamw", "rmsprop"};
+const std::set<std::string> kLayerCallOps = {"batchnorm", "maxpool", "avgpool", "relu", "add"};
 const std::set<std::string> kCacheLevels = {"l1", "l2", "l3"};
 // Keys trainbench itself writes into measured descriptions, kept as they are.
 const std::set<std::string> kMeasuredKeys = {"kind_of_document",
@@ -242,11 +243,17 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
       if (!v.is_object()) r.fail(field, "expected an object of layer ops, got " + v.dump());
       for (const auto& [op, call] : v.items()) {
         const std::string of = field + "." + op;
-        if (!call.is_object() || call.size() != 2 || !call.contains("forward") ||
-            !call.contains("backward"))
-          r.fail(of, "expected {\"forward\": us, \"backward\": us}, got " + call.dump());
+        // The measured ops only: a time under another name (conv2d, linear) would be added to
+        // every such layer on top of its own fixed costs.
+        if (!kLayerCallOps.count(op))
+          r.fail(of, "unknown op (expected batchnorm, maxpool, avgpool, relu or add)");
+        if (!call.is_object() || call.size() != 3 || !call.contains("forward") ||
+            !call.contains("backward") || !call.contains("elements"))
+          r.fail(of, "expected {\"forward\": us, \"backward\": us, \"elements\": n}, got " +
+                         call.dump());
         out.layer_call_us[op] = {r.microseconds(call["forward"], of + ".forward"),
-                                 r.microseconds(call["backward"], of + ".backward")};
+                                 r.microseconds(call["backward"], of + ".backward"),
+                                 r.positive(call["elements"], of + ".elements")};
       }
     } else if (k == "cell_ns_per_element") {
       if (!v.is_object()) r.fail(field, "expected an object of recurrent cells, got " + v.dump());
@@ -636,7 +643,8 @@ json to_json(const PlatformDescription& p) {
     if (!p.efficiency->cell_ns_per_element.empty())
       e["cell_ns_per_element"] = p.efficiency->cell_ns_per_element;
     for (const auto& [op, call] : p.efficiency->layer_call_us)
-      e["layer_call_us"][op] = {{"forward", call.forward}, {"backward", call.backward}};
+      e["layer_call_us"][op] = {
+          {"forward", call.forward}, {"backward", call.backward}, {"elements", call.elements}};
     for (const auto& pt : p.efficiency->working_set)
       e["working_set"].push_back({{"bytes", pt.bytes}, {"gbps", pt.gbps}});
     for (const auto& [cell, pts] : p.efficiency->cell_step_table)

@@ -101,14 +101,14 @@ struct PlatformDescription {
     // their gradients), beyond cell_step_us's per-step operators. Added per time step.
     std::map<std::string, double> cell_ns_per_element;
     // Per elementwise layer op (batchnorm, maxpool, avgpool, relu, add): microseconds per call,
-    // forward and backward, of a layer over kLayerCallElements elements, on the threads a run
+    // forward and backward, of such a layer reading `elements` elements, on the threads a run
     // uses. op_ns_per_element's rate is one core's over 131072 elements, where a call's fixed
     // part (ATen's sub-operators, the parallel regions it opens on every call, its autograd
     // nodes) is spread thin; in a small model that part is most of the layer. The simulator
-    // adds what is left of it after the layer's own elements at op_ns_per_element and the
-    // operators it counts at op_overhead_us.
+    // adds what is left of it after `elements` at op_ns_per_element and the operators it
+    // counts at op_overhead_us.
     struct LayerCall {
-      double forward = 0, backward = 0;
+      double forward = 0, backward = 0, elements = 0;
     };
     std::map<std::string, LayerCall> layer_call_us;
     // Per recurrent cell: the whole layer's time per time step, forward + backward (its GEMMs
@@ -180,10 +180,6 @@ struct PlatformDescription {
 // The parameters over which `trainbench platform` measures optimizer_ns_per_param: four
 // 512 x 1024 tensors, a training step's weight matrices' order of size.
 inline constexpr double kOptimizerMeasuredParams = 4.0 * 512 * 1024;
-
-// The elements of the tensors over which `trainbench platform` measures layer_call_us
-// (16 x 8 x 4 x 4): the simulator takes their per-element time back out.
-inline constexpr double kLayerCallElements = 16.0 * 8 * 4 * 4;
 
 // The edge n of the square GEMM with the same arithmetic intensity as (M x K)(K x N),
 // 3MNK / (MK + KN + MN): n for a square one, less for a thin one, which runs as slowly as

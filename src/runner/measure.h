@@ -40,7 +40,8 @@ struct RowsGemm {
   double flops = 0;  // per call of the three: 3 x 2 x rows x n x n
   Trials gflops;
 };
-// GFLOP/s of one float32 n x n GEMM repeated for `window_s` on the run's threads: the same
+// GFLOP/s of one float32 n x n GEMM over `window_s` on the run's threads (the best of three
+// windows): the same
 // kernel timed at several points of a long measurement tells whether the machine's speed
 // stayed put meanwhile.
 double gemm_rate_now(int64_t n, double window_s);
@@ -87,15 +88,17 @@ std::vector<std::pair<int64_t, double>> conv_fractions(const ConvMeasurement& m,
 // the layer's largest tensor, per op name as the cost model spells it.
 std::map<std::string, Trials> measure_elementwise_ops(int trials, double trial_s);
 
-// The same layers' fixed time per call as a small model calls them (batchnorm, maxpool 3x3,
-// avgpool, relu, add; float32 16 x 8 x 4 x 4, kLayerCallElements elements), on the threads a
-// run uses: chains of 2 and 10 such layers in alternating windows, forward timed apart from
-// backward, the difference over the 8 extra layers, in microseconds per layer. What a call
-// costs besides its elements (the operators inside it, the parallel regions it opens, its
-// autograd nodes) is in it; the simulator takes the per-element time and the operators it
-// counts out.
+// The same layers' fixed time per call as a small model calls them (batchnorm, maxpool 3x3
+// stride 2, global avgpool, relu, add; float32 kLayerCallShape), on the threads a run uses:
+// chains of 2 and 10 such layers in alternating windows, forward timed apart from backward
+// (through freeing the graph), the difference over the 8 extra layers, in microseconds per
+// layer. What a call costs besides its elements (the operators inside it, the parallel
+// regions it opens, its autograd nodes) is in it; the simulator takes the per-element time
+// of `elements` (what the extra layers read) and the operators it counts out.
+inline constexpr int64_t kLayerCallShape[] = {16, 8, 4, 4};
 struct LayerCallTrials {
   Trials forward, backward;
+  double elements = 0;
 };
 std::map<std::string, LayerCallTrials> measure_layer_calls(int trials, double trial_s);
 

@@ -2,7 +2,6 @@
 #include <cmath>
 #include <functional>
 
-#include "platform/description.h"
 #include "runner/measure.h"
 
 namespace tb {
@@ -181,13 +180,15 @@ std::map<std::string, Trials> measure_elementwise_ops(int trials, double trial_s
 
 std::map<std::string, LayerCallTrials> measure_layer_calls(int trials, double trial_s) {
   constexpr int64_t kShort = 2, kLong = 10;
-  const std::vector<int64_t> shape = {16, 8, 4, 4};
-  static_assert(16.0 * 8 * 4 * 4 == kLayerCallElements, "the simulator subtracts these elements");
+  const std::vector<int64_t> shape = {kLayerCallShape[0], kLayerCallShape[1], kLayerCallShape[2],
+                                      kLayerCallShape[3]};
   // Each layer's input is the last one's output, as in a model; every batchnorm has its own
   // affine parameters and running statistics. The add adds a tensor to itself: forward an
   // add, backward the sum of the two gradients at the fork, as a residual block's merge and
-  // split. The pools keep the size (stride 1; a 4 x 4 adaptive pool), so every layer of a
-  // chain sees the same elements.
+  // split. The pools are the kernels op_ns_per_element times (3x3 stride 2 padding 1, global
+  // average): after the first two layers of a chain their maps are 1 x 1, so the layers the
+  // two chains differ by see 16 x 8 x 1 x 1 (LayerCallTrials::elements).
+  using Layer = std::function<torch::Tensor(const torch::Tensor&, size_t)>;
   const auto chain_of = [&](const std::string& op, int64_t layers) {
     std::vector<torch::Tensor> gammas, betas, means, vars;
     for (int64_t i = 0; i < layers; ++i) {
@@ -196,31 +197,34 @@ std::map<std::string, LayerCallTrials> measure_layer_calls(int trials, double tr
       means.push_back(torch::zeros({shape[1]}));
       vars.push_back(torch::ones({shape[1]}));
     }
+    // Chosen before the timed loop, which then runs the layer alone.
+    const Layer layer = op == "batchnorm" ? Layer([=](const torch::Tensor& y, size_t i) {
+      return torch::batch_norm(y, gammas[i], betas[i], means[i], vars[i], true, 0.1, 1e-5, false);
+    })
+                        : op == "maxpool" ? Layer([](const torch::Tensor& y, size_t) {
+                            return torch::max_pool2d(y, {3, 3}, {2, 2}, {1, 1});
+                          })
+                        : op == "avgpool" ? Layer([](const torch::Tensor& y, size_t) {
+                            return torch::adaptive_avg_pool2d(y, {1, 1});
+                          })
+                        : op == "relu"
+                            ? Layer([](const torch::Tensor& y, size_t) { return torch::relu(y); })
+                            : Layer([](const torch::Tensor& y, size_t) { return y + y; });
     auto x = torch::randn(shape).requires_grad_();
     return [=](double* fwd_s, double* bwd_s) mutable {
       const auto t0 = Clock::now();
       torch::Tensor y = x;
-      for (int64_t i = 0; i < layers; ++i) {
-        if (op == "batchnorm")
-          y = torch::batch_norm(y, gammas[size_t(i)], betas[size_t(i)], means[size_t(i)],
-                                vars[size_t(i)], true, 0.1, 1e-5, false);
-        else if (op == "maxpool")
-          y = torch::max_pool2d(y, {3, 3}, {1, 1}, {1, 1});
-        else if (op == "avgpool")
-          y = torch::adaptive_avg_pool2d(y, {shape[2], shape[3]});
-        else if (op == "relu")
-          y = torch::relu(y);
-        else
-          y = y + y;
-      }
+      for (int64_t i = 0; i < layers; ++i) y = layer(y, size_t(i));
       y = y.sum();
       const auto t1 = Clock::now();
+      // Backward through freeing the graph, as a training step pays it.
       y.backward();
-      *fwd_s += std::chrono::duration<double>(t1 - t0).count();
-      *bwd_s += seconds_since(t1);
+      y = torch::Tensor();
       x.mutable_grad() = torch::Tensor();
       for (auto& p : gammas) p.mutable_grad() = torch::Tensor();
       for (auto& p : betas) p.mutable_grad() = torch::Tensor();
+      *fwd_s += std::chrono::duration<double>(t1 - t0).count();
+      *bwd_s += seconds_since(t1);
     };
   };
   std::map<std::string, LayerCallTrials> out;
@@ -237,12 +241,16 @@ std::map<std::string, LayerCallTrials> measure_layer_calls(int trials, double tr
     };
     window(short_chain, 0.02);
     window(long_chain, 0.02);
+    auto& o = out[op];
+    o.elements = op == "maxpool" || op == "avgpool"
+                     ? double(shape[0] * shape[1])
+                     : double(shape[0] * shape[1] * shape[2] * shape[3]);
     for (int t = 0; t < trials; ++t) {
       // Interleaved, so that a slow spell of the machine lands on both lengths.
       const auto [fs, bs] = window(short_chain, trial_s / 2);
       const auto [fl, bl] = window(long_chain, trial_s / 2);
-      out[op].forward.values.push_back(std::max(0.0, fl - fs) / double(kLong - kShort) * 1e6);
-      out[op].backward.values.push_back(std::max(0.0, bl - bs) / double(kLong - kShort) * 1e6);
+      o.forward.values.push_back(std::max(0.0, fl - fs) / double(kLong - kShort) * 1e6);
+      o.backward.values.push_back(std::max(0.0, bl - bs) / double(kLong - kShort) * 1e6);
     }
   }
   return out;

@@ -208,7 +208,9 @@ RunResult run_config(const Config& input, const RunOptions& options) {
     r.cpu = cpu_usage(cpu_begin, cpu_snapshot());
     r.steps = monitor.result();
     r.step_times = monitor.times();
-    r.phase_s = phase_means(phases, r.step_times, size_t(r.steps.warmup));
+    // On an accelerator the clocks at the phases' edges see launches, not the work (the step
+    // synchronizes once, at its end): no phases there.
+    if (!device.is_cuda()) r.phase_s = phase_means(phases, r.step_times, size_t(r.steps.warmup));
   } catch (...) {
     const Failure f = current_failure("during the run");
     return done(f.status, f.error);

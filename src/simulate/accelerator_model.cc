@@ -511,8 +511,9 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
       const auto call = p.efficiency->layer_call_us.find(l.op);
       if (call == p.efficiency->layer_call_us.end()) continue;
       const auto ns = p.efficiency->op_ns_per_element.find(l.op);
-      const double elements_us =
-          ns != p.efficiency->op_ns_per_element.end() ? kLayerCallElements * ns->second * 1e-3 : 0;
+      const double elements_us = ns != p.efficiency->op_ns_per_element.end()
+                                     ? call->second.elements * ns->second * 1e-3
+                                     : 0;
       // The elements' time is shared by the layer's phases, as above: the forward has one.
       double phases = 1;
       for (const auto& lt : s.layers)

@@ -334,14 +334,18 @@ void Store::migrate() {
     for (const auto& m : metric_table())
       if (m.stored() && !existing.count(m.column)) {
         db_->exec(fmt::format("ALTER TABLE run ADD COLUMN {} {}", m.column, m.sql_type));
-        // Filled from the results already stored, where their JSON has the value (runs made
-        // by a trainbench that wrote it before the column existed: timing.phases_s).
+        // Filled from the results already stored where their JSON has the value: a column
+        // added after the JSON field it reads (or dropped and added again) starts complete.
+        // JSON booleans become 1 and 0, as add_run writes them.
         std::string path = "$";
-        for (const auto& k : m.path) path += "." + k;
-        db_->exec(fmt::format(
-            "UPDATE run SET {0} = json_extract(result, '{1}') WHERE json_valid(result) AND "
-            "json_type(result, '{1}') IN ('integer', 'real', 'text')",
-            m.column, path));
+        for (const auto& k : m.path) path += ".\"" + k + "\"";
+        const char* types = m.sql_type == "TEXT" ? "'text'" : "'integer', 'real', 'true', 'false'";
+        auto fill = db_->prepare(
+            fmt::format("UPDATE run SET {} = json_extract(result, ?1) WHERE json_valid(result) AND "
+                        "json_type(result, ?1) IN ({})",
+                        m.column, types));
+        fill.bind(1, path);
+        fill.step();
       }
   }
   // The model part of a profiled operator came later than the profile table.

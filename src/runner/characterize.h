@@ -26,9 +26,11 @@ struct CharacterizeOptions {
   std::function<void(const std::string&)> progress;  // one line per phase, optional
 };
 
-// The largest max/min of the steadiness GEMM's rates a measurement passes without a warning:
-// trials of one GEMM size in one run spread a few percent on a quiet 2-vCPU VM.
-inline constexpr double kSteadinessLimit = 1.10;
+// The largest max/min of the steadiness GEMM's rates a measurement passes without a warning.
+// The check is for spells that slow the machine by a quarter for a minute; the GEMM right
+// after the one-core convolution curves can run some 10% below the others on a 2-vCPU VM
+// (not explained yet), which alone should not ask for a new measurement.
+inline constexpr double kSteadinessLimit = 1.20;
 
 // Measures this machine and returns its description: empirical roofs (peak GEMM per
 // dtype, STREAM triad, cache bandwidths), the efficiency below them (achieved GEMM

@@ -41,7 +41,7 @@ Command add_platform(CLI::App& app) {
   sub->add_flag("--quick", a->quick, "fewer sizes and trials, no working-set sweep (for tests)");
   sub->footer(
       "Examples:\n"
-      "  trainbench platform                       # this host: cached, or measured (< 1 min)\n"
+      "  trainbench platform                       # this host: cached, or measured (1-2 min)\n"
       "  trainbench platform --refresh --json      # measure again, print JSON\n"
       "  trainbench platform --list\n"
       "  trainbench platform --spec tpu-v2-board --at 10,75,200\n"

@@ -1,5 +1,6 @@
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -40,6 +41,18 @@ struct RowsGemm {
   double flops = 0;  // per call of the three: 3 x 2 x rows x n x n
   Trials gflops;
 };
+// Calls per second of each of `steps`, in `trials` rounds that run every step once each (a
+// window of about `trial_s`, its call count set from two warm-up calls, one more untimed call
+// first where the window holds several): per step, one rate per round. Round after round
+// rather than step after step: on a shared VM a slow spell of several seconds (a neighbour, a
+// vCPU taken away) then lands on one round of every step, which a median over rounds
+// discards, instead of on every trial of the steps measured during it (a GEMM curve measured
+// size after size can come out at half the rate over a run of middle sizes and whole at the
+// largest); the untimed call keeps the steps measured before from leaving the window cold
+// caches.
+std::vector<std::vector<double>> calls_per_second_interleaved(
+    const std::vector<std::function<void()>>& steps, int trials, double trial_s);
+
 // GFLOP/s of one float32 n x n GEMM over `window_s` on the run's threads (the best of three
 // windows): the same
 // kernel timed at several points of a long measurement tells whether the machine's speed

@@ -19,15 +19,6 @@ double Trials::median() const {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-namespace {
-
-// Times each of `steps` (one call of a size's kernel) in `trials` rounds, every size once per
-// round, and returns each size's calls per second per round. Round after round rather than
-// size after size: on a shared VM a slow spell of several seconds (a neighbour, a vCPU taken
-// away) then lands on one round of every size, which the median over rounds discards,
-// instead of on every trial of the sizes measured during it (a curve once came out at half
-// the rate for n = 256..2048 and whole for n = 3072). A window of several calls starts with
-// one untimed call, so the sizes measured before do not leave it cold caches.
 std::vector<std::vector<double>> calls_per_second_interleaved(
     const std::vector<std::function<void()>>& steps, int trials, double trial_s) {
   using Clock = std::chrono::steady_clock;
@@ -51,8 +42,6 @@ std::vector<std::vector<double>> calls_per_second_interleaved(
     }
   return rates;
 }
-
-}  // namespace
 
 GemmMeasurement measure_gemm(const std::string& dtype, const std::vector<int64_t>& sizes,
                              int trials, double trial_s) {

@@ -42,41 +42,32 @@ CellLayer cell_layer(const std::string& cell, int64_t width) {
 
 // Microseconds per time step of each of `layers`, forward + backward: two lengths in
 // alternating windows, so that what a call costs once (stacking the outputs, the loss)
-// cancels. Every layer's windows once per round, round after round: a slow spell of the
-// machine lasting seconds lands on one round of every layer, which the median discards,
-// rather than on every trial of the layers measured during it.
+// cancels; every layer's two windows once per round (calls_per_second_interleaved).
 struct StepLayer {
   std::string cell;
   int64_t width = 0, batch = 0;
 };
 std::vector<Trials> per_time_step(const std::vector<StepLayer>& layers, bool input_grad,
                                   int64_t short_len, int64_t long_len, int trials, double trial_s) {
-  std::vector<std::function<void()>> short_calls, long_calls;
+  std::vector<std::function<void()>> calls;  // per layer: the short length, then the long
   for (const auto& l : layers) {
     const CellLayer layer = cell_layer(l.cell, l.width);
-    // One input per length, warmed up once.
-    const auto call_at = [&](int64_t length) -> std::function<void()> {
+    for (const int64_t length : {short_len, long_len}) {
       auto x = torch::randn({length, l.batch, l.width});
       if (input_grad) x.requires_grad_(true);
-      return [layer, x, input_grad]() mutable {
+      calls.push_back([layer, x, input_grad]() mutable {
         layer.forward(x).sum().backward();
         for (auto& p : layer.module->parameters()) p.mutable_grad() = torch::Tensor();
         if (input_grad) x.mutable_grad() = torch::Tensor();
-      };
-    };
-    short_calls.push_back(call_at(short_len));
-    long_calls.push_back(call_at(long_len));
-    seconds_per_call(short_calls.back(), 3, 0);
-    seconds_per_call(long_calls.back(), 3, 0);
-  }
-  std::vector<Trials> out(layers.size());
-  for (int t = 0; t < trials; ++t)
-    for (size_t i = 0; i < layers.size(); ++i) {
-      // One warm call each: the layer measured before left its own data in the caches.
-      const double short_s = seconds_per_call(short_calls[i], 1, trial_s / 2);
-      const double long_s = seconds_per_call(long_calls[i], 1, trial_s / 2);
-      out[i].values.push_back(std::max(0.0, long_s - short_s) / double(long_len - short_len) * 1e6);
+      });
     }
+  }
+  const auto rates = calls_per_second_interleaved(calls, trials, trial_s / 2);
+  std::vector<Trials> out(layers.size());
+  for (size_t i = 0; i < layers.size(); ++i)
+    for (size_t t = 0; t < rates[2 * i].size(); ++t)
+      out[i].values.push_back(std::max(0.0, 1 / rates[2 * i + 1][t] - 1 / rates[2 * i][t]) /
+                              double(long_len - short_len) * 1e6);
   return out;
 }
 

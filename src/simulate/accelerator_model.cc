@@ -470,11 +470,13 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     s.overhead_s += s.conv_phases * s.conv_call_s;
     // The forward phase's share of a layer's time: where its fixed costs, measured forward and
     // backward together, are put when the step is split by phase.
+    std::map<std::string, const LayerTime*> timed;
+    for (const auto& lt : s.layers) timed.emplace(lt.name, &lt);
     const auto forward_share = [&](const std::string& name) {
-      for (const auto& lt : s.layers)
-        if (lt.name == name && lt.time_s() > 0 && !lt.phases.empty())
-          return lt.phases.front().time_s() / lt.time_s();
-      return 1.0 / 3;
+      const auto it = timed.find(name);
+      if (it == timed.end() || !(it->second->time_s() > 0) || it->second->phases.empty())
+        return 1.0 / 3;
+      return it->second->phases.front().time_s() / it->second->time_s();
     };
     double fixed_forward_s = 0, fixed_backward_s = 0;  // the cells' and the layers' calls
     for (const auto& l : cost.layers) {
@@ -515,9 +517,9 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
                                      ? call->second.elements * ns->second * 1e-3
                                      : 0;
       // The elements' time is shared by the layer's phases, as above: the forward has one.
-      double phases = 1;
-      for (const auto& lt : s.layers)
-        if (lt.name == l.name) phases = std::max<double>(1, double(lt.phases.size()));
+      const auto it = timed.find(l.name);
+      const double phases =
+          it == timed.end() ? 1 : std::max<double>(1, double(it->second->phases.size()));
       const double backward_ops =
           (l.bwd_input_flops > 0) + (l.bwd_weight_flops > 0) + (l.params > 0 ? 2 : 0);
       const double op_us = s.op_overhead_s * 1e6;

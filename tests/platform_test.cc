@@ -218,7 +218,7 @@ TEST(PlatformCache, InvalidatedWhenHardwareOrLibraryChanges) {
   p.extra["fingerprint"] = before;
   save_cached_platform(path, p);
   EXPECT_FALSE(load_cached_platform(path, fp, &why));
-  EXPECT_NE(why.find("method_version changed: 2 -> 10"), std::string::npos) << why;
+  EXPECT_NE(why.find("method_version changed: 2 -> 11"), std::string::npos) << why;
   EXPECT_FALSE(load_cached_platform(path + ".missing", fp, &why));
   std::ofstream(path) << "garbage";
   EXPECT_FALSE(load_cached_platform(path, fp, &why));
@@ -248,6 +248,9 @@ TEST(PlatformMeasure, QuickCharacterizationIsAValidDescription) {
   o.stream_elements = 1 << 20;
   o.gemm_rows = {16, 64};
   o.gemm_rows_sizes = {128, 512};
+  // 8 x 32 x 32 x 3 x 2 x 9 x 32 x 32 is past kConvGridMaxFlops: not measured.
+  o.conv_grid_sides = {4, 32};
+  o.conv_grid_channels = {16, 128};
   const PlatformDescription p = characterize_host(o);
   EXPECT_GT(p.peak_tflops.at("fp32"), 0);
   EXPECT_GT(p.memory_bandwidth_gbps, 0);
@@ -305,6 +308,25 @@ TEST(PlatformMeasure, QuickCharacterizationIsAValidDescription) {
   for (const auto& pt : p.efficiency->gemm_rows.at("fp32")) {
     EXPECT_GT(pt.fraction_of_peak, 0);
     EXPECT_LE(pt.fraction_of_peak, 1);
+  }
+  // Convolutions on the run's threads: the grid's shapes under the cap, rows = 8 x side^2,
+  // every trial kept; the fractions kept by rows, then channels, each in (0, 1].
+  const auto& grid = m["conv_rows"]["fp32"]["points"];
+  ASSERT_EQ(grid.size(), 3u);
+  EXPECT_EQ(grid[0]["rows"], 128);
+  EXPECT_EQ(grid[1]["channels"], 128);
+  EXPECT_EQ(grid[2]["rows"], 8192);
+  EXPECT_EQ(grid[2]["channels"], 16);
+  for (const auto& pt : grid) EXPECT_EQ(pt["trials"].size(), 2u);
+  if (p.efficiency->conv_rows.count("fp32")) {
+    const auto& rows = p.efficiency->conv_rows.at("fp32");
+    for (size_t i = 0; i < rows.size(); ++i) {
+      EXPECT_GT(rows[i].fraction_of_peak, 0);
+      EXPECT_LE(rows[i].fraction_of_peak, 1);
+      if (i > 0)
+        EXPECT_TRUE(rows[i - 1].rows < rows[i].rows ||
+                    (rows[i - 1].rows == rows[i].rows && rows[i - 1].n < rows[i].n));
+    }
   }
   // Each cell's elementwise time per gate element, the median of its trials, kept beside them.
   for (const char* cell : {"rnn", "lstm", "gru"}) {

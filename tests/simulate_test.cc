@@ -456,6 +456,50 @@ TEST(Efficiency, ThinGemmsReadTheBatchRowCurvesBetweenTheirRowCounts) {
       EXPECT_DOUBLE_EQ(ph.gemm_fraction, p.gemm_shape_fraction("fp32", 64, 512, 512)) << ph.phase;
 }
 
+// A dense convolution reads the rows table measured on the run's threads at its output rows
+// and n = sqrt(N K / 9) (a 3x3 convolution's channels), log-log between the points and clamped
+// at the edges; a grouped convolution, and a dtype without the table, keep the curve.
+TEST(Efficiency, DenseConvolutionsReadTheRowsTableAtTheirOutputRowsAndChannels) {
+  PlatformDescription p = accelerator(1, 1e9);
+  p.efficiency = curve({{64, 0.2}, {4096, 0.8}});
+  p.efficiency->conv["fp32"] = {{22, 0.4}, {336, 0.95}};
+  p.efficiency->conv_rows["fp32"] = {{32, 64, 0.2}, {32, 256, 0.4}, {512, 64, 0.8}, {512, 256, 1}};
+  sort_by_rows(p.efficiency->conv_rows["fp32"]);
+  // 3x3, C = K = 64 on 32 output rows: a measured point; a 1x1 with the same N K / 9 too.
+  EXPECT_DOUBLE_EQ(p.conv_shape_fraction("fp32", 32, 64, 9 * 64), 0.2);
+  EXPECT_DOUBLE_EQ(p.conv_shape_fraction("fp32", 32, 192, 192), 0.2);
+  // n = 128 halfway along each row in log n; 128 rows halfway between 32 and 512 in log rows.
+  const double r32 = std::sqrt(0.2 * 0.4), r512 = std::sqrt(0.8 * 1.0);
+  EXPECT_NEAR(p.conv_shape_fraction("fp32", 128, 128, 9 * 128), std::sqrt(r32 * r512), 1e-12);
+  // Clamped: fewer rows, more rows, fewer and more channels than measured.
+  EXPECT_DOUBLE_EQ(p.conv_shape_fraction("fp32", 8, 64, 9 * 64), 0.2);
+  EXPECT_DOUBLE_EQ(p.conv_shape_fraction("fp32", 8192, 256, 9 * 256), 1);
+  EXPECT_DOUBLE_EQ(p.conv_shape_fraction("fp32", 512, 8, 9 * 8), 0.8);
+  // No table for the dtype: the curve at the im2col GEMM's equivalent square n.
+  p.efficiency->conv["bf16"] = {{22, 0.3}, {336, 0.9}};
+  EXPECT_DOUBLE_EQ(p.conv_shape_fraction("bf16", 128, 64, 576),
+                   p.conv_fraction("bf16", sim::equivalent_square_n(128, 64, 576)));
+  // In a step: a dense convolution's phases at the table's fraction, a depthwise one's at the
+  // curve's.
+  // Batch 8 on 4x4 maps: 128 output rows.
+  StepCost c;
+  c.layers.push_back(cost::conv2d("conv", {8, 128, 4, 4, 128, 3, 1}, 4, true));
+  c.layers.push_back(cost::conv("dw", {8, 128, 4, 4, 128, 3, 3, 1, 1, 1, 1, 128, false}, 4, true));
+  ASSERT_EQ(c.layers[0].op, "conv2d");
+  ASSERT_EQ(c.layers[1].op, "gconv2d");
+  ASSERT_EQ(c.layers[0].gemm_m, 128);
+  const auto s = sim::simulate_step(p, c, 4, sim::resolve_format(p, "fp32"));
+  for (const auto& ph : s.layers[0].phases)
+    EXPECT_DOUBLE_EQ(ph.gemm_fraction, p.conv_shape_fraction("fp32", 128, 128, 9 * 128))
+        << ph.phase;
+  for (const auto& ph : s.layers[1].phases)
+    if (ph.matmul_flops > 0)
+      EXPECT_DOUBLE_EQ(ph.gemm_fraction,
+                       p.conv_fraction("fp32", sim::equivalent_square_n(128, 1, 9)))
+          << ph.phase;
+  ASSERT_FALSE(s.layers[0].phases.empty());
+}
+
 // Wave quantization, by hand: 108 units and 128 x 256 tiles. A 1024 x 1024 output is 8 x 4 =
 // 32 tiles, one wave on 108 units (32/108 busy) when k is too shallow to split; with k = 4096
 // a library splits k in 16 (512 tiles, 5 waves: 512/540). Two tiles on the menu: the one that
@@ -795,7 +839,11 @@ TEST(Efficiency, JsonRoundTripSortsTheCurve) {
        {"gemm_rows",
         {{"fp32",
           {{{"rows", 64}, {"n", 512}, {"fraction_of_peak", 0.6}},
-           {{"rows", 16}, {"n", 512}, {"fraction_of_peak", 0.2}}}}}}});
+           {{"rows", 16}, {"n", 512}, {"fraction_of_peak", 0.2}}}}}},
+       {"conv_rows",
+        {{"fp32",
+          {{{"rows", 512}, {"n", 64}, {"fraction_of_peak", 0.9}},
+           {{"rows", 32}, {"n", 128}, {"fraction_of_peak", 0.35}}}}}}});
   const PlatformDescription p = parse_platform(j, "t.json");
   ASSERT_TRUE(p.efficiency);
   EXPECT_DOUBLE_EQ(p.efficiency->op_overhead_us, 6.5);
@@ -815,6 +863,10 @@ TEST(Efficiency, JsonRoundTripSortsTheCurve) {
   ASSERT_EQ(p.efficiency->gemm_rows.at("fp32").size(), 2u);
   EXPECT_EQ(p.efficiency->gemm_rows.at("fp32")[0].rows, 16);  // sorted by rows, then n
   EXPECT_EQ(again["efficiency"]["gemm_rows"]["fp32"][1]["rows"], 64);
+  ASSERT_EQ(p.efficiency->conv_rows.at("fp32").size(), 2u);
+  EXPECT_EQ(p.efficiency->conv_rows.at("fp32")[0].rows, 32);  // sorted by rows, then n
+  EXPECT_DOUBLE_EQ(p.efficiency->conv_rows.at("fp32")[0].fraction_of_peak, 0.35);
+  EXPECT_EQ(again["efficiency"]["conv_rows"]["fp32"][1]["n"], 64);
   EXPECT_EQ(to_json(parse_platform(again, "again.json")), again);
   // An old description (no efficiency) round-trips without gaining one.
   const auto old = to_json(accelerator(1, 1));
@@ -1298,6 +1350,8 @@ TEST(Efficiency, BadValuesAreRefusedNamingTheField) {
   refused({{"op_overhead", 5}}, "efficiency.op_overhead");
   refused({{"gemm_rows", {{"fp32", {{{"rows", 0}, {"n", 64}, {"fraction_of_peak", 0.5}}}}}}},
           "efficiency.gemm_rows.fp32[0].rows");
+  refused({{"conv_rows", {{"fp32", {{{"rows", 32}, {"n", 64}, {"fraction_of_peak", 0}}}}}}},
+          "efficiency.conv_rows.fp32[0].fraction_of_peak");
   refused({{"gemm_rows", {{"fp32", {{{"rows", 16}, {"n", 64}, {"fraction_of_peak", 1.5}}}}}}},
           "efficiency.gemm_rows.fp32[0].fraction_of_peak");
   refused({{"gemm_rows", {{"fp32", {{{"rows", 16}, {"fraction_of_peak", 0.5}}}}}}},

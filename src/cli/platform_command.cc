@@ -83,6 +83,8 @@ Command add_platform(CLI::App& app) {
               a->options.gemm_sizes = {256, 512};
               a->options.gemm_rows = {64};
               a->options.gemm_rows_sizes = {256, 512};
+              a->options.conv_grid_sides = {4, 16};
+              a->options.conv_grid_channels = {16, 64};
               a->options.trials = 3;
               a->options.trial_s = 0.05;
               a->options.sweep = false;

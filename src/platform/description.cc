@@ -154,7 +154,7 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
             r.fail(df, fmt::format("n = {} appears twice", curve[i].n));
         (k == "gemm" ? out.gemm : out.conv)[dtype] = std::move(curve);
       }
-    } else if (k == "gemm_rows") {
+    } else if (k == "gemm_rows" || k == "conv_rows") {
       if (!v.is_object()) r.fail(field, "expected an object of dtypes, got " + v.dump());
       for (const auto& [dtype, pts] : v.items()) {
         const std::string df = field + "." + dtype;
@@ -179,13 +179,11 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
             r.fail(pf + ".fraction_of_peak", "expected a number in (0, 1], got " + f.dump());
           list.push_back({pt["rows"].get<int64_t>(), pt["n"].get<int64_t>(), f.get<double>()});
         }
-        std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) {
-          return a.rows != b.rows ? a.rows < b.rows : a.n < b.n;
-        });
+        sort_by_rows(list);
         for (size_t i = 1; i < list.size(); ++i)
           if (list[i].rows == list[i - 1].rows && list[i].n == list[i - 1].n)
             r.fail(df, fmt::format("rows = {}, n = {} appears twice", list[i].rows, list[i].n));
-        out.gemm_rows[dtype] = std::move(list);
+        (k == "gemm_rows" ? out.gemm_rows : out.conv_rows)[dtype] = std::move(list);
       }
     } else if (k == "gemm_tiles") {
       if (!v.is_object()) r.fail(field, "expected an object of dtypes, got " + v.dump());
@@ -327,7 +325,7 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
       r.fail(
           field,
           "unknown key (expected op_overhead_us, host_op_us, host_step_us, conv_call_us, "
-          "memory_fraction, gemm, gemm_rows, conv, gemm_tiles, gemm_alignment, "
+          "memory_fraction, gemm, gemm_rows, conv, conv_rows, gemm_tiles, gemm_alignment, "
           "op_ns_per_element, cell_step_us, cell_ns_per_element, cell_step_table, layer_call_us, "
           "optimizer_ns_per_param or working_set)");
     }
@@ -336,6 +334,12 @@ PlatformDescription::Efficiency parse_efficiency(const json& e, const Reader& r)
 }
 
 }  // namespace
+
+void sort_by_rows(std::vector<PlatformDescription::Efficiency::RowsPoint>& points) {
+  std::sort(points.begin(), points.end(), [](const auto& a, const auto& b) {
+    return a.rows != b.rows ? a.rows < b.rows : a.n < b.n;
+  });
+}
 
 double equivalent_square_n(double m, double n, double k) {
   const double faces = m * k + k * n + m * n;
@@ -354,6 +358,39 @@ double interpolate(const std::vector<PlatformDescription::GemmPoint>& c, double 
   const double t = std::log(n / a.n) / std::log(double(b.n) / a.n);
   return std::exp(std::log(a.fraction_of_peak) +
                   t * (std::log(b.fraction_of_peak) - std::log(a.fraction_of_peak)));
+}
+
+// Each row count's curve over n (points by rows, then n), read at n: (rows, fraction),
+// ascending rows.
+std::vector<std::pair<double, double>> rows_curves_at(
+    const std::vector<PlatformDescription::Efficiency::RowsPoint>& pts, double n) {
+  std::vector<std::pair<double, double>> at;
+  for (size_t i = 0; i < pts.size();) {
+    std::vector<PlatformDescription::GemmPoint> curve;
+    size_t j = i;
+    for (; j < pts.size() && pts[j].rows == pts[i].rows; ++j)
+      curve.push_back({pts[j].n, pts[j].fraction_of_peak});
+    at.emplace_back(double(pts[i].rows), interpolate(curve, n));
+    i = j;
+  }
+  return at;
+}
+
+// f0 at x0 to f1 at x1, log-log, at x.
+double log_between(double x, double x0, double f0, double x1, double f1) {
+  if (!(x1 > x0)) return f0;
+  const double t = std::log(x / x0) / std::log(x1 / x0);
+  return std::exp(std::log(f0) + t * (std::log(f1) - std::log(f0)));
+}
+
+// rows_curves_at's figures at `rows`, log-log between the row counts around it, clamped at
+// both ends.
+double between_rows(const std::vector<std::pair<double, double>>& at, double rows) {
+  if (rows <= at.front().first) return at.front().second;
+  if (rows >= at.back().first) return at.back().second;
+  size_t i = 1;
+  while (rows > at[i].first) ++i;
+  return log_between(rows, at[i - 1].first, at[i - 1].second, at[i].first, at[i].second);
 }
 
 }  // namespace
@@ -416,22 +453,8 @@ double PlatformDescription::gemm_shape_fraction(const std::string& dtype, double
   double d[3] = {m, n, k};
   std::sort(d, d + 3);
   const double s = d[0], L = 2 * d[1] * d[2] / (d[1] + d[2]);
-  // Each row count's curve over n, read at L.
-  std::vector<std::pair<double, double>> at;  // (rows, fraction), ascending rows
   const auto& pts = it->second;
-  for (size_t i = 0; i < pts.size();) {
-    std::vector<GemmPoint> curve;
-    size_t j = i;
-    for (; j < pts.size() && pts[j].rows == pts[i].rows; ++j)
-      curve.push_back({pts[j].n, pts[j].fraction_of_peak});
-    at.emplace_back(double(pts[i].rows), interpolate(curve, L));
-    i = j;
-  }
-  const auto between = [](double x, double x0, double f0, double x1, double f1) {
-    if (!(x1 > x0)) return f0;
-    const double t = std::log(x / x0) / std::log(x1 / x0);
-    return std::exp(std::log(f0) + t * (std::log(f1) - std::log(f0)));
-  };
+  const auto at = rows_curves_at(pts, L);
   double f = at.front().second;
   if (s > at.back().first) {
     // Above the largest row count: toward the square product of size L (L >= s > rows), or
@@ -440,11 +463,9 @@ double PlatformDescription::gemm_shape_fraction(const std::string& dtype, double
     const auto sq = efficiency->gemm.find(dtype);
     f = sq == efficiency->gemm.end() || sq->second.empty()
             ? fr
-            : between(s, r, fr, L, gemm_fraction(dtype, L));
-  } else if (s > at.front().first) {
-    size_t i = 1;
-    while (s > at[i].first) ++i;
-    f = between(s, at[i - 1].first, at[i - 1].second, at[i].first, at[i].second);
+            : log_between(s, r, fr, L, gemm_fraction(dtype, L));
+  } else {
+    f = between_rows(at, s);
   }
   // A product smaller than every measured n: the rows curves only hold their smallest point
   // there, so the square curve's small end, where lower, stands for it.
@@ -475,6 +496,15 @@ double PlatformDescription::conv_fraction(const std::string& dtype, double n) co
   auto it = efficiency->conv.find(dtype);
   if (it == efficiency->conv.end() || it->second.empty()) return gemm_fraction(dtype, n);
   return interpolate(it->second, n);
+}
+
+double PlatformDescription::conv_shape_fraction(const std::string& dtype, double m, double n,
+                                                double k) const {
+  const auto curve = [&] { return conv_fraction(dtype, equivalent_square_n(m, n, k)); };
+  if (!efficiency || !(m > 0) || !(n > 0) || !(k > 0)) return curve();
+  const auto it = efficiency->conv_rows.find(dtype);
+  if (it == efficiency->conv_rows.end() || it->second.empty()) return curve();
+  return between_rows(rows_curves_at(it->second, std::sqrt(n * k / 9)), m);
 }
 
 double PlatformDescription::alignment_fraction(const std::string& dtype, int64_t elem_bits,
@@ -631,10 +661,12 @@ json to_json(const PlatformDescription& p) {
           pts.push_back({{"n", pt.n}, {"fraction_of_peak", pt.fraction_of_peak}});
         e[key][dtype] = pts;
       }
-    for (const auto& [dtype, pts] : p.efficiency->gemm_rows)
-      for (const auto& pt : pts)
-        e["gemm_rows"][dtype].push_back(
-            {{"rows", pt.rows}, {"n", pt.n}, {"fraction_of_peak", pt.fraction_of_peak}});
+    for (const auto& [key, tables] : {std::pair{"gemm_rows", &p.efficiency->gemm_rows},
+                                      std::pair{"conv_rows", &p.efficiency->conv_rows}})
+      for (const auto& [dtype, pts] : *tables)
+        for (const auto& pt : pts)
+          e[key][dtype].push_back(
+              {{"rows", pt.rows}, {"n", pt.n}, {"fraction_of_peak", pt.fraction_of_peak}});
     if (!p.efficiency->op_ns_per_element.empty())
       e["op_ns_per_element"] = p.efficiency->op_ns_per_element;
     if (!p.efficiency->cell_step_us.empty()) e["cell_step_us"] = p.efficiency->cell_step_us;

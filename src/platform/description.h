@@ -73,6 +73,13 @@ struct PlatformDescription {
     // Per dtype, ascending n: convolutions (3x3, forward and both backward passes) keyed by
     // their im2col GEMM's equivalent square n. Where a dtype has none, convolutions use gemm.
     std::map<std::string, std::vector<GemmPoint>> conv;
+    // Per dtype, by rows then n: convolutions (3x3, C = K = n channels, forward and both
+    // backward passes) whose output has `rows` positions (batch x height x width), on the
+    // threads a run uses, as a fraction of the peak (the fixed time per call excluded). Small
+    // maps and few channels thread poorly, which the conv curve (one core's rate, scaled to
+    // the cores) does not see. Where a dtype has them, a dense convolution's fraction comes from
+    // here (conv_shape_fraction).
+    std::map<std::string, std::vector<RowsPoint>> conv_rows;
     // Per layer op whose work is elementwise (batchnorm, maxpool, avgpool, relu, add):
     // nanoseconds per element of its largest tensor, forward + backward, at 4 bytes per
     // element. Where it exceeds the roofline, the layer takes this long instead.
@@ -154,6 +161,12 @@ struct PlatformDescription {
   double gemm_shape_fraction(const std::string& dtype, double m, double n, double k) const;
   // The same for a convolution, from the conv curve where the dtype has one.
   double conv_fraction(const std::string& dtype, double n) const;
+  // A dense convolution whose im2col GEMM is M x N x K (M output positions, N output channels,
+  // K = input channels x kernel area): from conv_rows where the dtype has them, read at rows M
+  // and n = sqrt(N K / 9) (a 3x3 convolution's channels where C = K; the same work per output
+  // position otherwise), each row count's curve log-log over n, log-log between the row counts,
+  // clamped at every edge. Elsewhere conv_fraction at the equivalent square n.
+  double conv_shape_fraction(const std::string& dtype, double m, double n, double k) const;
   // The gemm_alignment factor for a GEMM in `dtype` (elements of elem_bits) whose leading
   // dimensions are `dims`: 1 where every one is 16-byte aligned or the dtype has no entry.
   // Dimensions under kThinGemmDim elements are left out.
@@ -185,6 +198,10 @@ inline constexpr double kOptimizerMeasuredParams = 4.0 * 512 * 1024;
 // 3MNK / (MK + KN + MN): n for a square one, less for a thin one, which runs as slowly as
 // a small square one does. The efficiency curves are keyed by it.
 double equivalent_square_n(double m, double n, double k);
+
+// Rows-table points (gemm_rows, conv_rows) in the order a parsed description holds them: by
+// rows, then n.
+void sort_by_rows(std::vector<PlatformDescription::Efficiency::RowsPoint>& points);
 
 // Validates and reads a description. `origin` (a file name) starts every error
 // message, which names the offending field: "tpu.json: field 'peak_tflops.bf16': ...".

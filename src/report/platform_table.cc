@@ -83,12 +83,17 @@ std::string format_platform(const PlatformDescription& p) {
         out += fmt::format(" n={}: {:.0f}%", pt.n, 100 * pt.fraction_of_peak);
       out += " of peak (the per-call floor excluded)\n";
     }
-    for (const auto& [dtype, pts] : p.efficiency->gemm_rows) {
-      out += fmt::format("gemm rows {:<5}", dtype);
-      for (const auto& pt : pts)
-        out += fmt::format(" {}x{}: {:.0f}%", pt.rows, pt.n, 100 * pt.fraction_of_peak);
-      out += " of peak (a linear layer's 3 GEMMs, batch rows x n by n x n)\n";
-    }
+    for (const auto& [label, tables, what] :
+         {std::tuple{"gemm rows", &p.efficiency->gemm_rows,
+                     "a linear layer's 3 GEMMs, batch rows x n by n x n"},
+          std::tuple{"conv rows", &p.efficiency->conv_rows,
+                     "3x3 convolutions, output rows x n channels, the run's threads"}})
+      for (const auto& [dtype, pts] : *tables) {
+        out += fmt::format("{} {:<5}", label, dtype);
+        for (const auto& pt : pts)
+          out += fmt::format(" {}x{}: {:.0f}%", pt.rows, pt.n, 100 * pt.fraction_of_peak);
+        out += fmt::format(" of peak ({})\n", what);
+      }
   }
   const auto formulas = p.extra.value("spec_peak_formula", nlohmann::json::object());
   const auto caveats = p.extra.value("spec_peak_caveat", nlohmann::json::object());

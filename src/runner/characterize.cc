@@ -32,7 +32,8 @@ namespace {
 //    layer per time step on a hidden x batch grid (cell_step_table); the working-set sweep's
 //    bandwidths in the efficiency (working_set).
 // 10: an elementwise layer's fixed time per call on the run's threads (layer_call_us).
-constexpr int kMethodVersion = 10;
+// 11: convolutions on the run's threads by output rows and channels (conv_rows).
+constexpr int kMethodVersion = 11;
 
 // Runs a measurement on one thread (intra-op and BLAS), then restores the thread counts.
 // The convolution and elementwise rates are one core's: on a small machine, the threading
@@ -167,10 +168,7 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
              rows_gemm_fractions(rows, g.best_gflops, overhead->mm_call_us.median()))
           efficiency.gemm_rows[dtype].push_back({r.rows, r.n, r.fraction});
         // By rows, then n, as a parsed description holds them (gemm_shape_fraction reads so).
-        std::sort(efficiency.gemm_rows[dtype].begin(), efficiency.gemm_rows[dtype].end(),
-                  [](const auto& a, const auto& b) {
-                    return a.rows != b.rows ? a.rows < b.rows : a.n < b.n;
-                  });
+        sort_by_rows(efficiency.gemm_rows[dtype]);
       }
       say("convolution " + dtype);
       const ConvMeasurement cm = one_core([&] {
@@ -194,6 +192,31 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
       for (const auto& [n, f] : conv_fractions(
                cm, core_peak, 3 * (overhead->op_overhead_us() + efficiency.conv_call_us)))
         efficiency.conv[dtype].push_back({n, f});
+      if (!o.conv_grid_sides.empty() && !o.conv_grid_channels.empty()) {
+        // Half the curves' window per shape: two dozen shapes, the largest still ~15 calls.
+        say("convolution " + dtype + " on the run's threads");
+        const auto grid = measure_conv_grid(dtype, o.conv_grid_sides, o.conv_grid_channels,
+                                            o.trials, o.trial_s / 2);
+        nlohmann::json points = nlohmann::json::array();
+        for (const auto& pt : grid) {
+          auto j = trials_json(pt.gflops);
+          j["rows"] = pt.rows;
+          j["channels"] = pt.channels;
+          points.push_back(j);
+        }
+        measurements["conv_rows"][dtype] = {
+            {"unit", "GFLOP/s"},
+            {"kernel",
+             "3x3 conv2d, stride 1, pad 1, batch 8, rows = 8 x side x side, C = K; forward + "
+             "backward, all threads"},
+            {"points", points}};
+        // Against the whole machine's peak, the fixed time taken out as for the curve.
+        for (const auto& r : conv_grid_fractions(
+                 grid, g.best_gflops, 3 * (overhead->op_overhead_us() + efficiency.conv_call_us)))
+          efficiency.conv_rows[dtype].push_back({r.rows, r.n, r.fraction});
+        sort_by_rows(efficiency.conv_rows[dtype]);
+        if (efficiency.conv_rows[dtype].empty()) efficiency.conv_rows.erase(dtype);
+      }
     }
   }
   checkpoint("after the GEMM and convolution curves");

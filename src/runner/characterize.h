@@ -14,6 +14,9 @@ struct CharacterizeOptions {
   // A linear layer's GEMMs at these batches (rows) and n x n weights: the thin products.
   std::vector<int64_t> gemm_rows = {16, 64, 256};
   std::vector<int64_t> gemm_rows_sizes = {64, 128, 512, 2048};
+  // 3x3 convolutions at batch 8 on side x side maps and C = K channels, on the run's threads.
+  std::vector<int64_t> conv_grid_sides = {2, 4, 8, 16, 32};
+  std::vector<int64_t> conv_grid_channels = {8, 16, 32, 64, 128, 256};
   std::vector<std::string> dtypes = {"fp32", "bf16"};
   int trials = 5;
   double trial_s = 0.15;

@@ -86,6 +86,26 @@ struct ConvMeasurement {
 };
 ConvMeasurement measure_conv(const std::string& dtype, const std::vector<int64_t>& channels,
                              int trials, double trial_s);
+// The same convolutions on the threads a run uses, over a grid of output rows (M = batch 8 x
+// side x side positions) and channels: what a small model's convolutions get from the library's
+// threading, which the one-core curve above leaves out (on 2 cores a 16-channel 3x3 convolution
+// on 16x16 maps ran 1.5x its one-core rate, and its 1x1 form 4x slower). Shapes whose forward +
+// backward exceeds kConvGridMaxFlops are not measured: they are at the curve's top.
+inline constexpr double kConvGridMaxFlops = 1.5e9;
+struct ConvGridPoint {
+  int64_t rows = 0, channels = 0;
+  double flops = 0;  // per forward + backward: 3 x 2 x M x C x 9C
+  Trials gflops;
+};
+std::vector<ConvGridPoint> measure_conv_grid(const std::string& dtype,
+                                             const std::vector<int64_t>& sides,
+                                             const std::vector<int64_t>& channels, int trials,
+                                             double trial_s);
+// As rows_gemm_fractions: per point, its median time less `floor_us` as a fraction of
+// `peak_gflops` (clamped at 1), points shorter than twice the floor left out. (rows, channels
+// as n, fraction).
+std::vector<RowsFraction> conv_grid_fractions(const std::vector<ConvGridPoint>& points,
+                                              double peak_gflops, double floor_us);
 // The fixed time of a convolution's forward + backward (microseconds, per trial): a 3x3
 // convolution too small to compute anything (batch 16, 8 channels, 2x2), on the threads a run
 // uses, so the cost of starting a parallel convolution is in it.

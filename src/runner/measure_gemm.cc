@@ -105,15 +105,24 @@ std::vector<RowsGemm> measure_rows_gemm(const std::string& dtype, const std::vec
   return out;
 }
 
+namespace {
+
+// A point's rate with `floor_s` per call taken out, as a fraction of the peak (at most 1); 0
+// for a point shorter than twice its floor, whose rate is mostly the floor.
+double beyond_floor(double flops, const Trials& gflops, double floor_s, double peak_gflops) {
+  const double call_s = flops / (gflops.median() * 1e9);
+  if (!(peak_gflops > 0) || !(call_s > 2 * floor_s)) return 0;
+  return std::min(1.0, flops / (call_s - floor_s) / 1e9 / peak_gflops);
+}
+
+}  // namespace
+
 std::vector<RowsFraction> rows_gemm_fractions(const std::vector<RowsGemm>& points,
                                               double peak_gflops, double floor_us) {
   std::vector<RowsFraction> out;
-  for (const auto& g : points) {
-    const double call_s = g.flops / (g.gflops.median() * 1e9);
-    const double floor_s = 3 * floor_us * 1e-6;
-    if (!(peak_gflops > 0) || !(call_s > 2 * floor_s)) continue;
-    out.push_back({g.rows, g.n, std::min(1.0, g.flops / (call_s - floor_s) / 1e9 / peak_gflops)});
-  }
+  for (const auto& g : points)
+    if (const double f = beyond_floor(g.flops, g.gflops, 3 * floor_us * 1e-6, peak_gflops); f > 0)
+      out.push_back({g.rows, g.n, f});
   return out;
 }
 
@@ -141,6 +150,43 @@ ConvMeasurement measure_conv(const std::string& dtype, const std::vector<int64_t
     for (const double r : rates[j])
       m.shapes[j].gflops.values.push_back(m.shapes[j].flops * r / 1e9);
   return m;
+}
+
+std::vector<ConvGridPoint> measure_conv_grid(const std::string& dtype,
+                                             const std::vector<int64_t>& sides,
+                                             const std::vector<int64_t>& channels, int trials,
+                                             double trial_s) {
+  const torch::Dtype t = dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
+  constexpr int64_t kBatch = 8;
+  std::vector<ConvGridPoint> points;
+  std::vector<std::function<void()>> steps;
+  for (int64_t side : sides)
+    for (int64_t c : channels) {
+      const double M = double(kBatch * side * side), flops = 3 * 2 * M * double(c) * 9 * c;
+      if (flops > kConvGridMaxFlops) continue;
+      auto x = torch::randn({kBatch, c, side, side}).to(t).requires_grad_();
+      auto w = (torch::randn({c, c, 3, 3}) * 0.1).to(t).requires_grad_();
+      const auto gy = torch::ones({kBatch, c, side, side}).to(t);
+      steps.push_back([=]() mutable {
+        torch::conv2d(x, w, {}, 1, 1).backward(gy);
+        x.mutable_grad() = torch::Tensor();
+        w.mutable_grad() = torch::Tensor();
+      });
+      points.push_back({int64_t(M), c, flops, {}});
+    }
+  const auto rates = calls_per_second_interleaved(steps, trials, trial_s);
+  for (size_t j = 0; j < points.size(); ++j)
+    for (const double r : rates[j]) points[j].gflops.values.push_back(points[j].flops * r / 1e9);
+  return points;
+}
+
+std::vector<RowsFraction> conv_grid_fractions(const std::vector<ConvGridPoint>& points,
+                                              double peak_gflops, double floor_us) {
+  std::vector<RowsFraction> out;
+  for (const auto& p : points)
+    if (const double f = beyond_floor(p.flops, p.gflops, floor_us * 1e-6, peak_gflops); f > 0)
+      out.push_back({p.rows, p.channels, f});
+  return out;
 }
 
 Trials measure_conv_floor(const std::string& dtype, int trials, double trial_s) {

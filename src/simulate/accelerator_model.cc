@@ -292,10 +292,14 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     // The three GEMMs of a layer are permutations of one shape: one intensity, one fraction.
     const double eq_n = equivalent_square_n(l.gemm_m, l.gemm_n, l.gemm_k);
     const bool conv = l.op == "conv2d" || l.op == "gconv2d";
-    double fraction = !gemm  ? 1
-                      : conv ? p.conv_fraction(f.peak_dtype, eq_n)
-                             : p.gemm_shape_fraction(f.peak_dtype, double(l.gemm_m),
-                                                     double(l.gemm_n), double(l.gemm_k));
+    // A dense convolution by its output rows and channels where the description measured
+    // them on the run's threads (conv_rows); a grouped one keeps the curve at its GEMM's n.
+    double fraction = !gemm              ? 1
+                      : l.op == "conv2d" ? p.conv_shape_fraction(f.peak_dtype, double(l.gemm_m),
+                                                                 double(l.gemm_n), double(l.gemm_k))
+                      : conv             ? p.conv_fraction(f.peak_dtype, eq_n)
+                                         : p.gemm_shape_fraction(f.peak_dtype, double(l.gemm_m),
+                                                                 double(l.gemm_n), double(l.gemm_k));
     // A linear layer's features (K in, N out) are leading dimensions of an operand in each of
     // its three GEMMs (x W^T, dY W, dY^T x); its rows (tokens) never are. Convolutions are
     // left alone: cuDNN pads channels itself (ResNet's 3-channel input).

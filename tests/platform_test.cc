@@ -354,10 +354,12 @@ TEST(PlatformMeasure, QuickCharacterizationIsAValidDescription) {
   }
   // The layers per time step on the whole grid, every point's trials kept; a cell whose grid
   // came out whole is in the table.
-  EXPECT_EQ(m["cell_step_table"]["points"].size(), 3 * 9u);
+  constexpr size_t kGrid = std::size(kCellTableHidden) * std::size(kCellTableBatch);
+  EXPECT_EQ(m["cell_step_table"]["points"].size(), 3 * kGrid);
   for (const auto& pt : m["cell_step_table"]["points"]) EXPECT_EQ(pt["trials"].size(), 2u);
   EXPECT_FALSE(p.efficiency->cell_step_table.empty());
-  for (const auto& [cell, pts] : p.efficiency->cell_step_table) EXPECT_EQ(pts.size(), 9u) << cell;
+  for (const auto& [cell, pts] : p.efficiency->cell_step_table)
+    EXPECT_EQ(pts.size(), kGrid) << cell;
   EXPECT_TRUE(p.efficiency->working_set.empty());  // no sweep, no curve
   EXPECT_EQ(to_json(parse_platform(to_json(p), "measured")), to_json(p));
 }

@@ -153,7 +153,10 @@ std::map<std::string, Trials> measure_cell_elementwise(int trials, double trial_
 // batch sizes: in a training step the small GEMMs of a cell run at about half the rate they
 // reach alone, between the gates' passes and the weight gradient's accumulation over the
 // steps, which a model of the parts misses. Microseconds per time step, per cell.
-inline constexpr int64_t kCellTableHidden[] = {32, 128, 512};
+// Hidden sizes a factor of 2 apart: a layer's time per step is convex in log hidden (fixed
+// costs, then the GEMMs' square law), so log-log between points 4x apart put a 256-wide LSTM
+// 20% above its own measurement.
+inline constexpr int64_t kCellTableHidden[] = {32, 64, 128, 256, 512};
 inline constexpr int64_t kCellTableBatch[] = {8, 32, 128};
 struct CellStepTime {
   int64_t hidden = 0, batch = 0;

@@ -248,7 +248,8 @@ TEST(PlatformMeasure, QuickCharacterizationIsAValidDescription) {
   o.stream_elements = 1 << 20;
   o.gemm_rows = {16, 64};
   o.gemm_rows_sizes = {128, 512};
-  // 8 x 32 x 32 x 3 x 2 x 9 x 32 x 32 is past kConvGridMaxFlops: not measured.
+  // 32x32 maps of 128 channels, 3 x 2 x 8192 x 128 x 9 x 128 FLOPs, are past
+  // kConvGridMaxFlops: not measured.
   o.conv_grid_sides = {4, 32};
   o.conv_grid_channels = {16, 128};
   const PlatformDescription p = characterize_host(o);
@@ -314,19 +315,22 @@ TEST(PlatformMeasure, QuickCharacterizationIsAValidDescription) {
   const auto& grid = m["conv_rows"]["fp32"]["points"];
   ASSERT_EQ(grid.size(), 3u);
   EXPECT_EQ(grid[0]["rows"], 128);
+  EXPECT_EQ(grid[1]["rows"], 128);
   EXPECT_EQ(grid[1]["channels"], 128);
   EXPECT_EQ(grid[2]["rows"], 8192);
   EXPECT_EQ(grid[2]["channels"], 16);
   for (const auto& pt : grid) EXPECT_EQ(pt["trials"].size(), 2u);
-  if (p.efficiency->conv_rows.count("fp32")) {
-    const auto& rows = p.efficiency->conv_rows.at("fp32");
-    for (size_t i = 0; i < rows.size(); ++i) {
-      EXPECT_GT(rows[i].fraction_of_peak, 0);
-      EXPECT_LE(rows[i].fraction_of_peak, 1);
-      if (i > 0)
-        EXPECT_TRUE(rows[i - 1].rows < rows[i].rows ||
-                    (rows[i - 1].rows == rows[i].rows && rows[i - 1].n < rows[i].n));
-    }
+  // The two 1e8-FLOP shapes are far above their fixed time: both kept.
+  ASSERT_TRUE(p.efficiency->conv_rows.count("fp32"));
+  const auto& conv_rows = p.efficiency->conv_rows.at("fp32");
+  ASSERT_GE(conv_rows.size(), 2u);
+  for (size_t i = 0; i < conv_rows.size(); ++i) {
+    EXPECT_GT(conv_rows[i].fraction_of_peak, 0);
+    EXPECT_LE(conv_rows[i].fraction_of_peak, 1);
+    if (i > 0)
+      EXPECT_TRUE(
+          conv_rows[i - 1].rows < conv_rows[i].rows ||
+          (conv_rows[i - 1].rows == conv_rows[i].rows && conv_rows[i - 1].n < conv_rows[i].n));
   }
   // Each cell's elementwise time per gate element, the median of its trials, kept beside them.
   for (const char* cell : {"rnn", "lstm", "gru"}) {

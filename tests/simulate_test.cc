@@ -462,7 +462,7 @@ TEST(Efficiency, ThinGemmsReadTheBatchRowCurvesBetweenTheirRowCounts) {
 TEST(Efficiency, DenseConvolutionsReadTheRowsTableAtTheirOutputRowsAndChannels) {
   PlatformDescription p = accelerator(1, 1e9);
   p.efficiency = curve({{64, 0.2}, {4096, 0.8}});
-  p.efficiency->conv["fp32"] = {{22, 0.4}, {336, 0.95}};
+  p.efficiency->conv["fp32"] = {{22, 0.5}, {336, 0.95}};
   p.efficiency->conv_rows["fp32"] = {{32, 64, 0.2}, {32, 256, 0.4}, {512, 64, 0.8}, {512, 256, 1}};
   sort_by_rows(p.efficiency->conv_rows["fp32"]);
   // 3x3, C = K = 64 on 32 output rows: a measured point; a 1x1 with the same N K / 9 too.
@@ -471,10 +471,26 @@ TEST(Efficiency, DenseConvolutionsReadTheRowsTableAtTheirOutputRowsAndChannels) 
   // n = 128 halfway along each row in log n; 128 rows halfway between 32 and 512 in log rows.
   const double r32 = std::sqrt(0.2 * 0.4), r512 = std::sqrt(0.8 * 1.0);
   EXPECT_NEAR(p.conv_shape_fraction("fp32", 128, 128, 9 * 128), std::sqrt(r32 * r512), 1e-12);
-  // Clamped: fewer rows, more rows, fewer and more channels than measured.
+  // Clamped: fewer rows, fewer channels than measured.
   EXPECT_DOUBLE_EQ(p.conv_shape_fraction("fp32", 8, 64, 9 * 64), 0.2);
-  EXPECT_DOUBLE_EQ(p.conv_shape_fraction("fp32", 8192, 256, 9 * 256), 1);
   EXPECT_DOUBLE_EQ(p.conv_shape_fraction("fp32", 512, 8, 9 * 8), 0.8);
+  // Past the table (more rows than its largest row count, more channels than measured around
+  // the rows): the higher of its edge and the curve at the equivalent square n.
+  const auto curve_at = [&](double m, double n, double k) {
+    return p.conv_fraction("fp32", sim::equivalent_square_n(m, n, k));
+  };
+  EXPECT_DOUBLE_EQ(p.conv_shape_fraction("fp32", 8192, 64, 9 * 64),
+                   std::max(0.8, curve_at(8192, 64, 9 * 64)));
+  EXPECT_GT(curve_at(8192, 64, 9 * 64), 0.8);  // the curve is the higher there
+  EXPECT_DOUBLE_EQ(p.conv_shape_fraction("fp32", 8192, 256, 9 * 256), 1);
+  // A row count measured only to 64 channels: 128 channels at its rows are past it, where its
+  // neighbour's 128 (here interpolated along n) is not.
+  PlatformDescription cut = p;
+  cut.efficiency->conv_rows["fp32"] = {
+      {32, 64, 0.2}, {32, 256, 0.4}, {512, 64, 0.3}, {2048, 64, 0.35}, {2048, 256, 0.45}};
+  EXPECT_DOUBLE_EQ(cut.conv_shape_fraction("fp32", 512, 128, 9 * 128),
+                   std::max(0.3, curve_at(512, 128, 9 * 128)));
+  EXPECT_NEAR(cut.conv_shape_fraction("fp32", 2048, 128, 9 * 128), std::sqrt(0.35 * 0.45), 1e-12);
   // No table for the dtype: the curve at the im2col GEMM's equivalent square n.
   p.efficiency->conv["bf16"] = {{22, 0.3}, {336, 0.9}};
   EXPECT_DOUBLE_EQ(p.conv_shape_fraction("bf16", 128, 64, 576),
@@ -498,6 +514,15 @@ TEST(Efficiency, DenseConvolutionsReadTheRowsTableAtTheirOutputRowsAndChannels) 
                        p.conv_fraction("fp32", sim::equivalent_square_n(128, 1, 9)))
           << ph.phase;
   ASSERT_FALSE(s.layers[0].phases.empty());
+  // The table is the whole machine's: a run on half the cores keeps the curve (and half the
+  // peak).
+  sim::SimOptions half;
+  half.peak_share = 0.5;
+  const auto h = sim::simulate_step(p, c, 4, sim::resolve_format(p, "fp32"), half);
+  for (const auto& ph : h.layers[0].phases)
+    EXPECT_DOUBLE_EQ(ph.gemm_fraction,
+                     p.conv_fraction("fp32", sim::equivalent_square_n(128, 128, 9 * 128)))
+        << ph.phase;
 }
 
 // Wave quantization, by hand: 108 units and 128 x 256 tiles. A 1024 x 1024 output is 8 x 4 =

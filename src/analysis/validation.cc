@@ -41,6 +41,10 @@ std::string describe_model(const PlatformDescription& d) {
   for (const auto& [dtype, pts] : d.efficiency->gemm_rows)
     rows += fmt::format("{}{} {} points", rows.empty() ? "" : ", ", dtype, pts.size());
   if (!rows.empty()) rows = "; a linear layer's GEMMs at batch rows: " + rows;
+  std::string conv_rows;
+  for (const auto& [dtype, pts] : d.efficiency->conv_rows)
+    conv_rows += fmt::format("{}{} {} points", conv_rows.empty() ? "" : ", ", dtype, pts.size());
+  if (!conv_rows.empty()) rows += "; convolutions at output rows and channels: " + conv_rows;
   const std::string conv = d.efficiency->conv.empty() ? ""
                                                       : fmt::format(", convolution efficiency ({})",
                                                                     list(d.efficiency->conv));

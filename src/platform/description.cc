@@ -455,17 +455,14 @@ double PlatformDescription::gemm_shape_fraction(const std::string& dtype, double
   const double s = d[0], L = 2 * d[1] * d[2] / (d[1] + d[2]);
   const auto& pts = it->second;
   const auto at = rows_curves_at(pts, L);
-  double f = at.front().second;
+  double f = between_rows(at, s);
   if (s > at.back().first) {
     // Above the largest row count: toward the square product of size L (L >= s > rows), or
     // that row count's figure where the dtype has no square curve to head for.
     const auto& [r, fr] = at.back();
     const auto sq = efficiency->gemm.find(dtype);
-    f = sq == efficiency->gemm.end() || sq->second.empty()
-            ? fr
-            : log_between(s, r, fr, L, gemm_fraction(dtype, L));
-  } else {
-    f = between_rows(at, s);
+    if (sq != efficiency->gemm.end() && !sq->second.empty())
+      f = log_between(s, r, fr, L, gemm_fraction(dtype, L));
   }
   // A product smaller than every measured n: the rows curves only hold their smallest point
   // there, so the square curve's small end, where lower, stands for it.
@@ -504,7 +501,26 @@ double PlatformDescription::conv_shape_fraction(const std::string& dtype, double
   if (!efficiency || !(m > 0) || !(n > 0) || !(k > 0)) return curve();
   const auto it = efficiency->conv_rows.find(dtype);
   if (it == efficiency->conv_rows.end() || it->second.empty()) return curve();
-  return between_rows(rows_curves_at(it->second, std::sqrt(n * k / 9)), m);
+  const auto& pts = it->second;
+  const double c = std::sqrt(n * k / 9);
+  const double f = between_rows(rows_curves_at(pts, c), m);
+  // Past the table's largest row count, or past the channels measured at the row counts
+  // around m: shapes the grid left out for their size, which thread well; the curve stands
+  // for them where it is higher than the table's edge.
+  std::vector<std::pair<double, double>> last_n;  // (rows, its largest n), ascending rows
+  for (const auto& pt : pts)
+    if (last_n.empty() || last_n.back().first != double(pt.rows))
+      last_n.emplace_back(double(pt.rows), double(pt.n));
+    else
+      last_n.back().second = std::max(last_n.back().second, double(pt.n));
+  bool beyond = m > last_n.back().first;
+  for (size_t i = 0; i < last_n.size(); ++i) {
+    // The row counts m lies between (the first alone below it).
+    const bool lower = last_n[i].first <= m && (i + 1 == last_n.size() || last_n[i + 1].first > m);
+    const bool upper = last_n[i].first >= m && (i == 0 || last_n[i - 1].first < m);
+    if ((lower || upper) && c > last_n[i].second) beyond = true;
+  }
+  return beyond ? std::max(f, curve()) : f;
 }
 
 double PlatformDescription::alignment_fraction(const std::string& dtype, int64_t elem_bits,

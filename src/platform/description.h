@@ -165,7 +165,10 @@ struct PlatformDescription {
   // K = input channels x kernel area): from conv_rows where the dtype has them, read at rows M
   // and n = sqrt(N K / 9) (a 3x3 convolution's channels where C = K; the same work per output
   // position otherwise), each row count's curve log-log over n, log-log between the row counts,
-  // clamped at every edge. Elsewhere conv_fraction at the equivalent square n.
+  // clamped at every edge; past the table (more rows than its largest row count, or more
+  // channels than were measured at the row counts around M: shapes left out for their size)
+  // the higher of that and conv_fraction at the equivalent square n. Elsewhere conv_fraction.
+  // The points must be sorted by rows, then n (sort_by_rows), as a parsed description's are.
   double conv_shape_fraction(const std::string& dtype, double m, double n, double k) const;
   // The gemm_alignment factor for a GEMM in `dtype` (elements of elem_bits) whose leading
   // dimensions are `dims`: 1 where every one is 16-byte aligned or the dtype has no entry.

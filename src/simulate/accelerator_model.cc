@@ -293,13 +293,16 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     const double eq_n = equivalent_square_n(l.gemm_m, l.gemm_n, l.gemm_k);
     const bool conv = l.op == "conv2d" || l.op == "gconv2d";
     // A dense convolution by its output rows and channels where the description measured
-    // them on the run's threads (conv_rows); a grouped one keeps the curve at its GEMM's n.
-    double fraction = !gemm              ? 1
-                      : l.op == "conv2d" ? p.conv_shape_fraction(f.peak_dtype, double(l.gemm_m),
-                                                                 double(l.gemm_n), double(l.gemm_k))
-                      : conv             ? p.conv_fraction(f.peak_dtype, eq_n)
-                                         : p.gemm_shape_fraction(f.peak_dtype, double(l.gemm_m),
-                                                                 double(l.gemm_n), double(l.gemm_k));
+    // them on the threads the run uses (conv_rows: all the cores; a run on a share of them
+    // keeps the one-core curve, scaled to its share); a grouped one keeps the curve at its
+    // GEMM's n.
+    const bool conv_table = l.op == "conv2d" && o.peak_share >= 1;
+    double fraction = !gemm        ? 1
+                      : conv_table ? p.conv_shape_fraction(f.peak_dtype, double(l.gemm_m),
+                                                           double(l.gemm_n), double(l.gemm_k))
+                      : conv       ? p.conv_fraction(f.peak_dtype, eq_n)
+                                   : p.gemm_shape_fraction(f.peak_dtype, double(l.gemm_m),
+                                                           double(l.gemm_n), double(l.gemm_k));
     // A linear layer's features (K in, N out) are leading dimensions of an operand in each of
     // its three GEMMs (x W^T, dY W, dY^T x); its rows (tokens) never are. Convolutions are
     // left alone: cuDNN pads channels itself (ResNet's 3-channel input).
@@ -794,6 +797,12 @@ std::string format_explanation(const Simulation& s, const PlatformDescription& p
         "GEMM eff of layers other than convolutions: {} points of a linear layer's GEMMs at batch "
         "rows for {}, read at each product's smallest dimension (docs/platforms.md, gemm_rows)\n",
         p.efficiency->gemm_rows.at(s.format.peak_dtype).size(), s.format.peak_dtype);
+  if (p.efficiency && p.efficiency->conv_rows.count(s.format.peak_dtype))
+    o << fmt::format(
+        "GEMM eff of dense convolutions: {} points of 3x3 convolutions on the run's threads for "
+        "{}, read at each one's output rows and channels (docs/platforms.md, conv_rows; a run on "
+        "a share of the cores takes the conv curve)\n",
+        p.efficiency->conv_rows.at(s.format.peak_dtype).size(), s.format.peak_dtype);
   if (!s.table_layers.empty())
     o << fmt::format(
         "recurrent layers timed as the framework's layer measured per time step at their hidden "

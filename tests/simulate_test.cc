@@ -1215,6 +1215,40 @@ TEST(Efficiency, AMeasuredOptimizerRateFollowsTheWorkingSet) {
               large.opt_params * 1e-9 * 50 / 20, 1e-9);
 }
 
+// ATen runs an elementwise pass over fewer than its grain of elements on one thread: on a
+// 4-core description, a model whose layers are all below it updates at a quarter of the
+// measured rate, one whose layers are all above at the rate; a run on one core is serial
+// either way.
+TEST(Efficiency, SmallParameterTensorsUpdateOnOneThread) {
+  nlohmann::json j = described(
+      {{"op_overhead_us", 0}, {"optimizer_ns_per_param", {{"fp32", {{"rmsprop", 1.0}}}}}});
+  j["kind"] = "cpu";
+  j["cores"] = 4;
+  j["memory_bandwidth_gbps"] = 1e6;  // the bytes take no time
+  const auto p = parse_platform(j, "cpu.json");
+  const auto f = sim::resolve_format(p, "fp32");
+  const auto optimizer_s = [&](const StepCost& c, double share) {
+    sim::SimOptions o;
+    o.peak_share = share;
+    for (const auto& l : sim::simulate_step(p, c, 4, f, o).layers)
+      if (l.op == "optimizer") return l.time_s();
+    return -1.0;
+  };
+  // 100 x 100 weights (10000 elements) against 512 x 512 (262144).
+  const StepCost narrow = step_cost(parse_config(
+      "fc:layers=2,nodes=100,input=100,output=100,batch=8,optimizer=rmsprop,dtype=fp32"));
+  const StepCost wide = step_cost(parse_config(
+      "fc:layers=2,nodes=512,input=512,output=512,batch=8,optimizer=rmsprop,dtype=fp32"));
+  for (const auto& l : narrow.layers) EXPECT_LT(l.params, kAtenGrainElements) << l.name;
+  for (const auto& l : wide.layers)
+    if (l.params > 0) EXPECT_GT(l.params, kAtenGrainElements) << l.name;
+  EXPECT_NEAR(optimizer_s(narrow, 1), narrow.opt_params * 1e-9 * 4, 1e-12);
+  EXPECT_NEAR(optimizer_s(wide, 1), wide.opt_params * 1e-9, 1e-12);
+  // On one of the 4 cores: a quarter of the rate, whatever the tensors' sizes.
+  EXPECT_NEAR(optimizer_s(narrow, 0.25), narrow.opt_params * 1e-9 * 4, 1e-12);
+  EXPECT_NEAR(optimizer_s(wide, 0.25), wide.opt_params * 1e-9 * 4, 1e-12);
+}
+
 // A CPU's measured optimizer step: the update takes at least parameters x the rate of the
 // parameters' dtype and the config's optimizer (on a share of the cores, that share of the
 // rate), in every format that keeps its state in that dtype; other optimizers, dtypes and

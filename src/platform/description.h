@@ -196,6 +196,9 @@ struct PlatformDescription {
 // The parameters over which `trainbench platform` measures optimizer_ns_per_param: four
 // 512 x 1024 tensors, a training step's weight matrices' order of size.
 inline constexpr double kOptimizerMeasuredParams = 4.0 * 512 * 1024;
+// ATen's at::internal::GRAIN_SIZE: an elementwise operator over fewer elements runs on one
+// thread.
+inline constexpr double kAtenGrainElements = 32768;
 
 // The edge n of the square GEMM with the same arithmetic intensity as (M x K)(K x N),
 // 3MNK / (MK + KN + MN): n for a square one, less for a thin one, which runs as slowly as

@@ -38,6 +38,13 @@ PlatformDescription accelerator(double tflops, double gbps, int rows = 0, int co
   return p;
 }
 
+// The simulated optimizer phase's time (-1 without one).
+double optimizer_time(const sim::Simulation& s) {
+  for (const auto& l : s.layers)
+    if (l.op == "optimizer") return l.time_s();
+  return -1.0;
+}
+
 StepCost one_linear(double rows, int64_t in, int64_t out) {
   StepCost c;
   c.layers.push_back(cost::linear("fc", rows, in, out, 4, true));
@@ -1185,17 +1192,13 @@ TEST(Efficiency, AMeasuredOptimizerRateFollowsTheWorkingSet) {
   j["kind"] = "cpu";
   j["memory_bandwidth_gbps"] = 1;  // the bytes alone: ~28 ns per parameter
   const auto floor_only = parse_platform(j, "cpu.json");
-  const auto optimizer_s = [](const sim::Simulation& s) {
-    for (const auto& l : s.layers)
-      if (l.op == "optimizer") return l.time_s();
-    return -1.0;
-  };
   const StepCost small = step_cost(parse_config(
       "fc:layers=2,nodes=256,input=784,output=10,batch=64,optimizer=rmsprop,dtype=fp32"));
   const StepCost large = step_cost(parse_config(
       "fc:layers=4,nodes=4096,input=784,output=10,batch=64,optimizer=rmsprop,dtype=fp32"));
   const auto f = sim::resolve_format(floor_only, "fp32");
-  EXPECT_GT(optimizer_s(sim::simulate_step(floor_only, small, 4, f)), 10 * small.opt_params * 1e-9);
+  EXPECT_GT(optimizer_time(sim::simulate_step(floor_only, small, 4, f)),
+            10 * small.opt_params * 1e-9);
   // RMSprop's set: weight, gradient and two state tensors, 16 bytes a parameter. The measured
   // rate's, kOptimizerMeasuredParams x 16 = 34 MB, and the small model's 4 MB run at 50 GB/s;
   // the large one's 860 MB at 20.
@@ -1210,8 +1213,9 @@ TEST(Efficiency, AMeasuredOptimizerRateFollowsTheWorkingSet) {
   EXPECT_NEAR(set(large) / large.opt_params, 16, 1e-9);
   EXPECT_LT(set(small), 4e7);
   EXPECT_GT(set(large), 3e8);
-  EXPECT_NEAR(optimizer_s(sim::simulate_step(curve, small, 4, f)), small.opt_params * 1e-9, 1e-12);
-  EXPECT_NEAR(optimizer_s(sim::simulate_step(curve, large, 4, f)),
+  EXPECT_NEAR(optimizer_time(sim::simulate_step(curve, small, 4, f)), small.opt_params * 1e-9,
+              1e-12);
+  EXPECT_NEAR(optimizer_time(sim::simulate_step(curve, large, 4, f)),
               large.opt_params * 1e-9 * 50 / 20, 1e-9);
 }
 
@@ -1230,9 +1234,7 @@ TEST(Efficiency, SmallParameterTensorsUpdateOnOneThread) {
   const auto optimizer_s = [&](const StepCost& c, double share) {
     sim::SimOptions o;
     o.peak_share = share;
-    for (const auto& l : sim::simulate_step(p, c, 4, f, o).layers)
-      if (l.op == "optimizer") return l.time_s();
-    return -1.0;
+    return optimizer_time(sim::simulate_step(p, c, 4, f, o));
   };
   // 100 x 100 weights (10000 elements) against 512 x 512 (262144).
   const StepCost narrow = step_cost(parse_config(
@@ -1264,11 +1266,6 @@ TEST(Efficiency, ACpusMeasuredOptimizerStepBoundsTheUpdate) {
   EXPECT_EQ(to_json(cpu)["efficiency"]["optimizer_ns_per_param"]["fp32"]["rmsprop"], 2.5);
   j["kind"] = "accelerator";
   const auto accel = parse_platform(j, "accel.json");
-  const auto optimizer_s = [](const sim::Simulation& s) {
-    for (const auto& l : s.layers)
-      if (l.op == "optimizer") return l.time_s();
-    return -1.0;
-  };
   for (const char* dtype : {"bf16", "fp32"}) {
     const std::string cfg =
         std::string("fc:layers=2,nodes=512,input=784,output=10,batch=64,optimizer=rmsprop,dtype=") +
@@ -1279,25 +1276,26 @@ TEST(Efficiency, ACpusMeasuredOptimizerStepBoundsTheUpdate) {
     const double ns = std::string(dtype) == "bf16" ? 3.0 : 2.5;
     const auto f = sim::resolve_format(cpu, dtype);
     const auto on_cpu = sim::simulate_step(cpu, c, 4, f);
-    EXPECT_NEAR(optimizer_s(on_cpu), c.opt_params * ns * 1e-9, 1e-12) << dtype;
+    EXPECT_NEAR(optimizer_time(on_cpu), c.opt_params * ns * 1e-9, 1e-12) << dtype;
     sim::SimOptions half;
     half.peak_share = 0.5;
-    EXPECT_NEAR(optimizer_s(sim::simulate_step(cpu, c, 4, f, half)), 2 * c.opt_params * ns * 1e-9,
-                1e-12)
+    EXPECT_NEAR(optimizer_time(sim::simulate_step(cpu, c, 4, f, half)),
+                2 * c.opt_params * ns * 1e-9, 1e-12)
         << dtype;
     // The bytes' time alone elsewhere: far below the stated rate at these bandwidths.
-    EXPECT_LT(optimizer_s(sim::simulate_step(accel, c, 4, f)), optimizer_s(on_cpu) / 10) << dtype;
+    EXPECT_LT(optimizer_time(sim::simulate_step(accel, c, 4, f)), optimizer_time(on_cpu) / 10)
+        << dtype;
   }
   const StepCost amp = step_cost(parse_config(
       "fc:layers=2,nodes=512,input=784,output=10,batch=64,optimizer=rmsprop,dtype=fp32"));
   // Automatic mixed precision keeps the state in fp32 (the fp32 rate) and casts the weights
   // to bf16 once a step besides (read 4, write 2 bytes each, at the bandwidth).
-  EXPECT_NEAR(optimizer_s(sim::simulate_step(cpu, amp, 4, sim::resolve_format(cpu, "amp-bf16"))),
+  EXPECT_NEAR(optimizer_time(sim::simulate_step(cpu, amp, 4, sim::resolve_format(cpu, "amp-bf16"))),
               amp.opt_params * 2.5e-9 + double(amp.params) * 6 / 1000e9, 1e-12);
   // An optimizer the description has no rate for keeps the bytes' time.
   const StepCost sgd = step_cost(
       parse_config("fc:layers=2,nodes=512,input=784,output=10,batch=64,optimizer=sgd,dtype=fp32"));
-  EXPECT_LT(optimizer_s(sim::simulate_step(cpu, sgd, 4, sim::resolve_format(cpu, "fp32"))),
+  EXPECT_LT(optimizer_time(sim::simulate_step(cpu, sgd, 4, sim::resolve_format(cpu, "fp32"))),
             sgd.opt_params * 1e-9);
 }
 

@@ -37,14 +37,16 @@ std::string describe_model(const PlatformDescription& d) {
                             c.front().n, c.back().n);
     return curves.empty() ? std::string("no curve") : curves;
   };
-  std::string rows;
-  for (const auto& [dtype, pts] : d.efficiency->gemm_rows)
-    rows += fmt::format("{}{} {} points", rows.empty() ? "" : ", ", dtype, pts.size());
-  if (!rows.empty()) rows = "; a linear layer's GEMMs at batch rows: " + rows;
-  std::string conv_rows;
-  for (const auto& [dtype, pts] : d.efficiency->conv_rows)
-    conv_rows += fmt::format("{}{} {} points", conv_rows.empty() ? "" : ", ", dtype, pts.size());
-  if (!conv_rows.empty()) rows += "; convolutions at output rows and channels: " + conv_rows;
+  // "; <what>: fp32 12 points, bf16 15 points" for a rows table; "" without one.
+  const auto table = [](const auto& by_dtype, const char* what) {
+    std::string out;
+    for (const auto& [dtype, pts] : by_dtype)
+      out += fmt::format("{}{} {} points", out.empty() ? "" : ", ", dtype, pts.size());
+    return out.empty() ? out : fmt::format("; {}: {}", what, out);
+  };
+  const std::string rows =
+      table(d.efficiency->gemm_rows, "a linear layer's GEMMs at batch rows") +
+      table(d.efficiency->conv_rows, "convolutions at output rows and channels");
   const std::string conv = d.efficiency->conv.empty() ? ""
                                                       : fmt::format(", convolution efficiency ({})",
                                                                     list(d.efficiency->conv));

@@ -360,17 +360,21 @@ double interpolate(const std::vector<PlatformDescription::GemmPoint>& c, double 
                   t * (std::log(b.fraction_of_peak) - std::log(a.fraction_of_peak)));
 }
 
-// Each row count's curve over n (points by rows, then n), read at n: (rows, fraction),
-// ascending rows.
-std::vector<std::pair<double, double>> rows_curves_at(
+// A row count of a rows table: its curve over n read at some n, and the largest n it has.
+struct RowCurve {
+  double rows = 0, fraction = 0, last_n = 0;
+};
+
+// Each row count's curve over n (points by rows, then n), read at n; ascending rows.
+std::vector<RowCurve> rows_curves_at(
     const std::vector<PlatformDescription::Efficiency::RowsPoint>& pts, double n) {
-  std::vector<std::pair<double, double>> at;
+  std::vector<RowCurve> at;
   for (size_t i = 0; i < pts.size();) {
     std::vector<PlatformDescription::GemmPoint> curve;
     size_t j = i;
     for (; j < pts.size() && pts[j].rows == pts[i].rows; ++j)
       curve.push_back({pts[j].n, pts[j].fraction_of_peak});
-    at.emplace_back(double(pts[i].rows), interpolate(curve, n));
+    at.push_back({double(pts[i].rows), interpolate(curve, n), double(curve.back().n)});
     i = j;
   }
   return at;
@@ -385,12 +389,12 @@ double log_between(double x, double x0, double f0, double x1, double f1) {
 
 // rows_curves_at's figures at `rows`, log-log between the row counts around it, clamped at
 // both ends.
-double between_rows(const std::vector<std::pair<double, double>>& at, double rows) {
-  if (rows <= at.front().first) return at.front().second;
-  if (rows >= at.back().first) return at.back().second;
+double between_rows(const std::vector<RowCurve>& at, double rows) {
+  if (rows <= at.front().rows) return at.front().fraction;
+  if (rows >= at.back().rows) return at.back().fraction;
   size_t i = 1;
-  while (rows > at[i].first) ++i;
-  return log_between(rows, at[i - 1].first, at[i - 1].second, at[i].first, at[i].second);
+  while (rows > at[i].rows) ++i;
+  return log_between(rows, at[i - 1].rows, at[i - 1].fraction, at[i].rows, at[i].fraction);
 }
 
 }  // namespace
@@ -456,13 +460,12 @@ double PlatformDescription::gemm_shape_fraction(const std::string& dtype, double
   const auto& pts = it->second;
   const auto at = rows_curves_at(pts, L);
   double f = between_rows(at, s);
-  if (s > at.back().first) {
+  if (s > at.back().rows) {
     // Above the largest row count: toward the square product of size L (L >= s > rows), or
     // that row count's figure where the dtype has no square curve to head for.
-    const auto& [r, fr] = at.back();
     const auto sq = efficiency->gemm.find(dtype);
     if (sq != efficiency->gemm.end() && !sq->second.empty())
-      f = log_between(s, r, fr, L, gemm_fraction(dtype, L));
+      f = log_between(s, at.back().rows, at.back().fraction, L, gemm_fraction(dtype, L));
   }
   // A product smaller than every measured n: the rows curves only hold their smallest point
   // there, so the square curve's small end, where lower, stands for it.
@@ -501,24 +504,18 @@ double PlatformDescription::conv_shape_fraction(const std::string& dtype, double
   if (!efficiency || !(m > 0) || !(n > 0) || !(k > 0)) return curve();
   const auto it = efficiency->conv_rows.find(dtype);
   if (it == efficiency->conv_rows.end() || it->second.empty()) return curve();
-  const auto& pts = it->second;
   const double c = std::sqrt(n * k / 9);
-  const double f = between_rows(rows_curves_at(pts, c), m);
+  const auto at = rows_curves_at(it->second, c);
+  const double f = between_rows(at, m);
   // Past the table's largest row count, or past the channels measured at the row counts
   // around m: shapes the grid left out for their size, which thread well; the curve stands
   // for them where it is higher than the table's edge.
-  std::vector<std::pair<double, double>> last_n;  // (rows, its largest n), ascending rows
-  for (const auto& pt : pts)
-    if (last_n.empty() || last_n.back().first != double(pt.rows))
-      last_n.emplace_back(double(pt.rows), double(pt.n));
-    else
-      last_n.back().second = std::max(last_n.back().second, double(pt.n));
-  bool beyond = m > last_n.back().first;
-  for (size_t i = 0; i < last_n.size(); ++i) {
+  bool beyond = m > at.back().rows;
+  for (size_t i = 0; i < at.size(); ++i) {
     // The row counts m lies between (the first alone below it).
-    const bool lower = last_n[i].first <= m && (i + 1 == last_n.size() || last_n[i + 1].first > m);
-    const bool upper = last_n[i].first >= m && (i == 0 || last_n[i - 1].first < m);
-    if ((lower || upper) && c > last_n[i].second) beyond = true;
+    const bool lower = at[i].rows <= m && (i + 1 == at.size() || at[i + 1].rows > m);
+    const bool upper = at[i].rows >= m && (i == 0 || at[i - 1].rows < m);
+    if ((lower || upper) && c > at[i].last_n) beyond = true;
   }
   return beyond ? std::max(f, curve()) : f;
 }

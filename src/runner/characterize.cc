@@ -49,8 +49,10 @@ auto one_core(F&& f) {
   return r;
 }
 
-nlohmann::json trials_json(const Trials& t) {
-  return {{"trials", t.values}, {"best", t.best()}, {"median", t.median()}};
+// A measurement's trials, with `point` (what was measured: its size, shape, ...) beside them.
+nlohmann::json trials_json(const Trials& t, nlohmann::json point = nlohmann::json::object()) {
+  point.update({{"trials", t.values}, {"best", t.best()}, {"median", t.median()}});
+  return point;
 }
 
 void mkdirs(const std::string& path) {
@@ -137,11 +139,7 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
     say("GEMM " + dtype);
     const GemmMeasurement g = measure_gemm(dtype, o.gemm_sizes, o.trials, o.trial_s);
     nlohmann::json sizes = nlohmann::json::array();
-    for (const auto& s : g.sizes) {
-      auto j = trials_json(s.gflops);
-      j["n"] = s.n;
-      sizes.push_back(j);
-    }
+    for (const auto& s : g.sizes) sizes.push_back(trials_json(s.gflops, {{"n", s.n}}));
     measurements["gemm"][dtype] = {
         {"unit", "GFLOP/s"}, {"sizes", sizes}, {"best_n", g.best_n}, {"best", g.best_gflops}};
     p.peak_tflops[dtype] = g.best_gflops / 1000;
@@ -153,12 +151,8 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
         const auto rows =
             measure_rows_gemm(dtype, o.gemm_rows, o.gemm_rows_sizes, o.trials, o.trial_s);
         nlohmann::json points = nlohmann::json::array();
-        for (const auto& r : rows) {
-          auto j = trials_json(r.gflops);
-          j["rows"] = r.rows;
-          j["n"] = r.n;
-          points.push_back(j);
-        }
+        for (const auto& r : rows)
+          points.push_back(trials_json(r.gflops, {{"rows", r.rows}, {"n", r.n}}));
         measurements["gemm_rows"][dtype] = {
             {"unit", "GFLOP/s"},
             {"kernel",
@@ -175,12 +169,8 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
         return measure_conv(dtype, {8, 16, 32, 64, 128, 256}, o.trials, o.trial_s);
       });
       nlohmann::json shapes = nlohmann::json::array();
-      for (const auto& s : cm.shapes) {
-        auto j = trials_json(s.gflops);
-        j["channels"] = s.channels;
-        j["n"] = s.n;
-        shapes.push_back(j);
-      }
+      for (const auto& s : cm.shapes)
+        shapes.push_back(trials_json(s.gflops, {{"channels", s.channels}, {"n", s.n}}));
       measurements["conv"][dtype] = {
           {"unit", "GFLOP/s"},
           {"kernel", "3x3 conv2d, stride 1, pad 1, batch 16, 16x16, C = K; forward + backward"},
@@ -198,12 +188,8 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
         const auto grid = measure_conv_grid(dtype, o.conv_grid_sides, o.conv_grid_channels,
                                             o.trials, o.trial_s / 2);
         nlohmann::json points = nlohmann::json::array();
-        for (const auto& pt : grid) {
-          auto j = trials_json(pt.gflops);
-          j["rows"] = pt.rows;
-          j["channels"] = pt.channels;
-          points.push_back(j);
-        }
+        for (const auto& pt : grid)
+          points.push_back(trials_json(pt.gflops, {{"rows", pt.rows}, {"channels", pt.channels}}));
         measurements["conv_rows"][dtype] = {
             {"unit", "GFLOP/s"},
             {"kernel",
@@ -275,9 +261,8 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
         {"points", nlohmann::json::array()}};
     for (const auto& [cell, pts] : measure_cell_step_table(o.trials, o.trial_s))
       for (const auto& pt : pts) {
-        auto j = trials_json(pt.us);
-        j["cell"] = cell, j["hidden"] = pt.hidden, j["batch"] = pt.batch;
-        table["points"].push_back(j);
+        table["points"].push_back(
+            trials_json(pt.us, {{"cell", cell}, {"hidden", pt.hidden}, {"batch", pt.batch}}));
         // A point the two lengths could not tell apart leaves the grid incomplete: no table.
         if (pt.us.median() > 0)
           efficiency.cell_step_table[cell].push_back({pt.hidden, pt.batch, pt.us.median()});
@@ -333,11 +318,7 @@ PlatformDescription characterize_host(const CharacterizeOptions& o) {
     const int64_t top = std::max<int64_t>(2 * llc, 64 << 20);
     const auto points = measure_working_sets(16 << 10, std::min(top, cap * 8), 3, 0.04);
     nlohmann::json sweep = nlohmann::json::array();
-    for (const auto& pt : points) {
-      auto j = trials_json(pt.gbps);
-      j["bytes"] = pt.bytes;
-      sweep.push_back(j);
-    }
+    for (const auto& pt : points) sweep.push_back(trials_json(pt.gbps, {{"bytes", pt.bytes}}));
     measurements["working_set"] = {
         {"unit", "GB/s"}, {"kernel", "x = 0.5 x + 0.5, 16 B/element"}, {"points", sweep}};
     for (const auto& [level, gbps] : cache_bandwidths(h, points))

@@ -43,9 +43,39 @@ std::vector<std::vector<double>> calls_per_second_interleaved(
   return rates;
 }
 
+namespace {
+
+torch::Dtype torch_dtype(const std::string& dtype) {
+  return dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
+}
+
+// A 3x3 convolution (stride 1, padding 1, C = K channels) forward and backward on a batch of
+// side x side maps, each call's gradients new, as in training.
+std::function<void()> conv_training_step(const std::string& dtype, int64_t batch, int64_t channels,
+                                         int64_t side) {
+  const torch::Dtype t = torch_dtype(dtype);
+  auto x = torch::randn({batch, channels, side, side}).to(t).requires_grad_();
+  auto w = (torch::randn({channels, channels, 3, 3}) * 0.1).to(t).requires_grad_();
+  const auto gy = torch::ones({batch, channels, side, side}).to(t);
+  return [=]() mutable {
+    torch::conv2d(x, w, {}, 1, 1).backward(gy);
+    x.mutable_grad() = torch::Tensor();
+    w.mutable_grad() = torch::Tensor();
+  };
+}
+
+// calls_per_second_interleaved's rates of a call doing `flops`, as GFLOP/s trials.
+Trials gflops_trials(const std::vector<double>& rates, double flops) {
+  Trials t;
+  for (const double r : rates) t.values.push_back(flops * r / 1e9);
+  return t;
+}
+
+}  // namespace
+
 GemmMeasurement measure_gemm(const std::string& dtype, const std::vector<int64_t>& sizes,
                              int trials, double trial_s) {
-  const torch::Dtype t = dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
+  const torch::Dtype t = torch_dtype(dtype);
   torch::NoGradGuard no_grad;
   std::vector<std::function<void()>> steps;
   for (int64_t n : sizes) {
@@ -58,8 +88,7 @@ GemmMeasurement measure_gemm(const std::string& dtype, const std::vector<int64_t
   m.dtype = dtype;
   for (size_t j = 0; j < sizes.size(); ++j) {
     const double n = double(sizes[j]);
-    GemmSize s{sizes[j], {}};
-    for (const double r : rates[j]) s.gflops.values.push_back(2.0 * n * n * n * r / 1e9);
+    GemmSize s{sizes[j], gflops_trials(rates[j], 2.0 * n * n * n)};
     if (s.gflops.best() > m.best_gflops) m.best_gflops = s.gflops.best(), m.best_n = sizes[j];
     m.sizes.push_back(std::move(s));
   }
@@ -81,7 +110,7 @@ double gemm_rate_now(int64_t n, double window_s) {
 std::vector<RowsGemm> measure_rows_gemm(const std::string& dtype, const std::vector<int64_t>& rows,
                                         const std::vector<int64_t>& sizes, int trials,
                                         double trial_s) {
-  const torch::Dtype t = dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
+  const torch::Dtype t = torch_dtype(dtype);
   torch::NoGradGuard no_grad;
   std::vector<RowsGemm> out;
   std::vector<std::function<void()>> steps;
@@ -100,8 +129,7 @@ std::vector<RowsGemm> measure_rows_gemm(const std::string& dtype, const std::vec
       out.push_back({m, n, 3 * 2.0 * double(m) * double(n) * double(n), {}});
     }
   const auto rates = calls_per_second_interleaved(steps, trials, trial_s);
-  for (size_t j = 0; j < out.size(); ++j)
-    for (const double r : rates[j]) out[j].gflops.values.push_back(out[j].flops * r / 1e9);
+  for (size_t j = 0; j < out.size(); ++j) out[j].gflops = gflops_trials(rates[j], out[j].flops);
   return out;
 }
 
@@ -128,27 +156,18 @@ std::vector<RowsFraction> rows_gemm_fractions(const std::vector<RowsGemm>& point
 
 ConvMeasurement measure_conv(const std::string& dtype, const std::vector<int64_t>& channels,
                              int trials, double trial_s) {
-  const torch::Dtype t = dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
   constexpr int64_t kBatch = 16, kHw = 16;
   ConvMeasurement m;
   m.dtype = dtype;
   std::vector<std::function<void()>> steps;
   for (int64_t c : channels) {
-    auto x = torch::randn({kBatch, c, kHw, kHw}).to(t).requires_grad_();
-    auto w = (torch::randn({c, c, 3, 3}) * 0.1).to(t).requires_grad_();
-    const auto gy = torch::ones({kBatch, c, kHw, kHw}).to(t);
-    steps.push_back([=]() mutable {
-      torch::conv2d(x, w, {}, 1, 1).backward(gy);
-      x.mutable_grad() = torch::Tensor();  // each step's gradients are new, as in training
-      w.mutable_grad() = torch::Tensor();
-    });
+    steps.push_back(conv_training_step(dtype, kBatch, c, kHw));
     const double M = double(kBatch * kHw * kHw), N = double(c), K = 9.0 * double(c);
     m.shapes.push_back({c, equivalent_square_n(M, N, K), 3 * 2 * M * N * K, {}});
   }
   const auto rates = calls_per_second_interleaved(steps, trials, trial_s);
   for (size_t j = 0; j < m.shapes.size(); ++j)
-    for (const double r : rates[j])
-      m.shapes[j].gflops.values.push_back(m.shapes[j].flops * r / 1e9);
+    m.shapes[j].gflops = gflops_trials(rates[j], m.shapes[j].flops);
   return m;
 }
 
@@ -156,7 +175,6 @@ std::vector<ConvGridPoint> measure_conv_grid(const std::string& dtype,
                                              const std::vector<int64_t>& sides,
                                              const std::vector<int64_t>& channels, int trials,
                                              double trial_s) {
-  const torch::Dtype t = dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
   constexpr int64_t kBatch = 8;
   std::vector<ConvGridPoint> points;
   std::vector<std::function<void()>> steps;
@@ -164,19 +182,12 @@ std::vector<ConvGridPoint> measure_conv_grid(const std::string& dtype,
     for (int64_t c : channels) {
       const double M = double(kBatch * side * side), flops = 3 * 2 * M * double(c) * 9 * c;
       if (flops > kConvGridMaxFlops) continue;
-      auto x = torch::randn({kBatch, c, side, side}).to(t).requires_grad_();
-      auto w = (torch::randn({c, c, 3, 3}) * 0.1).to(t).requires_grad_();
-      const auto gy = torch::ones({kBatch, c, side, side}).to(t);
-      steps.push_back([=]() mutable {
-        torch::conv2d(x, w, {}, 1, 1).backward(gy);
-        x.mutable_grad() = torch::Tensor();
-        w.mutable_grad() = torch::Tensor();
-      });
+      steps.push_back(conv_training_step(dtype, kBatch, c, side));
       points.push_back({int64_t(M), c, flops, {}});
     }
   const auto rates = calls_per_second_interleaved(steps, trials, trial_s);
   for (size_t j = 0; j < points.size(); ++j)
-    for (const double r : rates[j]) points[j].gflops.values.push_back(points[j].flops * r / 1e9);
+    points[j].gflops = gflops_trials(rates[j], points[j].flops);
   return points;
 }
 
@@ -191,15 +202,7 @@ std::vector<RowsFraction> conv_grid_fractions(const std::vector<ConvGridPoint>& 
 
 Trials measure_conv_floor(const std::string& dtype, int trials, double trial_s) {
   using Clock = std::chrono::steady_clock;
-  const torch::Dtype t = dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
-  auto x = torch::randn({16, 8, 2, 2}).to(t).requires_grad_();
-  auto w = (torch::randn({8, 8, 3, 3}) * 0.1).to(t).requires_grad_();
-  const auto gy = torch::ones({16, 8, 2, 2}).to(t);
-  auto step = [&] {
-    torch::conv2d(x, w, {}, 1, 1).backward(gy);
-    x.mutable_grad() = torch::Tensor();
-    w.mutable_grad() = torch::Tensor();
-  };
+  auto step = conv_training_step(dtype, 16, 8, 2);
   for (int i = 0; i < 20; ++i) step();  // primitive caches, page faults
   Trials us;
   for (int i = 0; i < trials; ++i) {

@@ -8,8 +8,8 @@
 # config and stack is max/min of its per-process mean step times; the target is that
 # >= 95% of the default stack's configs have max/min <= 1.05.
 # After every round of processes, bench/machine_floor (plain C++, no LibTorch, no BLAS) runs in
-# fresh processes too, on 1 and 2 threads, its core-bound and its memory-bound work, for as long
-# as a config's timed loop: its max/min is
+# fresh processes too, on 1 and 2 threads, its core-bound, its memory-bound and its vector (FMA)
+# work, for as long as a config's timed loop: its max/min is
 # what the machine alone contributes, measured in the same minutes. A floor above 1.05 means
 # the target cannot be met on this machine at that time, whatever trainbench does.
 #
@@ -53,10 +53,11 @@ for ((r = 1; r <= reps; r++)); do
     "$tb" sweep "$s" --store "$work/$s.db" --repetitions "$r" \
       --stack blas=default --stack blas=openblas-pthread 2>&1 | tail -n 2
   done
-  # Core speed (a chain of dependent arithmetic) and memory bandwidth (a sum over arrays past
-  # the last-level cache): a neighbour on the host can move either without moving the other.
+  # Core speed (a chain of dependent arithmetic), memory bandwidth (a sum over arrays past the
+  # last-level cache) and the vector units (a GEMM's inner loop): a neighbour on the host can
+  # move any of them without moving the others.
   for t in 1 2; do
-    for w in scalar stream; do "$floor" --threads "$t" --work "$w" --seconds 1.5 >> "$work/floor.jsonl"; done
+    for w in scalar stream simd; do "$floor" --threads "$t" --work "$w" --seconds 1.5 >> "$work/floor.jsonl"; done
   done
 done
 wall=$((SECONDS - start))

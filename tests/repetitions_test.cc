@@ -90,6 +90,35 @@ TEST(Repetitions, UnstableNeedsDisjointIntervalsAndMoreThanFivePercent) {
   EXPECT_FALSE(tb::repetitions_disagree({1.0}, {0.0}));
 }
 
+TEST(Repetitions, RoundDriftSeparatesWhatEveryConfigSharedFromAConfigsOwnSpread) {
+  // Three configs whose second process ran 10% slower, as a slow minute of the machine does,
+  // and one that moved the other way on its own; CIs of 0.5%, so all four are unstable.
+  const std::vector<json> results = {
+      combine({{1.0e-3, 0.005}, {1.1e-3, 0.005}}),
+      combine({{2.0e-3, 0.005}, {2.2e-3, 0.005}}),
+      combine({{3.0e-3, 0.005}, {3.3e-3, 0.005}}),
+      combine({{1.1e-3, 0.005}, {1.0e-3, 0.005}}),
+      combine({{1.0e-3, 0.005}}),  // one process: no round to compare
+      json{{"status", "crashed"}}};
+  for (size_t i = 0; i < 4; ++i) ASSERT_TRUE(results[i]["unstable"].get<bool>()) << i;
+  const tb::RoundDrift d = tb::round_drift(results);
+  ASSERT_EQ(d.rounds.size(), 2u);
+  // Each config's processes against their median (1.05 of the first): 1/1.05 and 1.1/1.05,
+  // the fourth the other way round; a round's shift is the median over the four.
+  EXPECT_EQ(d.rounds[0].round, 1);
+  EXPECT_EQ(d.rounds[0].configs, 4u);
+  EXPECT_NEAR(d.rounds[0].median, 1.0 / 1.05, 1e-12);
+  EXPECT_NEAR(d.rounds[1].median, 1.1 / 1.05, 1e-12);
+  EXPECT_NEAR(d.rounds[0].max, 1.1 / 1.05, 1e-12);
+  EXPECT_NEAR(d.rounds[1].min, 1.0 / 1.05, 1e-12);
+  // Divided by the shifts, the three that moved with their round agree; the fourth, which
+  // moved against it, disagrees the more.
+  EXPECT_EQ(d.unstable, 4u);
+  EXPECT_EQ(d.unstable_within_drift, 3u);
+  // Fewer than two configs of two processes: no rounds to speak of.
+  EXPECT_TRUE(tb::round_drift({results[0], results[4]}).rounds.empty());
+}
+
 TEST(Repetitions, OneProcessSaysTheSpreadWasNotMeasured) {
   const json r = process_result(1e-3, 0.01);
   EXPECT_EQ(r["repetitions"]["count"], 1);
@@ -175,6 +204,10 @@ threads = 1
   ASSERT_NE(first32, std::string::npos) << o.err;
   ASSERT_NE(second16, std::string::npos) << o.err;
   EXPECT_LT(first32, second16);
+  // Two configs of two processes: the rounds' shifts, one per round.
+  EXPECT_NE(o.err.find("rounds: each process's mean over its config's median, median per round "),
+            std::string::npos)
+      << o.err;
   {
     auto store = tb::Store::open(db, false);
     const auto runs = store->runs();

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "spec/printable.h"
 
 namespace tb {
@@ -74,6 +76,25 @@ void ProgressPrinter::finish(const SweepSummary& s) {
       s.interrupted     ? "; interrupted, unfinished configs not recorded"
       : s.out_of_budget ? "; sweep budget spent, re-run to resume"
                         : "");
+  if (s.drift.rounds.size() >= 2) {
+    // What the rounds shared: a slow minute of the machine moves every config of its round.
+    std::string shifts;
+    double lo = s.drift.rounds.front().median, hi = lo;
+    for (const auto& r : s.drift.rounds) {
+      shifts += fmt::format("{}{:.3f}", shifts.empty() ? "" : ", ", r.median);
+      lo = std::min(lo, r.median);
+      hi = std::max(hi, r.median);
+    }
+    fmt::print(out_,
+               "rounds: each process's mean over its config's median, median per round {} "
+               "(the rounds {:.1f}% apart: what every config shared, the machine's minutes){}\n",
+               shifts, 100 * (hi / lo - 1),
+               s.drift.unstable
+                   ? fmt::format("; {} of the {} UNSTABLE agree within their CIs once each "
+                                 "round's shift is divided out",
+                                 s.drift.unstable_within_drift, s.drift.unstable)
+                   : "");
+  }
   std::fflush(out_);
 }
 

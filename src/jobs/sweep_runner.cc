@@ -68,6 +68,8 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
   sum.total = items.size() * size_t(reps);
   sum.repetitions = reps;
   bool stopped = false;
+  // Each item's result as it stands in the store, for the rounds' drift at the end.
+  std::vector<nlohmann::json> latest(items.size());
   for (int round = 0; round < reps && !stopped; ++round) {
     for (size_t i = 0; i < items.size(); ++i) {
       const int64_t stack = stack_ids[items[i].second];
@@ -110,6 +112,7 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
                           (recorded == "crashed" || recorded == "oom" || recorded == "timeout")) ||
                          (recorded == "oom-predicted" && !refuse_before_running(c, ro)));
       if (retry) previous = nullptr;
+      latest[i] = previous;
       // Round k runs the configs that rest on k processes or fewer.
       const bool enough =
           !previous.is_null() && (recorded != "ok" || repetition_count(previous) > round);
@@ -154,6 +157,7 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
       const nlohmann::json combined = add_repetition(previous, result);
       store.add_run(combined, platform, stack, o.sweep_name,
                     !previous.is_null() || fresh_start || retry);
+      latest[i] = combined;
       ++sum.ran;
       ev.wall_s = r.wall_s;
       ev.outcome = result.value("status", std::string("crashed"));
@@ -190,6 +194,7 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
     }
   }
   sum.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+  if (reps > 1) sum.drift = round_drift(latest);
   return sum;
 }
 

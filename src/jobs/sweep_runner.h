@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "record/repetitions.h"
 #include "record/result.h"
 #include "spec/config.h"
 #include "spec/stack.h"
@@ -54,6 +55,9 @@ struct SweepSummary {
   bool interrupted = false, out_of_budget = false;
   std::string harness_error;  // why the sweep stopped early without the config's fault
   double wall_s = 0;
+  // Round by round over the sweep's configs as stored at its end (earlier invocations'
+  // processes included): what the rounds shared, the machine's minutes.
+  RoundDrift drift;
 };
 
 // The identities that make results comparable: this host (hardware and its cached

@@ -149,4 +149,55 @@ json add_repetition(const json& previous, const json& next) {
   return combine_repetitions(next, entries);
 }
 
+RoundDrift round_drift(const std::vector<json>& results) {
+  RoundDrift d;
+  // Per ok result of two processes or more: its processes' means and CI half-widths.
+  struct Config {
+    std::vector<double> means, half;
+    bool unstable;
+  };
+  std::vector<Config> configs;
+  for (const auto& r : results) {
+    if (!ok(r) || repetition_count(r) < 2) continue;
+    Config c{{}, {}, r.value("unstable", false)};
+    for (const auto& e : entries_of(r)) {
+      const json t = e.value("timing", json::object());
+      c.means.push_back(num(t, "mean_s", 0.0));
+      c.half.push_back(num(t, "ci95_half_width_s", NAN));
+    }
+    if (std::all_of(c.means.begin(), c.means.end(), [](double m) { return m > 0; }))
+      configs.push_back(std::move(c));
+  }
+  if (configs.size() < 2) return d;
+  const auto median_of = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  };
+  std::vector<std::vector<double>> by_round;
+  for (const auto& c : configs) {
+    const double med = median_of(c.means);
+    for (size_t k = 0; k < c.means.size(); ++k) {
+      if (by_round.size() <= k) by_round.emplace_back();
+      by_round[k].push_back(c.means[k] / med);
+    }
+  }
+  for (size_t k = 0; k < by_round.size(); ++k) {
+    const auto& v = by_round[k];
+    d.rounds.push_back({int(k + 1), v.size(), median_of(v), *std::min_element(v.begin(), v.end()),
+                        *std::max_element(v.begin(), v.end())});
+  }
+  for (const auto& c : configs) {
+    if (!c.unstable) continue;
+    ++d.unstable;
+    std::vector<double> means = c.means, half = c.half;
+    for (size_t k = 0; k < means.size(); ++k) {
+      means[k] /= d.rounds[k].median;
+      half[k] /= d.rounds[k].median;
+    }
+    d.unstable_within_drift += !repetitions_disagree(means, half);
+  }
+  return d;
+}
+
 }  // namespace tb

@@ -38,6 +38,26 @@ nlohmann::json add_repetition(const nlohmann::json& previous, const nlohmann::js
 // Processes a result rests on: 0 for a failure, 1 for a single run.
 int repetition_count(const nlohmann::json& result);
 
+// A sweep's repetitions round by round. Round k is every config's k-th process; each
+// process's mean is taken against its config's median over the processes, and a round's
+// shift is the median of that over the configs that reached it. A shared machine's slow
+// minutes move every config of a round together (a neighbour, the host's clock), where a
+// config's own instability moves it alone: the shifts say which one a spread was.
+struct RoundShift {
+  int round = 0;       // 1-based
+  size_t configs = 0;  // ok results with a process in this round
+  double median = 1;   // of the configs' process mean / their median
+  double min = 1, max = 1;
+};
+struct RoundDrift {
+  std::vector<RoundShift> rounds;  // empty without two configs of two processes each
+  size_t unstable = 0;             // of the results given, flagged unstable
+  // Of those, the ones whose processes agree (repetitions_disagree is false) once every
+  // process's mean and CI are divided by its round's shift.
+  size_t unstable_within_drift = 0;
+};
+RoundDrift round_drift(const std::vector<nlohmann::json>& results);
+
 // The "repetitions" block and "unstable" flag of a single-process result: the spread
 // between processes was not measured.
 void mark_single_process(nlohmann::json& result);

@@ -11,7 +11,9 @@
 //
 //   machine_floor [--threads N] [--seconds S] [--work scalar|stream|simd]
 // prints one JSON line: mean, median, min and max step time over S seconds of steps.
+#if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -35,8 +37,10 @@ double scalar_work(double seed) {
   return x;
 }
 
-// 12 independent accumulators: enough to cover the fused multiply-add's latency on two ports;
-// about 0.5 ms a step on AVX-512 (as `scalar`).
+// 12 independent accumulators: enough to cover the fused multiply-add's latency on two ports.
+// About 0.5 ms a step on a core with two 512-bit FMA units, about 1 ms with one; max/min does
+// not depend on the size. Threads are not pinned (as LibTorch's are not): two landing on one
+// core's SMT siblings share its FMA units, which is part of what this floor measures.
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target("avx512f"))) double simd_work_avx512(double seed) {
   const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
@@ -81,7 +85,7 @@ double simd_work_generic(double seed) {
 
 using WorkFn = double (*)(double);
 
-// The widest vectors this CPU runs, and their name for the output.
+// Detected, not assumed: these machines vary between AVX-512 and AVX2 from session to session.
 WorkFn simd_work(const char** isa) {
 #if defined(__x86_64__) && defined(__GNUC__)
   if (__builtin_cpu_supports("avx512f")) return *isa = "avx512f", simd_work_avx512;
@@ -128,7 +132,7 @@ int main(int argc, char** argv) {
       return usage(argv[i]);
     }
   }
-  const char* isa = "scalar";
+  const char* isa = "";
   const WorkFn simd = work == "simd" ? simd_work(&isa) : nullptr;
   // 16 MiB per thread: larger than a core's share of the last-level cache on these machines.
   std::vector<std::vector<double>> arrays(work == "stream" ? threads : 0,

@@ -91,32 +91,49 @@ TEST(Repetitions, UnstableNeedsDisjointIntervalsAndMoreThanFivePercent) {
 }
 
 TEST(Repetitions, RoundDriftSeparatesWhatEveryConfigSharedFromAConfigsOwnSpread) {
-  // Three configs whose second process ran 10% slower, as a slow minute of the machine does,
-  // and one that moved the other way on its own; CIs of 0.5%, so all four are unstable.
-  const std::vector<json> results = {
-      combine({{1.0e-3, 0.005}, {1.1e-3, 0.005}}),
-      combine({{2.0e-3, 0.005}, {2.2e-3, 0.005}}),
-      combine({{3.0e-3, 0.005}, {3.3e-3, 0.005}}),
-      combine({{1.1e-3, 0.005}, {1.0e-3, 0.005}}),
-      combine({{1.0e-3, 0.005}}),  // one process: no round to compare
-      json{{"status", "crashed"}}};
-  for (size_t i = 0; i < 4; ++i) ASSERT_TRUE(results[i]["unstable"].get<bool>()) << i;
-  const tb::RoundDrift d = tb::round_drift(results);
+  // Four configs whose second process ran 10% slower, as a slow minute of the machine does,
+  // and one that moved the other way on its own; CIs of 0.5%, so all five are unstable.
+  const std::vector<json> results = {combine({{1.0e-3, 0.005}, {1.1e-3, 0.005}}),
+                                     combine({{2.0e-3, 0.005}, {2.2e-3, 0.005}}),
+                                     combine({{3.0e-3, 0.005}, {3.3e-3, 0.005}}),
+                                     combine({{4.0e-3, 0.005}, {4.4e-3, 0.005}}),
+                                     combine({{1.1e-3, 0.005}, {1.0e-3, 0.005}}),
+                                     combine({{1.0e-3, 0.005}}),  // one process: not in every round
+                                     json{{"status", "crashed"}}};
+  for (size_t i = 0; i < 5; ++i) ASSERT_TRUE(results[i]["unstable"].get<bool>()) << i;
+  const tb::RoundDrift d = tb::round_drift(results, 2);
   ASSERT_EQ(d.rounds.size(), 2u);
-  // Each config's processes against their median (1.05 of the first): 1/1.05 and 1.1/1.05,
-  // the fourth the other way round; a round's shift is the median over the four.
+  // Each config's processes over their median (1.05 of the first): 1/1.05 and 1.1/1.05, the
+  // fifth the other way round; a round's shift is the median over the five.
   EXPECT_EQ(d.rounds[0].round, 1);
-  EXPECT_EQ(d.rounds[0].configs, 4u);
+  EXPECT_EQ(d.rounds[0].configs, 5u);
+  EXPECT_EQ(d.rounds[1].configs, 5u);
   EXPECT_NEAR(d.rounds[0].median, 1.0 / 1.05, 1e-12);
   EXPECT_NEAR(d.rounds[1].median, 1.1 / 1.05, 1e-12);
   EXPECT_NEAR(d.rounds[0].max, 1.1 / 1.05, 1e-12);
   EXPECT_NEAR(d.rounds[1].min, 1.0 / 1.05, 1e-12);
-  // Divided by the shifts, the three that moved with their round agree; the fourth, which
-  // moved against it, disagrees the more.
-  EXPECT_EQ(d.unstable, 4u);
-  EXPECT_EQ(d.unstable_within_drift, 3u);
-  // Fewer than two configs of two processes: no rounds to speak of.
-  EXPECT_TRUE(tb::round_drift({results[0], results[4]}).rounds.empty());
+  // Divided by the shift over the other configs, the four that moved with their round agree;
+  // the fifth, which moved against it, disagrees the more.
+  EXPECT_EQ(d.unstable, 5u);
+  EXPECT_EQ(d.unstable_within_drift, 4u);
+  // Fewer than two configs with a process in every round: no rounds to speak of.
+  EXPECT_TRUE(tb::round_drift({results[0], results[5]}, 2).rounds.empty());
+  EXPECT_TRUE(tb::round_drift(results, 1).rounds.empty());
+}
+
+TEST(Repetitions, RoundDriftTakesEachConfigsFirstRoundsOnly) {
+  // A stored result with a third process (an earlier, longer sweep) counts with its first
+  // two; one with fewer than the rounds asked for is left out rather than thinning a round.
+  const std::vector<json> results = {combine({{1.0e-3, 0.005}, {1.1e-3, 0.005}, {5.0e-3, 0.005}}),
+                                     combine({{2.0e-3, 0.005}, {2.2e-3, 0.005}}),
+                                     combine({{3.0e-3, 0.005}, {3.3e-3, 0.005}})};
+  const tb::RoundDrift two = tb::round_drift(results, 2);
+  ASSERT_EQ(two.rounds.size(), 2u);
+  EXPECT_EQ(two.rounds[1].configs, 3u);
+  // Without the cut the first config's median would be 1.1 ms and its first round 1/1.1.
+  EXPECT_NEAR(two.rounds[0].min, 1.0 / 1.05, 1e-12);
+  EXPECT_NEAR(two.rounds[1].max, 1.1 / 1.05, 1e-12);
+  EXPECT_TRUE(tb::round_drift(results, 3).rounds.empty());  // one config has three
 }
 
 TEST(Repetitions, OneProcessSaysTheSpreadWasNotMeasured) {
@@ -205,7 +222,8 @@ threads = 1
   ASSERT_NE(second16, std::string::npos) << o.err;
   EXPECT_LT(first32, second16);
   // Two configs of two processes: the rounds' shifts, one per round.
-  EXPECT_NE(o.err.find("rounds: each process's mean over its config's median, median per round "),
+  EXPECT_NE(o.err.find("rounds (2 configs with 2 processes): each process's mean over its "
+                       "config's median, median per round "),
             std::string::npos)
       << o.err;
   {
@@ -254,6 +272,12 @@ threads = 1
   ASSERT_EQ(o.status, 0) << o.err;
   EXPECT_EQ(o.err.find(" ok  "), std::string::npos) << o.err;
   EXPECT_NE(o.err.find("6 already in the store"), std::string::npos) << o.err;
+  // The rounds of the stored results, all three of them, though this invocation ran none.
+  EXPECT_NE(o.err.find("rounds (2 configs with 3 processes)"), std::string::npos) << o.err;
+  // One process asked for: no rounds to compare.
+  o = tb::testing::run_cli("sweep " + file + " --store " + db + " --repetitions 1");
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_EQ(o.err.find("rounds ("), std::string::npos) << o.err;
 }
 
 TEST(RepetitionsCli, UnstableRunsAreNamedByAnalyzeAndCompare) {

@@ -78,6 +78,8 @@ void ProgressPrinter::finish(const SweepSummary& s) {
                         : "");
   if (s.drift.rounds.size() >= 2) {
     // What the rounds shared: a slow minute of the machine moves every config of its round.
+    // The line gives the figures and leaves the reading to docs/sweeps.md: a shift of 0.5%
+    // is no evidence of anything.
     std::string shifts;
     double lo = s.drift.rounds.front().median, hi = lo;
     for (const auto& r : s.drift.rounds) {
@@ -86,13 +88,14 @@ void ProgressPrinter::finish(const SweepSummary& s) {
       hi = std::max(hi, r.median);
     }
     fmt::print(out_,
-               "rounds: each process's mean over its config's median, median per round {} "
-               "(the rounds {:.1f}% apart: what every config shared, the machine's minutes){}\n",
-               shifts, 100 * (hi / lo - 1),
+               "rounds ({} configs with {} processes): each process's mean over its config's "
+               "median, median per round {} ({:.1f}% apart){}\n",
+               s.drift.rounds.front().configs, s.drift.rounds.size(), shifts, 100 * (hi / lo - 1),
                s.drift.unstable
-                   ? fmt::format("; {} of the {} UNSTABLE agree within their CIs once each "
-                                 "round's shift is divided out",
-                                 s.drift.unstable_within_drift, s.drift.unstable)
+                   ? fmt::format("; of the {} flagged UNSTABLE in the store, {} agree within "
+                                 "their CIs once each round's shift over the other configs is "
+                                 "divided out",
+                                 s.drift.unstable, s.drift.unstable_within_drift)
                    : "");
   }
   std::fflush(out_);

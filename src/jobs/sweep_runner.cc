@@ -68,8 +68,13 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
   sum.total = items.size() * size_t(reps);
   sum.repetitions = reps;
   bool stopped = false;
-  // Each item's result as it stands in the store, for the rounds' drift at the end.
-  std::vector<nlohmann::json> latest(items.size());
+  // Threads are resolved before the identity check, so a config re-run on the same machine
+  // matches the row its first run left.
+  const auto resolved = [&](size_t i) {
+    Config c = *items[i].first;
+    if (c.get_int("threads") == 0) c.set("threads", std::to_string(online_cpus()));
+    return c;
+  };
   for (int round = 0; round < reps && !stopped; ++round) {
     for (size_t i = 0; i < items.size(); ++i) {
       const int64_t stack = stack_ids[items[i].second];
@@ -83,10 +88,7 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
         sum.out_of_budget = stopped = true;
         break;
       }
-      // Threads are resolved before the identity check, so a config re-run on the same
-      // machine matches the row its first run left.
-      Config c = *items[i].first;
-      if (c.get_int("threads") == 0) c.set("threads", std::to_string(online_cpus()));
+      const Config c = resolved(i);
       const std::string text = c.str();
       SweepEvent ev{size_t(round) * items.size() + i,
                     sum.total,
@@ -112,7 +114,6 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
                           (recorded == "crashed" || recorded == "oom" || recorded == "timeout")) ||
                          (recorded == "oom-predicted" && !refuse_before_running(c, ro)));
       if (retry) previous = nullptr;
-      latest[i] = previous;
       // Round k runs the configs that rest on k processes or fewer.
       const bool enough =
           !previous.is_null() && (recorded != "ok" || repetition_count(previous) > round);
@@ -157,7 +158,6 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
       const nlohmann::json combined = add_repetition(previous, result);
       store.add_run(combined, platform, stack, o.sweep_name,
                     !previous.is_null() || fresh_start || retry);
-      latest[i] = combined;
       ++sum.ran;
       ev.wall_s = r.wall_s;
       ev.outcome = result.value("status", std::string("crashed"));
@@ -194,7 +194,13 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
     }
   }
   sum.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
-  if (reps > 1) sum.drift = round_drift(latest);
+  if (reps > 1) {
+    // Every config as the store holds it now, runs of earlier invocations included.
+    std::vector<nlohmann::json> stored;
+    for (size_t i = 0; i < items.size(); ++i)
+      stored.push_back(store.run_result(resolved(i).str(), platform, stack_ids[items[i].second]));
+    sum.drift = round_drift(stored, reps);
+  }
   return sum;
 }
 

@@ -149,18 +149,22 @@ json add_repetition(const json& previous, const json& next) {
   return combine_repetitions(next, entries);
 }
 
-RoundDrift round_drift(const std::vector<json>& results) {
+RoundDrift round_drift(const std::vector<json>& results, int rounds) {
   RoundDrift d;
-  // Per ok result of two processes or more: its processes' means and CI half-widths.
+  if (rounds < 2) return d;
+  // Only configs with a process in every round, cut to the first `rounds` (a stored result may
+  // hold more than this sweep asked for): a round reached by a few configs would show their own
+  // spread as the round's.
   struct Config {
     std::vector<double> means, half;
     bool unstable;
   };
   std::vector<Config> configs;
   for (const auto& r : results) {
-    if (!ok(r) || repetition_count(r) < 2) continue;
+    if (!ok(r) || repetition_count(r) < rounds) continue;
     Config c{{}, {}, r.value("unstable", false)};
     for (const auto& e : entries_of(r)) {
+      if (int(c.means.size()) == rounds) break;
       const json t = e.value("timing", json::object());
       c.means.push_back(num(t, "mean_s", 0.0));
       c.half.push_back(num(t, "ci95_half_width_s", NAN));
@@ -174,26 +178,34 @@ RoundDrift round_drift(const std::vector<json>& results) {
     const size_t n = v.size();
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
   };
-  std::vector<std::vector<double>> by_round;
+  // rel[c][k]: config c's k-th process over its median.
+  std::vector<std::vector<double>> rel;
   for (const auto& c : configs) {
     const double med = median_of(c.means);
-    for (size_t k = 0; k < c.means.size(); ++k) {
-      if (by_round.size() <= k) by_round.emplace_back();
-      by_round[k].push_back(c.means[k] / med);
-    }
+    rel.emplace_back();
+    for (double m : c.means) rel.back().push_back(m / med);
   }
-  for (size_t k = 0; k < by_round.size(); ++k) {
-    const auto& v = by_round[k];
-    d.rounds.push_back({int(k + 1), v.size(), median_of(v), *std::min_element(v.begin(), v.end()),
+  const auto round_values = [&](int k, size_t skip) {
+    std::vector<double> v;
+    for (size_t c = 0; c < rel.size(); ++c)
+      if (c != skip) v.push_back(rel[c][size_t(k)]);
+    return v;
+  };
+  for (int k = 0; k < rounds; ++k) {
+    const auto v = round_values(k, rel.size());
+    d.rounds.push_back({k + 1, v.size(), median_of(v), *std::min_element(v.begin(), v.end()),
                         *std::max_element(v.begin(), v.end())});
   }
-  for (const auto& c : configs) {
-    if (!c.unstable) continue;
+  for (size_t c = 0; c < configs.size(); ++c) {
+    if (!configs[c].unstable) continue;
     ++d.unstable;
-    std::vector<double> means = c.means, half = c.half;
-    for (size_t k = 0; k < means.size(); ++k) {
-      means[k] /= d.rounds[k].median;
-      half[k] /= d.rounds[k].median;
+    // The round's shift without this config: with few configs its own swing would otherwise
+    // be half the shift it is divided by.
+    std::vector<double> means = configs[c].means, half = configs[c].half;
+    for (int k = 0; k < rounds; ++k) {
+      const double shift = median_of(round_values(k, c));
+      means[size_t(k)] /= shift;
+      half[size_t(k)] /= shift;
     }
     d.unstable_within_drift += !repetitions_disagree(means, half);
   }

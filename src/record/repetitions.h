@@ -38,25 +38,26 @@ nlohmann::json add_repetition(const nlohmann::json& previous, const nlohmann::js
 // Processes a result rests on: 0 for a failure, 1 for a single run.
 int repetition_count(const nlohmann::json& result);
 
-// A sweep's repetitions round by round. Round k is every config's k-th process; each
-// process's mean is taken against its config's median over the processes, and a round's
-// shift is the median of that over the configs that reached it. A shared machine's slow
-// minutes move every config of a round together (a neighbour, the host's clock), where a
-// config's own instability moves it alone: the shifts say which one a spread was.
+// A sweep's repetitions round by round. Round k is every config's k-th process (an index, not
+// a time: a resumed sweep's rounds mix invocations). Each process's mean is taken over its
+// config's median, and a round's shift is the median of that over the configs. A shared
+// machine's slow minutes move every config of a round together, where a config's own
+// instability moves it alone: the shifts help tell which one a spread was.
 struct RoundShift {
   int round = 0;       // 1-based
-  size_t configs = 0;  // ok results with a process in this round
+  size_t configs = 0;  // the ok results with a process in every round
   double median = 1;   // of the configs' process mean / their median
   double min = 1, max = 1;
 };
 struct RoundDrift {
-  std::vector<RoundShift> rounds;  // empty without two configs of two processes each
-  size_t unstable = 0;             // of the results given, flagged unstable
+  std::vector<RoundShift> rounds;  // empty without two configs with `rounds` processes each
+  size_t unstable = 0;             // of those configs, the ones flagged unstable
   // Of those, the ones whose processes agree (repetitions_disagree is false) once every
-  // process's mean and CI are divided by its round's shift.
+  // process's mean and CI are divided by its round's shift over the other configs.
   size_t unstable_within_drift = 0;
 };
-RoundDrift round_drift(const std::vector<nlohmann::json>& results);
+// Over the results with at least `rounds` processes, their first `rounds` of them.
+RoundDrift round_drift(const std::vector<nlohmann::json>& results, int rounds);
 
 // The "repetitions" block and "unstable" flag of a single-process result: the spread
 // between processes was not measured.

@@ -56,7 +56,7 @@ struct SweepSummary {
   std::string harness_error;  // why the sweep stopped early without the config's fault
   double wall_s = 0;
   // Round by round over the sweep's configs as stored at its end (earlier invocations'
-  // processes included): what the rounds shared, the machine's minutes.
+  // processes included): what every config of a round shared, against each config's own spread.
   RoundDrift drift;
 };
 

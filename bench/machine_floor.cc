@@ -2,18 +2,23 @@
 // BLAS, no OpenMP) timed like a training step, so that its spread between fresh processes is
 // what the machine contributes to trainbench's. A step is one chunk of work per thread, and the
 // step ends when the slowest thread is done (as an OpenMP parallel region does), so a slow core
-// slows the whole step. Three kinds of work: `scalar`, a chain of dependent floating-point
+// slows the whole step. Four kinds of work: `scalar`, a chain of dependent floating-point
 // operations (core speed); `stream`, a sum over an array four times larger than a last-level
-// cache slice (memory bandwidth); `simd`, independent fused multiply-adds on the widest vectors
-// the CPU has (what a GEMM's inner loop asks of a core: the vector units, their clock, and on a
-// VM the physical core a sibling vCPU or another guest may share). A neighbour can slow the
-// vector units and leave a scalar chain alone, so the three are measured apart.
+// cache slice (memory bandwidth); `cache`, the same sum over an array twice the size of a core's
+// L2, which lives in the shared last-level cache (what a small training step's weights and
+// activations do between layers, and what a neighbour on the same cache evicts); `simd`,
+// independent fused multiply-adds on the widest vectors the CPU has (what a GEMM's inner loop
+// asks of a core: the vector units, their clock, and on a VM the physical core a sibling vCPU or
+// another guest may share). A neighbour can slow one of these and leave the others alone, so
+// they are measured apart.
 //
-//   machine_floor [--threads N] [--seconds S] [--work scalar|stream|simd]
+//   machine_floor [--threads N] [--seconds S] [--work scalar|stream|cache|simd]
 // prints one JSON line: mean, median, min and max step time over S seconds of steps.
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #endif
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -96,17 +101,34 @@ WorkFn simd_work(const char** isa) {
   return simd_work_generic;
 }
 
+// Eight independent sums: one running sum waits ~4 cycles per element on the add's latency,
+// which no cache level is slow enough to show; eight keep the loads the bottleneck.
 double stream_work(const std::vector<double>& a) {
-  double s = 0;
-  for (double v : a) s += v;
-  return s;
+  double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  const size_t n = a.size() / 8 * 8;
+  for (size_t i = 0; i < n; i += 8)
+    for (int j = 0; j < 8; ++j) s[j] += a[i + size_t(j)];
+  for (size_t i = n; i < a.size(); ++i) s[0] += a[i];
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+// Bytes per thread for `cache`: twice a core's L2, so the array leaves L2 and stays in the
+// shared cache; less where the last-level cache, shared by the threads, would not hold twice
+// their arrays. sysconf reports 0 or -1 where it does not know; on some VMs the L3 figure is
+// the whole package's, which leaves 2 x L2 as it is.
+size_t cache_bytes(int threads) {
+  const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE), l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  size_t bytes = l2 > 0 ? 2 * size_t(l2) : size_t(2) << 20;
+  if (l3 > 0 && size_t(l3) / size_t(threads) < 2 * bytes) bytes = size_t(l3) / size_t(threads) / 2;
+  return std::max<size_t>(bytes, 64 << 10);
 }
 
 int usage(const char* bad) {
-  std::fprintf(stderr,
-               "machine_floor: bad argument '%s'\n"
-               "usage: machine_floor [--threads N] [--seconds S] [--work scalar|stream|simd]\n",
-               bad);
+  std::fprintf(
+      stderr,
+      "machine_floor: bad argument '%s'\n"
+      "usage: machine_floor [--threads N] [--seconds S] [--work scalar|stream|cache|simd]\n",
+      bad);
   return 2;
 }
 
@@ -127,18 +149,28 @@ int main(int argc, char** argv) {
       if (!(seconds > 0 && seconds < 3600)) return usage(argv[i]);
     } else if (a == "--work") {
       work = argv[++i];
-      if (work != "scalar" && work != "stream" && work != "simd") return usage(argv[i]);
+      if (work != "scalar" && work != "stream" && work != "cache" && work != "simd")
+        return usage(argv[i]);
     } else {
       return usage(argv[i]);
     }
   }
   const char* isa = "";
   const WorkFn simd = work == "simd" ? simd_work(&isa) : nullptr;
-  // 16 MiB per thread: larger than a core's share of the last-level cache on these machines.
-  std::vector<std::vector<double>> arrays(work == "stream" ? threads : 0,
-                                          std::vector<double>(2 << 20, 1.0));
+  // stream: 16 MiB per thread, larger than a core's share of the last-level cache on these
+  // machines. cache: a fixed number of passes over the smaller array, so that a step is about as
+  // long as the other kinds' (~0.5-2 ms) whatever the array's size.
+  const size_t doubles = work == "stream"  ? size_t(2) << 20
+                         : work == "cache" ? cache_bytes(threads) / sizeof(double)
+                                           : 0;
+  const int passes = work == "cache" ? int(std::max<size_t>(1, (size_t(4) << 20) / doubles)) : 1;
+  std::vector<std::vector<double>> arrays(doubles ? threads : 0, std::vector<double>(doubles, 1.0));
   const auto one = [&](int t, double seed) {
-    return work == "scalar" ? scalar_work(seed) : simd ? simd(seed) : stream_work(arrays[t]);
+    if (work == "scalar") return scalar_work(seed);
+    if (simd) return simd(seed);
+    double s = 0;
+    for (int p = 0; p < passes; ++p) s += stream_work(arrays[size_t(t)]);
+    return s;
   };
   std::atomic<int> done{0};
   std::atomic<bool> stop{false};
@@ -182,10 +214,11 @@ int main(int argc, char** argv) {
   double checksum = 0;
   for (double s : sink) checksum += s;
   std::printf(
-      "{\"work\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"seconds\": %g, \"steps\": %zu, "
+      "{\"work\": \"%s\", \"isa\": \"%s\", \"bytes_per_thread\": %zu, \"threads\": %d, "
+      "\"seconds\": %g, \"steps\": %zu, "
       "\"mean_s\": %.9g, "
       "\"median_s\": %.9g, \"min_s\": %.9g, \"max_s\": %.9g, \"checksum\": %g}\n",
-      work.c_str(), work == "simd" ? isa : "", threads, seconds, kept.size(),
+      work.c_str(), isa, doubles * sizeof(double), threads, seconds, kept.size(),
       sum / double(kept.size()), sorted[sorted.size() / 2], sorted.front(), sorted.back(),
       checksum);
   return 0;

@@ -12,21 +12,31 @@
 # work, for as long as a config's timed loop: its max/min is
 # what the machine alone contributes, measured in the same minutes. A floor above 1.05 means
 # the target cannot be met on this machine at that time, whatever trainbench does.
+# Last, a control with no fresh process in it: one trainbench process of one config at one
+# thread for --control S seconds (default 60; 0 skips it), its step times cut into 3-second
+# windows. Heap, threads and BLAS are the same in every window, so the max/min of the windows'
+# medians is what the machine's drift alone does to trainbench's own work in a minute; fresh
+# processes spread over 25 minutes cannot agree more closely than that, and the floor above,
+# whose small loops stay in a core, can miss it (on a 2-vCPU EPYC VM the floor stayed within
+# 1.05 while this control moved by more).
 #
-#   bench/reproducibility.sh [--build-dir DIR] [--out FILE] [--reps N] [SWEEP ...]
+#   bench/reproducibility.sh [--build-dir DIR] [--out FILE] [--reps N] [--control S] [SWEEP ...]
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 build="$here/../build"
 out=""
 reps=5
+control=60
+control_config="cnn:block=residual,blocks=1,filters=16,image=32,output=10,batch=16,threads=1"
 sweeps=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build-dir) build="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --reps) reps="$2"; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --control) control="$2"; shift 2 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) sweeps+=("$1"); shift ;;
   esac
 done
@@ -50,23 +60,43 @@ floor="$build/bench/machine_floor"
 for ((r = 1; r <= reps; r++)); do
   for s in "${sweeps[@]}"; do
     echo "== $s: round $r of $reps"
-    "$tb" sweep "$s" --store "$work/$s.db" --repetitions "$r" \
+    "$tb" sweep "$s" --store "$work/$(basename "$s" .toml).db" --repetitions "$r" \
       --stack blas=default --stack blas=openblas-pthread 2>&1 | tail -n 2
   done
   # Core speed (a chain of dependent arithmetic), memory bandwidth (a sum over arrays past the
-  # last-level cache) and the vector units (a GEMM's inner loop): a neighbour on the host can
-  # move any of them without moving the others.
+  # last-level cache), the shared cache (a sum over twice a core's L2) and the vector units (a
+  # GEMM's inner loop): a neighbour on the host can move any of them without moving the others.
   for t in 1 2; do
-    for w in scalar stream simd; do "$floor" --threads "$t" --work "$w" --seconds 1.5 >> "$work/floor.jsonl"; done
+    for w in scalar stream cache simd; do "$floor" --threads "$t" --work "$w" --seconds 1.5 >> "$work/floor.jsonl"; done
   done
 done
+if [[ "$control" != 0 ]]; then
+  echo "== control: one process of $control_config for $control s"
+  # A CI target no run reaches: the process stops on its budget, not on convergence.
+  "$tb" run "$control_config" --budget "$control" --target-ci 0.0001 --json > "$work/control.json" 2>/dev/null ||
+    echo "reproducibility: the control run failed" >&2
+fi
 wall=$((SECONDS - start))
 python3 - "$out" "$reps" "$wall" "$work" "${sweeps[@]}" <<'PY'
 import json, os, sqlite3, statistics, sys
 out, reps, wall, work, sweeps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5:]
+def control():
+    path = os.path.join(work, "control.json")
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return None
+    r = json.load(open(path))["results"][0]
+    windows, cur, acc = [], [], 0.0
+    for t in r.get("step_times_s", []):
+        cur.append(t); acc += t
+        if acc >= 3.0:
+            windows.append(statistics.median(cur)); cur, acc = [], 0.0
+    if len(windows) < 2:
+        return {"config": r["config"], "status": r["status"], "windows": len(windows)}
+    return {"config": r["config"], "status": r["status"], "window_s": 3.0,
+            "window_medians_s": windows, "max_over_min": max(windows) / min(windows)}
 rows = []
 for s in sweeps:
-    db = sqlite3.connect(f"{work}/{s}.db")
+    db = sqlite3.connect(f"{work}/{os.path.basename(s).removesuffix('.toml')}.db")
     q = ("SELECT run.config, stack.identity, run.status, run.result FROM run "
          "JOIN stack ON stack.id = run.stack_id")
     for config, identity, status, result in db.execute(q):
@@ -118,7 +148,7 @@ doc = {"schema_version": 1, "kind": "trainbench.bench.reproducibility",
                  "stack, interleaved; stacks blas=default and blas=openblas-pthread back to back",
        "wall_s": wall, "target": ">= 95% of the default stack's configs with max/min <= 1.05",
        "default": table("default"), "openblas_pthread": table("pthread"),
-       "machine_floor": floor, "rounds": rounds, "rows": rows}
+       "machine_floor": floor, "within_one_process": control(), "rounds": rounds, "rows": rows}
 json.dump(doc, open(out, "w"), indent=2)
 for name in ("default", "openblas_pthread"):
     t = doc[name]
@@ -131,6 +161,11 @@ for name in ("default", "openblas_pthread"):
 for k, f in floor.items():
     print(f"{'floor ' + k:>24}: max/min {f['max_over_min']:.3f} over {len(f['means_s'])} processes "
           f"(plain C++, {', '.join(f'{1e3*m:.3f}' for m in f['means_s'])} ms)")
+c = doc["within_one_process"]
+if c and c.get("max_over_min"):
+    print(f"{'one process':>24}: {len(c['window_medians_s'])} windows of 3 s, medians max/min "
+          f"{c['max_over_min']:.3f} ({', '.join(f'{1e3*m:.2f}' for m in c['window_medians_s'])} ms; "
+          f"{c['config']})")
 for r in rounds["default"]:
     print(f"{'round ' + str(r['round']):>24}: default stack, each config against its own median: "
           f"median {r['median']:.3f}, {r['min']:.3f}..{r['max']:.3f}")
@@ -139,5 +174,6 @@ ok = d.get("configs") and d["share_within_1_05"] >= 0.95
 print(f"SUMMARY reproducibility: {100*d.get('share_within_1_05',0):.0f}% of {d.get('configs',0)} configs "
       f"within 1.05 on the default stack (target >= 95%: {'PASS' if ok else 'FAIL'}); "
       f"openblas-pthread {100*doc['openblas_pthread'].get('share_within_1_05',0):.0f}%; machine floor "
-      f"max/min {max((f['max_over_min'] for f in floor.values()), default=0):.3f}; {wall} s")
+      f"max/min {max((f['max_over_min'] for f in floor.values()), default=0):.3f}; one process's "
+      f"windows max/min {c['max_over_min'] if c and c.get('max_over_min') else float('nan'):.3f}; {wall} s")
 PY

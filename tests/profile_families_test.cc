@@ -11,6 +11,7 @@
 
 #include "spec/family.h"
 #include "support/cli.h"
+#include "support/unset_env.h"
 
 namespace tb {
 namespace {
@@ -48,18 +49,7 @@ std::string quarter_config(const FamilySchema& f) {
   return text;
 }
 
-// Unsets a variable for the scope and puts it back after.
-struct Unset {
-  std::string name, saved;
-  bool had;
-  explicit Unset(const char* n) : name(n), had(std::getenv(n) != nullptr) {
-    if (had) saved = std::getenv(n);
-    unsetenv(n);
-  }
-  ~Unset() {
-    if (had) setenv(name.c_str(), saved.c_str(), 1);
-  }
-};
+using tb::test::Unset;
 
 TEST(FamilyProfiles, NoOperatorRunsAboveTheMeasuredPeak) {
   // The peak as `trainbench platform` measures it (in trainbench's own runtime environment:

@@ -17,6 +17,7 @@
 #include "platform/blas.h"
 #include "runner/torchscript.h"
 #include "support/cli.h"
+#include "support/unset_env.h"
 
 namespace tb {
 namespace {
@@ -109,6 +110,8 @@ TEST(Stack, ReferenceBlasIsDetectedAndMuchSlowerThanOpenBlas) {
 }
 
 TEST(Stack, UnknownOrMissingBlasIsAOneLineError) {
+  // The image's OPENBLAS_CORETYPE would add its own warning line to the count.
+  const tb::test::Unset core("OPENBLAS_CORETYPE");
   Output o = run("run fc:nodes=8 --stack blas=mkl");
   EXPECT_EQ(o.status, 2);
   EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
@@ -175,6 +178,37 @@ TEST(Stack, OpenBlasGenericCoreIsReplacedByTheCpusOwn) {
       openblas_core_override("OpenBLAS 0.3.26 DYNAMIC_ARCH SapphireRapids MAX_THREADS=64", avx512),
       "");
   EXPECT_EQ(openblas_core_override("BLIS 0.9.0", avx512), "");
+}
+
+// A user's OPENBLAS_CORETYPE is kept; narrower kernels than the CPU's vectors are said in one
+// line that names the variable's value (escaped) and the fix.
+TEST(Stack, NarrowOpenBlasKernelsAskedForAreSaid) {
+  const std::vector<std::string> avx512 = {"avx512f",  "avx512bw", "avx512dq",
+                                           "avx512vl", "avx2",     "fma"};
+  const std::string haswell = "OpenBLAS 0.3.21 DYNAMIC_ARCH USE_OPENMP Haswell MAX_THREADS=64";
+  const std::string w = narrow_kernels_warning(haswell, avx512, "Haswell");
+  EXPECT_NE(w.find("OPENBLAS_CORETYPE=Haswell"), std::string::npos) << w;
+  EXPECT_NE(w.find("AVX2"), std::string::npos) << w;
+  EXPECT_NE(w.find("AVX-512"), std::string::npos) << w;
+  EXPECT_NE(w.find("unset OPENBLAS_CORETYPE"), std::string::npos) << w;
+  EXPECT_EQ(w.find('\n'), std::string::npos);
+  // Control characters in the variable come back escaped.
+  EXPECT_EQ(narrow_kernels_warning(haswell, avx512, "Has\x1bwell").find('\x1b'), std::string::npos);
+  // Unset, or set to what the CPU has, or an AVX2 CPU on AVX2 kernels: nothing to say.
+  EXPECT_EQ(narrow_kernels_warning(haswell, avx512, nullptr), "");
+  EXPECT_EQ(narrow_kernels_warning(haswell, avx512, ""), "");
+  EXPECT_EQ(narrow_kernels_warning(haswell, {"avx2", "fma"}, "Haswell"), "");
+  EXPECT_EQ(narrow_kernels_warning("OpenBLAS 0.3.21 DYNAMIC_ARCH SkylakeX MAX_THREADS=64", avx512,
+                                   "SkylakeX"),
+            "");
+  // Pre-AVX2 kernels on an AVX2 CPU are said too; a core not ranked, or not OpenBLAS, is not.
+  EXPECT_NE(narrow_kernels_warning("OpenBLAS 0.3.21 DYNAMIC_ARCH Sandybridge MAX_THREADS=64",
+                                   {"avx2", "fma"}, "Sandybridge"),
+            "");
+  EXPECT_EQ(narrow_kernels_warning("OpenBLAS 0.3.21 DYNAMIC_ARCH NewCore MAX_THREADS=64", avx512,
+                                   "NewCore"),
+            "");
+  EXPECT_EQ(narrow_kernels_warning("BLIS 0.9.0", avx512, "Haswell"), "");
 }
 
 TEST(Stack, RunsOnTheCpusOwnOpenBlasKernels) {

@@ -76,6 +76,8 @@ int main(int argc, char** argv) {
   if (warning.empty() && tb::entered_blas() != blas.label())
     warning = tb::threaded_blas_warning(blas, tb::online_cpus());
   if (!warning.empty()) std::cerr << warning << "\n";
+  if (const std::string narrow = tb::narrow_kernels_warning(); !narrow.empty())
+    std::cerr << narrow << "\n";
   try {
     for (const auto& c : commands)
       if (c.sub->parsed()) return c.action();

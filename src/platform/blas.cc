@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "platform/framework.h"
+#include "spec/printable.h"
 
 namespace tb {
 namespace {
@@ -147,6 +148,54 @@ std::string openblas_core_override_of(const std::string& path) {
 }
 
 bool blas_loaded() { return dlsym(RTLD_DEFAULT, "sgemm_") != nullptr; }
+
+namespace {
+// The widest vectors a core's kernels use: 3 AVX-512, 2 AVX2 with FMA, 1 older; 0 for a name
+// not listed (no claim is made about it). OpenBLAS's names, as its config string spells them.
+int vector_rank(std::string core) {
+  std::transform(core.begin(), core.end(), core.begin(),
+                 [](unsigned char c) { return char(std::tolower(c)); });
+  for (const char* c : {"skylakex", "cooperlake", "sapphirerapids"})
+    if (core == c) return 3;
+  for (const char* c : {"haswell", "zen", "skylake", "excavator"})
+    if (core == c) return 2;
+  for (const char* c :
+       {"prescott", "core2", "penryn", "dunnington", "nehalem", "atom", "katmai", "northwood",
+        "sandybridge", "bulldozer", "piledriver", "steamroller", "barcelona", "opteron", "bobcat"})
+    if (core == c) return 1;
+  return 0;
+}
+
+int cpu_rank(const std::vector<std::string>& flags) {
+  auto has = [&](const char* f) { return std::find(flags.begin(), flags.end(), f) != flags.end(); };
+  if (has("avx512f") && has("avx512bw") && has("avx512dq") && has("avx512vl")) return 3;
+  if (has("avx2") && has("fma")) return 2;
+  return 1;
+}
+}  // namespace
+
+std::string narrow_kernels_warning(const std::string& config, const std::vector<std::string>& flags,
+                                   const char* coretype) {
+  if (!coretype || !*coretype || config.rfind("OpenBLAS", 0) != 0) return "";
+  // The core OpenBLAS runs is the word before MAX_THREADS in its config string.
+  const auto end = config.find(" MAX_THREADS");
+  if (end == std::string::npos) return "";
+  const auto begin = config.rfind(' ', end - 1);
+  const std::string core = config.substr(begin == std::string::npos ? 0 : begin + 1,
+                                         end - (begin == std::string::npos ? 0 : begin + 1));
+  const int have = cpu_rank(flags), used = vector_rank(core);
+  if (used == 0 || used >= have) return "";
+  static const char* const kNames[] = {"", "pre-AVX2", "AVX2", "AVX-512"};
+  return fmt::format(
+      "WARNING: OPENBLAS_CORETYPE={} has OpenBLAS run {} ({}) kernels on a CPU with {}: "
+      "GEMM-bound steps run up to ~1.6x slower; unset OPENBLAS_CORETYPE to measure this CPU",
+      printable(coretype), core, kNames[used], kNames[have]);
+}
+
+std::string narrow_kernels_warning() {
+  const auto cfg = find<char* (*)()>("openblas_get_config");
+  return cfg ? narrow_kernels_warning(cfg(), cpu_flags(), std::getenv("OPENBLAS_CORETYPE")) : "";
+}
 
 std::string threaded_blas_warning(const BlasInfo& info, int intra_op_threads) {
   if (info.variant != "pthread" || intra_op_threads <= 1) return "";

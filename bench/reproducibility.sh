@@ -12,13 +12,14 @@
 # work, for as long as a config's timed loop: its max/min is
 # what the machine alone contributes, measured in the same minutes. A floor above 1.05 means
 # the target cannot be met on this machine at that time, whatever trainbench does.
-# Last, a control with no fresh process in it: one trainbench process of one config at one
-# thread for --control S seconds (default 60; 0 skips it), its step times cut into 3-second
-# windows. Heap, threads and BLAS are the same in every window, so the max/min of the windows'
-# medians is what the machine's drift alone does to trainbench's own work in a minute; fresh
-# processes spread over 25 minutes cannot agree more closely than that, and the floor above,
-# whose small loops stay in a core, can miss it (on a 2-vCPU EPYC VM the floor stayed within
-# 1.05 while this control moved by more).
+# Last, after the rounds, a control with no fresh process in it: one trainbench process of one
+# config at one thread for --control S seconds (default 60; 0 skips it), its step times after
+# the warm-up cut into 3-second windows. Heap, threads and BLAS are the same in every window,
+# so the max/min of the windows' medians is what the machine's drift does to trainbench's own
+# work within one process. The floor above, whose small loops stay in a core, can miss that
+# drift (on a 2-vCPU EPYC VM the floor stayed within 1.05 while one process's windows moved by
+# up to 1.7x). More and shorter windows than a config's processes widen max/min a little by
+# themselves: read it as the machine's, not as an exact bound.
 #
 #   bench/reproducibility.sh [--build-dir DIR] [--out FILE] [--reps N] [--control S] [SWEEP ...]
 set -euo pipefail
@@ -35,7 +36,9 @@ while [[ $# -gt 0 ]]; do
     --build-dir) build="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --reps) reps="$2"; shift 2 ;;
-    --control) control="$2"; shift 2 ;;
+    --control)
+      [[ "${2:-}" =~ ^[0-9]+$ ]] || { echo "reproducibility: --control wants whole seconds (0 skips it), not '${2:-}'" >&2; exit 2; }
+      control="$2"; shift 2 ;;
     -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) sweeps+=("$1"); shift ;;
   esac
@@ -73,8 +76,9 @@ done
 if [[ "$control" != 0 ]]; then
   echo "== control: one process of $control_config for $control s"
   # A CI target no run reaches: the process stops on its budget, not on convergence.
-  "$tb" run "$control_config" --budget "$control" --target-ci 0.0001 --json > "$work/control.json" 2>/dev/null ||
-    echo "reproducibility: the control run failed" >&2
+  "$tb" run "$control_config" --budget "$control" --target-ci 0.0001 --json > "$work/control.json" \
+    2> "$work/control.err" ||
+    echo "reproducibility: the control run failed: $(tail -n 1 "$work/control.err")" >&2
 fi
 wall=$((SECONDS - start))
 python3 - "$out" "$reps" "$wall" "$work" "${sweeps[@]}" <<'PY'
@@ -84,15 +88,21 @@ def control():
     path = os.path.join(work, "control.json")
     if not os.path.exists(path) or os.path.getsize(path) == 0:
         return None
-    r = json.load(open(path))["results"][0]
+    try:
+        r = json.load(open(path))["results"][0]
+    except (ValueError, KeyError, IndexError) as e:
+        return {"error": f"control.json unreadable: {e}"}
+    timing = r.get("timing", {})
     windows, cur, acc = [], [], 0.0
-    for t in r.get("step_times_s", []):
+    for t in r.get("step_times_s", [])[timing.get("warmup_steps", 0):]:
         cur.append(t); acc += t
         if acc >= 3.0:
             windows.append(statistics.median(cur)); cur, acc = [], 0.0
     if len(windows) < 2:
-        return {"config": r["config"], "status": r["status"], "windows": len(windows)}
-    return {"config": r["config"], "status": r["status"], "window_s": 3.0,
+        return {"config": r["config"], "status": r["status"], "windows": len(windows),
+                "end_reason": timing.get("end_reason")}
+    return {"config": r["config"], "status": r["status"], "end_reason": timing.get("end_reason"),
+            "window_s": 3.0,
             "window_medians_s": windows, "max_over_min": max(windows) / min(windows)}
 rows = []
 for s in sweeps:
@@ -165,7 +175,7 @@ c = doc["within_one_process"]
 if c and c.get("max_over_min"):
     print(f"{'one process':>24}: {len(c['window_medians_s'])} windows of 3 s, medians max/min "
           f"{c['max_over_min']:.3f} ({', '.join(f'{1e3*m:.2f}' for m in c['window_medians_s'])} ms; "
-          f"{c['config']})")
+          f"{c['config']}; ended on {c['end_reason']})")
 for r in rounds["default"]:
     print(f"{'round ' + str(r['round']):>24}: default stack, each config against its own median: "
           f"median {r['median']:.3f}, {r['min']:.3f}..{r['max']:.3f}")

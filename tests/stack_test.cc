@@ -209,6 +209,35 @@ TEST(Stack, NarrowOpenBlasKernelsAskedForAreSaid) {
                                    "NewCore"),
             "");
   EXPECT_EQ(narrow_kernels_warning("BLIS 0.9.0", avx512, "Haswell"), "");
+  // A serial build ends its string with SINGLE_THREADED; a build without DYNAMIC_ARCH ignores
+  // the variable.
+  EXPECT_NE(
+      narrow_kernels_warning("OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell SINGLE_THREADED",
+                             avx512, "Haswell"),
+      "");
+  EXPECT_EQ(narrow_kernels_warning("OpenBLAS 0.3.21 NO_AFFINITY Haswell MAX_THREADS=64", avx512,
+                                   "Haswell"),
+            "");
+}
+
+// Start-up says it once per command, also where a stack's BLAS re-executes the program, and
+// not where trainbench chose the value itself.
+TEST(Stack, NarrowKernelsAreSaidOncePerCommand) {
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+      !__builtin_cpu_supports("avx512dq") || !__builtin_cpu_supports("avx512vl"))
+    GTEST_SKIP() << "needs an AVX-512 CPU";
+  const std::string cfg = "run fc:layers=1,nodes=8,input=8,output=2,batch=2 --steps 2";
+  for (const std::string extra : {"", " --stack blas=openblas-pthread"}) {
+    const Output o = run(cfg + extra, "OPENBLAS_CORETYPE=Haswell");
+    ASSERT_EQ(o.status, 0) << o.err;
+    size_t said = 0;
+    for (size_t i = o.err.find("OPENBLAS_CORETYPE=Haswell"); i != std::string::npos;
+         i = o.err.find("OPENBLAS_CORETYPE=Haswell", i + 1))
+      ++said;
+    EXPECT_EQ(said, 1u) << extra << ": " << o.err;
+  }
+  const Output chosen = run(cfg, "OPENBLAS_CORETYPE=Haswell TB_OPENBLAS_CORETYPE_SET=Haswell");
+  EXPECT_EQ(chosen.err.find("OPENBLAS_CORETYPE="), std::string::npos) << chosen.err;
 }
 
 TEST(Stack, RunsOnTheCpusOwnOpenBlasKernels) {

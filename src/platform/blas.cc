@@ -176,25 +176,44 @@ int cpu_rank(const std::vector<std::string>& flags) {
 
 std::string narrow_kernels_warning(const std::string& config, const std::vector<std::string>& flags,
                                    const char* coretype) {
-  if (!coretype || !*coretype || config.rfind("OpenBLAS", 0) != 0) return "";
-  // The core OpenBLAS runs is the word before MAX_THREADS in its config string.
-  const auto end = config.find(" MAX_THREADS");
-  if (end == std::string::npos) return "";
-  const auto begin = config.rfind(' ', end - 1);
-  const std::string core = config.substr(begin == std::string::npos ? 0 : begin + 1,
-                                         end - (begin == std::string::npos ? 0 : begin + 1));
+  // Only a DYNAMIC_ARCH build reads the variable.
+  if (!coretype || !*coretype || config.rfind("OpenBLAS", 0) != 0 ||
+      config.find(" DYNAMIC_ARCH") == std::string::npos)
+    return "";
+  // The core OpenBLAS runs is the word before the thread setting that ends its config string:
+  // MAX_THREADS=N, or SINGLE_THREADED in a serial build.
+  auto end = config.find(" MAX_THREADS");
+  if (end == std::string::npos) end = config.find(" SINGLE_THREADED");
+  if (end == std::string::npos || end == 0) return "";
+  const auto space = config.rfind(' ', end - 1);
+  const size_t begin = space == std::string::npos ? 0 : space + 1;
+  const std::string core = config.substr(begin, end - begin);
   const int have = cpu_rank(flags), used = vector_rank(core);
   if (used == 0 || used >= have) return "";
   static const char* const kNames[] = {"", "pre-AVX2", "AVX2", "AVX-512"};
+  // What was measured: AVX2 kernels on an AVX-512 EPYC (Zen 5), and Prescott's on a Xeon with
+  // AVX-512 (docs/stacks.md); other pairs are only said to be slower.
+  const char* cost = used == 2 ? "GEMM-bound steps ran ~1.6x slower on an AVX-512 EPYC"
+                     : have == 3
+                         ? "GEMMs ran at about a third of the AVX-512 kernels' speed on a Xeon"
+                         : "GEMMs run slower";
   return fmt::format(
-      "WARNING: OPENBLAS_CORETYPE={} has OpenBLAS run {} ({}) kernels on a CPU with {}: "
-      "GEMM-bound steps run up to ~1.6x slower; unset OPENBLAS_CORETYPE to measure this CPU",
-      printable(coretype), core, kNames[used], kNames[have]);
+      "WARNING: OPENBLAS_CORETYPE={} has OpenBLAS run {} ({}) kernels on a CPU with {} ({}); "
+      "unset OPENBLAS_CORETYPE to measure this CPU",
+      printable(coretype), core, kNames[used], kNames[have], cost);
 }
 
 std::string narrow_kernels_warning() {
+  const char* core = std::getenv("OPENBLAS_CORETYPE");
+  // Said once per command (a stack's BLAS re-executes the program), and never of the value
+  // trainbench chose itself (runtime_env.cc: OpenBLAS may map it to a narrower core it has).
+  const char* chosen = std::getenv("TB_OPENBLAS_CORETYPE_SET");
+  if (!core || std::getenv("TB_NARROW_KERNELS_SAID") || (chosen && std::string(chosen) == core))
+    return "";
   const auto cfg = find<char* (*)()>("openblas_get_config");
-  return cfg ? narrow_kernels_warning(cfg(), cpu_flags(), std::getenv("OPENBLAS_CORETYPE")) : "";
+  std::string w = cfg ? narrow_kernels_warning(cfg(), cpu_flags(), core) : "";
+  if (!w.empty()) setenv("TB_NARROW_KERNELS_SAID", "1", 1);
+  return w;
 }
 
 std::string threaded_blas_warning(const BlasInfo& info, int intra_op_threads) {

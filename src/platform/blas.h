@@ -39,13 +39,15 @@ std::string openblas_core_override_of(const std::string& path);
 // Whether a BLAS (a library providing sgemm_) is loaded in this process.
 bool blas_loaded();
 
-// One line to print when the user's OPENBLAS_CORETYPE (`coretype`, null where unset) has OpenBLAS
-// run kernels narrower than the CPU's vectors: Haswell's (AVX2) on an AVX-512 CPU ran a
-// GEMM-bound fc step 1.6x slower than OpenBLAS's own choice on an EPYC (Zen 5). trainbench keeps
-// a user's choice, so it says so instead (empty otherwise, and for cores it does not rank).
+// One line to print when the user's OPENBLAS_CORETYPE (`coretype`, null where unset) has a
+// DYNAMIC_ARCH OpenBLAS run kernels narrower than the CPU's vectors: Haswell's (AVX2) on an
+// AVX-512 CPU ran a GEMM-bound fc step 1.6x slower than OpenBLAS's own choice on an EPYC
+// (Zen 5). trainbench keeps a user's choice, so it says so instead (empty otherwise, and for
+// cores it does not rank).
 std::string narrow_kernels_warning(const std::string& openblas_config,
                                    const std::vector<std::string>& cpu_flags, const char* coretype);
-// The same for this process: the loaded OpenBLAS, this CPU and its environment.
+// The same for this process: the loaded OpenBLAS, this CPU and its environment; once per
+// command, and not of a value trainbench set itself.
 std::string narrow_kernels_warning();
 
 // One line to print when the BLAS runs a thread pool of its own (OpenBLAS's or BLIS's pthread

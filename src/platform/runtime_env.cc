@@ -45,7 +45,10 @@ bool set_runtime_environment() {
         if (lib.name == target) path = lib.dir + "/libblas.so.3";
       core = openblas_core_override_of(path);
     }
-    if (!core.empty()) changed |= setenv("OPENBLAS_CORETYPE", core.c_str(), 1) == 0;
+    if (!core.empty()) {
+      changed |= setenv("OPENBLAS_CORETYPE", core.c_str(), 1) == 0;
+      setenv("TB_OPENBLAS_CORETYPE_SET", core.c_str(), 1);  // not the user's: no warning of it
+    }
   }
   if (!blas.empty()) {
     for (const auto& [key, value] : blas_environment(blas)) setenv(key.c_str(), value.c_str(), 1);

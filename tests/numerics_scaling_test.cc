@@ -692,6 +692,24 @@ TEST(NumericsScaling, Nvfp4MatchesTransformerEngine) {
       }
     EXPECT_EQ(bad, 0) << "offset " << offset;
   }
+  // Stochastic rounding with a NaN in a row (the kernel's form that checks for one): the NaN
+  // stays NaN, and every other element is what it is with a 0 there instead (amaxes ignore
+  // NaN, and each element draws its own bits).
+  {
+    std::vector<float> v(x.begin(), x.begin() + long(4 * cols)), zero = v;
+    v[cols + 5] = std::nanf("");
+    zero[cols + 5] = 0.0f;
+    QuantOptions o;
+    o.row = cols;
+    o.rounding = tb::num::Rounding::kStochastic;
+    o.seed = 5;
+    const auto y = tb::num::quantize(parse_format("nvfp4"), v, o);
+    const auto y0 = tb::num::quantize(parse_format("nvfp4"), zero, o);
+    int bad = 0;
+    for (size_t i = 0; i < v.size(); ++i)
+      bad += i == cols + 5 ? !std::isnan(y[i]) : !same(y[i], y0[i]);
+    EXPECT_EQ(bad, 0);
+  }
   // A zero tensor stays zero; the tensor scale is then 1.
   const std::vector<float> z(64, 0.0f);
   for (float v : tb::num::quantize(parse_format("nvfp4"), z)) EXPECT_EQ(v, 0.0f);

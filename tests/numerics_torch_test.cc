@@ -419,6 +419,30 @@ TEST(NumericsTorch, UpdateArithmeticIsLibTorchs) {
     want.sub_(v * lr);
     tb::num::sub_product(got.data_ptr<float>(), v.data_ptr<float>(), size_t(n), float(lr));
     EXPECT_TRUE(torch::equal(want, got)) << "p.sub_(v * lr), n=" << n;
+    // Both updates in one loop: the two functions' values, and the new tensors' largest
+    // magnitudes with NaN left out (one planted where there is room), folded into what the
+    // accumulators held.
+    torch::Tensor pb = p.clone(), vb = v.clone(), pw = p.clone(), vw = v.clone();
+    if (n > 20) g[n / 2] = std::nanf("");
+    tb::num::momentum_buffer(vw.data_ptr<float>(), g.data_ptr<float>(), size_t(n), float(momentum));
+    tb::num::add_scaled(pw.data_ptr<float>(), vw.data_ptr<float>(), size_t(n), float(-1 * lr));
+    uint32_t amax_b = 0, amax_p = 7;  // 7: an earlier chunk's, smaller than any here
+    tb::num::momentum_add_amax(pb.data_ptr<float>(), vb.data_ptr<float>(), g.data_ptr<float>(),
+                               size_t(n), float(momentum), float(-1 * lr), &amax_b, &amax_p);
+    EXPECT_TRUE(torch::equal(pb.isnan(), pw.isnan()) &&
+                torch::equal(pb.nan_to_num(), pw.nan_to_num()))
+        << "parameters, n=" << n;
+    EXPECT_TRUE(torch::equal(vb.isnan(), vw.isnan()) &&
+                torch::equal(vb.nan_to_num(), vw.nan_to_num()))
+        << "buffer, n=" << n;
+    const auto amax_bits = [](const torch::Tensor& t) {
+      const float a = t.abs().nan_to_num(0.0, INFINITY).max().item<float>();
+      uint32_t b;
+      std::memcpy(&b, &a, 4);
+      return b;
+    };
+    EXPECT_EQ(amax_b, amax_bits(vw)) << "n=" << n;
+    EXPECT_EQ(amax_p, std::max<uint32_t>(7, amax_bits(pw))) << "n=" << n;
   }
 }
 

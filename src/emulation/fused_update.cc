@@ -56,14 +56,19 @@ void unfused(MomentumRule rule, torch::Tensor& p, torch::Tensor& buf, const torc
   master.apply_(p);
 }
 
+// A chunk's largest |x| bits, into a running maximum shared by the threads.
+void fold_bits(std::atomic<uint32_t>& acc, uint32_t bits) {
+  uint32_t cur = acc.load();
+  while (bits > cur && !acc.compare_exchange_weak(cur, bits)) {
+  }
+}
+
 // The largest |x| of a chunk, into a running maximum shared by the threads.
 void fold_amax(std::atomic<uint32_t>& acc, const float* x, int64_t n) {
   const float a = num::tensor_amax(x, size_t(n));
   uint32_t bits;
   std::memcpy(&bits, &a, 4);
-  uint32_t cur = acc.load();
-  while (bits > cur && !acc.compare_exchange_weak(cur, bits)) {
-  }
+  fold_bits(acc, bits);
 }
 
 float as_float(uint32_t bits) {
@@ -130,20 +135,33 @@ void momentum_step(MomentumRule rule, torch::Tensor& p, torch::Tensor& buf, cons
     ws.options.tensor_amax = as_float(amax_s.load());
     wm.options.tensor_amax = as_float(amax_m.load());
   };
-  if (rule == MomentumRule::kTorchSgd) {
+  if (rule == MomentumRule::kTorchSgd && (rs.needs_amax || rm.needs_amax)) {
+    // Both updates and both amaxes in one loop over the chunk (NVFP4), the roundings that need
+    // no amax after it.
+    over_chunks([&](int64_t lo, int64_t len) {
+      uint32_t ab = 0, ap = 0;
+      num::momentum_add_amax(P + lo, B + lo, G + lo, size_t(len), m, alpha, &ab, &ap);
+      if (rs.needs_amax)
+        fold_bits(amax_s, ab);
+      else
+        rs.round(B, lo, len);
+      if (rm.needs_amax)
+        fold_bits(amax_m, ap);
+      else
+        rm.round(P, lo, len);
+    });
+    finish();
+    over_chunks([&](int64_t lo, int64_t len) {
+      if (ws.needs_amax) ws.round(B, lo, len);
+      if (wm.needs_amax) wm.round(P, lo, len);
+    });
+  } else if (rule == MomentumRule::kTorchSgd) {
     over_chunks([&](int64_t lo, int64_t len) {
       num::momentum_buffer(B + lo, G + lo, size_t(len), m);
       num::add_scaled(P + lo, B + lo, size_t(len), alpha);
-      round_or_amax(rs, amax_s, B, lo, len);
-      round_or_amax(rm, amax_m, P, lo, len);
+      rs.round(B, lo, len);
+      rm.round(P, lo, len);
     });
-    if (rs.needs_amax || rm.needs_amax) {
-      finish();
-      over_chunks([&](int64_t lo, int64_t len) {
-        if (ws.needs_amax) ws.round(B, lo, len);
-        if (wm.needs_amax) wm.round(P, lo, len);
-      });
-    }
   } else {
     // The parameter's update reads the rounded buffer: where that rounding needs the buffer's
     // amax, the update waits for a second pass.

@@ -7,6 +7,7 @@
 // its own; `t.add_(u, alpha)` is one fused multiply-add, t + alpha * u rounded once (ATen's
 // vectorised loop calls fmadd, and its scalar remainder compiles to an FMA too).
 #include <cstddef>
+#include <cstdint>
 
 namespace tb::num {
 
@@ -18,5 +19,12 @@ void add_scaled(float* p, const float* v, size_t n, float alpha);
 
 // p = p - v * lr in two roundings: `p.sub_(v * lr)`.
 void sub_product(float* p, const float* v, size_t n, float lr);
+
+// momentum_buffer(buf, g, n, momentum) then add_scaled(p, buf, n, alpha) in one loop, with the
+// largest |x| bits of the new buf and p (NaN counted as 0, as quantize's amax passes count it)
+// folded into *amax_buf and *amax_p: an NVFP4 step's first pass (emulation/fused_update.cc),
+// which reads each chunk once where the four loops apart read it four times.
+void momentum_add_amax(float* p, float* buf, const float* g, size_t n, float momentum, float alpha,
+                       uint32_t* amax_buf, uint32_t* amax_p);
 
 }  // namespace tb::num

@@ -694,22 +694,29 @@ TEST(NumericsScaling, Nvfp4MatchesTransformerEngine) {
   }
   // Stochastic rounding with a NaN in a row (the kernel's form that checks for one): the NaN
   // stays NaN, and every other element is what it is with a 0 there instead (amaxes ignore
-  // NaN, and each element draws its own bits).
-  {
-    std::vector<float> v(x.begin(), x.begin() + long(4 * cols)), zero = v;
-    v[cols + 5] = std::nanf("");
-    zero[cols + 5] = 0.0f;
-    QuantOptions o;
-    o.row = cols;
-    o.rounding = tb::num::Rounding::kStochastic;
-    o.seed = 5;
-    const auto y = tb::num::quantize(parse_format("nvfp4"), v, o);
-    const auto y0 = tb::num::quantize(parse_format("nvfp4"), zero, o);
-    int bad = 0;
-    for (size_t i = 0; i < v.size(); ++i)
-      bad += i == cols + 5 ? !std::isnan(y[i]) : !same(y[i], y0[i]);
-    EXPECT_EQ(bad, 0);
-  }
+  // NaN, and each element draws its own bits). Rows of 64 (one row of whole tiles, 16 at a
+  // time) and of 567 (the NaN in a tile found one at a time), 1-D and 2-D tiles, the tensor's
+  // amax found by the call or given (a band at a time).
+  for (const size_t row : {cols, size_t(567)})
+    for (const char* name : {"nvfp4", "nvfp4_2d"})
+      for (const bool given : {false, true}) {
+        const size_t at = row + (row == cols ? 5 : 560);
+        std::vector<float> v(x.begin(), x.begin() + long(4 * row)), zero = v;
+        v[at] = std::nanf("");
+        zero[at] = 0.0f;
+        QuantOptions o;
+        o.row = row;
+        o.rounding = tb::num::Rounding::kStochastic;
+        o.seed = 5;
+        if (given)
+          for (float a : zero) o.tensor_amax = std::fmax(o.tensor_amax, std::fabs(a));
+        const auto y = tb::num::quantize(parse_format(name), v, o);
+        const auto y0 = tb::num::quantize(parse_format(name), zero, o);
+        int bad = 0;
+        for (size_t i = 0; i < v.size(); ++i)
+          bad += i == at ? !std::isnan(y[i]) : !same(y[i], y0[i]);
+        EXPECT_EQ(bad, 0) << name << " on rows of " << row << (given ? ", amax given" : "");
+      }
   // A zero tensor stays zero; the tensor scale is then 1.
   const std::vector<float> z(64, 0.0f);
   for (float v : tb::num::quantize(parse_format("nvfp4"), z)) EXPECT_EQ(v, 0.0f);

@@ -394,8 +394,8 @@ namespace {
 TEST(NumericsTorch, UpdateArithmeticIsLibTorchs) {
   torch::manual_seed(21);
   for (const int64_t n : {1, 7, 15, 16, 17, 31, 33, 63, 64, 65, 100, 4097, 70001}) {
-    const torch::Tensor p = torch::randn({n}), v = torch::randn({n}) * 1e-3,
-                        g = torch::randn({n}) * 1e-2;
+    const torch::Tensor p = torch::randn({n}), v = torch::randn({n}) * 1e-3;
+    torch::Tensor g = torch::randn({n}) * 1e-2;
     const double momentum = 0.9, lr = 0.0123;
     torch::Tensor want = v.clone(), got = v.clone();
     want.mul_(momentum).add_(g, 1 - 0.0);
@@ -426,7 +426,10 @@ TEST(NumericsTorch, UpdateArithmeticIsLibTorchs) {
     if (n > 20) g[n / 2] = std::nanf("");
     tb::num::momentum_buffer(vw.data_ptr<float>(), g.data_ptr<float>(), size_t(n), float(momentum));
     tb::num::add_scaled(pw.data_ptr<float>(), vw.data_ptr<float>(), size_t(n), float(-1 * lr));
-    uint32_t amax_b = 0, amax_p = 7;  // 7: an earlier chunk's, smaller than any here
+    // What earlier chunks left: amax_p's is larger than any here and must stay.
+    const float big = 1e6f;
+    uint32_t amax_b = 0, amax_p;
+    std::memcpy(&amax_p, &big, 4);
     tb::num::momentum_add_amax(pb.data_ptr<float>(), vb.data_ptr<float>(), g.data_ptr<float>(),
                                size_t(n), float(momentum), float(-1 * lr), &amax_b, &amax_p);
     EXPECT_TRUE(torch::equal(pb.isnan(), pw.isnan()) &&
@@ -442,7 +445,14 @@ TEST(NumericsTorch, UpdateArithmeticIsLibTorchs) {
       return b;
     };
     EXPECT_EQ(amax_b, amax_bits(vw)) << "n=" << n;
-    EXPECT_EQ(amax_p, std::max<uint32_t>(7, amax_bits(pw))) << "n=" << n;
+    uint32_t big_bits;
+    std::memcpy(&big_bits, &big, 4);
+    EXPECT_EQ(amax_p, big_bits) << "n=" << n;
+    uint32_t amax_p2 = 0;
+    pb = p.clone(), vb = v.clone();
+    tb::num::momentum_add_amax(pb.data_ptr<float>(), vb.data_ptr<float>(), g.data_ptr<float>(),
+                               size_t(n), float(momentum), float(-1 * lr), &amax_b, &amax_p2);
+    EXPECT_EQ(amax_p2, amax_bits(pw)) << "n=" << n;
   }
 }
 

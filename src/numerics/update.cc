@@ -22,8 +22,9 @@ void add_scaled(float* p, const float* v, size_t n, float alpha) {
   for (size_t i = 0; i < n; ++i) p[i] = std::fma(v[i], alpha, p[i]);
 }
 
+// Clones as add_scaled's, and Haswell's (AVX2 with FMA) for the amaxes' integer maxima.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("avx512f", "fma", "default")))
+__attribute__((target_clones("avx512f", "arch=haswell", "fma", "default")))
 #endif
 void momentum_add_amax(float* p, float* buf, const float* g, size_t n, float momentum,
                        float alpha, uint32_t* amax_buf, uint32_t* amax_p) {

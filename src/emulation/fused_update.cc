@@ -135,9 +135,9 @@ void momentum_step(MomentumRule rule, torch::Tensor& p, torch::Tensor& buf, cons
     ws.options.tensor_amax = as_float(amax_s.load());
     wm.options.tensor_amax = as_float(amax_m.load());
   };
-  if (rule == MomentumRule::kTorchSgd && (rs.needs_amax || rm.needs_amax)) {
-    // Both updates and both amaxes in one loop over the chunk (NVFP4), the roundings that need
-    // no amax after it.
+  if (rule == MomentumRule::kTorchSgd) {
+    // Both updates and both amaxes in one loop over the chunk; then the roundings that need no
+    // amax, while the chunk is in L1.
     over_chunks([&](int64_t lo, int64_t len) {
       uint32_t ab = 0, ap = 0;
       num::momentum_add_amax(P + lo, B + lo, G + lo, size_t(len), m, alpha, &ab, &ap);
@@ -150,18 +150,13 @@ void momentum_step(MomentumRule rule, torch::Tensor& p, torch::Tensor& buf, cons
       else
         rm.round(P, lo, len);
     });
-    finish();
-    over_chunks([&](int64_t lo, int64_t len) {
-      if (ws.needs_amax) ws.round(B, lo, len);
-      if (wm.needs_amax) wm.round(P, lo, len);
-    });
-  } else if (rule == MomentumRule::kTorchSgd) {
-    over_chunks([&](int64_t lo, int64_t len) {
-      num::momentum_buffer(B + lo, G + lo, size_t(len), m);
-      num::add_scaled(P + lo, B + lo, size_t(len), alpha);
-      rs.round(B, lo, len);
-      rm.round(P, lo, len);
-    });
+    if (rs.needs_amax || rm.needs_amax) {
+      finish();
+      over_chunks([&](int64_t lo, int64_t len) {
+        if (ws.needs_amax) ws.round(B, lo, len);
+        if (wm.needs_amax) wm.round(P, lo, len);
+      });
+    }
   } else {
     // The parameter's update reads the rounded buffer: where that rounding needs the buffer's
     // amax, the update waits for a second pass.

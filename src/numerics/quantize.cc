@@ -1109,11 +1109,10 @@ constexpr U32x16 kMaxLanesIdx[4][2] = {
      {2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31}},
     {{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30},
      {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31}}};
-// Unrolled whole (as are the loops that fill v in raw_amax_16_blocks and raw_amax_16_tiles512;
-// the generic raw_amax_16_tiles, for CPUs without AVX-512, is left rolled), so that v lives in
-// registers: the rolled
-// loops kept it on the stack, a store and a load per vector per level, and the tree ran at ~6
-// cycles per vector where unrolled it takes ~1.5 (Zen 5, 16 tiles from L1).
+// Unrolled whole, as are the loops that fill v in raw_amax_16_blocks and raw_amax_16_tiles512
+// (the generic raw_amax_16_tiles, for CPUs without AVX-512, is left rolled), so that v lives in
+// registers: rolled, the loops kept it on the stack, a store and a load per vector per level,
+// and the tree ran at ~6 cycles per vector where unrolled it takes ~1.5 (Zen 5, 16 tiles in L1).
 TB_INLINE void max_lanes_16(U32x16* v) {
   // In place: no function takes or returns a vector (their ABI differs between the clones).
 #pragma GCC unroll 4

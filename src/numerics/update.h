@@ -22,8 +22,8 @@ void sub_product(float* p, const float* v, size_t n, float lr);
 
 // momentum_buffer(buf, g, n, momentum) then add_scaled(p, buf, n, alpha) in one loop, with the
 // largest |x| bits of the new buf and p (NaN counted as 0, as quantize's amax passes count it)
-// folded into *amax_buf and *amax_p: an NVFP4 step's first pass (emulation/fused_update.cc),
-// which reads each chunk once where the four loops apart read it four times.
+// folded into *amax_buf and *amax_p: the fused torch-SGD step's pass (emulation/fused_update.cc),
+// which reads each chunk once where the loops apart (and NVFP4's amax passes) read it again.
 void momentum_add_amax(float* p, float* buf, const float* g, size_t n, float momentum, float alpha,
                        uint32_t* amax_buf, uint32_t* amax_p);
 

@@ -828,10 +828,10 @@ TEST(NumericsFormat, StreamedOutputsMatchCachedOnes) {
   // Above 2 x 65536 elements, so that two threads split it.
   std::vector<float> x(140001);
   for (auto& v : x) v = nd(rng);
-  // AVX-512 kernels write streamed outputs themselves (e4m3, e5m2, MX and BFP to nearest even
-  // and stochastically; NVFP4 in every mode, on rows of whole tiles); the others through an L1
-  // tile. Rows of 1000 are not whole NVFP4 tiles, rows of 1024 are, and row 0 (the tensor as
-  // one row) is whole tiles only at shift 1.
+  // AVX-512 kernels write streamed outputs themselves (e4m3, e5m2, MX, BFP and NVFP4 in every
+  // mode, NVFP4 on rows of whole tiles; fixed point to nearest even and stochastically); the
+  // others through an L1 tile. Rows of 1000 are not whole NVFP4 tiles, rows of 1024 are, and row 0
+  // (the tensor as one row) is whole tiles only at shift 1.
   for (const char* name : {"e4m3", "e5m2", "bf16", "fp:e=8,m=3,bias=140", "mxfp8_e4m3", "bfp8",
                            "nvfp4", "nvfp4_2d", "fixed:w=8,f=4"}) {
     for (Rounding r : {Rounding::kNearestEven, Rounding::kStochastic, Rounding::kTiesAway,

@@ -1544,20 +1544,19 @@ TB_INLINE void block_any(const float* in, float* out, size_t n, size_t row, size
   block_rows<R, 0>(in, out, n, row, block, bg, seed, offset, stream);
 }
 
-// `stream`: run_grid's; only the AVX-512 nearest-even rows use it.
+// `stream`: run_grid's; only the AVX-512 rows use it.
 TB_NUM_CLONES void block_rne(const float* in, float* out, size_t n, size_t row, size_t block,
                              const BlockGrids& bg, uint64_t s, uint64_t o, bool stream) {
   block_any<Rounding::kNearestEven>(in, out, n, row, block, bg, s, o, stream);
 }
 TB_NUM_CLONES void block_away(const float* in, float* out, size_t n, size_t row, size_t block,
-                              const BlockGrids& bg, uint64_t s, uint64_t o) {
-  block_any<Rounding::kTiesAway>(in, out, n, row, block, bg, s, o, false);
+                              const BlockGrids& bg, uint64_t s, uint64_t o, bool stream) {
+  block_any<Rounding::kTiesAway>(in, out, n, row, block, bg, s, o, stream);
 }
 TB_NUM_CLONES void block_rtz(const float* in, float* out, size_t n, size_t row, size_t block,
-                             const BlockGrids& bg, uint64_t s, uint64_t o) {
-  block_any<Rounding::kTowardZero>(in, out, n, row, block, bg, s, o, false);
+                             const BlockGrids& bg, uint64_t s, uint64_t o, bool stream) {
+  block_any<Rounding::kTowardZero>(in, out, n, row, block, bg, s, o, stream);
 }
-// `stream`: as block_rne's (the AVX-512 rows).
 TB_NUM_CLONES void block_sr(const float* in, float* out, size_t n, size_t row, size_t block,
                             const BlockGrids& bg, uint64_t s, uint64_t o, bool stream) {
   block_any<Rounding::kStochastic>(in, out, n, row, block, bg, s, o, stream);
@@ -2011,9 +2010,9 @@ void quantize_serial(const Format& f, const float* in, float* out, size_t n, con
           case Rounding::kNearestEven:
             return block_rne(in, out, n, row, b, bg, o.seed, offset, stream);
           case Rounding::kTiesAway:
-            return block_away(in, out, n, row, b, bg, o.seed, offset);
+            return block_away(in, out, n, row, b, bg, o.seed, offset, stream);
           case Rounding::kTowardZero:
-            return block_rtz(in, out, n, row, b, bg, o.seed, offset);
+            return block_rtz(in, out, n, row, b, bg, o.seed, offset, stream);
           case Rounding::kStochastic:
             return block_sr(in, out, n, row, b, bg, o.seed, offset, stream);
         }
@@ -2157,13 +2156,17 @@ bool streams_directly(const Format& f, const QuantOptions& o) {
     case Format::Kind::kFloat: {
       const Grid g = make_grid(f.fp, 0, false);
       FastGrid fg;
-      return (rne || sr) && (fast_grid(g, &fg) || (shift_grid(g) && o.scale == 1.0f));
+      // Ties-away and toward-zero have fast-grid kernels only, unscaled (quantize_serial's
+      // scaled tiles are plain loops): e4m3 on 2 cores of a Zen 5 VM, 24-25 GB/s against 19-21
+      // through the tile.
+      if (!rne && !sr) return fast_grid(g, &fg) && o.scale == 1.0f;
+      return fast_grid(g, &fg) || (shift_grid(g) && o.scale == 1.0f);
     }
     case Format::Kind::kFixed:
       return (rne || sr) && f.fx.saturate;
     case Format::Kind::kBlock: {
       if (f.blk.kind == BlockFormat::Kind::kNvfp4) return f.blk.block == 16;  // every mode
-      if (!(rne || sr) || (f.blk.block != 16 && f.blk.block != 32)) return false;
+      if (f.blk.block != 16 && f.blk.block != 32) return false;
       if (f.blk.element == "int8" && f.blk.kind != BlockFormat::Kind::kBfp) return false;
       const BlockGrids& bg = block_grids(f.blk);  // block_rows' condition for its AVX-512 rows
       return bg.lo <= 0 && bg.hi >= 0 && bg.fast_ok[size_t(-bg.lo)];
@@ -2203,12 +2206,12 @@ void quantize_streaming(const Format& f, const float* in, float* out, size_t n,
     // The next tile's input, requested now: a heavy kernel leaves the out-of-order window too
     // few loads in flight to cover memory latency on its own.
     const size_t ahead = std::min(tile, n - std::min(n, i + tile));
-    // nvfp4_serial requests them itself, a line per tile of the band before. The stochastic
-    // kernels do best left to the hardware prefetcher: their arithmetic hides the latency, and
-    // the burst stalls them (2 cores of a Xeon VM, two paired runs: bfp8 51-52% of copy with it,
-    // 58-60% without; e5m2 60-61% against 64-67%, fixed point 54% against 61-63%), where the
-    // nearest-even kernels lose 1-7 points without it.
-    if (direct && (nvfp4 || o.rounding == Rounding::kStochastic)) {
+    // nvfp4_serial requests them itself, a line per tile of the band before. The other kernels
+    // get the whole next tile requested up front, the stochastic ones too: on 2 cores of a Xeon
+    // VM that burst cost them 3-7 points of copy bandwidth, but on 2 cores of a Zen 5 VM they
+    // ran 17-80% faster with it (bfp8, MX e5m2, fixed point and bf16 stochastic, 512 MiB,
+    // medians of 8, paired runs), and spreading the requests over the tile gained nothing there.
+    if (direct && nvfp4) {
       quantize_serial(f, in + i, out + i, len, o, offset + i, true, ahead);
       continue;
     }

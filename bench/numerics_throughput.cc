@@ -5,7 +5,7 @@
 // of the Fashion-MNIST MLP and of an fc config with fp8, NVFP4 and MXFP8 at every quantization
 // point against fp32 (targets <= 1.5x, and <= 1.3x at one thread); (3) the custom-MAD matrix
 // multiply against torch::mm, and where its time goes (products, their rounding, sums, their
-// rounding).
+// rounding). They run in the order (2), (3), (1), (1b): see main.
 #include <unistd.h>
 
 #include <cstring>
@@ -125,220 +125,26 @@ int main(int argc, char** argv) {
       {"mxfp8_e4m3", "ties-away"},
       {"nvfp4", "ties-away"}};
 
-  if (sections.count("quant")) {
-    // (1) Quantizers vs copy bandwidth. The copy is what any elementwise pass over the same
-    // bytes must at least take: STREAM's copy loop, on every core, as the quantizer. Arrays are
-    // at least 4x the last-level cache (STREAM's rule), or the "bandwidth" is partly the cache's.
-    // LibTorch's allocations, as every tensor a quantization point rounds: 64-byte aligned, where
-    // quantize() writes whole lines past the caches (a std::vector's 16-byte alignment takes the
-    // slower tiled path).
-    const torch::Tensor x_tensor = torch::empty({int64_t(n)}),
-                        y_tensor = torch::empty({int64_t(n)});
-    float* const xp = x_tensor.data_ptr<float>();
-    float* const yp = y_tensor.data_ptr<float>();
-    {
-      std::vector<float> pattern(1 << 20);  // sin() of the whole array would take seconds
-      for (size_t i = 0; i < pattern.size(); ++i)
-        pattern[i] = float(std::sin(double(i) * 1e-3) * 100.0);
-      at::parallel_for(0, int64_t(n), 1 << 20, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e;) {
-          const size_t off = size_t(i) % pattern.size();
-          const size_t len = std::min(pattern.size() - off, size_t(e - i));
-          std::memcpy(xp + i, pattern.data() + off, len * 4);
-          std::memset(yp + i, 0, len * 4);
-          i += int64_t(len);
-        }
-      });
-    }
-    auto copy = [&] {
-      at::parallel_for(0, int64_t(n), int64_t(n / size_t(threads)) + 1,
-                       [&](int64_t b, int64_t e) { stream_copy(xp, yp, b, e); });
-    };
-    // The same copy with the non-temporal stores the quantizers use for outputs larger than
-    // the last-level cache: the faster of the two copies is the reference.
-    auto copy_nt = [&] {
-      at::parallel_for(0, int64_t(n), int64_t(n / size_t(threads)) + 1, [&](int64_t b, int64_t e) {
-        tb::num::copy_nontemporal(xp + b, yp + b, size_t(e - b));
-      });
-    };
-    // And on std::threads, as quantize() splits its work (split_over_threads), not LibTorch's
-    // OpenMP pool: the same copy, the same number of threads.
-    auto copy_nt_threads = [&] {
-      std::vector<std::thread> pool;
-      const size_t per = n / size_t(threads) + 1;
-      for (int t = 0; t < threads; ++t) {
-        const size_t b = size_t(t) * per, e = std::min(n, b + per);
-        if (b < e)
-          pool.emplace_back([&, b, e] { tb::num::copy_nontemporal(xp + b, yp + b, e - b); });
-      }
-      for (auto& th : pool) th.join();
-    };
-
-    // Scaled recipes: the work a point does for each (emulation/torch_quant.cc), into the same
-    // preallocated output as the formats above: the tensor's amax, then the scaled rounding
-    // (current); the scaled rounding with the amax taken in the same pass (delayed: the scale is
-    // the history's); or the per-tile amaxes and rounding (block).
-    const std::vector<std::string> recipes = {"e4m3@current", "e4m3@delayed", "e4m3@block:1x128"};
-    {
-      bool any = false;
-      for (const auto& [f, rnd] : cases)
-        any = any || (f + "/" + rnd).find(only) != std::string::npos;
-      for (const auto& text : recipes) any = any || text.find(only) != std::string::npos;
-      if (!any) {
-        std::cerr << "numerics_throughput: no quantizer's name contains '" << tb::printable(only)
-                  << "'\n";
-        return 2;
-      }
-    }
-    std::vector<double> copy_times, copy_nt_times, copy_thr_times, read_times;
-    std::map<std::string, std::vector<double>> qt;
-    // Delayed scaling's scale, from an earlier step's amax: this tensor's, taken once up front.
-    const float delayed_scale =
-        tb::num::current_scale(448, tb::num::tensor_amax(xp, n, threads), 0);
-    for (int r = 0; r < reps; ++r) {
-      auto t0 = Clock::now();
-      copy();
-      copy_times.push_back(seconds_since(t0));
-      t0 = Clock::now();
-      copy_nt();
-      copy_nt_times.push_back(seconds_since(t0));
-      t0 = Clock::now();
-      copy_nt_threads();
-      copy_thr_times.push_back(seconds_since(t0));
-      // A pass that only reads (the tensor's amax): what a second read of the input costs, so
-      // the bound of a two-pass quantizer (NVFP4, current scaling) is known in the same run.
-      t0 = Clock::now();
-      volatile float sink = tb::num::tensor_amax(xp, n, threads);
-      (void)sink;
-      read_times.push_back(seconds_since(t0));
-      for (const auto& [f, rnd] : cases) {
-        if ((f + "/" + rnd).find(only) == std::string::npos) continue;
-        tb::num::QuantOptions o;
-        o.rounding = tb::num::parse_rounding(rnd);
-        o.threads = threads;
-        o.row = 1024;
-        const auto fmt = tb::num::parse_format(f);
-        t0 = Clock::now();
-        tb::num::quantize(fmt, xp, yp, n, o);
-        qt[f + "/" + rnd].push_back(seconds_since(t0));
-      }
-      for (const auto& text : recipes) {
-        if (text.find(only) == std::string::npos) continue;
-        const auto at = text.find('@');
-        auto fmt = tb::num::parse_format(text.substr(0, at));
-        fmt.fp.overflow = tb::num::Overflow::kSaturate;  // as scaled points round
-        const auto sc = tb::num::parse_scaling(text.substr(at + 1), fmt, text.substr(0, at));
-        tb::num::QuantOptions o;
-        o.threads = threads;
-        o.row = 1024;
-        t0 = Clock::now();
-        if (sc.kind == tb::num::Scaling::Kind::kBlock) {
-          tb::num::quantize_block_scaled(fmt, sc, xp, yp, n, 1024, o, nullptr);
-        } else if (sc.kind == tb::num::Scaling::Kind::kDelayed) {
-          // The history's scale is known before the pass; the tensor's amax, for the history, is
-          // taken in the rounding pass (QuantOptions::input_amax), as the point does.
-          float amax = 0;
-          o.scale = delayed_scale;
-          o.input_amax = &amax;
-          tb::num::quantize(fmt, xp, yp, n, o);
-        } else {
-          o.scale = tb::num::current_scale(448, tb::num::tensor_amax(xp, n, threads), 0);
-          tb::num::quantize(fmt, xp, yp, n, o);
-        }
-        qt[text].push_back(seconds_since(t0));
-      }
-    }
-    const double plain_gbps = gbps(n, median(copy_times)), nt_gbps = gbps(n, median(copy_nt_times));
-    const double thr_gbps = gbps(n, median(copy_thr_times));
-    const double copy_gbps = std::max({plain_gbps, nt_gbps, thr_gbps});
-    json quant = json::array();
-    std::cout << fmt::format(
-        "copy bandwidth (read + write, {} threads, {:.0f} MiB per array): {:.2f} GB/s plain "
-        "stores, "
-        "{:.2f} GB/s non-temporal (OpenMP), {:.2f} GB/s non-temporal (std::thread, as quantize() "
-        "splits); the fastest is the reference\n",
-        threads, double(n) * 4 / (1 << 20), plain_gbps, nt_gbps, thr_gbps);
-    // Two passes over the input (the amax, then the rounding that reads it again and writes
-    // the output) take at least a read pass plus a copy.
-    const double read_s = median(read_times), copy_s = 8.0 * double(n) / copy_gbps / 1e9;
-    std::cout << fmt::format(
-        "read-only pass (tensor amax): {:.2f} ms against the copy's {:.2f} ms; a quantizer that "
-        "reads its input twice is bound at {:.0f}% of copy\n",
-        1e3 * read_s, 1e3 * copy_s, 100 * copy_s / (copy_s + read_s));
-    doc["read_pass_seconds"] = read_s;
-    doc["two_pass_bound_fraction_of_copy"] = copy_s / (copy_s + read_s);
-    double worst = 1e9;
-    for (const auto& [name, times] : qt) {
-      const double g = gbps(n, median(times));
-      worst = std::min(worst, g / copy_gbps);
-      std::cout << fmt::format("  quantize {:<28} {:6.2f} GB/s  {:5.1f}% of copy\n", name, g,
-                               100 * g / copy_gbps);
-      quant.push_back({{"format", name}, {"gbps", g}, {"fraction_of_copy", g / copy_gbps}});
-    }
-    doc["quantizers"] = quant;
-    doc["copy_gbps"] = copy_gbps;
-    doc["copy_plain_gbps"] = plain_gbps;
-    doc["copy_nontemporal_gbps"] = nt_gbps;
-    doc["copy_nontemporal_std_thread_gbps"] = thr_gbps;
-    doc["elements"] = n;
-    if (!only.empty()) doc["only"] = only;
-    summary.push_back(fmt::format(
-        "slowest quantizer{} at {:.0f}% of copy bandwidth ({:.1f} GB/s; target >= 50%)",
-        only.empty() ? "" : " matching '" + tb::printable(only) + "'", 100 * worst, copy_gbps));
-  }
-
-  if (sections.count("cache")) {
-    // (1b) The same quantizers on a tensor that stays in L2 (1 MiB in, 1 MiB out), on one
-    // thread: the size of a small model's weight matrix, what a training step's points round
-    // (section 2), against a copy of the same tensor. Per element, so that a step's extra time
-    // can be read as its points' elements times these.
-    const size_t m = 1 << 18;
-    std::vector<float> x(m), y(m);
-    for (size_t i = 0; i < m; ++i) x[i] = float(std::sin(double(i) * 1e-3) * 100.0);
-    const auto ns_per_element = [&](const auto& fn) {
-      for (int i = 0; i < 10; ++i) fn();
-      std::vector<double> ts;
-      for (int r = 0; r < 101; ++r) {
-        const auto t0 = Clock::now();
-        fn();
-        ts.push_back(seconds_since(t0));
-      }
-      return median(ts) * 1e9 / double(m);
-    };
-    const double copy_ns =
-        ns_per_element([&] { std::memcpy(y.data(), x.data(), m * sizeof(float)); });
-    std::cout << fmt::format(
-        "in cache, one thread, {} elements (1 MiB each way): copy {:.3f} ns per element\n", m,
-        copy_ns);
-    json rows = json::array();
-    for (const auto& [f, rnd] : cases) {
-      const std::string name = f + "/" + rnd;
-      if (name.find(only) == std::string::npos) continue;
-      tb::num::QuantOptions o;
-      o.rounding = tb::num::parse_rounding(rnd);
-      o.threads = 1;
-      o.row = 1024;
-      const auto fmt = tb::num::parse_format(f);
-      const double ns = ns_per_element([&] { tb::num::quantize(fmt, x.data(), y.data(), m, o); });
-      std::cout << fmt::format("  quantize {:<28} {:6.3f} ns per element  {:5.2f}x the copy\n",
-                               name, ns, ns / copy_ns);
-      rows.push_back({{"format", name}, {"ns_per_element", ns}, {"over_copy", ns / copy_ns}});
-    }
-    if (rows.empty()) {
-      std::cerr << "numerics_throughput: no format's name contains '" << tb::printable(only)
-                << "' (the cache section times formats, not recipes)\n";
+  // Scaled recipes, timed in the quant section: the work a point does for each
+  // (emulation/torch_quant.cc), into the same preallocated output as the formats above: the
+  // tensor's amax, then the scaled rounding (current); the scaled rounding with the amax taken in
+  // the same pass (delayed: the scale is the history's); or the per-tile amaxes and rounding
+  // (block).
+  const std::vector<std::string> recipes = {"e4m3@current", "e4m3@delayed", "e4m3@block:1x128"};
+  if (sections.count("quant") || sections.count("cache")) {
+    bool any = false;
+    for (const auto& [f, rnd] : cases) any = any || (f + "/" + rnd).find(only) != std::string::npos;
+    for (const auto& text : recipes) any = any || text.find(only) != std::string::npos;
+    if (!any) {
+      std::cerr << "numerics_throughput: no quantizer's name contains '" << tb::printable(only)
+                << "'\n";
       return 2;
     }
-    doc["in_cache"] = {{"elements", m}, {"copy_ns_per_element", copy_ns}, {"quantizers", rows}};
-    const auto slowest =
-        std::max_element(rows.begin(), rows.end(), [](const json& a, const json& b) {
-          return a["ns_per_element"].get<double>() < b["ns_per_element"].get<double>();
-        });
-    summary.push_back(fmt::format("in cache the slowest quantizer ({}) {:.2f}x the copy",
-                                  (*slowest)["format"].get<std::string>(),
-                                  (*slowest)["over_copy"].get<double>()));
   }
 
+  // The sections run in this order, the streaming quantizers last: after they stream 4 GiB
+  // through both cores, the fc config's one-thread fp32 step ran at 815-930 us for a minute or
+  // more, where it runs at 670-710 us otherwise (2-core Zen 5 VM, three runs each way).
   if (sections.count("step")) {
     // (2) Training step: fp32 vs fp8 at every point, same run, interleaved pairs; the median of
     // the pairs' ratios. Two models: emulate's Fashion-MNIST MLP (its own layers; one evaluation of
@@ -591,6 +397,204 @@ int main(int argc, char** argv) {
     summary.push_back(
         fmt::format("MAD matmul {:.0f}x slower than torch::mm ({:.0f}x at one thread each)",
                     mm_gf / (flops / median(mad_t[units[3]]) / 1e9), ratio_1));
+  }
+
+  if (sections.count("quant")) {
+    // (1) Quantizers vs copy bandwidth. The copy is what any elementwise pass over the same
+    // bytes must at least take: STREAM's copy loop, on every core, as the quantizer. Arrays are
+    // at least 4x the last-level cache (STREAM's rule), or the "bandwidth" is partly the cache's.
+    // LibTorch's allocations, as every tensor a quantization point rounds: 64-byte aligned, where
+    // quantize() writes whole lines past the caches (a std::vector's 16-byte alignment takes the
+    // slower tiled path).
+    const torch::Tensor x_tensor = torch::empty({int64_t(n)}),
+                        y_tensor = torch::empty({int64_t(n)});
+    float* const xp = x_tensor.data_ptr<float>();
+    float* const yp = y_tensor.data_ptr<float>();
+    {
+      std::vector<float> pattern(1 << 20);  // sin() of the whole array would take seconds
+      for (size_t i = 0; i < pattern.size(); ++i)
+        pattern[i] = float(std::sin(double(i) * 1e-3) * 100.0);
+      at::parallel_for(0, int64_t(n), 1 << 20, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e;) {
+          const size_t off = size_t(i) % pattern.size();
+          const size_t len = std::min(pattern.size() - off, size_t(e - i));
+          std::memcpy(xp + i, pattern.data() + off, len * 4);
+          std::memset(yp + i, 0, len * 4);
+          i += int64_t(len);
+        }
+      });
+    }
+    auto copy = [&] {
+      at::parallel_for(0, int64_t(n), int64_t(n / size_t(threads)) + 1,
+                       [&](int64_t b, int64_t e) { stream_copy(xp, yp, b, e); });
+    };
+    // The same copy with the non-temporal stores the quantizers use for outputs larger than
+    // the last-level cache: the faster of the two copies is the reference.
+    auto copy_nt = [&] {
+      at::parallel_for(0, int64_t(n), int64_t(n / size_t(threads)) + 1, [&](int64_t b, int64_t e) {
+        tb::num::copy_nontemporal(xp + b, yp + b, size_t(e - b));
+      });
+    };
+    // And on std::threads, as quantize() splits its work (split_over_threads), not LibTorch's
+    // OpenMP pool: the same copy, the same number of threads.
+    auto copy_nt_threads = [&] {
+      std::vector<std::thread> pool;
+      const size_t per = n / size_t(threads) + 1;
+      for (int t = 0; t < threads; ++t) {
+        const size_t b = size_t(t) * per, e = std::min(n, b + per);
+        if (b < e)
+          pool.emplace_back([&, b, e] { tb::num::copy_nontemporal(xp + b, yp + b, e - b); });
+      }
+      for (auto& th : pool) th.join();
+    };
+
+    std::vector<double> copy_times, copy_nt_times, copy_thr_times, read_times;
+    std::map<std::string, std::vector<double>> qt;
+    // Delayed scaling's scale, from an earlier step's amax: this tensor's, taken once up front.
+    const float delayed_scale =
+        tb::num::current_scale(448, tb::num::tensor_amax(xp, n, threads), 0);
+    for (int r = 0; r < reps; ++r) {
+      auto t0 = Clock::now();
+      copy();
+      copy_times.push_back(seconds_since(t0));
+      t0 = Clock::now();
+      copy_nt();
+      copy_nt_times.push_back(seconds_since(t0));
+      t0 = Clock::now();
+      copy_nt_threads();
+      copy_thr_times.push_back(seconds_since(t0));
+      // A pass that only reads (the tensor's amax): what a second read of the input costs, so
+      // the bound of a two-pass quantizer (NVFP4, current scaling) is known in the same run.
+      t0 = Clock::now();
+      volatile float sink = tb::num::tensor_amax(xp, n, threads);
+      (void)sink;
+      read_times.push_back(seconds_since(t0));
+      for (const auto& [f, rnd] : cases) {
+        if ((f + "/" + rnd).find(only) == std::string::npos) continue;
+        tb::num::QuantOptions o;
+        o.rounding = tb::num::parse_rounding(rnd);
+        o.threads = threads;
+        o.row = 1024;
+        const auto fmt = tb::num::parse_format(f);
+        t0 = Clock::now();
+        tb::num::quantize(fmt, xp, yp, n, o);
+        qt[f + "/" + rnd].push_back(seconds_since(t0));
+      }
+      for (const auto& text : recipes) {
+        if (text.find(only) == std::string::npos) continue;
+        const auto at = text.find('@');
+        auto fmt = tb::num::parse_format(text.substr(0, at));
+        fmt.fp.overflow = tb::num::Overflow::kSaturate;  // as scaled points round
+        const auto sc = tb::num::parse_scaling(text.substr(at + 1), fmt, text.substr(0, at));
+        tb::num::QuantOptions o;
+        o.threads = threads;
+        o.row = 1024;
+        t0 = Clock::now();
+        if (sc.kind == tb::num::Scaling::Kind::kBlock) {
+          tb::num::quantize_block_scaled(fmt, sc, xp, yp, n, 1024, o, nullptr);
+        } else if (sc.kind == tb::num::Scaling::Kind::kDelayed) {
+          // The history's scale is known before the pass; the tensor's amax, for the history, is
+          // taken in the rounding pass (QuantOptions::input_amax), as the point does.
+          float amax = 0;
+          o.scale = delayed_scale;
+          o.input_amax = &amax;
+          tb::num::quantize(fmt, xp, yp, n, o);
+        } else {
+          o.scale = tb::num::current_scale(448, tb::num::tensor_amax(xp, n, threads), 0);
+          tb::num::quantize(fmt, xp, yp, n, o);
+        }
+        qt[text].push_back(seconds_since(t0));
+      }
+    }
+    const double plain_gbps = gbps(n, median(copy_times)), nt_gbps = gbps(n, median(copy_nt_times));
+    const double thr_gbps = gbps(n, median(copy_thr_times));
+    const double copy_gbps = std::max({plain_gbps, nt_gbps, thr_gbps});
+    json quant = json::array();
+    std::cout << fmt::format(
+        "copy bandwidth (read + write, {} threads, {:.0f} MiB per array): {:.2f} GB/s plain "
+        "stores, "
+        "{:.2f} GB/s non-temporal (OpenMP), {:.2f} GB/s non-temporal (std::thread, as quantize() "
+        "splits); the fastest is the reference\n",
+        threads, double(n) * 4 / (1 << 20), plain_gbps, nt_gbps, thr_gbps);
+    // Two passes over the input (the amax, then the rounding that reads it again and writes
+    // the output) take at least a read pass plus a copy.
+    const double read_s = median(read_times), copy_s = 8.0 * double(n) / copy_gbps / 1e9;
+    std::cout << fmt::format(
+        "read-only pass (tensor amax): {:.2f} ms against the copy's {:.2f} ms; a quantizer that "
+        "reads its input twice is bound at {:.0f}% of copy\n",
+        1e3 * read_s, 1e3 * copy_s, 100 * copy_s / (copy_s + read_s));
+    doc["read_pass_seconds"] = read_s;
+    doc["two_pass_bound_fraction_of_copy"] = copy_s / (copy_s + read_s);
+    double worst = 1e9;
+    for (const auto& [name, times] : qt) {
+      const double g = gbps(n, median(times));
+      worst = std::min(worst, g / copy_gbps);
+      std::cout << fmt::format("  quantize {:<28} {:6.2f} GB/s  {:5.1f}% of copy\n", name, g,
+                               100 * g / copy_gbps);
+      quant.push_back({{"format", name}, {"gbps", g}, {"fraction_of_copy", g / copy_gbps}});
+    }
+    doc["quantizers"] = quant;
+    doc["copy_gbps"] = copy_gbps;
+    doc["copy_plain_gbps"] = plain_gbps;
+    doc["copy_nontemporal_gbps"] = nt_gbps;
+    doc["copy_nontemporal_std_thread_gbps"] = thr_gbps;
+    doc["elements"] = n;
+    if (!only.empty()) doc["only"] = only;
+    summary.push_back(fmt::format(
+        "slowest quantizer{} at {:.0f}% of copy bandwidth ({:.1f} GB/s; target >= 50%)",
+        only.empty() ? "" : " matching '" + tb::printable(only) + "'", 100 * worst, copy_gbps));
+  }
+
+  if (sections.count("cache")) {
+    // (1b) The same quantizers on a tensor that stays in L2 (1 MiB in, 1 MiB out), on one
+    // thread: the size of a small model's weight matrix, what a training step's points round
+    // (section 2), against a copy of the same tensor. Per element, so that a step's extra time
+    // can be read as its points' elements times these.
+    const size_t m = 1 << 18;
+    std::vector<float> x(m), y(m);
+    for (size_t i = 0; i < m; ++i) x[i] = float(std::sin(double(i) * 1e-3) * 100.0);
+    const auto ns_per_element = [&](const auto& fn) {
+      for (int i = 0; i < 10; ++i) fn();
+      std::vector<double> ts;
+      for (int r = 0; r < 101; ++r) {
+        const auto t0 = Clock::now();
+        fn();
+        ts.push_back(seconds_since(t0));
+      }
+      return median(ts) * 1e9 / double(m);
+    };
+    const double copy_ns =
+        ns_per_element([&] { std::memcpy(y.data(), x.data(), m * sizeof(float)); });
+    std::cout << fmt::format(
+        "in cache, one thread, {} elements (1 MiB each way): copy {:.3f} ns per element\n", m,
+        copy_ns);
+    json rows = json::array();
+    for (const auto& [f, rnd] : cases) {
+      const std::string name = f + "/" + rnd;
+      if (name.find(only) == std::string::npos) continue;
+      tb::num::QuantOptions o;
+      o.rounding = tb::num::parse_rounding(rnd);
+      o.threads = 1;
+      o.row = 1024;
+      const auto fmt = tb::num::parse_format(f);
+      const double ns = ns_per_element([&] { tb::num::quantize(fmt, x.data(), y.data(), m, o); });
+      std::cout << fmt::format("  quantize {:<28} {:6.3f} ns per element  {:5.2f}x the copy\n",
+                               name, ns, ns / copy_ns);
+      rows.push_back({{"format", name}, {"ns_per_element", ns}, {"over_copy", ns / copy_ns}});
+    }
+    if (rows.empty()) {
+      std::cerr << "numerics_throughput: no format's name contains '" << tb::printable(only)
+                << "' (the cache section times formats, not recipes)\n";
+      return 2;
+    }
+    doc["in_cache"] = {{"elements", m}, {"copy_ns_per_element", copy_ns}, {"quantizers", rows}};
+    const auto slowest =
+        std::max_element(rows.begin(), rows.end(), [](const json& a, const json& b) {
+          return a["ns_per_element"].get<double>() < b["ns_per_element"].get<double>();
+        });
+    summary.push_back(fmt::format("in cache the slowest quantizer ({}) {:.2f}x the copy",
+                                  (*slowest)["format"].get<std::string>(),
+                                  (*slowest)["over_copy"].get<double>()));
   }
 
   std::cout << "SUMMARY numerics_throughput: " << fmt::format("{}", fmt::join(summary, "; "))

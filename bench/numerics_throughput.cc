@@ -5,7 +5,7 @@
 // of the Fashion-MNIST MLP and of an fc config with fp8, NVFP4 and MXFP8 at every quantization
 // point against fp32 (targets <= 1.5x, and <= 1.3x at one thread); (3) the custom-MAD matrix
 // multiply against torch::mm, and where its time goes (products, their rounding, sums, their
-// rounding). They run in the order (2), (3), (1), (1b): see main.
+// rounding). They run in the order (2), (3), (1b), (1): see main.
 #include <unistd.h>
 
 #include <cstring>
@@ -36,7 +36,8 @@ const char* kUsage =
     "                    [--sections quant,cache,step,mad] [--only TEXT]\n"
     "Quantizer GB/s vs copy bandwidth, and in cache per element vs a copy; low-precision training\n"
     "steps vs fp32; MAD matmul vs torch::mm.\n"
-    "--sections: the parts to run (default all four); the SUMMARY line has theirs.\n"
+    "--sections: the parts to run (default all four), always in the order step, mad, cache,\n"
+    "quant; the SUMMARY line has theirs.\n"
     "--only: just the quantizers whose name (format/rounding, or a recipe) contains TEXT.\n"
     "Examples:\n"
     "  numerics_throughput --sections quant --only nvfp4 --reps 5\n"
@@ -126,25 +127,34 @@ int main(int argc, char** argv) {
       {"nvfp4", "ties-away"}};
 
   // Scaled recipes, timed in the quant section: the work a point does for each
-  // (emulation/torch_quant.cc), into the same preallocated output as the formats above: the
+  // (emulation/torch_quant.cc), into the same preallocated output as the formats there: the
   // tensor's amax, then the scaled rounding (current); the scaled rounding with the amax taken in
   // the same pass (delayed: the scale is the history's); or the per-tile amaxes and rounding
   // (block).
   const std::vector<std::string> recipes = {"e4m3@current", "e4m3@delayed", "e4m3@block:1x128"};
-  if (sections.count("quant") || sections.count("cache")) {
-    bool any = false;
-    for (const auto& [f, rnd] : cases) any = any || (f + "/" + rnd).find(only) != std::string::npos;
-    for (const auto& text : recipes) any = any || text.find(only) != std::string::npos;
-    if (!any) {
+  // Checked before any section runs: the step section takes minutes. The cache section times
+  // the formats only, not the recipes.
+  {
+    bool format = false, recipe = false;
+    for (const auto& [f, rnd] : cases)
+      format = format || (f + "/" + rnd).find(only) != std::string::npos;
+    for (const auto& text : recipes) recipe = recipe || text.find(only) != std::string::npos;
+    if (sections.count("quant") && !format && !recipe) {
       std::cerr << "numerics_throughput: no quantizer's name contains '" << tb::printable(only)
                 << "'\n";
       return 2;
     }
+    if (sections.count("cache") && !format) {
+      std::cerr << "numerics_throughput: no format the cache section times contains '"
+                << tb::printable(only) << "' (it times no recipe)\n";
+      return 2;
+    }
   }
 
-  // The sections run in this order, the streaming quantizers last: after they stream 4 GiB
-  // through both cores, the fc config's one-thread fp32 step ran at 815-930 us for a minute or
-  // more, where it runs at 670-710 us otherwise (2-core Zen 5 VM, three runs each way).
+  // The sections run in this order, the streaming quantizers last: after they stream arrays
+  // 4x the last-level cache through every core (4 GiB a rep here), the fc config's one-thread
+  // fp32 step ran at 815-930 us for a minute or more, where it runs at 670-710 us otherwise
+  // (2-core Zen 5 VM, three runs each way).
   if (sections.count("step")) {
     // (2) Training step: fp32 vs fp8 at every point, same run, interleaved pairs; the median of
     // the pairs' ratios. Two models: emulate's Fashion-MNIST MLP (its own layers; one evaluation of
@@ -399,6 +409,58 @@ int main(int argc, char** argv) {
                     mm_gf / (flops / median(mad_t[units[3]]) / 1e9), ratio_1));
   }
 
+  if (sections.count("cache")) {
+    // (1b) The same quantizers on a tensor that stays in L2 (1 MiB in, 1 MiB out), on one
+    // thread: the size of a small model's weight matrix, what a training step's points round
+    // (section 2), against a copy of the same tensor. Per element, so that a step's extra time
+    // can be read as its points' elements times these.
+    const size_t m = 1 << 18;
+    std::vector<float> x(m), y(m);
+    for (size_t i = 0; i < m; ++i) x[i] = float(std::sin(double(i) * 1e-3) * 100.0);
+    const auto ns_per_element = [&](const auto& fn) {
+      for (int i = 0; i < 10; ++i) fn();
+      std::vector<double> ts;
+      for (int r = 0; r < 101; ++r) {
+        const auto t0 = Clock::now();
+        fn();
+        ts.push_back(seconds_since(t0));
+      }
+      return median(ts) * 1e9 / double(m);
+    };
+    const double copy_ns =
+        ns_per_element([&] { std::memcpy(y.data(), x.data(), m * sizeof(float)); });
+    std::cout << fmt::format(
+        "in cache, one thread, {} elements (1 MiB each way): copy {:.3f} ns per element\n", m,
+        copy_ns);
+    json rows = json::array();
+    for (const auto& [f, rnd] : cases) {
+      const std::string name = f + "/" + rnd;
+      if (name.find(only) == std::string::npos) continue;
+      tb::num::QuantOptions o;
+      o.rounding = tb::num::parse_rounding(rnd);
+      o.threads = 1;
+      o.row = 1024;
+      const auto fmt = tb::num::parse_format(f);
+      const double ns = ns_per_element([&] { tb::num::quantize(fmt, x.data(), y.data(), m, o); });
+      std::cout << fmt::format("  quantize {:<28} {:6.3f} ns per element  {:5.2f}x the copy\n",
+                               name, ns, ns / copy_ns);
+      rows.push_back({{"format", name}, {"ns_per_element", ns}, {"over_copy", ns / copy_ns}});
+    }
+    if (rows.empty()) {
+      std::cerr << "numerics_throughput: no format's name contains '" << tb::printable(only)
+                << "' (the cache section times formats, not recipes)\n";
+      return 2;
+    }
+    doc["in_cache"] = {{"elements", m}, {"copy_ns_per_element", copy_ns}, {"quantizers", rows}};
+    const auto slowest =
+        std::max_element(rows.begin(), rows.end(), [](const json& a, const json& b) {
+          return a["ns_per_element"].get<double>() < b["ns_per_element"].get<double>();
+        });
+    summary.push_back(fmt::format("in cache the slowest quantizer ({}) {:.2f}x the copy",
+                                  (*slowest)["format"].get<std::string>(),
+                                  (*slowest)["over_copy"].get<double>()));
+  }
+
   if (sections.count("quant")) {
     // (1) Quantizers vs copy bandwidth. The copy is what any elementwise pass over the same
     // bytes must at least take: STREAM's copy loop, on every core, as the quantizer. Arrays are
@@ -543,58 +605,6 @@ int main(int argc, char** argv) {
     summary.push_back(fmt::format(
         "slowest quantizer{} at {:.0f}% of copy bandwidth ({:.1f} GB/s; target >= 50%)",
         only.empty() ? "" : " matching '" + tb::printable(only) + "'", 100 * worst, copy_gbps));
-  }
-
-  if (sections.count("cache")) {
-    // (1b) The same quantizers on a tensor that stays in L2 (1 MiB in, 1 MiB out), on one
-    // thread: the size of a small model's weight matrix, what a training step's points round
-    // (section 2), against a copy of the same tensor. Per element, so that a step's extra time
-    // can be read as its points' elements times these.
-    const size_t m = 1 << 18;
-    std::vector<float> x(m), y(m);
-    for (size_t i = 0; i < m; ++i) x[i] = float(std::sin(double(i) * 1e-3) * 100.0);
-    const auto ns_per_element = [&](const auto& fn) {
-      for (int i = 0; i < 10; ++i) fn();
-      std::vector<double> ts;
-      for (int r = 0; r < 101; ++r) {
-        const auto t0 = Clock::now();
-        fn();
-        ts.push_back(seconds_since(t0));
-      }
-      return median(ts) * 1e9 / double(m);
-    };
-    const double copy_ns =
-        ns_per_element([&] { std::memcpy(y.data(), x.data(), m * sizeof(float)); });
-    std::cout << fmt::format(
-        "in cache, one thread, {} elements (1 MiB each way): copy {:.3f} ns per element\n", m,
-        copy_ns);
-    json rows = json::array();
-    for (const auto& [f, rnd] : cases) {
-      const std::string name = f + "/" + rnd;
-      if (name.find(only) == std::string::npos) continue;
-      tb::num::QuantOptions o;
-      o.rounding = tb::num::parse_rounding(rnd);
-      o.threads = 1;
-      o.row = 1024;
-      const auto fmt = tb::num::parse_format(f);
-      const double ns = ns_per_element([&] { tb::num::quantize(fmt, x.data(), y.data(), m, o); });
-      std::cout << fmt::format("  quantize {:<28} {:6.3f} ns per element  {:5.2f}x the copy\n",
-                               name, ns, ns / copy_ns);
-      rows.push_back({{"format", name}, {"ns_per_element", ns}, {"over_copy", ns / copy_ns}});
-    }
-    if (rows.empty()) {
-      std::cerr << "numerics_throughput: no format's name contains '" << tb::printable(only)
-                << "' (the cache section times formats, not recipes)\n";
-      return 2;
-    }
-    doc["in_cache"] = {{"elements", m}, {"copy_ns_per_element", copy_ns}, {"quantizers", rows}};
-    const auto slowest =
-        std::max_element(rows.begin(), rows.end(), [](const json& a, const json& b) {
-          return a["ns_per_element"].get<double>() < b["ns_per_element"].get<double>();
-        });
-    summary.push_back(fmt::format("in cache the slowest quantizer ({}) {:.2f}x the copy",
-                                  (*slowest)["format"].get<std::string>(),
-                                  (*slowest)["over_copy"].get<double>()));
   }
 
   std::cout << "SUMMARY numerics_throughput: " << fmt::format("{}", fmt::join(summary, "; "))

@@ -821,39 +821,54 @@ TEST(NumericsFormat, ThreadsAndChunksDoNotChangeResults) {
 }
 
 // Outputs past the caches are written with non-temporal stores: the same values, whatever the
-// alignment, tile remainder, row length or rounding.
+// alignment, tile remainder, row length, rounding or per-tensor scale.
 TEST(NumericsFormat, StreamedOutputsMatchCachedOnes) {
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0, 3);
   // Above 2 x 65536 elements, so that two threads split it.
   std::vector<float> x(140001);
   for (auto& v : x) v = nd(rng);
-  // AVX-512 kernels write streamed outputs themselves (e4m3, e5m2, MX, BFP and NVFP4 in every
-  // mode, NVFP4 on rows of whole tiles; fixed point to nearest even and stochastically); the
-  // others through an L1 tile. Rows of 1000 are not whole NVFP4 tiles, rows of 1024 are, and row 0
-  // (the tensor as one row) is whole tiles only at shift 1.
-  for (const char* name : {"e4m3", "e5m2", "bf16", "fp:e=8,m=3,bias=140", "mxfp8_e4m3", "bfp8",
-                           "nvfp4", "nvfp4_2d", "fixed:w=8,f=4"}) {
+  // Magnitudes over 2^-60..2^60 here and there, and the specials: blocks the streamed kernels
+  // leave to their plain loops (NaN and Inf blocks, blocks too small for the fast grid).
+  for (size_t i = 0; i < x.size(); i += 97) x[i] = std::ldexp(x[i], int(i / 97 % 121) - 60);
+  x[5] = std::numeric_limits<float>::quiet_NaN();
+  x[70001] = std::numeric_limits<float>::infinity();
+  x[100003] = -std::numeric_limits<float>::infinity();
+  x[3000] = 1e-42f;
+  // AVX-512 kernels write streamed outputs themselves (bf16, e4m3, e5m2, MX, BFP and NVFP4 in
+  // every mode, but ties away and toward zero unscaled only and NVFP4 on rows of whole tiles;
+  // fixed point to nearest even and stochastically); the others through an L1 tile. Rows of
+  // 1000 are not whole NVFP4 tiles, rows of 1024 are, and row 0 (the tensor as one row) is
+  // whole tiles only at shift 1.
+  for (const char* name :
+       {"e4m3", "e5m2", "bf16", "fp:e=8,m=3,bias=140", "mxfp8_e4m3", "bfp8",
+        "mx:elem=e4m3,block=32,scale=rceil", "nvfp4", "nvfp4_2d", "fixed:w=8,f=4"}) {
+    const Format f = parse_format(name);
     for (Rounding r : {Rounding::kNearestEven, Rounding::kStochastic, Rounding::kTiesAway,
                        Rounding::kTowardZero}) {
       for (size_t shift : {0, 1, 3}) {  // output misaligned by 0, 4 and 12 bytes
         for (size_t row : {1000, 1024, 0}) {
-          QuantOptions o;
-          o.rounding = r;
-          o.seed = 2;
-          o.row = row;
-          const size_t n = x.size() - shift;
-          std::vector<float> cached(n), buffer(n + 32);
-          // From a 64-byte boundary, as LibTorch allocates, plus the shift.
-          const size_t lead = (64 - reinterpret_cast<uintptr_t>(buffer.data()) % 64) % 64 / 4;
-          float* streamed = buffer.data() + lead + shift;
-          tb::num::quantize(parse_format(name), x.data(), cached.data(), n, o);
-          o.stream_above = 1000;
-          o.threads = 2;
-          tb::num::quantize(parse_format(name), x.data(), streamed, n, o);
-          EXPECT_TRUE(std::equal(cached.begin(), cached.end(), streamed,
-                                 [](float a, float b) { return bits(a) == bits(b); }))
-              << name << " " << tb::num::rounding_name(r) << " shift " << shift << " row " << row;
+          for (float scale : {1.0f, 0.37f}) {  // a recipe's per-tensor scale: floats only
+            if (scale != 1.0f && f.kind != Format::Kind::kFloat) continue;
+            QuantOptions o;
+            o.rounding = r;
+            o.seed = 2;
+            o.row = row;
+            o.scale = scale;
+            const size_t n = x.size() - shift;
+            std::vector<float> cached(n), buffer(n + 32);
+            // From a 64-byte boundary, as LibTorch allocates, plus the shift.
+            const size_t lead = (64 - reinterpret_cast<uintptr_t>(buffer.data()) % 64) % 64 / 4;
+            float* streamed = buffer.data() + lead + shift;
+            tb::num::quantize(f, x.data(), cached.data(), n, o);
+            o.stream_above = 1000;
+            o.threads = 2;
+            tb::num::quantize(f, x.data(), streamed, n, o);
+            EXPECT_TRUE(std::equal(cached.begin(), cached.end(), streamed,
+                                   [](float a, float b) { return bits(a) == bits(b); }))
+                << name << " " << tb::num::rounding_name(r) << " shift " << shift << " row " << row
+                << " scale " << scale;
+          }
         }
       }
     }

@@ -2215,7 +2215,8 @@ void quantize_streaming(const Format& f, const float* in, float* out, size_t n,
       quantize_serial(f, in + i, out + i, len, o, offset + i, true, ahead);
       continue;
     }
-    for (size_t j = 0; j < ahead; j += 16)
+    // At most a tile's worth: a band of long rows (a tile of its own) would evict this one.
+    for (size_t j = 0; j < std::min(ahead, kStreamTile); j += 16)
       _mm_prefetch(reinterpret_cast<const char*>(in + i + tile + j), _MM_HINT_T0);
     if (direct) {
       quantize_serial(f, in + i, out + i, len, o, offset + i, true);

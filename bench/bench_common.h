@@ -108,9 +108,13 @@ inline void write_json(const std::string& path, nlohmann::json doc) {
   std::cout << "wrote " << path << "\n";
 }
 
-// What every result document carries: the same context block `trainbench run --json` has.
+// What every result document carries: schema_version and kind as every trainbench document
+// has them (the shell benchmarks' kinds too: "trainbench.bench.<name>"), and the same context
+// block `trainbench run --json` has.
 inline nlohmann::json document(const std::string& name) {
-  return {{"benchmark", name},
+  return {{"schema_version", tb::kSchemaVersion},
+          {"kind", "trainbench.bench." + name},
+          {"benchmark", name},
           {"context", tb::to_json(tb::current_context())},
           {"trainbench_version", tb::trainbench_version_string()},
           {"load_average_at_start", load_average()}};

@@ -18,6 +18,7 @@
 #include "emulation/fashion_mnist.h"
 #include "emulation/fused_update.h"
 #include "emulation/numerics_workload.h"
+#include "model/phase.h"
 #include "numerics/mad.h"
 #include "numerics/quantize.h"
 #include "numerics/scaling.h"
@@ -175,16 +176,29 @@ int main(int argc, char** argv) {
         {"nvfp4", "w:nvfp4_2d+a:nvfp4+e:nvfp4/stochastic+g:nvfp4/stochastic+o:nvfp4+m:nvfp4"},
         {"mxfp8", "w:mxfp8_e4m3+a:mxfp8_e4m3+e:mxfp8_e5m2+g:mxfp8_e5m2+o:mxfp8_e5m2+m:mxfp8_e4m3"}};
     const tb::emu::Policy fp32;
-    auto family_step = [&](const std::string& numerics, int th) {
+    // A step's forward, backward and optimizer seconds (model/phase.h), per step: where a
+    // variant's extra time goes (the rounding of weights and activations lands in the forward
+    // pass, of errors in the backward, of gradients, optimizer state and masters in the update).
+    using Phases = std::array<double, 3>;
+    auto family_step = [&](const std::string& numerics, int th, std::vector<Phases>* phases) {
       tb::apply_threads(th);
       auto t = tb::prepare_training(
           tb::parse_config(fc + ",threads=" + std::to_string(th) + ",numerics=" + numerics),
           torch::kCPU, 1);
       for (int i = 0; i < 5; ++i) tb::train_step(*t.workload, *t.optimizer, t.batch, torch::kCPU);
+      const auto p0 = tb::phase_seconds();
       const auto t0 = Clock::now();
       for (int64_t i = 0; i < steps; ++i)
         tb::train_step(*t.workload, *t.optimizer, t.batch, torch::kCPU);
-      return seconds_since(t0) / double(steps);
+      const double s = seconds_since(t0) / double(steps);
+      const auto p1 = tb::phase_seconds();
+      if (phases) {
+        Phases p{};
+        for (int k = 0; k < 3; ++k)
+          p[size_t(k)] = (p1[size_t(k) + 1] - p0[size_t(k) + 1]) / double(steps);
+        phases->push_back(p);
+      }
+      return s;
     };
     json step_rows = json::array();
     double step_ratio = 0, step_ratio_1 = 0;  // the fp8 MLP's at all cores and one thread
@@ -200,6 +214,7 @@ int main(int argc, char** argv) {
         // At one thread, the same step with the optimizer's update unfused from the state's and
         // masters' rounding (emulation/fused_update.h): what fusing saves, in the same pairs.
         std::vector<double> m32, mq, f32, fq, mrs, frs, mu, fu, mus, fus;
+        std::vector<Phases> p32, pq;
         const bool unfused_too = th == 1;
         const auto unfused = [&](const auto& fn) {
           tb::emu::set_fused_updates(false);
@@ -214,20 +229,20 @@ int main(int argc, char** argv) {
         double unfused_m = 0, unfused_f = 0;
         const auto time_unfused = [&] {
           unfused_m = unfused([&] { return mlp(policy); });
-          unfused_f = unfused([&] { return family_step(text, th); });
+          unfused_f = unfused([&] { return family_step(text, th, nullptr); });
         };
         for (int r = 0; r < std::max(9, reps); ++r) {
           if (unfused_too && r % 2 == 1) time_unfused();
           if (r % 2 == 0) {
             m32.push_back(mlp(fp32));
             mq.push_back(mlp(policy));
-            f32.push_back(family_step("fp32", th));
-            fq.push_back(family_step(text, th));
+            f32.push_back(family_step("fp32", th, &p32));
+            fq.push_back(family_step(text, th, &pq));
           } else {
             mq.push_back(mlp(policy));
             m32.push_back(mlp(fp32));
-            fq.push_back(family_step(text, th));
-            f32.push_back(family_step("fp32", th));
+            fq.push_back(family_step(text, th, &pq));
+            f32.push_back(family_step("fp32", th, &p32));
           }
           mrs.push_back(mq.back() / m32.back());
           frs.push_back(fq.back() / f32.back());
@@ -253,24 +268,46 @@ int main(int argc, char** argv) {
             "{}: {:.2f}x ({})\n",
             th, fmt_time(median(m32)), name, fmt_time(median(mq)), mr, range(mrs),
             "fc 784-256-256-10", fmt_time(median(f32)), name, fmt_time(median(fq)), fr, range(frs));
+        // Each phase's median over the pairs, fp32 then the variant: what the variant adds to
+        // each, in microseconds.
+        const auto phase_medians = [&](const std::vector<Phases>& v) {
+          Phases m{};
+          for (size_t k = 0; k < 3; ++k) {
+            std::vector<double> x;
+            for (const auto& p : v) x.push_back(p[k]);
+            m[k] = median(x);
+          }
+          return m;
+        };
+        const Phases ph32 = phase_medians(p32), phq = phase_medians(pq);
+        std::cout << fmt::format(
+            "  fc phases (forward, backward, optimizer): fp32 {}, {}, {}; {} {}, {}, {} "
+            "({:+.0f}, {:+.0f}, {:+.0f} us)\n",
+            fmt_time(ph32[0]), fmt_time(ph32[1]), fmt_time(ph32[2]), name, fmt_time(phq[0]),
+            fmt_time(phq[1]), fmt_time(phq[2]), (phq[0] - ph32[0]) * 1e6, (phq[1] - ph32[1]) * 1e6,
+            (phq[2] - ph32[2]) * 1e6);
         if (unfused_too)
           std::cout << fmt::format(
               "  {} with the optimizer's update unfused from the rounding: MLP {} ({:.2f}x the "
               "fused step, {}), fc {} ({:.2f}x, {})\n",
               name, fmt_time(median(mu)), median(mus), range(mus), fmt_time(median(fu)),
               median(fus), range(fus));
-        step_rows.push_back({{"threads", th},
-                             {"variant", name},
-                             {"numerics", text},
-                             {"mlp_fp32_s", median(m32)},
-                             {"mlp_s", median(mq)},
-                             {"mlp_ratio", mr},
-                             {"mlp_pair_ratios", mrs},
-                             {"fc_pair_ratios", frs},
-                             {"fc_config", fc},
-                             {"fc_fp32_s", median(f32)},
-                             {"fc_s", median(fq)},
-                             {"fc_ratio", fr}});
+        step_rows.push_back(
+            {{"threads", th},
+             {"variant", name},
+             {"numerics", text},
+             {"mlp_fp32_s", median(m32)},
+             {"mlp_s", median(mq)},
+             {"mlp_ratio", mr},
+             {"mlp_pair_ratios", mrs},
+             {"fc_pair_ratios", frs},
+             {"fc_config", fc},
+             {"fc_fp32_s", median(f32)},
+             {"fc_s", median(fq)},
+             {"fc_ratio", fr},
+             {"fc_fp32_phase_s",
+              {{"forward", ph32[0]}, {"backward", ph32[1]}, {"optimizer", ph32[2]}}},
+             {"fc_phase_s", {{"forward", phq[0]}, {"backward", phq[1]}, {"optimizer", phq[2]}}}});
         if (unfused_too) {
           step_rows.back()["mlp_unfused_s"] = median(mu);
           step_rows.back()["mlp_unfused_over_fused"] = median(mus);
@@ -279,9 +316,72 @@ int main(int argc, char** argv) {
         }
       }
     }
+    // Point by point, at one thread, for the variants with the 1.3x target: the fc step with
+    // each of the variant's points alone against fp32, and all of them, interleaved as above
+    // (the order reversed every other rep). Any point makes the step take the fused optimizer
+    // update, on its own faster than LibTorch's SGD, so every row holds its saving once: the
+    // row `m:fp32` (the fused update with an identity master, a copy pass) measures it, and the
+    // points' sum counts it once. The whole variant's difference from that sum is what its
+    // points cost together beyond (or short of) their costs alone.
+    json point_rows = json::array();
+    for (const auto& [name, text] : variants) {
+      if (name == "fp8") continue;
+      std::vector<std::string> configs = {"fp32", "m:fp32"};
+      std::istringstream items(text);
+      for (std::string item; std::getline(items, item, '+');) configs.push_back(item);
+      configs.push_back(text);
+      std::vector<std::vector<double>> secs(configs.size());
+      std::vector<std::vector<Phases>> phases(configs.size());
+      for (int r = 0; r < std::max(9, reps); ++r)
+        for (size_t k = 0; k < configs.size(); ++k) {
+          const size_t j = r % 2 ? configs.size() - 1 - k : k;
+          secs[j].push_back(family_step(configs[j], 1, &phases[j]));
+        }
+      std::vector<double> total(configs.size());
+      std::vector<Phases> ph(configs.size());
+      for (size_t j = 0; j < configs.size(); ++j) {
+        total[j] = median(secs[j]);
+        for (size_t k = 0; k < 3; ++k) {
+          std::vector<double> x;
+          for (const auto& p : phases[j]) x.push_back(p[k]);
+          ph[j][k] = median(x);
+        }
+      }
+      std::cout << fmt::format(
+          "  fc {}, one thread, each point alone and all together vs fp32 {} (extra us: step = "
+          "forward, backward, optimizer; medians of {} interleaved runs):\n",
+          name, fmt_time(total[0]), secs[0].size());
+      const double update = (total[1] - total[0]) * 1e6;
+      double alone = update;
+      const size_t last = configs.size() - 1;
+      for (size_t j = 1; j < configs.size(); ++j) {
+        const double d = (total[j] - total[0]) * 1e6;
+        if (j > 1 && j < last) alone += d - update;
+        const std::string label = j == 1      ? "m:fp32 (fused update)"
+                                  : j == last ? "all of them"
+                                              : configs[j];
+        std::cout << fmt::format(
+            "    {:<24} {:+6.0f} = {:+.0f}, {:+.0f}, {:+.0f}{}\n", label, d,
+            (ph[j][0] - ph[0][0]) * 1e6, (ph[j][1] - ph[0][1]) * 1e6, (ph[j][2] - ph[0][2]) * 1e6,
+            j < last ? ""
+                     : fmt::format(" (the points alone, the update counted once, sum to {:+.0f})",
+                                   alone));
+        point_rows.push_back(
+            {{"variant", name},
+             {"numerics", configs[j]},
+             {"fc_s", total[j]},
+             {"fc_fp32_s", total[0]},
+             {"fc_phase_s",
+              {{"forward", ph[j][0]}, {"backward", ph[j][1]}, {"optimizer", ph[j][2]}}},
+             {"fc_fp32_phase_s",
+              {{"forward", ph[0][0]}, {"backward", ph[0][1]}, {"optimizer", ph[0][2]}}}});
+      }
+    }
     tb::apply_threads(0);
-    doc["training_step"] = {
-        {"batch", o.batch}, {"model", "mlp 784-256-128-10"}, {"rows", step_rows}};
+    doc["training_step"] = {{"batch", o.batch},
+                            {"model", "mlp 784-256-128-10"},
+                            {"rows", step_rows},
+                            {"fc_points", point_rows}};
     summary.push_back(fmt::format(
         "fp8 MLP step {:.2f}x fp32 at one thread, {:.2f}x at all cores (target <= 1.5x); NVFP4 "
         "step {:.2f}x, MXFP8 {:.2f}x at one thread (worse of MLP and fc; target <= 1.3x)",

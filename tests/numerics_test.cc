@@ -702,6 +702,41 @@ TEST(NumericsFormat, MxFloorBlocksRoundedTwiceAreUnchanged) {
       }
 }
 
+// fp32 is binary32 itself: every rounding mode leaves every value's bits as they are, a NaN
+// becoming the quiet NaN of its sign; in place too. Against the same grid walked as any other
+// float format's (binary32 saturating, which differs only at Inf), on every class of value.
+TEST(NumericsFormat, Binary32IsTheIdentityUpToQuietNans) {
+  const Format f32 = parse_format("fp32");
+  const Format sat = parse_format("fp:e=8,m=23,overflow=sat");
+  ASSERT_NE(sat.fp, f32.fp);
+  std::mt19937 rng(5);
+  std::vector<uint32_t> in_bits = {0x00000000u, 0x80000000u, 0x00000001u, 0x807FFFFFu, 0x00800000u,
+                                   0x3F800001u, 0x7F7FFFFFu, 0xFF7FFFFFu, 0x7F800000u, 0xFF800000u,
+                                   0x7F800001u, 0xFFBFFFFFu, 0x7FC00000u, 0xFFC00001u, 0x7FFFFFFFu};
+  for (int i = 0; i < 4000; ++i) in_bits.push_back(uint32_t(rng()));
+  std::vector<float> x(in_bits.size());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = from_bits(in_bits[i]);
+  for (const Rounding r : {Rounding::kNearestEven, Rounding::kStochastic, Rounding::kTiesAway,
+                           Rounding::kTowardZero}) {
+    QuantOptions o;
+    o.rounding = r;
+    o.seed = 11;
+    std::vector<float> y(x.size()), walked(x.size()), inplace = x;
+    tb::num::quantize(f32, x.data(), y.data(), x.size(), o);
+    tb::num::quantize(sat, x.data(), walked.data(), x.size(), o);
+    tb::num::quantize(f32, inplace.data(), inplace.data(), inplace.size(), o);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const uint32_t b = in_bits[i];
+      const bool nan = (b & 0x7FFFFFFFu) > 0x7F800000u;
+      const uint32_t want = nan ? (b & 0x80000000u) | 0x7FC00000u : b;
+      ASSERT_EQ(bits(y[i]), want) << std::hex << b << " " << tb::num::rounding_name(r);
+      ASSERT_EQ(bits(inplace[i]), want) << std::hex << b << " " << tb::num::rounding_name(r);
+      if ((b & 0x7FFFFFFFu) != 0x7F800000u)
+        ASSERT_EQ(bits(walked[i]), want) << std::hex << b << " " << tb::num::rounding_name(r);
+    }
+  }
+}
+
 TEST(NumericsFormat, AllFiniteFindsAnyInfOrNan) {
   std::vector<float> x(1000);
   for (size_t i = 0; i < x.size(); ++i) x[i] = float(i) * -1e30f;  // the largest stay finite

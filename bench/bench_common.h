@@ -108,8 +108,8 @@ inline void write_json(const std::string& path, nlohmann::json doc) {
   std::cout << "wrote " << path << "\n";
 }
 
-// What every result document carries: schema_version and kind as every trainbench document
-// has them (the shell benchmarks' kinds too: "trainbench.bench.<name>"), and the same context
+// What every C++ benchmark's result document carries: schema_version and kind, as trainbench's
+// own documents and the scripted benchmarks' ("trainbench.bench.<name>"), and the same context
 // block `trainbench run --json` has.
 inline nlohmann::json document(const std::string& name) {
   return {{"schema_version", tb::kSchemaVersion},

@@ -170,7 +170,8 @@ def summarize(args):
             row = doc
         runs.setdefault(label, {}).setdefault(kind, {})[rep] = row
 
-    out = {"benchmark": "python_compare",
+    out = {"schema_version": 1, "kind": "trainbench.bench.python_compare",
+           "benchmark": "python_compare",
            "method": "per repetition: trainbench run CONFIG --json (its steady-state mean), "
                      "then PyTorch eager (python_compare.py: warm-up dropped, mean over a "
                      "steady window) with the default environment, then with trainbench's "

@@ -188,6 +188,6 @@ for (net_name, k), t in series.items():
         print(f"SUMMARY scale_out {net_name:<8} {k.split(':')[0]:<3} efficiency {effs}; Amdahl serial fraction {fits[f'{net_name} {k}']:.2f}")
 print(f"(this machine has {cores} cores: 4 one-thread workers oversubscribe it, so efficiency at 4 "
       "measures sharing the cores as much as communication)")
-json.dump({"cores": cores, "runs": table, "amdahl_serial_fraction": fits}, open(out, "w"), indent=2)
+json.dump({"schema_version": 1, "kind": "trainbench.bench.scale_out", "cores": cores, "runs": table, "amdahl_serial_fraction": fits}, open(out, "w"), indent=2)
 print(f"results: {out}")
 PY

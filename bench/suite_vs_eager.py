@@ -183,7 +183,8 @@ def summarize(args):
                         "trainbench_over_eager": tb / py if tb and py else None,
                         "trainbench_status": e["status"],
                         "trainbench_samples": e["trainbench"], "eager_samples": e["eager"]})
-    doc = {"benchmark": "suite_vs_eager", "results": results}
+    doc = {"schema_version": 1, "kind": "trainbench.bench.suite_vs_eager",
+           "benchmark": "suite_vs_eager", "results": results}
     text = json.dumps(doc, indent=2)
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

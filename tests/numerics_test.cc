@@ -722,7 +722,11 @@ TEST(NumericsFormat, Binary32IsTheIdentityUpToQuietNans) {
     o.rounding = r;
     o.seed = 11;
     std::vector<float> y(x.size()), walked(x.size()), inplace = x;
+    float amax = -1;
+    o.input_amax = &amax;  // the float formats' tiled amax-then-round path
     tb::num::quantize(f32, x.data(), y.data(), x.size(), o);
+    o.input_amax = nullptr;
+    EXPECT_EQ(amax, std::numeric_limits<float>::infinity());  // the inputs hold +-Inf
     tb::num::quantize(sat, x.data(), walked.data(), x.size(), o);
     tb::num::quantize(f32, inplace.data(), inplace.data(), inplace.size(), o);
     for (size_t i = 0; i < x.size(); ++i) {
@@ -874,10 +878,10 @@ TEST(NumericsFormat, StreamedOutputsMatchCachedOnes) {
   // every mode, but ties away and toward zero unscaled only and NVFP4 on rows of whole tiles;
   // fixed point to nearest even and stochastically); the others through an L1 tile. Rows of
   // 1000 are not whole NVFP4 tiles, rows of 1024 are, and row 0 (the tensor as one row) is
-  // whole tiles only at shift 1.
+  // whole tiles only at shift 1. fp32 (binary32's one-pass identity) goes through the tile.
   for (const char* name :
        {"e4m3", "e5m2", "bf16", "fp:e=8,m=3,bias=140", "mxfp8_e4m3", "bfp8",
-        "mx:elem=e4m3,block=32,scale=rceil", "nvfp4", "nvfp4_2d", "fixed:w=8,f=4"}) {
+        "mx:elem=e4m3,block=32,scale=rceil", "nvfp4", "nvfp4_2d", "fixed:w=8,f=4", "fp32"}) {
     const Format f = parse_format(name);
     for (Rounding r : {Rounding::kNearestEven, Rounding::kStochastic, Rounding::kTiesAway,
                        Rounding::kTowardZero}) {

@@ -1953,8 +1953,9 @@ constexpr size_t kAmaxTile = 4096;
 
 // binary32 itself (the `fp32` preset, format.cc's identity): every float is on its grid in
 // every rounding mode, so run_grid's walk of the grid only made a NaN the quiet NaN of its
-// sign. The same bits in one pass: the walk took ~0.6 ns per element, and a point written as
-// fp32 (`m:fp32`) cost the fc config's training step 140 us (2-core Zen 5).
+// sign. The same bits in one pass: the walk took ~0.6 ns per element (165 us for the fc
+// config's 268,800 weights, 23.5 us this way; 2-core Zen 5), so a point written as fp32
+// (`m:fp32`) made that config's step 868 us against fp32's 700.
 TB_NUM_CLONES void binary32_identity(const float* in, float* out, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     const uint32_t b = as_bits(in[i]);

@@ -3,7 +3,8 @@
 // bandwidth, on arrays 4x the last-level cache (target >= 50%), scaled recipes through a point;
 // (1b) the same quantizers in cache on one thread, per element against a copy; (2) a training step
 // of the Fashion-MNIST MLP and of an fc config with fp8, NVFP4 and MXFP8 at every quantization
-// point against fp32 (targets <= 1.5x, and <= 1.3x at one thread); (3) the custom-MAD matrix
+// point against fp32 (targets <= 1.5x, and <= 1.3x at one thread), the fc step's phases, and
+// NVFP4's and MXFP8's points one at a time; (3) the custom-MAD matrix
 // multiply against torch::mm, and where its time goes (products, their rounding, sums, their
 // rounding). They run in the order (2), (3), (1b), (1): see main.
 #include <unistd.h>
@@ -180,6 +181,19 @@ int main(int argc, char** argv) {
     // variant's extra time goes (the rounding of weights and activations lands in the forward
     // pass, of errors in the backward, of gradients, optimizer state and masters in the update).
     using Phases = std::array<double, 3>;
+    // Each phase's median over a config's runs, and a phase triple as JSON.
+    const auto phase_medians = [](const std::vector<Phases>& v) {
+      Phases m{};
+      for (size_t k = 0; k < 3; ++k) {
+        std::vector<double> x;
+        for (const auto& p : v) x.push_back(p[k]);
+        m[k] = median(x);
+      }
+      return m;
+    };
+    const auto phase_json = [](const Phases& p) {
+      return json{{"forward", p[0]}, {"backward", p[1]}, {"optimizer", p[2]}};
+    };
     auto family_step = [&](const std::string& numerics, int th, std::vector<Phases>* phases) {
       tb::apply_threads(th);
       auto t = tb::prepare_training(
@@ -268,17 +282,7 @@ int main(int argc, char** argv) {
             "{}: {:.2f}x ({})\n",
             th, fmt_time(median(m32)), name, fmt_time(median(mq)), mr, range(mrs),
             "fc 784-256-256-10", fmt_time(median(f32)), name, fmt_time(median(fq)), fr, range(frs));
-        // Each phase's median over the pairs, fp32 then the variant: what the variant adds to
-        // each, in microseconds.
-        const auto phase_medians = [&](const std::vector<Phases>& v) {
-          Phases m{};
-          for (size_t k = 0; k < 3; ++k) {
-            std::vector<double> x;
-            for (const auto& p : v) x.push_back(p[k]);
-            m[k] = median(x);
-          }
-          return m;
-        };
+        // What the variant adds to each phase, in microseconds.
         const Phases ph32 = phase_medians(p32), phq = phase_medians(pq);
         std::cout << fmt::format(
             "  fc phases (forward, backward, optimizer): fp32 {}, {}, {}; {} {}, {}, {} "
@@ -292,22 +296,20 @@ int main(int argc, char** argv) {
               "fused step, {}), fc {} ({:.2f}x, {})\n",
               name, fmt_time(median(mu)), median(mus), range(mus), fmt_time(median(fu)),
               median(fus), range(fus));
-        step_rows.push_back(
-            {{"threads", th},
-             {"variant", name},
-             {"numerics", text},
-             {"mlp_fp32_s", median(m32)},
-             {"mlp_s", median(mq)},
-             {"mlp_ratio", mr},
-             {"mlp_pair_ratios", mrs},
-             {"fc_pair_ratios", frs},
-             {"fc_config", fc},
-             {"fc_fp32_s", median(f32)},
-             {"fc_s", median(fq)},
-             {"fc_ratio", fr},
-             {"fc_fp32_phase_s",
-              {{"forward", ph32[0]}, {"backward", ph32[1]}, {"optimizer", ph32[2]}}},
-             {"fc_phase_s", {{"forward", phq[0]}, {"backward", phq[1]}, {"optimizer", phq[2]}}}});
+        step_rows.push_back({{"threads", th},
+                             {"variant", name},
+                             {"numerics", text},
+                             {"mlp_fp32_s", median(m32)},
+                             {"mlp_s", median(mq)},
+                             {"mlp_ratio", mr},
+                             {"mlp_pair_ratios", mrs},
+                             {"fc_pair_ratios", frs},
+                             {"fc_config", fc},
+                             {"fc_fp32_s", median(f32)},
+                             {"fc_s", median(fq)},
+                             {"fc_ratio", fr},
+                             {"fc_fp32_phase_s", phase_json(ph32)},
+                             {"fc_phase_s", phase_json(phq)}});
         if (unfused_too) {
           step_rows.back()["mlp_unfused_s"] = median(mu);
           step_rows.back()["mlp_unfused_over_fused"] = median(mus);
@@ -342,11 +344,7 @@ int main(int argc, char** argv) {
       std::vector<Phases> ph(configs.size());
       for (size_t j = 0; j < configs.size(); ++j) {
         total[j] = median(secs[j]);
-        for (size_t k = 0; k < 3; ++k) {
-          std::vector<double> x;
-          for (const auto& p : phases[j]) x.push_back(p[k]);
-          ph[j][k] = median(x);
-        }
+        ph[j] = phase_medians(phases[j]);
       }
       std::cout << fmt::format(
           "  fc {}, one thread, each point alone and all together vs fp32 {} (extra us: step = "
@@ -368,15 +366,12 @@ int main(int argc, char** argv) {
                      : fmt::format(" (the points alone sum to {:+.0f}, the fused update's "
                                    "{:+.0f} counted once)",
                                    alone, update));
-        point_rows.push_back(
-            {{"variant", name},
-             {"numerics", configs[j]},
-             {"fc_s", total[j]},
-             {"fc_fp32_s", total[0]},
-             {"fc_phase_s",
-              {{"forward", ph[j][0]}, {"backward", ph[j][1]}, {"optimizer", ph[j][2]}}},
-             {"fc_fp32_phase_s",
-              {{"forward", ph[0][0]}, {"backward", ph[0][1]}, {"optimizer", ph[0][2]}}}});
+        point_rows.push_back({{"variant", name},
+                              {"numerics", configs[j]},
+                              {"fc_s", total[j]},
+                              {"fc_fp32_s", total[0]},
+                              {"fc_phase_s", phase_json(ph[j])},
+                              {"fc_fp32_phase_s", phase_json(ph[0])}});
         if (j == last) {
           point_rows.back()["points_alone_sum_s"] = alone * 1e-6;
           point_rows.back()["fused_update_saving_s"] = update * 1e-6;

@@ -18,6 +18,7 @@
 #include "cost/op_cost.h"
 #include "model/phase.h"
 #include "model/workload.h"
+#include "runner/block_cache.h"
 #include "runner/cpu_usage.h"
 #include "runner/failure.h"
 #include "runner/runner.h"
@@ -40,14 +41,13 @@ std::string shape_text(const std::vector<std::vector<int64_t>>& shapes) {
   return out;
 }
 
-struct Interval {
+struct Span {
   double start, end;
 };
 
 // Total length of the union of intervals.
-double union_length(std::vector<Interval> v) {
-  std::sort(v.begin(), v.end(),
-            [](const Interval& a, const Interval& b) { return a.start < b.start; });
+double union_length(std::vector<Span> v) {
+  std::sort(v.begin(), v.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
   double total = 0, cur_s = 0, cur_e = -1;
   for (const auto& i : v) {
     if (i.start > cur_e) {
@@ -83,7 +83,7 @@ bool is_backward_node(const OpEvent& e) {
 void assign_parts(const std::vector<OpEvent>& events, const std::vector<size_t>& order,
                   std::vector<Annotated>& ann) {
   struct PartRange {
-    Interval r;
+    Span r;
     uint64_t tid;
     std::string part;
   };
@@ -173,14 +173,14 @@ Profile aggregate(const std::vector<OpEvent>& events, int steps, std::vector<Tra
                   const std::vector<std::vector<int64_t>>& no_grad_shapes = {}) {
   Profile p;
   p.steps = steps;
-  std::vector<Interval> step_ranges;
-  std::vector<std::pair<Interval, std::string>> phase_ranges;
+  std::vector<Span> step_ranges;
+  std::vector<std::pair<Span, std::string>> phase_ranges;
   std::map<std::string, double> phase_total;
   // Stretches in which some weights were frozen, with those weights' shapes.
-  std::vector<std::pair<Interval, std::vector<std::vector<int64_t>>>> frozen;
+  std::vector<std::pair<Span, std::vector<std::vector<int64_t>>>> frozen;
   for (const auto& e : events) {
     if (!e.user_scope) continue;
-    const Interval r{e.start_us, e.start_us + e.dur_us};
+    const Span r{e.start_us, e.start_us + e.dur_us};
     if (e.name == "tb::step") step_ranges.push_back(r);
     if (e.name == "tb::frozen") frozen.push_back({r, e.shapes});
     for (const char* ph : {"forward", "backward", "optimizer"})
@@ -220,7 +220,7 @@ Profile aggregate(const std::vector<OpEvent>& events, int steps, std::vector<Tra
   }
 
   // Phase of a root: the phase range containing its start; children inherit it.
-  std::vector<Interval> roots;
+  std::vector<Span> roots;
   for (size_t i : order) {  // parents come before their children in `order`
     auto& a = ann[i];
     const auto& e = events[i];
@@ -433,6 +433,7 @@ StepCost measured_step_cost(const Config& config, Workload& w, torch::optim::Opt
                             const Batch& batch, torch::Device device) {
   using namespace torch::autograd::profiler;
   train_step(w, opt, batch, device);
+  const BlockCache blocks;  // as in profile_config
   const ProfilerConfig pc = profiler_config();
   const std::set<torch::profiler::impl::ActivityType> activities = {
       torch::profiler::impl::ActivityType::CPU};
@@ -488,6 +489,10 @@ ProfileRun profile_config(const Config& input, const ProfileOptions& o) {
       unprofiled += std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
     }
 
+    // From here on, freed tensors' blocks go to the next tensor of their size (block_cache.h):
+    // the profiler's records would otherwise fragment the heap and every profiled step would
+    // fault its tensors in afresh.
+    const BlockCache blocks;
     const ProfilerConfig pc = profiler_config();
     const std::set<torch::profiler::impl::ActivityType> activities = {
         torch::profiler::impl::ActivityType::CPU};
@@ -502,6 +507,8 @@ ProfileRun profile_config(const Config& input, const ProfileOptions& o) {
     });
     ThreadSnapshot threads1 = thread_snapshot();
     CpuSnapshot cpu1 = cpu_snapshot();
+    run.fresh_blocks = blocks.fresh();
+    run.reused_blocks = blocks.reused();
     int64_t accounted_steps = o.steps;
     if (threads1.wall_s - threads0.wall_s < kMinAccountingWindowS) {
       // Too short for the kernel's tick accounting: thread and CPU usage come from a window of

@@ -26,6 +26,9 @@ struct ProfileRun {
   int threads = 0;
   Profile profile;
   std::vector<TraceEvent> trace;  // every event of the window, for a Chrome trace
+  // The window's CPU allocations from new memory, and from blocks its earlier steps freed
+  // (runner/block_cache.h): only the first profiled step should need new memory.
+  uint64_t fresh_blocks = 0, reused_blocks = 0;
 };
 
 // One operator call as the profiler reports it, before aggregation.

@@ -36,8 +36,10 @@ struct Profile {
   std::string config;
   std::string dtype;
   int warmup_steps = 0, steps = 0;
-  double step_us = 0;             // mean wall time of a profiled step (profiler overhead included)
-  double unprofiled_step_us = 0;  // the same steps without the profiler: its overhead
+  double step_us = 0;  // mean wall time of a profiled step (profiler overhead included)
+  // The same steps without the profiler, on the C library's allocator where the profiled ones
+  // reuse their blocks (runner/block_cache.h): the profiler's overhead, that aside.
+  double unprofiled_step_us = 0;
   std::map<std::string, double> phase_us;           // forward, backward, optimizer, other: per step
   double flops = 0, bytes = 0;                      // per step, the sum over operators
   double model_flops = 0;                           // the cost model's FLOPs per step

@@ -27,6 +27,7 @@ class CachingAllocator final : public c10::Allocator {
     {
       std::lock_guard<std::mutex> lock(self.mu_);
       base = base_;
+      if (n == 0) return base->allocate(0);  // no memory: nothing to reuse or count
       if (active_) {
         auto it = self.free_.find(n);
         if (it != self.free_.end() && !it->second.empty()) {
@@ -68,11 +69,13 @@ class CachingAllocator final : public c10::Allocator {
   void install() {
     std::lock_guard<std::mutex> lock(mu_);
     if (active_) throw std::logic_error("one BlockCache at a time");
-    base_ = c10::GetCPUAllocator();
-    if (base_ == this) throw std::logic_error("the caching allocator is already installed");
+    // base_ only once the checks pass: a base_ that is this allocator would call itself.
+    c10::Allocator* base = c10::GetCPUAllocator();
+    if (base == this) throw std::logic_error("the caching allocator is already installed");
     c10::SetCPUAllocator(this, /*priority=*/0);
     if (c10::GetCPUAllocator() != this)
       throw std::runtime_error("could not install the caching CPU allocator");
+    base_ = base;
     active_ = true;
     reused_ = fresh_ = 0;
     peak_bytes_ = live_bytes_;
@@ -81,7 +84,8 @@ class CachingAllocator final : public c10::Allocator {
   void uninstall() {
     std::unordered_map<size_t, std::vector<c10::DataPtr>> gone;
     std::lock_guard<std::mutex> lock(mu_);
-    c10::SetCPUAllocator(base_, /*priority=*/0);
+    // Another wrapper installed over this one (a MemoryTracker) stays in place.
+    if (c10::GetCPUAllocator() == this) c10::SetCPUAllocator(base_, /*priority=*/0);
     active_ = false;
     gone.swap(free_);
     cached_bytes_ = 0;

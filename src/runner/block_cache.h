@@ -12,10 +12,11 @@
 //    (12 GFLOP/s where it runs at 160), and the process grew by that much every step with no
 //    tensor kept alive;
 //  - small blocks too: with only blocks of 16 KiB or more cached, the 10x256 weight's 10 KB
-//    copy still read 20 us of self time, and 6 us with every size cached (glibc sorting the
-//    small blocks the records leave behind before it can serve the request).
+//    copy (a numerics `w:` point) still read 20 us of self time, and 6 us with every size
+//    cached.
 // A training step allocates the same sizes every step, so handing a freed block to the next
-// request of its exact size ends both; with it that step read 1.0 ms profiled.
+// request of its exact size ends both; with it that step read 0.8-1.0 ms profiled. The cache
+// does little to an unprofiled step (fp32: 655 us with it against 660, one process).
 #include <c10/core/Allocator.h>
 
 #include <cstddef>
@@ -25,9 +26,10 @@ namespace tb {
 
 // Installs the caching CPU allocator while it lives (one at a time); on destruction the
 // previous allocator is back and the cached blocks are released. Freed blocks are kept up to
-// as many bytes as this cache has had alive at once (at least kMinCapBytes), so that sizes
-// that never come again cannot grow it without bound. Tensors allocated through it and freed
-// after it is gone are released normally.
+// as many bytes as were alive at once through this allocator since the cache was installed
+// (at least kMinCapBytes): sizes that never come again fill the cache up to that and no more,
+// and blocks freed beyond it go back to the allocator underneath. Tensors allocated through it
+// and freed after it is gone are released normally.
 class BlockCache {
  public:
   static constexpr size_t kMinCapBytes = size_t(64) << 20;
@@ -37,8 +39,8 @@ class BlockCache {
   BlockCache(const BlockCache&) = delete;
   BlockCache& operator=(const BlockCache&) = delete;
 
-  // Allocations served from a cached block, and from the allocator underneath, since this
-  // cache was installed.
+  // Allocations (of one byte or more) served from a cached block, and from the allocator
+  // underneath, since this cache was installed.
   uint64_t reused() const;
   uint64_t fresh() const;
 };

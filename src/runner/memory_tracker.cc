@@ -92,18 +92,21 @@ class CountingAllocator final : public c10::Allocator {
   void install() {
     std::lock_guard<std::mutex> lock(mu_);
     if (session_ > 0) throw std::logic_error("one MemoryTracker at a time");
-    base_ = c10::GetCPUAllocator();
-    if (base_ == this) throw std::logic_error("the counting allocator is already installed");
+    // base_ only once the checks pass: a base_ that is this allocator would call itself.
+    c10::Allocator* base = c10::GetCPUAllocator();
+    if (base == this) throw std::logic_error("the counting allocator is already installed");
     c10::SetCPUAllocator(this, /*priority=*/0);
     if (c10::GetCPUAllocator() != this)
       throw std::runtime_error("could not install the counting CPU allocator");
+    base_ = base;
     session_ = ++sessions_;
     live_bytes_ = peak_bytes_ = 0;
   }
 
   void uninstall() {
     std::lock_guard<std::mutex> lock(mu_);
-    c10::SetCPUAllocator(base_, /*priority=*/0);
+    // Another wrapper installed over this one (the profiler's BlockCache) stays in place.
+    if (c10::GetCPUAllocator() == this) c10::SetCPUAllocator(base_, /*priority=*/0);
     session_ = 0;
     recording_ = false;
   }

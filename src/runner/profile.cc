@@ -433,7 +433,6 @@ StepCost measured_step_cost(const Config& config, Workload& w, torch::optim::Opt
                             const Batch& batch, torch::Device device) {
   using namespace torch::autograd::profiler;
   train_step(w, opt, batch, device);
-  const BlockCache blocks;  // as in profile_config
   const ProfilerConfig pc = profiler_config();
   const std::set<torch::profiler::impl::ActivityType> activities = {
       torch::profiler::impl::ActivityType::CPU};
@@ -489,16 +488,16 @@ ProfileRun profile_config(const Config& input, const ProfileOptions& o) {
       unprofiled += std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
     }
 
-    // From here on, freed tensors' blocks go to the next tensor of their size (block_cache.h):
-    // the profiler's records would otherwise fragment the heap and every profiled step would
-    // fault its tensors in afresh.
-    const BlockCache blocks;
     const ProfilerConfig pc = profiler_config();
     const std::set<torch::profiler::impl::ActivityType> activities = {
         torch::profiler::impl::ActivityType::CPU};
     prepareProfiler(pc, activities);
     CpuSnapshot cpu0 = cpu_snapshot();
     ThreadSnapshot threads0 = thread_snapshot();
+    // For the profiled window, freed tensors' blocks go to the next tensor of their size
+    // (block_cache.h): the profiler's records would otherwise fragment the heap, and every
+    // profiled step would fault its tensors in afresh.
+    std::optional<BlockCache> blocks(std::in_place);
     std::vector<OpEvent> events = profiled_events(pc, activities, [&] {
       for (int i = 0; i < o.steps; ++i) {
         RECORD_USER_SCOPE("tb::step");
@@ -507,8 +506,9 @@ ProfileRun profile_config(const Config& input, const ProfileOptions& o) {
     });
     ThreadSnapshot threads1 = thread_snapshot();
     CpuSnapshot cpu1 = cpu_snapshot();
-    run.fresh_blocks = blocks.fresh();
-    run.reused_blocks = blocks.reused();
+    run.fresh_blocks = blocks->fresh();
+    run.reused_blocks = blocks->reused();
+    blocks.reset();
     int64_t accounted_steps = o.steps;
     if (threads1.wall_s - threads0.wall_s < kMinAccountingWindowS) {
       // Too short for the kernel's tick accounting: thread and CPU usage come from a window of

@@ -26,8 +26,9 @@ struct ProfileRun {
   int threads = 0;
   Profile profile;
   std::vector<TraceEvent> trace;  // every event of the window, for a Chrome trace
-  // The window's CPU allocations from new memory, and from blocks its earlier steps freed
-  // (runner/block_cache.h): only the first profiled step should need new memory.
+  // The profiled window's CPU tensor allocations served by the allocator underneath, and by
+  // blocks its earlier steps freed (runner/block_cache.h): in a window of identical steps,
+  // the first step's allocations only.
   uint64_t fresh_blocks = 0, reused_blocks = 0;
 };
 

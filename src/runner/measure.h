@@ -150,9 +150,9 @@ std::map<std::string, Trials> measure_cell_elementwise(int trials, double trial_
 
 // The same layers whole, as a model runs them (input width = hidden, the input's gradient
 // taken, fp32), per time step, forward + backward, at lengths 4 and 16, on a grid of hidden x
-// batch sizes: in a training step the small GEMMs of a cell run at about half the rate they
-// reach alone, between the gates' passes and the weight gradient's accumulation over the
-// steps, which a model of the parts misses. Microseconds per time step, per cell.
+// batch sizes: a layer in a training step does more than its parts (the weight gradient
+// added into the last at every time step, the framework's per-step work between the GEMMs),
+// which a model of the parts misses. Microseconds per time step, per cell.
 // Hidden sizes a factor of 2 apart: a layer's time per step is convex in log hidden (fixed
 // costs, then the GEMMs' square law); log-log between points 4x apart overshot the measured
 // midpoints (hidden 64 and 256) by 8-16% for most cells and batches, 27% at worst.

@@ -382,8 +382,8 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     // A fp32 recurrent layer whose sizes lie on the description's table of the framework's
     // own layer: its measured time per step, spread over the phases as they were, stands in
     // for the GEMM curve's phases, its per-step operators and its gate elements (measured
-    // with them). On a CPU a step's small GEMMs run at half the rate they reach alone, between
-    // the gates' passes and the gradient's accumulation (docs/platforms.md).
+    // with them). On a CPU the layer costs more than those parts: the weight gradient's
+    // accumulation over the steps, the framework's per-step work (docs/platforms.md).
     if (recurrent(l.op) && p.efficiency && p.efficiency->cell_step_us.count(l.op) &&
         f.peak_dtype == "fp32" && !f.mixed && l.gemm_count > 0) {
       const int64_t gates = l.op == "lstm" ? 4 : l.op == "gru" ? 3 : 1;

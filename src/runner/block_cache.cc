@@ -27,8 +27,7 @@ class CachingAllocator final : public c10::Allocator {
     {
       std::lock_guard<std::mutex> lock(self.mu_);
       base = base_;
-      if (n == 0) return base->allocate(0);  // no memory: nothing to reuse or count
-      if (active_) {
+      if (active_ && n > 0) {
         auto it = self.free_.find(n);
         if (it != self.free_.end() && !it->second.empty()) {
           c10::DataPtr inner = std::move(it->second.back());
@@ -41,7 +40,7 @@ class CachingAllocator final : public c10::Allocator {
       }
     }
     c10::DataPtr inner = base->allocate(n);
-    if (!inner.get()) return inner;  // nothing to hand back (0 bytes)
+    if (!inner.get()) return inner;  // 0 bytes: no memory to reuse or count
     std::lock_guard<std::mutex> lock(self.mu_);
     return self.hand_out(std::move(inner), n);
   }

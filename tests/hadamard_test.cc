@@ -82,6 +82,14 @@ TEST(Hadamard, LinearGradientsAreLinearsWithoutRounding) {
     EXPECT_TRUE(torch::allclose(x.grad(), x2.grad(), 1e-5, 1e-5));
     EXPECT_TRUE(torch::allclose(w.grad(), w2.grad(), 1e-4, 1e-4));
   }
+  // A training batch with fewer rows than one block: nothing would be transformed.
+  {
+    torch::Tensor x = torch::randn({4, 32}), w = w0.clone().requires_grad_();
+    EXPECT_THROW(tb::emu::rht_linear(x, w, torch::Tensor(), p, -1), tb::UsageError);
+    torch::NoGradGuard evaluating;
+    EXPECT_EQ(tb::emu::rht_linear(x, w, torch::Tensor(), p, -1).sizes(),
+              (std::vector<int64_t>{4, 8}));
+  }
   EXPECT_THROW(tb::num::parse_numerics("rht:12"), tb::UsageError);
   EXPECT_THROW(tb::num::parse_numerics("rht:16:x"), tb::UsageError);
   EXPECT_THROW(tb::num::parse_numerics("rht.0:16"), tb::UsageError);

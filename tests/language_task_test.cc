@@ -136,6 +136,48 @@ TEST(Emulation, ARunWhoseLossDivergesStopsAsNotReached) {
   EXPECT_FALSE(to_json(a).contains("best_loss"));
 }
 
+// What rounding did is counted on the step before each evaluation by default, on every N-th
+// step with count_every, one sample per counted step; counting is off on every other step.
+TEST(Emulation, CountedStepsAreTheEvaluationsOrEveryNth) {
+  for (const int64_t every : {int64_t(0), int64_t(1), int64_t(3)}) {
+    EmulationOptions o;
+    o.eval_every = 4;
+    o.max_iters = 10;
+    o.count_every = every;
+    Learner learner;
+    bool counting = false;
+    int64_t it = 0;
+    std::vector<int64_t> counted, taken;
+    learner.count = [&](bool on) { counting = on; };
+    learner.scaling = [&](int64_t at) {
+      taken.push_back(at);
+      ScalingSample s;
+      s.point = "a";
+      s.iteration = at;
+      return std::vector<ScalingSample>{s};
+    };
+    const auto r = run_to_target(
+        o, 1, learner,
+        [&] {
+          ++it;
+          if (counting) counted.push_back(it);
+        },
+        [] { return 0.0; }, {});
+    const std::vector<int64_t> want = every == 0 ? std::vector<int64_t>{4, 8, 10}
+                                      : every == 1
+                                          ? std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+                                          : std::vector<int64_t>{3, 6, 9};
+    EXPECT_EQ(counted, want) << every;
+    EXPECT_EQ(taken, want) << every;
+    ASSERT_EQ(r.scaling.size(), want.size()) << every;
+    EXPECT_EQ(r.scaling.back().iteration, want.back()) << every;
+    EXPECT_EQ(r.curve.size(), 3u) << every;  // evaluations at 4, 8 and the last, 10
+  }
+  EmulationOptions bad = tiny();
+  bad.count_every = -1;
+  EXPECT_THROW(emulate(bad, {}), UsageError);
+}
+
 TEST(Emulation, TheLanguageTaskRejectsWhatDoesNotFit) {
   EmulationOptions o = tiny();
   o.target_loss = -1;

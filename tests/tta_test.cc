@@ -8,6 +8,7 @@
 
 #include <cstdio>
 
+#include "analysis/convergence_test.h"
 #include "base/errors.h"
 #include "cost/cost.h"
 #include "cost/fashion_mnist.h"
@@ -413,6 +414,35 @@ TEST(Tta, ReportSectionWithTableAndChart) {
   EXPECT_NE(h.find("\"tta\""), std::string::npos);  // the chart's table
   std::remove(out.c_str());
   std::remove(path.c_str());
+}
+
+// The statistics behind "the variant needs more iterations" and the speedup's interval, on a
+// small example. The expected values were computed apart from the code and its library (a
+// Python script: Welch's statistic and degrees of freedom by hand, the t distribution's tail
+// and quantiles by Simpson integration of its density): t 2.424871, dof 4.411765, one-sided
+// p 0.033229; speedup 0.893939 in [0.792851, 1.007917] (t quantile 2.677174, delta method on
+// the log ratio); cv 0.0633916, 6 seeds per side to tell 10% at 5% with 80% power.
+TEST(ConvergenceTest, WelchTestIntervalAndSeedsMatchAnIndependentComputation) {
+  const auto c = compare_iterations({150, 160, 170, 180}, {140, 145, 150, 155});
+  ASSERT_TRUE(c.has_value());
+  EXPECT_NEAR(c->t, 2.424871, 1e-6);
+  EXPECT_NEAR(c->dof, 4.411765, 1e-6);
+  EXPECT_NEAR(c->p_more, 0.033229, 1e-5);
+  EXPECT_NEAR(c->ratio, 0.893939, 1e-6);
+  EXPECT_NEAR(c->ratio_lo, 0.792851, 1e-5);
+  EXPECT_NEAR(c->ratio_hi, 1.007917, 1e-5);
+  EXPECT_EQ(c->seeds_for_10pct, 6);
+  // The other direction: a faster variant is not "more iterations".
+  const auto faster = compare_iterations({140, 145, 150, 155}, {150, 160, 170, 180});
+  ASSERT_TRUE(faster.has_value());
+  EXPECT_NEAR(faster->p_more, 1 - 0.033229, 1e-5);
+  // No spread on either side: no interval width, and the test decides by the means alone.
+  const auto flat = compare_iterations({200, 200}, {150, 150});
+  ASSERT_TRUE(flat.has_value());
+  EXPECT_EQ(flat->p_more, 0);
+  EXPECT_EQ(flat->ratio_lo, flat->ratio_hi);
+  // One run on a side has no variance: no test.
+  EXPECT_FALSE(compare_iterations({150}, {140, 150}).has_value());
 }
 
 TEST(TtaCli, UnknownPlatformAndMissingStoreExit2WithOneLine) {

@@ -1,8 +1,10 @@
 #pragma once
-// Whether a variant's iterations-to-target differ from a reference's, as MLPerf Training's
-// reference-convergence-point (RCP) check asks it: a one-sided t-test over seeds. The speedup a
-// format buys rests on this, so it comes with its confidence interval and with the number of
-// seeds that would resolve a 10% difference.
+// Whether a variant's iterations-to-target exceed a reference's: a one-sided t-test over seeds,
+// as MLPerf Training's reference-convergence-point (RCP) check compares a submission with its
+// reference runs, in the other direction (MLPerf asks whether a submission converges too
+// fast; low precision asks whether it converges slower). The speedup a format buys rests on
+// this, so it comes with its confidence interval and with the number of seeds that would
+// resolve a 10% difference.
 #include <optional>
 #include <vector>
 

@@ -55,6 +55,9 @@ Command add_emulate(CLI::App& app) {
       ->transform(unsigned_integer());
   sub->add_option("--max-iters", a->o.max_iters, "budget per run, in iterations");
   sub->add_option("--eval-every", a->o.eval_every, "evaluate on the test set every K iterations");
+  sub->add_option("--count-every", a->o.count_every,
+                  "count what rounding did (overflow, underflow, amax, scales) on every N-th "
+                  "step, a sample each (0, the default: the step before each evaluation)");
   sub->add_option("--eval-examples", a->o.eval_examples,
                   "test images per evaluation (<= 10000; default all), or held-out text windows "
                   "(default " +
@@ -103,6 +106,8 @@ Command add_emulate(CLI::App& app) {
       "  trainbench emulate --numerics 'w:e4m3@delayed+a:e4m3@delayed+e:e5m2@delayed' --seeds 5 "
       "\\\n"
       "      --store tta.db   # Transformer Engine's DelayedScaling (HYBRID)\n"
+      "  trainbench emulate --numerics 'w:e4m3@delayed+a:e4m3@delayed' --count-every 1 --json \\\n"
+      "      --seeds 1   # each step's amax, scales and overflows per point\n"
       "  trainbench emulate --model fc:layers=2,nodes=256,input=784,output=10 \\\n"
       "      --numerics 'w:nvfp4_2d+a:nvfp4+e:nvfp4/stochastic+rht:16'\n"
       "  trainbench emulate --unit mad:mul=e5m2,acc=fp16,width=4,order=lanes --eval-examples 2000\n"

@@ -521,6 +521,9 @@ EmulationResult emulate(const EmulationOptions& given, const Policy& p, const Pr
     throw UsageError("eval-every " + std::to_string(o.eval_every) + " (at least 1)");
   if (o.max_iters < 1)
     throw UsageError("max-iters " + std::to_string(o.max_iters) + " (at least 1)");
+  if (o.count_every < 0)
+    throw UsageError("count-every " + std::to_string(o.count_every) +
+                     " (0: the step before each evaluation, or every N steps)");
   if (o.seeds < 1 || o.seeds > 1000)
     throw UsageError("seeds " + std::to_string(o.seeds) + " (1..1000)");
   if (!(o.lr > 0)) throw UsageError(fmt::format("lr {} (a learning rate above 0)", o.lr));

@@ -309,12 +309,18 @@ bool NumericsWorkload::fused_sgd_step(torch::optim::Optimizer& opt) {
 Policy policy_from(const num::NumericsPolicy& text, uint64_t seed) {
   Policy p;
   const auto points = p.globals();
-  for (size_t i = 0; i < text.points.size(); ++i)
+  const auto& keys = num::NumericsPolicy::kKeys;
+  for (size_t i = 0; i < text.points.size(); ++i) {
     *points[i] = QuantPoint::parse(num::point_from_config(text.points[i]), seed);
+    points[i]->set_item(std::string(keys[i]) + ":" + text.points[i]);
+  }
   for (const auto& [layer, texts] : text.layers)
     for (size_t i = 0; i < texts.size(); ++i)
-      if (!texts[i].empty())
+      if (!texts[i].empty()) {
         p.layers[layer][i] = QuantPoint::parse(num::point_from_config(texts[i]), seed);
+        p.layers[layer][i]->set_item(std::string(keys[i]) + "." + std::to_string(layer) + ":" +
+                                     texts[i]);
+      }
   p.loss_scale = text.loss_scale;
   if (text.activation != "relu") p.set_activation(text.activation);
   if (!text.unit.empty()) p.set_unit(num::point_from_config(text.unit));

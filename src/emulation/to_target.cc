@@ -39,15 +39,14 @@ SeedRun run_to_target(const EmulationOptions& o, uint64_t seed, Learner& learner
   run.seed = seed;
   run.loss_target = by_loss;
   for (int64_t it = 1; it <= o.max_iters; ++it) {
-    // What rounding did is counted on the last step before each evaluation: a sample of the
-    // steps, since counting costs more than rounding.
     const bool evaluates = it % o.eval_every == 0 || it == o.max_iters;
-    if (learner.count) learner.count(evaluates);
+    const bool counts = o.count_every > 0 ? it % o.count_every == 0 : evaluates;
+    if (learner.count) learner.count(counts);
     step();
     if (learner.count) learner.count(false);
-    if (!evaluates) continue;
-    if (learner.scaling)
+    if (counts && learner.scaling)
       for (auto& sample : learner.scaling(it)) run.scaling.push_back(std::move(sample));
+    if (!evaluates) continue;
     const double value = evaluate();
     run.curve.push_back({it, value});
     if (by_loss && std::isfinite(value))

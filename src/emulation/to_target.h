@@ -19,8 +19,9 @@ struct Learner {
   // Filled into the SeedRun at the end (dynamic loss scaling), when given.
   std::function<int64_t()> skipped_steps;
   std::function<double()> loss_scale;
-  // What the rounding points did on the counted steps since the last evaluation, taken at
-  // each; and whether the next step is counted (the last before each evaluation). When given.
+  // What the rounding points did on a counted step, taken after it; and whether the next step
+  // is counted (EmulationOptions::count_every: by default the last before each evaluation).
+  // When given.
   std::function<std::vector<ScalingSample>(int64_t iteration)> scaling;
   std::function<void(bool)> count;
 };

@@ -275,9 +275,14 @@ torch::Tensor QuantPoint::apply(const torch::Tensor& x) const {
       bo.threads = 1;
       // Counting keeps each block's scaled values; otherwise a block is one pass.
       const bool count = counting();
-      num::quantize_block_scaled(
-          *format_, scaling_, xf.data_ptr<float>(), y.data_ptr<float>(), size_t(xf.numel()),
-          size_t(xf.dim() > 0 ? std::max<int64_t>(xf.size(-1), 1) : 1), bo, count ? &c : nullptr);
+      try {
+        num::quantize_block_scaled(
+            *format_, scaling_, xf.data_ptr<float>(), y.data_ptr<float>(), size_t(xf.numel()),
+            size_t(xf.dim() > 0 ? std::max<int64_t>(xf.size(-1), 1) : 1), bo, count ? &c : nullptr);
+      } catch (const UsageError& e) {
+        if (item_.empty()) throw;
+        throw UsageError("numerics item '" + item_ + "': " + e.what());
+      }
       if (!count) return y.to(x.scalar_type());
       std::lock_guard<std::mutex> lock(state_->mu);
       Stats& s = state_->stats;

@@ -47,7 +47,8 @@ class QuantPoint {
   //  - current[:M]: the scale from this tensor's amax (Float8CurrentScaling);
   //  - delayed[:H[:max|recent[:M]]]: from an amax history of earlier steps, per site: the
   //    point's calls in a step are its sites, in call order (a step begins at begin_step());
-  //  - block:RxC[:pow2]: a scale per tile of the last two dimensions.
+  //  - block:RxC[:pow2]: a scale per R x C tile of the rows of the last dimension, every
+  //    leading dimension flattened into the rows.
   // Element formats only: block formats carry their own scales.
   static QuantPoint parse(const std::string& text, uint64_t seed = 0);
   const num::Scaling& scaling() const { return scaling_; }
@@ -85,6 +86,9 @@ class QuantPoint {
   const num::Format& format() const { return *format_; }
   num::Rounding rounding() const { return rounding_; }
   std::string str() const;
+  // The numerics item this point was read from (`a:e4m3@block:1x128`), named by errors that
+  // only its tensors can reveal (a block that does not divide their rows); empty: none.
+  void set_item(std::string item) { item_ = std::move(item); }
   // A fresh stochastic stream for one run, mixed with the point's own seed (parse's
   // `seed`, i.e. `--quant-seed`): a run seeded the same way draws the same bits.
   // A new run also starts its scaling state afresh (no sites, no counts).
@@ -137,6 +141,7 @@ class QuantPoint {
   std::shared_ptr<const num::Extension> ext_;
   num::Rounding rounding_ = num::Rounding::kNearestEven;
   num::Scaling scaling_;
+  std::string item_;
   uint64_t base_seed_ = 0;                  // as parsed
   uint64_t seed_ = 0;                       // the current stream
   mutable std::atomic<uint64_t> calls_{0};  // every enabled call, stochastic or not
@@ -148,6 +153,7 @@ class QuantPoint {
         ext_(o.ext_),
         rounding_(o.rounding_),
         scaling_(o.scaling_),
+        item_(o.item_),
         base_seed_(o.base_seed_),
         seed_(o.seed_),
         calls_(o.calls_.load()),
@@ -157,6 +163,7 @@ class QuantPoint {
     ext_ = o.ext_;
     rounding_ = o.rounding_;
     scaling_ = o.scaling_;
+    item_ = o.item_;
     base_seed_ = o.base_seed_;
     seed_ = o.seed_;
     calls_ = o.calls_.load();

@@ -537,23 +537,22 @@ TB_AVX512_INLINE __m512 e2m1_away16(__m512 v, const Sr512& c) {
 }
 
 // round_nearest_even_fast512_signed on E2M1's grid (nvfp4_grids checks it: emin 0, one
-// mantissa bit, -0, saturating at 6), its constants known: the quantum is 2^(E-1) for
-// E = floor(log2 |v|) clamped to [0, 2] (0.5 below 2, the subnormals' too; 1 in [2, 4); 2 from
-// 4 up), so (|v| + c) - c with c = 2^(E+22) rounds |v| to it, ties to even (an even multiple
-// of the quantum is an even mantissa), and the largest value is a minimum (Inf too: 6). A NaN
-// becomes the quiet NaN unless Finite (the caller saw none). 9 instructions (11) where the
-// grid's general form takes 13.
+// mantissa bit, -0, saturating at 6), its constants known. |v| is first clamped to 6 (Inf too;
+// a NaN's bits too, put back below): everything above 6 rounds to 6 anyway (7, the tie, to 8,
+// then saturated), and the clamp leaves E = floor(log2 |v|) at most 2, so only its lower bound
+// needs clamping. The quantum is 2^(E-1) for E clamped to [0, 2] (0.5 below 2, the
+// subnormals' too; 1 in [2, 4); 2 from 4 up), so (|v| + c) - c with c = 2^(E+22) rounds |v| to
+// it, ties to even (an even multiple of the quantum is an even mantissa). A NaN becomes the
+// quiet NaN unless Finite (the caller saw none). 8 instructions (10) where the grid's general
+// form takes 13.
 template <bool Finite>
 TB_AVX512_INLINE __m512 e2m1_rne16(__m512 v) {
   const __m512i xb = _mm512_castps_si512(v);
-  const __m512i a = _mm512_and_si512(xb, splat(0x7FFFFFFFu));
+  const __m512i a = _mm512_min_epu32(_mm512_and_si512(xb, splat(0x7FFFFFFFu)), splat(0x40C00000u));
   const __m512i e = _mm512_and_si512(a, splat(kInfBits));
-  const __m512 c = _mm512_castsi512_ps(_mm512_add_epi32(
-      _mm512_min_epu32(_mm512_max_epu32(e, splat(0x3F800000u)), splat(0x40800000u)),
-      splat(22u << 23)));
-  // vminps returns its second operand where either is NaN: the NaN stays.
-  __m512 mag = _mm512_min_ps(_mm512_set1_ps(6.0f),
-                             _mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(a), c), c));
+  const __m512 c = _mm512_castsi512_ps(
+      _mm512_add_epi32(_mm512_max_epu32(e, splat(0x3F800000u)), splat(22u << 23)));
+  __m512 mag = _mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(a), c), c);
   if constexpr (!Finite)
     mag = _mm512_mask_mov_ps(mag, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q),
                              _mm512_castsi512_ps(splat(kQuietNan)));

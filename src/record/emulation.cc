@@ -137,6 +137,7 @@ nlohmann::json emulation_fields(const emu::EmulationResult& r) {
           {by_loss ? "target_loss" : "target_accuracy",
            by_loss ? r.options.target_loss : r.options.target},
           {"eval_every", r.options.eval_every},
+          {"count_every", r.options.count_every},
           {"eval_examples", r.options.eval_examples},
           {"max_iters", r.options.max_iters},
           {"batch", r.options.batch},

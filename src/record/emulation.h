@@ -20,6 +20,10 @@ struct EmulationOptions {
   double lr = 0, momentum = 0.9;
   // Every 25 iterations: at most 2% of the fp32 MLP's ~3000 iterations to the default target.
   int64_t eval_every = 25;
+  // What rounding did (ScalingSample) is counted on every count_every-th step, one sample per
+  // counted step; 0: on the step before each evaluation only, since counting costs more than
+  // rounding. It changes no rounding: results are the same either way.
+  int64_t count_every = 0;
   int64_t max_iters = 10000;
   // The first N test images (0: all 10000), or N held-out windows of text (0: the language
   // task's default, emulation/language_training.h)
@@ -36,12 +40,13 @@ struct EmulationOptions {
   int threads = 0;  // 0: all cores; the caller applies it (runner/threads.h) before emulate()
 };
 
-// What one rounding point did over an evaluation interval: how many values it rounded, how
-// many of them (after scaling) were beyond the format's largest finite value, how many nonzero
-// values became zero, how many were NaN or Inf, the largest amax, and the scales used.
+// What one rounding point did on one counted step (EmulationOptions::count_every): how many
+// values it rounded, how many of them (after scaling) were beyond the format's largest finite
+// value, how many nonzero values became zero, how many were NaN or Inf, the largest amax, and
+// the scales used.
 struct ScalingSample {
   std::string point;      // w, a, e, g, o, m, or KEY.N for a layer's own point
-  int64_t iteration = 0;  // the interval's last iteration
+  int64_t iteration = 0;  // the counted step
   double amax = 0, scale_min = 1, scale_max = 1;
   int64_t sites = 0;  // delayed scaling: the tensors the point keeps a history for
   uint64_t values = 0, overflow = 0, underflow = 0, nonfinite = 0;

@@ -110,7 +110,13 @@ TEST(NumericsCli, BadInputIsOneLineAndExitTwo) {
       {"emulate --numerics e4m3+rht:16 --unit mad:mul=e5m2,acc=fp16", "choose one"},
       {"emulate --model fc:layers=1,nodes=100,input=784,output=10 --numerics e4m3@block:1x32 "
        "--max-iters 2",
-       "32 columns do not divide the tensor's rows of 784"},
+       ":e4m3@block:1x32': scaling 'block:1x32': 32 columns do not divide the tensor's rows of "
+       "784"},
+      {"emulate --activations e4m3@block:1x3 --max-iters 2", "'--activations e4m3@block:1x3': "},
+      {"emulate --model fc:layers=1,nodes=100,input=784,output=10 --batch 8 "
+       "--numerics a:nvfp4+rht:16 --max-iters 2",
+       "rht:16: the layer's input has 8 rows"},
+      {"emulate --count-every -1", "count-every -1"},
       {"emulate --weights mx:elem=e4m3,scale=up", "scale=up"},
       {"emulate --dataset wikitext", "dataset 'wikitext'"},
       {"emulate --dataset gcide --target-loss -2", "target-loss -2"},

@@ -124,16 +124,19 @@ Command add_emulate(CLI::App& app) {
         // silently change LibTorch's arithmetic on them.
         at::globalContext().setFlushDenormal(false);
         emu::Policy p;
-        const auto point = [&](const std::string& given, uint64_t salt) {
-          const std::string& text = given == "off" && !a->all.empty() ? a->all : given;
-          return emu::QuantPoint::parse(text, a->quant_seed * 8 + salt);
+        const auto point = [&](const std::string& given, uint64_t salt, const char* option) {
+          const bool all = given == "off" && !a->all.empty();
+          emu::QuantPoint q =
+              emu::QuantPoint::parse(all ? a->all : given, a->quant_seed * 8 + salt);
+          q.set_item(std::string(all ? "--all" : option) + " " + (all ? a->all : given));
+          return q;
         };
-        p.weights = point(a->weights, 0);
-        p.activations = point(a->activations, 1);
-        p.errors = point(a->errors, 2);
-        p.weight_grads = point(a->weight_grads, 3);
-        p.optimizer_state = point(a->state, 4);
-        p.master = point(a->master, 5);
+        p.weights = point(a->weights, 0, "--weights");
+        p.activations = point(a->activations, 1, "--activations");
+        p.errors = point(a->errors, 2, "--errors");
+        p.weight_grads = point(a->weight_grads, 3, "--weight-grads");
+        p.optimizer_state = point(a->state, 4, "--optimizer-state");
+        p.master = point(a->master, 5, "--master");
         p.loss_scale = a->loss_scale;
         if (!a->numerics.empty()) {
           for (const auto* o : {"--all", "--weights", "--activations", "--errors", "--weight-grads",

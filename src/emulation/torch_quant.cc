@@ -281,7 +281,7 @@ torch::Tensor QuantPoint::apply(const torch::Tensor& x) const {
             size_t(xf.dim() > 0 ? std::max<int64_t>(xf.size(-1), 1) : 1), bo, count ? &c : nullptr);
       } catch (const UsageError& e) {
         if (item_.empty()) throw;
-        throw UsageError("numerics item '" + item_ + "': " + e.what());
+        throw UsageError("'" + item_ + "': " + e.what());
       }
       if (!count) return y.to(x.scalar_type());
       std::lock_guard<std::mutex> lock(state_->mu);

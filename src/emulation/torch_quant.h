@@ -86,8 +86,9 @@ class QuantPoint {
   const num::Format& format() const { return *format_; }
   num::Rounding rounding() const { return rounding_; }
   std::string str() const;
-  // The numerics item this point was read from (`a:e4m3@block:1x128`), named by errors that
-  // only its tensors can reveal (a block that does not divide their rows); empty: none.
+  // What this point was read from (the numerics item `a:e4m3@block:1x128`, or an option and
+  // its value), named by errors that only its tensors can reveal (a block that does not divide
+  // their rows); empty: none.
   void set_item(std::string item) { item_ = std::move(item); }
   // A fresh stochastic stream for one run, mixed with the point's own seed (parse's
   // `seed`, i.e. `--quant-seed`): a run seeded the same way draws the same bits.

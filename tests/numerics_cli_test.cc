@@ -115,7 +115,7 @@ TEST(NumericsCli, BadInputIsOneLineAndExitTwo) {
       {"emulate --activations e4m3@block:1x3 --max-iters 2", "'--activations e4m3@block:1x3': "},
       {"emulate --model fc:layers=1,nodes=100,input=784,output=10 --batch 8 "
        "--numerics a:nvfp4+rht:16 --max-iters 2",
-       "rht:16: the layer's input has 8 rows"},
+       "rht:16: the layer's input has 8 rows (batch x tokens"},
       {"emulate --count-every -1", "count-every -1"},
       {"emulate --weights mx:elem=e4m3,scale=up", "scale=up"},
       {"emulate --dataset wikitext", "dataset 'wikitext'"},

@@ -122,17 +122,18 @@ struct RhtLinear : public torch::autograd::Function<RhtLinear> {
 
 torch::Tensor rht_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                          const Policy& p, int layer) {
-  // A training step whose GEMM has fewer rows than one block would be transformed nowhere
+  // A training step whose weight-gradient GEMM has fewer rows than one block would be
+  // transformed nowhere
   // (hadamard_rows leaves rows past the last whole block alone): a setting that does nothing
   // is an error, not a silent no-op. Evaluation (no gradient) transforms nothing anyway.
   const int64_t rows = x.dim() > 0 && x.size(-1) > 0 ? x.numel() / x.size(-1) : 0;
-  if (torch::GradMode::is_enabled() && (w.requires_grad() || x.requires_grad()) &&
-      rows < p.rht_size)
+  // Only dW changes, so a frozen weight needs no check.
+  if (torch::GradMode::is_enabled() && w.requires_grad() && rows < p.rht_size)
     throw UsageError("rht:" + std::to_string(p.rht_size) + ": the layer's input has " +
                      std::to_string(rows) +
-                     " rows (batch x tokens), fewer than one block of the transform: nothing "
-                     "would be transformed (use a batch of at least " +
-                     std::to_string(p.rht_size) + " rows, or a smaller rht:N)");
+                     " rows (batch x tokens, or an expert's capacity), fewer than one block of "
+                     "the transform: nothing would be transformed (give the layer at least " +
+                     std::to_string(p.rht_size) + " rows, or use a smaller rht:N)");
   // No bias travels as an empty tensor: autograd functions take no undefined inputs.
   return RhtLinear::apply(x, w, b.defined() ? b : torch::empty({0}), &p, int64_t(layer));
 }

@@ -66,7 +66,7 @@ class QuantPoint {
   void set_recording(bool on) const;
   // Whether calls count what rounding did (take_stats), while recording: off by default. A
   // count costs two more passes over each tensor, so training to accuracy counts a sample of its
-  // steps (the last before each evaluation), and plain training runs none.
+  // steps (EmulationOptions::count_every), and plain training runs none.
   void set_counting(bool on) const;
   bool counting() const;
   // What this point's rounding did while counting, since the last call (and forgets it):

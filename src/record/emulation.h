@@ -63,7 +63,7 @@ struct SeedRun {
   int64_t skipped_steps = 0;  // dynamic loss scaling overflows
   double final_loss_scale = 1;
   double seconds = 0;
-  std::vector<ScalingSample> scaling;  // every point that rounded, at every evaluation
+  std::vector<ScalingSample> scaling;  // every point that rounded, at every counted step
 };
 
 // Iterations to the target over the seeds of one emulation.
@@ -75,7 +75,7 @@ struct SeedSummary {
 };
 SeedSummary summarize_seeds(const std::vector<SeedRun>& runs);
 
-// Each point's samples over every run and evaluation added up: counts summed, the largest amax,
+// Each point's samples over every run and counted step added up: counts summed, the largest amax,
 // the widest range of scales, the most sites; iteration: the last. In the order points first
 // appear.
 std::vector<ScalingSample> summarize_scaling(const std::vector<std::vector<ScalingSample>>& runs);

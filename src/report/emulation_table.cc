@@ -34,7 +34,7 @@ std::string format_emulation(const emu::EmulationResult& r) {
   std::vector<std::vector<emu::ScalingSample>> samples;
   for (const auto& run : r.runs) samples.push_back(run.scaling);
   if (const auto points = emu::summarize_scaling(samples); !points.empty())
-    out += "what rounding did, over all runs and evaluations (values after scaling):\n" +
+    out += "what rounding did, over all runs and counted steps (values after scaling):\n" +
            format_rounding(points);
   if (s.reached < s.runs)
     return out + fmt::format(

@@ -120,7 +120,7 @@ void add_published_chart(ChartSet& cs, const std::vector<sim::Validation>& vs) {
 
 namespace {
 
-// Each point's share of values flushed to zero at every evaluation of every seed, and its
+// Each point's share of values flushed to zero at every counted step of every seed, and its
 // largest scale there: how a recipe's losses and scales move as training goes.
 void add_rounding_chart(ChartSet& cs, const TtaResult& r) {
   json rows = json::array();
@@ -144,7 +144,7 @@ void add_rounding_chart(ChartSet& cs, const TtaResult& r) {
   }
   if (rows.empty()) return;
   cs.tables["tta_rounding"] = rows;
-  json spec = chart_base("Values flushed to zero per rounding point, at each evaluation");
+  json spec = chart_base("Values flushed to zero per rounding point, at each counted step");
   spec["data"] = {{"name", "tta_rounding"}};
   spec["width"] = 480;
   spec["height"] = 260;
@@ -169,7 +169,8 @@ void add_rounding_chart(ChartSet& cs, const TtaResult& r) {
                        "tta",
                        "What rounding did during training",
                        "The share of each point's values that its format flushed to zero, on "
-                       "the step before each evaluation, one line per seed; the tooltip adds the "
+                       "each counted step (by default the step before each evaluation; emulate "
+                       "--count-every N: every N-th), one line per seed; the tooltip adds the "
                        "share beyond the format's range and the largest scale used.",
                        {"tta_rounding"},
                        "tta_rounding",
@@ -327,8 +328,9 @@ std::string tta_table_html(const TtaResult& r) {
               "</td><td class=\"num\">" + scales + "</td></tr>";
     }
   if (!rows.empty())
-    h += "<p>What each rounding point did on the counted steps (the last before each "
-         "evaluation), over every seed; values after scaling.</p><table><tr><th>#</th>"
+    h += "<p>What each rounding point did on the counted steps (by default the last before "
+         "each evaluation; emulate --count-every N: every N-th), over every seed; values after "
+         "scaling.</p><table><tr><th>#</th>"
          "<th>point</th><th>values</th><th>beyond range</th><th>flushed to 0</th>"
          "<th>NaN/Inf</th><th>max |value|</th><th>scales</th></tr>" +
          rows + "</table>";

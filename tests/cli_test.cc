@@ -223,6 +223,27 @@ TEST(Cli, PlatformMeasuresCachesAndFeedsRun) {
   const auto p = nlohmann::json::parse(quick.out);
   EXPECT_GT(p["peak_tflops"]["fp32"].get<double>(), 0);
   EXPECT_TRUE(p["measurements"]["stream"]["validated"].get<bool>());
+  // A cached all-core description answers a plain `platform`, never a --quick or --threads
+  // request: a one-thread peak read from the all-core cache once let operators look slower
+  // (or faster) than the machine. The quick run cached nothing; plant a description with this
+  // host's fingerprint and an impossible fp32 peak.
+  {
+    auto planted = p;
+    planted["peak_tflops"]["fp32"] = 12345.0;
+    std::filesystem::create_directories(cache);
+    std::ofstream(cache + "/platform-" + p["machine"]["hostname"].get<std::string>() + ".json")
+        << planted.dump();
+    const Output cached = run("platform --json", env);
+    ASSERT_EQ(cached.status, 0) << cached.err;
+    EXPECT_EQ(nlohmann::json::parse(cached.out)["peak_tflops"]["fp32"].get<double>(), 12345.0);
+    for (const std::string partial : {"--quick", "--threads 1 --quick"}) {
+      const Output m = run("platform " + partial + " --json", env);
+      ASSERT_EQ(m.status, 0) << m.err;
+      EXPECT_LT(nlohmann::json::parse(m.out)["peak_tflops"]["fp32"].get<double>(), 12345.0)
+          << partial << " answered from the cache";
+      EXPECT_NE(m.err.find("the cache holds the whole host"), std::string::npos) << m.err;
+    }
+  }
   // A registry platform gives the run its roofline placement.
   const Output r =
       run("run fc:layers=1,nodes=64,input=64,output=4,batch=8,dtype=bf16 --budget 0.5 --json "

@@ -5,6 +5,7 @@
 // checked with nothing to edit here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -60,13 +61,18 @@ TEST(FamilyProfiles, NoOperatorRunsAboveTheMeasuredPeak) {
   const Unset core("OPENBLAS_CORETYPE");
   const auto plat = testing::run_cli("platform --threads 1 --quick --json");
   ASSERT_EQ(plat.status, 0) << plat.err;
-  const double peak_gflops =
-      nlohmann::json::parse(plat.out)["peak_tflops"]["fp32"].get<double>() * 1e3;
+  // The fastest dense fp32 rate the platform run saw: its GEMM peak, or one of its steadiness
+  // probes (a 512^3 GEMM at four moments) where a neighbour slowed the curve's trials down.
+  const auto pj = nlohmann::json::parse(plat.out);
+  double peak_gflops = pj["peak_tflops"]["fp32"].get<double>() * 1e3;
+  for (const auto& point : pj["measurements"]["steadiness"]["points"])
+    peak_gflops = std::max(peak_gflops, point["gflops"].get<double>());
   ASSERT_GT(peak_gflops, 0);
-  // The quick measurement stops at n = 512, a few percent under the full one, and both are
-  // timed on a shared machine: an operator may come out a little above without any error.
-  // An over-attributed gradient doubles its operator's rate.
-  constexpr double kNoise = 1.15;
+  // OpenBLAS's GEMM is not the fastest kernel on every CPU: on an AVX-512 EPYC (Zen 5) oneDNN's
+  // 7x1 convolutions ran at 1.15-1.18x the GEMM peak, honestly counted, and the quick
+  // measurement stops at n = 512, a few percent under the full one. An over-attributed gradient
+  // doubles its operator's rate: 1.3 catches it on any operator at 65% of the peak or more.
+  constexpr double kNoise = 1.3;
   // Two profiles at a time where there are two cores: each runs on one thread, and sharing the
   // machine can only slow an operator down, never make it look faster than the peak.
   std::vector<std::string> configs, args;

@@ -47,7 +47,9 @@ Command add_platform(CLI::App& app) {
       "  trainbench platform --spec tpu-v2-board --at 10,75,200\n"
       "  trainbench platform --spec ./my-accelerator.json\n"
       "The cache lives in ~/.cache/trainbench (TRAINBENCH_CACHE_DIR overrides) and is re-measured\n"
-      "when the CPU, memory, LibTorch or BLAS change. Your own platforms: put description files\n"
+      "when the CPU, memory, LibTorch or BLAS change; --quick and --threads N measure every time "
+      "and\n"
+      "are never cached. Your own platforms: put description files\n"
       "in ~/.config/trainbench/platforms or TRAINBENCH_PLATFORMS; format in docs/platforms.md.");
   return {
       sub, [a]() {
@@ -69,9 +71,14 @@ Command add_platform(CLI::App& app) {
           p = find_platform(a->spec);
         } else {
           const std::string path = platform_cache_path();
-          std::string why;
-          auto cached =
-              a->refresh ? std::nullopt : load_cached_platform(path, host_fingerprint(), &why);
+          // The cache holds the full all-core characterization: it neither answers a --quick
+          // or --threads request (a one-thread peak is not the all-core one) nor is replaced
+          // by one.
+          const bool whole_host = !a->quick && (a->threads == 0 || a->threads == online_cpus());
+          std::string why = "--quick or --threads: the cache holds the whole host";
+          auto cached = a->refresh || !whole_host
+                            ? std::nullopt
+                            : load_cached_platform(path, host_fingerprint(), &why);
           if (cached) {
             p = *cached;
             std::cerr << "platform: cached description " << path
@@ -96,7 +103,7 @@ Command add_platform(CLI::App& app) {
             p = characterize_host(a->options);
             // Only the all-core characterization stands for the host; a --threads or
             // --quick measurement is printed, never cached.
-            if (!a->quick && (a->threads == 0 || a->threads == online_cpus()))
+            if (whole_host)
               save_cached_platform(path, p);
             else
               std::cerr << "platform: not cached (--quick or --threads measure part of the host)\n";

@@ -15,9 +15,7 @@ namespace tb {
 namespace {
 
 using Output = ::tb::testing::CliOutput;
-Output run(const std::string& args, const std::string& env = "") {
-  return ::tb::testing::run_cli(args, env);
-}
+using ::tb::testing::run;
 
 class AnalyzeCli : public ::testing::Test {
  protected:

@@ -8,7 +8,7 @@
 namespace tb {
 namespace {
 
-int64_t module_params(const Config& c) {
+int64_t built_module_params(const Config& c) {
   auto w = build_workload(c);
   int64_t n = 0;
   for (const auto& p : w->module().parameters()) n += p.numel();
@@ -65,7 +65,7 @@ TEST(Cost, OptimizerChoiceChangesOnlyOptimizerTerms) {
 // actors acting before they learn), so the cost model's forward FLOPs cover more than one
 // loss(). tests/gan_rl_models_test.cc checks their parameter counts against the built module
 // and a3c's training-forward FLOPs against the profiler.
-const char* kConfigs[] = {
+const char* kCostConfigs[] = {
     "fc:layers=1,nodes=8,input=16,output=4,batch=2",
     "fc:layers=3,nodes=64,input=100,output=10,batch=16",
     "cnn:block=residual,blocks=1,filters=8,image=32,output=10,batch=2",
@@ -82,16 +82,16 @@ const char* kConfigs[] = {
 };
 
 TEST(Cost, ParameterCountsMatchTheBuiltModule) {
-  for (const char* text : kConfigs) {
+  for (const char* text : kCostConfigs) {
     const Config c = parse_config(text);
-    EXPECT_EQ(step_cost(c).params, module_params(c)) << text;
+    EXPECT_EQ(step_cost(c).params, built_module_params(c)) << text;
   }
 }
 
 // LibTorch's own profiler counts FLOPs for mm/addmm/bmm and conv2d; the cost model's
 // GEMM/convolution forward FLOPs must agree within 1%.
 TEST(Cost, ForwardMatmulFlopsMatchTheProfiler) {
-  for (const char* text : kConfigs) {
+  for (const char* text : kCostConfigs) {
     const Config c = parse_config(text);
     const double profiled = testing::profile_forward(c).matmul;
     const double modeled = step_cost(c).fwd_matmul_flops;

@@ -27,12 +27,12 @@ Counts count(torch::nn::Module& m) {
   return c;
 }
 
-struct Reference {
+struct DetectionReference {
   const char* key;  // in detection_models_ref.py's output
   const char* config;
   int64_t total, trainable;  // torchvision 0.14, built without weights
 };
-const Reference kReferences[] = {
+const DetectionReference kReferences[] = {
     {"faster_rcnn_resnet50", "faster_rcnn:backbone=resnet50,height=128,width=128,batch=1", 41755286,
      41532886},
     {"faster_rcnn_resnet101", "faster_rcnn:backbone=resnet101,height=128,width=128,batch=1",

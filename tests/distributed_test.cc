@@ -28,7 +28,7 @@ using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
 // Small enough that a step is a millisecond or so, big enough to have two buckets.
-const std::string kFc = "fc:layers=2,nodes=64,input=32,output=8,batch=16,threads=1";
+const std::string kShardedFc = "fc:layers=2,nodes=64,input=32,output=8,batch=16,threads=1";
 
 std::string temp_path(const std::string& name) {
   return ::testing::TempDir() + "/tb_dist_" + std::to_string(getpid()) + "_" + name;
@@ -41,16 +41,16 @@ std::string slurp(const std::string& path) {
   return s.str();
 }
 
-struct Output {
+struct Timed {
   int status;
   std::string out, err;
   double seconds;
 };
 
-Output sh(const std::string& cmd) {
+Timed sh(const std::string& cmd) {
   const std::string err_file = temp_path("stderr.txt");
   const auto t0 = Clock::now();
-  Output o;
+  Timed o;
   FILE* p = popen((cmd + " 2>" + err_file).c_str(), "r");
   char buf[4096];
   size_t n;
@@ -122,15 +122,16 @@ TEST(Distributed, WorkersIsAConfigParameterThatRoundTrips) {
   EXPECT_EQ(tb::parse_config("fc:nodes=32,workers=1").str().find("workers"), std::string::npos);
   EXPECT_EQ(tb::parse_config("fc:nodes=32,workers=1"), tb::parse_config("fc:nodes=32"));
   EXPECT_THROW(tb::parse_config("fc:workers=0"), tb::UsageError);
-  const Output bad = sh(TB_BINARY " run fc:nodes=8 --workers 0");
+  const Timed bad = sh(TB_BINARY " run fc:nodes=8 --workers 0");
   EXPECT_EQ(bad.status, 2);
-  const Output env = sh("RANK=0 WORLD_SIZE=2 " TB_BINARY " run fc:nodes=8 --workers 2");
+  const Timed env = sh("RANK=0 WORLD_SIZE=2 " TB_BINARY " run fc:nodes=8 --workers 2");
   EXPECT_EQ(env.status, 2) << env.err;
   EXPECT_NE(env.err.find("MASTER_ADDR"), std::string::npos) << env.err;
 }
 
 TEST(Distributed, TwoLocalWorkersAllReduceEveryStep) {
-  const Output o = sh(TB_BINARY " run " + kFc + " --workers 2 --steps 30 --bucket-mib 0.01 --json");
+  const Timed o =
+      sh(TB_BINARY " run " + kShardedFc + " --workers 2 --steps 30 --bucket-mib 0.01 --json");
   ASSERT_EQ(o.status, 0) << o.err << o.out;
   const json r = result_of(o.out);
   EXPECT_EQ(r["status"], "ok");
@@ -164,8 +165,8 @@ TEST(Distributed, ZeroOneShardsTheOptimizerStateAndTrainsTheSameWeights) {
       "vocab=300,tied=off,bias=off,batch=2,threads=1";
   json runs[2];
   for (int zero : {0, 1}) {
-    const Output o = sh(TB_BINARY " run " + gpt + ",zero=" + std::to_string(zero) +
-                        " --workers 2 --steps 6 --json");
+    const Timed o = sh(TB_BINARY " run " + gpt + ",zero=" + std::to_string(zero) +
+                       " --workers 2 --steps 6 --json");
     ASSERT_EQ(o.status, 0) << o.err << o.out;
     runs[zero] = result_of(o.out);
     ASSERT_EQ(runs[zero]["status"], "ok") << runs[zero].dump();
@@ -211,10 +212,10 @@ TEST(Distributed, ZeroOneShardsTheOptimizerStateAndTrainsTheSameWeights) {
   EXPECT_GT(zero1["allgather_bytes_per_step"].get<double>(), 0);
 
   // Stages 2 and 3 are predicted, not run; any stage needs workers.
-  const Output two = sh(TB_BINARY " run " + gpt + ",zero=2 --workers 2 --steps 2 --json");
+  const Timed two = sh(TB_BINARY " run " + gpt + ",zero=2 --workers 2 --steps 2 --json");
   EXPECT_EQ(two.status, 1) << two.err;
   EXPECT_EQ(result_of(two.out)["status"], "unsupported");
-  const Output alone = sh(TB_BINARY " run " + gpt + ",zero=1 --steps 2");
+  const Timed alone = sh(TB_BINARY " run " + gpt + ",zero=1 --steps 2");
   EXPECT_EQ(alone.status, 2);
   EXPECT_NE(alone.err.find("zero=1"), std::string::npos) << alone.err;
 }
@@ -223,7 +224,7 @@ TEST(Distributed, ARankThatDiesEndsTheOthersWithinTheTimeout) {
   const int port = free_port();
   const std::string out0 = temp_path("rank0.json"), out1 = temp_path("rank1.json");
   const std::string args =
-      kFc + " --workers 2 --budget 60 --target-ci 0.0001 --dist-timeout 5 --json";
+      kShardedFc + " --workers 2 --budget 60 --target-ci 0.0001 --dist-timeout 5 --json";
   const pid_t r0 = start_rank(0, 2, port, args, out0);
   const pid_t r1 = start_rank(1, 2, port, args, out1);
   // Killed once it has joined and trained a moment: the failure is then mid-run.
@@ -247,7 +248,7 @@ TEST(Distributed, AWorkerThatNeverJoinsEndsTheRunWithinTheTimeout) {
   const int port = free_port();
   const std::string out0 = temp_path("lonely0.json"), out2 = temp_path("lonely2.json");
   // WORLD_SIZE=3 but only ranks 0 and 2 come.
-  const std::string args = kFc + " --workers 3 --steps 5 --dist-timeout 3 --json";
+  const std::string args = kShardedFc + " --workers 3 --steps 5 --dist-timeout 3 --json";
   const pid_t r0 = start_rank(0, 3, port, args, out0);
   const pid_t r2 = start_rank(2, 3, port, args, out2);
   int s0 = 0, s2 = 0;
@@ -270,7 +271,7 @@ TEST(Distributed, WorkerRunsReachTheStoreAndTheScalingView) {
   std::ofstream(sweep) << "name = \"workers\"\nbudget = 0.3\nrepetitions = 1\n[[grid]]\nfamily = "
                           "\"fc\"\nlayers = 2\nnodes = 64\n"
                           "input = 32\noutput = 8\nbatch = 16\nthreads = 1\nworkers = [1, 2]\n";
-  const Output s = sh(TB_BINARY " sweep " + sweep + " --store " + store);
+  const Timed s = sh(TB_BINARY " sweep " + sweep + " --store " + store);
   ASSERT_EQ(s.status, 0) << s.err;
   auto db = tb::Store::open_read_only(store);
   int with_comm = 0;
@@ -283,7 +284,7 @@ TEST(Distributed, WorkerRunsReachTheStoreAndTheScalingView) {
     }
   }
   EXPECT_EQ(with_comm, 1);
-  const Output v = sh(TB_BINARY " analyze scaling " + store);
+  const Timed v = sh(TB_BINARY " analyze scaling " + store);
   ASSERT_EQ(v.status, 0) << v.err;
   EXPECT_NE(v.out.find("workers=*"), std::string::npos) << v.out;
   EXPECT_NE(v.out.find("efficiency"), std::string::npos) << v.out;
@@ -319,7 +320,7 @@ TEST(Distributed, WorkersInSeparateNetworkNamespaces) {
     cleanup();
     GTEST_SKIP() << "cannot create network namespaces here (no CAP_NET_ADMIN in this sandbox?)";
   }
-  const std::string args = kFc + " --workers 2 --steps 20 --dist-timeout 20 --json";
+  const std::string args = kShardedFc + " --workers 2 --steps 20 --dist-timeout 20 --json";
   auto rank_cmd = [&](const std::string& ns, const std::string& dev, int rank) {
     return "ip netns exec " + ns + " env RANK=" + std::to_string(rank) +
            " WORLD_SIZE=2 MASTER_ADDR=" + ip_a + " MASTER_PORT=29611 GLOO_SOCKET_IFNAME=" + dev +
@@ -328,9 +329,9 @@ TEST(Distributed, WorkersInSeparateNetworkNamespaces) {
   const std::string out1 = temp_path("ns1.json");
   const std::string both =
       "(" + rank_cmd(b, vb, 1) + " >" + out1 + " 2>&1 &) ; " + rank_cmd(a, va, 0);
-  const Output o = sh(both);
+  const Timed o = sh(both);
   // Traffic went over the shaped veth pair: its counters moved.
-  const Output tc = sh("ip netns exec " + a + " tc -s qdisc show dev " + va);
+  const Timed tc = sh("ip netns exec " + a + " tc -s qdisc show dev " + va);
   cleanup();
   ASSERT_EQ(o.status, 0) << o.err << o.out << slurp(out1);
   const json r = result_of(o.out);
@@ -366,10 +367,10 @@ TEST(Distributed, ASweepSplitOverThreeShardsMergesToTheUnsplitConfigs) {
     cmd += "OMPI_COMM_WORLD_RANK=" + std::to_string(rank) +
            " OMPI_COMM_WORLD_SIZE=3 " TB_BINARY " sweep " + sweep + " --shard auto --store " +
            merged + " --merge-timeout 120" + (rank ? " & " : "; wait)");
-  const Output m = sh(cmd);
+  const Timed m = sh(cmd);
   ASSERT_EQ(m.status, 0) << m.err;
   EXPECT_NE(m.err.find("merged 3 shard stores"), std::string::npos) << m.err;
-  const Output u = sh(TB_BINARY " sweep " + sweep + " --store " + all);
+  const Timed u = sh(TB_BINARY " sweep " + sweep + " --store " + all);
   ASSERT_EQ(u.status, 0) << u.err;
   const auto want = configs_in(all);
   EXPECT_EQ(want.size(), 6u);

@@ -20,7 +20,7 @@ namespace {
 
 bool have_gcide() { return bool(std::ifstream(kGcidePath)); }
 
-std::string error_of(const std::function<void()>& f) {
+std::string message_of(const std::function<void()>& f) {
   try {
     f();
   } catch (const UsageError& e) {
@@ -51,8 +51,8 @@ TEST(Emulation, GcideSplitsIntoInterleavedBlocksOfBytes) {
   EXPECT_TRUE(w[0].equal(c.validation.slice(0, 0, 17)));
   EXPECT_TRUE(w[7].equal(c.validation.slice(0, c.validation.size(0) - 17)));
   EXPECT_TRUE(w.equal(evenly_spaced_windows(c.validation, 8, 16)));
-  EXPECT_NE(error_of([] { load_text_corpus("wikitext"); }).find("'wikitext'"), std::string::npos);
-  EXPECT_NE(error_of([] {
+  EXPECT_NE(message_of([] { load_text_corpus("wikitext"); }).find("'wikitext'"), std::string::npos);
+  EXPECT_NE(message_of([] {
               load_text_corpus("gcide", "/nonexistent/gcide.dict.dz");
             }).find("apt-get install dict-gcide"),
             std::string::npos);
@@ -175,28 +175,28 @@ TEST(Emulation, CountedStepsAreTheEvaluationsOrEveryNth) {
   }
   EmulationOptions bad;
   bad.count_every = -1;
-  EXPECT_NE(error_of([&] { emulate(bad, {}); }).find("count-every -1"), std::string::npos);
+  EXPECT_NE(message_of([&] { emulate(bad, {}); }).find("count-every -1"), std::string::npos);
 }
 
 TEST(Emulation, TheLanguageTaskRejectsWhatDoesNotFit) {
   EmulationOptions o = tiny();
   o.target_loss = -1;
-  EXPECT_NE(error_of([&] { emulate(o, {}); }).find("target-loss -1"), std::string::npos);
+  EXPECT_NE(message_of([&] { emulate(o, {}); }).find("target-loss -1"), std::string::npos);
   o = tiny();
   o.target_loss = 0;  // no default for a model other than the default one
-  EXPECT_NE(error_of([&] { emulate(o, {}); }).find("needs --target-loss"), std::string::npos);
+  EXPECT_NE(message_of([&] { emulate(o, {}); }).find("needs --target-loss"), std::string::npos);
   o = tiny();
   o.model = "fc:layers=1,nodes=64,input=784,output=10";
-  EXPECT_NE(error_of([&] { emulate(o, {}); }).find("trains the gpt family"), std::string::npos);
+  EXPECT_NE(message_of([&] { emulate(o, {}); }).find("trains the gpt family"), std::string::npos);
   o = tiny();
   o.model = "gpt:layers=1,d_model=32,heads=2,seq=16,vocab=512";
-  EXPECT_NE(error_of([&] { emulate(o, {}); }).find("vocab=512"), std::string::npos);
+  EXPECT_NE(message_of([&] { emulate(o, {}); }).find("vocab=512"), std::string::npos);
   o = tiny();
   o.dataset = "imagenet";
-  EXPECT_NE(error_of([&] { emulate(o, {}); }).find("dataset 'imagenet'"), std::string::npos);
+  EXPECT_NE(message_of([&] { emulate(o, {}); }).find("dataset 'imagenet'"), std::string::npos);
   o = EmulationOptions();
   o.target_loss = 2;  // Fashion-MNIST has an accuracy target
-  EXPECT_NE(error_of([&] { emulate(o, {}); }).find("--dataset gcide"), std::string::npos);
+  EXPECT_NE(message_of([&] { emulate(o, {}); }).find("--dataset gcide"), std::string::npos);
 }
 
 TEST(Emulation, TheDefaultLanguageModelHasADefaultTarget) {

@@ -12,9 +12,9 @@
 namespace {
 
 using Output = ::tb::testing::CliOutput;
-Output run(const std::string& args) { return ::tb::testing::run_cli(args); }
+using ::tb::testing::run;
 
-int lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
+using ::tb::testing::lines;
 
 TEST(NumericsCli, QuantizePrintsValuesAndBitPatterns) {
   const Output o = run("quantize --format e4m3 -- 3.3 448 464 500 -0.07 1e-40");

@@ -22,7 +22,7 @@ using namespace tb;
 using tb::testing::Coverage;
 using tb::testing::forward_coverage;
 
-const char* kFc = "fc:layers=1,nodes=6,input=5,output=3,batch=7,threads=1,optimizer=";
+const char* kTinyFc = "fc:layers=1,nodes=6,input=5,output=3,batch=7,threads=1,optimizer=";
 
 torch::Tensor q(const torch::Tensor& x, const std::string& format) {
   return emu::QuantPoint::parse(format).apply(x);
@@ -35,7 +35,7 @@ struct Stepped {
 
 Stepped one_step(const std::string& optimizer, const std::string& numerics) {
   Stepped s;
-  s.t = prepare_training(parse_config(std::string(kFc) + optimizer + ",numerics=" + numerics),
+  s.t = prepare_training(parse_config(std::string(kTinyFc) + optimizer + ",numerics=" + numerics),
                          torch::kCPU, 3);
   for (const auto& p : s.t.workload->module().parameters()) s.before.push_back(p.detach().clone());
   train_step(*s.t.workload, *s.t.optimizer, s.t.batch, torch::kCPU);

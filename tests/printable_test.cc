@@ -36,7 +36,7 @@ std::string ansi_c(const std::string& s) {
   return out + "'";
 }
 
-size_t lines(const std::string& s) { return size_t(std::count(s.begin(), s.end(), '\n')); }
+using ::tb::testing::lines;
 
 TEST(Printable, RandomConfigStringsGiveOneLineErrors) {
   std::mt19937 rng(7);
@@ -54,7 +54,7 @@ TEST(Printable, RandomConfigStringsGiveOneLineErrors) {
     ASSERT_TRUE(o.status == 0 || o.status == 2) << o.status << " " << o.err;
     if (o.status == 2) {
       ++errors;
-      EXPECT_EQ(lines(o.err), 1u) << o.err;
+      EXPECT_EQ(lines(o.err), 1) << o.err;
       EXPECT_EQ(o.err.find('\x1b'), std::string::npos) << o.err;
       EXPECT_EQ(o.err.find('\r'), std::string::npos) << o.err;
       EXPECT_EQ(o.err.find('\f'), std::string::npos) << o.err;
@@ -82,7 +82,7 @@ TEST(Printable, EverySubcommandEscapesWhatItQuotes) {
     const std::string& args = all[i];
     const auto& o = outputs[i];
     EXPECT_EQ(o.status, 2) << args << "\n" << o.err;
-    EXPECT_EQ(lines(o.err), 1u) << args << "\n" << o.err;
+    EXPECT_EQ(lines(o.err), 1) << args << "\n" << o.err;
     EXPECT_EQ(o.err.find('\x1b'), std::string::npos) << args;
   }
 }

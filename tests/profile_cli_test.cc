@@ -14,16 +14,14 @@
 namespace {
 
 using Output = ::tb::testing::CliOutput;
-Output run(const std::string& args, const std::string& env = "") {
-  return ::tb::testing::run_cli(args, env);
-}
+using ::tb::testing::run;
 
-const std::string kFc = "fc:layers=1,nodes=32,input=16,output=4,batch=8";
+const std::string kCliFc = "fc:layers=1,nodes=32,input=16,output=4,batch=8";
 
 TEST(ProfileCli, JsonAndChromeTrace) {
   const std::string trace =
       ::testing::TempDir() + "/tb_cli_" + std::to_string(getpid()) + ".trace.json";
-  const Output o = run("profile " + kFc + " --warmup 2 --steps 2 --json --trace " + trace);
+  const Output o = run("profile " + kCliFc + " --warmup 2 --steps 2 --json --trace " + trace);
   ASSERT_EQ(o.status, 0) << o.err;
   const auto j = nlohmann::json::parse(o.out);
   EXPECT_EQ(j["schema_version"], 1);
@@ -58,7 +56,7 @@ TEST(ProfileCli, TinyConfigsStillCountTheirThreads) {
 }
 
 TEST(ProfileCli, TablesOnATerminal) {
-  const Output o = run("profile " + kFc + " --warmup 2 --steps 2 --peak-gflops 100");
+  const Output o = run("profile " + kCliFc + " --warmup 2 --steps 2 --peak-gflops 100");
   ASSERT_EQ(o.status, 0) << o.err;
   EXPECT_NE(o.out.find("Top 15 operators by self time"), std::string::npos);
   EXPECT_NE(o.out.find("TBD Tables V/VI"), std::string::npos);
@@ -67,7 +65,7 @@ TEST(ProfileCli, TablesOnATerminal) {
 }
 
 TEST(MemoryCli, BatchesAndBudget) {
-  const Output o = run("memory " + kFc + " --batch 8,16,32 --budget 1GiB --json");
+  const Output o = run("memory " + kCliFc + " --batch 8,16,32 --budget 1GiB --json");
   ASSERT_EQ(o.status, 0) << o.err;
   const auto j = nlohmann::json::parse(o.out);
   EXPECT_EQ(j["kind"], "trainbench.memory");
@@ -75,7 +73,7 @@ TEST(MemoryCli, BatchesAndBudget) {
   EXPECT_EQ(j["results"][2]["memory"]["batch"], 32);
   EXPECT_EQ(j["summary"]["largest_measured_batch_within_budget"], 32);
   EXPECT_GT(j["summary"]["feature_maps_fit"]["r2"].get<double>(), 0.95);
-  const Output table = run("memory " + kFc + " --batch 8,16 --budget 1KiB");
+  const Output table = run("memory " + kCliFc + " --batch 8,16 --budget 1KiB");
   ASSERT_EQ(table.status, 0) << table.err;
   EXPECT_NE(table.out.find("largest measured batch that fits none"), std::string::npos);
   EXPECT_NE(table.out.find("|WWW"), std::string::npos);
@@ -103,7 +101,7 @@ TEST(ProfileCli, SweepProfilesEveryConfigIntoTheStore) {
 }
 
 TEST(ProfileCli, RunWithMemory) {
-  const Output o = run("run " + kFc + " --steps 5 --memory --json");
+  const Output o = run("run " + kCliFc + " --steps 5 --memory --json");
   ASSERT_EQ(o.status, 0) << o.err;
   const auto m = nlohmann::json::parse(o.out)["results"][0]["memory"];
   EXPECT_EQ(m["categories"]["weights"]["peak_bytes"].get<double>(),

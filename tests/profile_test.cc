@@ -15,7 +15,7 @@
 namespace tb {
 namespace {
 
-const char* kFc = "fc:layers=2,nodes=128,input=64,output=16,batch=32,threads=1";
+const char* kProfiledFc = "fc:layers=2,nodes=128,input=64,output=16,batch=32,threads=1";
 
 ProfileRun profile(const char* text, bool trace = false, int steps = 3) {
   ProfileOptions o;
@@ -43,7 +43,7 @@ TEST(Profile, ProfiledStepsReuseTheirTensorsMemory) {
 }
 
 TEST(Profile, AttributesEveryOperatorToForwardBackwardOrOptimizer) {
-  const ProfileRun run = profile(kFc);
+  const ProfileRun run = profile(kProfiledFc);
   ASSERT_EQ(run.status, Status::kOk) << run.error;
   const Profile& p = run.profile;
   std::map<std::string, double> self_by_phase;
@@ -78,10 +78,10 @@ TEST(Profile, AttributesEveryOperatorToForwardBackwardOrOptimizer) {
 }
 
 TEST(Profile, OperatorFlopsAddUpToTheCostModel) {
-  const ProfileRun run = profile(kFc);
+  const ProfileRun run = profile(kProfiledFc);
   ASSERT_EQ(run.status, Status::kOk) << run.error;
   const Profile& p = run.profile;
-  const StepCost c = step_cost(parse_config(kFc));
+  const StepCost c = step_cost(parse_config(kProfiledFc));
   const auto phase = p.phase_flops();
   // Same conventions, operator by operator: forward and backward agree to rounding.
   EXPECT_NEAR(phase.at("forward") / c.fwd_flops, 1.0, 0.01);
@@ -154,7 +154,7 @@ TEST(Profile, UtilizationAndTheBelowAverageList) {
   // A window of many scheduler ticks: a running thread's schedstat CPU time advances only at
   // ticks and context switches, so 3 steps of this tiny model (under a millisecond) could
   // show no CPU time at all (seen once in a clean-clone CI run).
-  const ProfileRun run = profile(kFc, false, 300);
+  const ProfileRun run = profile(kProfiledFc, false, 300);
   ASSERT_EQ(run.status, Status::kOk) << run.error;
   const Profile& p = run.profile;
   const Utilization& u = p.utilization;
@@ -176,7 +176,7 @@ TEST(Profile, UtilizationAndTheBelowAverageList) {
 }
 
 TEST(Profile, ChromeTraceParsesAndHasTheSteps) {
-  const ProfileRun run = profile(kFc, true);
+  const ProfileRun run = profile(kProfiledFc, true);
   ASSERT_EQ(run.status, Status::kOk) << run.error;
   const auto j = nlohmann::json::parse(chrome_trace(run.trace, "test").dump());
   ASSERT_TRUE(j["traceEvents"].is_array());
@@ -255,7 +255,7 @@ TEST(Profile, StoreKeepsProfilesAndOldStoresStillOpen) {
   const std::string path =
       ::testing::TempDir() + "/tb_profile_store_" + std::to_string(getpid()) + ".db";
   std::remove(path.c_str());
-  const ProfileRun run = profile(kFc);
+  const ProfileRun run = profile(kProfiledFc);
   ASSERT_EQ(run.status, Status::kOk) << run.error;
   {
     auto s = Store::open(path);

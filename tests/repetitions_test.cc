@@ -154,7 +154,7 @@ TEST(Repetitions, AFailedProcessWinsAndKeepsTheProcessesThatRan) {
   EXPECT_EQ(tb::add_repetition(r, process_result(1e-3, 0.01))["status"], "timeout");
 }
 
-std::string tmp(const std::string& name) {
+std::string tmp_path(const std::string& name) {
   const std::string path =
       ::testing::TempDir() + "/tb-rep-" + std::to_string(getpid()) + "-" + name;
   for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
@@ -194,7 +194,7 @@ TEST(RepetitionsCli, RunPrintsEveryProcessAndTheSpread) {
 }
 
 TEST(RepetitionsCli, SweepInterleavesStoresEveryProcessAndTopsUpWhenResumed) {
-  const std::string file = tmp("r.toml"), db = tmp("r.db");
+  const std::string file = tmp_path("r.toml"), db = tmp_path("r.db");
   std::ofstream(file) << R"(
 name = "reps"
 budget = 0.2
@@ -282,7 +282,7 @@ threads = 1
 
 TEST(RepetitionsCli, UnstableRunsAreNamedByAnalyzeAndCompare) {
   // A store with one run flagged unstable: observations and compare name it.
-  const std::string file = tmp("u.toml"), db = tmp("u.db");
+  const std::string file = tmp_path("u.toml"), db = tmp_path("u.db");
   std::ofstream(file) << R"(
 name = "u"
 budget = 0.2

@@ -22,7 +22,7 @@ std::string chromium() {
   return "";
 }
 
-std::string slurp(const std::string& path) {
+std::string read_text(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
   ss << in.rdbuf();
@@ -111,8 +111,8 @@ TEST(ReportBrowser, EveryChartRendersWithoutConsoleErrors) {
       shell("timeout 120 " + browser + " " + flags +
             "--enable-logging=stderr --v=0 --dump-dom file://" + html + " > " + dom + " 2> " + log),
       0)
-      << slurp(log);
-  const std::string d = slurp(dom), console = slurp(log);
+      << read_text(log);
+  const std::string d = read_text(dom), console = read_text(log);
   std::smatch m;
   ASSERT_TRUE(std::regex_search(d, m, std::regex("data-charts-rendered=\"([0-9]+)\"")))
       << "the page never finished";

@@ -105,7 +105,7 @@ TEST(SequenceModels, DeepSpeech2ParametersByHand) {
   EXPECT_EQ(ds2(5, 1760, 3), 181550464);
 }
 
-const char* kConfigs[] = {
+const char* kSequenceConfigs[] = {
     kTransformer,
     kSeq2Seq,
     kDeepSpeech2,
@@ -115,7 +115,7 @@ const char* kConfigs[] = {
 };
 
 TEST(SequenceModels, CostParametersMatchTheBuiltModule) {
-  for (const char* text : kConfigs) {
+  for (const char* text : kSequenceConfigs) {
     const Config c = parse_config(text);
     EXPECT_EQ(step_cost(c).params, module_params(c)) << text;
   }
@@ -132,7 +132,7 @@ TEST(SequenceModels, CostParametersMatchTheBuiltModule) {
 // families. The packed recurrent layers agree exactly too, since the cost is scaled to
 // the real token count, which is what the packed GEMMs process.
 TEST(SequenceModels, ForwardMatmulFlopsMatchTheProfiler) {
-  for (const char* text : kConfigs) {
+  for (const char* text : kSequenceConfigs) {
     const Config c = parse_config(text);
     const auto p = testing::profile_forward(c);
     const double modeled = step_cost(c).fwd_matmul_flops;

@@ -23,9 +23,7 @@ namespace tb {
 namespace {
 
 using Output = ::tb::testing::CliOutput;
-Output run(const std::string& args, const std::string& env = "") {
-  return ::tb::testing::run_cli(args, env);
-}
+using ::tb::testing::run;
 
 TEST(Stack, StringsRoundTripAndRefuseBadValues) {
   EXPECT_TRUE(parse_stack("").is_default());

@@ -243,7 +243,7 @@ class A3cWorkload : public Workload {
   std::vector<std::unique_ptr<Actor>> actors_;
 };
 
-const bool registered =
+const bool a3c_registered =
     (register_builder("a3c", [](const Config& c) { return std::make_unique<A3cWorkload>(c); }),
      true);
 

@@ -95,7 +95,7 @@ class CnnWorkload : public Workload {
   int64_t batch_, image_, output_;
 };
 
-const bool registered =
+const bool cnn_registered =
     (register_builder("cnn", [](const Config& c) { return std::make_unique<CnnWorkload>(c); }),
      true);
 

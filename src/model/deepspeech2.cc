@@ -153,7 +153,7 @@ class DeepSpeech2Workload : public Workload {
   int64_t batch_, min_frames_, max_frames_;
 };
 
-const bool registered =
+const bool deepspeech2_registered =
     (register_builder("deepspeech2",
                       [](const Config& c) { return std::make_unique<DeepSpeech2Workload>(c); }),
      true);

@@ -118,7 +118,7 @@ class DenseNet121Workload : public ImageClassifierWorkload {
   DenseNet net_;
 };
 
-const bool registered =
+const bool densenet121_registered =
     (register_builder("densenet121",
                       [](const Config& c) { return std::make_unique<DenseNet121Workload>(c); }),
      true);

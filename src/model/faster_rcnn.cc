@@ -224,7 +224,7 @@ class FasterRcnnWorkload : public Workload {
   FasterRcnn net_;
 };
 
-const bool registered =
+const bool faster_rcnn_registered =
     (register_builder("faster_rcnn",
                       [](const Config& c) { return std::make_unique<FasterRcnnWorkload>(c); }),
      true);

@@ -37,7 +37,7 @@ class FaultWorkload : public Workload {
   int64_t batch_;
 };
 
-const bool registered =
+const bool fault_registered =
     (register_builder("fault", [](const Config& c) { return std::make_unique<FaultWorkload>(c); }),
      true);
 

@@ -51,7 +51,7 @@ class FcWorkload : public Workload {
   int64_t batch_, input_, output_;
 };
 
-const bool registered =
+const bool fc_registered =
     (register_builder("fc", [](const Config& c) { return std::make_unique<FcWorkload>(c); }), true);
 
 }  // namespace

@@ -380,7 +380,7 @@ class GptWorkload : public Workload {
   GptNet net_{nullptr};
 };
 
-const bool registered =
+const bool gpt_registered =
     (register_builder("gpt", [](const Config& c) { return std::make_unique<GptWorkload>(c); }),
      true);
 

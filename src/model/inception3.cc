@@ -247,7 +247,7 @@ class Inception3Workload : public ImageClassifierWorkload {
   Inception3 net_;
 };
 
-const bool registered =
+const bool inception3_registered =
     (register_builder("inception3",
                       [](const Config& c) { return std::make_unique<Inception3Workload>(c); }),
      true);

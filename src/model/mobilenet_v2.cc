@@ -106,7 +106,7 @@ class MobileNetV2Workload : public ImageClassifierWorkload {
   MobileNetV2 net_;
 };
 
-const bool registered =
+const bool mobilenet_v2_registered =
     (register_builder("mobilenet_v2",
                       [](const Config& c) { return std::make_unique<MobileNetV2Workload>(c); }),
      true);

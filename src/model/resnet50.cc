@@ -26,7 +26,7 @@ class ResNet50Workload : public ImageClassifierWorkload {
   ResNet net_;
 };
 
-const bool registered =
+const bool resnet50_registered =
     (register_builder("resnet50",
                       [](const Config& c) { return std::make_unique<ResNet50Workload>(c); }),
      true);

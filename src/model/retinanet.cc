@@ -136,7 +136,7 @@ class RetinaNetWorkload : public Workload {
   RetinaNet net_;
 };
 
-const bool registered =
+const bool retinanet_registered =
     (register_builder("retinanet",
                       [](const Config& c) { return std::make_unique<RetinaNetWorkload>(c); }),
      true);

@@ -74,7 +74,7 @@ class RnnWorkload : public Workload {
   torch::Dtype dtype_ = torch::kFloat32;
 };
 
-const bool registered =
+const bool rnn_registered =
     (register_builder("rnn", [](const Config& c) { return std::make_unique<RnnWorkload>(c); }),
      true);
 

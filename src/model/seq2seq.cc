@@ -155,7 +155,7 @@ class Seq2SeqWorkload : public Workload {
   int64_t batch_, min_len_, max_len_, src_vocab_, tgt_vocab_;
 };
 
-const bool registered =
+const bool seq2seq_registered =
     (register_builder("seq2seq",
                       [](const Config& c) { return std::make_unique<Seq2SeqWorkload>(c); }),
      true);

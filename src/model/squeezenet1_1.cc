@@ -81,7 +81,7 @@ class SqueezeNetWorkload : public ImageClassifierWorkload {
   SqueezeNet net_;
 };
 
-const bool registered =
+const bool squeezenet1_1_registered =
     (register_builder("squeezenet1_1",
                       [](const Config& c) { return std::make_unique<SqueezeNetWorkload>(c); }),
      true);

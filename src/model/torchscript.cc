@@ -181,7 +181,7 @@ class TorchScriptWorkload : public Workload {
   std::vector<std::string> outside_points_;
 };
 
-const bool registered =
+const bool torchscript_registered =
     (register_builder("torchscript",
                       [](const Config& c) { return std::make_unique<TorchScriptWorkload>(c); }),
      true);

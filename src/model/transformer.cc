@@ -189,7 +189,7 @@ class TransformerWorkload : public Workload {
   int64_t batch_, seq_, vocab_;
 };
 
-const bool registered =
+const bool transformer_registered =
     (register_builder("transformer",
                       [](const Config& c) { return std::make_unique<TransformerWorkload>(c); }),
      true);

@@ -229,7 +229,7 @@ class WganWorkload : public Workload {
   std::unique_ptr<torch::optim::Adam> critic_opt_, generator_opt_;
 };
 
-const bool registered =
+const bool wgan_gp_registered =
     (register_builder("wgan_gp", [](const Config& c) { return std::make_unique<WganWorkload>(c); }),
      true);
 

@@ -43,6 +43,13 @@ inline CliOutput run_cli(const std::string& args, const std::string& env = "") {
   return o;
 }
 
+// The CLI tests' shorthands, shared so that files built in one unity batch (tests/CMakeLists.txt)
+// do not define them twice: a file says `using ::tb::testing::run;`.
+inline CliOutput run(const std::string& args, const std::string& env = "") {
+  return run_cli(args, env);
+}
+inline int lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
+
 // run_cli() of each command line, up to one per online core at a time; the outputs in the
 // order given. For tests that check what each invocation says, not how fast it runs: a
 // trainbench process spends about a second loading LibTorch, mostly on one core.

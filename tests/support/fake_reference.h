@@ -34,8 +34,10 @@ class FakeReferenceWorkload : public Workload {
 
 inline void register_fake_reference() {
   static const bool once = [] {
-    FamilySchema s{
-        kFakeReference, "test-only reference model: Linear(16, 4)", {}, "fake_reference:batch=4"};
+    FamilySchema s;
+    s.name = kFakeReference;
+    s.summary = "test-only reference model: Linear(16, 4)";
+    s.example = "fake_reference:batch=4";
     s.task = "image classification";
     s.throughput_unit = "images";
     s.batch_sweep = {8, 2, 4};

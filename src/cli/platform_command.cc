@@ -47,10 +47,9 @@ Command add_platform(CLI::App& app) {
       "  trainbench platform --spec tpu-v2-board --at 10,75,200\n"
       "  trainbench platform --spec ./my-accelerator.json\n"
       "The cache lives in ~/.cache/trainbench (TRAINBENCH_CACHE_DIR overrides) and is re-measured\n"
-      "when the CPU, memory, LibTorch or BLAS change; --quick and --threads N measure every time "
-      "and\n"
-      "are never cached. Your own platforms: put description files\n"
-      "in ~/.config/trainbench/platforms or TRAINBENCH_PLATFORMS; format in docs/platforms.md.");
+      "when the CPU, memory, LibTorch or BLAS change; --quick and --threads N measure every\n"
+      "time and are never cached. Your own platforms: put description files in\n"
+      "~/.config/trainbench/platforms or TRAINBENCH_PLATFORMS; format in docs/platforms.md.");
   return {
       sub, [a]() {
         if (a->list) {

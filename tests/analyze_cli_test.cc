@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "support/cli.h"
+#include "support/files.h"
 #include "support/synthetic_store.h"
 
 namespace tb {
@@ -67,10 +68,8 @@ TEST_F(AnalyzeCli, ViewsPrintInEveryFormat) {
   o = run("report " + db + " -o " + html + " --title 'a <b> test'");
   ASSERT_EQ(o.status, 0) << o.err;
   EXPECT_NE(o.out.find("wrote " + html), std::string::npos);
-  std::ifstream in(html);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  EXPECT_NE(ss.str().find("<title>a &lt;b&gt; test</title>"), std::string::npos);
+  EXPECT_NE(::tb::testing::read_text(html).find("<title>a &lt;b&gt; test</title>"),
+            std::string::npos);
   std::remove(html.c_str());
 }
 

@@ -21,24 +21,19 @@
 #include "runner/runner.h"
 #include "spec/config.h"
 #include "store/store.h"
+#include "support/files.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
+using ::tb::testing::read_text;
 
 // Small enough that a step is a millisecond or so, big enough to have two buckets.
 const std::string kShardedFc = "fc:layers=2,nodes=64,input=32,output=8,batch=16,threads=1";
 
 std::string temp_path(const std::string& name) {
   return ::testing::TempDir() + "/tb_dist_" + std::to_string(getpid()) + "_" + name;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 struct Timed {
@@ -58,7 +53,7 @@ Timed sh(const std::string& cmd) {
   const int raw = pclose(p);
   o.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   o.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  o.err = slurp(err_file);
+  o.err = read_text(err_file);
   return o;
 }
 
@@ -228,7 +223,7 @@ TEST(Distributed, ARankThatDiesEndsTheOthersWithinTheTimeout) {
   const pid_t r0 = start_rank(0, 2, port, args, out0);
   const pid_t r1 = start_rank(1, 2, port, args, out1);
   // Killed once it has joined and trained a moment: the failure is then mid-run.
-  for (int i = 0; i < 600 && slurp(out1 + ".err").find("joined") == std::string::npos; ++i)
+  for (int i = 0; i < 600 && read_text(out1 + ".err").find("joined") == std::string::npos; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   std::this_thread::sleep_for(std::chrono::seconds(1));
   kill(r1, SIGKILL);
@@ -236,8 +231,8 @@ TEST(Distributed, ARankThatDiesEndsTheOthersWithinTheTimeout) {
   waitpid(r1, &status1, 0);
   const double took = wait_for(r0, 30, &status);
   ASSERT_LT(took, 30) << "rank 0 hung after its peer died";
-  ASSERT_EQ(WEXITSTATUS(status), 1) << slurp(out0 + ".err");
-  const json r = result_of(slurp(out0));
+  ASSERT_EQ(WEXITSTATUS(status), 1) << read_text(out0 + ".err");
+  const json r = result_of(read_text(out0));
   EXPECT_EQ(r["status"], "crashed");
   EXPECT_NE(r["error"].get<std::string>().find("rank 0: communication failed at step"),
             std::string::npos)
@@ -255,9 +250,9 @@ TEST(Distributed, AWorkerThatNeverJoinsEndsTheRunWithinTheTimeout) {
   const double t0 = wait_for(r0, 30, &s0), t2 = wait_for(r2, 30, &s2);
   ASSERT_LT(t0, 30) << "rank 0 hung waiting for a missing worker";
   ASSERT_LT(t2, 30) << "rank 2 hung waiting for a missing worker";
-  ASSERT_EQ(WEXITSTATUS(s0), 1) << slurp(out0 + ".err");
-  EXPECT_EQ(WEXITSTATUS(s2), 1) << slurp(out2 + ".err");
-  const json r = result_of(slurp(out0));
+  ASSERT_EQ(WEXITSTATUS(s0), 1) << read_text(out0 + ".err");
+  EXPECT_EQ(WEXITSTATUS(s2), 1) << read_text(out2 + ".err");
+  const json r = result_of(read_text(out0));
   EXPECT_EQ(r["status"], "crashed");
   EXPECT_NE(r["error"].get<std::string>().find("did not assemble"), std::string::npos)
       << r["error"];
@@ -333,7 +328,7 @@ TEST(Distributed, WorkersInSeparateNetworkNamespaces) {
   // Traffic went over the shaped veth pair: its counters moved.
   const Timed tc = sh("ip netns exec " + a + " tc -s qdisc show dev " + va);
   cleanup();
-  ASSERT_EQ(o.status, 0) << o.err << o.out << slurp(out1);
+  ASSERT_EQ(o.status, 0) << o.err << o.out << read_text(out1);
   const json r = result_of(o.out);
   EXPECT_EQ(r["status"], "ok");
   EXPECT_EQ(r["distributed"]["launch"], "external");

@@ -11,22 +11,18 @@
 
 #include "report/html_report.h"
 #include "store/store.h"
+#include "support/files.h"
 #include "support/synthetic_store.h"
 
 namespace tb {
 namespace {
 
+using ::tb::testing::read_text;
+
 std::string chromium() {
   for (const char* p : {"/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"})
     if (access(p, X_OK) == 0) return p;
   return "";
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 int shell(const std::string& cmd) {

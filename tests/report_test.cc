@@ -15,6 +15,7 @@
 #include "report/analysis_views.h"
 #include "report/html_report.h"
 #include "report/run_table.h"
+#include "support/files.h"
 #include "support/synthetic_store.h"
 
 namespace tb {
@@ -186,10 +187,7 @@ TEST(Report, HtmlIsSelfContainedAndEscapesDataText) {
   const std::string store = synthetic_store("html", 250);
   const std::string out = ::testing::TempDir() + "/report-" + std::to_string(getpid()) + ".html";
   const ReportStats st = write_report({store}, out, {});
-  std::ifstream in(out);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string html = ss.str();
+  const std::string html = ::tb::testing::read_text(out);
   EXPECT_EQ(st.bytes, html.size());
   EXPECT_GE(st.charts, 5u);
   // One figure per chart, every chart's spec in the payload.

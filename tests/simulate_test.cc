@@ -20,6 +20,7 @@
 #include "spec/config.h"
 #include "store/store.h"
 #include "support/cli.h"
+#include "support/files.h"
 #include "support/synthetic_store.h"
 
 namespace tb {
@@ -1627,11 +1628,9 @@ TEST(Validation, PredictsEveryOkRunOfASyntheticStore) {
   // The report gains the section: the chart and the error table.
   const std::string out = ::testing::TempDir() + "/simreport-" + std::to_string(getpid()) + ".html";
   write_report({path}, out, {});
-  std::ifstream in(out);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  EXPECT_NE(ss.str().find("id=\"simulation\""), std::string::npos);
-  EXPECT_NE(ss.str().find("median |pred-meas|/meas"), std::string::npos);
+  const std::string html = ::tb::testing::read_text(out);
+  EXPECT_NE(html.find("id=\"simulation\""), std::string::npos);
+  EXPECT_NE(html.find("median |pred-meas|/meas"), std::string::npos);
   std::remove(out.c_str());
   std::remove(path.c_str());
 }

@@ -16,8 +16,11 @@
 
 #include "store/sqlite.h"
 #include "store/store.h"
+#include "support/files.h"
 
 namespace {
+
+using ::tb::testing::read_text;
 
 // A fresh path: a file left by an earlier run whose process had the same pid is removed
 // (a stale merged.db once made a merge look like it duplicated runs).
@@ -28,13 +31,6 @@ std::string tmp(const std::string& name) {
 }
 
 void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
-
-std::string read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
   const pid_t pid = fork();
@@ -97,7 +93,7 @@ TEST(SweepReliability, KillNineAtRandomMomentsThenResume) {
     wait_exit(pid);
   }
   EXPECT_GE(kills, 10);
-  ASSERT_EQ(run({"sweep", file, "--store", db}, log), 0) << read(log);
+  ASSERT_EQ(run({"sweep", file, "--store", db}, log), 0) << read_text(log);
   const auto r = rows(db);
   EXPECT_EQ(r.size(), 12u);                                     // every config, none lost
   for (const auto& [config, n] : r) EXPECT_EQ(n, 1) << config;  // none duplicated
@@ -119,7 +115,7 @@ repetitions = 1
 family = "fault"
 mode = ["segfault", "abort", "alloc", "hang", "ok"]
 )");
-  ASSERT_EQ(run({"sweep", file, "--store", db, "--memory-limit", "1.5"}, log), 0) << read(log);
+  ASSERT_EQ(run({"sweep", file, "--store", db, "--memory-limit", "1.5"}, log), 0) << read_text(log);
   auto store = tb::Store::open(db, false);
   std::map<std::string, std::string> status;
   for (const auto& row : store->runs()) status[row["p_mode"]] = row["status"];
@@ -138,8 +134,8 @@ TEST(SweepReliability, CtrlCStopsCleanlyAndKeepsWhatFinished) {
   const pid_t pid = spawn({"sweep", file, "--store", db}, log);
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
   kill(pid, SIGINT);
-  EXPECT_EQ(wait_exit(pid), 130) << read(log);
-  EXPECT_NE(read(log).find("interrupted"), std::string::npos);
+  EXPECT_EQ(wait_exit(pid), 130) << read_text(log);
+  EXPECT_NE(read_text(log).find("interrupted"), std::string::npos);
   auto store = tb::Store::open(db, false);
   EXPECT_EQ(store->integrity_check(), "ok");
   EXPECT_LT(store->count_runs(), 12);
@@ -150,7 +146,7 @@ TEST(SweepReliability, MalformedSweepFileWritesNothing) {
   const std::string file = tmp("bad.toml"), db = tmp("never.db"), log = tmp("bad.log");
   write(file, "[[grid]]\nfamily = \"fc\"\nnodes = \"64..32 x2\"\n");
   EXPECT_EQ(run({"sweep", file, "--store", db}, log), 2);
-  const std::string out = read(log);
+  const std::string out = read_text(log);
   EXPECT_NE(out.find(file + ":3: key 'nodes': empty range"), std::string::npos) << out;
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
   EXPECT_FALSE(std::ifstream(db).good());
@@ -172,9 +168,9 @@ TEST(SweepReliability, ForeignOrCorruptStoresAreRefusedAndUntouched) {
   }
   // A trainbench store with damaged pages.
   const std::string broken = tmp("broken.db");
-  ASSERT_EQ(run({"sweep", file, "--store", broken}, log), 0) << read(log);
+  ASSERT_EQ(run({"sweep", file, "--store", broken}, log), 0) << read_text(log);
   {
-    std::string bytes = read(broken);
+    std::string bytes = read_text(broken);
     ASSERT_GT(bytes.size(), 8192u);
     // Break the b-tree page headers (page type byte and cell counts) of every page but
     // the first: the kind of damage SQLite's own checks detect.
@@ -183,13 +179,13 @@ TEST(SweepReliability, ForeignOrCorruptStoresAreRefusedAndUntouched) {
     std::ofstream(broken, std::ios::binary | std::ios::trunc) << bytes;
   }
   for (const std::string& db : {junk, other, broken}) {
-    const std::string before = read(db);
+    const std::string before = read_text(db);
     std::remove(log.c_str());
-    EXPECT_EQ(run({"sweep", file, "--store", db}, log), 2) << db << read(log);
-    const std::string out = read(log);
+    EXPECT_EQ(run({"sweep", file, "--store", db}, log), 2) << db << read_text(log);
+    const std::string out = read_text(log);
     EXPECT_NE(out.find("store '" + db + "'"), std::string::npos) << out;
     EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
-    EXPECT_TRUE(read(db) == before) << db << " was modified";
+    EXPECT_TRUE(read_text(db) == before) << db << " was modified";
   }
 }
 
@@ -199,7 +195,7 @@ TEST(SweepReliability, ConcurrentWritersToOneStoreWait) {
   std::vector<pid_t> pids;
   for (int i = 1; i <= 3; ++i)
     pids.push_back(spawn({"sweep", file, "--store", db, "--shard", std::to_string(i) + "/3"}, log));
-  for (pid_t p : pids) EXPECT_EQ(wait_exit(p), 0) << read(log);
+  for (pid_t p : pids) EXPECT_EQ(wait_exit(p), 0) << read_text(log);
   const auto r = rows(db);
   EXPECT_EQ(r.size(), 12u);
   for (const auto& [config, n] : r) EXPECT_EQ(n, 1) << config;
@@ -224,8 +220,8 @@ TEST(SweepReliability, ShardsMergeToTheUnsplitSweep) {
     pids.push_back(
         spawn({"sweep", file, "--store", parts.back(), "--shard", std::to_string(i) + "/3"}, log));
   }
-  for (pid_t p : pids) ASSERT_EQ(wait_exit(p), 0) << read(log);
-  ASSERT_EQ(run({"merge", parts[0], parts[1], parts[2], "-o", merged}, log), 0) << read(log);
+  for (pid_t p : pids) ASSERT_EQ(wait_exit(p), 0) << read_text(log);
+  ASSERT_EQ(run({"merge", parts[0], parts[1], parts[2], "-o", merged}, log), 0) << read_text(log);
   ASSERT_EQ(run({"merge", parts[0], parts[1], "-o", merged}, log), 0);  // again: no duplicates
   const auto a = rows(whole), b = rows(merged);
   ASSERT_EQ(a.size(), b.size());
@@ -233,11 +229,11 @@ TEST(SweepReliability, ShardsMergeToTheUnsplitSweep) {
     EXPECT_EQ(n, 1) << config;
     EXPECT_TRUE(a.count(config)) << config;
   }
-  const std::string before = read(merged);
+  const std::string before = read_text(merged);
   const std::string csv_path = tmp("runs.csv");
   EXPECT_EQ(run({"export", merged, "--format", "csv", "-o", csv_path}, log), 0);
-  EXPECT_TRUE(read(merged) == before) << "export modified its input";
-  const std::string csv = read(csv_path);
+  EXPECT_TRUE(read_text(merged) == before) << "export modified its input";
+  const std::string csv = read_text(csv_path);
   EXPECT_NE(csv.substr(0, csv.find('\n')).find("p_nodes"), std::string::npos);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 13);  // header + 12 runs
 }
@@ -303,7 +299,7 @@ TEST(StoreFailures, AStoreInAMissingDirectoryIsRefusedBeforeAnythingRuns) {
   const std::string db = tmp("no-such-dir") + "/s.db";
   write(file, kSmall);
   EXPECT_EQ(run({"sweep", file, "--store", db}, log), 2);
-  const std::string out = read(log);
+  const std::string out = read_text(log);
   EXPECT_NE(out.find("directory '" + tmp("no-such-dir") + "' does not exist"), std::string::npos)
       << out;
   EXPECT_EQ(lines(out), 1) << out;
@@ -316,7 +312,7 @@ TEST(StoreFailures, AFullDiskStopsTheSweepWithTheStoreIntactAndItResumes) {
   const std::string file = tmp("many.toml"), log = tmp("full.log"), db = fs.dir + "/s.db";
   write(file, kMany);
   EXPECT_EQ(run({"sweep", file, "--store", db}, log), 3);
-  const std::string out = read(log);
+  const std::string out = read_text(log);
   const auto at = out.find("trainbench: store '" + db + "': the disk is full");
   ASSERT_NE(at, std::string::npos) << out;
   EXPECT_EQ(out.find("internal error"), std::string::npos) << out;
@@ -337,10 +333,10 @@ TEST(StoreFailures, AFullDiskStopsTheSweepWithTheStoreIntactAndItResumes) {
     if (std::filesystem::exists(db + suffix))
       std::filesystem::copy_file(db + suffix, roomy + suffix);
   std::remove(log.c_str());
-  EXPECT_EQ(run({"sweep", file, "--store", roomy}, log), 0) << read(log);
+  EXPECT_EQ(run({"sweep", file, "--store", roomy}, log), 0) << read_text(log);
   EXPECT_EQ(tb::Store::open_read_only(roomy)->count_runs(), 32);
-  EXPECT_NE(read(log).find(std::to_string(kept) + " already in the store"), std::string::npos)
-      << read(log);
+  EXPECT_NE(read_text(log).find(std::to_string(kept) + " already in the store"), std::string::npos)
+      << read_text(log);
 }
 
 TEST(StoreFailures, AReadOnlyFilesystemIsNamedAndItsStoresStillRead) {
@@ -348,18 +344,18 @@ TEST(StoreFailures, AReadOnlyFilesystemIsNamedAndItsStoresStillRead) {
   if (!fs.mounted) GTEST_SKIP() << "cannot mount a tmpfs here (needs CAP_SYS_ADMIN)";
   const std::string file = tmp("ro.toml"), log = tmp("ro.log"), db = fs.dir + "/s.db";
   write(file, kSmall);
-  ASSERT_EQ(run({"sweep", file, "--store", db}, log), 0) << read(log);
+  ASSERT_EQ(run({"sweep", file, "--store", db}, log), 0) << read_text(log);
   ASSERT_TRUE(fs.remount_read_only());
   for (const std::string& target : {db, fs.dir + "/new.db"}) {
     std::remove(log.c_str());
     EXPECT_EQ(run({"sweep", file, "--store", target}, log), 2);
-    const std::string out = read(log);
+    const std::string out = read_text(log);
     EXPECT_NE(out.find("store '" + target + "'"), std::string::npos) << out;
     EXPECT_NE(out.find("Read-only file system"), std::string::npos) << out;
     EXPECT_EQ(lines(out), 1) << out;
   }
   // The WAL store on read-only media opens for reading (immutable) and exports.
   std::remove(log.c_str());
-  EXPECT_EQ(run({"export", db, "--format", "csv"}, log), 0) << read(log);
-  EXPECT_GT(lines(read(log)), 1) << read(log);
+  EXPECT_EQ(run({"export", db, "--format", "csv"}, log), 0) << read_text(log);
+  EXPECT_GT(lines(read_text(log)), 1) << read_text(log);
 }

@@ -20,6 +20,7 @@
 #include "spec/config.h"
 #include "store/store.h"
 #include "support/cli.h"
+#include "support/files.h"
 
 namespace tb {
 namespace {
@@ -382,10 +383,7 @@ TEST(Tta, LossTargetVariantsOfTheLanguageTask) {
   ReportOptions o;
   o.tta_platform = "tpu-v2-board";
   write_report({path}, out, o);
-  std::ifstream in(out);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string h = ss.str();
+  const std::string h = ::tb::testing::read_text(out);
   EXPECT_NE(h.find("\"tta_loss\""), std::string::npos);  // the loss chart's table
   EXPECT_NE(h.find("Validation loss vs simulated training time"), std::string::npos);
   EXPECT_NE(h.find("\"tta\""), std::string::npos);  // and the accuracy chart's
@@ -405,10 +403,7 @@ TEST(Tta, ReportSectionWithTableAndChart) {
   o.tta_platform = "tpu-v2-board";
   const ReportStats st = write_report({path}, out, o);
   EXPECT_GE(st.charts, 1u);
-  std::ifstream in(out);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string h = ss.str();
+  const std::string h = ::tb::testing::read_text(out);
   EXPECT_NE(h.find("Time to accuracy on tpu-v2-board"), std::string::npos);
   EXPECT_NE(h.find("not reached"), std::string::npos);
   EXPECT_NE(h.find("\"tta\""), std::string::npos);  // the chart's table

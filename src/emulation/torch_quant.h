@@ -24,7 +24,8 @@ struct ChunkRounding {
   std::optional<num::Format> format;  // none: the point rounds nothing
   num::QuantOptions options;          // the tensor's call's (its stochastic stream), row set
   // Chunks start on multiples of it: whole rows for block formats (blocks run along the last
-  // dimension), whole bands of tile rows for NVFP4.
+  // dimension), whole bands of tile rows for NVFP4, whole tiles for one-row NVFP4 tiles on rows
+  // of whole tiles (its kernels then take the chunk as tiles end to end).
   int64_t unit = 1;
   // NVFP4: the tensor's amax (num::tensor_amax) goes into options.tensor_amax before any chunk
   // is rounded; its tile scales hang on it.

@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "support/files.h"
+
 namespace tb::testing {
 
 struct CliOutput {
@@ -35,10 +37,7 @@ inline CliOutput run_cli(const std::string& args, const std::string& env = "") {
   while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
   const int raw = pclose(p);
   o.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  std::ifstream e(err_file);
-  std::stringstream ss;
-  ss << e.rdbuf();
-  o.err = ss.str();
+  o.err = read_text(err_file);
   std::remove(err_file.c_str());
   return o;
 }

@@ -113,6 +113,10 @@ TEST(NumericsCli, BadInputIsOneLineAndExitTwo) {
        ":e4m3@block:1x32': scaling 'block:1x32': 32 columns do not divide the tensor's rows of "
        "784"},
       {"emulate --activations e4m3@block:1x3 --max-iters 2", "'--activations e4m3@block:1x3': "},
+      {"emulate --model fc:layers=1,nodes=100,input=784,output=10 --numerics w:mxfp8_e4m3 "
+       "--max-iters 2",
+       "'w:mxfp8_e4m3': mxfp8_e4m3: blocks of 32 do not divide the rows of 784 elements of a 100 "
+       "x 784 tensor"},
       {"emulate --model fc:layers=1,nodes=100,input=784,output=10 --batch 8 "
        "--numerics a:nvfp4+rht:16 --max-iters 2",
        "rht:16: the layer's input has 8 rows (batch x tokens"},

@@ -320,13 +320,73 @@ TEST(NumericsTorch, RoundUnscaleReportsOverflowOnlyWhereAsked) {
 // The weights' forward rounding is skipped where the masters, already rounded, would come
 // through it unchanged: float grids, and MX floor-scaled float elements
 // (NumericsFormat.MxFloorBlocksRoundedTwiceAreUnchanged), on trained-like weights here too.
+// A block format whose blocks do not divide a tensor's rows is refused where a recipe rounds a
+// tensor (issue: exit 2 naming the item), as Transformer Engine and torchao refuse it; rows no
+// longer than a block are one block; partial=on rounds the rows with short last blocks, as the
+// library does.
+TEST(NumericsTorch, BlocksThatDoNotDivideTheRowsAreRefusedUnlessPartial) {
+  using tb::emu::QuantPoint;
+  torch::manual_seed(2);
+  const torch::Tensor x = torch::randn({4, 784});
+  for (const char* name : {"mxfp8_e4m3", "bfp8", "nvfp4_2d"}) {
+    const bool mx = std::string(name) == "mxfp8_e4m3";
+    const torch::Tensor t = mx ? x : torch::randn({4, 792});  // 784 is 49 blocks of 16
+    QuantPoint q = QuantPoint::parse(name);
+    q.set_item(std::string("w:") + name);
+    try {
+      q.apply(t);
+      ADD_FAILURE() << name << ": rounded a tensor its blocks do not fit";
+    } catch (const tb::UsageError& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(m.rfind(std::string("'w:") + name + "': ", 0), 0u) << m;
+      EXPECT_NE(m.find(mx ? "blocks of 32 do not divide the rows of 784 elements of a 4 x 784 "
+                            "tensor"
+                          : "blocks of 16 do not divide the rows of 792 elements of a 4 x 792 "
+                            "tensor"),
+                std::string::npos)
+          << m;
+      EXPECT_NE(m.find("(" + parse_format(name).str() + ",partial=on ends each row"),
+                std::string::npos)
+          << m;
+    }
+    // In place too, and the tensor is left as it was; the gradient's and the fused update's
+    // roundings as well.
+    torch::Tensor y = t.clone();
+    EXPECT_THROW(q.apply_(y), tb::UsageError) << name;
+    EXPECT_TRUE(torch::equal(y, t)) << name;
+    EXPECT_THROW(q.round_unscale_(y, 1.0, false), tb::UsageError) << name;
+    EXPECT_TRUE(torch::equal(y, t)) << name;
+    EXPECT_THROW(q.chunk_rounding(y), tb::UsageError) << name;
+  }
+  // The bfp8 preset's blocks of 16 divide 784; MX's 32 divide 768; a row of 10 is one block.
+  EXPECT_NO_THROW(QuantPoint::parse("bfp:block=16,m=7,e=8").apply(x));
+  EXPECT_NO_THROW(QuantPoint::parse("mxfp8_e4m3").apply(torch::randn({4, 768})));
+  EXPECT_NO_THROW(QuantPoint::parse("mxfp8_e4m3").apply(torch::randn({64, 10})));
+  EXPECT_NO_THROW(QuantPoint::parse("nvfp4").apply(torch::randn({64, 10})));
+  // partial=on: the library's rounding of rows of 784, the last block of each 16 long.
+  const auto f = parse_format("mx:elem=e4m3,block=32,partial=on");
+  EXPECT_TRUE(f.blk.partial);
+  EXPECT_EQ(parse_format(f.str()), f);
+  EXPECT_NE(f, parse_format("mxfp8_e4m3"));
+  tb::num::QuantOptions o;
+  o.row = 784;
+  const std::vector<float> xs(x.data_ptr<float>(), x.data_ptr<float>() + x.numel());
+  const auto want = tb::num::quantize(f, xs, o);
+  const torch::Tensor got = QuantPoint::parse("mx:elem=e4m3,block=32,partial=on").apply(x);
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), got.data_ptr<float>()));
+}
+
 TEST(NumericsTorch, SkippedWeightRoundingLeavesRoundedMastersUnchanged) {
   using tb::emu::QuantPoint;
-  for (const char* name : {"e4m3", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp4_e2m1", "fixed:w=8,f=4"}) {
+  // Rows of 784 end in a short MX block (partial=on), rows of 768 do not.
+  for (const char* name :
+       {"e4m3", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp4_e2m1", "fixed:w=8,f=4",
+        "mx:elem=e4m3,block=32,partial=on", "mx:elem=e2m1,block=32,partial=on"}) {
     const QuantPoint w = QuantPoint::parse(name), m = QuantPoint::parse(name);
     ASSERT_TRUE(tb::emu::leaves_unchanged(w, m)) << name;
     torch::manual_seed(9);
-    torch::Tensor master = torch::randn({256, 784}) * 0.05;
+    const bool mx = std::string(name).rfind("mx", 0) == 0, partial = std::strstr(name, "partial");
+    torch::Tensor master = torch::randn({256, mx && !partial ? 768 : 784}) * 0.05;
     m.apply_(master);
     EXPECT_TRUE(torch::equal(w.apply(master), master)) << name;
   }
@@ -464,17 +524,23 @@ TEST(NumericsTorch, UpdateArithmeticIsLibTorchs) {
 TEST(NumericsTorch, FusedMomentumStepIsTheUnfusedSequence) {
   using tb::emu::MomentumRule;
   using tb::emu::QuantPoint;
+  // Block formats with partial=on: the shapes' rows of 784 and 17 end in short blocks, which the
+  // chunks must round as the whole tensor's call does.
+  const std::string mx_e4m3 = "mx:elem=e4m3,block=32,partial=on",
+                    mx_e5m2 = "mx:elem=e5m2,block=32,partial=on",
+                    fp4 = "nvfp4:block=16,rows=1,partial=on",
+                    fp4_2d = "nvfp4:block=16,rows=16,partial=on";
   const std::vector<std::pair<std::string, std::string>> points = {
       {"off", "off"},
       {"e5m2", "e4m3"},
       {"bf16/stochastic", "bf16"},
-      {"mxfp8_e5m2", "mxfp8_e4m3"},
-      {"mx:elem=e4m3,block=32,scale=rceil", "bfp8"},
-      {"nvfp4", "nvfp4_2d"},
-      {"nvfp4/stochastic", "e4m3"},
-      {"e4m3", "nvfp4"},
-      {"fixed:w=8,f=4", "nvfp4_2d/stochastic"},
-      {"nvfp4:block=16,rows=12", "nvfp4_2d"}};  // tile heights 12 and 16: chunks of 48 rows
+      {mx_e5m2, mx_e4m3},
+      {"mx:elem=e4m3,block=32,scale=rceil,partial=on", "bfp:block=16,m=7,e=8,partial=on"},
+      {fp4, fp4_2d},
+      {fp4 + "/stochastic", "e4m3"},
+      {"e4m3", fp4},
+      {"fixed:w=8,f=4", fp4_2d + "/stochastic"},
+      {"nvfp4:block=16,rows=12,partial=on", fp4_2d}};  // tile heights 12 and 16: chunks of 48 rows
   const std::vector<std::vector<int64_t>> shapes = {{256, 784}, {10, 256}, {256},
                                                     {33, 7},    {40, 17},  {1100, 1024}};
   int compared = 0;
@@ -485,7 +551,7 @@ TEST(NumericsTorch, FusedMomentumStepIsTheUnfusedSequence) {
   for (const auto rule : {MomentumRule::kTorchSgd, MomentumRule::kRoundStateFirst}) {
     for (const auto& [so, mo] : points) {
       for (const auto& shape : shapes) {
-        if (shape[0] == 1100 && so != "nvfp4" && so != "mxfp8_e5m2") continue;  // time
+        if (shape[0] == 1100 && so != fp4 && so != mx_e5m2) continue;  // time
         torch::manual_seed(5);
         const torch::Tensor p0 = torch::randn(shape) * 0.05, b0 = torch::randn(shape) * 1e-3;
         const torch::Tensor g1 = torch::randn(shape) * 1e-2, g2 = torch::randn(shape) * 1e-2;

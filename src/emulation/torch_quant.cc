@@ -206,8 +206,24 @@ num::QuantOptions QuantPoint::options(uint64_t call) const {
   return o;
 }
 
+void QuantPoint::check_blocks(const torch::Tensor& x) const {
+  if (!format_ || format_->kind != num::Format::Kind::kBlock || format_->blk.partial) return;
+  const int64_t row = x.dim() > 0 ? std::max<int64_t>(x.size(-1), 1) : 1;
+  const int64_t block = format_->blk.block;
+  if (row <= block || row % block == 0) return;
+  std::string shape;
+  for (const int64_t d : x.sizes()) shape += (shape.empty() ? "" : " x ") + std::to_string(d);
+  const std::string what = format_->display_name() + ": blocks of " + std::to_string(block) +
+                           " do not divide the rows of " + std::to_string(row) + " elements of a " +
+                           shape + " tensor (" + format_->str() +
+                           ",partial=on ends each row in a shorter block; or give this layer "
+                           "another format)";
+  throw UsageError(item_.empty() ? what : "'" + item_ + "': " + what);
+}
+
 torch::Tensor QuantPoint::apply(const torch::Tensor& x) const {
   if (!enabled()) return x;
+  check_blocks(x);
   // An operator of its own in profiles, so the emulation's cost shows as one row.
   RECORD_FUNCTION("tb::quantize", std::vector<c10::IValue>({x}));
   if (ext_) {
@@ -313,6 +329,7 @@ torch::Tensor QuantPoint::apply(const torch::Tensor& x) const {
 
 void QuantPoint::apply_(torch::Tensor& x) const {
   if (!enabled()) return;
+  check_blocks(x);
   RECORD_FUNCTION("tb::quantize_", std::vector<c10::IValue>({x}));
   torch::NoGradGuard no_grad;
   // The common case (optimizer state, master weights) rounds in place: no new tensor, no copy.
@@ -336,6 +353,7 @@ ChunkRounding QuantPoint::chunk_rounding(const torch::Tensor& x) const {
   ChunkRounding r;
   if (!enabled()) return r;
   TORCH_CHECK(rounds_in_chunks(x), "chunk_rounding: ", str(), " rounds this tensor whole");
+  check_blocks(x);
   r.format = *format_;
   r.options = options(calls_.fetch_add(1));
   r.options.threads = 1;
@@ -378,6 +396,7 @@ bool QuantPoint::round_unscale_(torch::Tensor& g, double scale, bool check) cons
     return finite_in && (!check || all_finite(g));
   }
   RECORD_FUNCTION(enabled() ? "tb::quantize_" : "tb::unscale_", std::vector<c10::IValue>({g}));
+  check_blocks(g);
   const int64_t n = g.numel();
   if (n == 0) return true;
   float* x = g.data_ptr<float>();

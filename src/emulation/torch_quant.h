@@ -125,6 +125,9 @@ class QuantPoint {
   num::QuantOptions options(uint64_t call) const;
   // Counts a call's rounding into stats_ (scaled: the values rounded; q: what they became).
   void note(const torch::Tensor& scaled, const torch::Tensor& q, float amax, float scale) const;
+  // A block format's blocks must divide x's rows (its last dimension) unless the format says
+  // partial=on; a row no longer than a block is one block. Throws UsageError naming the point.
+  void check_blocks(const torch::Tensor& x) const;
 
   // Mutable through const calls (points are shared const by the graphs that use them); every
   // copy of a point gets its own.

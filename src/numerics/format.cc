@@ -206,7 +206,7 @@ bool FixedFormat::operator==(const FixedFormat& o) const {
 }
 
 bool BlockFormat::operator==(const BlockFormat& o) const {
-  if (kind != o.kind || block != o.block) return false;
+  if (kind != o.kind || block != o.block || partial != o.partial) return false;
   switch (kind) {
     case Kind::kBfp:
       return man_bits == o.man_bits && scale_bits == o.scale_bits;
@@ -258,18 +258,22 @@ std::string Format::str() const {
     case Kind::kFixed:
       return "fixed:w=" + std::to_string(fx.word_bits) + ",f=" + std::to_string(fx.frac_bits) +
              ",signed=" + onoff(fx.is_signed) + ",sat=" + onoff(fx.saturate);
-    case Kind::kBlock:
+    case Kind::kBlock: {
+      // Defaults left out (the floor scale, partial=off), so texts written before those fields
+      // existed still name the same format.
+      const std::string partial = blk.partial ? ",partial=on" : "";
       if (blk.kind == BlockFormat::Kind::kBfp)
         return "bfp:block=" + std::to_string(blk.block) + ",m=" + std::to_string(blk.man_bits) +
-               ",e=" + std::to_string(blk.scale_bits);
+               ",e=" + std::to_string(blk.scale_bits) + partial;
       if (blk.kind == BlockFormat::Kind::kNvfp4)
-        return "nvfp4:block=" + std::to_string(blk.block) + ",rows=" + std::to_string(blk.rows);
-      // The default floor mode is left out, so texts written before the field existed still
-      // name the same format.
+        return "nvfp4:block=" + std::to_string(blk.block) + ",rows=" + std::to_string(blk.rows) +
+               partial;
       return "mx:elem=" + blk.element + ",block=" + std::to_string(blk.block) +
              (blk.scale_mode == BlockFormat::ScaleMode::kFloor
                   ? ""
-                  : ",scale=" + scale_mode_name(blk.scale_mode));
+                  : ",scale=" + scale_mode_name(blk.scale_mode)) +
+             partial;
+    }
   }
   return "";
 }
@@ -427,7 +431,7 @@ Format parse_format(const std::string& text) {
     return r;
   }
   if (family == "bfp") {
-    auto kv = key_values(text, body, {"block", "m", "e"});
+    auto kv = key_values(text, body, {"block", "m", "e", "partial"});
     r.kind = Format::Kind::kBlock;
     r.blk.kind = BlockFormat::Kind::kBfp;
     r.blk.block = kv.count("block") ? to_int(text, "block", kv["block"]) : 16;
@@ -436,10 +440,11 @@ Format parse_format(const std::string& text) {
     if (r.blk.block < 1 || r.blk.block > 4096) bad(text, "block=" + kv["block"] + " (1..4096)");
     if (r.blk.man_bits < 1 || r.blk.man_bits > 23) bad(text, "m=" + kv["m"] + " (1..23)");
     if (r.blk.scale_bits < 2 || r.blk.scale_bits > 8) bad(text, "e=" + kv["e"] + " (2..8)");
+    if (kv.count("partial")) r.blk.partial = to_bool(text, "partial", kv["partial"]);
     return r;
   }
   if (family == "mx") {
-    auto kv = key_values(text, body, {"elem", "block", "scale"});
+    auto kv = key_values(text, body, {"elem", "block", "scale", "partial"});
     r.kind = Format::Kind::kBlock;
     r.blk.kind = BlockFormat::Kind::kMx;
     if (kv.count("scale")) {
@@ -465,10 +470,11 @@ Format parse_format(const std::string& text) {
     } else if (r.blk.scale_mode != BlockFormat::ScaleMode::kFloor) {
       bad(text, "scale=" + kv["scale"] + ": int8 elements take the floor scale only");
     }
+    if (kv.count("partial")) r.blk.partial = to_bool(text, "partial", kv["partial"]);
     return r;
   }
   if (family == "nvfp4") {
-    auto kv = key_values(text, body, {"block", "rows"});
+    auto kv = key_values(text, body, {"block", "rows", "partial"});
     r.kind = Format::Kind::kBlock;
     r.blk.kind = BlockFormat::Kind::kNvfp4;
     r.blk.element = "e2m1";
@@ -476,6 +482,7 @@ Format parse_format(const std::string& text) {
     r.blk.rows = kv.count("rows") ? to_int(text, "rows", kv["rows"]) : 1;
     if (r.blk.block < 1 || r.blk.block > 4096) bad(text, "block=" + kv["block"] + " (1..4096)");
     if (r.blk.rows < 1 || r.blk.rows > 4096) bad(text, "rows=" + kv["rows"] + " (1..4096)");
+    if (kv.count("partial")) r.blk.partial = to_bool(text, "partial", kv["partial"]);
     return r;
   }
   bad(text, "unknown kind '" + family + "' (expected fp, fixed, bfp, mx or nvfp4)");

@@ -92,6 +92,11 @@ struct BlockFormat {
   std::string element = "e4m3";              // kMx: element preset name, or "int8"
   ScaleMode scale_mode = ScaleMode::kFloor;  // kMx
   int rows = 1;                              // kNvfp4: tile height in rows
+  // Whether a tensor whose rows `block` does not divide may be rounded, each row ending in a
+  // shorter block (microxcaling pads it with zeros, which leaves the block's scale the same).
+  // Off, as Transformer Engine and torchao refuse such a tensor: emulation/ stops with an
+  // error naming the point. quantize() itself rounds short blocks either way.
+  bool partial = false;
   bool operator==(const BlockFormat& o) const;
 };
 
@@ -116,7 +121,8 @@ struct Format {
 // Parses a preset name (`bf16`, `e4m3`, `mxfp4_e2m1`, ...), `eXmY` (IEEE conventions), or a
 // descriptor: `fp:e=4,m=3[,bias=7][,sub=on][,special=fn][,overflow=sat]`,
 // `fixed:w=16,f=8[,signed=on][,sat=on]`, `bfp:block=16,m=7[,e=8]`,
-// `mx:elem=e4m3[,block=32][,scale=floor|ceil|even|rceil]`, `nvfp4[:block=16][,rows=1]`.
+// `mx:elem=e4m3[,block=32][,scale=floor|ceil|even|rceil]`, `nvfp4[:block=16][,rows=1]`; block
+// formats take `,partial=on` (BlockFormat::partial).
 // Throws tb::UsageError naming the field and value.
 Format parse_format(const std::string& text);
 

@@ -317,9 +317,6 @@ TEST(NumericsTorch, RoundUnscaleReportsOverflowOnlyWhereAsked) {
   }
 }
 
-// The weights' forward rounding is skipped where the masters, already rounded, would come
-// through it unchanged: float grids, and MX floor-scaled float elements
-// (NumericsFormat.MxFloorBlocksRoundedTwiceAreUnchanged), on trained-like weights here too.
 // A block format whose blocks do not divide a tensor's rows is refused where a recipe rounds a
 // tensor (issue: exit 2 naming the item), as Transformer Engine and torchao refuse it; rows no
 // longer than a block are one block; partial=on rounds the rows with short last blocks, as the
@@ -376,6 +373,9 @@ TEST(NumericsTorch, BlocksThatDoNotDivideTheRowsAreRefusedUnlessPartial) {
   EXPECT_TRUE(std::equal(want.begin(), want.end(), got.data_ptr<float>()));
 }
 
+// The weights' forward rounding is skipped where the masters, already rounded, would come
+// through it unchanged: float grids, and MX floor-scaled float elements
+// (NumericsFormat.MxFloorBlocksRoundedTwiceAreUnchanged), on trained-like weights here too.
 TEST(NumericsTorch, SkippedWeightRoundingLeavesRoundedMastersUnchanged) {
   using tb::emu::QuantPoint;
   // Rows of 784 end in a short MX block (partial=on), rows of 768 do not.

@@ -453,6 +453,38 @@ int nvfp4_mismatches(const std::vector<float>& v, size_t row, const char* name,
   return bad;
 }
 
+// quantize(nvfp4) of rows of `row`, stochastically from stream position (seed, offset).
+std::vector<float> nvfp4_stochastic(const std::vector<float>& v, size_t row, uint64_t seed,
+                                    uint64_t offset) {
+  QuantOptions o;
+  o.row = row;
+  o.rounding = tb::num::Rounding::kStochastic;
+  o.seed = seed;
+  o.offset = offset;
+  return tb::num::quantize(parse_format("nvfp4"), v, o);
+}
+
+// A tile of len elements (amax a) rounded stochastically as NVFP4 should: scaled by its encode
+// scale, then E2M1's own stochastic quantizer at stream positions (seed, offset + index), then
+// scaled back.
+std::vector<float> nvfp4_sr_tile(const float* x, size_t len, float a, float s_enc, uint64_t seed,
+                                 uint64_t offset) {
+  const float s_dec = 1.0f / s_enc;
+  const float sb = e4m3(a * (s_enc * (1.0f / 6.0f)));
+  const float enc = std::fmin(1.0f / (sb * s_dec), kFltMax);
+  std::vector<float> scaled(len);
+  for (size_t c = 0; c < len; ++c) scaled[c] = x[c] * enc;
+  Format elem = parse_format("e2m1");
+  elem.fp.overflow = tb::num::Overflow::kSaturate;
+  QuantOptions eo;
+  eo.rounding = tb::num::Rounding::kStochastic;
+  eo.seed = seed;
+  eo.offset = offset;
+  auto q = tb::num::quantize(elem, scaled, eo);
+  for (float& v : q) v = v * sb * s_dec;
+  return q;
+}
+
 // NVFP4's elements rounded ties away or toward zero (the AVX-512 tiles on rows of whole
 // tiles, the general loop on rows that end inside one), against the same definition.
 TEST(NumericsScaling, Nvfp4DirectedRoundingMatchesItsDefinition) {
@@ -663,34 +695,42 @@ TEST(NumericsScaling, Nvfp4MatchesTransformerEngine) {
   for (const uint64_t offset : {uint64_t(0), (uint64_t(7) << 32) - 100}) {
     const size_t r3 = 4;
     const std::vector<float> v(x.begin(), x.begin() + long(r3 * cols));
-    QuantOptions o;
-    o.row = cols;
-    o.rounding = tb::num::Rounding::kStochastic;
-    o.seed = 99;
-    o.offset = offset;
-    const auto y = tb::num::quantize(parse_format("nvfp4"), v, o);
+    const auto y = nvfp4_stochastic(v, cols, 99, offset);
     float tamax = 0;
     for (float a : v) tamax = std::fmax(tamax, std::fabs(a));
-    const float s_enc = std::fmin(448.0f * 6.0f / tamax, kFltMax), s_dec = 1.0f / s_enc;
-    Format elem = parse_format("e2m1");
-    elem.fp.overflow = tb::num::Overflow::kSaturate;
+    const float s_enc = std::fmin(448.0f * 6.0f / tamax, kFltMax);
     int bad = 0;
     for (size_t r = 0; r < r3; ++r)
       for (size_t c0 = 0; c0 < cols; c0 += 16) {
         float a = 0;
         for (size_t c = c0; c < c0 + 16; ++c) a = std::fmax(a, std::fabs(v[r * cols + c]));
-        const float sb = e4m3(a * (s_enc * (1.0f / 6.0f)));
-        const float enc = std::fmin(1.0f / (sb * s_dec), kFltMax);
-        std::vector<float> scaled(16);
-        for (size_t c = 0; c < 16; ++c) scaled[c] = v[r * cols + c0 + c] * enc;
-        QuantOptions eo;
-        eo.rounding = tb::num::Rounding::kStochastic;
-        eo.seed = 99;
-        eo.offset = offset + r * cols + c0;
-        const auto q = tb::num::quantize(elem, scaled, eo);
-        for (size_t c = 0; c < 16; ++c) bad += !same(y[r * cols + c0 + c], q[c] * sb * s_dec);
+        const auto want =
+            nvfp4_sr_tile(&v[r * cols + c0], 16, a, s_enc, 99, offset + r * cols + c0);
+        for (size_t c = 0; c < 16; ++c) bad += !same(y[r * cols + c0 + c], want[c]);
       }
     EXPECT_EQ(bad, 0) << "offset " << offset;
+  }
+  // Rows shorter than a tile (a 10-class output's logits: one tile each, every row at once): to
+  // nearest even as Transformer Engine rounds them, stochastically with E2M1's own bits at the
+  // same stream positions, the index crossing 2^32 too.
+  for (const size_t c1 : {size_t(10), size_t(7)}) {
+    const size_t r1 = 40;
+    const std::vector<float> v(x.begin(), x.begin() + long(r1 * c1));
+    EXPECT_EQ(nvfp4_mismatches(v, c1, "nvfp4"), 0) << "rows of " << c1;
+    float tamax = 0;
+    for (float a : v) tamax = std::fmax(tamax, std::fabs(a));
+    const float s_enc = std::fmin(448.0f * 6.0f / tamax, kFltMax);
+    for (const uint64_t offset : {uint64_t(0), (uint64_t(7) << 32) - 25}) {
+      const auto y = nvfp4_stochastic(v, c1, 99, offset);
+      int bad = 0;
+      for (size_t r = 0; r < r1; ++r) {
+        float a = 0;
+        for (size_t c = 0; c < c1; ++c) a = std::fmax(a, std::fabs(v[r * c1 + c]));
+        const auto want = nvfp4_sr_tile(&v[r * c1], c1, a, s_enc, 99, offset + r * c1);
+        for (size_t c = 0; c < c1; ++c) bad += !same(y[r * c1 + c], want[c]);
+      }
+      EXPECT_EQ(bad, 0) << "rows of " << c1 << ", offset " << offset;
+    }
   }
   // Stochastic rounding with a NaN in a row (the kernel's form that checks for one): the NaN
   // stays NaN, and every other element is what it is with a 0 there instead (amaxes ignore

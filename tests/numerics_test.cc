@@ -629,10 +629,12 @@ TEST(NumericsFormat, SixteenBlocksAtOnceRoundAsEachBlockAlone) {
   x[5] = std::numeric_limits<float>::infinity();
   x[300] = std::numeric_limits<float>::quiet_NaN();
   x[1610] = -std::numeric_limits<float>::infinity();
-  // Rows of 1000, 784 and 40 end in a short block (their whole blocks are taken 16 at a time
-  // across rows); rows of 256 are whole blocks, which the kernels take as one long row (the last
-  // row here is short: 3000 = 11 * 256 + 184).
-  for (const size_t row : {size_t(1000), size_t(784), size_t(40), size_t(256)})
+  // Rows of 1000, 784 and 40 end in a short block; rows of 20, 10 and 7 are shorter than a
+  // block (one block each, 16 rows at a time; 3000 = 428 * 7 + 4 ends in a shorter row); rows
+  // of 256 are whole blocks, which the kernels take as one long row (the last row here is short:
+  // 3000 = 11 * 256 + 184).
+  for (const size_t row :
+       {size_t(1000), size_t(784), size_t(40), size_t(20), size_t(10), size_t(7), size_t(256)})
     for (const char* name : {"mxfp8_e4m3", "mx:elem=e4m3,block=32,scale=rceil", "bfp8", "mxint8"})
       for (Rounding r : {Rounding::kNearestEven, Rounding::kStochastic, Rounding::kTiesAway,
                          Rounding::kTowardZero}) {

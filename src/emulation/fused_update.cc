@@ -9,7 +9,6 @@
 #include <numeric>
 #include <string>
 
-#include "numerics/quantize.h"
 #include "numerics/update.h"
 
 namespace tb::emu {
@@ -63,14 +62,6 @@ void fold_bits(std::atomic<uint32_t>& acc, uint32_t bits) {
   }
 }
 
-// The largest |x| of a chunk, into a running maximum shared by the threads.
-void fold_amax(std::atomic<uint32_t>& acc, const float* x, int64_t n) {
-  const float a = num::tensor_amax(x, size_t(n));
-  uint32_t bits;
-  std::memcpy(&bits, &a, 4);
-  fold_bits(acc, bits);
-}
-
 float as_float(uint32_t bits) {
   float f;
   std::memcpy(&f, &bits, 4);
@@ -121,14 +112,6 @@ void momentum_step(MomentumRule rule, torch::Tensor& p, torch::Tensor& buf, cons
     });
   };
   std::atomic<uint32_t> amax_s{0}, amax_m{0};
-  // A rounding in this pass, or the amax it needs for the next.
-  const auto round_or_amax = [](const ChunkRounding& r, std::atomic<uint32_t>& amax, float* x,
-                                int64_t lo, int64_t len) {
-    if (r.needs_amax)
-      fold_amax(amax, x + lo, len);
-    else
-      r.round(x, lo, len);
-  };
   // The NVFP4 roundings (tile scales from the whole tensor's amax) in a pass of their own.
   ChunkRounding ws = rs, wm = rm;
   const auto finish = [&] {
@@ -159,15 +142,27 @@ void momentum_step(MomentumRule rule, torch::Tensor& p, torch::Tensor& buf, cons
     }
   } else {
     // The parameter's update reads the rounded buffer: where that rounding needs the buffer's
-    // amax, the update waits for a second pass.
+    // amax, the update waits for a second pass. Amaxes are taken in the updates' own loops.
     const auto update_p = [&](int64_t lo, int64_t len) {
-      num::sub_product(P + lo, B + lo, size_t(len), lrf);
-      round_or_amax(rm, amax_m, P, lo, len);
+      if (rm.needs_amax) {
+        uint32_t a = 0;
+        num::sub_product_amax(P + lo, B + lo, size_t(len), lrf, &a);
+        fold_bits(amax_m, a);
+      } else {
+        num::sub_product(P + lo, B + lo, size_t(len), lrf);
+        rm.round(P, lo, len);
+      }
     };
     over_chunks([&](int64_t lo, int64_t len) {
+      if (rs.needs_amax) {
+        uint32_t a = 0;
+        num::momentum_buffer_amax(B + lo, G + lo, size_t(len), m, &a);
+        fold_bits(amax_s, a);
+        return;
+      }
       num::momentum_buffer(B + lo, G + lo, size_t(len), m);
-      round_or_amax(rs, amax_s, B, lo, len);
-      if (!rs.needs_amax) update_p(lo, len);
+      rs.round(B, lo, len);
+      update_p(lo, len);
     });
     if (rs.needs_amax) {
       finish();

@@ -1172,6 +1172,28 @@ TB_INLINE void whole_block_raw(const float* x, float* y, const BlockGrids& bg, c
   round_block<R, B>(x, y, bg.by_exp[gi], key, base);
 }
 
+// A block of len elements shorter than the format's the plain way: its scale from its largest
+// magnitude, each element rounded on that grid; MX's NaN scale where it holds an Inf or NaN.
+template <Rounding R>
+TB_INLINE void short_block(const float* x, float* y, size_t len, const BlockGrids& bg,
+                           const SrKey& key, uint64_t base) {
+  uint32_t special = 0;
+  const uint32_t amax = block_amax(x, len, &special);
+  if (bg.mx && special) {  // the NaN scale: the whole block is NaN
+    for (size_t i = 0; i < len; ++i) y[i] = as_float(kQuietNan);
+    return;
+  }
+  const Grid g = bg.by_exp[block_grid(bg, amax)];
+  for (size_t i = 0; i < len; ++i) {
+    uint32_t rnd = 0;
+    if constexpr (R == Rounding::kStochastic) {
+      const uint64_t idx = base + i;
+      rnd = key.bits(uint32_t(idx), key.hi(idx));
+    }
+    y[i] = as_float(round_bits<R>(as_bits(x[i]), g, rnd));
+  }
+}
+
 #if TB_AVX512_KERNELS
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12: _mm512_undefined_* in masks
@@ -1267,6 +1289,18 @@ TB_AVX512_INLINE void raw_amax_blocks512(const float* x, size_t len, uint32_t* o
   std::memcpy(out, &v[0], sizeof(U32x16));
 }
 
+// blocks16's second half, on 16 blocks' raw figures, of which the first `live` are blocks.
+TB_AVX512_INLINE uint32_t blocks16_of(const BlockGrids& bg, __m512i first, __m512i last,
+                                      const uint32_t* raw, float* down, float* up, size_t live) {
+  const __m512i amax = _mm512_load_si512(raw);
+  const __m512i se = block_exponent512(bg, amax);
+  _mm512_store_si512(down, pow2_fields(_mm512_sub_epi32(_mm512_setzero_si512(), se)));
+  _mm512_store_si512(up, pow2_fields(se));
+  const __m512i gi = _mm512_sub_epi32(se, splat(uint32_t(bg.lo)));
+  return _mm512_cmplt_epu32_mask(amax, splat(kInfBits)) & _mm512_cmpge_epi32_mask(gi, first) &
+         _mm512_cmple_epi32_mask(gi, last) & first_lanes(live);
+}
+
 // Sixteen blocks' maxima reduced together, and their shared exponents and scales computed
 // together instead of block_grid's scalar branches and two broadcasts per block; a row's last
 // blocks (fewer than 16, a short one among them) the same way, with masked loads. The blocks
@@ -1280,13 +1314,7 @@ TB_AVX512_INLINE uint32_t blocks16(const float* x, size_t span, const BlockGrids
     raw_amax_16_blocks<B>(x, raw);
   else
     raw_amax_blocks512<B>(x, span, raw);
-  const __m512i amax = _mm512_load_si512(raw);
-  const __m512i se = block_exponent512(bg, amax);
-  _mm512_store_si512(down, pow2_fields(_mm512_sub_epi32(_mm512_setzero_si512(), se)));
-  _mm512_store_si512(up, pow2_fields(se));
-  const __m512i gi = _mm512_sub_epi32(se, splat(uint32_t(bg.lo)));
-  return _mm512_cmplt_epu32_mask(amax, splat(kInfBits)) & _mm512_cmpge_epi32_mask(gi, first) &
-         _mm512_cmple_epi32_mask(gi, last) & first_lanes((span + B - 1) / B);
+  return blocks16_of(bg, first, last, raw, down, up, (span + B - 1) / B);
 }
 
 // A row's blocks of B elements rounded to nearest even, with AVX-512 intrinsics. A finite
@@ -1339,6 +1367,21 @@ size_t block_rne_row(const float* x, float* y, size_t len, const BlockGrids& bg,
   });
 }
 
+// A lean block of n elements (block_round_avx512's, below) scaled by down, rounded with R on
+// the element grid and scaled back by up, masked; element i draws the word of counter ctr + i.
+template <Rounding R, bool Stream, bool NegZero>
+TB_AVX512_INLINE void block_round_scaled(const float* x, float* y, size_t n, __m512 down, __m512 up,
+                                         __m512i ctr, __m512i hi, const Sr512& c) {
+  for (size_t h = 0; h < n; h += 16) {
+    const __mmask16 m = first_lanes(n - h);
+    const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + h), down);
+    __m512i r = _mm512_setzero_si512();
+    if constexpr (R == Rounding::kStochastic) r = hash32_512(_mm512_xor_si512(ctr, hi));
+    ctr = _mm512_add_epi32(ctr, splat(16));
+    store16<Stream>(y + h, _mm512_mul_ps(round16<R, NegZero>(v, r, c), up), m);
+  }
+}
+
 // A row's blocks of B elements rounded stochastically, ties away or toward zero (R), as
 // block_rne_avx512 rounds them to nearest even: a finite block whose shared exponent se has a
 // FastGrid is rounded on the element grid as x * 2^-se, then scaled back by 2^se, 16 blocks'
@@ -1388,16 +1431,9 @@ TB_AVX512 size_t block_round_avx512(const float* x, float* y, size_t len, const 
     for (size_t j = 0; j < k; ++j) {
       const size_t at = (b + j) * B, n = std::min(B, span - j * B);
       if ((lean >> j) & 1u) {
-        const __m512 dv = _mm512_set1_ps(down[j]), uv = _mm512_set1_ps(up[j]);
-        __m512i ctr = _mm512_add_epi32(lane, splat(first + uint32_t(at)));
-        for (size_t h = 0; h < n; h += 16) {
-          const __mmask16 m = first_lanes(n - h);
-          const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + at + h), dv);
-          __m512i r = _mm512_setzero_si512();
-          if constexpr (R == Rounding::kStochastic) r = hash32_512(_mm512_xor_si512(ctr, hi));
-          ctr = _mm512_add_epi32(ctr, splat(16));
-          store16<Stream>(y + at + h, _mm512_mul_ps(round16<R, NegZero>(v, r, c), uv), m);
-        }
+        block_round_scaled<R, Stream, NegZero>(
+            x + at, y + at, n, _mm512_set1_ps(down[j]), _mm512_set1_ps(up[j]),
+            _mm512_add_epi32(lane, splat(first + uint32_t(at))), hi, c);
       } else if (n == B) {
         whole_block_raw<R, B>(x + at, y + at, bg, key, base + at, raw[j]);
       } else {
@@ -1413,6 +1449,66 @@ size_t block_round_row(const float* x, float* y, size_t len, const BlockGrids& b
                        uint64_t base, bool stream) {
   return with_instance(stream, bg.fast_by_exp[size_t(-bg.lo)].zero_sign, [&](auto st, auto nz) {
     return block_round_avx512<R, B, st.value, nz.value>(x, y, len, bg, key, base);
+  });
+}
+
+// Rows shorter than a block, each row one block (a 10-class output's logits in MX's blocks of
+// 32), 16 rows at a time as blocks16 takes 16 blocks: row by row, each row paid the 16 blocks'
+// reduction and exponents for one block (64 x 10 logits to nearest even in 3.8 us, 0.43 us
+// this way; 2-core Zen 4). The lean rows as block_rne_avx512 and block_round_avx512 round
+// them, the others through short_block. Element i of x draws SrKey's word for index base + i;
+// the caller keeps its high word constant.
+template <Rounding R, size_t B, bool Stream, bool NegZero>
+TB_AVX512 void short_rows_avx512(const float* x, float* y, size_t rows, size_t row,
+                                 const BlockGrids& bg, const SrKey& key, uint64_t base) {
+  const FastGrid& fg = bg.fast_by_exp[size_t(-bg.lo)];
+  const Fast512 eg = fast512(fg);
+  const Sr512 c = sr512(fg);
+  const __m512i first_lean = splat(uint32_t(R == Rounding::kNearestEven
+                                                ? bg.fast_first
+                                                : std::max(bg.fast_first, -93 - fg.below - bg.lo)));
+  const __m512i fast_last = splat(uint32_t(bg.fast_last));
+  const __m512i hi = splat(key.hi(base));
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const uint32_t first = uint32_t(base) + key.k0;
+  for (size_t r0 = 0; r0 < rows; r0 += 16) {
+    const size_t k = std::min<size_t>(16, rows - r0);
+    U32x16 v[16];
+    for (size_t j = 0; j < 16; ++j) {
+      __m512i m = _mm512_setzero_si512();
+      for (size_t h = 0; j < k && h < row; h += 16)
+        m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_maskz_loadu_epi32(first_lanes(row - h),
+                                                                          x + (r0 + j) * row + h),
+                                                 splat(0x7FFFFFFFu)));
+      std::memcpy(&v[j], &m, sizeof m);
+    }
+    max_lanes_16(v);
+    alignas(64) uint32_t raw[16];
+    alignas(64) float down[16], up[16];
+    std::memcpy(raw, &v[0], sizeof raw);
+    const uint32_t lean = blocks16_of(bg, first_lean, fast_last, raw, down, up, k);
+    for (size_t j = 0; j < k; ++j) {
+      const size_t at = (r0 + j) * row;
+      if (!((lean >> j) & 1u)) {
+        short_block<R>(x + at, y + at, row, bg, key, base + at);
+        continue;
+      }
+      const __m512 dv = _mm512_set1_ps(down[j]), uv = _mm512_set1_ps(up[j]);
+      if constexpr (R == Rounding::kNearestEven)
+        block_rne_scaled<Stream, NegZero>(x + at, y + at, row, dv, uv, eg);
+      else
+        block_round_scaled<R, Stream, NegZero>(x + at, y + at, row, dv, uv,
+                                               _mm512_add_epi32(lane, splat(first + uint32_t(at))),
+                                               hi, c);
+    }
+  }
+}
+
+template <Rounding R, size_t B>
+void short_rows(const float* x, float* y, size_t rows, size_t row, const BlockGrids& bg,
+                const SrKey& key, uint64_t base, bool stream) {
+  with_instance(stream, bg.fast_by_exp[size_t(-bg.lo)].zero_sign, [&](auto st, auto nz) {
+    short_rows_avx512<R, B, st.value, nz.value>(x, y, rows, row, bg, key, base);
   });
 }
 
@@ -1486,7 +1582,18 @@ TB_INLINE void block_rows(const float* in, float* out, size_t n, size_t row, siz
   // Rows of whole blocks are blocks end to end, as one row: the loops that take 16 blocks at
   // once then run on a tensor of short rows too (a row of 256 holds only 8 blocks of 32).
   if (row % block == 0) row = n;
-  for (size_t r0 = 0; r0 < n; r0 += row) {
+  // Rows shorter than a block, 16 at a time (short_rows); a short last row below.
+  size_t r_first = 0;
+#if TB_AVX512_KERNELS
+  if constexpr (B == 16 || B == 32)
+    if (row < B && row < n && avx512_cpu() && bg.lo <= 0 && bg.hi >= 0 &&
+        bg.fast_ok[size_t(-bg.lo)] &&
+        (R == Rounding::kNearestEven || same_high_word(offset, 0, n) == n)) {
+      short_rows<R, B>(in, out, n / row, row, bg, key, offset, stream);
+      r_first = n / row * row;
+    }
+#endif
+  for (size_t r0 = r_first; r0 < n; r0 += row) {
     const size_t rn = std::min(row, n - r0);
     size_t b0 = 0;
 #if TB_AVX512_KERNELS
@@ -1511,25 +1618,10 @@ TB_INLINE void block_rows(const float* in, float* out, size_t n, size_t row, siz
       const float* x = in + r0 + b0;
       float* y = out + r0 + b0;
       const uint64_t base = offset + r0 + b0;
-      if (B != 0 && len == B) {
+      if (B != 0 && len == B)
         whole_block<R, B>(x, y, bg, key, base);
-        continue;
-      }
-      uint32_t special = 0;
-      const uint32_t amax = block_amax(x, len, &special);
-      if (bg.mx && special) {  // the NaN scale: the whole block is NaN
-        for (size_t i = 0; i < len; ++i) y[i] = as_float(kQuietNan);
-        continue;
-      }
-      const Grid g = bg.by_exp[block_grid(bg, amax)];
-      for (size_t i = 0; i < len; ++i) {
-        uint32_t rnd = 0;
-        if constexpr (R == Rounding::kStochastic) {
-          const uint64_t idx = base + i;
-          rnd = key.bits(uint32_t(idx), key.hi(idx));
-        }
-        y[i] = as_float(round_bits<R>(as_bits(x[i]), g, rnd));
-      }
+      else
+        short_block<R>(x, y, len, bg, key, base);
     }
   }
 }
@@ -1765,6 +1857,27 @@ const Nvfp4Grids& nvfp4_grids() {
 // is bit-identical to round_bits on these grids (fast_grid()). `stream`: the output is past the
 // caches (quantize_streaming); `readable`: the elements from `in` that exist, at least n, of
 // which the next band's are requested while this one is rounded.
+// The tiles' E4M3 decode scales (their amax times k, rounded to nearest even, saturating) and
+// encode scales 1 / (decode * s_dec), at most FLT_MAX: 16 tiles at a time where the CPU has
+// AVX-512 (nvfp4_scales512), the same float32 operations otherwise.
+TB_INLINE void nvfp4_tile_scales(const uint32_t* amax, float* enc, float* dec, size_t tiles,
+                                 float k, float s_dec, const FastGrid& scale_fast) {
+  constexpr float kFltMax = std::numeric_limits<float>::max();
+  size_t t0 = 0;
+#if TB_AVX512_KERNELS
+  if (avx512_cpu()) {
+    nvfp4_scales512(amax, enc, dec, tiles, k, s_dec, scale_fast);
+    t0 = tiles;
+  }
+#endif
+  for (size_t t = t0; t < tiles; ++t) {
+    const float sb = as_float(round_nearest_even_fast(as_bits(as_float(amax[t]) * k), scale_fast));
+    const float e0 = 1.0f / (sb * s_dec);
+    enc[t] = !(e0 <= kFltMax) ? kFltMax : e0;  // fminf's result, without its call
+    dec[t] = sb;
+  }
+}
+
 constexpr size_t kNvfp4Row = 4096;
 
 TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* out, size_t n,
@@ -1792,6 +1905,45 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
   const size_t kept = fused ? bands * tiles : tiles;
   if (tile_enc.size() < tiles) tile_enc.resize(tiles), tile_dec.resize(tiles);
   if (tile_amax.size() < kept) tile_amax.resize(kept);
+  // Rows shorter than a tile, one tile each (a 10-class output's logits), all at once to nearest
+  // even or stochastically: band by band, each row paid a call of every kernel for one tile
+  // (64 x 10 logits in 3.3 us to nearest even, 1.2 us this way; stochastic 3.5 and 1.7 us;
+  // 2-core Zen 4). The same arithmetic as the loops below (the scales 16 tiles at a time as
+  // there; stochastic rounding draws the word of each element's 64-bit index, as run_grid does
+  // where a row crosses a 2^32 boundary).
+  if (f.rows == 1 && row < block && (r == Rounding::kNearestEven || r == Rounding::kStochastic)) {
+    const size_t short_tiles = (n + row - 1) / row;
+    if (tile_amax.size() < short_tiles) tile_amax.resize(short_tiles);
+    if (tile_enc.size() < short_tiles) tile_enc.resize(short_tiles), tile_dec.resize(short_tiles);
+    bool ignored = false;  // the element loops below take NaN as it comes
+    uint32_t largest = 0;
+    for (size_t t = 0; t < short_tiles; ++t) {
+      tile_amax[t] = amax_bits_nan(in + t * row, std::min(row, n - t * row), &ignored);
+      largest = std::max(largest, tile_amax[t]);
+    }
+    if (tensor_amax < 0) tensor_amax = as_float(largest);
+    float s_enc = std::fmin(448.0f * 6.0f / tensor_amax, kFltMax);
+    if (tensor_amax == 0 || s_enc == 0) s_enc = 1;
+    const float s_dec = 1.0f / s_enc, k = s_enc * (1.0f / 6.0f);
+    nvfp4_tile_scales(tile_amax.data(), tile_enc.data(), tile_dec.data(), short_tiles, k, s_dec,
+                      scale_fast);
+    const SrKey key(seed);
+    for (size_t t = 0; t < short_tiles; ++t) {
+      const float e = tile_enc[t], d = tile_dec[t];
+      const size_t j0 = t * row, j1 = std::min(n, j0 + row);
+      if (r == Rounding::kNearestEven)
+        for (size_t j = j0; j < j1; ++j)
+          out[j] = as_float(round_nearest_even_fast(as_bits(in[j] * e), elem_fast)) * d * s_dec;
+      else
+        for (size_t j = j0; j < j1; ++j) {
+          const uint64_t idx = offset + j;
+          out[j] = as_float(round_stochastic_e2m1(as_bits(in[j] * e), elem_fast,
+                                                  key.bits(uint32_t(idx), key.hi(idx)))) *
+                   d * s_dec;
+        }
+    }
+    return;
+  }
   // Whether the tiles rounded next may hold a NaN (the rounding's shorter form assumes none):
   // the whole call's in the fused form, else each band's.
   bool nan = false;
@@ -1814,20 +1966,7 @@ TB_NUM_CLONES void nvfp4_serial(const BlockFormat& f, const float* in, float* ou
     const uint32_t* amax = tile_amax.data() + (fused ? bi * tiles : 0);
     if (!fused)
       nan = nvfp4_band_amax(in + b0, std::min(band, n - b0), row, block, tiles, tile_amax.data());
-    size_t t0 = 0;
-#if TB_AVX512_KERNELS
-    if (avx512_cpu()) {
-      nvfp4_scales512(amax, tile_enc.data(), tile_dec.data(), tiles, k, s_dec, scale_fast);
-      t0 = tiles;
-    }
-#endif
-    for (size_t t = t0; t < tiles; ++t) {
-      const float sb =
-          as_float(round_nearest_even_fast(as_bits(as_float(amax[t]) * k), scale_fast));
-      const float e0 = 1.0f / (sb * s_dec);
-      tile_enc[t] = !(e0 <= kFltMax) ? kFltMax : e0;  // fminf's result, without its call
-      tile_dec[t] = sb;
-    }
+    nvfp4_tile_scales(amax, tile_enc.data(), tile_dec.data(), tiles, k, s_dec, scale_fast);
 #if TB_AVX512_KERNELS
     // The same row of the next band, requested a line per tile while this one is rounded, so
     // that the next band's amax finds it in the caches: `readable` elements from `in` exist.

@@ -27,4 +27,11 @@ void sub_product(float* p, const float* v, size_t n, float lr);
 void momentum_add_amax(float* p, float* buf, const float* g, size_t n, float momentum, float alpha,
                        uint32_t* amax_buf, uint32_t* amax_p);
 
+// momentum_buffer and sub_product with the largest |x| bits of what they write (NaN counted as 0)
+// folded into *amax: the fused update's passes for the rule that rounds the state before the
+// parameter reads it (emulation/fused_update.cc), where NVFP4's roundings need the tensor's
+// amax and a pass of its own over each chunk took it again.
+void momentum_buffer_amax(float* buf, const float* g, size_t n, float momentum, uint32_t* amax);
+void sub_product_amax(float* p, const float* v, size_t n, float lr, uint32_t* amax);
+
 }  // namespace tb::num

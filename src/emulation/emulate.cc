@@ -228,20 +228,44 @@ struct Net : torch::nn::Module {
   torch::Tensor q_act(const torch::Tensor& x) {
     return quantize_op(x, policy.activations, policy.errors);
   }
-  // Weight gradients are rounded in the step, in place (the parameter's gradient is what
-  // flows back through this op: each weight is used once).
-  torch::Tensor q_w(const torch::Tensor& w) {
-    // Masters kept in the weights' format are already what rounding would give.
-    if (masters_in_format && leaves_unchanged(policy.weights, policy.master)) return w;
-    static const QuantPoint kNone;  // quantize_op keeps a pointer to it for backward
-    return quantize_op(w, policy.weights, kNone);
-  }
+  // The weights point: the parameters pointed at rounded copies for a forward pass and its
+  // backward (set_data, as the numerics= wrapper does), with no autograd node per parameter.
+  // The gradient reaching a parameter is then the one with respect to its rounded value, as a
+  // rounding op with an identity backward passed it on; weight gradients are rounded in the
+  // step, in place. Each layer's bias before its weight: the order in which those ops drew from
+  // the point's stochastic stream and took its delayed-scaling sites (GCC evaluated the layer
+  // call's arguments right to left), so that a stored result reruns to the same bits.
+  struct RoundedWeights {
+    Net& net;
+    std::vector<torch::Tensor> masters;
+    explicit RoundedWeights(Net& n) : net(n) {
+      // Masters kept in the weights' format are already what rounding would give.
+      if (!net.policy.weights.enabled() ||
+          (net.masters_in_format && leaves_unchanged(net.policy.weights, net.policy.master)))
+        return;
+      torch::NoGradGuard no_grad;
+      for (const auto& p : net.params) masters.push_back(p.data());
+      try {
+        for (size_t i = 0; i < net.params.size(); i += 2)
+          for (const size_t j : {i + 1, i})
+            net.params[j].set_data(net.policy.weights.apply(masters[j]));
+      } catch (...) {  // a malformed recipe: the masters back before the error leaves
+        restore();
+        throw;
+      }
+    }
+    void restore() {
+      for (size_t i = 0; i < masters.size(); ++i) net.params[i].set_data(masters[i]);
+    }
+    ~RoundedWeights() { restore(); }
+    RoundedWeights(const RoundedWeights&) = delete;
+    RoundedWeights& operator=(const RoundedWeights&) = delete;
+  };
   // Linear layer i (params 2i, 2i + 1). With the random Hadamard transform it rounds its own
   // GEMM inputs, as Transformer Engine's Linear does (hadamard.h).
   torch::Tensor linear(const torch::Tensor& x, size_t i) {
-    if (policy.rht_size > 0)
-      return rht_linear(x, q_w(params[2 * i]), q_w(params[2 * i + 1]), policy, -1);
-    return unit_linear(q_act(x), q_w(params[2 * i]), q_w(params[2 * i + 1]), policy);
+    if (policy.rht_size > 0) return rht_linear(x, params[2 * i], params[2 * i + 1], policy, -1);
+    return unit_linear(q_act(x), params[2 * i], params[2 * i + 1], policy);
   }
   torch::Tensor forward(torch::Tensor x) {
     if (kind == "mlp") {
@@ -255,7 +279,7 @@ struct Net : torch::nn::Module {
     ConvOptions conv5x5;
     conv5x5.pad = {2, 2};
     for (size_t i = 0; i < 2; ++i) {
-      x = unit_conv2d(q_act(x), q_w(params[2 * i]), q_w(params[2 * i + 1]), conv5x5, policy);
+      x = unit_conv2d(q_act(x), params[2 * i], params[2 * i + 1], conv5x5, policy);
       x = torch::max_pool2d(emulated_activation(x, policy), 2);
     }
     x = x.reshape({x.size(0), -1});
@@ -285,8 +309,11 @@ SeedRun train_one(const EmulationOptions& o, const Policy& given, const Dataset&
   learner.step = [&](const torch::Tensor& images, const torch::Tensor& labels) {
     policy.begin_step();
     for (auto& p : net.params) p.mutable_grad() = torch::Tensor();
-    const auto loss = torch::nn::functional::cross_entropy(net.forward(images), labels);
-    (loss * ls.scale).backward();
+    {
+      const Net::RoundedWeights rounded(net);
+      const auto loss = torch::nn::functional::cross_entropy(net.forward(images), labels);
+      (loss * ls.scale).backward();
+    }
     bool finite = true;  // only dynamic loss scaling acts on overflow
     for (auto& p : net.params)
       if (p.grad().defined())
@@ -311,6 +338,7 @@ SeedRun train_one(const EmulationOptions& o, const Policy& given, const Dataset&
   };
   learner.logits = [&](const torch::Tensor& images) {
     policy.set_recording(false);  // evaluation uses the scales, records no amax
+    const Net::RoundedWeights rounded(net);
     const auto out = net.forward(images);
     policy.set_recording(true);
     return out;

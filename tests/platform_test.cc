@@ -1,9 +1,13 @@
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <fstream>
 
 #include "base/errors.h"
+#include "platform/core_latency.h"
 #include "platform/registry.h"
+#include "record/context.h"
+#include "record/json.h"
 #include "report/platform_table.h"
 #include "runner/characterize.h"
 #include "runner/measure.h"
@@ -223,6 +227,42 @@ TEST(PlatformCache, InvalidatedWhenHardwareOrLibraryChanges) {
   std::ofstream(path) << "garbage";
   EXPECT_FALSE(load_cached_platform(path, fp, &why));
   EXPECT_NE(why.find("unreadable"), std::string::npos);
+}
+
+// A serial suite: with other tests on the same cores the two spinning threads may not both run
+// within the probe's deadline, which gives no figure.
+TEST(PlatformMeasure, CoreRoundTripIsTakenBetweenTheFirstTwoAllowedCpus) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  if (cpus.size() < 2) GTEST_SKIP() << "one CPU: nothing to measure between";
+  const auto rt = core_round_trip();
+  ASSERT_TRUE(rt.has_value());
+  EXPECT_EQ(rt->cpu_a, cpus[0]);
+  EXPECT_EQ(rt->cpu_b, cpus[1]);
+  // Any machine's cores answer within tens of nanoseconds to a few microseconds.
+  EXPECT_GT(rt->ns, 5.0);
+  EXPECT_LT(rt->ns, 20000.0);
+  // The context carries it under runtime.
+  const auto j = to_json(current_context());
+  ASSERT_TRUE(j["runtime"]["core_round_trip"].is_object()) << j["runtime"].dump();
+  EXPECT_EQ(j["runtime"]["core_round_trip"]["cpus"], nlohmann::json::array({cpus[0], cpus[1]}));
+  EXPECT_GT(j["runtime"]["core_round_trip"]["ns"].get<double>(), 0.0);
+
+  // Restricted to one CPU (this thread's affinity, which the probe reads): no figure, and
+  // the context says null rather than leaving the key out.
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpus[0], &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+  const auto none = core_round_trip();
+  const auto j1 = to_json(current_context());
+  ASSERT_EQ(sched_setaffinity(0, sizeof allowed, &allowed), 0);
+  EXPECT_FALSE(none.has_value());
+  EXPECT_TRUE(j1["runtime"]["core_round_trip"].is_null()) << j1["runtime"].dump();
 }
 
 TEST(PlatformMeasure, CacheBandsUseTheSweepPlateaus) {

@@ -21,6 +21,7 @@ Context current_context() {
   c.openmp_threads = fw.intra_op_threads;
   c.runtime_env = fw.runtime_env;
   c.affinity = cpu_affinity();
+  c.core_round_trip = core_round_trip();
   c.blas_pool = c.blas.variant == "openmp"    ? "openmp (shared with LibTorch)"
                 : c.blas.variant == "pthread" ? "own pthread pool"
                 : c.blas.variant == "serial" || c.blas.name == "reference"

@@ -1,10 +1,12 @@
 #pragma once
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "platform/blas.h"
+#include "platform/core_latency.h"
 #include "platform/host.h"
 
 namespace tb {
@@ -26,6 +28,9 @@ struct Context {
   // and whether the BLAS runs its GEMMs on LibTorch's OpenMP pool or on a pool of its own.
   std::string affinity;
   std::string blas_pool;  // "openmp (shared with LibTorch)", "own pthread pool", "none"
+  // One cache line's round trip between the first two of those CPUs, measured with the context:
+  // two-thread step times on a VM follow it (docs/stacks.md, "Thread placement").
+  std::optional<CoreRoundTrip> core_round_trip;
   std::vector<std::pair<std::string, std::string>> runtime_env;
 };
 

@@ -8,6 +8,10 @@ namespace tb {
 using nlohmann::json;
 
 json to_json(const Context& c) {
+  const json round_trip = c.core_round_trip
+                              ? json{{"cpus", {c.core_round_trip->cpu_a, c.core_round_trip->cpu_b}},
+                                     {"ns", c.core_round_trip->ns}}
+                              : json(nullptr);
   return {{"host",
            {{"hostname", c.host.hostname},
             {"os", c.host.os},
@@ -31,6 +35,7 @@ json to_json(const Context& c) {
             {"flush_denormal", c.flush_denormal},
             {"cpu_affinity", c.affinity},
             {"blas_thread_pool", c.blas_pool},
+            {"core_round_trip", round_trip},
             {"environment", json(std::map<std::string, std::string>(c.runtime_env.begin(),
                                                                     c.runtime_env.end()))}}},
           {"trainbench", {{"version", c.trainbench_version}, {"git_revision", c.git_revision}}}};

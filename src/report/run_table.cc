@@ -44,14 +44,18 @@ std::string phases_line(const nlohmann::json& phases, double step) {
 }  // namespace
 
 std::string format_context(const Context& c) {
+  const std::string round_trip =
+      c.core_round_trip ? fmt::format("; CPU {} to {} and back {:.0f} ns", c.core_round_trip->cpu_a,
+                                      c.core_round_trip->cpu_b, c.core_round_trip->ns)
+                        : "";
   return fmt::format(
       "host      {} ({}, {} CPUs, {} memory, {} available)\n"
       "software  trainbench {} (git {}), LibTorch {}, BLAS {} [{}], oneDNN {}\n"
-      "threads   {} intra-op, BLAS threads: {}; CPUs allowed {}\n",
+      "threads   {} intra-op, BLAS threads: {}; CPUs allowed {}{}\n",
       c.host.hostname, c.host.cpu_model, c.host.logical_cpus, bytes_iec(double(c.host.mem_total)),
       bytes_iec(double(c.host.mem_available)), c.trainbench_version, c.git_revision,
       c.libtorch_version, c.blas.label(), c.blas.library, c.onednn ? "on" : "off", c.openmp_threads,
-      c.blas_pool, c.affinity);
+      c.blas_pool, c.affinity, round_trip);
 }
 
 std::string format_result(const RunResult& r) {

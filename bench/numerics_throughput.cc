@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <random>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -19,6 +20,7 @@
 #include "emulation/fashion_mnist.h"
 #include "emulation/fused_update.h"
 #include "emulation/numerics_workload.h"
+#include "emulation/torch_quant.h"
 #include "model/phase.h"
 #include "numerics/mad.h"
 #include "numerics/quantize.h"
@@ -384,11 +386,77 @@ int main(int argc, char** argv) {
         }
       }
     }
+    // What the MLP variants' roundings cost by themselves: the quantize() calls an MLP step
+    // makes (its points' tensors, as emulate rounds them), on whole tensors of those shapes in
+    // cache, one thread, timed here; against the same run's fp32 MLP step. Nothing else the
+    // emulation does is in it (autograd nodes, new tensors, the GEMMs reading rounded inputs),
+    // so (fp32 + this) / fp32 is a floor under the step's ratio with these kernels on this CPU.
+    json floor_rows = json::array();
+    for (const auto& [name, text] : variants) {
+      if (name == "fp8") continue;
+      double mlp32 = 0;
+      for (const auto& row : step_rows)
+        if (row["threads"] == 1 && row["variant"] == name) mlp32 = row["mlp_fp32_s"];
+      const tb::emu::Policy policy = tb::emu::policy_from(tb::num::parse_numerics(text), 1);
+      const int64_t b = o.batch;
+      const std::vector<std::vector<int64_t>> params = {{256, 784}, {256},     {128, 256},
+                                                        {128},      {10, 128}, {10}},
+                                              inputs = {{b, 784}, {b, 256}, {b, 128}, {b, 10}},
+                                              errors = {{b, 256}, {b, 128}, {b, 10}};
+      // (point, shapes): e rounds the gradients of the activation points but the first (the
+      // images need none); w nothing where the masters are kept in its format (emulate.cc).
+      std::vector<std::pair<const tb::emu::QuantPoint*, std::vector<int64_t>>> calls;
+      const auto add = [&](const tb::emu::QuantPoint& q, const auto& shapes) {
+        if (q.enabled())
+          for (const auto& sh : shapes) calls.push_back({&q, sh});
+      };
+      if (!tb::emu::leaves_unchanged(policy.weights, policy.master)) add(policy.weights, params);
+      add(policy.activations, inputs);
+      add(policy.errors, errors);
+      for (const auto* q : {&policy.weight_grads, &policy.optimizer_state, &policy.master})
+        add(*q, params);
+      std::vector<std::vector<float>> in(calls.size()), out(calls.size());
+      std::mt19937 gen(7);
+      std::normal_distribution<float> normal(0.0f, 0.05f);
+      for (size_t i = 0; i < calls.size(); ++i) {
+        int64_t n = 1;
+        for (const int64_t d : calls[i].second) n *= d;
+        in[i].resize(size_t(n));
+        out[i].resize(size_t(n));
+        for (auto& v : in[i]) v = normal(gen);
+      }
+      std::vector<double> per_step;
+      for (int r = 0; r < 50; ++r) {
+        const auto t0 = Clock::now();
+        for (size_t i = 0; i < calls.size(); ++i) {
+          const auto& q = *calls[i].first;
+          tb::num::QuantOptions qo;
+          qo.rounding = q.rounding();
+          qo.seed = uint64_t(r) * 131 + i;
+          qo.row = size_t(calls[i].second.back());
+          tb::num::quantize(q.format(), in[i].data(), out[i].data(), in[i].size(), qo);
+        }
+        per_step.push_back(seconds_since(t0));
+      }
+      const double floor_s = median(per_step);
+      std::cout << fmt::format(
+          "  MLP {}, its step's {} quantize calls alone (whole tensors of the step's shapes, one "
+          "thread): {} against fp32's step of {}: {:.2f}x before anything else the emulation "
+          "does\n",
+          name, calls.size(), fmt_time(floor_s), fmt_time(mlp32), (mlp32 + floor_s) / mlp32);
+      floor_rows.push_back({{"variant", name},
+                            {"numerics", text},
+                            {"quantize_calls", calls.size()},
+                            {"quantize_s", floor_s},
+                            {"mlp_fp32_s", mlp32},
+                            {"floor_ratio", (mlp32 + floor_s) / mlp32}});
+    }
     tb::apply_threads(0);
     doc["training_step"] = {{"batch", o.batch},
                             {"model", "mlp 784-256-128-10"},
                             {"rows", step_rows},
-                            {"fc_points", point_rows}};
+                            {"fc_points", point_rows},
+                            {"mlp_quantize_floor", floor_rows}};
     summary.push_back(fmt::format(
         "fp8 MLP step {:.2f}x fp32 at one thread, {:.2f}x at all cores (target <= 1.5x); NVFP4 "
         "step {:.2f}x, MXFP8 {:.2f}x at one thread (worse of MLP and fc; target <= 1.3x)",

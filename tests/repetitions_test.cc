@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <thread>
 
+#include "report/run_table.h"
 #include "store/sqlite.h"
 #include "store/store.h"
 #include "support/cli.h"
@@ -70,6 +72,47 @@ TEST(Repetitions, HeadlineIsTheMedianOfTheProcessMeansAndMetricsFollowIt) {
   EXPECT_NEAR(b["ci95_half_width_s"].get<double>(), 4.302652729911275 * sd / std::sqrt(3.0), 1e-9);
   EXPECT_EQ(r["repetitions"]["runs"].size(), 3u);  // every process kept
   EXPECT_TRUE(r["unstable"].get<bool>());
+}
+
+TEST(Repetitions, EachProcessKeepsItsCpuRoundTripAndTwoPlacementsAreNamed) {
+  // Three processes of a two-thread config: two on CPUs sharing a cache, one two chiplets
+  // apart, which ran 1.6x slower (the two levels seen on 2-vCPU EPYC VMs).
+  json r;
+  for (const auto& [mean, ns] :
+       std::vector<std::pair<double, double>>{{0.47e-3, 118}, {0.77e-3, 505}, {0.48e-3, 110}}) {
+    json p = process_result(mean, 0.005);
+    p["metrics"]["core_round_trip_ns"] = ns;
+    r = tb::add_repetition(r, p);
+  }
+  ASSERT_EQ(r["repetitions"]["runs"].size(), 3u);
+  EXPECT_EQ(r["repetitions"]["runs"][1]["core_round_trip_ns"], 505);
+  // The headline's metrics are the median process's (0.48 ms), as its timing block is.
+  EXPECT_EQ(r["metrics"]["core_round_trip_ns"], 110);
+  ASSERT_TRUE(r["unstable"].get<bool>());
+  const std::string table = tb::format_repeated(r);
+  EXPECT_NE(
+      table.find("placement one cache line between two of its CPUs and back: 118, 505, 110 ns"),
+      std::string::npos)
+      << table;
+  EXPECT_NE(table.find("their CPU round trips range 110-505 ns: the host placed their threads "
+                       "differently"),
+            std::string::npos)
+      << table;
+
+  // The same spread at one placement says nothing about placement; without round trips (one
+  // thread, or results stored before they were taken) there is no placement line.
+  json same;
+  for (const double mean : {0.47e-3, 0.77e-3, 0.48e-3}) {
+    json p = process_result(mean, 0.005);
+    p["metrics"]["core_round_trip_ns"] = 120;
+    same = tb::add_repetition(same, p);
+  }
+  const std::string one_placement = tb::format_repeated(same);
+  EXPECT_NE(one_placement.find("UNSTABLE"), std::string::npos) << one_placement;
+  EXPECT_EQ(one_placement.find("placed their threads differently"), std::string::npos);
+  const std::string none = tb::format_repeated(combine({{0.47e-3, 0.005}, {0.77e-3, 0.005}}));
+  EXPECT_EQ(none.find("placement"), std::string::npos) << none;
+  EXPECT_TRUE(combine({{1e-3, 0.01}, {1e-3, 0.01}})["metrics"]["core_round_trip_ns"].is_null());
 }
 
 TEST(Repetitions, EvenCountTakesTheMiddleTwoAndTheLowerProcessDescribesTiming) {
@@ -191,6 +234,18 @@ TEST(RepetitionsCli, RunPrintsEveryProcessAndTheSpread) {
   EXPECT_NE(one.out.find("between processes not measured"), std::string::npos) << one.out;
   const auto bad = tb::testing::run_cli("run fc:batch=8 --repetitions 0");
   EXPECT_EQ(bad.status, 2);
+  // One thread waits on no other: no round trip is taken. Two threads on two CPUs: each
+  // process takes one before its timed loop.
+  EXPECT_TRUE(r["metrics"]["core_round_trip_ns"].is_null()) << r["metrics"].dump();
+  if (std::thread::hardware_concurrency() >= 2) {
+    const auto two = tb::testing::run_cli(
+        "run fc:layers=1,nodes=16,input=32,output=4,batch=8,threads=2 --budget 0.2 "
+        "--target-ci 0.05 --repetitions 2 --json");
+    ASSERT_EQ(two.status, 0) << two.err;
+    const json r2 = json::parse(two.out)["results"][0];
+    for (const auto& e : r2["repetitions"]["runs"])
+      EXPECT_GT(e["core_round_trip_ns"].get<double>(), 0.0) << e.dump();
+  }
 }
 
 TEST(RepetitionsCli, SweepInterleavesStoresEveryProcessAndTopsUpWhenResumed) {

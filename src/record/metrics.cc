@@ -41,6 +41,11 @@ std::vector<Metric> make_table() {
        "REAL",
        {"metrics", "peak_flops"},
        [](R r) { return optional_number(r.peak_flops); }},
+      // In the JSON only: a fact about where the run's threads ran, not a figure to analyse.
+      {"",
+       "",
+       {"metrics", "core_round_trip_ns"},
+       [](R r) { return optional_number(r.core_round_trip_ns); }},
       {"cpu_utilization",
        "REAL",
        {"metrics", "cpu_utilization_process"},

@@ -39,7 +39,8 @@ json repetition_entry(const json& r) {
           {"step_times_s", field(r, "step_times_s", json::array())},
           {"cpu_utilization_process", field(metrics, "cpu_utilization_process", nullptr)},
           {"cpu_utilization_system", field(metrics, "cpu_utilization_system", nullptr)},
-          {"cpu_utilization_per_core", field(metrics, "cpu_utilization_per_core", json::array())}};
+          {"cpu_utilization_per_core", field(metrics, "cpu_utilization_per_core", json::array())},
+          {"core_round_trip_ns", field(metrics, "core_round_trip_ns", nullptr)}};
 }
 
 void mark_single_process(json& r) {
@@ -69,9 +70,9 @@ json combine_repetitions(const json& latest, const std::vector<json>& entries) {
   out["timing"]["mean_s"] = median;
   out["step_times_s"] = mid["step_times_s"];
   json& m = out["metrics"];
-  for (const char* k :
-       {"cpu_utilization_process", "cpu_utilization_system", "cpu_utilization_per_core"})
-    m[k] = mid[k];
+  for (const char* k : {"cpu_utilization_process", "cpu_utilization_system",
+                        "cpu_utilization_per_core", "core_round_trip_ns"})
+    m[k] = mid.value(k, json(nullptr));
   if (median > 0) {
     m["examples_per_s"] = num(m, "examples_per_step", 0.0) / median;
     m["units_per_s"] = num(m, "units_per_step", 0.0) / median;

@@ -51,6 +51,10 @@ struct RunResult {
   std::optional<double> flops_utilization;
   std::optional<RooflinePlacement> roofline;
   CpuUsage cpu;
+  // One cache line's round trip between the first two CPUs the run may use, taken just before
+  // its timed loop (platform/core_latency.h), for runs of two threads or more on the CPU: the
+  // host's placement of those CPUs, which such runs' step times follow on a VM.
+  std::optional<double> core_round_trip_ns;
   // Data-parallel runs (workers > 1): per-worker figures and communication, as
   // runner/distributed.cc writes them; null otherwise.
   nlohmann::json distributed;

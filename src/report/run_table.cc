@@ -153,6 +153,20 @@ std::string format_repeated(const nlohmann::json& r) {
     out += fmt::format("step      {} (one process: spread between processes not measured)\n",
                        seconds(number_or(r["timing"], "mean_s", 0.0)));
   out += fmt::format("processes {} (each mean with its own 95% CI, in the order run)\n", each);
+  // Each process's CPU round trip (two threads or more): where the host placed its threads.
+  std::string trips;
+  double trip_min = INFINITY, trip_max = 0;
+  for (const auto& e : runs)
+    if (e.contains("core_round_trip_ns") && e["core_round_trip_ns"].is_number()) {
+      const double ns = e["core_round_trip_ns"].get<double>();
+      trips += fmt::format("{}{:.0f}", trips.empty() ? "" : ", ", ns);
+      trip_min = std::min(trip_min, ns);
+      trip_max = std::max(trip_max, ns);
+    }
+  if (!trips.empty())
+    out += fmt::format("placement one cache line between two of its CPUs and back: {} ns\n", trips);
+  // Twice as long in one process as in another: two placements (docs/stacks.md).
+  const bool placements = !trips.empty() && trip_max >= 2 * trip_min;
   // The median process's (its timing block is the headline's).
   if (r.contains("timing") && r["timing"].contains("phases_s"))
     out += phases_line(r["timing"]["phases_s"], number_or(r["timing"], "mean_s", 0.0));
@@ -163,9 +177,14 @@ std::string format_repeated(const nlohmann::json& r) {
     out += fmt::format(", {:.1f}% of the peak", 100 * m["flops_utilization"].get<double>());
   out += "\n";
   if (r.value("unstable", false))
-    out +=
-        "UNSTABLE  the processes' means disagree beyond their own CIs: the step time depends on "
-        "the process (two modes?); see docs/stacks.md\n";
+    out += std::string(
+               "UNSTABLE  the processes' means disagree beyond their own CIs: the step time "
+               "depends on the process (two modes?)") +
+           (placements ? fmt::format("; their CPU round trips range {:.0f}-{:.0f} ns: the host "
+                                     "placed their threads differently",
+                                     trip_min, trip_max)
+                       : "") +
+           "; see docs/stacks.md\n";
   return out;
 }
 

@@ -14,6 +14,7 @@
 #include "model/phase.h"
 #include "model/workload.h"
 #include "platform/blas.h"
+#include "platform/core_latency.h"
 #include "platform/host.h"
 #include "runner/cpu_usage.h"
 #include "runner/failure.h"
@@ -189,6 +190,8 @@ RunResult run_config(const Config& input, const RunOptions& options) {
     r.units_per_step = workload->units_per_step();
     if (!analytic) r.cost = measured_step_cost(config, *workload, *opt, batch, device);
 
+    if (!device.is_cuda() && r.threads >= 2)
+      if (const auto rt = core_round_trip()) r.core_round_trip_ns = rt->ns;
     SteadyStateMonitor monitor(options.timing);
     // Each step's phase times, so that their means cover the same steps as the step time's.
     std::array<std::vector<double>, kPhaseCount> phases;

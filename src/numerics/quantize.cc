@@ -253,6 +253,7 @@ TB_AVX512 void float_fast_avx512(const float* in, float* out, size_t n, const Fa
     float* y = out + i0;
     for (size_t i = 0; i < len; i += 16) {
       const __mmask16 live = len - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (len - i)) - 1);
+      ahead16<Stream>(x + i);
       __m512 xv = _mm512_maskz_loadu_ps(live, x + i);
       if constexpr (Scaled) xv = _mm512_mul_ps(xv, scale_v);
       __m512i r = _mm512_setzero_si512();
@@ -275,6 +276,7 @@ TB_AVX512 void float_rne_fast_avx512(const float* x, float* y, size_t n, const F
   const __m512 scale_v = _mm512_set1_ps(scale), inv_v = _mm512_set1_ps(inv);
   for (size_t i = 0; i < n; i += 16) {
     const __mmask16 live = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    ahead16<Stream>(x + i);
     __m512 v = _mm512_maskz_loadu_ps(live, x + i);
     if constexpr (Scaled) v = _mm512_mul_ps(v, scale_v);
     v = round_nearest_even_fast512_for<false, NegZero>(v, eg);
@@ -304,6 +306,7 @@ TB_AVX512 void float_shift_avx512(const float* in, float* out, size_t n, const G
     float* y = out + i0;
     for (size_t i = 0; i < len; i += 16) {
       const __mmask16 live = len - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (len - i)) - 1);
+      ahead16<Stream>(x + i);
       const __m512i xb = _mm512_castps_si512(_mm512_maskz_loadu_ps(live, x + i));
       const __m512i a = _mm512_and_si512(xb, abs_mask);
       __m512i mag;
@@ -448,6 +451,7 @@ TB_AVX512 void fixed_loop_avx512(const float* in, float* out, size_t n, int frac
       __m512i r = _mm512_setzero_si512();
       if constexpr (R == Rounding::kStochastic) r = hash32_512(_mm512_xor_si512(ctr, hk));
       ctr = _mm512_add_epi32(ctr, splat(16));
+      ahead16<Stream>(in + i0 + i);
       const __m512 x = _mm512_maskz_loadu_ps(live, in + i0 + i);
       if constexpr (Float)
         store16<Stream>(out + i0 + i, fixed16f<R>(x, r, upf, downf, lof, hif), live);
@@ -1205,6 +1209,7 @@ TB_AVX512_INLINE void block_rne_scaled(const float* x, float* y, size_t n, __m51
                                        const Fast512& eg) {
   for (size_t h = 0; h < n; h += 16) {
     const __mmask16 m = first_lanes(n - h);
+    ahead16<Stream>(x + h);
     const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + h), down);
     const __m512 r = round_nearest_even_fast512_for<true, NegZero>(v, eg);
     store16<Stream>(y + h, _mm512_mul_ps(r, up), m);
@@ -1425,6 +1430,7 @@ TB_AVX512_INLINE void block_round_scaled(const float* x, float* y, size_t n, __m
                                          __m512i ctr, __m512i hi, const Sr512& c) {
   for (size_t h = 0; h < n; h += 16) {
     const __mmask16 m = first_lanes(n - h);
+    ahead16<Stream>(x + h);
     const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + h), down);
     __m512i r = _mm512_setzero_si512();
     if constexpr (R == Rounding::kStochastic) r = hash32_512(_mm512_xor_si512(ctr, hi));
@@ -1470,6 +1476,7 @@ TB_AVX512 size_t block_round_avx512(const float* x, float* y, size_t len, const 
         const __m512 dv = _mm512_set1_ps(down[j]), uv = _mm512_set1_ps(up[j]);
         for (size_t h = 0; h < B; h += 16) {
           const size_t at = (b + j) * B + h;
+          ahead16<Stream>(x + at);
           const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + at), dv);
           __m512i r = _mm512_setzero_si512();
           if constexpr (R == Rounding::kStochastic) r = hash32_512(_mm512_xor_si512(ctr, hi));
@@ -2312,10 +2319,14 @@ constexpr size_t kStreamTile = 4096;
 #if TB_AVX512_KERNELS
 // Whole 64-byte lines per non-temporal store: a copy through it ran at 31-36 GB/s on two
 // cores where 16-byte stores ran at 21-28 (numerics_throughput's reference copy).
+template <bool Ahead = false>
 TB_AVX512 void stream_out512(const float* in, float* out, size_t n) {
   size_t j = 0;
   for (; j < n && (reinterpret_cast<uintptr_t>(out + j) & 63) != 0; ++j) out[j] = in[j];
-  for (; j + 16 <= n; j += 16) _mm512_stream_ps(out + j, _mm512_loadu_ps(in + j));
+  for (; j + 16 <= n; j += 16) {
+    ahead16<Ahead>(in + j);
+    _mm512_stream_ps(out + j, _mm512_loadu_ps(in + j));
+  }
   for (; j < n; ++j) out[j] = in[j];
 }
 #endif
@@ -2396,21 +2407,16 @@ void quantize_streaming(const Format& f, const float* in, float* out, size_t n,
   alignas(64) float buf[kStreamTile];
   for (size_t i = 0; i < n; i += tile) {
     const size_t len = std::min(tile, n - i);
-    // The next tile's input, requested now: a heavy kernel leaves the out-of-order window too
-    // few loads in flight to cover memory latency on its own.
+    // What of the next tile exists: nvfp4_serial requests the next band's lines itself, a line
+    // per tile of the band before. The other direct kernels request theirs 4 KiB ahead as they
+    // load (ahead16). The buffered path requests nothing: a burst of the next tile's lines up
+    // front stalled it (MX int8 to nearest even, 2 cores of a Zen 4 VM: 39% of copy with the
+    // burst, 45% without).
     const size_t ahead = std::min(tile, n - std::min(n, i + tile));
-    // nvfp4_serial requests them itself, a line per tile of the band before. The other kernels
-    // get the whole next tile requested up front, the stochastic ones too: on 2 cores of a Xeon
-    // VM that burst cost them 3-7 points of copy bandwidth, but on 2 cores of a Zen 5 VM they
-    // ran 17-80% faster with it (bfp8, MX e5m2, fixed point and bf16 stochastic, 512 MiB,
-    // medians of 8, paired runs), and spreading the requests over the tile gained nothing there.
     if (direct && nvfp4) {
       quantize_serial(f, in + i, out + i, len, o, offset + i, true, ahead);
       continue;
     }
-    // At most a tile's worth: a band of long rows (a tile of its own) would evict this one.
-    for (size_t j = 0; j < std::min(ahead, kStreamTile); j += 16)
-      _mm_prefetch(reinterpret_cast<const char*>(in + i + tile + j), _MM_HINT_T0);
     if (direct) {
       quantize_serial(f, in + i, out + i, len, o, offset + i, true);
     } else {
@@ -2443,8 +2449,15 @@ size_t stream_min_elements() {
   return n;
 }
 
-void copy_nontemporal(const float* in, float* out, size_t n) {
+void copy_nontemporal(const float* in, float* out, size_t n, bool ahead) {
+  (void)ahead;  // AVX-512 CPUs only
 #if defined(__SSE2__)
+#if TB_AVX512_KERNELS
+  if (ahead && avx512_cpu()) {
+    stream_out512<true>(in, out, n);
+    return _mm_sfence();
+  }
+#endif
   stream_out(in, out, n);
   _mm_sfence();
 #else

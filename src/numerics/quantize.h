@@ -45,7 +45,9 @@ size_t stream_min_elements();
 
 // Copies n floats with the stores quantize() uses for outputs past the last-level cache:
 // non-temporal where the CPU has them, then a store fence. A reference copy for benchmarks.
-void copy_nontemporal(const float* in, float* out, size_t n);
+// `ahead`: each input line 4 KiB on is requested as a line is loaded, as quantize()'s
+// streaming kernels request theirs (where the CPU has AVX-512).
+void copy_nontemporal(const float* in, float* out, size_t n, bool ahead = false);
 
 // out may equal in.
 void quantize(const Format& f, const float* in, float* out, size_t n, const QuantOptions& o = {});

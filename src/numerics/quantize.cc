@@ -1577,7 +1577,7 @@ void short_rows(const float* x, float* y, size_t rows, size_t row, const BlockGr
 // blocks take whatever the mode), then each block through fixed16, where block_one's calls cost
 // more than its 32 elements. A block holding Inf or NaN has the NaN scale. Whole groups only:
 // returns the elements done, a multiple of 512.
-template <Rounding R>
+template <Rounding R, bool Stream>
 TB_AVX512 size_t mx_int8_avx512(const float* x, float* y, size_t len, const SrKey& key,
                                 uint64_t base) {
   static const BlockGrids bg = [] {
@@ -1605,8 +1605,8 @@ TB_AVX512 size_t mx_int8_avx512(const float* x, float* y, size_t len, const SrKe
     for (size_t j = 0; j < 16; ++j) {
       const size_t at = g0 + 32 * j;
       if ((special >> j) & 1u) {
-        _mm512_storeu_ps(y + at, nan);
-        _mm512_storeu_ps(y + at + 16, nan);
+        store16<Stream>(y + at, nan, 0xFFFF);
+        store16<Stream>(y + at + 16, nan, 0xFFFF);
         continue;
       }
       // frac = 6 - se in [0, 126] (se in [-120, 6]: blocks of magnitude below 128) in float32
@@ -1622,9 +1622,12 @@ TB_AVX512 size_t mx_int8_avx512(const float* x, float* y, size_t len, const SrKe
         if constexpr (R == Rounding::kStochastic)
           r = hash32_512(
               _mm512_xor_si512(_mm512_add_epi32(lane, splat(first + uint32_t(at + h))), hk));
+        ahead16<Stream>(x + at + h);
         const __m512 v = _mm512_loadu_ps(x + at + h);
-        _mm512_storeu_ps(y + at + h, in_float ? fixed16f<R>(v, r, upf, downf, lof, hif)
-                                              : fixed16<R>(v, r, up, down, lo, hi));
+        store16<Stream>(
+            y + at + h,
+            in_float ? fixed16f<R>(v, r, upf, downf, lof, hif) : fixed16<R>(v, r, up, down, lo, hi),
+            0xFFFF);
       }
     }
   }
@@ -2230,10 +2233,15 @@ void quantize_serial(const Format& f, const float* in, float* out, size_t n, con
         size_t i = 0;
 #if TB_AVX512_KERNELS
         const SrKey key(o.seed);
+        const auto lean = [&](auto rounding) {
+          constexpr Rounding kR = decltype(rounding)::value;
+          return stream ? mx_int8_avx512<kR, true>(in + r0, out + r0, rn, key, offset + r0)
+                        : mx_int8_avx512<kR, false>(in + r0, out + r0, rn, key, offset + r0);
+        };
         if (lean_int8 && o.rounding == Rounding::kNearestEven)
-          i = mx_int8_avx512<Rounding::kNearestEven>(in + r0, out + r0, rn, key, offset + r0);
+          i = lean(std::integral_constant<Rounding, Rounding::kNearestEven>{});
         else if (lean_int8 && same_high_word(offset + r0, 0, rn) == rn)
-          i = mx_int8_avx512<Rounding::kStochastic>(in + r0, out + r0, rn, key, offset + r0);
+          i = lean(std::integral_constant<Rounding, Rounding::kStochastic>{});
 #endif
         for (; i < rn; i += b) {
           const size_t len = std::min(b, rn - i);
@@ -2371,7 +2379,9 @@ bool streams_directly(const Format& f, const QuantOptions& o) {
     case Format::Kind::kBlock: {
       if (f.blk.kind == BlockFormat::Kind::kNvfp4) return f.blk.block == 16;  // every mode
       if (f.blk.block != 16 && f.blk.block != 32) return false;
-      if (f.blk.element == "int8" && f.blk.kind != BlockFormat::Kind::kBfp) return false;
+      // MX int8's kernel (mx_int8_avx512) takes blocks of 32, to nearest even or stochastically.
+      if (f.blk.element == "int8" && f.blk.kind != BlockFormat::Kind::kBfp)
+        return f.blk.kind == BlockFormat::Kind::kMx && f.blk.block == 32 && (rne || sr);
       const BlockGrids& bg = block_grids(f.blk);  // block_rows' condition for its AVX-512 rows
       return bg.lo <= 0 && bg.hi >= 0 && bg.fast_ok[size_t(-bg.lo)];
     }

@@ -33,6 +33,51 @@ TEST(NumericsCli, QuantizePrintsValuesAndBitPatterns) {
   EXPECT_NE(mx.out.find("E8M0 scale 2^0 (0x7f)"), std::string::npos) << mx.out;
 }
 
+// FORMAT@RECIPE: the values as a scaled point rounds them, beside the format unscaled. Values
+// outside e4m3's [2^-9, 448]: unscaled, 1000 overflows (NaN in e4m3) and 1e-4 flushes to 0;
+// scaled by 448 / 1000 per tensor, 1000 is kept (to float32's inverse) and 1e-4 still flushes;
+// in tiles of two values each tile fits the range and nothing is lost.
+TEST(NumericsCli, QuantizeWithARecipeShowsScaledBesideUnscaled) {
+  Output o = run("quantize --format e4m3@current -- 1000 -3.5 0.01 0.0001");
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find("overflow=sat, rounding nearest-even, scaling current"), std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("all values: amax 1000, scale 0.448 (448 / amax)"), std::string::npos)
+      << o.out;
+  // 1000 scaled to 448, code 0x7e, kept as 448 * (1 / 0.448); unscaled it is e4m3's NaN.
+  EXPECT_NE(o.out.find("1000  448              0 1111 110 0x7e 999.99994~"), std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("scaled: 0 beyond the largest value, 1 nonzero to zero; unscaled: 1 "
+                       "beyond the largest value, 1 nonzero to zero"),
+            std::string::npos)
+      << o.out;
+  o = run("quantize --format e4m3@block:1x2 -- 1000 -3.5 0.01 0.0001");
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find("tile 1 (values 2-3): amax 0.01, scale 44800"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("scaled: 0 beyond the largest value, 0 nonzero to zero"), std::string::npos)
+      << o.out;
+  o = run("quantize --format e4m3@block:1x2 --json -- 1000 -3.5 0.01 0.0001");
+  ASSERT_EQ(o.status, 0) << o.err;
+  const auto doc = nlohmann::json::parse(o.out);
+  EXPECT_EQ(doc["scaling"]["recipe"], "block:1x2");
+  EXPECT_EQ(doc["scaling"]["tiles"].size(), 2u);
+  EXPECT_EQ(doc["values"][0]["code"], 0x7e);
+  EXPECT_TRUE(doc["values"][0]["unscaled"].is_null());  // NaN
+  EXPECT_EQ(doc["counts"]["unscaled"]["overflow"], 1);
+  EXPECT_EQ(doc["counts"]["scaled"]["underflow"], 0);
+  // What a row of values cannot take: one line each, exit 2.
+  for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+           {"quantize --format e4m3@delayed:16 1", "delayed scaling takes its scale from earlier"},
+           {"quantize --format mxfp8_e4m3@current 1", "block formats carry their own scales"},
+           {"quantize --format e4m3@block:1x3 1 2 3 4", "3 columns do not divide"},
+           {"quantize --format e4m3@sideways 1", "scaling 'sideways'"}}) {
+    o = run(args);
+    EXPECT_EQ(o.status, 2) << args << "\n" << o.out;
+    EXPECT_NE(o.err.find(says), std::string::npos) << args << "\n" << o.err;
+    EXPECT_EQ(lines(o.err), 1) << o.err;
+  }
+}
+
 // A missed target is exit status 1 whether the output is a table or JSON; the JSON is whole.
 TEST(NumericsCli, EmulateMissingTheTargetExitsOneInBothOutputs) {
   const std::string args =

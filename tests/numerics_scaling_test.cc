@@ -189,6 +189,81 @@ TEST(NumericsScaling, ScaledRoundingIsTheScaledValueRoundedAndScaledBack) {
       }
 }
 
+// scale_row, which trainbench quantize prints: each tile's amax and scale by the recipe's
+// definition, each value scaled, rounded and multiplied by the inverse scale, and the value
+// kept bit for bit the one a point's own path keeps (quantize() with the scale for current
+// scaling, quantize_block_scaled for block scaling), stochastic rounding included.
+TEST(NumericsScaling, ScaleRowShowsWhatThePointKeeps) {
+  std::vector<float> x = {1000.0f, -3.5f, 0.01f, 1e-4f, 2e-3f, -7.0f, 0.0f, 65.0f};
+  for (const char* fmt_text : {"e4m3", "e5m2", "fixed:w=8,f=4"})
+    for (const char* recipe : {"current", "current:2", "block:1x2", "block:1x4:pow2"})
+      for (auto r : {Rounding::kNearestEven, Rounding::kStochastic}) {
+        const Format plain = parse_format(fmt_text);
+        const Scaling s = parse_scaling(recipe, plain, fmt_text);
+        const Format f = tb::num::saturating(plain);
+        QuantOptions o;
+        o.rounding = r;
+        o.seed = 9;
+        const auto row = tb::num::scale_row(f, s, x, o);
+        const std::string what =
+            std::string(fmt_text) + "@" + recipe + " " + tb::num::rounding_name(r);
+        const float max = tb::num::scaling_max(f);
+        std::vector<float> kept(x.size());
+        if (s.kind == Scaling::Kind::kCurrent) {
+          ASSERT_EQ(row.tiles.size(), 1u) << what;
+          EXPECT_EQ(row.tiles[0].amax, 1000.0f) << what;
+          EXPECT_EQ(row.tiles[0].scale, max / 1000.0f / std::ldexp(1.0f, s.margin)) << what;
+          QuantOptions po = o;
+          po.scale = row.tiles[0].scale;
+          std::vector<float> scaled(x.size());
+          for (size_t i = 0; i < x.size(); ++i) scaled[i] = x[i] * po.scale;
+          if (f.kind == Format::Kind::kFloat) {
+            kept = tb::num::quantize(f, x, po);
+          } else {  // the point's general path: scaled, rounded, times the inverse
+            po.scale = 1;
+            const auto q = tb::num::quantize(f, scaled, po);
+            for (size_t i = 0; i < x.size(); ++i) kept[i] = q[i] * (1.0f / row.tiles[0].scale);
+          }
+        } else {
+          const size_t c = size_t(s.block_cols);
+          ASSERT_EQ(row.tiles.size(), x.size() / c) << what;
+          for (size_t t = 0; t < row.tiles.size(); ++t) {
+            float amax = 0;
+            for (size_t i = t * c; i < (t + 1) * c; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+            EXPECT_EQ(row.tiles[t].first, t * c) << what;
+            EXPECT_EQ(row.tiles[t].amax, amax) << what;
+            EXPECT_EQ(row.tiles[t].scale, tb::num::block_scale(max, amax, s.pow2)) << what;
+          }
+          tb::num::quantize_block_scaled(f, s, x.data(), kept.data(), x.size(), x.size(), o,
+                                         nullptr);
+        }
+        for (size_t i = 0; i < x.size(); ++i) {
+          const float sc =
+              row.tiles[s.kind == Scaling::Kind::kCurrent ? 0 : i / s.block_cols].scale;
+          EXPECT_TRUE(same(row.scaled[i], x[i] * sc)) << what << " value " << i;
+          EXPECT_TRUE(same(row.out[i], row.rounded[i] * (1.0f / sc))) << what << " value " << i;
+          EXPECT_TRUE(same(row.out[i], kept[i])) << what << " value " << i;
+        }
+      }
+  // What one row cannot show: delayed scaling (no earlier steps), tiles of several rows, a
+  // block that does not divide the row; each a one-line usage error naming the recipe.
+  const Format e4m3 = tb::num::saturating(parse_format("e4m3"));
+  for (const auto& [recipe, says] :
+       std::vector<std::pair<const char*, const char*>>{{"delayed:16", "earlier steps"},
+                                                        {"block:2x2", "no tiles of 2 rows"},
+                                                        {"block:1x3", "3 columns do not divide"}}) {
+    try {
+      tb::num::scale_row(e4m3, parse_scaling(recipe, e4m3, "e4m3"), x, {});
+      ADD_FAILURE() << recipe << " was taken";
+    } catch (const tb::UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  }
+  // The format a scaled point rounds to: clipping where the plain format overflows.
+  EXPECT_EQ(tb::num::saturating(parse_format("e4m3")).fp.overflow, tb::num::Overflow::kSaturate);
+  EXPECT_TRUE(tb::num::saturating(parse_format("fixed:w=8,f=4,sat=off")).fx.saturate);
+}
+
 // QuantOptions::input_amax: tensor_amax's figure (Inf counts, NaN does not) and unchanged
 // outputs, on one thread and three, through the tiles of streamed outputs, and for a block
 // format (a separate pass there).

@@ -9,6 +9,7 @@
 #include "numerics/decimal.h"
 #include "numerics/format.h"
 #include "numerics/quantize.h"
+#include "numerics/scaling.h"
 #include "record/context.h"
 #include "record/json.h"
 
@@ -74,6 +75,113 @@ std::string specials(const num::FloatFormat& f) {
 const char* kShortenedNote =
     "~ shortest text that reads back as the same float32; the exact value: --json\n";
 
+nlohmann::json finite_or_null(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
+
+nlohmann::json relative_error_json(double x, double q) {
+  return std::isfinite(x) && std::isfinite(q) && x != 0 ? nlohmann::json((q - x) / std::fabs(x))
+                                                        : nlohmann::json(nullptr);
+}
+
+std::string counts_text(const num::RangeCounts& c) {
+  return fmt::format("{} beyond the largest value, {} nonzero to zero{}", c.overflow, c.underflow,
+                     c.nonfinite ? fmt::format(", {} NaN or Inf", c.nonfinite) : "");
+}
+
+nlohmann::json counts_json(const num::RangeCounts& c) {
+  return {{"values", c.values},
+          {"overflow", c.overflow},
+          {"underflow", c.underflow},
+          {"nonfinite", c.nonfinite}};
+}
+
+// `quantize --format FORMAT@RECIPE`: the values as one row of a tensor a point with that
+// recipe rounds (num::scale_row), beside the same format unscaled (the point without the
+// recipe: the format's own overflow rule).
+int quantize_scaled(const std::string& text, const std::vector<float>& xs,
+                    const num::QuantOptions& o, bool json) {
+  const auto at = text.find('@');
+  const num::Format plain = num::parse_format(text.substr(0, at));
+  const num::Scaling sc = num::parse_scaling(text.substr(at + 1), plain, text.substr(0, at));
+  const num::Format f = num::saturating(plain);
+  const num::ScaledRow r = num::scale_row(f, sc, xs, o);
+  const std::vector<float> unscaled = num::quantize(plain, xs, o);
+  const num::RangeCounts with =
+      num::count_range(r.scaled.data(), r.rounded.data(), xs.size(), num::overflow_threshold(f));
+  const num::RangeCounts without =
+      num::count_range(xs.data(), unscaled.data(), xs.size(), num::overflow_threshold(plain));
+  if (json) {
+    nlohmann::json tiles = nlohmann::json::array(), values = nlohmann::json::array();
+    for (const auto& t : r.tiles)
+      tiles.push_back({{"first", t.first},
+                       {"count", t.count},
+                       {"amax", finite_or_null(t.amax)},
+                       {"scale", finite_or_null(t.scale)}});
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const int64_t code = num::encode(f, r.rounded[i]);
+      values.push_back({{"input", finite_or_null(xs[i])},
+                        {"input_exact", num::exact_decimal(xs[i])},
+                        {"scaled", finite_or_null(r.scaled[i])},
+                        {"scaled_rounded", finite_or_null(r.rounded[i])},
+                        {"code", code < 0 ? nlohmann::json(nullptr) : nlohmann::json(code)},
+                        {"quantized", finite_or_null(r.out[i])},
+                        {"quantized_exact", num::exact_decimal(r.out[i])},
+                        {"quantized_shortest", num::shortest_float(r.out[i])},
+                        {"relative_error", relative_error_json(xs[i], r.out[i])},
+                        {"unscaled", finite_or_null(unscaled[i])},
+                        {"unscaled_relative_error", relative_error_json(xs[i], unscaled[i])}});
+    }
+    std::cout << document("trainbench.quantize",
+                          {{"format", f.str()},
+                           {"unscaled_format", plain.str()},
+                           {"scaling", {{"recipe", sc.str()}, {"tiles", tiles}}},
+                           {"rounding", num::rounding_name(o.rounding)},
+                           {"seed", o.seed},
+                           {"values", values},
+                           {"counts",
+                            {{"scaled", counts_json(with)}, {"unscaled", counts_json(without)}}}})
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  bool shortened = false;
+  std::cout << fmt::format("format {}{}, rounding {}, scaling {}\n",
+                           plain.name.empty() ? "" : plain.name + " = ", f.str(),
+                           num::rounding_name(o.rounding), sc.str());
+  const double max = num::scaling_max(f);
+  for (size_t k = 0; k < r.tiles.size(); ++k) {
+    const auto& t = r.tiles[k];
+    const std::string where = r.tiles.size() == 1 ? "all values"
+                                                  : fmt::format("tile {} (values {}-{})", k,
+                                                                t.first, t.first + t.count - 1);
+    std::cout << fmt::format("{}: amax {}, scale {} ({} / amax{})\n", where,
+                             num::shortest_float(t.amax), num::shortest_float(t.scale),
+                             num::shortest_float(float(max)),
+                             sc.margin ? fmt::format(" / 2^{}", sc.margin) : "");
+  }
+  const int bits = f.kind == num::Format::Kind::kFloat ? f.fp.bits() : f.fx.word_bits;
+  const std::string unscaled_head = "unscaled (" + plain.display_name() + ")";
+  std::cout << fmt::format("{:>16}  {:<16} {:<{}} {:<{}} {:<16} {:<11} {:<16} {}\n", "value",
+                           "scaled", "bits", std::max(bits + 2, 4), "hex", (bits + 3) / 4 + 2,
+                           "quantized", "rel. error", unscaled_head, "rel. error");
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const int64_t code = num::encode(f, r.rounded[i]);
+    const std::string fields = f.kind == num::Format::Kind::kFloat
+                                   ? float_fields(f.fp, code)
+                                   : (code < 0 ? "(no encoding)" : binary(code, bits));
+    std::cout << fmt::format("{:>16}  {:<16} {:<{}} {:<{}} {:<16} {:<11} {:<16} {}\n",
+                             value(xs[i], &shortened), value(r.scaled[i], &shortened), fields,
+                             std::max(bits + 2, 4), hex(code, bits), (bits + 3) / 4 + 2,
+                             value(r.out[i], &shortened), relative_error(xs[i], r.out[i]),
+                             value(unscaled[i], &shortened), relative_error(xs[i], unscaled[i]));
+  }
+  std::cout << fmt::format("of {} values, scaled: {}; unscaled: {}\n", xs.size(), counts_text(with),
+                           counts_text(without));
+  if (shortened) std::cout << kShortenedNote;
+  return 0;
+}
+
 }  // namespace
 
 Command add_quantize(CLI::App& app) {
@@ -86,7 +194,9 @@ Command add_quantize(CLI::App& app) {
   auto a = std::make_shared<Args>();
   auto* sub = app.add_subcommand(
       "quantize", "Round values to a number format: each value's result and bit pattern");
-  sub->add_option("--format,-f", a->format, "preset (see `trainbench formats`) or descriptor")
+  sub->add_option("--format,-f", a->format,
+                  "preset (see `trainbench formats`) or descriptor, with a scaling recipe "
+                  "after @ (current[:M], block:1xC[:pow2])")
       ->required();
   sub->add_option("--rounding,-r", a->rounding,
                   "nearest-even | ties-away | toward-zero | stochastic");
@@ -101,18 +211,26 @@ Command add_quantize(CLI::App& app) {
       "after it is a value (`-- 448 -450`; `448 -- -450` is refused). Values are printed\n"
       "exactly where they fit the column, else as the shortest text that reads back as the same\n"
       "float32, marked ~; --json gives every value exactly.\n"
+      "FORMAT@RECIPE rounds the values as one row of a tensor that a point with that recipe\n"
+      "rounds (docs/numerics.md, \"Scaling recipes\"): each tile's amax and scale, each value\n"
+      "scaled, its code, the value kept (the code over the scale), and beside it the format\n"
+      "unscaled; a recipe clips what it scales past the largest value. Delayed scaling needs\n"
+      "earlier steps (trainbench emulate).\n"
       "Examples:\n"
       "  trainbench quantize --format e4m3 3.3 448 464 500 1e-3\n"
       "  trainbench quantize --format bf16 --rounding toward-zero 3.14159265\n"
       "  trainbench quantize --format fp:e=4,m=3,special=fn,overflow=sat -- 1000 -0.07\n"
       "  trainbench quantize --format fixed:w=8,f=4 --rounding stochastic --seed 1 0.1 0.1\n"
       "  trainbench quantize --format mxfp4_e2m1 0.1 0.2 3 5\n"
-      "  trainbench quantize --format e4m3 --json -- 448 -450");
+      "  trainbench quantize --format e4m3 --json -- 448 -450\n"
+      "  trainbench quantize --format e4m3@current -- 1000 -3.5 0.01 0.0001\n"
+      "  trainbench quantize --format e4m3@block:1x2 -- 1000 -3.5 0.01 0.0001");
   return {
       sub, [a]() {
         // The runtime flushes denormals; here float32 subnormals are values to show, not noise.
         at::globalContext().setFlushDenormal(false);
-        const num::Format f = num::parse_format(a->format);
+        const bool scaled = a->format.find('@') != std::string::npos;
+        const num::Format f = num::parse_format(a->format.substr(0, a->format.find('@')));
         num::QuantOptions o;
         o.rounding = num::parse_rounding(a->rounding);
         o.seed = a->seed;
@@ -120,6 +238,7 @@ Command add_quantize(CLI::App& app) {
         if (texts.empty()) throw UsageError("quantize: give one or more values to round");
         std::vector<float> xs;
         for (const auto& v : texts) xs.push_back(parse_value(v));
+        if (scaled) return quantize_scaled(a->format, xs, o, a->json);
         const std::vector<float> qs = num::quantize(f, xs, o);
         if (a->json) {
           nlohmann::json values = nlohmann::json::array();

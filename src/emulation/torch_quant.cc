@@ -22,11 +22,7 @@ QuantPoint QuantPoint::parse(const std::string& text, uint64_t seed) {
       throw UsageError("scaling '" + text.substr(at + 1) + "' on '" + text.substr(0, at) +
                        "': a point that rounds nothing has nothing to scale");
     q.scaling_ = num::parse_scaling(text.substr(at + 1), *q.format_, text.substr(0, at));
-    // Scaled values beyond the largest finite one clip to it, as Transformer Engine's casts
-    // (satfinite) do; the overflow count says how many did.
-    if (q.format_->kind == num::Format::Kind::kFloat)
-      q.format_->fp.overflow = num::Overflow::kSaturate;
-    if (q.format_->kind == num::Format::Kind::kFixed) q.format_->fx.saturate = true;
+    q.format_ = num::saturating(*q.format_);
     return q;
   }
   if (text.rfind("ext:", 0) == 0) {

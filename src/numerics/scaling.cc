@@ -102,6 +102,12 @@ Scaling parse_scaling(const std::string& text, const Format& f, const std::strin
   return s;
 }
 
+Format saturating(Format f) {
+  if (f.kind == Format::Kind::kFloat) f.fp.overflow = Overflow::kSaturate;
+  if (f.kind == Format::Kind::kFixed) f.fx.saturate = true;
+  return f;
+}
+
 float scaling_max(const Format& f) {
   return float(f.kind == Format::Kind::kFixed ? f.fx.max_value() : f.fp.max_finite());
 }
@@ -250,6 +256,56 @@ void quantize_block_scaled(const Format& f, const Scaling& s, const float* in, f
   threads = int(std::min<size_t>({size_t(std::max(threads, 1)), n / 65536 + 1, bands}));
   if (threads <= 1 || counts) return run(0, bands, counts);
   split_over_threads(bands, threads, [&](size_t, size_t b0, size_t b1) { run(b0, b1, nullptr); });
+}
+
+ScaledRow scale_row(const Format& f, const Scaling& s, const std::vector<float>& x,
+                    const QuantOptions& given) {
+  const std::string name = "scaling '" + s.str() + "'";
+  if (s.kind == Scaling::Kind::kDelayed)
+    throw UsageError(name +
+                     ": delayed scaling takes its scale from earlier steps' amaxes, and one call "
+                     "has none (its first step's scale is 1); @current scales by these values' "
+                     "amax, and trainbench emulate runs the steps");
+  if (s.kind == Scaling::Kind::kBlock && s.block_rows != 1)
+    throw UsageError(name + ": one row of values has no tiles of " + std::to_string(s.block_rows) +
+                     " rows (use block:1x" + std::to_string(s.block_cols) + ")");
+  if (s.kind != Scaling::Kind::kCurrent && s.kind != Scaling::Kind::kBlock)
+    throw UsageError("scale_row: no scaling recipe");
+  QuantOptions o = given;
+  o.threads = 1;
+  o.row = 0;
+  o.input_amax = nullptr;
+  const size_t n = x.size();
+  ScaledRow r;
+  r.out.resize(n);
+  const float max = scaling_max(f);
+  if (s.kind == Scaling::Kind::kCurrent) {
+    const float amax = tensor_amax(x.data(), n, 1);
+    r.tiles.push_back({0, n, amax, current_scale(max, amax, s.margin)});
+  } else {
+    quantize_block_scaled(f, s, x.data(), r.out.data(), n, n, o, nullptr);  // checks the shape
+    const size_t bc = std::min(size_t(s.block_cols), n);
+    for (size_t b = 0; b < n; b += bc) {
+      float amax = 0;
+      block_amaxes(x.data() + b, bc, bc, &amax, false);
+      r.tiles.push_back({b, bc, amax, block_scale(max, amax, s.pow2)});
+    }
+  }
+  r.scaled.resize(n);
+  for (const auto& t : r.tiles)
+    for (size_t i = t.first; i < t.first + t.count; ++i) r.scaled[i] = x[i] * t.scale;
+  o.scale = 1;
+  r.rounded = quantize(f, r.scaled, o);
+  // A current-scaled float point scales inside the quantizer (the same float32 products); a
+  // fixed-point one, as block scaling, multiplies the rounded values by the inverse.
+  if (s.kind == Scaling::Kind::kCurrent && f.kind == Format::Kind::kFloat) {
+    o.scale = r.tiles[0].scale;
+    quantize(f, x.data(), r.out.data(), n, o);
+  } else if (s.kind == Scaling::Kind::kCurrent) {
+    const float inv = 1.0f / r.tiles[0].scale;
+    for (size_t i = 0; i < n; ++i) r.out[i] = r.rounded[i] * inv;
+  }
+  return r;
 }
 
 }  // namespace tb::num

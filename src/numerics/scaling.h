@@ -50,6 +50,10 @@ struct Scaling {
 // own scales). Throws tb::UsageError naming the scaling.
 Scaling parse_scaling(const std::string& text, const Format& f, const std::string& format_text);
 
+// The format as a point with a recipe rounds: scaled values beyond the largest finite one clip
+// to it, as Transformer Engine's casts (satfinite) do; the overflow count says how many did.
+Format saturating(Format f);
+
 // The largest finite value the scaled tensor is fitted to: the float format's max, or the fixed
 // format's.
 float scaling_max(const Format& f);
@@ -101,5 +105,25 @@ RangeCounts count_range(const float* scaled, const float* q, size_t n, float thr
 // `counts` (may be null) gets count_range of the scaled values.
 void quantize_block_scaled(const Format& f, const Scaling& s, const float* in, float* out, size_t n,
                            size_t row, const QuantOptions& o, RangeCounts* counts);
+
+// One row of values rounded as a point with a current or block recipe rounds a tensor of
+// them, value by value, to show what the recipe does (trainbench quantize). `f` is the format
+// as such a point rounds it (saturating; see emulation/torch_quant.h). The tiles: the whole
+// row for current scaling, runs of C values for block scaling (1 x C; a row shorter than C
+// is one tile); each with its amax and scale. Per value: x * scale, that rounded, and `out`,
+// the value kept, as the point's own path computes it (quantize() with the scale, or
+// quantize_block_scaled): rounded * (1 / scale). Delayed scaling takes its scale from earlier
+// steps, which one row has not had, and block tiles of more than one row need rows: both
+// throw tb::UsageError, as does a block that does not divide the row.
+struct ScaledRow {
+  struct Tile {
+    size_t first = 0, count = 0;
+    float amax = 0, scale = 1;
+  };
+  std::vector<Tile> tiles;
+  std::vector<float> scaled, rounded, out;
+};
+ScaledRow scale_row(const Format& f, const Scaling& s, const std::vector<float>& x,
+                    const QuantOptions& o);
 
 }  // namespace tb::num

@@ -125,6 +125,12 @@ TEST(NumericsCli, QuantizePrintsValuesExactlyAndTakesValuesOnBothSidesOfDashes) 
   EXPECT_EQ(o.status, 2);
   EXPECT_EQ(lines(o.err), 1) << o.err;
   EXPECT_NE(o.err.find("put `--` before the first value"), std::string::npos) << o.err;
+  // A finite number float32 cannot hold is refused, not read as Inf; inf itself is a value.
+  o = run("quantize --format e4m3 -- -1e400");
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_NE(o.err.find("value '-1e400' is beyond float32's range"), std::string::npos) << o.err;
+  o = run("quantize --format e4m3 -- -inf 3.4028235e38 0x1p127");
+  EXPECT_EQ(o.status, 0) << o.err;
 }
 
 TEST(NumericsCli, FormatsListsEveryPreset) {

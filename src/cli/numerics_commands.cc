@@ -55,6 +55,11 @@ float parse_value(const std::string& text) {
   char* end = nullptr;
   const float v = std::strtof(s, &end);
   if (end == s || *end != '\0') throw UsageError("value '" + text + "' is not a number");
+  // A finite number past float32's range would read as Inf: "inf" is written as such.
+  if (std::isinf(v) && text.find_first_of("iI") == std::string::npos)
+    throw UsageError("value '" + text +
+                     "' is beyond float32's range (its largest is 3.4028235e38; write inf for "
+                     "infinity)");
   return v;
 }
 

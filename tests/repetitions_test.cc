@@ -74,6 +74,30 @@ TEST(Repetitions, HeadlineIsTheMedianOfTheProcessMeansAndMetricsFollowIt) {
   EXPECT_TRUE(r["unstable"].get<bool>());
 }
 
+// In one process: a run's round trip before its timed loop against the context's after the
+// runs. Twice the other either way names the run; within that, or without either figure, nothing.
+TEST(Repetitions, ARunWhoseThreadsMovedIsNamedUnderTheContext) {
+  tb::RunResult moved, stayed, one_thread;
+  moved.config = "fc:layers=4,threads=2";
+  moved.core_round_trip_ns = 505;
+  stayed.config = "fc:layers=2,threads=2";
+  stayed.core_round_trip_ns = 130;
+  one_thread.config = "fc:layers=1,threads=1";
+  tb::Context c;
+  c.core_round_trip = tb::CoreRoundTrip{0, 1, 118};
+  const std::string note = tb::placement_moved({moved, stayed, one_thread}, c);
+  EXPECT_NE(note.find("placement fc:layers=4,threads=2: CPU round trip 505 ns before its timed "
+                      "loop, 118 ns after the runs: the host moved the threads"),
+            std::string::npos)
+      << note;
+  EXPECT_EQ(note.find("layers=2"), std::string::npos) << note;
+  EXPECT_EQ(note.find("layers=1"), std::string::npos) << note;
+  c.core_round_trip = tb::CoreRoundTrip{0, 1, 1010};  // slower after: named too
+  EXPECT_NE(tb::placement_moved({moved}, c).find("505 ns before"), std::string::npos);
+  c.core_round_trip.reset();  // one CPU: no figure to compare
+  EXPECT_EQ(tb::placement_moved({moved}, c), "");
+}
+
 TEST(Repetitions, EachProcessKeepsItsCpuRoundTripAndTwoPlacementsAreNamed) {
   // Three processes of a two-thread config: two on CPUs sharing a cache, one two chiplets
   // apart, which ran 1.6x slower (the two levels seen on 2-vCPU EPYC VMs).

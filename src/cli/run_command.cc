@@ -337,7 +337,7 @@ Command add_run(CLI::App& app) {
             if (a->json)
               std::cout << doc.dump(2) << "\n";
             else
-              std::cout << format_context(ctx);
+              std::cout << format_context(ctx) << placement_moved(results, ctx);
             if (!a->output.empty()) write_file_atomically(a->output, doc.dump(2) + "\n");
             // A model that cannot be trained (a broken TorchScript file) is bad input, though it
             // is only found out while building it: one line and status 2, the result printed too.

@@ -58,6 +58,23 @@ std::string format_context(const Context& c) {
       c.blas_pool, c.affinity, round_trip);
 }
 
+std::string placement_moved(const std::vector<RunResult>& results, const Context& c) {
+  if (!c.core_round_trip) return "";
+  const double after = c.core_round_trip->ns;
+  std::string out;
+  for (const auto& r : results) {
+    if (!r.core_round_trip_ns || !(after > 0) || !(*r.core_round_trip_ns > 0)) continue;
+    const double before = *r.core_round_trip_ns;
+    if (std::max(before, after) < 2 * std::min(before, after)) continue;
+    out += fmt::format(
+        "placement {}: CPU round trip {:.0f} ns before its timed loop, {:.0f} ns after the runs: "
+        "the host moved the threads, so its step times may mix two placements (docs/stacks.md; "
+        "--repetitions N measures the spread)\n",
+        r.config, before, after);
+  }
+  return out;
+}
+
 std::string format_result(const RunResult& r) {
   std::string out = fmt::format("config    {}\nstatus    {}\n", r.config, to_string(r.status));
   if (r.status != Status::kOk) out += fmt::format("reason    {}\n", printable(r.error));

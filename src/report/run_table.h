@@ -15,6 +15,10 @@ std::string format_result(const RunResult& r);
 // headline, the spread between processes and each process's own mean and CI.
 std::string format_repeated(const nlohmann::json& result);
 std::string format_cost_table(const StepCost& c);
+// Where a run's CPU round trip before its timed loop (RunResult::core_round_trip_ns) and the
+// context's, taken after the runs, differ twofold: the host moved the threads meanwhile, so the
+// step times may mix two placements. One "placement" line per such run; "" otherwise.
+std::string placement_moved(const std::vector<RunResult>& results, const Context& c);
 // A data-parallel result (workers > 1), from its JSON: the job, then each worker.
 std::string format_distributed(const nlohmann::json& result);
 

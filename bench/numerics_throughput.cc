@@ -804,7 +804,7 @@ int main(int argc, char** argv) {
     if (!only.empty()) doc["only"] = only;
     // A reference that moved by a fifth or more between runs: the headline says so.
     const std::string moved =
-        *ref_hi > 1.2 * *ref_lo
+        *ref_hi >= 1.2 * *ref_lo
             ? fmt::format(", its runs {:.1f}-{:.1f} GB/s", gbps(n, *ref_hi), gbps(n, *ref_lo))
             : "";
     summary.push_back(fmt::format(

@@ -40,6 +40,8 @@ TEST(NumericsCli, QuantizePrintsValuesAndBitPatterns) {
 TEST(NumericsCli, QuantizeWithARecipeShowsScaledBesideUnscaled) {
   Output o = run("quantize --format e4m3@current -- 1000 -3.5 0.01 0.0001");
   ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find("format e4m3 saturating, as a scaled point rounds it = "), std::string::npos)
+      << o.out;
   EXPECT_NE(o.out.find("overflow=sat, rounding nearest-even, scaling current"), std::string::npos)
       << o.out;
   EXPECT_NE(o.out.find("all values: amax 1000, scale 0.448 (448 / amax)"), std::string::npos)
@@ -53,7 +55,17 @@ TEST(NumericsCli, QuantizeWithARecipeShowsScaledBesideUnscaled) {
       << o.out;
   o = run("quantize --format e4m3@block:1x2 -- 1000 -3.5 0.01 0.0001");
   ASSERT_EQ(o.status, 0) << o.err;
-  EXPECT_NE(o.out.find("tile 1 (values 2-3): amax 0.01, scale 44800"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("tile 1 (values 2-3): amax 0.01, scale 44800 (448 / amax)"),
+            std::string::npos)
+      << o.out;
+  // Each scale says how it came about: a power of two, and 1 for a tile of zeros.
+  o = run("quantize --format e4m3@block:1x2:pow2 -- 1000 -3.5 0 0");
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find("amax 1000, scale 0.25 (448 / amax, rounded down to a power of two)"),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("amax 0, scale 1 (1 where the amax is 0, Inf or NaN)"), std::string::npos)
+      << o.out;
   EXPECT_NE(o.out.find("scaled: 0 beyond the largest value, 0 nonzero to zero"), std::string::npos)
       << o.out;
   o = run("quantize --format e4m3@block:1x2 --json -- 1000 -3.5 0.01 0.0001");

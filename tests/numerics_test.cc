@@ -881,9 +881,9 @@ TEST(NumericsFormat, StreamedOutputsMatchCachedOnes) {
   // AVX-512 kernels write streamed outputs themselves (bf16, e4m3, e5m2, MX, BFP and NVFP4 in
   // every mode, but ties away and toward zero unscaled only and NVFP4 on rows of whole tiles;
   // fixed point and MX int8 to nearest even and stochastically); the others through an L1
-  // tile. Rows of
-  // 1000 are not whole NVFP4 tiles, rows of 1024 are, and row 0 (the tensor as one row) is
-  // whole tiles only at shift 1. fp32 (binary32's one-pass identity) goes through the tile.
+  // tile. Rows of 1000 are not whole NVFP4 tiles, rows of 1024 are, and row 0 (the tensor as
+  // one row) is whole tiles only at shift 1. fp32 (binary32's one-pass identity) goes through the
+  // tile.
   for (const char* name : {"e4m3", "e5m2", "bf16", "fp:e=8,m=3,bias=140", "mxfp8_e4m3", "bfp8",
                            "mx:elem=e4m3,block=32,scale=rceil", "mx:elem=int8,block=32", "nvfp4",
                            "nvfp4_2d", "fixed:w=8,f=4", "fp32"}) {

@@ -8,11 +8,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "base/errors.h"
 #include "emulation/fused_update.h"
 #include "emulation/torch_quant.h"
 #include "numerics/quantize.h"
+#include "numerics/scaling.h"
 #include "numerics/update.h"
 
 namespace {
@@ -156,6 +158,40 @@ TEST(NumericsTorch, TensorAdapterMatchesTheLibraryAndKeepsBlocksInRows) {
 // Per-tensor current scaling (Transformer Engine's Float8CurrentScaling) against a reference
 // written here from its definition: scale = 448 / amax / 2^M in float32, e4m3 rounded to
 // nearest even (written out below, not the library's code), times the float32 1 / scale.
+// What `trainbench quantize --format F@R` prints as the value kept (num::scale_row) is what a
+// point `F@R` keeps for a tensor of one row of those values: current and block recipes, float
+// and fixed-point formats, the deterministic roundings, with NaN, Inf, zeros, subnormals, and
+// a row shorter than the block (one tile).
+TEST(NumericsTorch, ScaleRowKeepsWhatThePointKeeps) {
+  std::vector<float> x = {1000.0f, -3.5f,  0.01f, 1e-4f,  2e-3f, -7.0f, 0.0f, 65.0f,
+                          -0.0f,   1e-39f, 3e4f,  -0.25f, 5.0f,  6.0f,  7.0f, 8.0f};
+  std::vector<float> specials = x;
+  specials[3] = std::numeric_limits<float>::quiet_NaN();
+  specials[9] = -std::numeric_limits<float>::infinity();
+  for (const auto* row : {&x, &specials})
+    for (const char* fmt : {"e4m3", "e5m2", "bf16", "fixed:w=8,f=4"})
+      for (const char* recipe :
+           {"current", "current:3", "block:1x4", "block:1x8:pow2", "block:1x32"})
+        for (const char* rounding : {"", "/ties-away", "/toward-zero"}) {
+          const std::string point = std::string(fmt) + rounding + "@" + recipe;
+          const auto q = tb::emu::QuantPoint::parse(point, 1);
+          tb::num::QuantOptions o;
+          o.rounding = q.rounding();
+          const tb::num::Scaling s = tb::num::parse_scaling(recipe, parse_format(fmt), fmt);
+          const auto shown = tb::num::scale_row(q.format(), s, *row, o);
+          const torch::Tensor t = torch::from_blob(const_cast<float*>(row->data()),
+                                                   {1, int64_t(row->size())}, torch::kFloat)
+                                      .clone();
+          const torch::Tensor kept = q.apply(t).contiguous();
+          int bad = 0;
+          for (size_t i = 0; i < row->size(); ++i) {
+            const float a = shown.out[i], b = kept.data_ptr<float>()[i];
+            bad += std::memcmp(&a, &b, 4) != 0 && !(std::isnan(a) && std::isnan(b));
+          }
+          EXPECT_EQ(bad, 0) << point << (row == &specials ? " with NaN and Inf" : "");
+        }
+}
+
 TEST(NumericsTorch, CurrentScalingMatchesItsDefinitionAndKeepsOutOfRangeValues) {
   // e4m3 (fn): 3 mantissa bits, normals from 2^-6, subnormals down to 2^-9, max 448.
   auto e4m3 = [](double v) {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <iostream>
+#include <limits>
 
 #include "base/errors.h"
 #include "cli/commands.h"
@@ -151,19 +152,28 @@ int quantize_scaled(const std::string& text, const std::vector<float>& xs,
     return 0;
   }
   bool shortened = false;
-  std::cout << fmt::format("format {}{}, rounding {}, scaling {}\n",
-                           plain.name.empty() ? "" : plain.name + " = ", f.str(),
-                           num::rounding_name(o.rounding), sc.str());
+  std::cout << fmt::format(
+      "format {} saturating, as a scaled point rounds it = {}, rounding {}, "
+      "scaling {}\n",
+      plain.display_name(), f.str(), num::rounding_name(o.rounding), sc.str());
   const double max = num::scaling_max(f);
   for (size_t k = 0; k < r.tiles.size(); ++k) {
     const auto& t = r.tiles[k];
     const std::string where = r.tiles.size() == 1 ? "all values"
                                                   : fmt::format("tile {} (values {}-{})", k,
                                                                 t.first, t.first + t.count - 1);
-    std::cout << fmt::format("{}: amax {}, scale {} ({} / amax{})\n", where,
-                             num::shortest_float(t.amax), num::shortest_float(t.scale),
-                             num::shortest_float(float(max)),
-                             sc.margin ? fmt::format(" / 2^{}", sc.margin) : "");
+    // How the recipe arrived at the scale (numerics/scaling.h).
+    std::string how;
+    if (!(t.amax > 0) || !std::isfinite(t.amax))
+      how = "1 where the amax is 0, Inf or NaN";
+    else if (t.scale == std::numeric_limits<float>::max())
+      how = "the largest float32: max / amax overflows";
+    else
+      how = fmt::format("{} / amax{}{}", num::shortest_float(float(max)),
+                        sc.margin ? fmt::format(" / 2^{}", sc.margin) : "",
+                        sc.pow2 ? ", rounded down to a power of two" : "");
+    std::cout << fmt::format("{}: amax {}, scale {} ({})\n", where, num::shortest_float(t.amax),
+                             num::shortest_float(t.scale), how);
   }
   const int bits = f.kind == num::Format::Kind::kFloat ? f.fp.bits() : f.fx.word_bits;
   const std::string unscaled_head = "unscaled (" + plain.display_name() + ")";

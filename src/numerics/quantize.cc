@@ -2419,9 +2419,10 @@ void quantize_streaming(const Format& f, const float* in, float* out, size_t n,
     const size_t len = std::min(tile, n - i);
     // What of the next tile exists: nvfp4_serial requests the next band's lines itself, a line
     // per tile of the band before. The other direct kernels request theirs 4 KiB ahead as they
-    // load (ahead16). The buffered path requests nothing: a burst of the next tile's lines up
-    // front stalled it (MX int8 to nearest even, 2 cores of a Zen 4 VM: 39% of copy with the
-    // burst, 45% without).
+    // load (ahead16; not their fallbacks for special blocks). The buffered path requests
+    // nothing: a burst of the next tile's lines up front stalled it on 2 cores of a Zen 4 VM
+    // (fp:e=8,m=3,bias=140 to nearest even: 33% of copy with the burst, 39% without, one
+    // process; the slower generic kernels within 0.3 points either way).
     const size_t ahead = std::min(tile, n - std::min(n, i + tile));
     if (direct && nvfp4) {
       quantize_serial(f, in + i, out + i, len, o, offset + i, true, ahead);

@@ -48,11 +48,12 @@ TB_AVX512_INLINE __m512i hash32_512(__m512i x) {
 // requested as x's vector is loaded: one line per vector, spread over the loop. Before, each
 // 16 KiB tile's successor was requested in a burst up front; on 2 cores of a Zen 4 VM that
 // burst stalled the kernels (1280 MiB, five runs interleaved in one process, % of copy): e4m3
-// to nearest even 59 -> 94, bf16 stochastic 50 -> 76, e5m2 stochastic 41 -> 56, bfp8
-// stochastic 31 -> 41. Requesting nothing matched this on the float kernels and lost 1-7
-// points on the block ones (they read a group twice); 16 KiB ahead lost 1-5 points against
-// 4 KiB. A Zen 5 VM had run 17-80% faster with the burst than with nothing, and no faster
-// with the requests spread. The address may lie past the input: a prefetch never faults.
+// toward zero 53 -> 83, bf16 stochastic 50 -> 76, e5m2 stochastic 41 -> 56, bfp8 stochastic
+// 31 -> 41. Requesting nothing matched this within a point on the float kernels and lost 1-7
+// points on the block ones (they read a group twice); 16 KiB ahead lost up to 6 points against
+// 4 KiB (docs/results/numerics-speed.md). A Zen 5 VM had run 17-80% faster with the burst than
+// with nothing, and no faster with the requests spread (not measured there with this form).
+// The address may lie past the input: a prefetch never faults.
 template <bool Stream>
 TB_AVX512_INLINE void ahead16(const float* x) {
   if constexpr (Stream)

@@ -413,6 +413,73 @@ TEST(NumericsFormat, FixedPoint) {
   EXPECT_EQ(quantize_one(u, 300.0f), 255.0f);
 }
 
+// Wrap-around fixed point takes the saturating kernels for values whose x * 2^frac lies in
+// [kmin, kmax] and a scalar loop for the rest: against a reference written here (every mode,
+// values at and past both ends of the range, NaN and Inf, unsigned too), out of place and in
+// place, on one thread and streamed on two.
+TEST(NumericsFormat, WrapAroundFixedPointMatchesItsDefinition) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  for (const char* name :
+       {"fixed:w=8,f=4,sat=off", "fixed:w=8,f=0,signed=off,sat=off", "fixed:w=12,f=-2,sat=off"}) {
+    const Format f = parse_format(name);
+    const double sc = std::ldexp(1.0, f.fx.frac_bits);
+    const double lo = f.fx.min_value() * sc, hi = f.fx.max_value() * sc, span = hi - lo + 1;
+    std::vector<float> x;
+    for (double k = lo - 3; k <= hi + 3; k += 0.25) x.push_back(float(k / sc));  // ties too
+    for (int i = 0; i < 3000; ++i) x.push_back(float(u(rng) * 3 * span / sc));
+    x.push_back(NAN);
+    x.push_back(INFINITY);
+    x.push_back(-INFINITY);
+    x.push_back(-0.0f);
+    while (x.size() < 140000) x.push_back(x[x.size() % 3000]);  // two threads' worth
+    for (Rounding r : {Rounding::kNearestEven, Rounding::kTiesAway, Rounding::kTowardZero,
+                       Rounding::kStochastic}) {
+      QuantOptions o;
+      o.rounding = r;
+      o.seed = 11;
+      o.offset = 5;
+      std::vector<float> want(x.size());
+      for (size_t i = 0; i < x.size(); ++i) {
+        if (std::isnan(x[i])) {
+          want[i] = NAN;
+          continue;
+        }
+        if (std::isinf(x[i])) {
+          want[i] = float((x[i] > 0 ? hi : lo) / sc);
+          continue;
+        }
+        const double t = double(x[i]) * sc;
+        double k =
+            r == Rounding::kNearestEven ? std::nearbyint(t)
+            : r == Rounding::kTiesAway  ? std::round(t)
+            : r == Rounding::kTowardZero
+                ? std::trunc(t)
+                : std::floor(t) +
+                      double((long double)tb::num::random_bits(o.seed, o.offset + i) * 0x1p-32L <
+                             (long double)t - std::floor(t));
+        if (k < lo || k > hi) k = std::fmod(std::fmod(k - lo, span) + span, span) + lo;
+        want[i] = float((k + 0.0) / sc);
+      }
+      const auto same_bits = [&](const std::vector<float>& y, const char* how) {
+        int bad = 0;
+        for (size_t i = 0; i < x.size(); ++i)
+          bad += !(std::isnan(want[i]) ? std::isnan(y[i])
+                                       : std::memcmp(&want[i], &y[i], sizeof(float)) == 0);
+        EXPECT_EQ(bad, 0) << name << " " << tb::num::rounding_name(r) << " " << how;
+      };
+      same_bits(tb::num::quantize(f, x, o), "one thread");
+      std::vector<float> in_place = x;
+      tb::num::quantize(f, in_place.data(), in_place.data(), in_place.size(), o);
+      same_bits(in_place, "in place");
+      QuantOptions st = o;
+      st.threads = 2;
+      st.stream_above = 1000;
+      same_bits(tb::num::quantize(f, x, st), "streamed, two threads");
+    }
+  }
+}
+
 TEST(NumericsFormat, MxBlocksShareAnE8M0Scale) {
   const Format mx = parse_format("mxfp8_e4m3");
   std::vector<float> x(64);
@@ -516,8 +583,8 @@ TEST(NumericsFormat, BlocksMatchTheReferenceElementByElement) {
   std::mt19937 rng(21);
   std::normal_distribution<double> nd(0, 1);
   std::uniform_int_distribution<int> ex(-40, 40);
-  for (const char* name :
-       {"mxfp8_e4m3", "mxfp6_e3m2", "mxfp4_e2m1", "bfp8", "bfp:block=4,m=3", "mxint8"}) {
+  for (const char* name : {"mxfp8_e4m3", "mxfp6_e3m2", "mxfp4_e2m1", "bfp8", "bfp:block=4,m=3",
+                           "mxint8", "mx:elem=int8,block=16"}) {
     const Format f = parse_format(name);
     const size_t b = size_t(f.blk.block);
     std::vector<float> x(b * 400);
@@ -635,7 +702,8 @@ TEST(NumericsFormat, SixteenBlocksAtOnceRoundAsEachBlockAlone) {
   // 3000 = 11 * 256 + 184).
   for (const size_t row :
        {size_t(1000), size_t(784), size_t(40), size_t(20), size_t(10), size_t(7), size_t(256)})
-    for (const char* name : {"mxfp8_e4m3", "mx:elem=e4m3,block=32,scale=rceil", "bfp8", "mxint8"})
+    for (const char* name : {"mxfp8_e4m3", "mx:elem=e4m3,block=32,scale=rceil", "bfp8", "mxint8",
+                             "mx:elem=int8,block=16"})
       for (Rounding r : {Rounding::kNearestEven, Rounding::kStochastic, Rounding::kTiesAway,
                          Rounding::kTowardZero}) {
         const Format f = parse_format(name);
@@ -880,13 +948,13 @@ TEST(NumericsFormat, StreamedOutputsMatchCachedOnes) {
   x[3000] = 1e-42f;
   // AVX-512 kernels write streamed outputs themselves (bf16, e4m3, e5m2, MX, BFP and NVFP4 in
   // every mode, but ties away and toward zero unscaled only and NVFP4 on rows of whole tiles;
-  // fixed point and MX int8 to nearest even and stochastically); the others through an L1
-  // tile. Rows of 1000 are not whole NVFP4 tiles, rows of 1024 are, and row 0 (the tensor as
-  // one row) is whole tiles only at shift 1. fp32 (binary32's one-pass identity) goes through the
-  // tile.
+  // fixed point to nearest even and stochastically, MX int8 in every mode); the others
+  // through an L1 tile. Rows of 1000 are not whole NVFP4 tiles, rows of 1024 are, and row 0 (the
+  // tensor as one row) is whole tiles only at shift 1. fp32 (binary32's one-pass identity) goes
+  // through the tile.
   for (const char* name : {"e4m3", "e5m2", "bf16", "fp:e=8,m=3,bias=140", "mxfp8_e4m3", "bfp8",
-                           "mx:elem=e4m3,block=32,scale=rceil", "mx:elem=int8,block=32", "nvfp4",
-                           "nvfp4_2d", "fixed:w=8,f=4", "fp32"}) {
+                           "mx:elem=e4m3,block=32,scale=rceil", "mx:elem=int8,block=32",
+                           "mx:elem=int8,block=16", "nvfp4", "nvfp4_2d", "fixed:w=8,f=4", "fp32"}) {
     const Format f = parse_format(name);
     for (Rounding r : {Rounding::kNearestEven, Rounding::kStochastic, Rounding::kTiesAway,
                        Rounding::kTowardZero}) {

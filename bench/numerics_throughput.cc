@@ -128,7 +128,15 @@ int main(int argc, char** argv) {
       // The two other rounding modes, on a float, an MX and the NVFP4 format.
       {"e4m3", "toward-zero"},
       {"mxfp8_e4m3", "ties-away"},
-      {"nvfp4", "ties-away"}};
+      {"nvfp4", "ties-away"},
+      // And where each kind of format has a kernel path of its own: fixed point's directed
+      // modes and its two's-complement wrap-around, BFP's directed modes, MX int8 in blocks of
+      // 16 and in the directed modes.
+      {"fixed:w=8,f=4", "ties-away"},
+      {"fixed:w=8,f=4,sat=off", "nearest-even"},
+      {"bfp8", "toward-zero"},
+      {"mx:elem=int8,block=16", "stochastic"},
+      {"mx:elem=int8,block=32", "ties-away"}};
 
   // Scaled recipes, timed in the quant section: the work a point does for each
   // (emulation/torch_quant.cc), into the same preallocated output as the formats there: the

@@ -413,28 +413,35 @@ TEST(NumericsFormat, FixedPoint) {
   EXPECT_EQ(quantize_one(u, 300.0f), 255.0f);
 }
 
-// Wrap-around fixed point takes the saturating kernels for values whose x * 2^frac lies in
-// [kmin, kmax] and a scalar loop for the rest: against a reference written here (every mode,
-// values at and past both ends of the range, NaN and Inf, unsigned too), out of place and in
-// place, on one thread and streamed on two.
-TEST(NumericsFormat, WrapAroundFixedPointMatchesItsDefinition) {
+// Fixed point, saturating and with two's-complement wrap-around (the saturating kernels for
+// runs whose x * 2^frac lies in [kmin, kmax], a wrap kernel for the rest, fmod past 2^52),
+// against a reference written here: every mode, values at and past both ends of the range,
+// NaN and Inf, unsigned, negative and large frac (the kernels' float32 and double forms), out
+// of place and in place, on one thread and streamed on two.
+TEST(NumericsFormat, FixedPointMatchesItsDefinitionInEveryMode) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<double> u(-1.0, 1.0);
   for (const char* name :
-       {"fixed:w=8,f=4,sat=off", "fixed:w=8,f=0,signed=off,sat=off", "fixed:w=12,f=-2,sat=off"}) {
+       {"fixed:w=8,f=4,sat=off", "fixed:w=8,f=0,signed=off,sat=off", "fixed:w=12,f=-2,sat=off",
+        "fixed:w=8,f=4", "fixed:w=16,f=-3", "fixed:w=24,f=20", "fixed:w=8,f=0,signed=off"}) {
     const Format f = parse_format(name);
     const double sc = std::ldexp(1.0, f.fx.frac_bits);
     const double lo = f.fx.min_value() * sc, hi = f.fx.max_value() * sc, span = hi - lo + 1;
     std::vector<float> x;
-    for (double k = lo - 3; k <= hi + 3; k += 0.25) x.push_back(float(k / sc));  // ties too
+    // Quarter steps (ties too) around both ends of the range and around 0.
+    for (const double c : {lo, 0.0, hi})
+      for (double k = c - 3; k <= c + 3; k += 0.25) x.push_back(float(k / sc));
+    // Runs within the range (the saturating kernels' part of wrap-around), then beyond it.
+    for (int i = 0; i < 1000; ++i) x.push_back(float((lo + (u(rng) + 1) / 2 * (hi - lo)) / sc));
     for (int i = 0; i < 3000; ++i) x.push_back(float(u(rng) * 3 * span / sc));
-    x.push_back(NAN);
-    x.push_back(INFINITY);
-    x.push_back(-INFINITY);
-    x.push_back(-0.0f);
-    // Past 2^52 after scaling: the remainder through fmod.
+    // The specials among values that wrap (the wrap kernel's selects), and past 2^52 after
+    // scaling, 1000 values on (the remainder through fmod, in a run of its own).
+    x[2000] = NAN;
+    x[2600] = INFINITY;
+    x[3200] = -INFINITY;
+    x[3700] = -0.0f;
     for (const float big : {1e20f, -3e38f, 0x1p60f, -0x1p53f, 3.4e38f}) x.push_back(big);
-    while (x.size() < 140000) x.push_back(x[x.size() % 3000]);  // two threads' worth
+    for (size_t i = 0; x.size() < 140000; ++i) x.push_back(x[i]);  // two threads' worth
     for (Rounding r : {Rounding::kNearestEven, Rounding::kTiesAway, Rounding::kTowardZero,
                        Rounding::kStochastic}) {
       QuantOptions o;
@@ -460,7 +467,10 @@ TEST(NumericsFormat, WrapAroundFixedPointMatchesItsDefinition) {
                 : std::floor(t) +
                       double((long double)tb::num::random_bits(o.seed, o.offset + i) * 0x1p-32L <
                              (long double)t - std::floor(t));
-        if (k < lo || k > hi) k = std::fmod(std::fmod(k - lo, span) + span, span) + lo;
+        if (f.fx.saturate)
+          k = std::min(std::max(k, lo), hi);
+        else if (k < lo || k > hi)
+          k = std::fmod(std::fmod(k - lo, span) + span, span) + lo;
         want[i] = float((k + 0.0) / sc);
       }
       const auto same_bits = [&](const std::vector<float>& y, const char* how) {

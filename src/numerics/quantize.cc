@@ -334,83 +334,98 @@ TB_AVX512_INLINE __mmask16 first_lanes(size_t n) {
   return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
 }
 
-// fixed_body to nearest even, saturating, with AVX-512 intrinsics: x * 2^frac in double (exact),
-// rounded to an integer by the FPU (ties to even, as round_k), + 0.0 so that a negative value
-// rounding to zero gives +0 as round_k's fl + 0 does, clamped, * 2^-frac and narrowed to float
-// by the same conversion; NaN passes through. Eight lanes:
-TB_AVX512_INLINE __m256 fixed_rne8(__m256 x, __m512d up, __m512d down, __m512d lo, __m512d hi) {
-  __m512d k = _mm512_roundscale_pd(_mm512_mul_pd(_mm512_cvtps_pd(x), up),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  k = _mm512_add_pd(k, _mm512_setzero_pd());
-  k = _mm512_min_pd(_mm512_max_pd(k, lo), hi);  // NaN becomes lo here; the caller restores it
-  return _mm512_cvtpd_ps(_mm512_mul_pd(k, down));
-}
-
-// fixed_body ties away from zero or toward zero (R), saturating, in double (round_k's: the
-// floor plus one where the remainder is above a half, or a half with t >= 0; the truncation
-// plus 0.0), eight lanes as fixed_rne8. t - floor(t) is exact in double. Inf keeps the
-// remainder NaN (no step) and is clamped; NaN is the caller's.
+// fixed_body's k = round_k(x * 2^frac), unclamped, with AVX-512 intrinsics in double (x *
+// 2^frac is exact), eight lanes:
+//  - to nearest even: the FPU's rounding (ties to even, as round_k) + 0.0, so that a negative
+//    value rounding to zero gives +0 as round_k's fl + 0 does;
+//  - ties away: the floor plus one where the remainder is above a half, or a half with t >= 0;
+//    toward zero: the truncation + 0.0 (t - floor(t) is exact in double);
+//  - stochastically: round_k's floor + (r * 2^-32 < remainder), decided exactly, with SrKey's
+//    words r as every stochastic kernel draws them; the 1 or +0.0 is always added.
+// Inf stays Inf (a NaN remainder: no step); NaN is the caller's.
 template <Rounding R>
-TB_AVX512_INLINE __m256 fixed_dir8(__m256 x, __m512d up, __m512d down, __m512d lo, __m512d hi) {
+TB_AVX512_INLINE __m512d fixed_k8(__m256 x, __m256i r, __m512d up) {
+  constexpr int kFloor = _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC;
   const __m512d t = _mm512_mul_pd(_mm512_cvtps_pd(x), up), zero = _mm512_setzero_pd();
-  __m512d k;
-  if constexpr (R == Rounding::kTowardZero) {
-    k = _mm512_add_pd(_mm512_roundscale_pd(t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), zero);
-  } else {
-    static_assert(R == Rounding::kTiesAway);
-    const __m512d fl = _mm512_roundscale_pd(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  if constexpr (R == Rounding::kNearestEven) {
+    return _mm512_add_pd(_mm512_roundscale_pd(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                         zero);
+  } else if constexpr (R == Rounding::kTowardZero) {
+    return _mm512_add_pd(_mm512_roundscale_pd(t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), zero);
+  } else if constexpr (R == Rounding::kTiesAway) {
+    const __m512d fl = _mm512_roundscale_pd(t, kFloor);
     const __m512d d = _mm512_sub_pd(t, fl), half = _mm512_set1_pd(0.5);
     const __mmask8 step =
         _mm512_cmp_pd_mask(d, half, _CMP_GT_OQ) |
         (_mm512_cmp_pd_mask(d, half, _CMP_EQ_OQ) & _mm512_cmp_pd_mask(t, zero, _CMP_GE_OQ));
-    k = _mm512_add_pd(fl, _mm512_maskz_mov_pd(step, _mm512_set1_pd(1.0)));
+    return _mm512_add_pd(fl, _mm512_maskz_mov_pd(step, _mm512_set1_pd(1.0)));
+  } else {
+    static_assert(R == Rounding::kStochastic);
+    const __m512d fl = _mm512_roundscale_pd(t, kFloor);
+    // round_k's exact decision (its comment): from f = |t| - floor(|t|) and F = f * 2^32.
+    const __m512d a = _mm512_abs_pd(t);
+    const __m512d f = _mm512_sub_pd(a, _mm512_roundscale_pd(a, kFloor));
+    const __m512d big = _mm512_mul_pd(f, _mm512_set1_pd(0x1p32));
+    const __mmask8 neg = _mm512_cmp_pd_mask(t, zero, _CMP_LT_OQ);
+    const __m256i not_floor_big = _mm256_xor_si256(_mm512_cvttpd_epu32(big), _mm256_set1_epi32(-1));
+    const __mmask8 step = (_mm512_cmp_pd_mask(_mm512_cvtepu32_pd(r), big, _CMP_LT_OQ) & ~neg) |
+                          (__mmask8(_mm512_cmple_epu32_mask(
+                               _mm512_zextsi256_si512(r), _mm512_zextsi256_si512(not_floor_big))) &
+                           neg & _mm512_cmp_pd_mask(f, zero, _CMP_GT_OQ));
+    return _mm512_add_pd(fl, _mm512_maskz_mov_pd(step, _mm512_set1_pd(1.0)));
   }
-  k = _mm512_min_pd(_mm512_max_pd(k, lo), hi);  // NaN becomes lo here; the caller restores it
+}
+
+// fixed_body, saturating: fixed_k8 clamped to [lo, hi] (Inf too), * 2^-frac and narrowed to
+// float by the same conversion. NaN becomes lo here; the caller restores it.
+template <Rounding R>
+TB_AVX512_INLINE __m256 fixed_sat8(__m256 x, __m256i r, __m512d up, __m512d down, __m512d lo,
+                                   __m512d hi) {
+  const __m512d k = _mm512_min_pd(_mm512_max_pd(fixed_k8<R>(x, r, up), lo), hi);
   return _mm512_cvtpd_ps(_mm512_mul_pd(k, down));
 }
 
-// fixed_body stochastically, saturating (round_k's floor + (r * 2^-32 < remainder, decided
-// exactly), in double,
-// with SrKey's words as every stochastic kernel draws them), eight lanes. The 1 or +0.0 is
-// always added, so a negative value rounding to zero gives +0 as round_k's sum does; Inf keeps
-// fl = Inf and a NaN remainder (no step up) and is clamped; NaN is the caller's.
-TB_AVX512_INLINE __m256 fixed_sr8(__m256 x, __m256i r, __m512d up, __m512d down, __m512d lo,
-                                  __m512d hi) {
-  constexpr int kFloor = _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC;
-  const __m512d t = _mm512_mul_pd(_mm512_cvtps_pd(x), up), zero = _mm512_setzero_pd();
-  const __m512d fl = _mm512_roundscale_pd(t, kFloor);
-  // round_k's exact decision (its comment): from f = |t| - floor(|t|) and F = f * 2^32.
-  const __m512d a = _mm512_abs_pd(t);
-  const __m512d f = _mm512_sub_pd(a, _mm512_roundscale_pd(a, kFloor));
-  const __m512d big = _mm512_mul_pd(f, _mm512_set1_pd(0x1p32));
-  const __mmask8 neg = _mm512_cmp_pd_mask(t, zero, _CMP_LT_OQ);
-  const __m256i not_floor_big = _mm256_xor_si256(_mm512_cvttpd_epu32(big), _mm256_set1_epi32(-1));
-  const __mmask8 step = (_mm512_cmp_pd_mask(_mm512_cvtepu32_pd(r), big, _CMP_LT_OQ) & ~neg) |
-                        (__mmask8(_mm512_cmple_epu32_mask(_mm512_zextsi256_si512(r),
-                                                          _mm512_zextsi256_si512(not_floor_big))) &
-                         neg & _mm512_cmp_pd_mask(f, zero, _CMP_GT_OQ));
-  __m512d k = _mm512_add_pd(fl, _mm512_maskz_mov_pd(step, _mm512_set1_pd(1.0)));
-  k = _mm512_min_pd(_mm512_max_pd(k, lo), hi);  // NaN becomes lo here; the caller restores it
-  return _mm512_cvtpd_ps(_mm512_mul_pd(k, down));
+// Two's-complement wrap-around: fixed_k8's k - kmin modulo the span (2^w) plus kmin, as
+// k - span * floor((k - lo) / span), every step exact while |x * 2^frac| < 2^52 (the caller
+// sees to it); Inf goes to the end of its sign. NaN is the caller's.
+template <Rounding R>
+TB_AVX512_INLINE __m256 fixed_wrap8(__m256 x, __m256i r, __m512d up, __m512d down, __m512d lo,
+                                    __m512d hi, __m512d span, __m512d inv_span) {
+  const __m512d k = fixed_k8<R>(x, r, up);
+  __m512d w = _mm512_sub_pd(
+      k, _mm512_mul_pd(span, _mm512_roundscale_pd(_mm512_mul_pd(_mm512_sub_pd(k, lo), inv_span),
+                                                  _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)));
+  const __mmask8 inf =
+      _mm512_cmp_pd_mask(_mm512_abs_pd(k), _mm512_set1_pd(double(INFINITY)), _CMP_EQ_OQ);
+  const __mmask8 up_end = _mm512_cmp_pd_mask(k, _mm512_setzero_pd(), _CMP_GT_OQ);
+  w = _mm512_mask_mov_pd(w, inf & up_end, hi);
+  w = _mm512_mask_mov_pd(w, inf & ~up_end, lo);
+  return _mm512_cvtpd_ps(_mm512_mul_pd(w, down));
 }
 
-// 16 values on the fixed grid k * 2^-frac as fixed_rne8 or fixed_sr8 round them (r: the
-// stochastic words), NaN passed through.
+// 16 values on the fixed grid k * 2^-frac as fixed_sat8 rounds them (r: the stochastic words),
+// NaN passed through.
 template <Rounding R>
 TB_AVX512_INLINE __m512 fixed16(__m512 x, __m512i r, __m512d up, __m512d down, __m512d lo,
                                 __m512d hi) {
   const __m256 x_hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1));
-  __m256 y_lo, y_hi;
-  if constexpr (R == Rounding::kStochastic) {
-    y_lo = fixed_sr8(_mm512_castps512_ps256(x), _mm512_castsi512_si256(r), up, down, lo, hi);
-    y_hi = fixed_sr8(x_hi, _mm512_extracti64x4_epi64(r, 1), up, down, lo, hi);
-  } else if constexpr (R == Rounding::kNearestEven) {
-    y_lo = fixed_rne8(_mm512_castps512_ps256(x), up, down, lo, hi);
-    y_hi = fixed_rne8(x_hi, up, down, lo, hi);
-  } else {
-    y_lo = fixed_dir8<R>(_mm512_castps512_ps256(x), up, down, lo, hi);
-    y_hi = fixed_dir8<R>(x_hi, up, down, lo, hi);
-  }
+  const __m256 y_lo =
+      fixed_sat8<R>(_mm512_castps512_ps256(x), _mm512_castsi512_si256(r), up, down, lo, hi);
+  const __m256 y_hi = fixed_sat8<R>(x_hi, _mm512_extracti64x4_epi64(r, 1), up, down, lo, hi);
+  const __m512 y = _mm512_castpd_ps(_mm512_insertf64x4(
+      _mm512_castpd256_pd512(_mm256_castps_pd(y_lo)), _mm256_castps_pd(y_hi), 1));
+  return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+
+// fixed16 with two's-complement wrap-around (fixed_wrap8), NaN passed through.
+template <Rounding R>
+TB_AVX512_INLINE __m512 fixed_wrap16(__m512 x, __m512i r, __m512d up, __m512d down, __m512d lo,
+                                     __m512d hi, __m512d span, __m512d inv_span) {
+  const __m256 x_hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1));
+  const __m256 y_lo = fixed_wrap8<R>(_mm512_castps512_ps256(x), _mm512_castsi512_si256(r), up, down,
+                                     lo, hi, span, inv_span);
+  const __m256 y_hi =
+      fixed_wrap8<R>(x_hi, _mm512_extracti64x4_epi64(r, 1), up, down, lo, hi, span, inv_span);
   const __m512 y = _mm512_castpd_ps(_mm512_insertf64x4(
       _mm512_castpd256_pd512(_mm256_castps_pd(y_lo)), _mm256_castps_pd(y_hi), 1));
   return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
@@ -452,7 +467,7 @@ TB_AVX512_INLINE __m512 fixed16f(__m512 x, __m512i r, __m512 up, __m512 down, __
     k = _mm512_add_ps(_mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zero);
   } else if constexpr (R == Rounding::kTowardZero) {
     k = _mm512_add_ps(_mm512_roundscale_ps(t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), zero);
-  } else {  // ties away, as fixed_dir8: t - floor(t) is exact in float32 too
+  } else {  // ties away, as fixed_k8: t - floor(t) is exact in float32 too
     static_assert(R == Rounding::kTiesAway);
     const __m512 fl = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
     const __m512 d = _mm512_sub_ps(t, fl), half = _mm512_set1_ps(0.5f);
@@ -465,15 +480,19 @@ TB_AVX512_INLINE __m512 fixed16f(__m512 x, __m512i r, __m512 up, __m512 down, __
   return _mm512_mask_mov_ps(_mm512_mul_ps(k, down), _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
 }
 
-// The saturating fixed-point loop: to nearest even or stochastically (SrKey's words), in
-// float32 where fixed_in_float allows, else in double.
-template <Rounding R, bool Stream, bool Float>
+// The saturating fixed-point loop, in any mode (stochastically with SrKey's words), in
+// float32 where fixed_in_float allows, else in double. Wrap: two's-complement wrap-around
+// instead (fixed_wrap16, in double; every |x * 2^frac| below 2^52), in any mode.
+template <Rounding R, bool Stream, bool Float, bool Wrap = false>
 TB_AVX512 void fixed_loop_avx512(const float* in, float* out, size_t n, int frac, double kmin,
                                  double kmax, uint64_t seed, uint64_t offset) {
+  static_assert(!(Wrap && Float), "wrap-around in double only");
   const SrKey key(seed);
   const __m512d up = _mm512_set1_pd(std::ldexp(1.0, frac));
   const __m512d down = _mm512_set1_pd(std::ldexp(1.0, -frac));
   const __m512d lo = _mm512_set1_pd(kmin), hi = _mm512_set1_pd(kmax);
+  const __m512d span = _mm512_set1_pd(kmax - kmin + 1),
+                inv_span = _mm512_set1_pd(1 / (kmax - kmin + 1));
   const __m512 upf = _mm512_set1_ps(std::ldexp(1.0f, Float ? frac : 0));
   const __m512 downf = _mm512_set1_ps(std::ldexp(1.0f, Float ? -frac : 0));
   const __m512 lof = _mm512_set1_ps(float(kmin)), hif = _mm512_set1_ps(float(kmax));
@@ -489,12 +508,34 @@ TB_AVX512 void fixed_loop_avx512(const float* in, float* out, size_t n, int frac
       ctr = _mm512_add_epi32(ctr, splat(16));
       ahead16<Stream>(in + i0 + i);
       const __m512 x = _mm512_maskz_loadu_ps(live, in + i0 + i);
-      if constexpr (Float)
+      if constexpr (Wrap)
+        store16<Stream>(out + i0 + i, fixed_wrap16<R>(x, r, up, down, lo, hi, span, inv_span),
+                        live);
+      else if constexpr (Float)
         store16<Stream>(out + i0 + i, fixed16f<R>(x, r, upf, downf, lof, hif), live);
       else
         store16<Stream>(out + i0 + i, fixed16<R>(x, r, up, down, lo, hi), live);
     }
     i0 += len;
+  }
+}
+
+// fixed_loop_avx512's wrap-around instances, on plain stores.
+void fixed_wrap512(const float* in, float* out, size_t n, int frac, double kmin, double kmax,
+                   Rounding r, uint64_t seed, uint64_t offset) {
+  switch (r) {
+    case Rounding::kNearestEven:
+      return fixed_loop_avx512<Rounding::kNearestEven, false, false, true>(in, out, n, frac, kmin,
+                                                                           kmax, seed, offset);
+    case Rounding::kTiesAway:
+      return fixed_loop_avx512<Rounding::kTiesAway, false, false, true>(in, out, n, frac, kmin,
+                                                                        kmax, seed, offset);
+    case Rounding::kTowardZero:
+      return fixed_loop_avx512<Rounding::kTowardZero, false, false, true>(in, out, n, frac, kmin,
+                                                                          kmax, seed, offset);
+    case Rounding::kStochastic:
+      return fixed_loop_avx512<Rounding::kStochastic, false, false, true>(in, out, n, frac, kmin,
+                                                                          kmax, seed, offset);
   }
 }
 
@@ -931,14 +972,18 @@ TB_NUM_CLONES TB_NUM_NO_TRAPS void fixed_sr(const float* in, float* out, size_t 
 }
 
 // `stream`: as run_grid's.
-// Whether every x[i] * sc lies within [lo, hi] (NaN does not): a loop that vectorises.
-TB_NUM_CLONES bool fixed_in_zone(const float* x, size_t n, double sc, double lo, double hi) {
-  uint32_t in = 1;
+// How a run of x wraps (fixed point with wrap-around): 0 where every x[i] * sc lies within
+// [lo, hi] (NaN does not), 1 where every |x[i] * sc| is below 2^52 (NaN and Inf count as
+// below: the wrap kernels select them), else 2. One pass, in a loop that vectorises (& where
+// && would branch).
+TB_NUM_CLONES int fixed_wrap_kind(const float* x, size_t n, double sc, double lo, double hi) {
+  uint32_t zone = 1, small = 1;
   for (size_t i = 0; i < n; ++i) {
-    const double t = double(x[i]) * sc;
-    in &= uint32_t(t >= lo) & uint32_t(t <= hi);  // no && : it branches and does not vectorise
+    const double t = double(x[i]) * sc, a = std::fabs(t);
+    zone &= uint32_t(t >= lo) & uint32_t(t <= hi);
+    small &= uint32_t(!(a >= 0x1p52)) | uint32_t(a == double(INFINITY));
   }
-  return in != 0;
+  return zone ? 0 : small ? 1 : 2;
 }
 
 // Fixed point with two's-complement wrap-around, element by element (the element i of index
@@ -979,17 +1024,6 @@ TB_INLINE void fixed_wrap_body(const float* in, float* out, size_t n, int frac, 
     const float y = float(kk * down);
     out[i] = x != x ? x : y;
   }
-}
-
-// Whether every |x[i]| * sc is below 2^52 (NaN and Inf count as below: fixed_wrap_body's
-// selects take them).
-TB_NUM_CLONES bool fixed_wrap_small(const float* x, size_t n, double sc) {
-  uint32_t small = 1;
-  for (size_t i = 0; i < n; ++i) {
-    const double t = std::fabs(double(x[i]) * sc);
-    small &= uint32_t(!(t >= 0x1p52)) | uint32_t(t == INFINITY);
-  }
-  return small != 0;
 }
 
 // The instances for values below 2^52, in the clones' instruction sets (floor is then one
@@ -1042,11 +1076,15 @@ void fixed_loop(const float* in, float* out, size_t n, int frac, int64_t kmin, i
     const double sc = std::ldexp(1.0, frac), lo = double(kmin), hi = double(kmax);
     for (size_t b = 0; b < n; b += 256) {
       const size_t len = std::min<size_t>(256, n - b);
-      if (fixed_in_zone(in + b, len, sc, lo, hi))
+      const int kind = fixed_wrap_kind(in + b, len, sc, lo, hi);
+      if (kind == 0)
         fixed_loop(in + b, out + b, len, frac, kmin, kmax, true, r, seed, offset + b, stream);
+#if TB_AVX512_KERNELS
+      else if (kind == 1 && avx512_cpu())
+        fixed_wrap512(in + b, out + b, len, frac, double(kmin), double(kmax), r, seed, offset + b);
+#endif
       else
-        fixed_wrap(!fixed_wrap_small(in + b, len, sc), in + b, out + b, len, frac, kmin, kmax, r,
-                   seed, offset + b);
+        fixed_wrap(kind == 2, in + b, out + b, len, frac, kmin, kmax, r, seed, offset + b);
     }
     return;
   }
@@ -1059,8 +1097,18 @@ void fixed_loop(const float* in, float* out, size_t n, int frac, int64_t kmin, i
 #endif
       return fixed_rne(in, out, n, frac, double(kmin), double(kmax), seed, offset);
     case Rounding::kTiesAway:
+#if TB_AVX512_KERNELS
+      if (avx512_cpu())
+        return fixed512<Rounding::kTiesAway>(in, out, n, frac, double(kmin), double(kmax), seed,
+                                             offset, stream);
+#endif
       return fixed_away(in, out, n, frac, double(kmin), double(kmax), seed, offset);
     case Rounding::kTowardZero:
+#if TB_AVX512_KERNELS
+      if (avx512_cpu())
+        return fixed512<Rounding::kTowardZero>(in, out, n, frac, double(kmin), double(kmax), seed,
+                                               offset, stream);
+#endif
       return fixed_rtz(in, out, n, frac, double(kmin), double(kmax), seed, offset);
     case Rounding::kStochastic:
 #if TB_AVX512_KERNELS
@@ -2515,8 +2563,8 @@ bool streams_directly(const Format& f, const QuantOptions& o) {
       if (!rne && !sr) return fast_grid(g, &fg) && o.scale == 1.0f;
       return fast_grid(g, &fg) || (shift_grid(g) && o.scale == 1.0f);
     }
-    case Format::Kind::kFixed:
-      return (rne || sr) && f.fx.saturate;
+    case Format::Kind::kFixed:  // wrap-around: its runs within the range are streamed
+      return true;
     case Format::Kind::kBlock: {
       if (f.blk.kind == BlockFormat::Kind::kNvfp4) return f.blk.block == 16;  // every mode
       if (f.blk.block != 16 && f.blk.block != 32) return false;

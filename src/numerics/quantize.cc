@@ -523,20 +523,18 @@ TB_AVX512 void fixed_loop_avx512(const float* in, float* out, size_t n, int frac
 // fixed_loop_avx512's wrap-around instances, on plain stores.
 void fixed_wrap512(const float* in, float* out, size_t n, int frac, double kmin, double kmax,
                    Rounding r, uint64_t seed, uint64_t offset) {
-  switch (r) {
-    case Rounding::kNearestEven:
-      return fixed_loop_avx512<Rounding::kNearestEven, false, false, true>(in, out, n, frac, kmin,
-                                                                           kmax, seed, offset);
-    case Rounding::kTiesAway:
-      return fixed_loop_avx512<Rounding::kTiesAway, false, false, true>(in, out, n, frac, kmin,
-                                                                        kmax, seed, offset);
-    case Rounding::kTowardZero:
-      return fixed_loop_avx512<Rounding::kTowardZero, false, false, true>(in, out, n, frac, kmin,
-                                                                          kmax, seed, offset);
-    case Rounding::kStochastic:
-      return fixed_loop_avx512<Rounding::kStochastic, false, false, true>(in, out, n, frac, kmin,
-                                                                          kmax, seed, offset);
-  }
+  const auto run = [&](auto mode) {
+    constexpr Rounding kR = decltype(mode)::value;
+    fixed_loop_avx512<kR, false, false, true>(in, out, n, frac, kmin, kmax, seed, offset);
+  };
+  using NE = std::integral_constant<Rounding, Rounding::kNearestEven>;
+  using TA = std::integral_constant<Rounding, Rounding::kTiesAway>;
+  using TZ = std::integral_constant<Rounding, Rounding::kTowardZero>;
+  using SR = std::integral_constant<Rounding, Rounding::kStochastic>;
+  r == Rounding::kNearestEven  ? run(NE{})
+  : r == Rounding::kTiesAway   ? run(TA{})
+  : r == Rounding::kTowardZero ? run(TZ{})
+                               : run(SR{});
 }
 
 template <Rounding R>
@@ -1041,27 +1039,21 @@ TB_FIXED_WRAP(fixed_wrap_sr, Rounding::kStochastic)
 
 void fixed_wrap(bool huge, const float* in, float* out, size_t n, int frac, int64_t kmin,
                 int64_t kmax, Rounding r, uint64_t seed, uint64_t offset) {
+  // The mode's instance: fmod's where a value is huge, else the clones'.
+  const auto run = [&](auto mode, auto* below) {
+    constexpr Rounding kR = decltype(mode)::value;
+    if (huge) return fixed_wrap_body<kR, true>(in, out, n, frac, kmin, kmax, seed, offset);
+    below(in, out, n, frac, kmin, kmax, seed, offset);
+  };
   switch (r) {
     case Rounding::kNearestEven:
-      if (huge)
-        return fixed_wrap_body<Rounding::kNearestEven, true>(in, out, n, frac, kmin, kmax, seed,
-                                                             offset);
-      return fixed_wrap_rne(in, out, n, frac, kmin, kmax, seed, offset);
+      return run(std::integral_constant<Rounding, Rounding::kNearestEven>{}, &fixed_wrap_rne);
     case Rounding::kTiesAway:
-      if (huge)
-        return fixed_wrap_body<Rounding::kTiesAway, true>(in, out, n, frac, kmin, kmax, seed,
-                                                          offset);
-      return fixed_wrap_away(in, out, n, frac, kmin, kmax, seed, offset);
+      return run(std::integral_constant<Rounding, Rounding::kTiesAway>{}, &fixed_wrap_away);
     case Rounding::kTowardZero:
-      if (huge)
-        return fixed_wrap_body<Rounding::kTowardZero, true>(in, out, n, frac, kmin, kmax, seed,
-                                                            offset);
-      return fixed_wrap_rtz(in, out, n, frac, kmin, kmax, seed, offset);
+      return run(std::integral_constant<Rounding, Rounding::kTowardZero>{}, &fixed_wrap_rtz);
     case Rounding::kStochastic:
-      if (huge)
-        return fixed_wrap_body<Rounding::kStochastic, true>(in, out, n, frac, kmin, kmax, seed,
-                                                            offset);
-      return fixed_wrap_sr(in, out, n, frac, kmin, kmax, seed, offset);
+      return run(std::integral_constant<Rounding, Rounding::kStochastic>{}, &fixed_wrap_sr);
   }
 }
 

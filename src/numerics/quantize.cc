@@ -445,10 +445,8 @@ inline bool fixed_in_float(int frac, double kmin, double kmax) {
 }
 
 template <Rounding R>
-TB_AVX512_INLINE __m512 fixed16f(__m512 x, __m512i r, __m512 up, __m512 down, __m512 lo,
-                                 __m512 hi) {
+TB_AVX512_INLINE __m512 fixed_k16f(__m512 x, __m512i r, __m512 up) {
   const __m512 t = _mm512_mul_ps(x, up), zero = _mm512_setzero_ps();
-  __m512 k;
   if constexpr (R == Rounding::kStochastic) {
     constexpr int kFloor = _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC;
     const __m512 fl = _mm512_roundscale_ps(t, kFloor);
@@ -462,11 +460,12 @@ TB_AVX512_INLINE __m512 fixed16f(__m512 x, __m512i r, __m512 up, __m512 down, __
     const __mmask16 step =
         (_mm512_cmplt_epu32_mask(r, ceil_big) & ~neg) |
         (_mm512_cmple_epu32_mask(r, not_floor_big) & neg & _mm512_cmp_ps_mask(f, zero, _CMP_GT_OQ));
-    k = _mm512_add_ps(fl, _mm512_maskz_mov_ps(step, _mm512_set1_ps(1.0f)));
+    return _mm512_add_ps(fl, _mm512_maskz_mov_ps(step, _mm512_set1_ps(1.0f)));
   } else if constexpr (R == Rounding::kNearestEven) {
-    k = _mm512_add_ps(_mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zero);
+    return _mm512_add_ps(_mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                         zero);
   } else if constexpr (R == Rounding::kTowardZero) {
-    k = _mm512_add_ps(_mm512_roundscale_ps(t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), zero);
+    return _mm512_add_ps(_mm512_roundscale_ps(t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), zero);
   } else {  // ties away, as fixed_k8: t - floor(t) is exact in float32 too
     static_assert(R == Rounding::kTiesAway);
     const __m512 fl = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
@@ -474,19 +473,47 @@ TB_AVX512_INLINE __m512 fixed16f(__m512 x, __m512i r, __m512 up, __m512 down, __
     const __mmask16 step =
         _mm512_cmp_ps_mask(d, half, _CMP_GT_OQ) |
         (_mm512_cmp_ps_mask(d, half, _CMP_EQ_OQ) & _mm512_cmp_ps_mask(t, zero, _CMP_GE_OQ));
-    k = _mm512_add_ps(fl, _mm512_maskz_mov_ps(step, _mm512_set1_ps(1.0f)));
+    return _mm512_add_ps(fl, _mm512_maskz_mov_ps(step, _mm512_set1_ps(1.0f)));
   }
-  k = _mm512_min_ps(_mm512_max_ps(k, lo), hi);  // NaN becomes lo here; restored below
+}
+
+template <Rounding R>
+TB_AVX512_INLINE __m512 fixed16f(__m512 x, __m512i r, __m512 up, __m512 down, __m512 lo,
+                                 __m512 hi) {
+  const __m512 k = _mm512_min_ps(_mm512_max_ps(fixed_k16f<R>(x, r, up), lo), hi);  // NaN: lo
   return _mm512_mask_mov_ps(_mm512_mul_ps(k, down), _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+
+// fixed_wrap16 in float32, where fixed_in_float allows and every |x * 2^frac| of the vector is
+// below 2^23 (the caller checks): k - kmin is then below 2^24 in magnitude and the remainder's
+// every step is exact in float32 as in double (the span a power of two up to 2^24). Finite
+// lanes only (Inf: the double form); NaN passed through.
+template <Rounding R>
+TB_AVX512_INLINE __m512 fixed_wrap16f(__m512 x, __m512i r, __m512 up, __m512 down, __m512 lo,
+                                      __m512 span, __m512 inv_span) {
+  const __m512 k = fixed_k16f<R>(x, r, up);
+  const __m512 w = _mm512_sub_ps(
+      k, _mm512_mul_ps(span, _mm512_roundscale_ps(_mm512_mul_ps(_mm512_sub_ps(k, lo), inv_span),
+                                                  _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)));
+  return _mm512_mask_mov_ps(_mm512_mul_ps(w, down), _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
 }
 
 // The saturating fixed-point loop, in any mode (stochastically with SrKey's words), in
 // float32 where fixed_in_float allows, else in double. Wrap: two's-complement wrap-around
 // instead (fixed_wrap16, in double; every |x * 2^frac| below 2^52), in any mode.
+float fixed_wrap_huge(float x, uint64_t index, int frac, int64_t kmin, int64_t kmax, Rounding r,
+                      uint64_t seed);
+
 template <Rounding R, bool Stream, bool Float, bool Wrap = false>
 TB_AVX512 void fixed_loop_avx512(const float* in, float* out, size_t n, int frac, double kmin,
                                  double kmax, uint64_t seed, uint64_t offset) {
-  static_assert(!(Wrap && Float), "wrap-around in double only");
+  // Wrap: the magnitudes from which x * 2^frac reaches 2^52, where fixed_wrap8 is not exact,
+  // and (Float) below which a vector can take fixed_wrap16f (2^23).
+  const __m512 huge_from = _mm512_set1_ps(std::ldexp(1.0f, 52 - frac));
+  const __m512 small_below = _mm512_set1_ps(std::ldexp(1.0f, Float ? 23 - frac : 0));
+  const __m512 inf_ps = _mm512_set1_ps(INFINITY);
+  const __m512 spanf = _mm512_set1_ps(float(kmax - kmin + 1));
+  const __m512 inv_spanf = _mm512_set1_ps(float(1 / (kmax - kmin + 1)));
   const SrKey key(seed);
   const __m512d up = _mm512_set1_pd(std::ldexp(1.0, frac));
   const __m512d down = _mm512_set1_pd(std::ldexp(1.0, -frac));
@@ -508,10 +535,30 @@ TB_AVX512 void fixed_loop_avx512(const float* in, float* out, size_t n, int frac
       ctr = _mm512_add_epi32(ctr, splat(16));
       ahead16<Stream>(in + i0 + i);
       const __m512 x = _mm512_maskz_loadu_ps(live, in + i0 + i);
-      if constexpr (Wrap)
+      if constexpr (Wrap) {
+        if constexpr (Float) {
+          const __mmask16 small =
+              _mm512_cmp_ps_mask(_mm512_abs_ps(x), small_below, _CMP_LT_OQ);  // NaN: no
+          if ((small & live) == live) {
+            store16<Stream>(out + i0 + i, fixed_wrap16f<R>(x, r, upf, downf, lof, spanf, inv_spanf),
+                            live);
+            continue;
+          }
+        }
         store16<Stream>(out + i0 + i, fixed_wrap16<R>(x, r, up, down, lo, hi, span, inv_span),
                         live);
-      else if constexpr (Float)
+        const __m512 a = _mm512_abs_ps(x);
+        const __mmask16 huge = live & _mm512_cmp_ps_mask(a, huge_from, _CMP_GE_OQ) &
+                               _mm512_cmp_ps_mask(a, inf_ps, _CMP_NEQ_UQ);
+        if (__builtin_expect(huge != 0, 0)) {  // those lanes again, one at a time (fmod)
+          alignas(64) float xs[16];
+          _mm512_store_ps(xs, x);
+          for (size_t j = 0; j < 16; ++j)
+            if ((huge >> j) & 1u)
+              out[i0 + i + j] = fixed_wrap_huge(xs[j], offset + i0 + i + j, frac, int64_t(kmin),
+                                                int64_t(kmax), R, seed);
+        }
+      } else if constexpr (Float)
         store16<Stream>(out + i0 + i, fixed16f<R>(x, r, upf, downf, lof, hif), live);
       else
         store16<Stream>(out + i0 + i, fixed16<R>(x, r, up, down, lo, hi), live);
@@ -520,11 +567,18 @@ TB_AVX512 void fixed_loop_avx512(const float* in, float* out, size_t n, int frac
   }
 }
 
-// fixed_loop_avx512's wrap-around instances, on plain stores.
+// fixed_loop_avx512's wrap-around instances.
 void fixed_wrap512(const float* in, float* out, size_t n, int frac, double kmin, double kmax,
-                   Rounding r, uint64_t seed, uint64_t offset) {
+                   Rounding r, uint64_t seed, uint64_t offset, bool stream) {
+  const bool f = fixed_in_float(frac, kmin, kmax);
   const auto run = [&](auto mode) {
     constexpr Rounding kR = decltype(mode)::value;
+    if (stream && f)
+      return fixed_loop_avx512<kR, true, true, true>(in, out, n, frac, kmin, kmax, seed, offset);
+    if (stream)
+      return fixed_loop_avx512<kR, true, false, true>(in, out, n, frac, kmin, kmax, seed, offset);
+    if (f)
+      return fixed_loop_avx512<kR, false, true, true>(in, out, n, frac, kmin, kmax, seed, offset);
     fixed_loop_avx512<kR, false, false, true>(in, out, n, frac, kmin, kmax, seed, offset);
   };
   using NE = std::integral_constant<Rounding, Rounding::kNearestEven>;
@@ -1024,6 +1078,26 @@ TB_INLINE void fixed_wrap_body(const float* in, float* out, size_t n, int frac, 
   }
 }
 
+float fixed_wrap_huge(float x, uint64_t index, int frac, int64_t kmin, int64_t kmax, Rounding r,
+                      uint64_t seed) {
+  float y;
+  switch (r) {
+    case Rounding::kNearestEven:
+      fixed_wrap_body<Rounding::kNearestEven, true>(&x, &y, 1, frac, kmin, kmax, seed, index);
+      break;
+    case Rounding::kTiesAway:
+      fixed_wrap_body<Rounding::kTiesAway, true>(&x, &y, 1, frac, kmin, kmax, seed, index);
+      break;
+    case Rounding::kTowardZero:
+      fixed_wrap_body<Rounding::kTowardZero, true>(&x, &y, 1, frac, kmin, kmax, seed, index);
+      break;
+    case Rounding::kStochastic:
+      fixed_wrap_body<Rounding::kStochastic, true>(&x, &y, 1, frac, kmin, kmax, seed, index);
+      break;
+  }
+  return y;
+}
+
 // The instances for values below 2^52, in the clones' instruction sets (floor is then one
 // instruction, not a call), one function per mode as fixed_rne and its siblings.
 #define TB_FIXED_WRAP(NAME, MODE)                                                               \
@@ -1060,21 +1134,23 @@ void fixed_wrap(bool huge, const float* in, float* out, size_t n, int frac, int6
 void fixed_loop(const float* in, float* out, size_t n, int frac, int64_t kmin, int64_t kmax,
                 bool saturate, Rounding r, uint64_t seed, uint64_t offset, bool stream = false) {
   if (!saturate) {
-    // Two's-complement wrap-around. Where x * 2^frac lies within [kmin, kmax], every mode
-    // rounds it to its floor or its ceiling, both in the range, and the saturating kernels give
-    // that k: a run of 256 such values goes through them, any other run through fixed_wrap
-    // (0.3 and ~4 ns per element, one Zen 4 thread, where one scalar loop took 23 for both).
-    // All are elementwise: out may be in.
+    // Two's-complement wrap-around; every kernel is elementwise: out may be in. The AVX-512
+    // wrap kernel takes every value (within the range the remainder is k itself; 0.19 ns per
+    // element where most values wrap, in float32 where fixed_in_float allows, one Zen 4
+    // thread, against 23 for the scalar loop with ldexp and fmod calls before it).
+#if TB_AVX512_KERNELS
+    if (avx512_cpu())
+      return fixed_wrap512(in, out, n, frac, double(kmin), double(kmax), r, seed, offset, stream);
+#endif
+    // Elsewhere: where x * 2^frac lies within [kmin, kmax], every mode rounds it to its floor
+    // or its ceiling, both in the range, and the saturating kernels give that k: a run of 256
+    // such values goes through them, any other run through fixed_wrap (~4 ns per element).
     const double sc = std::ldexp(1.0, frac), lo = double(kmin), hi = double(kmax);
     for (size_t b = 0; b < n; b += 256) {
       const size_t len = std::min<size_t>(256, n - b);
       const int kind = fixed_wrap_kind(in + b, len, sc, lo, hi);
       if (kind == 0)
         fixed_loop(in + b, out + b, len, frac, kmin, kmax, true, r, seed, offset + b, stream);
-#if TB_AVX512_KERNELS
-      else if (kind == 1 && avx512_cpu())
-        fixed_wrap512(in + b, out + b, len, frac, double(kmin), double(kmax), r, seed, offset + b);
-#endif
       else
         fixed_wrap(kind == 2, in + b, out + b, len, frac, kmin, kmax, r, seed, offset + b);
     }

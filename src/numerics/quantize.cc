@@ -1078,26 +1078,6 @@ TB_INLINE void fixed_wrap_body(const float* in, float* out, size_t n, int frac, 
   }
 }
 
-float fixed_wrap_huge(float x, uint64_t index, int frac, int64_t kmin, int64_t kmax, Rounding r,
-                      uint64_t seed) {
-  float y;
-  switch (r) {
-    case Rounding::kNearestEven:
-      fixed_wrap_body<Rounding::kNearestEven, true>(&x, &y, 1, frac, kmin, kmax, seed, index);
-      break;
-    case Rounding::kTiesAway:
-      fixed_wrap_body<Rounding::kTiesAway, true>(&x, &y, 1, frac, kmin, kmax, seed, index);
-      break;
-    case Rounding::kTowardZero:
-      fixed_wrap_body<Rounding::kTowardZero, true>(&x, &y, 1, frac, kmin, kmax, seed, index);
-      break;
-    case Rounding::kStochastic:
-      fixed_wrap_body<Rounding::kStochastic, true>(&x, &y, 1, frac, kmin, kmax, seed, index);
-      break;
-  }
-  return y;
-}
-
 // The instances for values below 2^52, in the clones' instruction sets (floor is then one
 // instruction, not a call), one function per mode as fixed_rne and its siblings.
 #define TB_FIXED_WRAP(NAME, MODE)                                                               \
@@ -1129,6 +1109,13 @@ void fixed_wrap(bool huge, const float* in, float* out, size_t n, int frac, int6
     case Rounding::kStochastic:
       return run(std::integral_constant<Rounding, Rounding::kStochastic>{}, &fixed_wrap_sr);
   }
+}
+
+float fixed_wrap_huge(float x, uint64_t index, int frac, int64_t kmin, int64_t kmax, Rounding r,
+                      uint64_t seed) {
+  float y;
+  fixed_wrap(true, &x, &y, 1, frac, kmin, kmax, r, seed, index);
+  return y;
 }
 
 void fixed_loop(const float* in, float* out, size_t n, int frac, int64_t kmin, int64_t kmax,

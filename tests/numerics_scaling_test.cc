@@ -208,22 +208,12 @@ TEST(NumericsScaling, ScaleRowShowsWhatThePointKeeps) {
         const std::string what =
             std::string(fmt_text) + "@" + recipe + " " + tb::num::rounding_name(r);
         const float max = tb::num::scaling_max(f);
-        std::vector<float> kept(x.size());
+        // Each value's scale by the recipe's definition, written here.
+        std::vector<float> want(x.size());
         if (s.kind == Scaling::Kind::kCurrent) {
           ASSERT_EQ(row.tiles.size(), 1u) << what;
           EXPECT_EQ(row.tiles[0].amax, 1000.0f) << what;
-          EXPECT_EQ(row.tiles[0].scale, max / 1000.0f / std::ldexp(1.0f, s.margin)) << what;
-          QuantOptions po = o;
-          po.scale = row.tiles[0].scale;
-          std::vector<float> scaled(x.size());
-          for (size_t i = 0; i < x.size(); ++i) scaled[i] = x[i] * po.scale;
-          if (f.kind == Format::Kind::kFloat) {
-            kept = tb::num::quantize(f, x, po);
-          } else {  // the point's general path: scaled, rounded, times the inverse
-            po.scale = 1;
-            const auto q = tb::num::quantize(f, scaled, po);
-            for (size_t i = 0; i < x.size(); ++i) kept[i] = q[i] * (1.0f / row.tiles[0].scale);
-          }
+          for (auto& w : want) w = max / 1000.0f / std::ldexp(1.0f, s.margin);
         } else {
           const size_t c = size_t(s.block_cols);
           ASSERT_EQ(row.tiles.size(), x.size() / c) << what;
@@ -232,14 +222,20 @@ TEST(NumericsScaling, ScaleRowShowsWhatThePointKeeps) {
             for (size_t i = t * c; i < (t + 1) * c; ++i) amax = std::fmax(amax, std::fabs(x[i]));
             EXPECT_EQ(row.tiles[t].first, t * c) << what;
             EXPECT_EQ(row.tiles[t].amax, amax) << what;
-            EXPECT_EQ(row.tiles[t].scale, tb::num::block_scale(max, amax, s.pow2)) << what;
+            for (size_t i = t * c; i < (t + 1) * c; ++i)
+              want[i] = tb::num::block_scale(max, amax, s.pow2);
           }
-          tb::num::quantize_block_scaled(f, s, x.data(), kept.data(), x.size(), x.size(), o,
-                                         nullptr);
         }
+        // The value kept by definition: the scaled value rounded (the call's stream), times the
+        // inverse scale; against the point's own paths, which scale_row's `out` comes from.
+        std::vector<float> scaled(x.size()), kept(x.size());
+        for (size_t i = 0; i < x.size(); ++i) scaled[i] = x[i] * want[i];
+        const auto q = tb::num::quantize(f, scaled, o);
+        for (size_t i = 0; i < x.size(); ++i) kept[i] = q[i] * (1.0f / want[i]);
         for (size_t i = 0; i < x.size(); ++i) {
           const float sc =
               row.tiles[s.kind == Scaling::Kind::kCurrent ? 0 : i / s.block_cols].scale;
+          EXPECT_EQ(sc, want[i]) << what << " value " << i;
           EXPECT_TRUE(same(row.scaled[i], x[i] * sc)) << what << " value " << i;
           EXPECT_TRUE(same(row.out[i], row.rounded[i] * (1.0f / sc))) << what << " value " << i;
           EXPECT_TRUE(same(row.out[i], kept[i])) << what << " value " << i;

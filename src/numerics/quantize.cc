@@ -1023,29 +1023,14 @@ TB_NUM_CLONES TB_NUM_NO_TRAPS void fixed_sr(const float* in, float* out, size_t 
   fixed_body<Rounding::kStochastic>(in, out, n, f, lo, hi, s, o);
 }
 
-// `stream`: as run_grid's.
-// How a run of x wraps (fixed point with wrap-around): 0 where every x[i] * sc lies within
-// [lo, hi] (NaN does not), 1 where every |x[i] * sc| is below 2^52 (NaN and Inf count as
-// below: the wrap kernels select them), else 2. One pass, in a loop that vectorises (& where
-// && would branch).
-TB_NUM_CLONES int fixed_wrap_kind(const float* x, size_t n, double sc, double lo, double hi) {
-  uint32_t zone = 1, small = 1;
-  for (size_t i = 0; i < n; ++i) {
-    const double t = double(x[i]) * sc, a = std::fabs(t);
-    zone &= uint32_t(t >= lo) & uint32_t(t <= hi);
-    small &= uint32_t(!(a >= 0x1p52)) | uint32_t(a == double(INFINITY));
-  }
-  return zone ? 0 : small ? 1 : 2;
-}
-
 // Fixed point with two's-complement wrap-around, element by element (the element i of index
 // offset + i): round_k's k, then k - kmin modulo the span (2^w) plus kmin. Inf goes to the end
-// of its sign (as saturation takes it), NaN passes. Huge: some |x * 2^frac| may reach 2^52,
-// where k - kmin is no longer exact in double and fmod takes the remainder, one element at a
-// time; below that the remainder is k - span * floor((k - kmin) / span), every step exact
-// (span a power of two), without a call. GCC 12 does not vectorise the loop (control flow
-// in it): ~4 ns per element where most values wrap, against 23 with ldexp and fmod calls.
-template <Rounding R, bool Huge>
+// of its sign (as saturation takes it), NaN passes. Below |k| = 2^52 the remainder is
+// k - span * floor((k - kmin) / span), every step exact (span a power of two) and without a
+// call; above, k - kmin is no longer exact in double and fmod takes it. Scalar: GCC 12 does
+// not vectorise the loop (control flow in it); ~4 ns per element where most values wrap,
+// against 23 with ldexp and fmod calls. The AVX-512 wrap kernel hands it its lanes past 2^52.
+template <Rounding R>
 TB_INLINE void fixed_wrap_body(const float* in, float* out, size_t n, int frac, int64_t kmin,
                                int64_t kmax, uint64_t seed, uint64_t offset) {
   const double lo = double(kmin), hi = double(kmax), span = hi - lo + 1.0;
@@ -1060,16 +1045,11 @@ TB_INLINE void fixed_wrap_body(const float* in, float* out, size_t n, int frac, 
       rnd = key.bits(uint32_t(idx), key.hi(idx));
     }
     const double k = round_k<R>(double(x) * up, rnd);
-    double w;
-    if constexpr (Huge) {
-      w = k;
-      if (w < lo || w > hi) {
-        w = std::fmod(w - lo, span);
-        if (w < 0) w += span;
-        w += lo;
-      }
-    } else {
-      w = k - span * std::floor((k - lo) * inv_span);
+    double w = k - span * std::floor((k - lo) * inv_span);
+    if (!(std::fabs(k) < 0x1p52)) {
+      w = std::fmod(k - lo, span);
+      if (w < 0) w += span;
+      w += lo;
     }
     // Inf to the end of its sign, as saturation takes it.
     const double kk = std::isinf(x) ? (x > 0 ? hi : lo) : w;
@@ -1078,12 +1058,12 @@ TB_INLINE void fixed_wrap_body(const float* in, float* out, size_t n, int frac, 
   }
 }
 
-// The instances for values below 2^52, in the clones' instruction sets (floor is then one
-// instruction, not a call), one function per mode as fixed_rne and its siblings.
+// One function per mode, as fixed_rne and its siblings, in the clones' instruction sets (floor
+// is then one instruction, not a call).
 #define TB_FIXED_WRAP(NAME, MODE)                                                               \
   TB_NUM_CLONES TB_NUM_NO_TRAPS void NAME(const float* in, float* out, size_t n, int frac,      \
                                           int64_t kmin, int64_t kmax, uint64_t s, uint64_t o) { \
-    fixed_wrap_body<MODE, false>(in, out, n, frac, kmin, kmax, s, o);                           \
+    fixed_wrap_body<MODE>(in, out, n, frac, kmin, kmax, s, o);                                  \
   }
 TB_FIXED_WRAP(fixed_wrap_rne, Rounding::kNearestEven)
 TB_FIXED_WRAP(fixed_wrap_away, Rounding::kTiesAway)
@@ -1091,33 +1071,23 @@ TB_FIXED_WRAP(fixed_wrap_rtz, Rounding::kTowardZero)
 TB_FIXED_WRAP(fixed_wrap_sr, Rounding::kStochastic)
 #undef TB_FIXED_WRAP
 
-void fixed_wrap(bool huge, const float* in, float* out, size_t n, int frac, int64_t kmin,
-                int64_t kmax, Rounding r, uint64_t seed, uint64_t offset) {
-  // The mode's instance: fmod's where a value is huge, else the clones'.
-  const auto run = [&](auto mode, auto* below) {
-    constexpr Rounding kR = decltype(mode)::value;
-    if (huge) return fixed_wrap_body<kR, true>(in, out, n, frac, kmin, kmax, seed, offset);
-    below(in, out, n, frac, kmin, kmax, seed, offset);
-  };
-  switch (r) {
-    case Rounding::kNearestEven:
-      return run(std::integral_constant<Rounding, Rounding::kNearestEven>{}, &fixed_wrap_rne);
-    case Rounding::kTiesAway:
-      return run(std::integral_constant<Rounding, Rounding::kTiesAway>{}, &fixed_wrap_away);
-    case Rounding::kTowardZero:
-      return run(std::integral_constant<Rounding, Rounding::kTowardZero>{}, &fixed_wrap_rtz);
-    case Rounding::kStochastic:
-      return run(std::integral_constant<Rounding, Rounding::kStochastic>{}, &fixed_wrap_sr);
-  }
+void fixed_wrap(const float* in, float* out, size_t n, int frac, int64_t kmin, int64_t kmax,
+                Rounding r, uint64_t seed, uint64_t offset) {
+  const auto run = r == Rounding::kNearestEven  ? &fixed_wrap_rne
+                   : r == Rounding::kTiesAway   ? &fixed_wrap_away
+                   : r == Rounding::kTowardZero ? &fixed_wrap_rtz
+                                                : &fixed_wrap_sr;
+  run(in, out, n, frac, kmin, kmax, seed, offset);
 }
 
 float fixed_wrap_huge(float x, uint64_t index, int frac, int64_t kmin, int64_t kmax, Rounding r,
                       uint64_t seed) {
   float y;
-  fixed_wrap(true, &x, &y, 1, frac, kmin, kmax, r, seed, index);
+  fixed_wrap(&x, &y, 1, frac, kmin, kmax, r, seed, index);
   return y;
 }
 
+// `stream`: as run_grid's.
 void fixed_loop(const float* in, float* out, size_t n, int frac, int64_t kmin, int64_t kmax,
                 bool saturate, Rounding r, uint64_t seed, uint64_t offset, bool stream = false) {
   if (!saturate) {
@@ -1129,19 +1099,7 @@ void fixed_loop(const float* in, float* out, size_t n, int frac, int64_t kmin, i
     if (avx512_cpu())
       return fixed_wrap512(in, out, n, frac, double(kmin), double(kmax), r, seed, offset, stream);
 #endif
-    // Elsewhere: where x * 2^frac lies within [kmin, kmax], every mode rounds it to its floor
-    // or its ceiling, both in the range, and the saturating kernels give that k: a run of 256
-    // such values goes through them, any other run through fixed_wrap (~4 ns per element).
-    const double sc = std::ldexp(1.0, frac), lo = double(kmin), hi = double(kmax);
-    for (size_t b = 0; b < n; b += 256) {
-      const size_t len = std::min<size_t>(256, n - b);
-      const int kind = fixed_wrap_kind(in + b, len, sc, lo, hi);
-      if (kind == 0)
-        fixed_loop(in + b, out + b, len, frac, kmin, kmax, true, r, seed, offset + b, stream);
-      else
-        fixed_wrap(kind == 2, in + b, out + b, len, frac, kmin, kmax, r, seed, offset + b);
-    }
-    return;
+    return fixed_wrap(in, out, n, frac, kmin, kmax, r, seed, offset);
   }
   switch (r) {
     case Rounding::kNearestEven:

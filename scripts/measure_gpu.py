@@ -23,9 +23,18 @@ amp-bf16 (autocast).
   align.csv        GEMMs with a dimension off a multiple of 8, and GPT-2's logits (vocab 50257)
   host.csv         tiny models' steps: the host's time and aten operators per step
   shapes.csv       one step's aten operators with dtypes and shapes, and their GPU time
+  fp8gemm.csv      FP8 (torch._scaled_mm, e4m3) against bf16 matrix products, square and
+                   at the fp8 rows' layer shapes
+  fp8e2e.csv       training steps with the linear layers' GEMMs in FP8 (per-tensor current
+                   scaling, e4m3 forward, e5m2 gradients: `amp-fp8@current`) beside the same
+                   model in amp-bf16, in one process
+  fp8profile.csv   GPU time by operator of two of those FP8 steps
+  fp8cast.csv      each eager cast kernel (abs, amax, to fp32, multiply, cast, transposes)
+                   alone at the fp8 rows' tensor shapes (added after the 2026-11-30 lease: not
+                   measured yet)
 
 Usage: measure_gpu.py OUTDIR [--smoke] [--sections facts,e2e,...] [--h200-batches]
-                     [--e2e-set first|extra]
+                     [--e2e-set first|extra] [--fp8-cast eager|compiled] [--fp8-no-gemm]
   --smoke: tiny sizes on the CPU, to check the code. All sections write 8 files, the most the
   device tool brings back from $OUT: keep a log elsewhere, or run fewer sections.
 The profile tables of 2026-11-27 (data/measured/) summed kernels twice in their
@@ -225,10 +234,12 @@ def _step_fn(model, opt, x, y, loss_f, fmt, scaler=None):
     return step
 
 
-def train_steps(kind, p, fmt, layout, warmup, reps, profile_rows=None, tag=""):
+def train_steps(kind, p, fmt, layout, warmup, reps, profile_rows=None, tag="", model_hook=None):
     set_format(fmt)
     model, opt_f, (x, y), loss_f, examples = build(kind, p)
     model = model.to(DEV)
+    if model_hook is not None:
+        model = model_hook(model)
     x, y = x.to(DEV), y.to(DEV)
     if layout == "nhwc":
         model = model.to(memory_format=torch.channels_last)
@@ -373,6 +384,280 @@ def e2e():
             w.row(config=config, model=kind, format=fmt, layout=layout, attention=attention,
                   batch=p["batch"], status="crashed: " + repr(e)[:200])
             log(f"e2e {tag}: crashed {e!r}")
+
+
+# --- FP8 training (per-tensor current scaling, HYBRID) ---------------------------------------
+
+E4M3_MAX, E5M2_MAX = 448.0, 57344.0
+# Which cast implementation the fp8 rows used: "compiled" (torch.compile fuses each amax and
+# each scaled cast into one kernel, as Transformer Engine's kernels do) or "eager" (amax, the
+# scale's multiply and the cast as separate aten kernels). Set by fp8_table's first check.
+FP8 = {"cast": "eager", "compiled": None, "bias": True}
+
+
+def _fp8_dtypes():
+    """float8 dtypes, or (smoke test on a PyTorch without them) bf16 stand-ins: the layouts,
+    scales and autograd plumbing are checked, not the numerics."""
+    if hasattr(torch, "float8_e4m3fn"):
+        return torch.float8_e4m3fn, torch.float8_e5m2
+    return torch.bfloat16, torch.bfloat16
+
+
+def _scaled_mm(a, b, sa, sb, out_dtype, fast, bias=None):
+    """a row-major, b column-major (cuBLASLt's fp8 layout on Hopper: 'TN'), dims multiples of
+    16; sa, sb: the inverse scales (float32, one element)."""
+    if hasattr(torch, "_scaled_mm") and DEV.type == "cuda":
+        if bias is not None and FP8["bias"]:
+            try:
+                return torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, bias=bias,
+                                        out_dtype=out_dtype, use_fast_accum=fast)
+            except (RuntimeError, TypeError) as e:
+                FP8["bias"] = False
+                log(f"fp8: _scaled_mm refused a bias ({e!r:.160}); adding it separately")
+        out = torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=out_dtype,
+                               use_fast_accum=fast)
+        return out if bias is None else out + bias
+    # CPU smoke test: the same layout checks cuBLASLt makes, then a float product.
+    assert a.stride(1) == 1 and b.stride(0) == 1, (a.stride(), b.stride())
+    assert all(d % 16 == 0 for d in (*a.shape, b.shape[1])), (a.shape, b.shape)
+    out = (a.float() * sa) @ (b.float() * sb)
+    return (out if bias is None else out + bias.float()).to(out_dtype)
+
+
+def _quant_impl(x, dt, fmax):
+    """Per-tensor current scaling: scale = fmax / amax(x), x8 = cast(x * scale), and x8's
+    transposed copy (cuBLASLt's fp8 GEMMs take only the TN layout on Hopper, so each operand a
+    backward GEMM reads the other way round needs one: Transformer Engine's cast-transpose)."""
+    scale = fmax / torch.clamp(x.abs().amax().float(), min=1e-12)
+    x8 = (x.float() * scale).to(dt)
+    return x8, x8.t().contiguous(), scale
+
+
+def _quant(x, dt, fmax):
+    """-> x8, x8 transposed, the inverse scale the GEMM multiplies back. Compiled: one
+    reduction kernel (amax) and fused cast(-transpose) kernels, as TE's; eager: abs, amax, the
+    scale's arithmetic, a multiply, a cast and a transpose, each its own kernel."""
+    fn = FP8["compiled"] if FP8["cast"] == "compiled" else _quant_impl
+    x8, x8t, scale = fn(x.detach(), dt, fmax)  # detached: a Parameter would be its own guard
+    return x8, x8t, scale.reciprocal()
+
+
+class _Fp8Linear(torch.autograd.Function):
+    """y = x W^T + b with the three GEMMs in FP8: x and W in e4m3 forward, dY in e5m2 backward
+    (Transformer Engine's HYBRID format), each tensor scaled by its own amax this step
+    (Float8CurrentScaling). Forward accumulates fast (TE's default for fprop), the backward
+    GEMMs in split accumulation. The bias is added in the forward GEMM's epilogue."""
+
+    @staticmethod
+    def forward(ctx, x, w, b):
+        e4, e5 = _fp8_dtypes()
+        shape = x.shape
+        x2 = x.reshape(-1, shape[-1])
+        x8, x8t, sx = _quant(x2, e4, E4M3_MAX)
+        w8, w8t, sw = _quant(w, e4, E4M3_MAX)
+        bias = b.to(torch.bfloat16) if b is not None else None  # rows run under amp-bf16
+        y = _scaled_mm(x8, w8.t(), sx, sw, torch.bfloat16, True, bias)
+        ctx.save_for_backward(x8t, sx, w8t, sw)
+        ctx.has_bias, ctx.shape, ctx.wdtype, ctx.xdtype = b is not None, shape, w.dtype, x.dtype
+        return y.reshape(*shape[:-1], w.shape[0])
+
+    @staticmethod
+    def backward(ctx, gy):
+        e4, e5 = _fp8_dtypes()
+        x8t, sx, w8t, sw = ctx.saved_tensors
+        g2 = gy.reshape(-1, gy.shape[-1])
+        g8, g8t, sg = _quant(g2, e5, E5M2_MAX)
+        # dX = dY W, W column-major; written in x's own dtype (autocast's fp32 residual stream).
+        out = ctx.xdtype if ctx.xdtype in (torch.float32, torch.bfloat16) else torch.bfloat16
+        dx = _scaled_mm(g8, w8t.t(), sg, sw, out, False)
+        # dW = dY^T X: dY^T row-major, X column-major.
+        dw = _scaled_mm(g8t, x8t.t(), sg, sx, torch.float32, False)
+        db = g2.sum(0, dtype=torch.float32) if ctx.has_bias else None
+        return dx.reshape(ctx.shape).to(ctx.xdtype), dw.to(ctx.wdtype), db
+
+
+class Fp8Linear(nn.Linear):
+    def forward(self, x):
+        return _Fp8Linear.apply(x, self.weight, self.bias)
+
+
+def to_fp8(model):
+    """Every nn.Linear whose features are multiples of 16 (cuBLASLt's fp8 requirement; TE's too)
+    becomes an Fp8Linear with the same parameters; others stay as they are. The tied logits
+    (F.linear on the embedding) stay in the half format, as TE's and Megatron's FP8 recipes
+    leave the output layer. Returns the number converted."""
+    n = 0
+    for name, mod in list(model.named_modules()):
+        for cname, child in list(mod.named_children()):
+            if type(child) is nn.Linear and child.in_features % 16 == 0 and \
+                    child.out_features % 16 == 0:
+                child.__class__ = Fp8Linear
+                n += 1
+    return n
+
+
+def fp8_setup():
+    """Chooses the cast implementation: torch.compile's fused kernels where they compile and
+    agree with the eager ones, else eager. Checks one layer's three GEMMs against bf16."""
+    FP8["cast"] = "eager"
+    if ARGS.fp8_cast == "compiled" and hasattr(torch, "compile") and DEV.type == "cuda":
+        try:
+            import torch._dynamo as dynamo
+
+            # Each (input dtype, fp8 dtype) pair compiles once; the default limit of 8 was hit
+            # on 2026-11-30's first run, after which the casts ran eager.
+            for k in ("recompile_limit", "cache_size_limit"):
+                if hasattr(dynamo.config, k):
+                    setattr(dynamo.config, k, 64)
+            fn = torch.compile(_quant_impl, dynamic=True)
+            x = torch.randn(256, 512, device=DEV, dtype=torch.bfloat16) * 3
+            e4, _ = _fp8_dtypes()
+            a8, a8t, sa = fn(x, e4, E4M3_MAX)
+            b8, b8t, _ = _quant_impl(x, e4, E4M3_MAX)
+            diff = max((a8.float() - b8.float()).abs().max().item(),
+                       (a8t.float() - b8t.float()).abs().max().item())
+            log(f"fp8: compiled cast vs eager, max difference {diff:.3g}, scale {sa.item():.4g}")
+            FP8["compiled"], FP8["cast"] = fn, "compiled"
+        except Exception as e:  # eager casts still measure the recipe, with more kernels
+            log(f"fp8: torch.compile of the cast failed ({e!r:.300}); eager casts")
+    # One layer, fp8 against bf16, relative errors of y, dx, dW.
+    lin = nn.Linear(512, 768).to(DEV)
+    ref = nn.Linear(512, 768).to(DEV)
+    ref.load_state_dict(lin.state_dict())
+    to_fp8(nn.Sequential(lin))
+    x = torch.randn(64, 512, device=DEV, requires_grad=True)
+    xr = x.detach().clone().requires_grad_(True)
+    with torch.autocast(DEV.type, dtype=torch.bfloat16):
+        y, yr = lin(x), ref(xr)
+    g = torch.randn_like(yr.float())
+    y.float().backward(g)
+    yr.float().backward(g)
+    rel = lambda a, b: ((a.float() - b.float()).norm() / b.float().norm()).item()
+    errs = (rel(y, yr), rel(x.grad, xr.grad), rel(lin.weight.grad, ref.weight.grad),
+            rel(lin.bias.grad, ref.bias.grad))
+    log(f"fp8: one layer against bf16, relative error y {errs[0]:.4f} dx {errs[1]:.4f} "
+        f"dW {errs[2]:.4f} db {errs[3]:.4f} (cast {FP8['cast']}, bias in GEMM {FP8['bias']})")
+    if not all(math.isfinite(e) and e < 0.2 for e in errs):
+        raise RuntimeError(f"fp8 layer disagrees with bf16: {errs}")
+    return errs
+
+
+def fp8_table():
+    """Training steps with every eligible linear layer's GEMMs in FP8 (per-tensor current
+    scaling, e4m3 forward, e5m2 gradients) against the same model in amp-bf16, in this process;
+    the FP8 and bf16 GEMMs at the same shapes; one profiled FP8 step."""
+    s = ARGS.smoke
+    errs = fp8_setup()
+    gw = Csv("fp8gemm.csv", ["case", "format", "m", "n", "k", "ms", "tflops"])
+    e4, e5 = _fp8_dtypes()
+    shapes = [("square", n, n, n) for n in ([64, 128] if s else [1024, 2048, 4096, 8192, 16384])]
+    if ARGS.fp8_no_gemm:
+        shapes = []
+    shapes += [] if s else [("gpt2 qkv", 8192, 2304, 768), ("gpt2 fc1", 8192, 3072, 768),
+                            ("gpt2 fc2", 8192, 768, 3072), ("gpt2 out", 8192, 768, 768),
+                            ("gpt 2048 fc1", 8192, 8192, 2048), ("gpt 2048 fc2", 8192, 2048, 8192),
+                            ("fc 8192", 2048, 8192, 8192)]
+    one = torch.ones((), device=DEV)
+    for case, m, n, k in shapes:
+        a = torch.randn(m, k, device=DEV, dtype=torch.bfloat16)
+        b = torch.randn(n, k, device=DEV, dtype=torch.bfloat16)
+        a8, b8 = a.to(e4), b.to(e4)
+        for fmt, fn in [("bf16", lambda: a @ b.t()),
+                        ("e4m3 fast", lambda: _scaled_mm(a8, b8.t(), one, one, torch.bfloat16, True)),
+                        ("e4m3", lambda: _scaled_mm(a8, b8.t(), one, one, torch.bfloat16, False))]:
+            t = statistics.median(time_fn(fn, 2, 3 if s else 10, per_call=False))
+            gw.row(case=case, format=fmt, m=m, n=n, k=k, ms=f"{t:.5f}",
+                   tflops=f"{2.0 * m * n * k / t / 1e9:.2f}")
+        del a, b, a8, b8
+    log("fp8 gemm done")
+    # Each eager cast kernel alone, back to back, at the fp8 rows' tensor shapes: what the
+    # simulator's per-element bytes of amp-fp8-eager@current assume they stream at.
+    cw = Csv("fp8cast.csv", ["kernel", "dtype", "rows", "cols", "bytes", "ms", "gbps"])
+    for rows_, cols in ([(64, 32)] if s else [(8192, 768), (8192, 3072), (8192, 2048),
+                                              (8192, 8192)]):
+        for dt in [torch.float32, torch.bfloat16]:
+            x = torch.randn(rows_, cols, device=DEV, dtype=dt)
+            n, b = rows_ * cols, torch.finfo(dt).bits // 8
+            xf = x.float()
+            scale = torch.tensor(3.0, device=DEV)
+            x8 = (xf * scale).to(e4)
+            cases = [("abs", lambda: x.abs(), 2 * n * b), ("amax", lambda: x.abs().amax(), n * b),
+                     ("to fp32", lambda: x.float(), n * (b + 4) if b < 4 else 0),
+                     ("multiply fp32", lambda: xf * scale, 8 * n),
+                     ("cast to e4m3", lambda: xf.to(e4), 5 * n),
+                     ("transpose e4m3", lambda: x8.t().contiguous(), 2 * n),
+                     ("transpose " + str(dt).replace("torch.", ""), lambda: x.t().contiguous(),
+                      2 * n * b),
+                     ("eager quant (all)", lambda: _quant_impl(x, e4, E4M3_MAX), 0)]
+            for name, fn, by in cases:
+                if name == "to fp32" and b == 4:
+                    continue  # x.float() of an fp32 tensor is the tensor itself
+                t = statistics.median(time_fn(fn, 3, 5 if s else 20, per_call=False))
+                cw.row(kernel=name, dtype=str(dt).replace("torch.", ""), rows=rows_, cols=cols,
+                       bytes=by, ms=f"{t:.5f}", gbps=f"{by / t / 1e6:.1f}" if by else "")
+            del x, xf, x8
+    log("fp8 cast kernels done")
+    w = Csv("fp8e2e.csv", ["config", "model", "format", "cast", "fp8_layers", "batch",
+                           "examples_per_step", "step_ms_median", "step_ms_min", "step_ms_max",
+                           "wall_ms_per_step", "steps", "throughput_per_s", "peak_gib",
+                           "check_rel_err", "status"])
+    prof = Csv("fp8profile.csv", ["run", "op", "ms_per_step", "calls_per_step"])
+    gpt2 = dict(layers=2 if s else 12, d_model=64 if s else 768, heads=4 if s else 12,
+                seq=32 if s else 1024, vocab=512 if s else 50304, batch=2 if s else 8)
+    runs = [("gpt", gpt2, True),
+            ("gpt", dict(gpt2, layers=2 if s else 24, d_model=64 if s else 1024,
+                         heads=4 if s else 16), False),
+            ("gpt", dict(layers=2 if s else 6, d_model=64 if s else 512, heads=4 if s else 8,
+                         seq=32 if s else 512, vocab=512 if s else 32768, batch=2 if s else 16), False),
+            ("gpt", dict(gpt2, layers=2 if s else 16, d_model=64 if s else 2048,
+                         heads=4 if s else 16), True),
+            ("fc", dict(layers=4, nodes=64 if s else 8192, input=2000, output=1000,
+                        batch=16 if s else 2048), False),
+            ("fc", dict(layers=4, nodes=64 if s else 2048, input=2000, output=1008,
+                        batch=16 if s else 8192), False)]
+    keys = {"gpt": ["layers", "d_model", "heads", "seq", "vocab", "batch"],
+            "fc": ["layers", "nodes", "input", "output", "batch"]}
+    for kind, p, do_prof in runs:
+        config = kind + ":" + ",".join(f"{k}={p[k]}" for k in keys[kind])
+        # bf16 first, then fp8, back to back in this process; GPT-2 small's fp8 again with
+        # eager casts, to show what fusing the casts is worth.
+        variants = [("amp-bf16", ""), ("amp-fp8@current", FP8["cast"])]
+        if do_prof and kind == "gpt" and p["d_model"] == gpt2["d_model"] and FP8["cast"] != "eager":
+            variants.append(("amp-fp8@current", "eager"))
+        for fmt, cast in variants:
+            tag = f"{config} {fmt} {cast}".strip()
+            chosen = FP8["cast"]
+            FP8["cast"] = cast or chosen
+            conv = [0]
+
+            def hook(model):
+                if fmt != "amp-bf16":
+                    conv[0] = to_fp8(model)
+                return model
+
+            try:
+                t, wall, peak, ex = train_steps(kind, p, "amp-bf16", "", 3 if s else 8,
+                                                3 if s else 20,
+                                                prof if (do_prof and cast == chosen and cast) else None,
+                                                tag, model_hook=hook)
+                med = statistics.median(t)
+                w.row(config=config, model=kind, format=fmt, cast=cast, fp8_layers=conv[0],
+                      batch=p["batch"], examples_per_step=ex, step_ms_median=f"{med:.4f}",
+                      step_ms_min=f"{min(t):.4f}", step_ms_max=f"{max(t):.4f}",
+                      wall_ms_per_step=f"{wall:.4f}", steps=len(t),
+                      throughput_per_s=f"{ex / med * 1e3:.1f}", peak_gib=f"{peak:.2f}",
+                      check_rel_err=" ".join(f"{e:.4f}" for e in errs), status="ok")
+                log(f"fp8 {tag}: {med:.3f} ms/step (wall {wall:.3f}), {ex / med * 1e3:.0f}/s, "
+                    f"{peak:.1f} GiB, {conv[0]} fp8 layers")
+            except torch.cuda.OutOfMemoryError:
+                w.row(config=config, model=kind, format=fmt, batch=p["batch"], status="oom")
+                log(f"fp8 {tag}: oom")
+                torch.cuda.empty_cache()
+            except Exception as e:  # a failed config is a row, not the end of the run
+                w.row(config=config, model=kind, format=fmt, batch=p["batch"],
+                      status="crashed: " + repr(e)[:200])
+                log(f"fp8 {tag}: crashed {e!r}")
+            FP8["cast"] = chosen
 
 
 # --- kernels --------------------------------------------------------------------------------
@@ -797,6 +1082,10 @@ def main():
     ap.add_argument("--sections", default="facts,e2e,conv,norm,launch,stream,gemm")
     ap.add_argument("--e2e-set", choices=["first", "extra"], default="first",
                     help="first: the configs of the first tables; extra: configs added later")
+    ap.add_argument("--fp8-cast", choices=["compiled", "eager"], default="eager",
+                    help="fp8 section's casts: eager aten kernels (default), or torch.compile's "
+                         "(2026-11-30, dynamic shapes: its amax reduction took 0.5-1.8 ms a call)")
+    ap.add_argument("--fp8-no-gemm", action="store_true", help="fp8 section: no GEMM table")
     ARGS = ap.parse_args()
     os.makedirs(ARGS.outdir, exist_ok=True)
     DEV = torch.device("cpu" if ARGS.smoke or not torch.cuda.is_available() else "cuda")
@@ -809,7 +1098,8 @@ def main():
         try:
             {"facts": facts, "e2e": e2e, "conv": conv_table, "gemm": gemm_table,
              "stream": stream_table, "launch": launch_table, "norm": norm_table,
-             "align": align_table, "host": host_table, "shapes": shapes_table}[sec]()
+             "align": align_table, "host": host_table, "shapes": shapes_table,
+             "fp8": fp8_table}[sec]()
         except Exception:  # the other sections still run
             import traceback
 

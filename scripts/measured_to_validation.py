@@ -5,8 +5,12 @@
 Usage: measured_to_validation.py data/measured > data/measured/training-throughput.csv
 
 One row per (config, format, layout) and device folder: the throughput of the median, over the
-folder's e2e*.csv files (one per fresh process), of the wall time per step. Rows with PyTorch's
-fused attention are left out: trainbench's gpt composes attention, so no config describes them.
+folder's e2e*.csv and fp8e2e*.csv files (one per fresh process), of the wall time per step.
+Rows with PyTorch's fused attention are left out: trainbench's gpt composes attention, so no
+config describes them. Of the fp8 tables, the amp-bf16 rows and the FP8 rows whose casts ran as
+eager ATen kernels (format amp-fp8-eager@current in trainbench's names) are kept; FP8 rows
+with torch.compile's casts are left out: their amax reduction ran 10-70x slower than ATen's
+(data/measured/README.md), an implementation no trainbench recipe describes.
 The folder's name is the trainbench platform the GPU is."""
 import csv
 import glob
@@ -47,14 +51,20 @@ def main():
                 "note"])
     for folder in sorted(glob.glob(os.path.join(root, "*/"))):
         platform = os.path.basename(folder.rstrip("/"))
-        files = sorted(glob.glob(os.path.join(folder, "e2e*.csv")))
+        files = sorted(glob.glob(os.path.join(folder, "e2e*.csv")) +
+                       glob.glob(os.path.join(folder, "fp8e2e*.csv")))
         if not files:
             continue
         runs = {}
         for path in files:
             for r in csv.DictReader(open(path)):
-                if r["status"] != "ok" or r["attention"] == "fused":
+                if r["status"] != "ok" or r.get("attention") == "fused":
                     continue
+                if r["format"].startswith("amp-fp8"):
+                    if r.get("cast") != "eager":
+                        continue
+                    r["format"] = "amp-fp8-eager@current"
+                r.setdefault("layout", "")
                 key = (r["config"], r["format"], r["layout"])
                 r["path"] = path
                 runs.setdefault(key, []).append(r)
@@ -74,6 +84,11 @@ def main():
                     f"peak memory {rs[0]['peak_gib']} GiB")
             if rs[0]["model"] == "gpt":
                 note += "; attention composed as trainbench's gpt builds it (scores, mask, softmax)"
+            if fmt.startswith("amp-fp8"):
+                note += ("; under amp-bf16's autocast, the linear layers' GEMMs in FP8 "
+                         "(torch._scaled_mm; e4m3 forward, e5m2 gradients; per-tensor current "
+                         "scaling, each cast and transpose an eager ATen kernel), "
+                         f"{rs[0]['fp8_layers']} such layers, the tied logits in bf16")
             w.writerow([config, platform, fmt, per_step, f"{per_step / wall * 1e3:.1f}", unit,
                         source, layout, note])
 

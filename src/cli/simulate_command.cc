@@ -36,7 +36,9 @@ Command add_simulate(CLI::App& app) {
                   "number format the accelerator computes and stores in (default: the widest "
                   "of the config's numerics= weights, activations and errors formats where all "
                   "three are set, else its dtype): fp32, bf16, fp16, e4m3, int8, mxfp8_e4m3, ...; "
-                  "or a mixed-precision recipe: amp-fp16, amp-bf16, tf32");
+                  "or a mixed-precision recipe: amp-fp16, amp-bf16, tf32, and FP8 as GPUs train "
+                  "it: amp-fp8@current, amp-fp8@delayed (Transformer Engine's casts), "
+                  "amp-fp8-eager@current (PyTorch's eager casts)");
   sub->add_option("--layout", a->layout,
                   "activations' memory layout: nhwc (channels last) or nchw (PyTorch's default: "
                   "on a GPU, tensor-core (TF32, 16- and 8-bit) convolutions pay cuDNN's transposes "
@@ -70,6 +72,8 @@ Command add_simulate(CLI::App& app) {
       "--explain\n"
       "  trainbench simulate resnet50:batch=1280 --platform h100-sxm5-80gb --format amp-fp16 "
       "--layout nchw --explain\n"
+      "  trainbench simulate gpt:layers=12,d_model=768,heads=12,seq=1024,vocab=50304,batch=8 "
+      "--platform h200-sxm-141gb --format amp-fp8@current\n"
       "  trainbench simulate --validate-published data/published/training-throughput.csv\n"
       "  trainbench simulate --validate-published data/measured/training-throughput.csv\n"
       "Model and its conventions: docs/numerics.md (\"Simulation phase\").");

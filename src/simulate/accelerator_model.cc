@@ -135,8 +135,33 @@ std::string conv_call_terms(const Simulation& s) {
 bool known_layout(const std::string& layout) { return layout == "nhwc" || layout == "nchw"; }
 
 const std::vector<std::string>& recipe_names() {
-  static const std::vector<std::string> names = {"amp-fp16", "amp-bf16", "tf32"};
+  static const std::vector<std::string> names = {
+      "amp-fp16",        "amp-bf16",        "tf32",
+      "amp-fp8@current", "amp-fp8@delayed", "amp-fp8-eager@current"};
   return names;
+}
+
+// Counted from the kernels each implementation runs, per element of a tensor `b` bytes wide.
+// Transformer Engine (fused): current scaling reads the tensor once for its amax, then one
+// cast-transpose kernel reads it again and writes the fp8 tensor and its transpose (1 byte
+// each); delayed scaling takes the scale from the amax history and records this tensor's
+// amax inside the cast-transpose, so the amax pass goes. PyTorch eager (scripts/
+// measure_gpu.py's fp8 section, as torchao's tensorwise recipe runs without torch.compile):
+// abs (read and write b), amax (read b), a bf16 tensor's copy to fp32 (read 2, write 4), the
+// multiply by the scale in fp32 (read 4, write 4), the cast (read 4, write 1) and the
+// transposed copy (read 1, write 1).
+double fp8_cast_bytes(const SimFormat& f, double b) {
+  if (f.eager_casts) return 3 * b + (b < 4 ? b + 4 : 0) + 8 + 5 + 2;
+  return (f.scaling.rfind("current", 0) == 0 ? 2 : 1) * b + 2;
+}
+
+// Fused: amax, the scale's computation and the cast-transpose (current), or the cast-transpose
+// alone (delayed). Eager: abs, amax, its conversion to fp32, clamp and divide for the scale,
+// a bf16 tensor's copy to fp32, the multiply, the cast, the transposed copy and the scale's
+// reciprocal for the GEMM.
+double fp8_cast_ops(const SimFormat& f, double b) {
+  if (f.eager_casts) return 9 + (b < 4 ? 1 : 0);
+  return f.scaling.rfind("current", 0) == 0 ? 3 : 1;
 }
 
 SimFormat resolve_format(const PlatformDescription& p, const std::string& format) {
@@ -167,6 +192,41 @@ SimFormat resolve_format(const PlatformDescription& p, const std::string& format
     f.peak_dtype = runs_at(half, half);
     f.other_peak_dtype = runs_at("fp32", "fp32");
     f.state_bits = 32;
+    return f;
+  }
+  if (format.rfind("amp-fp8", 0) == 0) {
+    const size_t at = format.find('@');
+    const std::string base = format.substr(0, at);
+    if (base != "amp-fp8" && base != "amp-fp8-eager")
+      throw UsageError(
+          fmt::format("unknown format '{}' (mixed FP8 recipes: amp-fp8@current, amp-fp8@delayed, "
+                      "amp-fp8-eager@current)",
+                      format));
+    if (at == std::string::npos)
+      throw UsageError(fmt::format("format '{}' needs its scaling: {}@current or {}@delayed",
+                                   format, base, base));
+    num::Scaling sc;
+    try {
+      sc = num::parse_scaling(format.substr(at + 1), num::parse_format("e4m3"), "e4m3");
+    } catch (const UsageError& e) {
+      throw UsageError(fmt::format("format '{}': {}", format, e.what()));
+    }
+    const bool current = sc.kind == num::Scaling::Kind::kCurrent;
+    if (!current && sc.kind != num::Scaling::Kind::kDelayed)
+      throw UsageError(
+          fmt::format("format '{}': {} scales per tensor (current or delayed), not '{}'", format,
+                      base, format.substr(at + 1)));
+    if (base == "amp-fp8-eager" && !current)
+      throw UsageError(fmt::format(
+          "format '{}': the eager recipe is current scaling only (amp-fp8-eager@current)", format));
+    f.mixed = true;
+    f.bits = 16;
+    f.peak_dtype = runs_at("bf16", "bf16");
+    f.other_peak_dtype = runs_at("fp32", "fp32");
+    f.state_bits = 32;
+    f.linear_peak_dtype = runs_at("fp8", "fp8");
+    f.scaling = sc.str();
+    f.eager_casts = base == "amp-fp8-eager";
     return f;
   }
   if (format == "tf32") {
@@ -258,8 +318,12 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
        f.peak_dtype == "fp8" || f.peak_dtype == "fp4");
   const double state_width = (f.state_bits / 8) / config_elem_bytes;
   const bool autocast = f.mixed && f.bits < 32;
+  const double linear_peak = f.linear_peak_dtype.empty()
+                                 ? 0
+                                 : p.peak_flops(f.linear_peak_dtype).value_or(0) * o.peak_share;
+  double matmul_peak = s.peak_flops;  // the layer's: a mixed FP8 recipe's linear layers differ
   auto finish = [&](PhaseTime& ph) {
-    double matmul_s = ph.matmul_flops / (s.peak_flops * ph.gemm_fraction);
+    double matmul_s = ph.matmul_flops / (matmul_peak * ph.gemm_fraction);
     if (ph.mapping && ph.mapping->utilization > 0) matmul_s /= ph.mapping->utilization;
     // Work off the array (elementwise, reductions) runs at the format's peak; under a
     // mixed-precision recipe at the fp32 one.
@@ -267,6 +331,8 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     ph.memory_s = ph.bytes / s.bandwidth;
   };
   double conv_forward_phases = 0;  // of s.conv_phases: each convolution's forward
+  // A mixed FP8 recipe's cast operators (OpCount::fp8_casts), and those in forward (x and W).
+  double fp8_ops = 0, fp8_forward_ops = 0;
   for (const auto& l : cost.layers) {
     LayerTime lt{l.name, l.op, {}};
     // The cost model keeps one byte count for forward and backward; each phase the layer
@@ -289,6 +355,13 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     const double bytes =
         ((all - fp32_part) * width + fp32_part * 4 / config_elem_bytes + casts) / n;
     const bool gemm = l.gemm_count > 0 && l.fwd_matmul_flops > 0;
+    // A mixed FP8 recipe's linear layers: rows and features multiples of 16 (cuBLASLt's fp8
+    // GEMMs refuse others; Transformer Engine's too), the output projection over a vocabulary
+    // left in the half format as Megatron-LM's FP8 recipe leaves its output layer.
+    const bool fp8_layer = linear_peak > 0 && gemm && l.op == "linear" && l.name != "lm_head" &&
+                           l.gemm_m % 16 == 0 && l.gemm_n % 16 == 0 && l.gemm_k % 16 == 0;
+    const std::string& gemm_dtype = fp8_layer ? f.linear_peak_dtype : f.peak_dtype;
+    matmul_peak = fp8_layer ? linear_peak : s.peak_flops;
     // The three GEMMs of a layer are permutations of one shape: one intensity, one fraction.
     const double eq_n = equivalent_square_n(l.gemm_m, l.gemm_n, l.gemm_k);
     const bool conv = l.op == "conv2d" || l.op == "gconv2d";
@@ -301,14 +374,14 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
                       : conv_table ? p.conv_shape_fraction(f.peak_dtype, double(l.gemm_m),
                                                            double(l.gemm_n), double(l.gemm_k))
                       : conv       ? p.conv_fraction(f.peak_dtype, eq_n)
-                                   : p.gemm_shape_fraction(f.peak_dtype, double(l.gemm_m),
-                                                           double(l.gemm_n), double(l.gemm_k));
+                             : p.gemm_shape_fraction(gemm_dtype, double(l.gemm_m), double(l.gemm_n),
+                                                     double(l.gemm_k));
     // A linear layer's features (K in, N out) are leading dimensions of an operand in each of
     // its three GEMMs (x W^T, dY W, dY^T x); its rows (tokens) never are. Convolutions are
     // left alone: cuDNN pads channels itself (ResNet's 3-channel input).
     if (gemm && l.op == "linear")
       fraction *=
-          p.alignment_fraction(f.peak_dtype, matmul_elem_bits(f.peak_dtype), {l.gemm_k, l.gemm_n});
+          p.alignment_fraction(gemm_dtype, matmul_elem_bits(gemm_dtype), {l.gemm_k, l.gemm_n});
     auto mapped = [&](int64_t m, int64_t nn, int64_t k) -> std::optional<SystolicMapping> {
       if (!gemm || !p.systolic_array) return std::nullopt;
       return map_gemm(m, nn, k, l.gemm_count, *p.systolic_array);
@@ -320,8 +393,7 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     // state), so only its weight gradient, summed over the steps, fills the SMs with all of them.
     auto waves = [&](int64_t rows, int64_t cols, int64_t depth, bool weight_gradient = false) {
       const double count = recurrent(l.op) && !weight_gradient ? 1.0 : double(l.gemm_count);
-      return gemm ? p.wave_utilization(f.peak_dtype, double(rows), double(cols), double(depth),
-                                       count)
+      return gemm ? p.wave_utilization(gemm_dtype, double(rows), double(cols), double(depth), count)
                   : 1.0;
     };
     PhaseTime fwd{"forward", l.fwd_flops, l.fwd_matmul_flops, bytes};
@@ -360,6 +432,24 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
         const size_t which = name == "forward" ? 0 : name == "backward-input" ? 1 : 2;
         lt.phases[i].scale_s = inputs[which] * count;
       }
+    }
+    if (fp8_layer) {
+      // Forward casts x (activations, the format's width) and W (the fp32 master weights);
+      // backward dY, whose fp8 copy and transpose serve both backward GEMMs, as x's transpose
+      // and W's do. Separate kernels: added to the phases.
+      const double m = double(l.gemm_m), nn = double(l.gemm_n), k = double(l.gemm_k),
+                   act = f.bits / 8, master = f.state_bits / 8, count = double(l.gemm_count);
+      const double fwd_s = count *
+                           (m * k * fp8_cast_bytes(f, act) + k * nn * fp8_cast_bytes(f, master)) /
+                           s.bandwidth;
+      const double bwd_s = count * m * nn * fp8_cast_bytes(f, act) / s.bandwidth;
+      for (auto& ph : lt.phases) {
+        if (ph.phase == "forward") ph.scale_s += fwd_s, s.fp8_cast_s += fwd_s;
+        if (ph.phase == "backward-input") ph.scale_s += bwd_s, s.fp8_cast_s += bwd_s;
+      }
+      s.fp8_layers += 1;
+      fp8_forward_ops += count * (fp8_cast_ops(f, act) + fp8_cast_ops(f, master));
+      fp8_ops += count * (2 * fp8_cast_ops(f, act) + fp8_cast_ops(f, master));
     }
     if (conv) s.conv_phases += double(lt.phases.size()), conv_forward_phases += 1;
     if (transposes && conv) {
@@ -486,6 +576,7 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
       for (const auto& l : cost.layers)
         if (l.gemm_count > 0 && l.fwd_matmul_flops > 0 && l.params > 0)
           s.ops.casts += 2 * (recurrent(l.op) ? 4 : 2);
+    s.ops.fp8_casts = fp8_ops;
     s.op_overhead_s = p.efficiency->op_overhead_us * 1e-6;
     s.overhead_s = s.ops.total() * s.op_overhead_s;
     s.conv_call_s = p.efficiency->conv_call_us * 1e-6;
@@ -555,10 +646,13 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     }
     s.overhead_s += s.cell_steps_s + s.cell_elements_s + s.layer_calls_s;
     s.step_s += s.overhead_s;
-    const double casts_half = s.ops.casts / 2 * s.op_overhead_s;
-    s.phase_total_s["forward"] += s.ops.forward * s.op_overhead_s + casts_half +
+    // A mixed FP8 recipe's casts: x's and W's in forward, dY's in backward.
+    const double casts_half = s.ops.casts / 2 * s.op_overhead_s,
+                 fp8_forward = fp8_forward_ops * s.op_overhead_s;
+    s.phase_total_s["forward"] += s.ops.forward * s.op_overhead_s + casts_half + fp8_forward +
                                   conv_forward_phases * s.conv_call_s + fixed_forward_s;
     s.phase_total_s["backward"] += s.ops.backward * s.op_overhead_s + casts_half +
+                                   (s.ops.fp8_casts * s.op_overhead_s - fp8_forward) +
                                    (s.conv_phases - conv_forward_phases) * s.conv_call_s +
                                    fixed_backward_s;
     s.phase_total_s["optimizer"] += s.ops.optimizer * s.op_overhead_s;
@@ -666,6 +760,8 @@ nlohmann::json to_json(const Simulation& s, size_t top_layers) {
         {"other_peak_dtype", s.format.other_peak_dtype},
         {"state_bits", s.format.state_bits},
         {"recipe", s.format.mixed},
+        {"linear_peak_dtype", s.format.linear_peak_dtype},
+        {"eager_casts", s.format.eager_casts},
         {"note", s.format.note}}},
       {"status", s.status},
       {"peak_flops", s.peak_flops},
@@ -692,11 +788,14 @@ nlohmann::json to_json(const Simulation& s, size_t top_layers) {
       {"scaling", s.format.scaling},
       {"amax_passes", s.format.amax_passes},
       {"scale_s", s.scale_s},
+      {"fp8_layers", s.fp8_layers},
+      {"fp8_cast_s", s.fp8_cast_s},
       {"operators",
        {{"forward", s.ops.forward},
         {"backward", s.ops.backward},
         {"optimizer", s.ops.optimizer},
         {"casts", s.ops.casts},
+        {"fp8_casts", s.ops.fp8_casts},
         {"total", s.ops.total()}}},
       {"phase_s", s.phase_s},
       {"memory_bytes", s.memory_bytes},
@@ -858,6 +957,12 @@ std::string format_simulation(const Simulation& s, size_t top_layers) {
         "TFLOP/s), activations in {} bits, weights, gradients and optimizer state in {}\n",
         s.format.peak_dtype, s.format.other_peak_dtype, s.other_peak_flops / 1e12, s.format.bits,
         s.format.state_bits);
+  if (!s.format.linear_peak_dtype.empty())
+    o << fmt::format(
+        "fp8: {} linear layers' GEMMs at the {} peak (e4m3 forward, e5m2 gradients), {} scaling "
+        "per tensor; {:.4g} ms of casts ({} kernels: x, W and dY, each with its transpose)\n",
+        s.fp8_layers, s.format.linear_peak_dtype, s.format.scaling, s.fp8_cast_s * 1e3,
+        s.format.eager_casts ? "PyTorch's eager" : "Transformer Engine's fused");
   if (!s.format.note.empty()) o << "note: " << s.format.note << "\n";
   o << fmt::format("predicted step time: {:.4g} ms{}\n", s.step_s * 1e3,
                    s.status == "ok" ? "" : "  (" + s.status + ")");
@@ -878,7 +983,7 @@ std::string format_simulation(const Simulation& s, size_t top_layers) {
   if (s.layout_s > 0)
     o << fmt::format("layout: nchw, {:.4g} ms of transposes around tensor-core convolutions\n",
                      s.layout_s * 1e3);
-  if (s.scale_s > 0)
+  if (s.scale_s > s.fp8_cast_s)
     o << fmt::format(
         "scaling: {}, {:.4g} ms of amax passes (each GEMM input read again in 16 bits before "
         "its cast)\n",
@@ -888,7 +993,8 @@ std::string format_simulation(const Simulation& s, size_t top_layers) {
         "overhead: {:.0f} operators (forward {:.0f}, backward {:.0f}, optimizer {:.0f}{}) x {:.3g} "
         "us{} = {:.4g} ms\n",
         s.ops.total(), s.ops.forward, s.ops.backward, s.ops.optimizer,
-        s.ops.casts > 0 ? fmt::format(", autocast's casts {:.0f}", s.ops.casts) : "",
+        (s.ops.casts > 0 ? fmt::format(", autocast's casts {:.0f}", s.ops.casts) : "") +
+            (s.ops.fp8_casts > 0 ? fmt::format(", fp8 casts {:.0f}", s.ops.fp8_casts) : ""),
         s.op_overhead_s * 1e6, conv_call_terms(s), s.overhead_s * 1e3);
   if (s.host_s > 0)
     o << fmt::format(

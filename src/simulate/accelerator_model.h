@@ -54,8 +54,20 @@ struct SimFormat {
   // and NVFP4: 1; delayed scaling (amax fused into the cast) and per-block scales: 0.
   std::string scaling;  // the recipe's text after '@', "" for none
   double amax_passes = 0;
+  // A mixed FP8 recipe (`amp-fp8@current`, `amp-fp8@delayed`, `amp-fp8-eager@current`):
+  // amp-bf16, except that the GEMMs of linear layers whose rows and features are multiples
+  // of 16 (cuBLASLt's fp8 layouts need them), a language model's output projection
+  // (`lm_head`) excepted, run at this peak. Each such GEMM input (x and W forward, dY
+  // backward) is cast per tensor by separate kernels: fp8_cast_bytes and fp8_cast_ops.
+  std::string linear_peak_dtype;
+  bool eager_casts = false;  // ATen's kernels one by one, as PyTorch runs the recipe in eager
 };
-// The recipes' names: amp-fp16, amp-bf16, tf32.
+// Bytes moved and operators dispatched to cast one element (bytes) or one tensor (operators)
+// of a `source_bytes`-wide tensor to fp8 under the recipe, its transposed copy included.
+double fp8_cast_bytes(const SimFormat& f, double source_bytes);
+double fp8_cast_ops(const SimFormat& f, double source_bytes);
+// The recipes' names: amp-fp16, amp-bf16, tf32, amp-fp8@current, amp-fp8@delayed,
+// amp-fp8-eager@current.
 const std::vector<std::string>& recipe_names();
 // Throws UsageError for an unknown format, or one the description states no peak for (nor
 // what the hardware runs it as: `runs_as`), naming the platform, the format and its peaks.
@@ -97,7 +109,9 @@ struct OpCount {
   // Under a mixed-precision recipe: autocast casts each parameter tensor of a GEMM layer to
   // the half format in forward and its gradient back in backward (2 per tensor).
   double casts = 0;
-  double total() const { return forward + backward + optimizer + casts; }
+  // Under a mixed FP8 recipe: the casts of the fp8 GEMMs' inputs (SimFormat::linear_peak_dtype).
+  double fp8_casts = 0;
+  double total() const { return forward + backward + optimizer + casts + fp8_casts; }
 };
 // A recurrent cell named in `cell_step_us` (the description's measured time per step) counts
 // as one operator per phase: its steps are timed apart. multi_tensor (GPU descriptions): the
@@ -136,9 +150,13 @@ struct Simulation {
   // overlaps the device's work, and the step is the longer of the two (host_bound).
   double host_s = 0, host_step_s = 0;
   bool host_bound = false;
-  std::string layout = "nhwc";            // SimOptions::layout
-  double layout_s = 0;                    // the phases' layout_s
-  double scale_s = 0;                     // the phases' scale_s
+  std::string layout = "nhwc";  // SimOptions::layout
+  double layout_s = 0;          // the phases' layout_s
+  double scale_s = 0;           // the phases' scale_s
+  // Under a mixed FP8 recipe: the linear layers whose GEMMs run in fp8, and the part of
+  // scale_s that casts their inputs.
+  int64_t fp8_layers = 0;
+  double fp8_cast_s = 0;
   std::map<std::string, double> phase_s;  // per phase
   // The step by the phases a run measures (forward, backward, optimizer: timing.phases_s),
   // the fixed costs put where they happen: operators and convolution calls by phase, casts

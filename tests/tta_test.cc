@@ -281,6 +281,49 @@ TEST(Tta, ChosenBaselineAndBadBaseline) {
   std::remove(path.c_str());
 }
 
+// --run-as simulates a variant's step in another format (as the accelerator would train it),
+// by number or by policy text, a policy holding '=' itself included; the emulated format stays
+// beside it. An item naming no variant is refused.
+TEST(Tta, RunAsSimulatesAVariantInTheFormatTheAcceleratorTrainsIt) {
+  const std::string path = filled_store();
+  {
+    auto store = Store::open(path);
+    const int64_t p = store->platform_id({{"host", "h"}}, "h", json());
+    const int64_t s = store->stack_id({{"blas", "x"}});
+    store->add_emulation(variant("e4m3", "w=e4m3 policy"), {seed(1, 150)}, p, s);
+  }
+  PlatformDescription p = accel();
+  p.kind = "gpu";
+  p.systolic_array.reset();
+  const auto e = load_emulations({path});
+  const TtaResult r = time_to_accuracy(
+      e, p, "",
+      {"1=amp-bf16", "e4m3 policy=amp-fp8@current", "w=e4m3 policy=amp-fp8-eager@current"});
+  const StepCost c = cost::fashion_mnist_cost("mlp", 64);
+  auto step = [&](const char* f) {
+    return sim::simulate_step(p, c, 4, sim::resolve_format(p, f)).step_s;
+  };
+  ASSERT_EQ(r.variants.size(), 4u);
+  EXPECT_EQ(r.variants[0].format, "amp-bf16");
+  EXPECT_EQ(r.variants[0].emulated_format, "fp32");
+  EXPECT_DOUBLE_EQ(r.variants[0].step_s, step("amp-bf16"));
+  EXPECT_EQ(r.variants[1].format, "amp-fp8@current");
+  EXPECT_DOUBLE_EQ(r.variants[1].step_s, step("amp-fp8@current"));
+  EXPECT_NE(r.variants[1].step_s, step("e4m3"));
+  EXPECT_GT(sim::simulate_step(p, c, 4, sim::resolve_format(p, "amp-fp8@current")).fp8_layers, 0);
+  EXPECT_DOUBLE_EQ(*r.variants[1].speedup,
+                   200 * step("amp-bf16") / (200 * step("amp-fp8@current")));
+  EXPECT_TRUE(r.variants[2].emulated_format.empty());  // not named: its own format
+  EXPECT_DOUBLE_EQ(r.variants[2].step_s, step("bf16"));
+  EXPECT_EQ(r.variants[3].format, "amp-fp8-eager@current");
+  EXPECT_NE(format_tta(r).find("format amp-bf16 (run as; emulated in fp32)"), std::string::npos)
+      << format_tta(r);
+  EXPECT_EQ(to_json(r)["variants"][0]["emulated_format"], "fp32");
+  for (const char* bad : {"9=amp-bf16", "amp-bf16", "1=", "no policy=amp-bf16"})
+    EXPECT_THROW(time_to_accuracy(e, p, "", {bad}), UsageError) << bad;
+  std::remove(path.c_str());
+}
+
 TEST(Tta, ComputeFormatIsTheWidestGemmInput) {
   emu::Policy p;
   EXPECT_EQ(compute_format(p), "fp32");

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "analysis/published.h"
@@ -49,10 +51,31 @@ bool is_fp32_baseline(const nlohmann::json& v) {
 }  // namespace
 
 TtaResult time_to_accuracy(const std::vector<StoredEmulation>& emulations,
-                           const PlatformDescription& accel, const std::string& baseline) {
+                           const PlatformDescription& accel, const std::string& baseline,
+                           const std::vector<std::string>& run_as_items) {
   TtaResult r;
   r.platform = accel.name;
   r.validation = sim::validation_phrase(accel.name);
+  // Each --run-as item split where its left side names a variant (number or policy text).
+  std::set<std::string> keys;
+  for (size_t i = 0; i < emulations.size(); ++i) {
+    keys.insert(std::to_string(i + 1));
+    keys.insert(emulations[i].variant.value("policy", ""));
+  }
+  std::map<std::string, std::string> run_as;
+  for (const std::string& item : run_as_items) {
+    bool found = false;
+    for (size_t eq = item.find('='); eq != std::string::npos && !found; eq = item.find('=', eq + 1))
+      if (eq + 1 < item.size() && keys.count(item.substr(0, eq))) {
+        run_as[item.substr(0, eq)] = item.substr(eq + 1);
+        found = true;
+      }
+    if (!found)
+      throw UsageError(fmt::format(
+          "--run-as '{}': expected VARIANT=FORMAT, VARIANT a stored variant's number (1..{}) "
+          "or policy text",
+          item, emulations.size()));
+  }
   for (const auto& e : emulations) {
     TtaVariant v;
     v.source = &e;
@@ -99,6 +122,13 @@ TtaResult time_to_accuracy(const std::vector<StoredEmulation>& emulations,
             fmt::format("{}: emulation '{}' names no network the cost model knows ('{}')", e.store,
                         v.policy, v.cost_config));
       cost = step_cost(*c);
+    }
+    for (const std::string& key : {std::to_string(r.variants.size() + 1), v.policy}) {
+      const auto it = run_as.find(key);
+      if (it == run_as.end()) continue;
+      v.emulated_format = v.format;
+      v.format = it->second;
+      break;
     }
     std::optional<sim::SimFormat> f;
     try {
@@ -192,6 +222,7 @@ nlohmann::json to_json(const TtaResult& r) {
          {"metric", v.metric},
          {"dataset", v.dataset},
          {"format", v.format},
+         {"emulated_format", v.emulated_format.empty() ? v.format : v.emulated_format},
          {"format_note", v.format_note},
          {"cost_config", v.cost_config},
          {"iterations", it},
@@ -234,8 +265,11 @@ std::string format_tta(const TtaResult& r) {
     o << "no emulation results in the store(s): run `trainbench emulate --store`\n";
   for (size_t i = 0; i < r.variants.size(); ++i) {
     const auto& v = r.variants[i];
-    o << fmt::format("\n{}. {}{}\n   model {}, target {}, format {}: step {}\n", i + 1, v.policy,
+    o << fmt::format("\n{}. {}{}\n   model {}, target {}, format {}{}: step {}\n", i + 1, v.policy,
                      v.baseline ? "  [baseline]" : "", v.model, v.target_text(), v.format,
+                     v.emulated_format.empty()
+                         ? ""
+                         : fmt::format(" (run as; emulated in {})", v.emulated_format),
                      v.unsupported.empty() ? fmt::format("{:.4g} ms", v.step_s * 1e3) : "-");
     if (!v.format_note.empty()) o << "   note: " << v.format_note << "\n";
     if (!v.unsupported.empty()) {

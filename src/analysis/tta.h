@@ -38,6 +38,8 @@ struct TtaVariant {
   std::optional<double> mlperf_iterations;  // without the fastest and slowest (>= 3 seeds)
   double step_s = 0;                        // simulated on the accelerator
   std::string format_note;                  // when the accelerator runs the format as another
+  // The emulated compute format when --run-as gave the step another (format then names it).
+  std::string emulated_format;
   // Why the accelerator cannot run the format (no peak, no runs_as): the variant then has no
   // step time and no TTA, and its status is `unsupported`.
   std::string unsupported;
@@ -65,11 +67,16 @@ struct TtaResult {
 
 // `baseline`: the 1-based number of the variant to compare against, or its policy text;
 // empty: per model and target, the variant with every point off, no unit and no loss
-// scaling (fp32). Throws UsageError for a baseline that matches no variant, or an
-// emulation whose network the cost model does not know.
+// scaling (fp32). `run_as`: items `VARIANT=FORMAT`, VARIANT a variant's number or policy
+// text (as `baseline`; policies may hold '=' themselves, so the split is the one whose left
+// side names a variant), FORMAT the format its step is simulated in instead of its emulated
+// compute format: how the accelerator would train it (an fp32 baseline as amp-bf16, an
+// e4m3@current variant as amp-fp8@current on a GPU). Throws UsageError for a baseline or
+// run_as item that matches no variant, or an emulation whose network the cost model does not
+// know.
 TtaResult time_to_accuracy(const std::vector<StoredEmulation>& emulations,
-                           const PlatformDescription& accelerator,
-                           const std::string& baseline = "");
+                           const PlatformDescription& accelerator, const std::string& baseline = "",
+                           const std::vector<std::string>& run_as = {});
 
 nlohmann::json to_json(const TtaResult& r);
 std::string format_tta(const TtaResult& r);

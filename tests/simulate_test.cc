@@ -1912,6 +1912,12 @@ TEST(SimulateCli, AMalformedPublishedRowExits2WithOneLineAndTheShippedFileValida
   EXPECT_NE(phrase.find("measured rows"), std::string::npos) << phrase;
   EXPECT_NE(sim::validation_phrase("v100-sxm2-16gb").find("published rows"), std::string::npos);
   EXPECT_NE(sim::validation_phrase("tpu-v2-board").find("not validated"), std::string::npos);
+  // With a format: its own rows' error beside the platform's, or that no row checks it.
+  const std::string eager = sim::validation_phrase("h200-sxm-141gb", "amp-fp8-eager@current");
+  EXPECT_EQ(eager.find(phrase), 0u) << eager;
+  EXPECT_NE(eager.find("; in amp-fp8-eager@current: median "), std::string::npos) << eager;
+  const std::string te = sim::validation_phrase("h200-sxm-141gb", "amp-fp8@current");
+  EXPECT_EQ(te, phrase + "; no row in amp-fp8@current");
 }
 
 // --explain splits the step by layer class and bound; the classes add up to the step less

@@ -219,8 +219,9 @@ std::vector<Validation> validate_published(const std::vector<PublishedRow>& rows
   return out;
 }
 
-std::string validation_phrase(const std::string& platform) {
+std::string validation_phrase(const std::string& platform, const std::string& format) {
   std::vector<std::string> parts;
+  std::vector<PublishedRow> in_format;
   for (const auto& [path, kind] : {std::pair{shipped_published_path(), "published"},
                                    std::pair{shipped_measured_path(), "measured"}}) {
     std::vector<PublishedRow> rows;
@@ -231,13 +232,22 @@ std::string validation_phrase(const std::string& platform) {
       return "simulator not validated (" + std::string(e.what()) + ")";
     }
     if (rows.empty()) continue;
+    for (const auto& r : rows)
+      if (!format.empty() && r.format == format) in_format.push_back(r);
     const ErrorStats& s = validate_published(rows).at(0).all;
     parts.push_back(fmt::format("median {:.0f}%, p90 {:.0f}% over {} {} rows", 100 * s.median,
                                 100 * s.p90, s.n, kind));
   }
   if (parts.empty())
     return "simulator not validated on " + platform + " (no published or measured rows)";
-  return fmt::format("simulator error on {}: {}", platform, fmt::join(parts, "; "));
+  std::string in;
+  if (!format.empty() && in_format.empty()) in = fmt::format("; no row in {}", format);
+  if (!in_format.empty()) {
+    const ErrorStats& s = validate_published(in_format).at(0).all;
+    in = fmt::format("; in {}: median {:.0f}%, p90 {:.0f}% over {} rows", format, 100 * s.median,
+                     100 * s.p90, s.n);
+  }
+  return fmt::format("simulator error on {}: {}{}", platform, fmt::join(parts, "; "), in);
 }
 
 std::string format_published(const std::vector<Validation>& vs) {

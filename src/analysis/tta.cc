@@ -139,6 +139,7 @@ TtaResult time_to_accuracy(const std::vector<StoredEmulation>& emulations,
       continue;
     }
     v.format_note = f->note;
+    v.validation = sim::validation_phrase(accel.name, v.format);
     v.step_s = sim::simulate_step(accel, cost, 4, *f).step_s;
     if (v.all_reached()) {
       v.tta_s = v.mean_iterations * v.step_s;
@@ -224,6 +225,7 @@ nlohmann::json to_json(const TtaResult& r) {
          {"format", v.format},
          {"emulated_format", v.emulated_format.empty() ? v.format : v.emulated_format},
          {"format_note", v.format_note},
+         {"validation", v.validation},
          {"cost_config", v.cost_config},
          {"iterations", it},
          // The outcome in the field and vocabulary every result uses; whether the seeds
@@ -291,7 +293,7 @@ std::string format_tta(const TtaResult& r) {
                                 v.speedup_lo ? fmt::format(" (95% CI {:.2f}..{:.2f})",
                                                            *v.speedup_lo, *v.speedup_hi)
                                              : "",
-                                r.validation)
+                                v.validation.empty() ? r.validation : v.validation)
                   : "");
     if (const auto& c = v.vs_baseline)
       o << fmt::format(

@@ -43,6 +43,8 @@ struct TtaVariant {
   // Why the accelerator cannot run the format (no peak, no runs_as): the variant then has no
   // step time and no TTA, and its status is `unsupported`.
   std::string unsupported;
+  // The simulator's error on the platform, and in this variant's format (validation_phrase).
+  std::string validation;
   std::optional<double> tta_s, tta_mlperf_s, tta_min_s, tta_max_s;
   std::optional<double> speedup;  // baseline's TTA / this TTA (same model and target)
   // Its 95% confidence interval (the iterations' ratio's, times the step times' ratio), and the

@@ -88,7 +88,8 @@ def main():
                 note += ("; under amp-bf16's autocast, the linear layers' GEMMs in FP8 "
                          "(torch._scaled_mm; e4m3 forward, e5m2 gradients; per-tensor current "
                          "scaling, each cast and transpose an eager ATen kernel), "
-                         f"{rs[0]['fp8_layers']} such layers, the tied logits in bf16")
+                         f"{rs[0]['fp8_layers']} such layers"
+                         + (", the tied logits in bf16" if rs[0]["model"] == "gpt" else ""))
             w.writerow([config, platform, fmt, per_step, f"{per_step / wall * 1e3:.1f}", unit,
                         source, layout, note])
 

@@ -316,11 +316,20 @@ TEST(Tta, RunAsSimulatesAVariantInTheFormatTheAcceleratorTrainsIt) {
   EXPECT_TRUE(r.variants[2].emulated_format.empty());  // not named: its own format
   EXPECT_DOUBLE_EQ(r.variants[2].step_s, step("bf16"));
   EXPECT_EQ(r.variants[3].format, "amp-fp8-eager@current");
+  EXPECT_DOUBLE_EQ(r.variants[3].step_s, step("amp-fp8-eager@current"));
+  EXPECT_GT(r.variants[3].step_s, r.variants[1].step_s);
   EXPECT_NE(format_tta(r).find("format amp-bf16 (run as; emulated in fp32)"), std::string::npos)
       << format_tta(r);
   EXPECT_EQ(to_json(r)["variants"][0]["emulated_format"], "fp32");
-  for (const char* bad : {"9=amp-bf16", "amp-bf16", "1=", "no policy=amp-bf16"})
+  for (const char* bad : {"9=amp-bf16", "amp-bf16", "1=", "no policy=amp-bf16", "1=amp-fp9"})
     EXPECT_THROW(time_to_accuracy(e, p, "", {bad}), UsageError) << bad;
+  // A variant named twice, by the same key or by its number and its policy.
+  EXPECT_THROW(time_to_accuracy(e, p, "", {"1=amp-bf16", "1=tf32"}), UsageError);
+  EXPECT_THROW(time_to_accuracy(e, p, "", {"2=amp-bf16", "e4m3 policy=tf32"}), UsageError);
+  // A format the accelerator has no peak for, asked for by name: refused, not unsupported.
+  PlatformDescription no_fp8 = p;
+  no_fp8.peak_tflops.erase("fp8");
+  EXPECT_THROW(time_to_accuracy(e, no_fp8, "", {"2=amp-fp8@current"}), UsageError);
   std::remove(path.c_str());
 }
 

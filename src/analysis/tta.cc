@@ -62,12 +62,24 @@ TtaResult time_to_accuracy(const std::vector<StoredEmulation>& emulations,
     keys.insert(std::to_string(i + 1));
     keys.insert(emulations[i].variant.value("policy", ""));
   }
-  std::map<std::string, std::string> run_as;
+  // Each item's FORMAT must resolve on the accelerator: asked for by name, a format it cannot
+  // run is a usage error, not an unsupported variant.
+  std::map<std::string, std::string> run_as, item_of;
   for (const std::string& item : run_as_items) {
     bool found = false;
     for (size_t eq = item.find('='); eq != std::string::npos && !found; eq = item.find('=', eq + 1))
       if (eq + 1 < item.size() && keys.count(item.substr(0, eq))) {
-        run_as[item.substr(0, eq)] = item.substr(eq + 1);
+        const std::string key = item.substr(0, eq), format = item.substr(eq + 1);
+        if (run_as.count(key))
+          throw UsageError(fmt::format("--run-as '{}': variant '{}' is already run as '{}'", item,
+                                       key, run_as[key]));
+        try {
+          sim::resolve_format(accel, format);
+        } catch (const UsageError& e) {
+          throw UsageError(fmt::format("--run-as '{}': {}", item, e.what()));
+        }
+        run_as[key] = format;
+        item_of[key] = item;
         found = true;
       }
     if (!found)
@@ -123,7 +135,12 @@ TtaResult time_to_accuracy(const std::vector<StoredEmulation>& emulations,
                         v.policy, v.cost_config));
       cost = step_cost(*c);
     }
-    for (const std::string& key : {std::to_string(r.variants.size() + 1), v.policy}) {
+    // By number or by policy text (every variant with that text), not both.
+    const std::string number = std::to_string(r.variants.size() + 1);
+    if (run_as.count(number) && run_as.count(v.policy))
+      throw UsageError(fmt::format("--run-as '{}' and '{}' name the same variant ({})",
+                                   item_of[number], item_of[v.policy], number));
+    for (const std::string& key : {number, v.policy}) {
       const auto it = run_as.find(key);
       if (it == run_as.end()) continue;
       v.emulated_format = v.format;

@@ -73,9 +73,10 @@ struct TtaResult {
 // text (as `baseline`; policies may hold '=' themselves, so the split is the one whose left
 // side names a variant), FORMAT the format its step is simulated in instead of its emulated
 // compute format: how the accelerator would train it (an fp32 baseline as amp-bf16, an
-// e4m3@current variant as amp-fp8@current on a GPU). Throws UsageError for a baseline or
-// run_as item that matches no variant, or an emulation whose network the cost model does not
-// know.
+// e4m3@current variant as amp-fp8@current on a GPU); a policy text names every variant with
+// it. Throws UsageError for a baseline or run_as item that matches no variant, a variant named
+// twice, a run_as FORMAT the accelerator cannot run, or an emulation whose network the cost
+// model does not know.
 TtaResult time_to_accuracy(const std::vector<StoredEmulation>& emulations,
                            const PlatformDescription& accelerator, const std::string& baseline = "",
                            const std::vector<std::string>& run_as = {});

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <map>
 
 #include "analysis/published.h"
 #include "analysis/runs.h"
@@ -118,14 +119,21 @@ Command add_simulate(CLI::App& app) {
             if (a->platform.empty()) throw UsageError("--platform is required (a name or a file)");
             const PlatformDescription p = find_platform(a->platform);
             nlohmann::json results = nlohmann::json::array();
+            // How wrong a prediction on this platform and in this format has been (shipped
+            // published and measured rows): once per format.
+            std::map<std::string, std::string> validation;
             for (const auto& text : a->inputs) {
               sim::SimOptions o;
               o.layout = a->layout;
               const sim::Simulation s = sim::simulate_config(p, parse_config(text), a->format, o);
+              auto [it, fresh] = validation.try_emplace(s.format.name);
+              if (fresh) it->second = sim::validation_phrase(p.name, s.format.name);
               if (a->json) {
                 results.push_back(sim::to_json(s, a->top));
+                results.back()["validation"] = it->second;
                 if (a->explain) results.back()["explain"] = sim::explanation_json(s, p);
               } else {
+                std::cout << "validation: " << it->second << "\n";
                 std::cout << sim::format_simulation(s, a->top) << "\n";
                 if (a->explain) std::cout << sim::format_explanation(s, p) << "\n";
               }

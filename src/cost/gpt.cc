@@ -251,6 +251,7 @@ ModelCost gpt_cost(const Config& c, int64_t eb) {
     out.push_back(cost::linear_nobias("lm_head", T, g.d, g.vocab, eb, true, /*tied=*/true));
   else
     linear("lm_head", T, g.d, g.vocab, false);
+  out.back().vocab_projection = true;
   out.push_back(cost::softmax_xent("loss", T, g.vocab, eb));
   // token ids and next-token targets (int64), the additive causal mask, and RoPE's cos and sin
   m.input_bytes = 8.0 * 2 * T + double(eb) * double(g.seq) * double(g.seq) +

@@ -156,11 +156,11 @@ double fp8_cast_bytes(const SimFormat& f, double b) {
 }
 
 // Fused: amax, the scale's computation and the cast-transpose (current), or the cast-transpose
-// alone (delayed). Eager: abs, amax, its conversion to fp32, clamp and divide for the scale,
-// a bf16 tensor's copy to fp32, the multiply, the cast, the transposed copy and the scale's
-// reciprocal for the GEMM.
+// alone (delayed). Eager: abs, amax, clamp, the scale's division (a reciprocal and a
+// multiply), the multiply by the scale, the cast, the transposed copy and the scale's
+// reciprocal for the GEMM; a 16-bit tensor adds its amax's and its own copies to fp32.
 double fp8_cast_ops(const SimFormat& f, double b) {
-  if (f.eager_casts) return 9 + (b < 4 ? 1 : 0);
+  if (f.eager_casts) return 9 + (b < 4 ? 2 : 0);
   return f.scaling.rfind("current", 0) == 0 ? 3 : 1;
 }
 
@@ -203,8 +203,12 @@ SimFormat resolve_format(const PlatformDescription& p, const std::string& format
                       "amp-fp8-eager@current)",
                       format));
     if (at == std::string::npos)
-      throw UsageError(fmt::format("format '{}' needs its scaling: {}@current or {}@delayed",
-                                   format, base, base));
+      throw UsageError(
+          base == "amp-fp8"
+              ? fmt::format("format '{}' needs its scaling: amp-fp8@current or "
+                            "amp-fp8@delayed",
+                            format)
+              : fmt::format("format '{}' needs its scaling: {}@current", format, base));
     num::Scaling sc;
     try {
       sc = num::parse_scaling(format.substr(at + 1), num::parse_format("e4m3"), "e4m3");
@@ -333,7 +337,18 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
   double conv_forward_phases = 0;  // of s.conv_phases: each convolution's forward
   // A mixed FP8 recipe's cast operators (OpCount::fp8_casts), and those in forward (x and W).
   double fp8_ops = 0, fp8_forward_ops = 0;
-  for (const auto& l : cost.layers) {
+  double fp8_weights = 0;  // their weights: cast to fp8 by the recipe, not to the half format
+  // A mixed FP8 recipe's linear layers: rows and features multiples of 16 (cuBLASLt's fp8
+  // GEMMs refuse others; Transformer Engine's too), a language model's output projection left
+  // in the half format as Megatron-LM's FP8 recipe leaves its output layer.
+  std::vector<bool> fp8(cost.layers.size(), false);
+  for (size_t i = 0; i < cost.layers.size(); ++i) {
+    const LayerCost& l = cost.layers[i];
+    fp8[i] = linear_peak > 0 && l.gemm_count > 0 && l.fwd_matmul_flops > 0 && l.op == "linear" &&
+             !l.vocab_projection && l.gemm_m % 16 == 0 && l.gemm_n % 16 == 0 && l.gemm_k % 16 == 0;
+  }
+  for (size_t li = 0; li < cost.layers.size(); ++li) {
+    const LayerCost& l = cost.layers[li];
     LayerTime lt{l.name, l.op, {}};
     // The cost model keeps one byte count for forward and backward; each phase the layer
     // has gets an equal share (exact to a few percent for GEMM layers, whose three phases
@@ -349,17 +364,16 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     const double fp32_part = !autocast ? 0 : fp32_op ? all : std::min(all, l.fp32_bytes);
     // An op autocast runs in fp32 is bracketed by casts: its half-format input up (or, where
     // the input already is fp32, its output down for the next GEMM) and the gradient back,
-    // each reading one width and writing the other.
-    const double casts =
-        autocast && fp32_op ? 2 * (l.output_bytes / config_elem_bytes) * (f.bits / 8 + 4) : 0;
+    // each reading one width and writing the other. Not before an fp8 linear layer: that
+    // casts the fp32 output to fp8 itself and returns its input gradient in fp32.
+    const bool feeds_fp8 = li + 1 < cost.layers.size() && fp8[li + 1];
+    const double casts = autocast && fp32_op && !feeds_fp8
+                             ? 2 * (l.output_bytes / config_elem_bytes) * (f.bits / 8 + 4)
+                             : 0;
     const double bytes =
         ((all - fp32_part) * width + fp32_part * 4 / config_elem_bytes + casts) / n;
     const bool gemm = l.gemm_count > 0 && l.fwd_matmul_flops > 0;
-    // A mixed FP8 recipe's linear layers: rows and features multiples of 16 (cuBLASLt's fp8
-    // GEMMs refuse others; Transformer Engine's too), the output projection over a vocabulary
-    // left in the half format as Megatron-LM's FP8 recipe leaves its output layer.
-    const bool fp8_layer = linear_peak > 0 && gemm && l.op == "linear" && l.name != "lm_head" &&
-                           l.gemm_m % 16 == 0 && l.gemm_n % 16 == 0 && l.gemm_k % 16 == 0;
+    const bool fp8_layer = fp8[li];
     const std::string& gemm_dtype = fp8_layer ? f.linear_peak_dtype : f.peak_dtype;
     matmul_peak = fp8_layer ? linear_peak : s.peak_flops;
     // The three GEMMs of a layer are permutations of one shape: one intensity, one fraction.
@@ -434,22 +448,28 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
       }
     }
     if (fp8_layer) {
-      // Forward casts x (activations, the format's width) and W (the fp32 master weights);
-      // backward dY, whose fp8 copy and transpose serve both backward GEMMs, as x's transpose
-      // and W's do. Separate kernels: added to the phases.
+      // Forward casts x (at the activations' width, or in fp32 where autocast's fp32 op, a
+      // norm, made it) and W (the fp32 master weights); backward dY, whose fp8 copy and
+      // transpose serve both backward GEMMs, as x's transpose and W's do: in the input
+      // gradient's phase, or the weight gradient's where the layer has none (a first layer).
+      // Separate kernels: added to the phases.
       const double m = double(l.gemm_m), nn = double(l.gemm_n), k = double(l.gemm_k),
-                   act = f.bits / 8, master = f.state_bits / 8, count = double(l.gemm_count);
-      const double fwd_s = count *
-                           (m * k * fp8_cast_bytes(f, act) + k * nn * fp8_cast_bytes(f, master)) /
-                           s.bandwidth;
-      const double bwd_s = count * m * nn * fp8_cast_bytes(f, act) / s.bandwidth;
+                   x_width = li > 0 && autocast_fp32_op(cost.layers[li - 1].op) ? 4 : f.bits / 8,
+                   dy_width = f.bits / 8, master = f.state_bits / 8, count = double(l.gemm_count);
+      const double fwd_s =
+          count * (m * k * fp8_cast_bytes(f, x_width) + k * nn * fp8_cast_bytes(f, master)) /
+          s.bandwidth;
+      const double bwd_s = count * m * nn * fp8_cast_bytes(f, dy_width) / s.bandwidth;
+      const std::string dy_phase = has_dx ? "backward-input" : "backward-weight";
       for (auto& ph : lt.phases) {
         if (ph.phase == "forward") ph.scale_s += fwd_s, s.fp8_cast_s += fwd_s;
-        if (ph.phase == "backward-input") ph.scale_s += bwd_s, s.fp8_cast_s += bwd_s;
+        if (ph.phase == dy_phase) ph.scale_s += bwd_s, s.fp8_cast_s += bwd_s;
       }
       s.fp8_layers += 1;
-      fp8_forward_ops += count * (fp8_cast_ops(f, act) + fp8_cast_ops(f, master));
-      fp8_ops += count * (2 * fp8_cast_ops(f, act) + fp8_cast_ops(f, master));
+      fp8_forward_ops += count * (fp8_cast_ops(f, x_width) + fp8_cast_ops(f, master));
+      fp8_ops +=
+          count * (fp8_cast_ops(f, x_width) + fp8_cast_ops(f, master) + fp8_cast_ops(f, dy_width));
+      fp8_weights += count * k * nn;
     }
     if (conv) s.conv_phases += double(lt.phases.size()), conv_forward_phases += 1;
     if (transposes && conv) {
@@ -497,9 +517,12 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     }
     s.layers.push_back(std::move(lt));
   }
+  matmul_peak = s.peak_flops;
   // Under automatic mixed precision the optimizer updates fp32 weights, and the weights are
-  // cast to the half format once a step (read 4, write 2 bytes each).
-  const double casts = f.mixed && f.bits < f.state_bits ? double(cost.params) * (4 + 2) : 0;
+  // cast to the half format once a step (read 4, write 2 bytes each): not those a mixed FP8
+  // recipe casts to fp8 (counted with its casts).
+  const double casts =
+      f.mixed && f.bits < f.state_bits ? (double(cost.params) - fp8_weights) * (4 + 2) : 0;
   // On a GPU the frameworks' default update is multi-tensor (torch.optim's foreach, the
   // default on CUDA since PyTorch 2.0): each of its operations sweeps every parameter before
   // the next starts, so every pass comes from memory. On a CPU the update loops over the
@@ -572,10 +595,17 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     s.ops = count_operators(cost, p.efficiency->cell_step_us, p.kind == "gpu");
     // Per parameter tensor as count_operators counts them (weight and bias): a bias-free
     // layer gets two casts too many, a tied output layer (no parameters of its own) none.
+    // An fp8 linear layer's weight and its gradient are not cast (the recipe reads the fp32
+    // weight and writes dW in fp32); its bias is cast to the half format in forward (its
+    // gradient comes back in fp32).
     if (autocast)
-      for (const auto& l : cost.layers)
-        if (l.gemm_count > 0 && l.fwd_matmul_flops > 0 && l.params > 0)
+      for (size_t i = 0; i < cost.layers.size(); ++i) {
+        const LayerCost& l = cost.layers[i];
+        if (fp8[i])
+          s.ops.casts += l.params > l.gemm_k * l.gemm_n ? 1 : 0;
+        else if (l.gemm_count > 0 && l.fwd_matmul_flops > 0 && l.params > 0)
           s.ops.casts += 2 * (recurrent(l.op) ? 4 : 2);
+      }
     s.ops.fp8_casts = fp8_ops;
     s.op_overhead_s = p.efficiency->op_overhead_us * 1e-6;
     s.overhead_s = s.ops.total() * s.op_overhead_s;
@@ -891,6 +921,12 @@ std::string format_explanation(const Simulation& s, const PlatformDescription& p
       s.format.peak_dtype, s.peak_flops / 1e12,
       s.format.other_peak_dtype.empty() ? s.format.peak_dtype : s.format.other_peak_dtype,
       s.other_peak_flops / 1e12, p.name);
+  if (!s.format.linear_peak_dtype.empty())
+    o << fmt::format(
+        "fp8: the {} eligible linear layers' matrix products at the {} peak, {:.4g} TFLOP/s, and "
+        "its GEMM curve; their casts {:.4g} ms\n",
+        s.fp8_layers, s.format.linear_peak_dtype,
+        p.peak_flops(s.format.linear_peak_dtype).value_or(0) / 1e12, s.fp8_cast_s * 1e3);
   o << fmt::format(
       "memory: {:.4g} GB/s{}; bytes at {} bits for activations, {} for weights, "
       "gradients and optimizer state\n",

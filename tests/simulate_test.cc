@@ -770,26 +770,30 @@ TEST(Efficiency, UnalignedLinearFeaturesRunAtTheDescriptionsAlignmentFraction) {
 // Autocast casts each parameter tensor of a GEMM layer to the half format and its gradient
 // back, and brackets an op it runs in fp32 with casts of its activations.
 // A mixed FP8 recipe is amp-bf16 with the GEMMs of linear layers whose rows and features are
-// multiples of 16 at the fp8 peak, a vocabulary projection left out, and each such GEMM's
-// inputs cast by separate kernels. The bytes per element are written here from the kernels
-// each implementation runs (docs/numerics.md, "Mixed FP8 recipes"), per tensor of width b:
-// Transformer Engine's current scaling reads it for the amax, then its cast-transpose reads it
-// again and writes two fp8 copies (2b + 2); delayed scaling drops the amax pass (b + 2);
-// PyTorch's eager kernels run abs (2b), amax (b), a 16-bit tensor's copy to fp32 (b + 4), the
-// multiply in fp32 (8), the cast (4 + 1) and the transposed copy (1 + 1). x is 2 bytes wide,
-// or 4 after a norm (autocast runs it in fp32, and its casts go: the fp8 layer casts its fp32
-// output itself); W is the fp32 master; dY's cast lands in the weight gradient's phase of a
-// layer that computes no input gradient. The recipe casts the fp8 layers' weights, so
-// autocast's cast of them to bf16 (6 bytes a weight in the optimizer phase, 2 operators each
-// way for weight and bias) goes, but for the bias's cast in forward.
+// multiples of 16 at the fp8 peak, those the cost description keeps in the half format left
+// out, and each such GEMM's inputs cast by separate kernels. The bytes per element are written
+// here from the kernels each implementation runs (docs/numerics.md, "Mixed FP8 recipes"), per
+// tensor of width b: Transformer Engine's current scaling reads it for the amax, then its
+// cast-transpose reads it again and writes two fp8 copies (2b + 2); delayed scaling drops the
+// amax pass (b + 2); PyTorch's eager kernels run abs (2b), amax (b), a 16-bit tensor's copy to
+// fp32 (b + 4), the multiply in fp32 (8), the cast (4 + 1) and the transposed copy (1 + 1).
+// x is 4 bytes wide for the first layer (the input as loaded) and the linear layers right after
+// a norm (autocast runs it in fp32, and its casts go when those layers are all fp8), else 2; W
+// is the fp32 master; dY's cast lands in the weight gradient's phase of a layer that computes
+// no input gradient. The recipe casts the fp8 layers' weights, so autocast's cast of them to
+// bf16 (6 bytes a weight in the optimizer phase; two operators) goes, and the bias's backward
+// cast.
 TEST(Simulate, AMixedFp8RecipeRunsEligibleLinearGemmsAtTheFp8PeakAndPaysItsCasts) {
+  const double m = 256, k = 512, n = 512;
   StepCost c;
-  c.layers.push_back(cost::linear("first", 256, 512, 512, 4, false));  // no input gradient
-  c.layers.push_back(cost::layernorm("norm", 256, 512, 4));
-  c.layers.push_back(cost::linear("fc", 256, 512, 512, 4, true));
-  c.layers.push_back(cost::linear("odd", 256, 512, 1000, 4, true));  // 1000 % 16 != 0
-  c.layers.push_back(cost::linear("head", 256, 1000, 512, 4, true));
-  c.layers.back().vocab_projection = true;
+  c.layers.push_back(cost::linear("first", m, 512, 512, 4, false));  // no input gradient
+  c.layers.push_back(cost::layernorm("norm", m, 512, 4));
+  c.layers.push_back(cost::linear("fc", m, 512, 512, 4, true));
+  c.layers.push_back(cost::relu("relu", m * 512, 4));
+  c.layers.push_back(cost::linear_nobias("nobias", m, 512, 512, 4, true));
+  c.layers.push_back(cost::linear("odd", m, 512, 1000, 4, true));  // 1000 % 16 != 0
+  c.layers.push_back(cost::linear("head", m, 1000, 512, 4, true));
+  c.layers.back().keep_half_in_fp8 = true;
   PlatformDescription p = accelerator(1, 1000);
   p.kind = "gpu";
   p.peak_tflops = {{"fp32", 10}, {"bf16", 160}, {"fp8", 320}};
@@ -798,57 +802,70 @@ TEST(Simulate, AMixedFp8RecipeRunsEligibleLinearGemmsAtTheFp8PeakAndPaysItsCasts
   const auto fp8 = sim::simulate_step(p, c, 4, sim::resolve_format(p, "amp-fp8@current"));
   EXPECT_EQ(fp8.format.linear_peak_dtype, "fp8");
   EXPECT_EQ(fp8.format.peak_dtype, "bf16");
-  EXPECT_EQ(fp8.fp8_layers, 2);
-  const double m = 256, k = 512, n = 512, bw = fp8.bandwidth;
+  EXPECT_EQ(fp8.fp8_layers, 3);
+  const double bw = fp8.bandwidth;
   auto cast_s = [&](const sim::LayerTime& l, const std::string& phase) {
     for (const auto& ph : l.phases)
       if (ph.phase == phase) return ph.scale_s;
     return -1.0;
   };
-  // first: x at 2 bytes, W at 4 in forward; dY at 2 in backward-weight (no backward-input).
-  EXPECT_NEAR(cast_s(fp8.layers[0], "forward"), (m * k * 6 + k * n * 10) / bw, 1e-18);
+  // first: x at 4 bytes, W at 4 in forward; dY at 2 in backward-weight (no backward-input).
+  EXPECT_NEAR(cast_s(fp8.layers[0], "forward"), (m * k * 10 + k * n * 10) / bw, 1e-18);
   EXPECT_NEAR(cast_s(fp8.layers[0], "backward-weight"), m * n * 6 / bw, 1e-18);
   EXPECT_EQ(cast_s(fp8.layers[0], "backward-input"), -1.0);
   // fc: x at 4 bytes (the norm's fp32 output); dY in backward-input.
   EXPECT_NEAR(cast_s(fp8.layers[2], "forward"), (m * k * 10 + k * n * 10) / bw, 1e-18);
   EXPECT_NEAR(cast_s(fp8.layers[2], "backward-input"), m * n * 6 / bw, 1e-18);
   EXPECT_EQ(cast_s(fp8.layers[2], "backward-weight"), 0);
-  EXPECT_NEAR(fp8.fp8_cast_s, (m * k * 16 + k * n * 20 + m * n * 12) / bw, 1e-18);
-  for (size_t i : {0, 2})
+  // nobias: x at 2 bytes (after a relu).
+  EXPECT_NEAR(cast_s(fp8.layers[4], "forward"), (m * k * 6 + k * n * 10) / bw, 1e-18);
+  EXPECT_NEAR(fp8.fp8_cast_s, (m * k * 26 + k * n * 30 + m * n * 18) / bw, 1e-18);
+  for (size_t i : {0, 2, 4})
     for (const auto& ph : fp8.layers[i].phases) {
       const double expect = ph.matmul_flops / 320e12 + (ph.flops - ph.matmul_flops) / 10e12;
       EXPECT_NEAR(ph.compute_s, expect, 1e-9 * expect) << i << " " << ph.phase;
     }
-  for (size_t i : {3, 4})  // not eligible: exactly amp-bf16's phases
+  for (size_t i : {5, 6})  // not eligible: exactly amp-bf16's phases
     for (size_t j = 0; j < fp8.layers[i].phases.size(); ++j)
       EXPECT_DOUBLE_EQ(fp8.layers[i].phases[j].time_s(), bf16.layers[i].phases[j].time_s())
           << c.layers[i].name;
-  // The norm's casts around it go; the optimizer's cast of the two fp8 layers' weights goes.
+  // The norm's casts around it go; the optimizer's cast of the three fp8 layers' weights goes.
   auto bytes = [](const sim::LayerTime& l) {
     double b = 0;
     for (const auto& ph : l.phases) b += ph.bytes;
     return b;
   };
   EXPECT_NEAR(bytes(bf16.layers[1]) - bytes(fp8.layers[1]), 2 * m * 512 * (2 + 4), 1e-6);
-  EXPECT_NEAR(bytes(bf16.layers.back()) - bytes(fp8.layers.back()), 2 * k * n * (4 + 2), 1e-6);
-  // Operators: fused current scaling's amax, scale and cast-transpose for x, W and dY of two
-  // layers; autocast's casts 4 for each of the four GEMM layers in amp-bf16, the fp8 layers'
-  // 1 (the bias) here.
-  EXPECT_DOUBLE_EQ(fp8.ops.fp8_casts, 18);
-  EXPECT_DOUBLE_EQ(bf16.ops.casts, 16);
-  EXPECT_DOUBLE_EQ(fp8.ops.casts, 10);
+  EXPECT_NEAR(bytes(bf16.layers.back()) - bytes(fp8.layers.back()), 3 * k * n * (4 + 2), 1e-6);
+  // Operators: fused current scaling's amax, scale and cast-transpose for x, W and dY of three
+  // layers. Autocast's casts, 4 for each of the five GEMM layers in amp-bf16 (2 per parameter
+  // tensor, a bias counted whether there is one or not): the fp8 layers' weights' 2 go, and
+  // a bias's backward one, leaving 1, 1 and 2.
+  EXPECT_DOUBLE_EQ(fp8.ops.fp8_casts, 27);
+  EXPECT_DOUBLE_EQ(bf16.ops.casts, 20);
+  EXPECT_DOUBLE_EQ(fp8.ops.casts, 1 + 1 + 2 + 4 + 4);
 
   const auto delayed = sim::simulate_step(p, c, 4, sim::resolve_format(p, "amp-fp8@delayed:16"));
-  EXPECT_NEAR(delayed.fp8_cast_s, (m * k * (4 + 6) + k * n * 12 + m * n * 8) / bw, 1e-18);
-  EXPECT_DOUBLE_EQ(delayed.ops.fp8_casts, 6);
+  EXPECT_NEAR(delayed.fp8_cast_s, (m * k * (6 + 6 + 4) + k * n * 18 + m * n * 12) / bw, 1e-18);
+  EXPECT_DOUBLE_EQ(delayed.ops.fp8_casts, 9);
   const auto eager = sim::simulate_step(p, c, 4, sim::resolve_format(p, "amp-fp8-eager@current"));
   const double b16 = 2 * 2 + 2 + (2 + 4) + 8 + 5 + 2, b32 = 2 * 4 + 4 + 8 + 5 + 2;
-  EXPECT_NEAR(eager.fp8_cast_s, (m * k * (b16 + b32) + k * n * 2 * b32 + m * n * 2 * b16) / bw,
+  EXPECT_NEAR(eager.fp8_cast_s, (m * k * (2 * b32 + b16) + k * n * 3 * b32 + m * n * 3 * b16) / bw,
               1e-18);
   // abs, amax, clamp, reciprocal and multiply (the scale), multiply, cast, transpose,
   // reciprocal; a 16-bit tensor's amax and itself copied to fp32 besides.
-  EXPECT_DOUBLE_EQ(eager.ops.fp8_casts, (11 + 9 + 11) + (9 + 9 + 11));
+  EXPECT_DOUBLE_EQ(eager.ops.fp8_casts, (9 + 9 + 11) + (9 + 9 + 11) + (11 + 9 + 11));
   EXPECT_GT(eager.step_s, fp8.step_s);
+  // A family's layers kept in the half format: gpt's MoE router and lm_head. One block of 16
+  // experts at capacity 16: qkv, out and the experts' 32 linear layers run in fp8.
+  const Config moe = parse_config(
+      "gpt:layers=1,d_model=64,heads=4,seq=16,vocab=64,experts=16,top_k=2,capacity=1.0,batch=8");
+  const StepCost mc = step_cost(moe);
+  EXPECT_EQ(
+      sim::simulate_config(find_platform("h200-sxm-141gb"), moe, "amp-fp8@current").fp8_layers, 34);
+  int kept = 0;
+  for (const auto& l : mc.layers) kept += l.keep_half_in_fp8;
+  EXPECT_EQ(kept, 2);
 
   // Malformed recipes, and a platform with no fp8 peak, are refused naming the format (or
   // the peak it lacks).

@@ -235,8 +235,8 @@ std::string validation_phrase(const std::string& platform, const std::string& fo
     for (const auto& r : rows)
       if (!format.empty() && r.format == format) in_format.push_back(r);
     const ErrorStats& s = validate_published(rows).at(0).all;
-    parts.push_back(fmt::format("median {:.0f}%, p90 {:.0f}% over {} {} rows", 100 * s.median,
-                                100 * s.p90, s.n, kind));
+    parts.push_back(fmt::format("median {:.0f}%, p90 {:.0f}% over {} {} row{}", 100 * s.median,
+                                100 * s.p90, s.n, kind, s.n == 1 ? "" : "s"));
   }
   if (parts.empty())
     return "simulator not validated on " + platform + " (no published or measured rows)";
@@ -244,8 +244,8 @@ std::string validation_phrase(const std::string& platform, const std::string& fo
   if (!format.empty() && in_format.empty()) in = fmt::format("; no row in {}", format);
   if (!in_format.empty()) {
     const ErrorStats& s = validate_published(in_format).at(0).all;
-    in = fmt::format("; in {}: median {:.0f}%, p90 {:.0f}% over {} rows", format, 100 * s.median,
-                     100 * s.p90, s.n);
+    in = fmt::format("; in {}: median {:.0f}%, p90 {:.0f}% over {} row{}", format, 100 * s.median,
+                     100 * s.p90, s.n, s.n == 1 ? "" : "s");
   }
   return fmt::format("simulator error on {}: {}{}", platform, fmt::join(parts, "; "), in);
 }

@@ -46,7 +46,7 @@ std::string shipped_measured_path();
 // phrase for beside a prediction: "simulator error on h200-sxm-141gb: median 19%, p90 30% over
 // 2 published rows; median 25%, p90 63% over 16 measured rows", or "simulator not validated
 // on NAME (no published or measured rows)". With a format: the rows in that format besides
-// ("; in amp-fp8-eager@current: median 29%, p90 52% over 6 rows"), or that none is in it
+// ("; in amp-fp8-eager@current: median 30%, p90 46% over 6 rows"), or that none is in it
 // ("; no row in amp-fp8@current"): a prediction in a format no row checks rests on the
 // others alone.
 std::string validation_phrase(const std::string& platform, const std::string& format = "");

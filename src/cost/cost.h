@@ -17,9 +17,10 @@ struct LayerCost {
                      // rnn, lstm, gru, softmax_xent
   int64_t params = 0;
   int64_t frozen_params = 0;  // of those, the ones that take no gradient and no update
-  // A language model's projection onto its vocabulary (its output layer): FP8 recipes leave
-  // it in the half format (simulate's amp-fp8).
-  bool vocab_projection = false;
+  // FP8 recipes leave this layer in the half format (simulate's amp-fp8): a language model's
+  // projection onto its vocabulary (Megatron-LM's output layer is not an FP8 module) and an
+  // MoE router (Megatron-LM and Transformer Engine route in higher precision).
+  bool keep_half_in_fp8 = false;
   double fwd_flops = 0;         // all forward FLOPs of the layer
   double fwd_matmul_flops = 0;  // the GEMM / convolution part of fwd_flops
   double bwd_input_flops = 0;   // gradient with respect to the layer's input

@@ -217,6 +217,7 @@ ModelCost gpt_cost(const Config& c, int64_t eb) {
     } else {
       const double E = double(g.experts), k = double(g.top_k), C = double(g.expert_capacity());
       linear(p + ".moe.router", T, g.d, g.experts, false);
+      out.back().keep_half_in_fp8 = true;
       // softmax (5), top-k selection (1 per candidate); the load-balancing loss (2 per
       // probability)
       out.push_back(cost::elementwise(p + ".moe.route", "route", T * E, 8, 5, 1, eb));
@@ -251,7 +252,7 @@ ModelCost gpt_cost(const Config& c, int64_t eb) {
     out.push_back(cost::linear_nobias("lm_head", T, g.d, g.vocab, eb, true, /*tied=*/true));
   else
     linear("lm_head", T, g.d, g.vocab, false);
-  out.back().vocab_projection = true;
+  out.back().keep_half_in_fp8 = true;
   out.push_back(cost::softmax_xent("loss", T, g.vocab, eb));
   // token ids and next-token targets (int64), the additive causal mask, and RoPE's cos and sin
   m.input_bytes = 8.0 * 2 * T + double(eb) * double(g.seq) * double(g.seq) +

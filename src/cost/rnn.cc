@@ -19,7 +19,7 @@ ModelCost rnn_cost(const Config& c, int64_t eb) {
   for (int64_t i = 0; i < layers; ++i)
     m.layers.push_back(cost::recurrent(fmt::format("cells.{}", i), cell, B, L, E, E, eb));
   m.layers.push_back(cost::linear("head", tokens, E, V, eb, true));
-  m.layers.back().vocab_projection = true;
+  m.layers.back().keep_half_in_fp8 = true;
   m.layers.push_back(cost::softmax_xent("loss", tokens, V, eb));
   m.input_bytes = 8.0 * (L + 1) * B + 8.0 * tokens;  // token ids and shifted labels
   return m;

@@ -51,7 +51,7 @@ ModelCost seq2seq_cost(const Config& c, int64_t eb) {
   out.push_back(att);
   out.push_back(cost::linear_nobias("attention_layer", rows, 3 * H, H, eb, true));
   out.push_back(cost::linear_nobias("output_layer", rows, H, Vt, eb, true));
-  out.back().vocab_projection = true;
+  out.back().keep_half_in_fp8 = true;
   out.push_back(cost::softmax_xent("loss", rows, Vt, eb));
   // token ids (source, decoder input, labels), lengths, padding mask (bool)
   m.input_bytes = 8.0 * 3 * rows + 8.0 * B + rows;

@@ -62,7 +62,7 @@ ModelCost transformer_cost(const Config& c, int64_t eb) {
   out.push_back(cost::layernorm("decoder.norm", rows, d, eb));
   // Tied to the embedding: no parameters of its own; its weight gradient goes to the table.
   out.push_back(cost::linear_nobias("output", rows, d, V, eb, true, /*tied=*/true));
-  out.back().vocab_projection = true;
+  out.back().keep_half_in_fp8 = true;
   // Label smoothing adds the mean of the log-probabilities over the vocabulary per row.
   auto loss = cost::softmax_xent("loss", rows, V, eb);
   loss.fwd_flops += rows * V;

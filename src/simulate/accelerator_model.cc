@@ -339,13 +339,32 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
   double fp8_ops = 0, fp8_forward_ops = 0;
   double fp8_weights = 0;  // their weights: cast to fp8 by the recipe, not to the half format
   // A mixed FP8 recipe's linear layers: rows and features multiples of 16 (cuBLASLt's fp8
-  // GEMMs refuse others; Transformer Engine's too), a language model's output projection left
-  // in the half format as Megatron-LM's FP8 recipe leaves its output layer.
+  // GEMMs refuse others; Transformer Engine's too), but those the cost description keeps in
+  // the half format (LayerCost::keep_half_in_fp8: a vocabulary projection, an MoE router).
   std::vector<bool> fp8(cost.layers.size(), false);
   for (size_t i = 0; i < cost.layers.size(); ++i) {
     const LayerCost& l = cost.layers[i];
     fp8[i] = linear_peak > 0 && l.gemm_count > 0 && l.fwd_matmul_flops > 0 && l.op == "linear" &&
-             !l.vocab_projection && l.gemm_m % 16 == 0 && l.gemm_n % 16 == 0 && l.gemm_k % 16 == 0;
+             !l.keep_half_in_fp8 && l.gemm_m % 16 == 0 && l.gemm_n % 16 == 0 && l.gemm_k % 16 == 0;
+  }
+  // What an fp8 layer's x is cast from: the model's input as loaded (fp32) for the first layer;
+  // fp32 for the linear layers right after an op autocast runs in fp32 (a norm: the run of
+  // linear layers that follow it in the cost description, as q, k, v or a gate and an up
+  // projection do; the cost model has no data flow, so a norm whose output is read further on,
+  // a transformer encoder's by each decoder layer's cross-attention, is not followed there);
+  // else the activations' width. A norm whose run is all fp8 layers has no autocast casts.
+  std::vector<double> x_bytes(cost.layers.size(), f.bits / 8);
+  std::vector<bool> feeds_only_fp8(cost.layers.size(), false);
+  if (!cost.layers.empty()) x_bytes[0] = 4;
+  for (size_t i = 0; i < cost.layers.size(); ++i) {
+    if (!autocast_fp32_op(cost.layers[i].op)) continue;
+    size_t j = i + 1;
+    bool all = true;
+    for (; j < cost.layers.size() && cost.layers[j].op == "linear"; ++j) {
+      x_bytes[j] = 4;
+      all = all && fp8[j];
+    }
+    feeds_only_fp8[i] = j > i + 1 && all;
   }
   for (size_t li = 0; li < cost.layers.size(); ++li) {
     const LayerCost& l = cost.layers[li];
@@ -364,9 +383,9 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     const double fp32_part = !autocast ? 0 : fp32_op ? all : std::min(all, l.fp32_bytes);
     // An op autocast runs in fp32 is bracketed by casts: its half-format input up (or, where
     // the input already is fp32, its output down for the next GEMM) and the gradient back,
-    // each reading one width and writing the other. Not before an fp8 linear layer: that
-    // casts the fp32 output to fp8 itself and returns its input gradient in fp32.
-    const bool feeds_fp8 = li + 1 < cost.layers.size() && fp8[li + 1];
+    // each reading one width and writing the other. Not before fp8 linear layers alone: they
+    // cast the fp32 output to fp8 themselves and return their input gradients in fp32.
+    const bool feeds_fp8 = feeds_only_fp8[li];
     const double casts = autocast && fp32_op && !feeds_fp8
                              ? 2 * (l.output_bytes / config_elem_bytes) * (f.bits / 8 + 4)
                              : 0;
@@ -448,14 +467,14 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
       }
     }
     if (fp8_layer) {
-      // Forward casts x (at the activations' width, or in fp32 where autocast's fp32 op, a
-      // norm, made it) and W (the fp32 master weights); backward dY, whose fp8 copy and
+      // Forward casts x (x_bytes wide) and W (the fp32 master weights); backward dY, whose
+      // fp8 copy and
       // transpose serve both backward GEMMs, as x's transpose and W's do: in the input
       // gradient's phase, or the weight gradient's where the layer has none (a first layer).
       // Separate kernels: added to the phases.
       const double m = double(l.gemm_m), nn = double(l.gemm_n), k = double(l.gemm_k),
-                   x_width = li > 0 && autocast_fp32_op(cost.layers[li - 1].op) ? 4 : f.bits / 8,
-                   dy_width = f.bits / 8, master = f.state_bits / 8, count = double(l.gemm_count);
+                   x_width = x_bytes[li], dy_width = f.bits / 8, master = f.state_bits / 8,
+                   count = double(l.gemm_count);
       const double fwd_s =
           count * (m * k * fp8_cast_bytes(f, x_width) + k * nn * fp8_cast_bytes(f, master)) /
           s.bandwidth;
@@ -596,15 +615,14 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     // Per parameter tensor as count_operators counts them (weight and bias): a bias-free
     // layer gets two casts too many, a tied output layer (no parameters of its own) none.
     // An fp8 linear layer's weight and its gradient are not cast (the recipe reads the fp32
-    // weight and writes dW in fp32); its bias is cast to the half format in forward (its
-    // gradient comes back in fp32).
+    // weight and writes dW in fp32), nor its bias's gradient (it comes back in fp32): of the
+    // count above, the weight's two and, where it has one, the bias's backward one go.
     if (autocast)
       for (size_t i = 0; i < cost.layers.size(); ++i) {
         const LayerCost& l = cost.layers[i];
-        if (fp8[i])
-          s.ops.casts += l.params > l.gemm_k * l.gemm_n ? 1 : 0;
-        else if (l.gemm_count > 0 && l.fwd_matmul_flops > 0 && l.params > 0)
-          s.ops.casts += 2 * (recurrent(l.op) ? 4 : 2);
+        if (l.gemm_count > 0 && l.fwd_matmul_flops > 0 && l.params > 0)
+          s.ops.casts += 2 * (recurrent(l.op) ? 4 : 2) -
+                         (fp8[i] ? 2 + (l.params > l.gemm_k * l.gemm_n ? 1 : 0) : 0);
       }
     s.ops.fp8_casts = fp8_ops;
     s.op_overhead_s = p.efficiency->op_overhead_us * 1e-6;

@@ -1968,6 +1968,9 @@ TEST(SimulateCli, AMalformedPublishedRowExits2WithOneLineAndTheShippedFileValida
   const std::string eager = sim::validation_phrase("h200-sxm-141gb", "amp-fp8-eager@current");
   EXPECT_EQ(eager.find(phrase), 0u) << eager;
   EXPECT_NE(eager.find("; in amp-fp8-eager@current: median "), std::string::npos) << eager;
+  // A margin changes no cost: the rows of the recipe check it.
+  const std::string margin = sim::validation_phrase("h200-sxm-141gb", "amp-fp8-eager@current:1");
+  EXPECT_NE(margin.find("; in amp-fp8-eager@current:1: median "), std::string::npos) << margin;
   const std::string te = sim::validation_phrase("h200-sxm-141gb", "amp-fp8@current");
   EXPECT_EQ(te, phrase + "; no row in amp-fp8@current");
 }

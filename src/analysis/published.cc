@@ -219,6 +219,15 @@ std::vector<Validation> validate_published(const std::vector<PublishedRow>& rows
   return out;
 }
 
+namespace {
+// A recipe's rows check it whatever its scaling's parameters (a margin, a history length): the
+// format text up to the scaling's first ':' after '@'.
+std::string recipe_kind(const std::string& format) {
+  const size_t at = format.find('@');
+  return at == std::string::npos ? format : format.substr(0, format.find(':', at));
+}
+}  // namespace
+
 std::string validation_phrase(const std::string& platform, const std::string& format) {
   std::vector<std::string> parts;
   std::vector<PublishedRow> in_format;
@@ -233,7 +242,7 @@ std::string validation_phrase(const std::string& platform, const std::string& fo
     }
     if (rows.empty()) continue;
     for (const auto& r : rows)
-      if (!format.empty() && r.format == format) in_format.push_back(r);
+      if (!format.empty() && recipe_kind(r.format) == recipe_kind(format)) in_format.push_back(r);
     const ErrorStats& s = validate_published(rows).at(0).all;
     parts.push_back(fmt::format("median {:.0f}%, p90 {:.0f}% over {} {} row{}", 100 * s.median,
                                 100 * s.p90, s.n, kind, s.n == 1 ? "" : "s"));

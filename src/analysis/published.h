@@ -46,9 +46,9 @@ std::string shipped_measured_path();
 // phrase for beside a prediction: "simulator error on h200-sxm-141gb: median 19%, p90 30% over
 // 2 published rows; median 25%, p90 63% over 16 measured rows", or "simulator not validated
 // on NAME (no published or measured rows)". With a format: the rows in that format besides
-// ("; in amp-fp8-eager@current: median 30%, p90 46% over 6 rows"), or that none is in it
-// ("; no row in amp-fp8@current"): a prediction in a format no row checks rests on the
-// others alone.
+// ("; in amp-fp8-eager@current: median 31%, p90 46% over 6 rows"; a recipe's rows whatever
+// its scaling's parameters), or that none is in it ("; no row in amp-fp8@current"): a
+// prediction in a format no row checks rests on the others alone.
 std::string validation_phrase(const std::string& platform, const std::string& format = "");
 
 // Text: every row (predicted and published throughput, error), then median and p90 per

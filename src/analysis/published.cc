@@ -230,7 +230,7 @@ std::string recipe_kind(const std::string& format) {
 
 std::string validation_phrase(const std::string& platform, const std::string& format) {
   std::vector<std::string> parts;
-  std::vector<PublishedRow> in_format;
+  std::vector<ValidationPoint> in_format;  // both files' points in the format's recipe
   for (const auto& [path, kind] : {std::pair{shipped_published_path(), "published"},
                                    std::pair{shipped_measured_path(), "measured"}}) {
     std::vector<PublishedRow> rows;
@@ -241,9 +241,10 @@ std::string validation_phrase(const std::string& platform, const std::string& fo
       return "simulator not validated (" + std::string(e.what()) + ")";
     }
     if (rows.empty()) continue;
-    for (const auto& r : rows)
-      if (!format.empty() && recipe_kind(r.format) == recipe_kind(format)) in_format.push_back(r);
-    const ErrorStats& s = validate_published(rows).at(0).all;
+    const Validation v = validate_published(rows).at(0);
+    for (const auto& pt : v.points)
+      if (!format.empty() && recipe_kind(pt.format) == recipe_kind(format)) in_format.push_back(pt);
+    const ErrorStats& s = v.all;
     parts.push_back(fmt::format("median {:.0f}%, p90 {:.0f}% over {} {} row{}", 100 * s.median,
                                 100 * s.p90, s.n, kind, s.n == 1 ? "" : "s"));
   }
@@ -252,7 +253,7 @@ std::string validation_phrase(const std::string& platform, const std::string& fo
   std::string in;
   if (!format.empty() && in_format.empty()) in = fmt::format("; no row in {}", format);
   if (!in_format.empty()) {
-    const ErrorStats& s = validate_published(in_format).at(0).all;
+    const ErrorStats s = error_stats(in_format);
     in = fmt::format("; in {}: median {:.0f}%, p90 {:.0f}% over {} row{}", format, 100 * s.median,
                      100 * s.p90, s.n, s.n == 1 ? "" : "s");
   }

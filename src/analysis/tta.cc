@@ -57,6 +57,7 @@ TtaResult time_to_accuracy(const std::vector<StoredEmulation>& emulations,
   r.platform = accel.name;
   r.validation = sim::validation_phrase(accel.name);
   // Each --run-as item split where its left side names a variant (number or policy text).
+  std::map<std::string, std::string> validation;  // per format: validation_phrase reads files
   std::set<std::string> keys;
   for (size_t i = 0; i < emulations.size(); ++i) {
     keys.insert(std::to_string(i + 1));
@@ -156,7 +157,9 @@ TtaResult time_to_accuracy(const std::vector<StoredEmulation>& emulations,
       continue;
     }
     v.format_note = f->note;
-    v.validation = sim::validation_phrase(accel.name, v.format);
+    auto [phrase, fresh] = validation.try_emplace(v.format);
+    if (fresh) phrase->second = sim::validation_phrase(accel.name, v.format);
+    v.validation = phrase->second;
     v.step_s = sim::simulate_step(accel, cost, 4, *f).step_s;
     if (v.all_reached()) {
       v.tta_s = v.mean_iterations * v.step_s;

@@ -385,8 +385,7 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
     // the input already is fp32, its output down for the next GEMM) and the gradient back,
     // each reading one width and writing the other. Not before fp8 linear layers alone: they
     // cast the fp32 output to fp8 themselves and return their input gradients in fp32.
-    const bool feeds_fp8 = feeds_only_fp8[li];
-    const double casts = autocast && fp32_op && !feeds_fp8
+    const double casts = autocast && fp32_op && !feeds_only_fp8[li]
                              ? 2 * (l.output_bytes / config_elem_bytes) * (f.bits / 8 + 4)
                              : 0;
     const double bytes =
@@ -467,9 +466,8 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
       }
     }
     if (fp8_layer) {
-      // Forward casts x (x_bytes wide) and W (the fp32 master weights); backward dY, whose
-      // fp8 copy and
-      // transpose serve both backward GEMMs, as x's transpose and W's do: in the input
+      // Forward casts x (x_bytes wide) and W (the fp32 master weights); backward dY, whose fp8
+      // copy and transpose serve both backward GEMMs, as x's transpose and W's do: in the input
       // gradient's phase, or the weight gradient's where the layer has none (a first layer).
       // Separate kernels: added to the phases.
       const double m = double(l.gemm_m), nn = double(l.gemm_n), k = double(l.gemm_k),
@@ -485,9 +483,9 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
         if (ph.phase == dy_phase) ph.scale_s += bwd_s, s.fp8_cast_s += bwd_s;
       }
       s.fp8_layers += 1;
-      fp8_forward_ops += count * (fp8_cast_ops(f, x_width) + fp8_cast_ops(f, master));
-      fp8_ops +=
-          count * (fp8_cast_ops(f, x_width) + fp8_cast_ops(f, master) + fp8_cast_ops(f, dy_width));
+      const double forward_ops = fp8_cast_ops(f, x_width) + fp8_cast_ops(f, master);
+      fp8_forward_ops += count * forward_ops;
+      fp8_ops += count * (forward_ops + fp8_cast_ops(f, dy_width));
       fp8_weights += count * k * nn;
     }
     if (conv) s.conv_phases += double(lt.phases.size()), conv_forward_phases += 1;

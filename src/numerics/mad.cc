@@ -204,7 +204,7 @@ struct TileOps {
 };
 
 // AVX-512 only, which has FMA (the AVX2 clone above may run where FMA is a library call).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if TB_X86_KERNELS
 #define TB_MAD_FMA_TARGET __attribute__((target("avx512f")))
 #define TB_MAD_HAS_FMA_PATH 1
 #else
@@ -647,6 +647,12 @@ void mad_matmul(const MadUnit& u, const float* A, const float* B, float* C, int6
       fused(u, A, B, C, b, e, N, K, g);
     else
       rows(u, A, B, C, b, e, N, K);
+    // A NaN result is the positive quiet NaN. Its sign would otherwise be whichever NaN operand
+    // the CPU passed on (IEEE 754 leaves that open: x86 passes the first, and makes negative
+    // ones from Inf - Inf), and the kernels add in different orders: on one CPU the AVX-512
+    // and portable builds gave NaNs of opposite signs (the test NumericsPortable).
+    for (int64_t i = b * N; i < e * N; ++i)
+      if (std::isnan(C[i])) C[i] = kernel::as_float(kernel::kQuietNan);
   };
   if (threads == 1) return run(0, M);
   std::vector<std::thread> pool;

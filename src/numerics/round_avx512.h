@@ -2,13 +2,14 @@
 // (quantize.cc's stochastic and block loops, mad.cc's lean kernel): GCC's vectorisation of the
 // scalar kernels spends a third of its instructions on 64-bit counters and on constants it
 // spills and broadcasts again. Same bits as the scalar kernels. Internal to the numerics
-// library; x86-64 GCC only (TB_AVX512_KERNELS), taken where avx512_cpu() says so.
+// library; x86-64 GCC only (TB_AVX512_KERNELS; round_bits.h's TB_X86_KERNELS), taken where
+// avx512_cpu() says so.
 #pragma once
 #include <type_traits>
 
 #include "numerics/round_bits.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if TB_X86_KERNELS
 #include <immintrin.h>
 #define TB_AVX512_KERNELS 1
 // F16C with AVX-512 F: every AVX-512 CPU has both; the MAD kernel's fp16 sums use F16C.

@@ -7,9 +7,17 @@
 
 #include "numerics/format.h"
 
+// The x86 kernels (target clones here, AVX-512 intrinsics in round_avx512.h, mad.cc's FMA
+// instances): x86-64 GCC, unless TB_PORTABLE_KERNELS builds the library without them, as a CPU
+// of another architecture compiles it (the test NumericsPortable checks it gives the same bits).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(TB_PORTABLE_KERNELS)
+#define TB_X86_KERNELS 1
+#else
+#define TB_X86_KERNELS 0
+#endif
 // Function multi-versioning: each loop is compiled for AVX-512, AVX2 and baseline x86-64 and
 // the loader picks one, so the plain loops below vectorise without -march flags.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if TB_X86_KERNELS
 #define TB_NUM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define TB_NUM_CLONES

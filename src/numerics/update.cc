@@ -26,7 +26,7 @@ TB_NUM_CLONES void momentum_buffer(float* buf, const float* g, size_t n, float m
 
 // Clones with an FMA unit, where std::fma is one instruction that vectorises ("fma" implies
 // AVX); the baseline clone calls the C library's, which gives the same value.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if TB_X86_KERNELS
 __attribute__((target_clones("avx512f", "fma", "default")))
 #endif
 void add_scaled(float* p, const float* v, size_t n, float alpha) {
@@ -34,7 +34,7 @@ void add_scaled(float* p, const float* v, size_t n, float alpha) {
 }
 
 // Clones as add_scaled's, and Haswell's (AVX2 with FMA) for the amaxes' integer maxima.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if TB_X86_KERNELS
 __attribute__((target_clones("avx512f", "arch=haswell", "fma", "default")))
 #endif
 void momentum_add_amax(float* p, float* buf, const float* g, size_t n, float momentum,
@@ -57,7 +57,7 @@ TB_NUM_CLONES void sub_product(float* p, const float* v, size_t n, float lr) {
 }
 
 // Clones as momentum_add_amax's.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if TB_X86_KERNELS
 __attribute__((target_clones("avx512f", "arch=haswell", "fma", "default")))
 #endif
 void momentum_buffer_amax(float* buf, const float* g, size_t n, float momentum, uint32_t* amax) {
@@ -70,7 +70,7 @@ void momentum_buffer_amax(float* buf, const float* g, size_t n, float momentum, 
   *amax = std::max(*amax, m);
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if TB_X86_KERNELS
 __attribute__((target_clones("avx512f", "arch=haswell", "fma", "default")))
 #endif
 void sub_product_amax(float* p, const float* v, size_t n, float lr, uint32_t* amax) {

@@ -139,15 +139,16 @@ struct Shape {
 
 // One quantize() call's digest line; an error (a format the call refuses) is a line too.
 // `want_amax`: the input's amax requested from the call (QuantOptions::input_amax) and digested.
+// `in_place`: the output is the input (the optimizer state's and master weights' rounding).
 void quantize_case(const std::string& name, const Format& f, const std::vector<float>& x,
-                   const QuantOptions& o, bool want_amax = false) {
+                   const QuantOptions& o, bool want_amax = false, bool in_place = false) {
   Digest d;
   try {
-    std::vector<float> y(x.size(), -1.0f);
+    std::vector<float> y = in_place ? x : std::vector<float>(x.size(), -1.0f);
     float amax = -2.0f;
     QuantOptions mine = o;
     if (want_amax) mine.input_amax = &amax;
-    tb::num::quantize(f, x.data(), y.data(), x.size(), mine);
+    tb::num::quantize(f, in_place ? y.data() : x.data(), y.data(), x.size(), mine);
     d.add(y);
     if (want_amax) d.add(amax);
     line(name, d);
@@ -225,6 +226,7 @@ void quantizers(const std::string& mode) {
                 fmt::format("{} quantize {} {} {} n={} row={}{}", mode, text, rounding_key(r),
                             input_name(in), s.n, s.row, stream ? " stream" : "");
             quantize_case(name, f, x, o);
+            if (!stream) quantize_case(name + " in-place", f, x, o, false, true);
             // A scaling recipe's per-tensor scale, with the input's amax taken in the pass.
             if (fl && s.row == 0) {
               QuantOptions so = o;

@@ -284,6 +284,41 @@ TEST(NumericsTorch, DelayedScalingKeepsAHistoryPerSite) {
   EXPECT_EQ(q.str(), "e4m3@delayed:4:max");
 }
 
+// Every point counts on a counted step, whichever path rounds it: the in-place roundings (weight
+// gradients, optimizer state, master weights; their fast paths and the fused update count
+// nothing) go through whole tensors then, with the same bits; block formats count flushed
+// values and NaN/Inf but no overflow (each block has its own range).
+TEST(NumericsTorch, CountedStepsCountEveryPathWithTheSameBits) {
+  using tb::emu::QuantPoint;
+  torch::manual_seed(9);
+  torch::Tensor x = torch::randn({64, 256}) * 1e-3;
+  x.index_put_({0, 0}, 1e6f);  // beyond e4m3's range
+  for (const std::string point : {"e4m3", "nvfp4", "mxfp8_e4m3"}) {
+    const bool block = point != "e4m3";
+    const QuantPoint counted = QuantPoint::parse(point, 1), plain = QuantPoint::parse(point, 1);
+    counted.set_counting(true);
+    torch::Tensor a = x.clone(), b = x.clone();
+    ASSERT_TRUE(counted.round_unscale_(a, 1, false));
+    ASSERT_TRUE(plain.round_unscale_(b, 1, false));
+    // Bit patterns: e4m3 makes a NaN of 1e6, which torch::equal finds unequal to itself.
+    const auto bits = [](const torch::Tensor& t) { return t.view(torch::kInt32); };
+    EXPECT_TRUE(torch::equal(bits(a), bits(b))) << point;
+    torch::Tensor c = x.clone();
+    counted.apply_(c);
+    EXPECT_TRUE(torch::equal(bits(c), bits(b))) << point;
+    EXPECT_FALSE(counted.rounds_in_chunks(x)) << point << ": a counted step rounds whole tensors";
+    EXPECT_TRUE(plain.rounds_in_chunks(x)) << point;
+    const auto st = counted.take_stats();
+    EXPECT_EQ(st.counts.values, 2u * 64u * 256u) << point;
+    // 1e-3-sized values next to 1e6: the blocks and tiles holding it flush the rest; e4m3
+    // flushes what lies below half its smallest subnormal (2^-10).
+    EXPECT_GT(st.counts.underflow, 0u) << point;
+    EXPECT_EQ(st.overflow_counted, !block) << point;
+    EXPECT_EQ(st.counts.overflow, block ? 0u : 2u) << point;
+    EXPECT_TRUE(plain.take_stats().empty()) << point;
+  }
+}
+
 // Outside the steps that count, delayed scaling takes each tensor's amax in the rounding pass
 // (QuantOptions::input_amax): the same outputs and the same histories as the separate pass,
 // on tensors split over threads and on ones holding Inf and NaN.

@@ -179,14 +179,19 @@ TEST(PlatformDescription, MalformedFilesNameTheField) {
 
 TEST(PlatformDescription, NotJsonIsOneLine) {
   const std::string path = ::testing::TempDir() + "/not_json.json";
-  std::ofstream(path) << "{ \"name\": oops }";
-  try {
-    load_platform_file(path);
-    FAIL() << "accepted";
-  } catch (const UsageError& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("not valid JSON"), std::string::npos);
-    EXPECT_EQ(what.find('\n'), std::string::npos);
+  // A syntax error, and a number past double's range (the parser's out_of_range, which once
+  // left as an internal error, exit 3).
+  for (const char* text : {"{ \"name\": oops }", "{ \"name\": \"x\", \"memory_gb\": 1e400 }"}) {
+    std::ofstream(path) << text;
+    try {
+      load_platform_file(path);
+      ADD_FAILURE() << "accepted " << text;
+    } catch (const UsageError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("not valid JSON"), std::string::npos) << text;
+      EXPECT_NE(what.find(path), std::string::npos) << text;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << text;
+    }
   }
 }
 

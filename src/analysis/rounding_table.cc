@@ -18,9 +18,10 @@ std::string format_rounding(const std::vector<emu::ScalingSample>& points,
                                    ? "1"
                                    : fmt::format("{:.4g} .. {:.4g}", p.scale_min, p.scale_max) +
                                          (p.sites ? fmt::format(" ({} sites)", p.sites) : "");
-    out += indent + fmt::format("{:<6}  {:>10.3g}  {:>12}  {:>12}  {:>8}  {:>11.4g}  {}\n", p.point,
-                                double(p.values), pct(p.overflow, p.values),
-                                pct(p.underflow, p.values), p.nonfinite, p.amax, scales);
+    out +=
+        indent + fmt::format("{:<6}  {:>10.3g}  {:>12}  {:>12}  {:>8}  {:>11.4g}  {}\n", p.point,
+                             double(p.values), p.overflow_counted ? pct(p.overflow, p.values) : "-",
+                             pct(p.underflow, p.values), p.nonfinite, p.amax, scales);
   }
   return out;
 }

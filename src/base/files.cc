@@ -48,6 +48,16 @@ void check_output_file(const std::string& what, const std::string& path) {
   if (faccessat(AT_FDCWD, dir.c_str(), W_OK, AT_EACCESS) != 0)
     throw UsageError(what + " " + path + ": directory '" + dir + "' cannot be written (" +
                      std::strerror(errno) + ")");
+  // The permission bits do not say everything: root may write wherever they allow, yet /proc
+  // takes no new file. A file made beside the output, as write_file_atomically (and SQLite's
+  // journal) make theirs, and removed: `run -o /proc/x.json` ran its whole run before failing.
+  const std::string probe = path + ".tmp." + std::to_string(getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+  if (fd < 0)
+    throw UsageError(what + " " + path + ": directory '" + dir + "' takes no new file (" +
+                     std::strerror(errno) + ")");
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 }  // namespace tb

@@ -154,6 +154,13 @@ Command add_emulate(CLI::App& app) {
         if (a->numerics.empty() || sub->count("--unit")) p.set_unit(a->unit);
         if (emu::is_text_corpus(a->o.dataset) && !sub->count("--model"))
           a->o.model = emu::kLanguageModel;
+        // 0 stands for "the default" inside EmulationOptions; given here, it is a bad value.
+        if (sub->count("--lr") && a->o.lr == 0)
+          throw UsageError("--lr 0: a learning rate above 0 (leave it out for the default)");
+        if (sub->count("--eval-examples") && a->o.eval_examples == 0)
+          throw UsageError(
+              "--eval-examples 0: at least 1 (leave it out for the default: every test image, "
+              "or the language task's held-out windows)");
         if (emu::is_text_corpus(a->o.dataset) && sub->count("--target"))
           throw UsageError(
               fmt::format("--target {}: the language task's target is a validation "

@@ -7,6 +7,7 @@
 #include "record/json.h"
 #include "report/run_table.h"
 #include "spec/config.h"
+#include "spec/printable.h"
 
 namespace tb::cli {
 
@@ -34,7 +35,7 @@ Command add_cost(CLI::App& app) {
                 j["config"] = c.str();
                 docs.push_back(j);
               } else {
-                std::cout << c.str() << "\n" << format_cost_table(cost) << "\n";
+                std::cout << printable(c.str()) << "\n" << format_cost_table(cost) << "\n";
               }
             }
             if (a->json)

@@ -162,8 +162,9 @@ Command add_profile(CLI::App& app) {
             else if (run.status == Status::kOk)
               std::cout << format_profile(run.profile, a->top);
             else
-              std::cout << "config    " << r["config"].get<std::string>() << "\nstatus    "
-                        << to_string(run.status) << "\nreason    " << run.error << "\n";
+              std::cout << "config    " << printable(r["config"].get<std::string>())
+                        << "\nstatus    " << to_string(run.status) << "\nreason    " << run.error
+                        << "\n";
             if (!a->output.empty()) write_file_atomically(a->output, doc.dump(2) + "\n");
             // A model that cannot be trained (a broken TorchScript file) is bad input.
             if (run.status == Status::kInvalid) {
@@ -224,10 +225,11 @@ Command add_memory(CLI::App& app) {
       "Measured by counting every allocation LibTorch makes through its CPU allocator; memory\n"
       "the BLAS or oneDNN allocate for themselves is not seen. docs/profiling.md has the details.\n"
       "Exit status: 0 ok, 1 some batch did not run (see its status), 2 bad input.");
-  return {sub, [a]() {
+  return {sub, [a, sub]() {
             Config config = config_of(a->config, a->ts);
             std::vector<int64_t> batches = {config.get_int("batch")};
-            if (!a->batches.empty()) batches = parse_batches(a->batches);
+            // An empty --batch is a bad list, as `--batch 32,,64` is, not the config's batch.
+            if (!a->batches.empty() || sub->count("--batch")) batches = parse_batches(a->batches);
             std::optional<double> budget;
             if (!a->budget.empty()) budget = parse_bytes("--budget", a->budget);
             std::vector<Config> configs;
@@ -268,7 +270,7 @@ Command add_memory(CLI::App& app) {
                 all_ok = false;
                 if (run.status == Status::kInvalid) invalid = run.error;
                 if (!a->json)
-                  std::cout << "config       " << c.str() << "\nstatus       "
+                  std::cout << "config       " << printable(c.str()) << "\nstatus       "
                             << to_string(run.status) << " (" << run.error << ")\n";
               }
               results.push_back(r);

@@ -245,6 +245,14 @@ Command add_run(CLI::App& app) {
             std::vector<std::pair<std::string, std::string>> overrides;
             if (a->workers > 0) overrides.emplace_back("workers", std::to_string(a->workers));
             if (!a->family.empty()) {
+              // Both would run, the --family one first: a config given beside --family was
+              // taken for one of its parameters and not noticed among the results.
+              for (const auto& text : a->configs)
+                if (text.rfind("stack:", 0) != 0)
+                  throw UsageError("config '" + text + "' and --" +
+                                   (a->torchscript.empty() ? "family " + a->family
+                                                           : "torchscript " + a->torchscript) +
+                                   ": give a config string or --family, not both");
               std::vector<std::pair<std::string, std::string>> given(a->params.begin(),
                                                                      a->params.end());
               given.insert(given.end(), overrides.begin(), overrides.end());

@@ -445,6 +445,7 @@ std::vector<ScalingSample> Policy::take_scaling(int64_t iteration) const {
     s.overflow = st.counts.overflow;
     s.underflow = st.counts.underflow;
     s.nonfinite = st.counts.nonfinite;
+    s.overflow_counted = st.overflow_counted;
     out.push_back(s);
   });
   return out;

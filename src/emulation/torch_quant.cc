@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <limits>
 
 #include "base/errors.h"
 #include "numerics/policy.h"
@@ -109,11 +110,16 @@ QuantPoint::Stats QuantPoint::take_stats() const {
 
 void QuantPoint::note(const torch::Tensor& scaled, const torch::Tensor& q, float amax,
                       float scale) const {
-  const num::RangeCounts c =
-      num::count_range(scaled.data_ptr<float>(), q.data_ptr<float>(), size_t(scaled.numel()),
-                       num::overflow_threshold(*format_));
+  // A block format's range moves with each block's own scale: its values past that range are
+  // not told apart from their rounding, so it counts no overflow (an infinite threshold).
+  const float threshold = format_->kind == num::Format::Kind::kBlock
+                              ? std::numeric_limits<float>::infinity()
+                              : num::overflow_threshold(*format_);
+  const num::RangeCounts c = num::count_range(scaled.data_ptr<float>(), q.data_ptr<float>(),
+                                              size_t(scaled.numel()), threshold);
   std::lock_guard<std::mutex> lock(state_->mu);
   Stats& s = state_->stats;
+  s.overflow_counted = format_->kind != num::Format::Kind::kBlock;
   if (s.empty()) {
     s.scale_min = s.scale_max = scale;
   } else {
@@ -304,8 +310,7 @@ torch::Tensor QuantPoint::apply(const torch::Tensor& x) const {
       return y.to(x.scalar_type());
     }
   }
-  const bool count =
-      (format_->kind != num::Format::Kind::kBlock || scaling_.enabled()) && counting();
+  const bool count = counting();
   if (!count && format_->kind == num::Format::Kind::kFloat) {
     // One pass: the scale applied inside the quantizer (the same float32 products).
     num::QuantOptions so = o;
@@ -328,9 +333,10 @@ void QuantPoint::apply_(torch::Tensor& x) const {
   check_blocks(x);
   RECORD_FUNCTION("tb::quantize_", std::vector<c10::IValue>({x}));
   torch::NoGradGuard no_grad;
-  // The common case (optimizer state, master weights) rounds in place: no new tensor, no copy.
+  // The common case (optimizer state, master weights) rounds in place: no new tensor, no copy;
+  // a counted call goes through apply(), which counts.
   if (format_ && !scaling_.enabled() && x.scalar_type() == torch::kFloat && x.device().is_cpu() &&
-      x.is_contiguous()) {
+      x.is_contiguous() && !counting()) {
     torch::Tensor d = x.detach();
     quantize_into(d, d, *format_, options(calls_.fetch_add(1)));
     d.unsafeGetTensorImpl()->bump_version();  // as copy_ would: it is an in-place change of x
@@ -341,7 +347,8 @@ void QuantPoint::apply_(torch::Tensor& x) const {
 
 bool QuantPoint::rounds_in_chunks(const torch::Tensor& x) const {
   if (!enabled()) return true;
-  return format_ && !scaling_.enabled() && x.layout() == torch::kStrided &&
+  // A counted step rounds whole tensors (apply_ counts; the chunks do not).
+  return format_ && !scaling_.enabled() && !counting() && x.layout() == torch::kStrided &&
          x.scalar_type() == torch::kFloat && x.device().is_cpu() && x.is_contiguous();
 }
 
@@ -383,7 +390,7 @@ bool QuantPoint::round_unscale_(torch::Tensor& g, double scale, bool check) cons
   const bool nvfp4 = format_ && format_->kind == num::Format::Kind::kBlock &&
                      format_->blk.kind == num::BlockFormat::Kind::kNvfp4;
   if (ext_ || scaling_.enabled() || nvfp4 || g.scalar_type() != torch::kFloat ||
-      !g.device().is_cpu() || !g.is_contiguous()) {
+      !g.device().is_cpu() || !g.is_contiguous() || (format_ && counting())) {
     // Scaled points, NVFP4 and fixed point saturate: an overflowed gradient must be seen before
     // it is clipped, or dynamic loss scaling would never back off.
     const bool finite_in = !check || all_finite(g);

@@ -78,6 +78,7 @@ class QuantPoint {
     num::RangeCounts counts;
     float amax = 0, scale_min = 0, scale_max = 0;
     int sites = 0;
+    bool overflow_counted = true;  // false for block formats (ScalingSample's)
     bool empty() const { return counts.values == 0; }
   };
   Stats take_stats() const;

@@ -633,8 +633,9 @@ PlatformDescription load_platform_file(const std::string& path) {
   json j;
   try {
     j = json::parse(in);
-  } catch (const json::parse_error& e) {
-    // nlohmann's message carries the byte position; keep it to one line.
+  } catch (const json::exception& e) {
+    // nlohmann's message carries the byte position; keep it to one line. A number past
+    // double's range (1e400) is an out_of_range error of the parser, not a parse_error.
     std::string what = e.what();
     throw UsageError(path + ": not valid JSON: " + first_line(what));
   }

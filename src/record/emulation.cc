@@ -32,7 +32,7 @@ nlohmann::json to_json(const std::vector<emu::ScalingSample>& samples) {
                    {"scale_max", s.scale_max},
                    {"sites", s.sites},
                    {"values", s.values},
-                   {"overflow", s.overflow},
+                   {"overflow", s.overflow_counted ? nlohmann::json(s.overflow) : nlohmann::json()},
                    {"underflow", s.underflow},
                    {"nonfinite", s.nonfinite}});
   return out;
@@ -55,7 +55,8 @@ std::vector<emu::ScalingSample> scaling_from_json(const nlohmann::json& j) {
     s.scale_max = real("scale_max", 1.0);
     s.sites = e.value("sites", int64_t(0));
     s.values = e.value("values", uint64_t(0));
-    s.overflow = e.value("overflow", uint64_t(0));
+    s.overflow_counted = !(e.contains("overflow") && e.at("overflow").is_null());
+    s.overflow = s.overflow_counted ? e.value("overflow", uint64_t(0)) : 0;
     s.underflow = e.value("underflow", uint64_t(0));
     s.nonfinite = e.value("nonfinite", uint64_t(0));
     out.push_back(s);
@@ -111,6 +112,7 @@ std::vector<ScalingSample> summarize_scaling(const std::vector<std::vector<Scali
       it->sites = std::max(it->sites, s.sites);
       it->values += s.values;
       it->overflow += s.overflow;
+      it->overflow_counted = it->overflow_counted && s.overflow_counted;
       it->underflow += s.underflow;
       it->nonfinite += s.nonfinite;
     }

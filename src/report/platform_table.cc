@@ -3,12 +3,13 @@
 #include <fmt/format.h>
 
 #include "report/run_table.h"
+#include "spec/printable.h"
 
 namespace tb {
 
 std::string format_platform(const PlatformDescription& p) {
-  std::string out = fmt::format("platform  {} ({})\n", p.name, p.kind);
-  if (!p.description.empty()) out += fmt::format("          {}\n", p.description);
+  std::string out = fmt::format("platform  {} ({})\n", printable(p.name), printable(p.kind));
+  if (!p.description.empty()) out += fmt::format("          {}\n", printable(p.description));
   out += fmt::format("memory    {:.4g} GB{}, {:.4g} GB/s", p.memory_gb,
                      p.cores > 0 ? fmt::format(" ({:.3g} GB per core)", p.memory_gb / p.cores) : "",
                      p.memory_bandwidth_gbps);

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "report/run_table.h"
+#include "spec/printable.h"
 
 namespace tb {
 namespace {
@@ -72,7 +73,7 @@ std::string format_utilization(const Utilization& u) {
 }
 
 std::string format_profile(const Profile& p, size_t top) {
-  std::string out = fmt::format("config       {}\n", p.config);
+  std::string out = fmt::format("config       {}\n", printable(p.config));
   out += fmt::format(
       "window       {} steps after {} warm-up; step {} profiled, {} without the "
       "profiler\n",
@@ -157,7 +158,7 @@ std::string format_profile(const Profile& p, size_t top) {
 }
 
 std::string format_memory(const MemoryBreakdown& m) {
-  std::string out = fmt::format("config       {}\n", m.config);
+  std::string out = fmt::format("config       {}\n", printable(m.config));
   out += fmt::format("peak         {} during {} ({} allocations in the step; cost model {})\n",
                      bytes_iec(m.peak_total), m.peak_phase, m.allocations,
                      bytes_iec(m.estimate.total()));

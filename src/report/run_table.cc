@@ -76,7 +76,8 @@ std::string placement_moved(const std::vector<RunResult>& results, const Context
 }
 
 std::string format_result(const RunResult& r) {
-  std::string out = fmt::format("config    {}\nstatus    {}\n", r.config, to_string(r.status));
+  std::string out =
+      fmt::format("config    {}\nstatus    {}\n", printable(r.config), to_string(r.status));
   if (r.status != Status::kOk) out += fmt::format("reason    {}\n", printable(r.error));
   if (!r.stack.empty()) {
     const auto& d = r.stack_detected;
@@ -87,6 +88,9 @@ std::string format_result(const RunResult& r) {
       out += fmt::format("WARNING   stack differs from the request: {}\n", r.stack_mismatch);
   }
   const auto& c = r.cost;
+  // A model that was never built (a missing TorchScript file) has no cost to show: zeros would
+  // read as a measurement.
+  if (r.status != Status::kOk && c.params == 0 && c.flops() == 0) return out;
   out += fmt::format(
       "cost      {} params, {} per step (fwd {}, bwd {}, opt {}), {} moved, "
       "intensity {:.1f} FLOP/B{}\n",
@@ -141,8 +145,8 @@ std::string format_result(const RunResult& r) {
 }
 
 std::string format_repeated(const nlohmann::json& r) {
-  std::string out =
-      fmt::format("config    {}\nstatus    {}\n", r.value("config", ""), r.value("status", ""));
+  std::string out = fmt::format("config    {}\nstatus    {}\n", printable(r.value("config", "")),
+                                r.value("status", ""));
   const nlohmann::json reps = r.value("repetitions", nlohmann::json::object());
   const nlohmann::json runs = reps.value("runs", nlohmann::json::array());
   std::string each;
@@ -221,9 +225,9 @@ std::string format_cost_table(const StepCost& c) {
 }
 
 std::string format_distributed(const nlohmann::json& r) {
-  std::string out =
-      fmt::format("config    {}\nstatus    {}{}\n", r.value("config", ""), r.value("status", ""),
-                  r.value("error", "").empty() ? "" : "  (" + r.value("error", "") + ")");
+  std::string out = fmt::format(
+      "config    {}\nstatus    {}{}\n", printable(r.value("config", "")), r.value("status", ""),
+      r.value("error", "").empty() ? "" : "  (" + r.value("error", "") + ")");
   if (!r.contains("distributed")) return out;
   const auto& d = r["distributed"];
   out += fmt::format("workers   {} ({}, {} launch), {} examples per worker per step\n",

@@ -137,7 +137,8 @@ void add_rounding_chart(ChartSet& cs, const TtaResult& r) {
                         {"seed", s.at("seed")},
                         {"iteration", p.iteration},
                         {"flushed", double(p.underflow) / double(p.values)},
-                        {"beyond_range", double(p.overflow) / double(p.values)},
+                        {"beyond_range",
+                         p.overflow_counted ? json(double(p.overflow) / double(p.values)) : json()},
                         {"scale_max", std::isfinite(p.scale_max) ? json(p.scale_max) : json()}});
       }
     }
@@ -322,10 +323,11 @@ std::string tta_table_html(const TtaResult& r) {
                     (p.sites ? fmt::format(" ({} sites)", p.sites) : "");
       rows += "<tr><td>" + std::to_string(i + 1) + "</td><td>" + html_escape(p.point) +
               "</td><td class=\"num\">" + fmt::format("{:.3g}", double(p.values)) +
-              "</td><td class=\"num\">" + share(p.overflow) + "</td><td class=\"num\">" +
-              share(p.underflow) + "</td><td class=\"num\">" + std::to_string(p.nonfinite) +
-              "</td><td class=\"num\">" + fmt::format("{:.4g}", p.amax) +
-              "</td><td class=\"num\">" + scales + "</td></tr>";
+              "</td><td class=\"num\">" +
+              (p.overflow_counted ? share(p.overflow) : std::string("&ndash;")) +
+              "</td><td class=\"num\">" + share(p.underflow) + "</td><td class=\"num\">" +
+              std::to_string(p.nonfinite) + "</td><td class=\"num\">" +
+              fmt::format("{:.4g}", p.amax) + "</td><td class=\"num\">" + scales + "</td></tr>";
     }
   if (!rows.empty())
     h += "<p>What each rounding point did on the counted steps (by default the last before "

@@ -225,7 +225,8 @@ Command add_run(CLI::App& app) {
       "  trainbench run fc:batch=64,nodes=32 --steps 500        # fixed count, no early stop\n"
       "  trainbench run fc:nodes=32,batch=64 --repetitions 5   # 5 fresh processes, their spread\n"
       "  trainbench run fc:nodes=512,batch=256 -o result.json   # table on screen, JSON in a file\n"
-      "  trainbench run fc:nodes=4096,batch=8192 --platform tpu-v2-board --steps 3  # roofline\n"
+      "  trainbench run fc:nodes=4096,batch=8192,dtype=bf16 --platform tpu-v2-board --steps 3  # "
+      "roofline\n"
       "  trainbench run fc:nodes=1024,batch=512 --memory      # + measured memory breakdown\n"
       "  trainbench run fc:nodes=2048,batch=512 stack:blas=blis-pthread,mode=torchscript\n"
       "  trainbench run fc:nodes=1024,batch=64,threads=1 --workers 2   # data-parallel, 2 "
@@ -279,6 +280,14 @@ Command add_run(CLI::App& app) {
             if (a->peak_gflops > 0) a->options.peak_flops = a->peak_gflops * 1e9;
             if (!a->platform.empty()) {
               a->options.platform = find_platform(a->platform);
+              // A description without the dtype's peak (a TPU states bf16 only) gives neither
+              // figure: say so rather than leave them out without a word.
+              if (!a->options.peak_flops)
+                for (const auto& c : configs)
+                  if (!a->options.platform->peak_flops(c.get("dtype")))
+                    std::cerr << "note: " << printable(a->options.platform->name) << " states no "
+                              << c.get("dtype") << " peak: no FLOPS utilization or roofline for "
+                              << printable(c.str()) << " (--peak-gflops gives a peak)\n";
             } else {
               std::string why;
               a->options.platform =

@@ -28,6 +28,7 @@
 #include "numerics/format.h"
 #include "numerics/mad.h"
 #include "numerics/quantize.h"
+#include "numerics/round_bits.h"
 #include "numerics/scaling.h"
 #include "numerics/update.h"
 
@@ -37,17 +38,8 @@ using tb::num::Format;
 using tb::num::QuantOptions;
 using tb::num::Rounding;
 
-uint32_t bits_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
-float from_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+using tb::num::kernel::as_bits;
+using tb::num::kernel::as_float;
 
 // NUMERICS_DIGEST_DUMP=TEXT: the cases whose name contains TEXT print every value digested, a
 // line each, after their digest line (to find where two builds differ: diff the dumps).
@@ -65,16 +57,16 @@ struct Digest {
     }
   }
   void add(const std::vector<float>& v) {
-    for (const float f : v) add(bits_of(f));
+    for (const float f : v) add(as_bits(f));
   }
-  void add(float f) { add(bits_of(f)); }
+  void add(float f) { add(as_bits(f)); }
 };
 
 void line(const std::string& name, const Digest& d) {
   fmt::print("{} {:016x}\n", name, d.h);
   if (g_dump && name.find(g_dump) != std::string::npos)
     for (size_t i = 0; i < d.values.size(); ++i)
-      fmt::print("  {} {:08x} {}\n", i, d.values[i], from_bits(d.values[i]));
+      fmt::print("  {} {:08x} {}\n", i, d.values[i], as_float(d.values[i]));
 }
 
 // Inputs: values of a few magnitudes, with or without the special values the kernels treat
@@ -123,7 +115,7 @@ std::vector<float> make_input(Input kind, size_t n, uint32_t seed) {
         x[i] = unit(rng) < 0.02f ? specials[rng() % std::size(specials)] : normal(rng) * 0.3f;
         break;
       case Input::kBits:
-        x[i] = from_bits(uint32_t(rng()));
+        x[i] = as_float(uint32_t(rng()));
         break;
       case Input::kWide:
         x[i] = (rng() & 1 ? -1.0f : 1.0f) * std::exp2(unit(rng) * 80.0f - 60.0f);
@@ -155,20 +147,6 @@ void quantize_case(const std::string& name, const Format& f, const std::vector<f
   } catch (const std::exception& e) {
     fmt::print("{} error: {}\n", name, e.what());
   }
-}
-
-const char* rounding_key(Rounding r) {
-  switch (r) {
-    case Rounding::kNearestEven:
-      return "rne";
-    case Rounding::kTiesAway:
-      return "away";
-    case Rounding::kTowardZero:
-      return "rtz";
-    case Rounding::kStochastic:
-      return "sr";
-  }
-  return "?";
 }
 
 void quantizers(const std::string& mode) {
@@ -222,9 +200,9 @@ void quantizers(const std::string& mode) {
             // word apart.
             o.offset = r == Rounding::kStochastic && s.row == 784 ? (uint64_t(1) << 32) - 777 : 31;
             o.stream_above = stream ? 1000 : s.n + 1;
-            std::string name =
-                fmt::format("{} quantize {} {} {} n={} row={}{}", mode, text, rounding_key(r),
-                            input_name(in), s.n, s.row, stream ? " stream" : "");
+            std::string name = fmt::format("{} quantize {} {} {} n={} row={}{}", mode, text,
+                                           tb::num::rounding_name(r), input_name(in), s.n, s.row,
+                                           stream ? " stream" : "");
             quantize_case(name, f, x, o);
             if (!stream) quantize_case(name + " in-place", f, x, o, false, true);
             // A scaling recipe's per-tensor scale, with the input's amax taken in the pass.
@@ -252,7 +230,7 @@ void quantizers(const std::string& mode) {
         o.threads = 2;
         o.stream_above = stream ? 1000 : 0;
         quantize_case(fmt::format("{} quantize {} {} threads=2 n=70001{}", mode, text,
-                                  rounding_key(r), stream ? " stream" : ""),
+                                  tb::num::rounding_name(r), stream ? " stream" : ""),
                       f, big, o);
       }
   }
@@ -283,7 +261,7 @@ void scaled(const std::string& mode) {
         d.add(amax);
         d.add(scales);
         d.add(y);
-        line(fmt::format("{} blocks-scaled {} {}{}", mode, text, rounding_key(r),
+        line(fmt::format("{} blocks-scaled {} {}{}", mode, text, tb::num::rounding_name(r),
                          stream ? " stream" : ""),
              d);
         for (const char* recipe :
@@ -296,10 +274,11 @@ void scaled(const std::string& mode) {
             dr.add(y);
             for (const uint64_t v : {c.values, c.overflow, c.underflow, c.nonfinite})
               dr.add(uint32_t(v));
-            line(fmt::format("{} recipe {}@{} {}", mode, text, recipe, rounding_key(r)), dr);
+            line(fmt::format("{} recipe {}@{} {}", mode, text, recipe, tb::num::rounding_name(r)),
+                 dr);
           } catch (const std::exception& e) {
-            fmt::print("{} recipe {}@{} {} error: {}\n", mode, text, recipe, rounding_key(r),
-                       e.what());
+            fmt::print("{} recipe {}@{} {} error: {}\n", mode, text, recipe,
+                       tb::num::rounding_name(r), e.what());
           }
         }
       }

@@ -292,26 +292,32 @@ TEST(NumericsTorch, CountedStepsCountEveryPathWithTheSameBits) {
   using tb::emu::QuantPoint;
   torch::manual_seed(9);
   torch::Tensor x = torch::randn({64, 256}) * 1e-3;
-  x.index_put_({0, 0}, 1e6f);  // beyond e4m3's range
-  for (const std::string point : {"e4m3", "nvfp4", "mxfp8_e4m3"}) {
-    const bool block = point != "e4m3";
+  x.index_put_({0, 0}, 1e6f);  // beyond e4m3's and e5m2's range
+  // Bit patterns: e4m3 makes a NaN of 1e6, which torch::equal finds unequal to itself.
+  const auto same_bits = [](const torch::Tensor& a, const torch::Tensor& b) {
+    return torch::equal(a.view(torch::kInt32), b.view(torch::kInt32));
+  };
+  for (const std::string point : {"e4m3", "e5m2/stochastic", "nvfp4", "mxfp8_e4m3"}) {
+    const bool block = point == "nvfp4" || point == "mxfp8_e4m3";
+    // The same seed: the counted point's calls draw what the plain one's draw.
     const QuantPoint counted = QuantPoint::parse(point, 1), plain = QuantPoint::parse(point, 1);
     counted.set_counting(true);
+    // A weight gradient under a loss scale of 4: rounded, then divided.
     torch::Tensor a = x.clone(), b = x.clone();
-    ASSERT_TRUE(counted.round_unscale_(a, 1, false));
-    ASSERT_TRUE(plain.round_unscale_(b, 1, false));
-    // Bit patterns: e4m3 makes a NaN of 1e6, which torch::equal finds unequal to itself.
-    const auto bits = [](const torch::Tensor& t) { return t.view(torch::kInt32); };
-    EXPECT_TRUE(torch::equal(bits(a), bits(b))) << point;
-    torch::Tensor c = x.clone();
+    ASSERT_TRUE(counted.round_unscale_(a, 4, false));
+    ASSERT_TRUE(plain.round_unscale_(b, 4, false));
+    EXPECT_TRUE(same_bits(a, b)) << point;
+    // The optimizer state's and master weights' rounding in place.
+    torch::Tensor c = x.clone(), d = x.clone();
     counted.apply_(c);
-    EXPECT_TRUE(torch::equal(bits(c), bits(b))) << point;
+    plain.apply_(d);
+    EXPECT_TRUE(same_bits(c, d)) << point;
     EXPECT_FALSE(counted.rounds_in_chunks(x)) << point << ": a counted step rounds whole tensors";
     EXPECT_TRUE(plain.rounds_in_chunks(x)) << point;
     const auto st = counted.take_stats();
     EXPECT_EQ(st.counts.values, 2u * 64u * 256u) << point;
-    // 1e-3-sized values next to 1e6: the blocks and tiles holding it flush the rest; e4m3
-    // flushes what lies below half its smallest subnormal (2^-10).
+    // 1e-3-sized values next to 1e6: the blocks and tiles holding it flush the rest; the float
+    // formats flush what lies below half their smallest subnormal.
     EXPECT_GT(st.counts.underflow, 0u) << point;
     EXPECT_EQ(st.overflow_counted, !block) << point;
     EXPECT_EQ(st.counts.overflow, block ? 0u : 2u) << point;

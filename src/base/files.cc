@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -51,8 +52,8 @@ void check_output_file(const std::string& what, const std::string& path) {
   // The permission bits do not say everything: root may write wherever they allow, yet /proc
   // takes no new file. A file made beside the output, as write_file_atomically (and SQLite's
   // journal) make theirs, and removed: `run -o /proc/x.json` ran its whole run before failing.
-  const std::string probe = path + ".tmp." + std::to_string(getpid());
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+  std::string probe = path + ".probe.XXXXXX";  // a name of its own: no stale file is in its way
+  const int fd = ::mkstemp(probe.data());
   if (fd < 0)
     throw UsageError(what + " " + path + ": directory '" + dir + "' takes no new file (" +
                      std::strerror(errno) + ")");

@@ -116,7 +116,8 @@ class QuantPoint {
   bool round_unscale_(torch::Tensor& g, double scale, bool check = true) const;
 
   // Whether this point can round x a chunk at a time (ChunkRounding): a format without a
-  // scaling recipe (no extension) on a contiguous float32 CPU tensor, or a disabled point.
+  // scaling recipe (no extension) on a contiguous float32 CPU tensor, or a disabled point; not
+  // while it counts (chunks count nothing: the caller rounds the whole tensor with apply_).
   bool rounds_in_chunks(const torch::Tensor& x) const;
   // The rounding of x in chunks; taking it counts as x's call, as apply_(x) does.
   ChunkRounding chunk_rounding(const torch::Tensor& x) const;

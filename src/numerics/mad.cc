@@ -344,7 +344,7 @@ struct OperandFacts {
   int emin = 1000, emax = -1000;  // floor(log2 |x|) over the nonzero elements
 };
 
-OperandFacts facts_of(const float* v, int64_t n) {
+[[maybe_unused]] OperandFacts facts_of(const float* v, int64_t n) {
   uint32_t mant_or = 0, be_min = 255, be_max = 0, odd = 0;
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t a = as_bits(v[i]) & 0x7FFFFFFFu, be = a >> 23;
@@ -364,7 +364,7 @@ OperandFacts facts_of(const float* v, int64_t n) {
 }
 
 // Every product of an element of a and one of b is exact in float32 and, if nonzero, normal.
-bool exact_products(const OperandFacts& a, const OperandFacts& b) {
+[[maybe_unused]] bool exact_products(const OperandFacts& a, const OperandFacts& b) {
   if (!a.normal || !b.normal) return false;
   if (a.sig_bits == 0 || b.sig_bits == 0) return true;
   // |x| < 2^(emax + 1): the product is below 2^(emax_a + emax_b + 2) and at least
@@ -373,14 +373,14 @@ bool exact_products(const OperandFacts& a, const OperandFacts& b) {
 }
 
 // Every value of grid p is a value of grid a (the formats' maxima included).
-bool grid_within(const Grid& p, const Grid& a) {
+[[maybe_unused]] bool grid_within(const Grid& p, const Grid& a) {
   if (p.man_bits > a.man_bits || a.sub != 1) return false;
   // The smallest quantum of either grid is its lowest binade's, the subnormals' too.
   if (p.emin - p.man_bits < a.emin - a.man_bits) return false;
   return as_float(p.max_bits) <= as_float(a.max_bits);
 }
 
-bool ieee_half(const Grid& g) {
+[[maybe_unused]] bool ieee_half(const Grid& g) {
   return g.emin == -14 && g.man_bits == 10 && g.sub == 1 && g.max_bits == as_bits(65504.0f) &&
          g.ovf_bits == kernel::kInfBits && g.zero_sign == 0x80000000u;
 }

@@ -1080,8 +1080,8 @@ void fixed_wrap(const float* in, float* out, size_t n, int frac, int64_t kmin, i
   run(in, out, n, frac, kmin, kmax, seed, offset);
 }
 
-float fixed_wrap_huge(float x, uint64_t index, int frac, int64_t kmin, int64_t kmax, Rounding r,
-                      uint64_t seed) {
+[[maybe_unused]] float fixed_wrap_huge(float x, uint64_t index, int frac, int64_t kmin,
+                                       int64_t kmax, Rounding r, uint64_t seed) {
   float y;
   fixed_wrap(&x, &y, 1, frac, kmin, kmax, r, seed, index);
   return y;

@@ -24,7 +24,7 @@ nlohmann::json to_json(const emu::SeedRun& r) {
 
 nlohmann::json to_json(const std::vector<emu::ScalingSample>& samples) {
   nlohmann::json out = nlohmann::json::array();
-  for (const auto& s : samples)
+  for (const auto& s : samples) {
     out.push_back({{"point", s.point},
                    {"iteration", s.iteration},
                    {"amax", s.amax},
@@ -32,9 +32,12 @@ nlohmann::json to_json(const std::vector<emu::ScalingSample>& samples) {
                    {"scale_max", s.scale_max},
                    {"sites", s.sites},
                    {"values", s.values},
-                   {"overflow", s.overflow_counted ? nlohmann::json(s.overflow) : nlohmann::json()},
+                   {"overflow", s.overflow},
                    {"underflow", s.underflow},
                    {"nonfinite", s.nonfinite}});
+    // Only where false, and beside a numeric overflow: readers before it take the 0.
+    if (!s.overflow_counted) out.back()["overflow_counted"] = false;
+  }
   return out;
 }
 
@@ -55,8 +58,8 @@ std::vector<emu::ScalingSample> scaling_from_json(const nlohmann::json& j) {
     s.scale_max = real("scale_max", 1.0);
     s.sites = e.value("sites", int64_t(0));
     s.values = e.value("values", uint64_t(0));
-    s.overflow_counted = !(e.contains("overflow") && e.at("overflow").is_null());
-    s.overflow = s.overflow_counted ? e.value("overflow", uint64_t(0)) : 0;
+    s.overflow = e.value("overflow", uint64_t(0));
+    s.overflow_counted = e.value("overflow_counted", true);
     s.underflow = e.value("underflow", uint64_t(0));
     s.nonfinite = e.value("nonfinite", uint64_t(0));
     out.push_back(s);

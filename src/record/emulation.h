@@ -51,7 +51,8 @@ struct ScalingSample {
   int64_t sites = 0;  // delayed scaling: the tensors the point keeps a history for
   uint64_t values = 0, overflow = 0, underflow = 0, nonfinite = 0;
   // False for a block format (MX, BFP, NVFP4): each block has a range of its own, and a value
-  // past it is not told apart from its rounding, so `overflow` is not counted (JSON null).
+  // past it is not told apart from its rounding, so `overflow` is not counted (0, and JSON
+  // "overflow_counted": false).
   bool overflow_counted = true;
 };
 

@@ -7,6 +7,7 @@
 #include "base/errors.h"
 #include "base/files.h"
 #include "cli/commands.h"
+#include "platform/registry.h"
 #include "report/analysis_views.h"
 #include "report/html_report.h"
 #include "spec/printable.h"
@@ -276,6 +277,9 @@ Command add_report(CLI::App& app) {
             ReportOptions o;
             o.title = a->title;
             o.tta_platform = a->tta_platform;
+            // Checked whether or not the stores hold emulations: a misspelt name is refused
+            // the same way on every store.
+            if (!a->tta_platform.empty()) find_platform(a->tta_platform);
             o.published = a->published;
             o.summary.metric = a->metric;
             o.summary.second_order = a->second_order;

@@ -13,7 +13,9 @@ std::string si(double v, const std::string& unit) {
   const char* prefixes[] = {"", "k", "M", "G", "T", "P", "E"};
   int i = 0;
   while (std::fabs(v) >= 1000 && i < 6) v /= 1000, ++i;
-  return fmt::format("{:.3g} {}{}", v, prefixes[i], unit);
+  // No unit and no prefix: the number alone ("340 params", not "340  params").
+  const std::string suffix = std::string(prefixes[i]) + unit;
+  return suffix.empty() ? fmt::format("{:.3g}", v) : fmt::format("{:.3g} {}", v, suffix);
 }
 
 std::string bytes_iec(double b) {

@@ -87,6 +87,9 @@ TEST_F(AnalyzeCli, BadInputIsOneLineAndExitTwo) {
       {"analyze heatmap " + db + " --x batch --y nodes --fix layers=99", "no run has layers=99"},
       {"analyze heatmap " + db + " --x batch --y nodes --fix colour=red", "cannot fix 'colour'"},
       {"analyze sensitivity " + db + " --family cnn", "no run of family 'cnn'"},
+      // A metric no run has (fc has no model-FLOPs convention): named, not "too few runs".
+      {"analyze sensitivity " + db + " --metric mfu", "none of its"},
+      {"analyze heatmap " + db + " --x batch --y nodes --metric mfu", "ok runs has mfu"},
       {"compare " + db + " --by platform --a slow --b nope", "no run has platform 'nope'"},
       {"compare " + db + " --by cell", "--by cell"},
       // A family no run has: refused by every view, not ignored or averaged over nothing.
@@ -97,6 +100,9 @@ TEST_F(AnalyzeCli, BadInputIsOneLineAndExitTwo) {
       {"report " + db + " -o " + refused_html + " --compare platform:slow",
        "'platform:slow' is not AXIS:A:B"},
       {"report " + db + " -o " + refused_html + " --metric speed", "unknown metric 'speed'"},
+      // Checked though the store holds no emulations.
+      {"report " + db + " -o " + refused_html + " --tta-platform nosuch",
+       "unknown platform 'nosuch'"},
       {"report " + db + " -o " + refused_html + " --color bogus",
        "--color 'bogus': no run has that hyperparameter"},
       {"report " + std::string(TB_SOURCE_DIR) + "/README.md -o " + refused_html, "cannot read it"},

@@ -141,26 +141,25 @@ Command add_analyze(CLI::App& app) {
         if (a->view == "observations")
           return emit("observations", observations_view(s.observations), a->format, a->out);
         const FamilyView& f = family_view(s, a->family);
+        // Runs without the metric (utilization, where no platform peak was known when they
+        // ran) make neither a regression nor a heat map: name the metric, not "too few runs".
+        size_t with_metric = 0;
+        for (const Run* r : runs.of_family(f.family, true))
+          with_metric += std::isfinite(r->metric(a->metric));
+        const size_t ok = f.by_status.count("ok") ? size_t(f.by_status.at("ok")) : 0;
+        if (ok > 0 && with_metric == 0)
+          throw UsageError(
+              fmt::format("family '{}': none of its {} ok runs has {}{}", f.family, ok, a->metric,
+                          a->metric == "flops_utilization" || a->metric == "mfu"
+                              ? " (no platform peak was known when they ran: `trainbench platform` "
+                                "before the sweep gives one; or --metric examples_per_s)"
+                              : ""));
         if (a->view == "sensitivity") {
-          if (!f.regression) {
-            // Runs without the metric (utilization, where no platform peak was known when
-            // they ran) are not "too few runs": name the metric.
-            size_t with_metric = 0;
-            for (const Run* r : runs.of_family(f.family, true))
-              with_metric += std::isfinite(r->metric(a->metric));
-            const size_t ok = f.by_status.count("ok") ? size_t(f.by_status.at("ok")) : 0;
-            if (ok > 0 && with_metric == 0)
-              throw UsageError(fmt::format(
-                  "family '{}': none of its {} ok runs has {}{}", f.family, ok, a->metric,
-                  a->metric == "flops_utilization" || a->metric == "mfu"
-                      ? " (no platform peak was known when they ran: `trainbench platform` "
-                        "before the sweep gives one; or --metric examples_per_s)"
-                      : ""));
+          if (!f.regression)
             throw UsageError(fmt::format(
                 "family '{}' has too few measured runs ({} ok, {} with {}) over {} varying "
                 "hyperparameters for a regression",
                 f.family, ok, with_metric, a->metric, f.params.size()));
-          }
           return emit("sensitivity", sensitivity_view(f.family, *f.regression, a->metric),
                       a->format, a->out);
         }

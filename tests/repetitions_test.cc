@@ -139,10 +139,33 @@ TEST(Repetitions, EachProcessKeepsItsCpuRoundTripAndTwoPlacementsAreNamed) {
   EXPECT_TRUE(combine({{1e-3, 0.01}, {1e-3, 0.01}})["metrics"]["core_round_trip_ns"].is_null());
 }
 
-TEST(Repetitions, EvenCountTakesTheMiddleTwoAndTheLowerProcessDescribesTiming) {
+TEST(Repetitions, EvenCountTakesTheLowerMiddleProcessWholeAndKeepsTheTrueMedianBeside) {
   const json r = combine({{1.0e-3, 0.001}, {1.3e-3, 0.002}, {1.1e-3, 0.003}, {1.2e-3, 0.004}});
-  EXPECT_DOUBLE_EQ(r["timing"]["mean_s"].get<double>(), 1.15e-3);
+  EXPECT_DOUBLE_EQ(r["timing"]["mean_s"].get<double>(), 1.1e-3);
   EXPECT_DOUBLE_EQ(r["timing"]["ci95_relative"].get<double>(), 0.003);  // the 1.1 ms process
+  EXPECT_DOUBLE_EQ(r["metrics"]["examples_per_s"].get<double>(), 64 / 1.1e-3);
+  EXPECT_DOUBLE_EQ(r["repetitions"]["between_processes"]["median_s"].get<double>(), 1.15e-3);
+}
+
+// Two processes far apart (an unstable result): the headline is one of them, the faster, so it
+// lies within its timing block's own step times; the median of the two (5.5 ms) would not.
+TEST(Repetitions, TwoProcessesFarApartGiveAHeadlineInsideItsOwnBlock) {
+  json slow = process_result(8e-3, 0.01), fast = process_result(3e-3, 0.01);
+  slow["timing"]["min_s"] = 7.9e-3;
+  slow["timing"]["max_s"] = 8.2e-3;
+  slow["step_times_s"] = {7.9e-3, 8.2e-3};
+  fast["timing"]["min_s"] = 2.9e-3;
+  fast["timing"]["max_s"] = 3.1e-3;
+  fast["step_times_s"] = {2.9e-3, 3.1e-3};
+  const json r = tb::add_repetition(tb::add_repetition(json(), slow), fast);
+  ASSERT_TRUE(r["unstable"].get<bool>());
+  const json& t = r["timing"];
+  EXPECT_DOUBLE_EQ(t["mean_s"].get<double>(), 3e-3);
+  EXPECT_LE(t["min_s"].get<double>(), t["mean_s"].get<double>());
+  EXPECT_GE(t["max_s"].get<double>(), t["mean_s"].get<double>());
+  EXPECT_EQ(r["step_times_s"], fast["step_times_s"]);
+  EXPECT_DOUBLE_EQ(r["repetitions"]["between_processes"]["median_s"].get<double>(), 5.5e-3);
+  EXPECT_DOUBLE_EQ(r["repetitions"]["between_processes"]["max_over_min"].get<double>(), 8.0 / 3);
 }
 
 TEST(Repetitions, UnstableNeedsDisjointIntervalsAndMoreThanFivePercent) {
@@ -251,7 +274,9 @@ TEST(RepetitionsCli, RunPrintsEveryProcessAndTheSpread) {
       "run fc:layers=1,nodes=16,input=32,output=4,batch=8,threads=1 --budget 0.2 --target-ci 0.05 "
       "--repetitions 2");
   ASSERT_EQ(t.status, 0) << t.err;
-  EXPECT_NE(t.out.find("median of 2 processes' means"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("(the median process of 2, the faster of the middle two)"),
+            std::string::npos)
+      << t.out;
   EXPECT_NE(t.out.find("processes "), std::string::npos) << t.out;
   const auto one = tb::testing::run_cli(
       "run fc:layers=1,nodes=16,input=32,output=4,batch=8,threads=1 --budget 0.2 --target-ci 0.05");

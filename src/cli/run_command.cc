@@ -212,7 +212,7 @@ Command add_run(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--repetitions", a->repetitions,
                   "measure every config in N fresh processes, interleaved; prints each process's "
-                  "mean, the spread between them, and the median of the means as the step time")
+                  "mean, the spread between them, and the median process's mean as the step time")
       ->transform(number_in(1, 100))
       ->capture_default_str();
   add_param_options(sub, *a);

@@ -24,9 +24,9 @@ nlohmann::json repetition_entry(const nlohmann::json& result);
 
 // The combined result of `entries` (repetition_entry of every process, N >= 1), on the
 // template of `latest` (a full ok result of the same config: cost, config, stack).
-// timing.mean_s becomes the median of the per-process means (the headline), and the
-// throughput metrics follow it; the rest of "timing" and the step times describe the
-// process whose mean is the median (the lower of the two middle ones for an even N).
+// The headline is the median process's: the one whose mean is the median of the per-process
+// means (the lower of the two middle ones for an even N). Its timing block and step times
+// become the result's, and the throughput metrics follow its mean.
 // Adds "repetitions" (count, between_processes aggregates, runs) and "unstable".
 nlohmann::json combine_repetitions(const nlohmann::json& latest,
                                    const std::vector<nlohmann::json>& entries);

@@ -166,9 +166,10 @@ std::string format_repeated(const nlohmann::json& r) {
   const nlohmann::json b = reps.contains("between_processes") ? reps["between_processes"] : nullptr;
   if (b.is_object())
     out += fmt::format(
-        "step      {} (median of {} processes' means); between processes min {}, max {} "
+        "step      {} (the median process of {}{}); between processes min {}, max {} "
         "(max/min {:.3f}), CV {:.2f}%, +-{:.2f}% (95% CI over processes)\n",
         seconds(number_or(r["timing"], "mean_s", 0.0)), runs.size(),
+        runs.size() % 2 ? "" : ", the faster of the middle two",
         seconds(number_or(b, "min_s", 0.0)), seconds(number_or(b, "max_s", 0.0)),
         number_or(b, "max_over_min", 0.0), 100 * number_or(b, "cv", 0.0),
         100 * number_or(b, "ci95_relative", 0.0));

@@ -1,5 +1,7 @@
 #include "base/sizes.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <map>
 #include <stdexcept>
@@ -36,6 +38,15 @@ double parse_bytes(const std::string& flag, const std::string& text) {
   if (it == units.end() || !(v > 0) || !std::isfinite(v))
     throw UsageError(flag + " " + text + ": not a positive size (e.g. 8GiB, 512MiB, 2e9)");
   return v * it->second;
+}
+
+std::string bytes_iec(double b) {
+  const char* prefixes[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int i = 0;
+  while (std::fabs(b) >= 1024 && i < 5) b /= 1024, ++i;
+  const double a = std::fabs(b);
+  if (i == 0 || a >= 100 || a == 0) return fmt::format("{:.0f} {}", b, prefixes[i]);
+  return fmt::format(a >= 10 ? "{:.1f} {}" : "{:.2f} {}", b, prefixes[i]);
 }
 
 }  // namespace tb

@@ -72,6 +72,15 @@ void add_param_options(CLI::App* sub, RunArgs& a) {
         ->group("Workload parameters (with --family)");
 }
 
+// The context's intra-op threads are those of the last run that reports them, as a run in this
+// process leaves them: with --repetitions or --workers the runs are child processes, and this
+// process's own count (it ran nothing) described none of them.
+void threads_from_runs(Context& ctx, const std::vector<nlohmann::json>& results) {
+  for (const auto& r : results)
+    if (r.contains("threads") && r["threads"].is_number_integer() && r["threads"].get<int>() > 0)
+      ctx.openmp_threads = r["threads"].get<int>();
+}
+
 // `run --repetitions N`: each config in N child processes of this same command.
 int run_repetitions(const RunArgs& a, const std::vector<Config>& configs, const StackSpec& stack) {
   if (a.memory) throw UsageError("--memory with --repetitions: measure the memory in one run");
@@ -99,7 +108,8 @@ int run_repetitions(const RunArgs& a, const std::vector<Config>& configs, const 
         std::cerr << fmt::format("process {}/{} {}: {}\n", rep, a.repetitions, jobs[i].config.str(),
                                  printable(what));
       });
-  const Context ctx = current_context();
+  Context ctx = current_context();
+  threads_from_runs(ctx, results);
   auto doc = run_document(ctx, {}, a.per_layer);
   for (const auto& r : results) doc["results"].push_back(r);
   if (a.json) {
@@ -335,7 +345,12 @@ Command add_run(CLI::App& app) {
                 std::cout << "\n";
               }
             }
-            const Context ctx = current_context();
+            Context ctx = current_context();
+            if (!launched.empty()) {
+              std::vector<nlohmann::json> ran;
+              for (const auto& r : results) ran.push_back(to_json(r, false));
+              threads_from_runs(ctx, ran);
+            }
             auto doc = run_document(ctx, results, a->per_layer);
             for (const auto& [i, r] : launched) doc["results"][i] = r;
             if (quiet) {

@@ -18,13 +18,6 @@ std::string si(double v, const std::string& unit) {
   return suffix.empty() ? fmt::format("{:.3g}", v) : fmt::format("{:.3g} {}", v, suffix);
 }
 
-std::string bytes_iec(double b) {
-  const char* prefixes[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  int i = 0;
-  while (std::fabs(b) >= 1024 && i < 5) b /= 1024, ++i;
-  return fmt::format("{:.3g} {}", b, prefixes[i]);
-}
-
 std::string seconds(double s) {
   if (s >= 1) return fmt::format("{:.3g} s", s);
   if (s >= 1e-3) return fmt::format("{:.3g} ms", s * 1e3);
@@ -166,10 +159,12 @@ std::string format_repeated(const nlohmann::json& r) {
   const nlohmann::json b = reps.contains("between_processes") ? reps["between_processes"] : nullptr;
   if (b.is_object())
     out += fmt::format(
-        "step      {} (the median process of {}{}); between processes min {}, max {} "
+        "step      {} ({}); between processes min {}, max {} "
         "(max/min {:.3f}), CV {:.2f}%, +-{:.2f}% (95% CI over processes)\n",
-        seconds(number_or(r["timing"], "mean_s", 0.0)), runs.size(),
-        runs.size() % 2 ? "" : ", the faster of the middle two",
+        seconds(number_or(r["timing"], "mean_s", 0.0)),
+        runs.size() == 2 ? std::string("the faster of 2 processes")
+                         : fmt::format("the median process of {}{}", runs.size(),
+                                       runs.size() % 2 ? "" : ", the faster of the middle two"),
         seconds(number_or(b, "min_s", 0.0)), seconds(number_or(b, "max_s", 0.0)),
         number_or(b, "max_over_min", 0.0), 100 * number_or(b, "cv", 0.0),
         100 * number_or(b, "ci95_relative", 0.0));

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "base/sizes.h"
 #include "record/context.h"
 #include "record/result.h"
 
@@ -22,9 +23,8 @@ std::string placement_moved(const std::vector<RunResult>& results, const Context
 // A data-parallel result (workers > 1), from its JSON: the job, then each worker.
 std::string format_distributed(const nlohmann::json& result);
 
-// "1.23 GFLOP/s", "512 MiB", "3.2 ms": one place for units.
+// "1.23 GFLOP/s", "3.2 ms": one place for units (bytes: base/sizes.h's bytes_iec).
 std::string si(double value, const std::string& unit);
-std::string bytes_iec(double bytes);
 std::string seconds(double s);
 
 }  // namespace tb

@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "base/errors.h"
+#include "base/sizes.h"
 #include "emulation/numerics_workload.h"
 #include "model/phase.h"
 #include "model/workload.h"
@@ -137,8 +138,8 @@ std::optional<RunResult> refuse_before_running(const Config& config, const RunOp
   r.device = config.get("device");
   r.cost = cost;
   r.status = Status::kOomPredicted;
-  r.error = fmt::format("estimated training memory {:.2f} GiB exceeds the {:.2f} GiB available",
-                        cost.memory.total() / (1 << 30), limit / (1 << 30));
+  r.error = fmt::format("estimated training memory {} exceeds the {} available",
+                        bytes_iec(cost.memory.total()), bytes_iec(limit));
   r.started_at = r.finished_at = utc_now_iso();
   return r;
 }

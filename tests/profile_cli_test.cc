@@ -117,6 +117,7 @@ TEST(ProfileCli, BadInputIsOneLineAndExitTwo) {
       {"profile fc: --trace /nonexistent/dir/t.json", "/nonexistent/dir/t.json"},
       {"memory fc: --batch 8,x", "'x'"},
       {"memory fc: --batch 0", "'0'"},
+      {"memory fc: --batch 8,16,8", "batch size 8 is listed twice"},
       {"memory fc: --budget 8XB", "8XB"},
       {"memory fc: --budget -1GiB", "-1GiB"},
       {"memory mlp:layers=2", "unknown family 'mlp'"},

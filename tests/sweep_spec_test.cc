@@ -96,6 +96,11 @@ TEST(SweepSpec, MalformedFilesNameFileLineAndKey) {
                 .find("s.toml:3: key 'nodes'"),
             std::string::npos);
   EXPECT_NE(error_of("[[grid]\nfamily=1").find("s.toml:1:"), std::string::npos);  // TOML syntax
+  // A value listed twice would make each of its configs twice.
+  EXPECT_EQ(error_of("[[grid]]\nfamily = \"fc\"\nlayers = [1, 2, 1]\n"),
+            "s.toml:3: key 'layers': value 1 is listed twice");
+  EXPECT_EQ(error_of("[[grid]]\nfamily = \"fc\"\ndtype = [\"fp32\", \"fp32\"]\n"),
+            "s.toml:3: key 'dtype': value fp32 is listed twice");
   // A huge grid is refused before it is expanded.
   EXPECT_NE(error_of("[[grid]]\nfamily = \"fc\"\nlayers = \"1..4000 +1\"\nnodes = \"1..4000 +1\"\n")
                 .find("more than"),
@@ -104,6 +109,25 @@ TEST(SweepSpec, MalformedFilesNameFileLineAndKey) {
     const std::string m = error_of(bad);
     EXPECT_EQ(m.find('\n'), std::string::npos) << m;
   }
+}
+
+// Two grids that share configs (here layers=2 with nodes 32): each config runs once, where it
+// first appears.
+TEST(SweepSpec, OverlappingGridsGiveEachConfigOnce) {
+  const auto configs = expand_sweep(parse_sweep(R"(
+[[grid]]
+family = "fc"
+layers = [1, 2]
+nodes = 32
+[[grid]]
+family = "fc"
+layers = 2
+nodes = [32, 64]
+)",
+                                                "o.toml"));
+  std::vector<std::string> names;
+  for (const auto& c : configs) names.push_back(c.get("layers") + "x" + c.get("nodes"));
+  EXPECT_EQ(names, (std::vector<std::string>{"1x32", "2x32", "2x64"}));
 }
 
 // Values that go together only in some combinations (gpt's d_model and heads): the others are

@@ -2,6 +2,7 @@
 // memory breakdowns of one config.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 
@@ -87,6 +88,9 @@ std::vector<int64_t> parse_batches(const std::string& text) {
     }
     if (item.empty() || used != item.size() || v <= 0 || v > 1000000)
       throw UsageError("--batch " + text + ": '" + item + "' is not a batch size (1 to 1000000)");
+    // Measured twice, a batch printed two identical rows and weighed twice in the fit.
+    if (std::find(out.begin(), out.end(), v) != out.end())
+      throw UsageError("--batch " + text + ": batch size " + item + " is listed twice");
     out.push_back(v);
     start = end + 1;
   }

@@ -182,6 +182,12 @@ SweepSpec parse_sweep(const std::string& text, const std::string& origin) {
       const toml::node* n = t.get(p.name);
       if (!n) continue;
       SweepAxis axis{p.name, axis_values(origin, *n, p.name)};
+      // A value listed twice made every config with it twice (a typo, most likely, for
+      // another value); the sweep ran and stored each of them twice.
+      for (size_t i = 0; i < axis.values.size(); ++i)
+        if (std::find(axis.values.begin(), axis.values.begin() + long(i), axis.values[i]) !=
+            axis.values.begin() + long(i))
+          fail(origin, n->source(), p.name, "value " + axis.values[i] + " is listed twice");
       for (const auto& v : axis.values) {  // validate every value now, with its line
         try {
           auto given = firsts;
@@ -273,6 +279,9 @@ std::vector<Config> expand_sweep(const SweepSpec& s, uint64_t limit,
         total == UINT64_MAX ? std::string("too many") : std::to_string(total), limit));
   std::vector<Config> out;
   std::vector<InvalidCell> left_out;
+  // Grids may overlap (two [[grid]] tables that share configs): each config once, where it
+  // first appears.
+  std::set<std::string> seen_configs;
   for (const auto& g : s.grids) {
     std::vector<size_t> index(g.axes.size(), 0);
     for (;;) {
@@ -302,7 +311,7 @@ std::vector<Config> expand_sweep(const SweepSpec& s, uint64_t limit,
         excluded |= all;
       }
       if (!excluded && !c) left_out.push_back({seen.str(), why});
-      if (!excluded && c) out.push_back(std::move(*c));
+      if (!excluded && c && seen_configs.insert(c->str()).second) out.push_back(std::move(*c));
       size_t a = g.axes.size();
       while (a > 0 && ++index[a - 1] == g.axes[a - 1].values.size()) index[--a] = 0;
       if (a == 0) break;

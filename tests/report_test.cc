@@ -9,6 +9,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "analysis/summary.h"
 #include "base/errors.h"
@@ -51,6 +52,38 @@ TEST(Report, ARunOfOneSampleStatesItHasNoInterval) {
   r.steps.samples = 50;
   r.steps.ci.half_width = 0.005;
   EXPECT_NE(format_result(r).find("+-2.00% (95% CI)"), std::string::npos) << format_result(r);
+}
+
+// Utilization stays against the whole peak; a CPU run on fewer threads than the cores that
+// peak counts is also put against its threads' share (1 of 4 cores: 4x), and only then.
+TEST(Report, AFewThreadsRunIsAlsoPutAgainstItsThreadsShareOfThePeak) {
+  RunResult r;
+  r.status = Status::kOk;
+  r.device = "cpu";
+  r.steps.samples = 50;
+  r.steps.mean = r.steps.median = 0.25;
+  r.steps.ci = {0.25, 0.001, 50};
+  r.achieved_flops = 1e9;
+  r.peak_flops = 10e9;
+  r.flops_utilization = 0.1;
+  r.threads = 1;
+  r.peak_cores = 4;
+  EXPECT_NE(format_result(r).find(
+                "10.0% of the 10 GFLOP/s peak (40.0% of its 1 thread's share, 1 of 4 cores)"),
+            std::string::npos)
+      << format_result(r);
+  r.threads = 2;
+  EXPECT_NE(format_result(r).find("(20.0% of its 2 threads' share, 2 of 4 cores)"),
+            std::string::npos)
+      << format_result(r);
+  for (const auto& [threads, cores, device] :
+       std::vector<std::tuple<int, std::optional<int>, std::string>>{
+           {4, 4, "cpu"}, {1, std::nullopt, "cpu"}, {1, 4, "cuda:0"}}) {
+    r.threads = threads;
+    r.peak_cores = cores;
+    r.device = device;
+    EXPECT_EQ(format_result(r).find("share"), std::string::npos) << format_result(r);
+  }
 }
 
 TEST(Report, AnalysesRecoverTheSyntheticLaw) {

@@ -41,6 +41,11 @@ std::vector<Metric> make_table() {
        "REAL",
        {"metrics", "peak_flops"},
        [](R r) { return optional_number(r.peak_flops); }},
+      // In the JSON only: the cores the peak counts, where the platform states them.
+      {"",
+       "",
+       {"metrics", "peak_cores"},
+       [](R r) { return r.peak_cores ? json(*r.peak_cores) : json(nullptr); }},
       // In the JSON only: a fact about where the run's threads ran, not a figure to analyse.
       {"",
        "",

@@ -48,6 +48,9 @@ struct RunResult {
   double units_per_s = 0;
   double achieved_flops = 0;         // analytic FLOPs per step / mean step time
   std::optional<double> peak_flops;  // of the platform, when a description is available
+  // The cores that peak is all of (the description's `cores`), when it states them: a run of
+  // fewer threads can reach only their share of it (report/run_table.h prints that share).
+  std::optional<int> peak_cores;
   std::optional<double> flops_utilization;
   std::optional<RooflinePlacement> roofline;
   CpuUsage cpu;

@@ -25,6 +25,20 @@ std::string seconds(double s) {
 }
 
 namespace {
+// " (46.2% of its 1 thread's share, 1 of 2 cores)" after a CPU run's utilization, when it ran
+// on fewer threads than the cores its peak counts; "" otherwise. The stored utilization stays
+// against the whole peak, as ParaDnn's and TBD's are; the simulator's validation takes the
+// share (simulate/accelerator_model.h: peak_share).
+std::string thread_share(double utilization, int threads, const nlohmann::json& cores,
+                         const std::string& device) {
+  if (!cores.is_number_integer() || threads <= 0 || device.rfind("cpu", 0) != 0) return "";
+  const int n = cores.get<int>();
+  if (threads >= n) return "";
+  return fmt::format(" ({:.1f}% of its {} {} share, {} of {} cores)",
+                     100 * utilization * double(n) / double(threads), threads,
+                     threads == 1 ? "thread's" : "threads'", threads, n);
+}
+
 // "phases    forward 1.2 ms (31%), backward ..." from a result's timing.phases_s; "" without.
 std::string phases_line(const nlohmann::json& phases, double step) {
   if (!phases.is_object() || step <= 0) return "";
@@ -115,8 +129,10 @@ std::string format_result(const RunResult& r) {
   if (r.throughput_unit != "examples")
     out += fmt::format(" ({:.1f} {}/s)", r.units_per_s, r.throughput_unit);
   if (r.flops_utilization)
-    out += fmt::format(", {:.1f}% of the {} peak", 100 * *r.flops_utilization,
-                       si(*r.peak_flops, "FLOP/s"));
+    out += fmt::format(
+        ", {:.1f}% of the {} peak{}", 100 * *r.flops_utilization, si(*r.peak_flops, "FLOP/s"),
+        thread_share(*r.flops_utilization, r.threads,
+                     r.peak_cores ? nlohmann::json(*r.peak_cores) : nlohmann::json(), r.device));
   // Families with a model-FLOPs convention (gpt): MFU beside the hardware utilization above.
   if (r.cost.model_flops.total > 0 && r.peak_flops && *r.peak_flops > 0 && s.mean > 0)
     out += fmt::format(
@@ -193,7 +209,10 @@ std::string format_repeated(const nlohmann::json& r) {
   out += fmt::format("speed     {:.1f} examples/s, {}", number_or(m, "examples_per_s", 0.0),
                      si(number_or(m, "achieved_flops", 0.0), "FLOP/s"));
   if (m.contains("flops_utilization") && m["flops_utilization"].is_number())
-    out += fmt::format(", {:.1f}% of the peak", 100 * m["flops_utilization"].get<double>());
+    out += fmt::format(
+        ", {:.1f}% of the peak{}", 100 * m["flops_utilization"].get<double>(),
+        thread_share(m["flops_utilization"].get<double>(), r.value("threads", 0),
+                     m.value("peak_cores", nlohmann::json()), r.value("device", std::string())));
   out += "\n";
   if (r.value("unstable", false))
     out += std::string(

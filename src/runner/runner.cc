@@ -164,7 +164,10 @@ RunResult run_config(const Config& input, const RunOptions& options) {
   if (analytic) r.cost = step_cost(config);
   const std::string dtype = config.get("dtype");
   r.peak_flops = options.peak_flops;
-  if (!r.peak_flops && options.platform) r.peak_flops = options.platform->peak_flops(dtype);
+  if (!r.peak_flops && options.platform) {
+    r.peak_flops = options.platform->peak_flops(dtype);
+    if (r.peak_flops && options.platform->cores > 0) r.peak_cores = options.platform->cores;
+  }
   auto done = [&](Status s, const std::string& why) {
     r.status = s;
     r.error = why;

@@ -281,6 +281,58 @@ TEST(Tta, ChosenBaselineAndBadBaseline) {
   std::remove(path.c_str());
 }
 
+// Iterations counted under another protocol (evaluated every 30 iterations against every 10)
+// are not compared: each protocol has its own fp32 baseline, and a variant with none of its
+// own gets no speedup and says why, by default and against a chosen baseline.
+TEST(Tta, OnlyVariantsTrainedAndEvaluatedAlikeAreCompared) {
+  const std::string path = temp_store("tta-protocol");
+  {
+    auto store = Store::open(path);
+    const int64_t p = store->platform_id({{"host", "h"}}, "h", json());
+    const int64_t s = store->stack_id({{"blas", "x"}});
+    const auto every = [](json v, int n) {
+      v["eval_every"] = n;
+      v["eval_examples"] = 500;
+      v["lr"] = 0.05;
+      v["momentum"] = 0.9;
+      return v;
+    };
+    store->add_emulation(every(variant("fp32", "fp32 policy"), 30), {seed(1, 30)}, p, s);
+    store->add_emulation(every(variant("e4m3", "e4m3 policy"), 10), {seed(1, 20)}, p, s);
+    store->add_emulation(every(variant("fp32", "fp32 policy"), 10), {seed(1, 10)}, p, s);
+    store->add_emulation(every(variant("bf16", "bf16 policy"), 5), {seed(1, 10)}, p, s);
+  }
+  const auto e = load_emulations({path});
+  ASSERT_EQ(e.size(), 4u);
+  const TtaResult r = time_to_accuracy(e, accel());
+  EXPECT_TRUE(r.variants[0].baseline);
+  EXPECT_TRUE(r.variants[2].baseline);
+  // e4m3 against the fp32 evaluated as it was (10 iterations against 20: half the speed in
+  // iterations), not against the first fp32 (30: 1.5x).
+  ASSERT_TRUE(r.variants[1].speedup);
+  EXPECT_NEAR(*r.variants[1].speedup / (r.variants[2].step_s / r.variants[1].step_s), 0.5, 1e-12);
+  EXPECT_EQ(r.variants[1].no_speedup, "");
+  // bf16, evaluated every 5, has no baseline of its own.
+  EXPECT_FALSE(r.variants[3].speedup);
+  EXPECT_NE(r.variants[3].no_speedup.find("evaluated every 30 iterations on 500 examples; this: "
+                                          "batch 64, lr 0.05, momentum 0.9, evaluated every 5"),
+            std::string::npos)
+      << r.variants[3].no_speedup;
+  const std::string text = format_tta(r);
+  EXPECT_NE(text.find("protocol: batch 64, lr 0.05, momentum 0.9, evaluated every 10 iterations"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(to_json(r)["variants"][3]["speedup_vs_baseline"], json());
+  EXPECT_NE(to_json(r)["variants"][3]["no_speedup"].get<std::string>(), "");
+  // Chosen: the fp32 of every 30 compares with nothing else.
+  const TtaResult chosen = time_to_accuracy(e, accel(), "1");
+  for (size_t i : {1, 2, 3}) {
+    EXPECT_FALSE(chosen.variants[i].speedup) << i;
+    EXPECT_NE(chosen.variants[i].no_speedup.find("baseline 1"), std::string::npos) << i;
+  }
+  std::remove(path.c_str());
+}
+
 // --run-as simulates a variant's step in another format (as the accelerator would train it),
 // by number or by policy text, a policy holding '=' itself included; the emulated format stays
 // beside it. An item naming no variant is refused.

@@ -48,6 +48,22 @@ bool is_fp32_baseline(const nlohmann::json& v) {
   return true;
 }
 
+// The descriptor's training and evaluation settings that decide what an iteration count means
+// (emulation/descriptor.cc). The iteration cap is not among them: it decides only whether a
+// seed that needs more is "not reached".
+std::string protocol_of(const nlohmann::json& v) {
+  const auto text = [&](const char* k) {
+    if (!v.contains(k)) return std::string("?");
+    const auto& x = v.at(k);
+    return x.is_number_float() ? fmt::format("{:g}", x.get<double>())
+           : x.is_string()     ? x.get<std::string>()
+                               : x.dump();
+  };
+  return fmt::format("batch {}, lr {}, momentum {}, evaluated every {} iterations on {} examples",
+                     text("batch"), text("lr"), text("momentum"), text("eval_every"),
+                     text("eval_examples"));
+}
+
 }  // namespace
 
 TtaResult time_to_accuracy(const std::vector<StoredEmulation>& emulations,
@@ -99,6 +115,7 @@ TtaResult time_to_accuracy(const std::vector<StoredEmulation>& emulations,
     v.target = e.variant.value("target", 0.0);
     v.metric = e.variant.value("metric", "accuracy");
     v.dataset = e.variant.value("dataset", "fashion-mnist");
+    v.protocol = protocol_of(e.variant);
     std::vector<emu::SeedRun> runs;
     std::vector<std::vector<emu::ScalingSample>> scaling;
     for (const auto& s : e.seeds) {
@@ -194,18 +211,34 @@ TtaResult time_to_accuracy(const std::vector<StoredEmulation>& emulations,
       if (!is_fp32_baseline(v.source->variant)) continue;
       const bool taken = std::any_of(bases.begin(), bases.end(), [&](size_t b) {
         return r.variants[b].model == v.model && r.variants[b].target == v.target &&
-               r.variants[b].metric == v.metric;
+               r.variants[b].metric == v.metric && r.variants[b].protocol == v.protocol;
       });
       if (!taken) bases.push_back(i);
     }
   }
+  // Whether a baseline of v's model, target and protocol exists.
+  const auto own_base = [&](const TtaVariant& v) {
+    return std::any_of(bases.begin(), bases.end(), [&](size_t b) {
+      const auto& x = r.variants[b];
+      return x.model == v.model && x.target == v.target && x.metric == v.metric &&
+             x.protocol == v.protocol;
+    });
+  };
   for (size_t b : bases) {
     r.variants[b].baseline = true;
     const auto& base = r.variants[b];
     for (auto& v : r.variants) {
-      if (v.model != base.model || v.target != base.target || v.metric != base.metric || !v.tta_s ||
-          !base.tta_s)
+      if (v.model != base.model || v.target != base.target || v.metric != base.metric) continue;
+      if (v.protocol != base.protocol) {
+        // Counted every 30 iterations against every 10, or at another learning rate: the
+        // ratio would measure the protocol. Said once, against the first such baseline.
+        if (v.no_speedup.empty() && !own_base(v))
+          v.no_speedup = fmt::format(
+              "no speedup: trained or evaluated otherwise than baseline {} ({}; this: {})", b + 1,
+              base.protocol, v.protocol);
         continue;
+      }
+      if (!v.tta_s || !base.tta_s) continue;
       v.speedup = *base.tta_s / *v.tta_s;
       if (&v == &base) continue;
       v.vs_baseline = compare_iterations(v.iterations, base.iterations);
@@ -260,6 +293,8 @@ nlohmann::json to_json(const TtaResult& r) {
          {"tta_mlperf_s", opt(v.tta_mlperf_s)},
          {"tta_min_s", opt(v.tta_min_s)},
          {"tta_max_s", opt(v.tta_max_s)},
+         {"protocol", v.protocol},
+         {"no_speedup", v.no_speedup},
          {"speedup_vs_baseline", opt(v.speedup)},
          {"speedup_ci95",
           v.speedup_lo ? nlohmann::json::array({*v.speedup_lo, *v.speedup_hi}) : nlohmann::json()},
@@ -285,6 +320,10 @@ std::string format_tta(const TtaResult& r) {
                    r.platform, r.validation);
   if (r.variants.empty())
     o << "no emulation results in the store(s): run `trainbench emulate --store`\n";
+  // Each variant's protocol is printed where the variants differ in it.
+  const bool protocols = std::any_of(r.variants.begin(), r.variants.end(), [&](const auto& v) {
+    return v.protocol != r.variants.front().protocol;
+  });
   for (size_t i = 0; i < r.variants.size(); ++i) {
     const auto& v = r.variants[i];
     o << fmt::format("\n{}. {}{}\n   model {}, target {}, format {}{}: step {}\n", i + 1, v.policy,
@@ -294,6 +333,7 @@ std::string format_tta(const TtaResult& r) {
                          : fmt::format(" (run as; emulated in {})", v.emulated_format),
                      v.unsupported.empty() ? fmt::format("{:.4g} ms", v.step_s * 1e3) : "-");
     if (!v.format_note.empty()) o << "   note: " << v.format_note << "\n";
+    if (protocols) o << "   protocol: " << v.protocol << "\n";
     if (!v.unsupported.empty()) {
       o << "   unsupported: " << v.unsupported << "\n";
       continue;
@@ -315,6 +355,7 @@ std::string format_tta(const TtaResult& r) {
                                              : "",
                                 v.validation.empty() ? r.validation : v.validation)
                   : "");
+    if (!v.no_speedup.empty()) o << "   " << v.no_speedup << "\n";
     if (const auto& c = v.vs_baseline)
       o << fmt::format(
           "   vs baseline: {:.2f}x its iterations; one-sided t-test (more iterations) t = "

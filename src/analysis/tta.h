@@ -46,7 +46,13 @@ struct TtaVariant {
   // The simulator's error on the platform, and in this variant's format (validation_phrase).
   std::string validation;
   std::optional<double> tta_s, tta_mlperf_s, tta_min_s, tta_max_s;
-  std::optional<double> speedup;  // baseline's TTA / this TTA (same model and target)
+  // How the iterations were counted: batch, learning rate, momentum, and the evaluation's
+  // interval and examples. Iterations counted otherwise are not comparable: a variant gets a
+  // speedup only against a baseline of the same protocol (as of the same model and target).
+  std::string protocol;
+  // Why a variant with a baseline of its model and target got no speedup: its protocol differs.
+  std::string no_speedup;
+  std::optional<double> speedup;  // baseline's TTA / this TTA (same model, target, protocol)
   // Its 95% confidence interval (the iterations' ratio's, times the step times' ratio), and the
   // t-test against the baseline's iterations (both need >= 2 seeds that reached the target).
   std::optional<double> speedup_lo, speedup_hi;
@@ -68,8 +74,8 @@ struct TtaResult {
 };
 
 // `baseline`: the 1-based number of the variant to compare against, or its policy text;
-// empty: per model and target, the variant with every point off, no unit and no loss
-// scaling (fp32). `run_as`: items `VARIANT=FORMAT`, VARIANT a variant's number or policy
+// empty: per model, target and protocol, the first variant with every point off, no unit and
+// no loss scaling (fp32). `run_as`: items `VARIANT=FORMAT`, VARIANT a variant's number or policy
 // text (as `baseline`; policies may hold '=' themselves, so the split is the one whose left
 // side names a variant), FORMAT the format its step is simulated in instead of its emulated
 // compute format: how the accelerator would train it (an fp32 baseline as amp-bf16, an

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -69,6 +70,23 @@ TEST(Cli, BadInputIsOneLineAndExitTwo) {
 
 // CLI11 converts integers with base 0, so 010 would be octal 8: the checked options pass
 // their value on in decimal.
+// Standard output that refuses the writes (a full disk): one line and exit 3, never a cut-short
+// table with exit 0. An -o device is written into and left a device.
+TEST(Cli, AnOutputThatRefusesWritesIsExitThree) {
+  std::error_code ec;
+  if (!std::filesystem::is_character_file("/dev/full", ec)) GTEST_SKIP() << "no /dev/full";
+  const auto out = ::tb::testing::run_cli("formats >/dev/full");
+  EXPECT_EQ(out.status, 3) << out.err;
+  EXPECT_NE(out.err.find("cannot write standard output"), std::string::npos) << out.err;
+  EXPECT_EQ(std::count(out.err.begin(), out.err.end(), '\n'), 1) << out.err;
+  const auto file = ::tb::testing::run_cli(
+      "run fc:layers=1,nodes=8,input=8,output=2,batch=4,threads=1 --budget 0.1 -o /dev/full");
+  EXPECT_EQ(file.status, 3) << file.err;
+  EXPECT_NE(file.err.find("'/dev/full'"), std::string::npos) << file.err;
+  EXPECT_TRUE(std::filesystem::is_character_file("/dev/full"));
+  EXPECT_EQ(::tb::testing::run_cli("formats >/dev/null").status, 0);
+}
+
 TEST(Cli, WholeNumbersAreDecimal) {
   const Output o = run("quantize --format e4m3 --rounding stochastic --seed 010 --json 1.3");
   ASSERT_EQ(o.status, 0) << o.err;

@@ -28,3 +28,34 @@ TEST(OutputFiles, RefusedWhereTheDirectoryTakesNoNewFile) {
     }
   }
 }
+
+// A device is written into, never replaced: renaming a file over `-o /dev/full` had made the
+// device node a regular file. A write the device refuses (a full disk's ENOSPC) is a
+// StorageError (exit 3); /dev/null takes it. Through a symlink, the named file is replaced and
+// the link stays.
+TEST(OutputFiles, DevicesAreWrittenIntoAndSymlinksKept) {
+  std::error_code ec;
+  if (!std::filesystem::is_character_file("/dev/full", ec) ||
+      !std::filesystem::is_character_file("/dev/null", ec))
+    GTEST_SKIP() << "no /dev/full or /dev/null character device here";
+  EXPECT_THROW(tb::write_file_atomically("/dev/full", "x\n"), tb::StorageError);
+  EXPECT_TRUE(std::filesystem::is_character_file("/dev/full"));
+  EXPECT_NO_THROW(tb::check_output_file("-o", "/dev/null"));
+  EXPECT_NO_THROW(tb::write_file_atomically("/dev/null", "x\n"));
+  EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
+
+  const std::string dir = ::testing::TempDir() + "/outputs-link";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/real");
+  std::filesystem::create_symlink(dir + "/real/r.json", dir + "/link.json");
+  tb::write_file_atomically(dir + "/link.json", "{}\n");
+  EXPECT_TRUE(std::filesystem::is_symlink(dir + "/link.json"));
+  EXPECT_EQ(std::filesystem::file_size(dir + "/real/r.json"), 3u);
+  try {
+    tb::write_file_atomically(dir, "x");
+    ADD_FAILURE() << "wrote over a directory";
+  } catch (const tb::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
+}

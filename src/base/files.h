@@ -3,8 +3,10 @@
 
 namespace tb {
 
-// Writes to a temporary file beside `path` and renames it over `path`, so a reader
-// never sees a half-written result. Throws UsageError naming the path on failure.
+// Writes to a temporary file beside `path` (beside the file a symlink names) and renames it over
+// `path`, so a reader never sees a half-written result. A device or FIFO (/dev/stdout) is
+// written into instead. Throws StorageError naming the path where the environment refused the
+// write (a full disk, a read-only filesystem), UsageError for other failures.
 void write_file_atomically(const std::string& path, const std::string& content);
 
 // Whether `path` names a directory (an ifstream opens one, and fails only when read).

@@ -1,6 +1,9 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <iostream>
 
 #include "base/errors.h"
@@ -11,6 +14,21 @@
 #include "runner/stack_runtime.h"
 #include "runner/threads.h"
 #include "spec/printable.h"
+
+namespace {
+// `status`, unless what the command printed did not all reach standard output: a full disk or
+// a device that refuses writes (`export store.db > /full/x.csv`). The table or JSON there is cut
+// short, and exit 0 would pass it for a result: the one line and exit 3 of any refused write.
+int output_written(int status) {
+  std::cout.flush();
+  errno = 0;
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout) && !std::cout.fail()) return status;
+  std::cerr << "trainbench: cannot write standard output"
+            << (errno ? std::string(" (") + std::strerror(errno) + ")" : std::string())
+            << ": what it holds is incomplete\n";
+  return 3;
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   tb::ensure_runtime_environment(argc, argv);
@@ -80,7 +98,7 @@ int main(int argc, char** argv) {
     std::cerr << narrow << "\n";
   try {
     for (const auto& c : commands)
-      if (c.sub->parsed()) return c.action();
+      if (c.sub->parsed()) return output_written(c.action());
   } catch (const tb::UsageError& e) {
     std::cerr << "trainbench: " << tb::printable(e.what()) << "\n";
     return 2;

@@ -143,6 +143,23 @@ TEST(Report, PlatformComparisonMatchesConfigsAndFindsFlips) {
   ASSERT_TRUE(c.regression_by_family.count("fc"));
   EXPECT_EQ(ranked_params(c.regression_by_family.at("fc")).front(), "batch");
   EXPECT_THROW(compare_runs(runs, "platform", "slow", "nonexistent"), UsageError);
+  // On a time, each side keeps the stored value (seconds, not their inverses), and the speedup
+  // is still how much faster B is: a / b.
+  const ComparisonView t =
+      compare_runs(runs, "platform", platforms[0], platforms[1], "step_mean_s");
+  ASSERT_EQ(t.stats.matched.size(), c.stats.matched.size());
+  for (const auto& m : t.stats.matched) {
+    const ::tb::Run* a = nullptr;
+    for (const auto& r : runs.runs)
+      if (r.config == m.config && r.platform == platforms[0]) a = &r;
+    ASSERT_NE(a, nullptr) << m.config;
+    EXPECT_DOUBLE_EQ(m.a, a->metric("step_mean_s")) << m.config;
+    EXPECT_NEAR(m.speedup, m.a / m.b, 1e-12 * m.speedup) << m.config;
+  }
+  // A size or a spread has no speedup.
+  for (const char* none : {"params", "step_cv", "flops_per_step"})
+    EXPECT_THROW(compare_runs(runs, "platform", platforms[0], platforms[1], none), UsageError)
+        << none;
 }
 
 TEST(Report, HeatMapFixesAndRefusesBadAxes) {

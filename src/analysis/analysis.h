@@ -65,6 +65,7 @@ double percentile(std::vector<double> values, double p);  // p in [0, 100]
 // Speedups of B over A (metric_b / metric_a for rates) on configs present on both sides.
 struct Speedup {
   std::string config;
+  // Each side's value; compare_runs puts a time back as a time (speedup = a / b then).
   double a = 0, b = 0, speedup = 0;
 };
 struct Comparison {

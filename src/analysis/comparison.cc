@@ -45,6 +45,13 @@ ComparisonView compare_runs(const RunSet& runs, const std::string& axis, const s
                             const std::string& b, const std::string& metric,
                             const std::string& family) {
   const MetricInfo& info = metric_info(metric);
+  if (!info.directed) {
+    std::string speeds;
+    for (const auto& m : metric_infos())
+      if (m.directed) speeds += (speeds.empty() ? "" : ", ") + m.name;
+    throw UsageError("--metric " + metric + ": " + info.label +
+                     " is not a speed, so it has no speedup (compare takes " + speeds + ")");
+  }
   const auto values = axis_values(runs, axis);
   for (const auto& side : {a, b})
     if (std::find(values.begin(), values.end(), side) == values.end()) {
@@ -77,6 +84,14 @@ ComparisonView compare_runs(const RunSet& runs, const std::string& axis, const s
   for (const auto& [k, r] : side_b) rb[k] = fb[r->family][k] = rate(r);
   v.stats = compare(ra, rb);
   for (const auto& [fam, m] : fa) v.by_family[fam] = compare(m, fb[fam]);
+  // Each side's value as the metric states it (a time, not its inverse), beside the speedup:
+  // exported under the metric's name, the inverses read as step times of 2415 s.
+  const auto as_stated = [&](Comparison& c) {
+    if (info.higher_is_better) return;
+    for (auto& s : c.matched) s.a = 1 / s.a, s.b = 1 / s.b;
+  };
+  as_stated(v.stats);
+  for (auto& [fam, c] : v.by_family) as_stated(c);
   for (auto& s : v.stats.matched) s.config = side_a.at(s.config)->config;
   for (auto& [fam, c] : v.by_family)
     for (auto& s : c.matched) s.config = side_a.at(s.config)->config;

@@ -107,7 +107,7 @@ const std::vector<MetricInfo>& metric_infos() {
   static const std::vector<MetricInfo> m = [] {
     std::vector<MetricInfo> v;
     for (const Metric& t : metric_table())
-      if (t.analysable()) v.push_back({t.column, t.label, t.unit, t.higher_is_better});
+      if (t.analysable()) v.push_back({t.column, t.label, t.unit, t.higher_is_better, t.directed});
     return v;
   }();
   return m;

@@ -89,6 +89,7 @@ std::map<std::string, std::string> config_params(const std::string& config,
 struct MetricInfo {
   std::string name, label, unit;
   bool higher_is_better = true;
+  bool directed = true;  // a speed: record/metrics.h
 };
 const std::vector<MetricInfo>& metric_infos();
 const MetricInfo& metric_info(const std::string& name);  // UsageError naming the metric

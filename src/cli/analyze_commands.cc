@@ -200,7 +200,8 @@ Command add_compare(CLI::App& app) {
   sub->add_option("--a", a->a, "the baseline side (default: the first value found)");
   sub->add_option("--b", a->b, "the other side (default: the second value found)");
   sub->add_option("--metric", a->metric,
-                  "a rate (higher is better) or a time (its inverse is used)")
+                  "a rate (higher is better) or a time (A's over B's); sizes, counts and spreads "
+                  "(params, step_cv) have no speedup")
       ->capture_default_str();
   sub->add_option("--family", a->family, "only this family");
   add_output_options(sub, a->format, a->out);

@@ -27,6 +27,9 @@ struct Metric {
   // Offered to analyses (`--metric`) when it has a label.
   std::string label, unit;
   bool higher_is_better = true;
+  // A speed (a rate, or a time whose inverse is one): what a speedup can be taken of. Sizes,
+  // counts and spreads (params, flops_per_step, step_cv) are not, whatever way they sort.
+  bool directed = true;
 
   bool stored() const { return !column.empty(); }
   bool numeric() const { return sql_type == "REAL" || sql_type == "INTEGER"; }

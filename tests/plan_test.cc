@@ -8,6 +8,7 @@
 
 #include "base/errors.h"
 #include "cost/cost.h"
+#include "platform/host.h"
 #include "support/config_texts.h"
 
 namespace tb {
@@ -54,6 +55,9 @@ TEST(SweepPlan, BadRequestsAreUsageErrors) {
   r.stratify = {"nodes"};
   EXPECT_THROW(plan_sweep(spec, r), UsageError);  // --stratify without --sample
   r = {};
+  r.lhs = true;
+  EXPECT_THROW(plan_sweep(spec, r), UsageError);  // --lhs without --sample
+  r = {};
   r.filter = "no_such_axis=1";
   EXPECT_THROW(plan_sweep(spec, r), UsageError);
   r = {};
@@ -65,6 +69,21 @@ TEST(SweepPlan, BadRequestsAreUsageErrors) {
                         "PMIX_RANK", "SLURM_PROCID", "SLURM_NTASKS"})
     unsetenv(v);
   EXPECT_THROW(plan_sweep(spec, r), UsageError);
+}
+
+// threads=0 runs, and is stored, as this machine's core count: beside the grid's own config of
+// that count it is one config, planned once (the first, as written) and listed.
+TEST(SweepPlan, AllCoresAndTheirCountAreOneConfig) {
+  const std::string cores = std::to_string(online_cpus());
+  const SweepSpec spec =
+      parse_sweep("[[grid]]\nfamily = \"fc\"\nlayers = 1\nnodes = 8\nthreads = [0, " + cores +
+                      (cores == "1" ? "" : ", 1") + "]\n",
+                  "t.toml");
+  const SweepPlan plan = plan_sweep(spec, {});
+  ASSERT_EQ(plan.configs.size(), cores == "1" ? 1u : 2u);
+  EXPECT_EQ(plan.configs[0].get("threads"), "0");
+  ASSERT_EQ(plan.same_as_all_cores.size(), 1u);
+  EXPECT_NE(plan.same_as_all_cores[0].find("threads=" + cores), std::string::npos);
 }
 
 }  // namespace

@@ -101,6 +101,8 @@ TEST(SweepSpec, MalformedFilesNameFileLineAndKey) {
             "s.toml:3: key 'layers': value 1 is listed twice");
   EXPECT_EQ(error_of("[[grid]]\nfamily = \"fc\"\ndtype = [\"fp32\", \"fp32\"]\n"),
             "s.toml:3: key 'dtype': value fp32 is listed twice");
+  EXPECT_EQ(error_of("[[grid]]\nfamily = \"fc\"\nnodes = [\"64\", \"064\"]\n"),
+            "s.toml:3: key 'nodes': value 064 is listed twice (064 is 64)");
   // A huge grid is refused before it is expanded.
   EXPECT_NE(error_of("[[grid]]\nfamily = \"fc\"\nlayers = \"1..4000 +1\"\nnodes = \"1..4000 +1\"\n")
                 .find("more than"),

@@ -171,6 +171,13 @@ Command add_sweep(CLI::App& app) {
                   plan.invalid.size(), plan.invalid.size() == 1 ? "" : "s",
                   plan.invalid.size() == 1 ? "is" : "are", printable(plan.invalid.front().config),
                   printable(plan.invalid.front().reason));
+            if (!plan.same_as_all_cores.empty())
+              std::cerr << fmt::format(
+                  "sweep: threads=0 is threads={} on this machine: {} config{} measured once, "
+                  "e.g. {}\n",
+                  online_cpus(), plan.same_as_all_cores.size(),
+                  plan.same_as_all_cores.size() == 1 ? "" : "s",
+                  printable(plan.same_as_all_cores.front()));
             if (a->dry_run) {
               std::cout << fmt::format("{:>5}  {:>12} {:>10} {:<14} {}\n", "#", "FLOP/step",
                                        "memory", "predicted", "config");

@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
 
 #include "base/errors.h"
 #include "cost/cost.h"
 #include "jobs/cluster.h"
+#include "platform/host.h"
 #include "spec/printable.h"
 
 namespace tb {
@@ -28,6 +30,7 @@ SweepPlan plan_sweep(const SweepSpec& spec, const PlanRequest& r) {
   }
   if (!r.stratify.empty() && r.sample == 0)
     throw UsageError("--stratify needs --sample N (how many configs to spread)");
+  if (r.lhs && r.sample == 0) throw UsageError("--lhs needs --sample N (how many configs to draw)");
   if (r.sample > 0)
     configs = r.stratify.empty() ? sample_configs(configs, spec, r.sample, r.seed, r.lhs)
                                  : stratified_sample(configs, r.sample, r.seed, r.stratify);
@@ -51,6 +54,26 @@ SweepPlan plan_sweep(const SweepSpec& spec, const PlanRequest& r) {
   } else if (!r.shard.empty()) {
     const auto [i, n] = parse_shard(r.shard);
     configs = shard(configs, i, n);
+  }
+  {
+    // The sweep resolves threads=0 to every online core before its store lookup
+    // (sweep_runner.cc), and the run stores that count: a threads=0 config and the grid's own
+    // config of that count were one row, measured twice, while the sweep's counts said two. Each
+    // is kept once, as written. After the shard is cut: shards cut on machines of other core
+    // counts must partition the same list.
+    const std::string cores = std::to_string(online_cpus());
+    std::vector<Config> kept;
+    std::set<std::string> seen;
+    for (auto& c : configs) {
+      Config as_run = c;
+      const bool all = c.has("threads") && c.get_int("threads") == 0;
+      if (all) as_run.set("threads", cores);
+      if (seen.insert(as_run.str()).second)
+        kept.push_back(std::move(c));
+      else
+        plan.same_as_all_cores.push_back(c.str());
+    }
+    configs.swap(kept);
   }
   plan.configs = std::move(configs);
   return plan;

@@ -24,6 +24,9 @@ struct PlanRequest {
 struct SweepPlan {
   std::vector<Config> configs;
   std::vector<InvalidCell> invalid;  // combinations of the grid left out (spec/sweep.h)
+  // Configs left out because, with threads=0 read as this machine's cores (as the sweep runs
+  // and stores it), they are another config of the plan (threads=[0, 2] on two cores).
+  std::vector<std::string> same_as_all_cores;
   // Set when the configs are one shard of several (shard_count > 1); `auto` also names where
   // the rank came from ("OMPI_COMM_WORLD_RANK", ...).
   int shard_index = 0, shard_count = 0;

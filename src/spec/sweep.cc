@@ -182,12 +182,9 @@ SweepSpec parse_sweep(const std::string& text, const std::string& origin) {
       const toml::node* n = t.get(p.name);
       if (!n) continue;
       SweepAxis axis{p.name, axis_values(origin, *n, p.name)};
-      // A value listed twice made every config with it twice (a typo, most likely, for
-      // another value); the sweep ran and stored each of them twice.
-      for (size_t i = 0; i < axis.values.size(); ++i)
-        if (std::find(axis.values.begin(), axis.values.begin() + long(i), axis.values[i]) !=
-            axis.values.begin() + long(i))
-          fail(origin, n->source(), p.name, "value " + axis.values[i] + " is listed twice");
+      // A value listed twice (64 and "064" too: the same value as a config writes it) made
+      // every config with it twice, a typo most likely for another value.
+      std::vector<std::string> canonical;
       for (const auto& v : axis.values) {  // validate every value now, with its line
         try {
           auto given = firsts;
@@ -195,10 +192,16 @@ SweepSpec parse_sweep(const std::string& text, const std::string& origin) {
           for (auto& [k, x] : given)
             if (k == p.name) x = v, replaced = true;
           if (!replaced) given.emplace_back(p.name, v);
-          make_config(schema->name, given, /*combine=*/false);
+          const Config c = make_config(schema->name, given, /*combine=*/false);
+          canonical.push_back(c.has(p.name) ? c.get(p.name) : v);
         } catch (const UsageError& e) {
           fail(origin, n->source(), p.name, e.what());
         }
+        if (std::find(canonical.begin(), canonical.end() - 1, canonical.back()) !=
+            canonical.end() - 1)
+          fail(origin, n->source(), p.name,
+               "value " + v + " is listed twice" +
+                   (v == canonical.back() ? "" : " (" + v + " is " + canonical.back() + ")"));
       }
       grid.axes.push_back(std::move(axis));
     }

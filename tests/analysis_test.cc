@@ -5,6 +5,7 @@
 
 #include <random>
 
+#include "analysis/scaling.h"
 #include "analysis/summary.h"
 
 namespace tb {
@@ -71,6 +72,27 @@ TEST(Analysis, AmdahlFractionFromScaling) {
   std::map<int, double> t;
   for (int n : {1, 2, 4, 8}) t[n] = 100.0 / (s + (1 - s) / n);
   EXPECT_NEAR(amdahl_serial_fraction(t), 0.1, 1e-12);
+}
+
+// A series that slows down as it grows (2 threads at 0.16x of one) has no Amdahl fraction:
+// the fit (11.7) is above 1, which the clamp printed as 1.000, a series that does not change.
+TEST(Analysis, ASlowdownHasNoAmdahlFractionButSaysWhy) {
+  EXPECT_NEAR(amdahl_serial_fraction({{1, 100.0}, {2, 16.0}}), (100.0 / 16 - 0.5) / 0.5, 1e-12);
+  RunSet runs;
+  for (const auto& [threads, rate] : std::vector<std::pair<int, double>>{{1, 100}, {2, 16}}) {
+    ::tb::Run r;
+    r.family = "fc";
+    r.status = "ok";
+    r.config = fmt::format("fc:layers=1,nodes=8,threads={}", threads);
+    r.params = {{"layers", "1"}, {"nodes", "8"}, {"threads", std::to_string(threads)}};
+    r.metrics["examples_per_s"] = rate;
+    runs.runs.push_back(r);
+  }
+  const auto series = scaling(runs);
+  ASSERT_EQ(series.size(), 1u);
+  EXPECT_TRUE(std::isnan(series[0].serial_fraction));
+  EXPECT_NE(series[0].amdahl_note.find("slower with more threads than with one"), std::string::npos)
+      << series[0].amdahl_note;
 }
 
 // Profiles with model parts (gpt): the observation names the seq at which the attention

@@ -163,7 +163,9 @@ double amdahl_serial_fraction(const std::map<int, double>& t) {
     num += x * (inv_speedup - 1.0 / n);
     den += x * x;
   }
-  return std::clamp(num / den, 0.0, 1.0);
+  // Unclamped: a fit above 1 (the series slows down) or below 0 (faster than linear) says the
+  // law does not describe it, which a clamped 1.000 or 0.000 hid (analysis/scaling.h).
+  return num / den;
 }
 
 }  // namespace tb

@@ -77,7 +77,8 @@ struct Comparison {
 Comparison compare(const std::map<std::string, double>& a, const std::map<std::string, double>& b);
 
 // Amdahl's law fitted to throughput over worker counts: speedup(n) = 1 / (s + (1 - s) / n);
-// returns the non-parallel fraction s (least squares on 1/speedup = s + (1-s)/n).
+// returns the non-parallel fraction s (least squares on 1/speedup = s + (1-s)/n), unclamped:
+// outside [0, 1] the law does not describe the series.
 double amdahl_serial_fraction(const std::map<int, double>& throughput_by_workers);
 
 }  // namespace tb

@@ -1,5 +1,7 @@
 #include "analysis/scaling.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 
 #include "analysis/analysis.h"
@@ -43,7 +45,19 @@ std::vector<ScalingSeries> scaling(const RunSet& runs, const std::string& param)
   std::vector<ScalingSeries> out;
   for (auto& [k, s] : by_key) {
     if (s.throughput.size() < 2) continue;
-    if (s.throughput.count(1)) s.serial_fraction = amdahl_serial_fraction(s.throughput);
+    if (s.throughput.count(1)) {
+      const double f = amdahl_serial_fraction(s.throughput);
+      if (f > 1)
+        s.amdahl_note = fmt::format(
+            "slower with more {} than with one (fit {:.3g}): Amdahl's law, under which more never "
+            "slows, does not describe it",
+            param, f);
+      else if (f < 0)
+        s.amdahl_note = fmt::format(
+            "faster than linear in {} (fit {:.3g}): Amdahl's law does not describe it", param, f);
+      else
+        s.serial_fraction = f;
+    }
     out.push_back(std::move(s));
   }
   return out;

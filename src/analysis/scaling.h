@@ -16,8 +16,12 @@ struct ScalingSeries {
   std::map<int, double> throughput;   // examples/s by count
   std::map<int, double> utilization;  // FLOPS utilization by count, where known
   std::map<int, std::string> configs;
-  std::map<int, double> comm_share;       // data-parallel runs: exposed communication / step
-  double serial_fraction = std::nan("");  // NaN unless a count of 1 was measured
+  std::map<int, double> comm_share;  // data-parallel runs: exposed communication / step
+  // NaN unless a count of 1 was measured and the law fits: a series that slows down as it
+  // grows (a fit above 1) or speeds up faster than linearly (below 0) gets `amdahl_note`
+  // instead, which says so.
+  double serial_fraction = std::nan("");
+  std::string amdahl_note;
 };
 
 // One series per experiment measured at two or more counts of `param` (threads, workers).

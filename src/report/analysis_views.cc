@@ -266,14 +266,16 @@ View scaling_view(const std::vector<ScalingSeries>& series) {
                         {"scaling_efficiency", nullable(eff)},
                         {"comm_share", nullable(comm)}});
     }
-    v.text += std::isnan(s.serial_fraction)
+    v.text += !s.amdahl_note.empty() ? "  Amdahl: " + s.amdahl_note + "\n"
+              : std::isnan(s.serial_fraction)
                   ? "  Amdahl fit needs a run at 1\n"
                   : fmt::format("  Amdahl non-parallel fraction {:.3f}\n", s.serial_fraction);
     all.push_back({{"series", s.key},
                    {"family", s.family},
                    {"platform", s.platform},
                    {"stack", s.stack},
-                   {"serial_fraction", nullable(s.serial_fraction)}});
+                   {"serial_fraction", nullable(s.serial_fraction)},
+                   {"amdahl_note", s.amdahl_note}});
   }
   v.json = {{"series", all}, {"points", v.rows}};
   return v;

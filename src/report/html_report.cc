@@ -356,8 +356,9 @@ std::string render_report(const RunSet& runs, const Summary& s, const ChartSet& 
         counts += (counts.empty() ? "" : ", ") + std::to_string(n);
       h += "<tr><td><code>" + html_escape(sc.key) + "</code></td><td>" + counts +
            "</td><td class=\"num\">" +
-           (std::isnan(sc.serial_fraction) ? std::string("\u2013")
-                                           : fmt::format("{:.3f}", sc.serial_fraction)) +
+           (!sc.amdahl_note.empty()          ? html_escape(sc.amdahl_note)
+            : std::isnan(sc.serial_fraction) ? std::string("\u2013")
+                                             : fmt::format("{:.3f}", sc.serial_fraction)) +
            "</td></tr>";
     }
     h += "</table>";

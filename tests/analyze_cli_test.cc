@@ -90,6 +90,14 @@ TEST_F(AnalyzeCli, BadInputIsOneLineAndExitTwo) {
       // A metric no run has (fc has no model-FLOPs convention): named, not "too few runs".
       {"analyze sensitivity " + db + " --metric mfu", "none of its"},
       {"analyze heatmap " + db + " --x batch --y nodes --metric mfu", "ok runs has mfu"},
+      {"analyze box " + db + " --metric mfu", "ok runs has mfu"},
+      // Another view's option, which this one would ignore.
+      {"analyze sensitivity " + db + " --x nodes", "--x is an option of analyze heatmap"},
+      {"analyze box " + db + " --cells slice", "--cells is an option of analyze heatmap"},
+      {"analyze heatmap " + db + " --by nodes", "--by is an option of analyze box"},
+      {"analyze scaling " + db + " --metric step_mean_s",
+       "--metric is an option of analyze sensitivity, heatmap, box, observations"},
+      {"compare " + db + " --by platform --metric params", "has no speedup"},
       {"compare " + db + " --by platform --a slow --b nope", "no run has platform 'nope'"},
       {"compare " + db + " --by cell", "--by cell"},
       // A family no run has: refused by every view, not ignored or averaged over nothing.

@@ -1,5 +1,7 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 
@@ -121,15 +123,42 @@ Command add_analyze(CLI::App& app) {
       "  trainbench analyze roofline out/demo.db --format json\n"
       "  trainbench analyze observations out/demo.db");
   return {
-      sub, [a]() {
+      sub, [a, sub]() {
+        // An option of another view would be ignored: refused, naming the views it is for.
+        for (const auto& [option, views] :
+             std::vector<std::pair<std::string, std::vector<std::string>>>{
+                 {"--x", {"heatmap"}},
+                 {"--y", {"heatmap"}},
+                 {"--fix", {"heatmap"}},
+                 {"--cells", {"heatmap"}},
+                 {"--by", {"box"}},
+                 {"--second-order", {"sensitivity"}},
+                 {"--metric", {"sensitivity", "heatmap", "box", "observations"}}})
+          if (sub->count(option) && std::find(views.begin(), views.end(), a->view) == views.end())
+            throw UsageError(fmt::format("{} is an option of analyze {}, not of analyze {}", option,
+                                         fmt::join(views, ", "), a->view));
         const RunSet runs = only_family(load_runs(a->stores), a->family);
         SummaryOptions so;
         so.metric = a->metric;
         so.second_order = a->second_order;
         metric_info(a->metric);
-        if (a->view == "box")
+        if (a->view == "box") {
+          // As below for the regression: a metric no ok run has draws no box, not an empty table.
+          size_t ok = 0, with_metric = 0;
+          for (const auto& r : runs.runs) {
+            ok += r.ok();
+            with_metric += r.ok() && std::isfinite(r.metric(a->metric));
+          }
+          if (ok > 0 && with_metric == 0)
+            throw UsageError(fmt::format(
+                "none of the {} ok runs has {}{}", ok, a->metric,
+                a->metric == "flops_utilization" || a->metric == "mfu"
+                    ? " (no platform peak was known when they ran: `trainbench platform` before "
+                      "the sweep gives one; or --metric examples_per_s)"
+                    : ""));
           return emit("box", box_view(box_groups(runs, a->metric, a->by, a->family), a->metric),
                       a->format, a->out);
+        }
         if (a->view == "roofline")
           return emit("roofline", roofline_view(rooflines(runs)), a->format, a->out);
         if (a->view == "scaling") {

@@ -48,6 +48,8 @@ TEST(Cli, BadInputIsOneLineAndExitTwo) {
       {"profile fc:nodes=8 --peak-gflops -5", "'-5' is not a positive number"},
       {"sweep demo --dry-run --budget nan", "'nan' is not a number"},
       {"emulate --lr -1", "lr -1"},
+      {"emulate --lr inf", "lr inf"},
+      {"emulate --lr 1e400", "lr inf"},
       {"emulate --threads -1", "threads -1"},
       {"suite --dry-run --models ''", "--models '': no model named"},
       // A directory where a file is meant, refused before any work.

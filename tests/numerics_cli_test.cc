@@ -153,6 +153,18 @@ TEST(NumericsCli, FormatsListsEveryPreset) {
     EXPECT_NE(o.out.find(std::string("\n") + n + " "), std::string::npos) << n;
   EXPECT_NE(o.out.find("57344"), std::string::npos);
   EXPECT_NE(o.out.find("448"), std::string::npos);
+  // No largest value is printed above what the format holds (q8.8's read as 128), and each
+  // block format says what a NaN or Inf does to it.
+  EXPECT_NE(o.out.find(" 127.99609375 "), std::string::npos) << o.out;
+  for (const auto& [name, special] :
+       std::vector<std::pair<std::string, std::string>>{{"mxfp8_e4m3", "NaN scale (MX)"},
+                                                        {"nvfp4", "NaN kept, Inf saturates"},
+                                                        {"bfp8", "NaN kept, Inf saturates"}}) {
+    const auto at = o.out.find("\n" + name + " ");
+    ASSERT_NE(at, std::string::npos) << name;
+    EXPECT_NE(o.out.substr(at, o.out.find('\n', at + 1) - at).find(special), std::string::npos)
+        << name;
+  }
 }
 
 TEST(NumericsCli, BadInputIsOneLineAndExitTwo) {

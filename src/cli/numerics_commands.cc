@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstring>
 #include <iostream>
 #include <limits>
 
@@ -322,6 +323,19 @@ Command add_quantize(CLI::App& app) {
       }};
 }
 
+namespace {
+// A grid's largest value for the formats table: 5 significant digits unless they state more
+// than the value (q8.8's, 127.99609375, read as 128, a value the format cannot hold), then as
+// many as it takes not to.
+std::string largest_value(double v) {
+  for (const int digits : {5, 9, 17}) {
+    const std::string text = fmt::format("{:.{}g}", v, digits);
+    if (std::fabs(std::strtod(text.c_str(), nullptr)) <= std::fabs(v)) return text;
+  }
+  return fmt::format("{}", v);
+}
+}  // namespace
+
 Command add_formats(CLI::App& app) {
   auto* sub = app.add_subcommand("formats", "List the number-format presets: range, precision");
   sub->footer(
@@ -332,7 +346,9 @@ Command add_formats(CLI::App& app) {
       "  trainbench formats\n"
       "  trainbench quantize --format e5m2 57344 61440");
   return {sub, []() {
-            std::cout << fmt::format("{:<12} {:>5} {:>12} {:>12} {:>12} {:>9}  {:<27} {}\n", "name",
+            // Values as the shortest text that reads back as the same value: at 5 digits, q8.8's
+            // largest (127.99609375) printed as 128, a value it cannot hold.
+            std::cout << fmt::format("{:<12} {:>5} {:>13} {:>13} {:>13} {:>9}  {:<27} {}\n", "name",
                                      "bits", "max", "min normal", "min subnorm", "epsilon",
                                      "special values", "descriptor");
             for (const auto& p : num::format_presets()) {
@@ -340,19 +356,23 @@ Command add_formats(CLI::App& app) {
               const std::string bits = fmt::format("{:g}", f.bits_per_element());
               if (f.kind == num::Format::Kind::kFloat) {
                 const auto& fp = f.fp;
-                std::cout << fmt::format(
-                    "{:<12} {:>5} {:>12.5g} {:>12.5g} {:>12.5g} {:>9.3g}  {:<27} {}\n", p.name,
-                    bits, fp.max_finite(), fp.min_normal(), fp.min_subnormal(),
-                    std::ldexp(1.0, -fp.man_bits), specials(fp), f.str());
+                std::cout << fmt::format("{:<12} {:>5} {:>13} {:>13} {:>13} {:>9.3g}  {:<27} {}\n",
+                                         p.name, bits, largest_value(fp.max_finite()),
+                                         fmt::format("{:.5g}", fp.min_normal()),
+                                         fmt::format("{:.5g}", fp.min_subnormal()),
+                                         std::ldexp(1.0, -fp.man_bits), specials(fp), f.str());
               } else if (f.kind == num::Format::Kind::kFixed) {
                 std::cout << fmt::format(
-                    "{:<12} {:>5} {:>12.5g} {:>12} {:>12.5g} {:>9.3g}  {:<27} {}\n", p.name, bits,
+                    "{:<12} {:>5} {:>13} {:>13} {:>13} {:>9.3g}  {:<27} {}\n", p.name, bits,
                     f.fx.max_value(), "-", std::ldexp(1.0, -f.fx.frac_bits),
                     std::ldexp(1.0, -f.fx.frac_bits), "none (saturates)", f.str());
               } else {
-                std::cout << fmt::format("{:<12} {:>5} {:>12} {:>12} {:>12} {:>9}  {:<27} {}\n",
-                                         p.name, bits, "-", "-", "-", "-", "NaN scale (MX)",
-                                         f.str());
+                // What a NaN or Inf does to its block: MX's shared scale becomes NaN (every
+                // element NaN); NVFP4 and BFP keep a NaN element and saturate an Inf.
+                const bool mx = f.blk.kind == num::BlockFormat::Kind::kMx;
+                std::cout << fmt::format(
+                    "{:<12} {:>5} {:>13} {:>13} {:>13} {:>9}  {:<27} {}\n", p.name, bits, "-", "-",
+                    "-", "-", mx ? "NaN scale (MX)" : "NaN kept, Inf saturates", f.str());
               }
               std::cout << fmt::format("{:<12} {}\n", "", p.summary);
             }

@@ -555,7 +555,8 @@ EmulationResult emulate(const EmulationOptions& given, const Policy& p, const Pr
                      " (0: the step before each evaluation, or every N steps)");
   if (o.seeds < 1 || o.seeds > 1000)
     throw UsageError("seeds " + std::to_string(o.seeds) + " (1..1000)");
-  if (!(o.lr > 0)) throw UsageError(fmt::format("lr {} (a learning rate above 0)", o.lr));
+  if (!(o.lr > 0) || !std::isfinite(o.lr))
+    throw UsageError(fmt::format("lr {} (a finite learning rate above 0)", o.lr));
   if (o.threads < 0)
     throw UsageError("threads " + std::to_string(o.threads) + " (0: every core, or a count)");
   num::parse_loss_scale(p.loss_scale);

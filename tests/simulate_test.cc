@@ -1742,6 +1742,13 @@ TEST(Validation, PredictsEveryOkRunOfASyntheticStore) {
   const auto over = sim::validate(runs, big);
   ASSERT_EQ(over.size(), 2u);
   EXPECT_LT(over[0].points[0].predicted_s, vs[0].points[0].predicted_s);
+  // Both named: where the runs were measured, and the description that predicted them.
+  EXPECT_EQ(over[0].platform, vs[0].platform);
+  EXPECT_EQ(over[0].description, big.name);
+  EXPECT_NE(sim::format_validation(over).find("(predicted from the description " + big.name + ")"),
+            std::string::npos)
+      << sim::format_validation(over);
+  EXPECT_EQ(sim::to_json(over[0])["description"], big.name);
   // The report gains the section: the chart and the error table.
   const std::string out = ::testing::TempDir() + "/simreport-" + std::to_string(getpid()) + ".html";
   write_report({path}, out, {});

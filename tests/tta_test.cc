@@ -562,6 +562,18 @@ TEST(TtaCli, UnknownPlatformAndMissingStoreExit2WithOneLine) {
     EXPECT_EQ(v["status"] == "unsupported", v["format"] == "e4m3") << v.dump();
   EXPECT_TRUE(j.contains("context"));
   std::remove(path.c_str());
+  // A store without emulations, and simulate --validate over runs whose platform has no
+  // description: nothing computed, exit 2 with one line, not an empty result with exit 0.
+  const std::string empty = temp_store("tta-empty");
+  Store::open(empty);
+  const auto d = testing::run_cli("tta --store " + empty + " --platform tpu-v2-board");
+  EXPECT_EQ(d.status, 2) << d.out;
+  EXPECT_NE(d.err.find("no emulation results"), std::string::npos) << d.err;
+  EXPECT_EQ(std::count(d.err.begin(), d.err.end(), '\n'), 1) << d.err;
+  const auto e = testing::run_cli("simulate --validate " + empty);
+  EXPECT_EQ(e.status, 2) << e.out;
+  EXPECT_NE(e.err.find("nothing to validate"), std::string::npos) << e.err;
+  std::remove(empty.c_str());
 }
 
 }  // namespace

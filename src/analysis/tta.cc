@@ -318,8 +318,6 @@ std::string format_tta(const TtaResult& r) {
   std::ostringstream o;
   o << fmt::format("time to accuracy on {}: emulated iterations x simulated step time\n{}\n",
                    r.platform, r.validation);
-  if (r.variants.empty())
-    o << "no emulation results in the store(s): run `trainbench emulate --store`\n";
   // Each variant's protocol is printed where the variants differ in it.
   const bool protocols = std::any_of(r.variants.begin(), r.variants.end(), [&](const auto& v) {
     return v.protocol != r.variants.front().protocol;

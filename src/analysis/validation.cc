@@ -146,6 +146,7 @@ std::vector<Validation> validate(const RunSet& runs,
     if (!d) continue;
     Validation v;
     v.platform = info.name;
+    v.description = d->name;
     v.model = describe_model(*d);
     for (const auto& r : runs.runs) {
       if (r.platform != info.name || !r.ok()) continue;
@@ -223,16 +224,20 @@ nlohmann::json to_json(const Validation& v) {
       {"runs_to", v.runs_to.empty() ? nlohmann::json() : nlohmann::json(v.runs_to)},
       {"hours_apart",
        std::isfinite(v.hours_apart) ? nlohmann::json(v.hours_apart) : nlohmann::json()}};
-  return {{"platform", v.platform}, {"model", v.model}, {"errors", stats_json(v.all)},
-          {"per_family", fam},      {"points", points}, {"skipped", v.skipped},
-          {"measured", when}};
+  return {{"platform", v.platform}, {"description", v.description},
+          {"model", v.model},       {"errors", stats_json(v.all)},
+          {"per_family", fam},      {"points", points},
+          {"skipped", v.skipped},   {"measured", when}};
 }
 
 std::string format_validation(const std::vector<Validation>& vs) {
   std::ostringstream o;
-  if (vs.empty()) o << "no platform with a description in the store(s): nothing to validate\n";
   for (const auto& v : vs) {
-    o << fmt::format("platform {}: {} runs predicted, {} skipped\nmodel: {}\n", v.platform,
+    // Named twice where --platform put another description in the stored one's place.
+    o << fmt::format("platform {}{}: {} runs predicted, {} skipped\nmodel: {}\n", v.platform,
+                     v.description.empty() || v.description == v.platform
+                         ? ""
+                         : fmt::format(" (predicted from the description {})", v.description),
                      v.points.size(), v.skipped.size(), v.model);
     o << fmt::format("{:<10} {:>5} {:>14} {:>14} {:>22} {:>16} {:>9}\n", "family", "runs",
                      "median error", "p90 error", "median pred/measured", "measured spread",

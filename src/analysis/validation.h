@@ -47,7 +47,8 @@ struct ErrorStats {
 ErrorStats error_stats(const std::vector<ValidationPoint>& points);
 
 struct Validation {
-  std::string platform;
+  std::string platform;     // where the runs were measured (the store's platform row)
+  std::string description;  // the description the predictions used (--platform, or the row's)
   // What the prediction rests on: the pure roofline, or the roofline with the
   // description's efficiency (which trainbench platform measures with micro-benchmarks,
   // so the runs being predicted play no part in it).

@@ -113,6 +113,11 @@ Command add_simulate(CLI::App& app) {
               std::optional<PlatformDescription> d;
               if (!a->platform.empty()) d = find_platform(a->platform);
               const auto vs = sim::validate(load_runs(a->inputs), d);
+              // Nothing validated is not a result: a script must not read it as one.
+              if (vs.empty())
+                throw UsageError(
+                    "no platform of the store(s) has a description: nothing to validate (give "
+                    "--platform NAME|FILE, or run `trainbench platform` before the runs)");
               print(vs, "trainbench.simulate.validation", sim::format_validation);
               return 0;
             }

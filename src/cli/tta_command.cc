@@ -43,6 +43,10 @@ Command add_tta(CLI::App& app) {
   return {sub, [a]() {
             const PlatformDescription p = find_platform(a->platform);
             const auto emulations = load_emulations(a->stores);  // the result points into it
+            if (emulations.empty())
+              throw UsageError(
+                  "no emulation results in the store(s): nothing to time (run `trainbench "
+                  "emulate --store STORE` first)");
             const TtaResult r = time_to_accuracy(emulations, p, a->baseline, a->run_as);
             if (a->json)
               std::cout << document("trainbench.tta", {{"results", to_json(r)}}).dump(2) << "\n";

@@ -180,6 +180,11 @@ TEST(Simulate, AFormatWithoutAPeakIsRefusedUnlessTheDescriptionSaysWhatItRunsAs)
   EXPECT_EQ(sim::resolve_format(p, "e4m3").peak_dtype, "fp8");
   EXPECT_TRUE(sim::resolve_format(p, "e4m3").note.empty());
   EXPECT_EQ(sim::resolve_format(p, "e3m4").peak_dtype, "fp8");
+  // Every peak key is a format name too: fp4 as fp8 is, 4 bits at the fp4 peak.
+  p.peak_tflops["fp4"] = 400;
+  EXPECT_EQ(sim::resolve_format(p, "fp4").peak_dtype, "fp4");
+  EXPECT_EQ(sim::resolve_format(p, "fp4").bits, 4);
+  p.peak_tflops.erase("fp4");
   try {
     sim::resolve_format(p, "fp32");
     ADD_FAILURE() << "fp32 without a peak was accepted";

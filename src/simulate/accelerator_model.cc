@@ -265,6 +265,8 @@ SimFormat resolve_format(const PlatformDescription& p, const std::string& format
     f.bits = 64;
   } else if (format == "fp8") {
     f.bits = 8;
+  } else if (format == "fp4") {  // every peak_tflops key is a format name (fp8's 4-bit kin)
+    f.bits = 4;
   } else {
     try {
       const num::Format nf = num::parse_format(format);

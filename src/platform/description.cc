@@ -603,7 +603,7 @@ PlatformDescription parse_platform(const json& j, const std::string& origin) {
     for (const char* k : {"rows", "cols"}) {
       const json* v = sr.get(k, false);
       if (!v || !v->is_number_integer() || v->get<int64_t>() <= 0 || v->get<int64_t>() > 65536)
-        r.fail(std::string("systolic_array.") + k, "expected a positive integer");
+        r.fail(std::string("systolic_array.") + k, "expected an integer from 1 to 65536");
       (std::string(k) == "rows" ? sa.rows : sa.cols) = v->get<int>();
     }
     sa.dataflow = sr.str("dataflow", false);

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "store/sqlite.h"
 #include "support/cli.h"
 #include "support/files.h"
 #include "support/synthetic_store.h"
@@ -78,6 +79,13 @@ TEST_F(AnalyzeCli, BadInputIsOneLineAndExitTwo) {
   // Where a refused report would have gone: none must be written.
   const std::string refused_html =
       ::testing::TempDir() + "/refused-" + std::to_string(getpid()) + ".html";
+  const std::string empty_file =
+                        ::testing::TempDir() + "/empty-" + std::to_string(getpid()) + ".db",
+                    other_db = ::testing::TempDir() + "/other-" + std::to_string(getpid()) + ".db";
+  std::ofstream(empty_file).flush();
+  std::remove(other_db.c_str());
+  ::tb::sql::Database(other_db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
+      .exec("CREATE TABLE x(a)");
   const std::pair<std::string, std::string> cases[] = {
       {"analyze nope " + db, "nope"},
       {"analyze sensitivity /nonexistent/x.db", "does not exist"},
@@ -114,6 +122,9 @@ TEST_F(AnalyzeCli, BadInputIsOneLineAndExitTwo) {
       {"report " + db + " -o " + refused_html + " --color bogus",
        "--color 'bogus': no run has that hyperparameter"},
       {"report " + std::string(TB_SOURCE_DIR) + "/README.md -o " + refused_html, "cannot read it"},
+      // An empty file and an SQLite file of another program: said so, without SQLite's query.
+      {"export " + empty_file, "'" + empty_file + "': not a trainbench results store"},
+      {"export " + other_db, "'" + other_db + "': not a trainbench results store"},
   };
   ::tb::testing::run_cli_cases(cases, [](const auto& c, const Output& o) {
     const auto& [args, needle] = c;

@@ -196,6 +196,10 @@ TEST(NumericsCli, BadInputIsOneLineAndExitTwo) {
        "--numerics a:nvfp4+rht:16 --max-iters 2",
        "rht:16: the layer's input has 8 rows (batch x tokens"},
       {"emulate --count-every -1", "count-every -1"},
+      // A key that is neither a point nor a format kind is named as such.
+      {"emulate --numerics w:e4m3+x:e5m2",
+       "'x' in 'x:e5m2' is neither a point key (w, a, e, g, o, m"},
+      {"quantize --format fixed:w=8 1", "fixed needs f= (fraction bits)"},
       {"emulate --weights mx:elem=e4m3,scale=up", "scale=up"},
       {"emulate --dataset wikitext", "dataset 'wikitext'"},
       {"emulate --dataset gcide --target-loss -2", "target-loss -2"},

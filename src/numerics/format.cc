@@ -417,7 +417,11 @@ Format parse_format(const std::string& text) {
   }
   if (family == "fixed") {
     auto kv = key_values(text, body, {"w", "f", "signed", "sat"});
-    if (!kv.count("w") || !kv.count("f")) bad(text, "fixed needs w= and f=");
+    if (!kv.count("w") || !kv.count("f"))
+      bad(text, std::string("fixed needs ") + (!kv.count("w") && !kv.count("f")
+                                                   ? "w= (total bits) and f= (fraction bits)"
+                                               : !kv.count("w") ? "w= (total bits)"
+                                                                : "f= (fraction bits)"));
     r.kind = Format::Kind::kFixed;
     r.fx.word_bits = to_int(text, "w", kv["w"]);
     r.fx.frac_bits = to_int(text, "f", kv["f"]);

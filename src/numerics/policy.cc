@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <set>
 
 #include "base/errors.h"
 #include "numerics/format.h"
@@ -269,7 +270,16 @@ NumericsPolicy parse_numerics(const std::string& text) {
       throw UsageError("numerics '" + text + "': '" + key + "' in '" + item +
                        "' (per-layer keys: w, a, e, g, o, m)");
     // No known key: the whole item is a point for all six places (`e4m3`, `fixed:w=8;f=4`).
-    check_point(item, text);
+    // A KEY: that is no point key (`x:e5m2`) then reads as an unknown format kind: name both.
+    try {
+      check_point(item, text);
+    } catch (const UsageError& e) {
+      static const std::set<std::string> kKinds = {"fp", "fixed", "bfp", "mx", "nvfp4"};
+      if (colon == std::string::npos || kKinds.count(key)) throw;
+      throw UsageError("numerics '" + text + "': '" + key + "' in '" + item +
+                       "' is neither a point key (w, a, e, g, o, m, ls, act, unit, rht, or KEY.N "
+                       "per layer) nor a format kind (fp, fixed, bfp, mx, nvfp4)");
+    }
     p.points.fill(item);
   }
   if (p.is_fp32()) return NumericsPolicy{};  // `w.0:off` and the like: nothing is rounded

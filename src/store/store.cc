@@ -46,6 +46,14 @@ bool on_network_filesystem(const std::string& path) {
 
 // A trainbench store that SQLite finds intact, or a UsageError naming the path.
 void check_is_store(sql::Database& db, const std::string& path) {
+  // An SQLite file without trainbench's meta table (an empty file is one) is not a store: said
+  // so, as for a meta table of another format, not as SQLite's "no such table" with its query.
+  bool has_meta = false;
+  {
+    auto t = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'");
+    has_meta = t.step();
+  }
+  if (!has_meta) throw UsageError("store '" + path + "': not a trainbench results store");
   auto st = db.prepare("SELECT value FROM meta WHERE key = 'format'");
   if (!st.step() || st.text(0) != "trainbench-results")
     throw UsageError("store '" + path + "': not a trainbench results store");
@@ -308,7 +316,10 @@ std::unique_ptr<Store> Store::open_read_only(const std::string& path) {
   } catch (const UsageError&) {
     throw;
   } catch (const std::exception& e) {
-    throw UsageError("store '" + path + "': cannot read it (" + e.what() + ")");
+    // SQLite's reason, without the query it failed on (sql::Error appends it).
+    const std::string why = e.what();
+    throw UsageError("store '" + path + "': cannot read it (" + why.substr(0, why.find(" in: ")) +
+                     ")");
   }
   return std::unique_ptr<Store>(new Store(path, std::move(db)));
 }

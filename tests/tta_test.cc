@@ -132,6 +132,47 @@ TEST(EmulationStore, MergeCarriesVariantsOverOnce) {
   std::remove(merged.c_str());
 }
 
+// A run in several stores is kept once, by one rule whatever the order of the stores: a
+// success over a failure, else the later finish; the counts say what was dropped.
+TEST(RunStore, MergeKeepsTheLaterOrSuccessfulRunWhateverTheOrder) {
+  const std::string cfg = "fc:layers=1,nodes=8,input=8,output=2,batch=4,threads=1";
+  const auto store_with = [&](const std::string& name, const std::string& status,
+                              const std::string& finished, double rate) {
+    const std::string path = temp_store(name);
+    auto s = Store::open(path);
+    const json r = {{"config", cfg},
+                    {"status", status},
+                    {"started_at", finished},
+                    {"finished_at", finished},
+                    {"metrics", {{"examples_per_s", rate}}}};
+    s->add_run(r, s->platform_id({{"host", "h"}}, "h", json()), s->stack_id({{"blas", "x"}}), "",
+               false);
+    return path;
+  };
+  const std::string early = store_with("m-early", "ok", "2026-11-30T01:00:00Z", 100),
+                    late = store_with("m-late", "ok", "2026-11-30T02:00:00Z", 200),
+                    failed = store_with("m-failed", "crashed", "2026-11-30T03:00:00Z", 0);
+  for (const auto& order : std::vector<std::vector<std::string>>{
+           {early, late, failed}, {failed, late, early}, {late, early, failed}}) {
+    const std::string merged = temp_store("m-out");
+    auto out = Store::open(merged);
+    Store::MergeCounts n;
+    for (const auto& in : order) {
+      auto src = Store::open_read_only(in);
+      const auto m = out->merge_from(*src);
+      n.added += m.added, n.replaced += m.replaced, n.kept += m.kept;
+    }
+    EXPECT_EQ(n.added, 1);
+    EXPECT_EQ(n.added + n.replaced + n.kept, 3);
+    const json r = out->run_result(cfg, out->platform_id({{"host", "h"}}, "h", json()),
+                                   out->stack_id({{"blas", "x"}}));
+    EXPECT_EQ(r["status"], "ok");
+    EXPECT_EQ(r["finished_at"], "2026-11-30T02:00:00Z");
+    std::remove(merged.c_str());
+  }
+  for (const auto& p : {early, late, failed}) std::remove(p.c_str());
+}
+
 // What rounding did, per point and evaluation, survives JSON text, an Inf amax (an overflowed
 // tensor, which JSON writes as null) included.
 TEST(EmulationStore, ScalingSamplesRoundTripThroughJsonWithAnInfAmax) {

@@ -23,15 +23,25 @@ Command add_merge(CLI::App& app) {
   sub->footer(
       "Examples:\n"
       "  trainbench merge shard1.db shard2.db shard3.db -o all.db\n"
-      "A run present in several stores (same config, platform and software stack) is kept once.");
+      "A run present in several stores (same config, platform and software stack) is kept once:\n"
+      "a success over a failure, else the one that finished later, whatever the stores' order.");
   return {sub, [a]() {
             std::vector<std::unique_ptr<Store>> inputs;  // all checked before anything is written
             for (const auto& p : a->inputs) inputs.push_back(Store::open_read_only(p));
             auto out = Store::open(a->output);
-            int64_t added = 0;
-            for (auto& in : inputs) added += out->merge_from(*in);
-            std::cout << fmt::format("merged {} new runs into {} ({} runs)\n", added,
+            Store::MergeCounts n;
+            for (auto& in : inputs) {
+              const Store::MergeCounts m = out->merge_from(*in);
+              n.added += m.added, n.replaced += m.replaced, n.kept += m.kept;
+            }
+            std::cout << fmt::format("merged {} new runs into {} ({} runs)", n.added,
                                      printable(a->output), out->count_runs());
+            if (n.replaced || n.kept)
+              std::cout << fmt::format(
+                  "; of runs present twice, {} replaced by the later or successful one, {} "
+                  "dropped for one already there",
+                  n.replaced, n.kept);
+            std::cout << "\n";
             return 0;
           }};
 }

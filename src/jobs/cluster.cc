@@ -95,7 +95,7 @@ int64_t merge_shards(const std::string& store, int n, double timeout_s, std::ost
     inputs.push_back(Store::open_read_only(shard_store_path(store, i, n)));
   auto out = Store::open(store);
   int64_t added = 0;
-  for (auto& in : inputs) added += out->merge_from(*in);
+  for (auto& in : inputs) added += out->merge_from(*in).added;
   log << fmt::format("merged {} shard stores into {} ({} new runs, {} in all)\n", n, store, added,
                      out->count_runs());
   return added;

@@ -563,9 +563,9 @@ std::vector<json> Store::platforms() {
   return out;
 }
 
-int64_t Store::merge_from(Store& other) {
+Store::MergeCounts Store::merge_from(Store& other) {
   return writing(*this, [&] {
-    int64_t added = 0;
+    MergeCounts n;
     auto src = other.db_->prepare(
         "SELECT platform.identity, platform.name, platform.detail, stack.identity, run.sweep, "
         "run.result, run.step_times FROM run JOIN platform ON platform.id = run.platform_id JOIN "
@@ -575,15 +575,29 @@ int64_t Store::merge_from(Store& other) {
                                     src.text(2).empty() ? json() : json::parse(src.text(2)));
       const int64_t s = stack_id(json::parse(src.text(3)));
       json r = json::parse(src.text(5));
-      const std::string have = run_status(r.at("config").get<std::string>(), p, s);
-      // Keep one row per run; a success replaces a failure recorded for the same run.
-      if (!have.empty() && (have == "ok" || r.value("status", std::string()) != "ok")) continue;
+      const std::string config = r.at("config").get<std::string>();
+      const std::string have = run_status(config, p, s);
+      if (!have.empty()) {
+        // A success over a failure; of two alike, the later finish (ISO 8601 UTC sorts as text).
+        const bool ok_here = have == "ok", ok_there = r.value("status", std::string()) == "ok";
+        bool theirs = ok_there && !ok_here;
+        if (ok_here == ok_there) {
+          const json mine = run_result(config, p, s);
+          theirs = r.value("finished_at", std::string()) > mine.value("finished_at", std::string());
+        }
+        if (!theirs) {
+          ++n.kept;
+          continue;
+        }
+        ++n.replaced;
+      } else {
+        ++n.added;
+      }
       r["step_times_s"] = json::parse(src.text(6).empty() ? "[]" : src.text(6));
       add_run(r, p, s, src.text(4), !have.empty());
-      ++added;
     }
     merge_extras_from(other);
-    return added;
+    return n;
   });
 }
 

@@ -57,10 +57,17 @@ class Store {
   // Every platform row: id, name, identity and detail (a platform description, or null).
   std::vector<nlohmann::json> platforms();
   int64_t count_runs();
-  // Copies the other store's platforms, stacks and runs, skipping runs already present, and
-  // its profiles and memory breakdowns, skipping those already present.
-  // Returns the number of runs added.
-  int64_t merge_from(Store& other);
+  // Copies the other store's platforms, stacks and runs, and its profiles and memory
+  // breakdowns, skipping those already present. A run (config, platform, stack) is kept once:
+  // a success over a failure, and of two of the same outcome the one that finished later (a
+  // re-measurement), whichever store it came from, so the result does not depend on the order
+  // of the stores.
+  struct MergeCounts {
+    int64_t added = 0;     // runs new here
+    int64_t replaced = 0;  // runs here replaced by the other store's
+    int64_t kept = 0;      // the other store's runs dropped for one here
+  };
+  MergeCounts merge_from(Store& other);
   // Per-operator profiles (`trainbench profile --store`, `sweep --profile`): one summary row
   // in profile_run and one row per operator in profile, replacing an earlier profile of the
   // same config/platform/stack. `profile` is the object to_json(Profile) makes.

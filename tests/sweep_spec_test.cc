@@ -96,6 +96,9 @@ TEST(SweepSpec, MalformedFilesNameFileLineAndKey) {
                 .find("s.toml:3: key 'nodes'"),
             std::string::npos);
   EXPECT_NE(error_of("[[grid]\nfamily=1").find("s.toml:1:"), std::string::npos);  // TOML syntax
+  EXPECT_EQ(error_of("name = \"a\\u001b[31mb\"\n[[grid]]\nfamily = \"fc\"\n"),
+            "s.toml:1: key 'name': 'a\\e[31mb' holds a control character (a line break, an "
+            "escape)");
   // A value listed twice would make each of its configs twice.
   EXPECT_EQ(error_of("[[grid]]\nfamily = \"fc\"\nlayers = [1, 2, 1]\n"),
             "s.toml:3: key 'layers': value 1 is listed twice");

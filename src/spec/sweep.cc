@@ -120,7 +120,14 @@ SweepSpec parse_sweep(const std::string& text, const std::string& origin) {
     if (key == "name" || key == "description") {
       auto v = node.as_string();
       if (!v) fail(origin, node.source(), key, "expected a string");
-      (key == "name" ? s.name : s.description) = v->get();
+      // The name goes into every stored run's `sweep` column and exports: text, not a terminal
+      // escape or a line break.
+      const std::string& text = v->get();
+      if (std::any_of(text.begin(), text.end(),
+                      [](char ch) { return (unsigned char)ch < 0x20 || ch == 0x7F; }))
+        fail(origin, node.source(), key,
+             "'" + printable(text) + "' holds a control character (a line break, an escape)");
+      (key == "name" ? s.name : s.description) = text;
     } else if (key == "budget") {
       s.budget_s = number_in(origin, node, key, 0.01, 1e6);  // the ranges `run` accepts
     } else if (key == "timeout") {

@@ -66,7 +66,11 @@ TEST(Suite, UnknownModelIsAUsageErrorNamingIt) {
     EXPECT_NE(m.find("'resnet5O'"), std::string::npos) << m;
     EXPECT_EQ(m.find('\n'), std::string::npos);
   }
-  EXPECT_EQ(split_models(" a, b,,c "), (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(split_models(" a, b, c "), (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_TRUE(split_models(" ").empty());
+  // A stray comma or a name given twice is refused, not read as the list without it.
+  for (const char* bad : {" a, b,,c ", "a,", "a,b,a"})
+    EXPECT_THROW(split_models(bad), UsageError) << bad;
   EXPECT_EQ(suite_configs({"fake_reference", "fake_reference"}, false).size(), 1u);
 }
 

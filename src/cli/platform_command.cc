@@ -51,8 +51,14 @@ Command add_platform(CLI::App& app) {
       "time and are never cached. Your own platforms: put description files in\n"
       "~/.config/trainbench/platforms or TRAINBENCH_PLATFORMS; format in docs/platforms.md.");
   return {
-      sub, [a]() {
+      sub, [a, sub]() {
         if (a->list) {
+          // The list is every platform as it is: an option for one of them or for a
+          // measurement would be ignored.
+          for (const char* o : {"--spec", "--at", "--refresh", "--threads", "--quick"})
+            if (sub->count(o))
+              throw UsageError(std::string("--list takes no ") + o +
+                               " (--spec NAME shows one platform)");
           std::vector<std::string> problems;
           const auto ps = list_platforms(&problems);
           for (const auto& p : problems) std::cerr << "platform: skipped " << p << "\n";

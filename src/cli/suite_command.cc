@@ -83,6 +83,8 @@ Command add_suite(CLI::App& app) {
             if (models.empty() && sub->count("--models"))
               throw UsageError("--models '" + a->models + "': no model named");
             if (a->list) {
+              if (sub->count("--models"))
+                throw UsageError("--list lists every model: it takes no --models");
               const auto refs = reference_families();
               std::cout << fmt::format("{:<16} {:<28} {:<8} {:<28} {}\n", "model", "task", "unit",
                                        "batch sweep", "default config");

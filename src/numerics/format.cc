@@ -139,10 +139,13 @@ bool to_bool(const std::string& text, const std::string& key, const std::string&
 std::map<std::string, std::string> key_values(const std::string& text, const std::string& body,
                                               const std::vector<std::string>& allowed) {
   std::map<std::string, std::string> kv;
+  // `fp:e=4,m=3,` or `e=4,,m=3`: a list with an item left out, refused as --models' are.
+  if (!body.empty() &&
+      (body.front() == ',' || body.back() == ',' || body.find(",,") != std::string::npos))
+    bad(text, "an empty item (a stray comma?)");
   std::stringstream ss(body);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    if (item.empty()) continue;
     const auto eq = item.find('=');
     if (eq == std::string::npos) bad(text, "'" + item + "' is not key=value");
     const std::string k = item.substr(0, eq);

@@ -18,13 +18,19 @@ std::vector<const FamilySchema*> reference_families() {
 
 std::vector<std::string> split_models(const std::string& text) {
   std::vector<std::string> out;
+  if (text.find_first_not_of(" \t") == std::string::npos) return out;
   size_t start = 0;
   while (start <= text.size()) {
     const size_t comma = std::min(text.find(',', start), text.size());
     std::string item = text.substr(start, comma - start);
     item.erase(0, item.find_first_not_of(" \t"));
     item.erase(item.find_last_not_of(" \t") + 1);
-    if (!item.empty()) out.push_back(item);
+    // `fc,` or `fc,,lstm` is a list with a name left out, `fc,fc` one named twice: refused, as
+    // a sweep file's duplicate values are, not read as the list without them.
+    if (item.empty()) throw UsageError("--models '" + text + "': an empty name (a stray comma?)");
+    if (std::find(out.begin(), out.end(), item) != out.end())
+      throw UsageError("--models '" + text + "': '" + item + "' is named twice");
+    out.push_back(item);
     start = comma + 1;
   }
   return out;

@@ -54,6 +54,12 @@ TEST(Analysis, PercentilesMatchADirectComputation) {
   EXPECT_DOUBLE_EQ(b.p98, 98);
   EXPECT_EQ(b.outliers, (std::vector<double>{0, 1, 99, 100}));
   EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4}, 50), 2.5);
+  // The whiskers are observed values: a box of few runs has them at its extremes, and no
+  // outliers (interpolated, 2 of 4 runs were).
+  const BoxStats few = box_stats({4, 1, 3, 2});
+  EXPECT_DOUBLE_EQ(few.p2, 1);
+  EXPECT_DOUBLE_EQ(few.p98, 4);
+  EXPECT_TRUE(few.outliers.empty());
   EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4}, 2), 1.06);
 }
 
@@ -72,6 +78,33 @@ TEST(Analysis, AmdahlFractionFromScaling) {
   std::map<int, double> t;
   for (int n : {1, 2, 4, 8}) t[n] = 100.0 / (s + (1 - s) / n);
   EXPECT_NEAR(amdahl_serial_fraction(t), 0.1, 1e-12);
+}
+
+// Runs stopped by their time budget: the median interval is over those that have one, and a
+// run of one timed step (no interval) is counted apart, not left out unseen.
+TEST(Analysis, BudgetLimitedRunsWithoutAnIntervalAreCountedApart) {
+  RunSet runs;
+  for (const auto& [config, ci] :
+       std::vector<std::pair<std::string, double>>{{"fc:layers=1", 0.012}, {"fc:layers=2", NAN}}) {
+    ::tb::Run r;
+    r.family = "fc";
+    r.status = "ok";
+    r.config = config;
+    r.end_reason = "budget";
+    if (std::isfinite(ci)) r.metrics["ci95_relative"] = ci;
+    runs.runs.push_back(r);
+  }
+  std::string text;
+  Summary none;
+  none.metric = "examples_per_s";
+  for (const auto& o : observe(runs, none))
+    if (o.text.find("time budget") != std::string::npos) text = o.text;
+  EXPECT_NE(text.find("2 of 2 measured runs reached their time budget"), std::string::npos) << text;
+  EXPECT_NE(text.find("the 1 with an interval have a median 95% interval of \u00b11.2%"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("1 timed one step only and has no interval at all"), std::string::npos)
+      << text;
 }
 
 // A series that slows down as it grows (2 threads at 0.16x of one) has no Amdahl fraction:

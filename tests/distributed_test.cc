@@ -283,7 +283,11 @@ TEST(Distributed, WorkerRunsReachTheStoreAndTheScalingView) {
   ASSERT_EQ(v.status, 0) << v.err;
   EXPECT_NE(v.out.find("workers=*"), std::string::npos) << v.out;
   EXPECT_NE(v.out.find("efficiency"), std::string::npos) << v.out;
-  EXPECT_NE(v.out.find("Amdahl non-parallel fraction"), std::string::npos) << v.out;
+  // A fraction, or, where two workers of this small config are slower than one (the
+  // all-reduce outweighs a step of microseconds), the note that the law does not fit.
+  EXPECT_TRUE(v.out.find("Amdahl non-parallel fraction") != std::string::npos ||
+              v.out.find("Amdahl: slower with more workers than with one") != std::string::npos)
+      << v.out;
 }
 
 // Two ranks in two network namespaces joined by a veth pair shaped to 1 Gbit/s.

@@ -31,6 +31,14 @@ TEST(NumericsCli, QuantizePrintsValuesAndBitPatterns) {
   EXPECT_NE(t.out.find("3.140625"), std::string::npos) << t.out;
   const Output mx = run("quantize --format mxfp4_e2m1 0.1 0.2 3 5");
   EXPECT_NE(mx.out.find("E8M0 scale 2^0 (0x7f)"), std::string::npos) << mx.out;
+  // NVFP4's two levels, so that a result can be checked by hand: amax 5 gives the decode scale
+  // 5 / 2688; the block's amax x 2688 / 5 / 6 = 448, E4M3's largest; 3 -> E2M1 4 x 448 x 5/2688.
+  const Output nv = run("quantize --format nvfp4 0.1 0.2 3 5");
+  EXPECT_NE(nv.out.find("tensor amax 5, decode scale 0.0018601192~ (amax / (448 x 6))"),
+            std::string::npos)
+      << nv.out;
+  EXPECT_NE(nv.out.find("block 0: amax 5, E4M3 scale 448"), std::string::npos) << nv.out;
+  EXPECT_NE(nv.out.find("3 -> 3.3333335~"), std::string::npos) << nv.out;
 }
 
 // FORMAT@RECIPE: the values as a scaled point rounds them, beside the format unscaled. Values
@@ -200,6 +208,11 @@ TEST(NumericsCli, BadInputIsOneLineAndExitTwo) {
       {"emulate --numerics w:e4m3+x:e5m2",
        "'x' in 'x:e5m2' is neither a point key (w, a, e, g, o, m"},
       {"quantize --format fixed:w=8 1", "fixed needs f= (fraction bits)"},
+      {"quantize --format fp:e=4,m=3, 1", "an empty item (a stray comma?)"},
+      {"quantize --format e4m3 --seed 5 0.3", "only stochastic rounding draws random bits"},
+      {"platform --list --spec tpu-v2-board", "--list takes no --spec"},
+      {"suite --models fc,fc --dry-run", "'fc' is named twice"},
+      {"suite --list --models fc", "--list lists every model"},
       {"emulate --weights mx:elem=e4m3,scale=up", "scale=up"},
       {"emulate --dataset wikitext", "dataset 'wikitext'"},
       {"emulate --dataset gcide --target-loss -2", "target-loss -2"},

@@ -270,6 +270,15 @@ TEST(Report, BoxesSplitByAnyHyperparameter) {
     EXPECT_EQ(g.group.rfind("fc layers=", 0), 0u) << g.group;
     n += g.stats.n;
   }
+  // In the order of the value, as numbers: nodes=1024 after nodes=64 (its text sorts before).
+  double last = 0;
+  const auto by_nodes = box_groups(runs, "flops_utilization", "nodes", "fc");
+  ASSERT_GT(by_nodes.size(), 2u);
+  for (const auto& g : by_nodes) {
+    const double nodes = std::stod(g.group.substr(g.group.find('=') + 1));
+    EXPECT_GT(nodes, last) << g.group;
+    last = nodes;
+  }
   const auto whole = box_groups(runs, "flops_utilization", "", "fc");
   ASSERT_EQ(whole.size(), 1u);
   EXPECT_EQ(n, whole[0].stats.n);  // every run in exactly one split box

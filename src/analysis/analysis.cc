@@ -120,8 +120,15 @@ BoxStats box_stats(std::vector<double> v) {
   b.n = v.size();
   if (v.empty()) return b;
   std::sort(v.begin(), v.end());
-  b.p2 = percentile(v, 2), b.p9 = percentile(v, 9), b.p50 = percentile(v, 50);
-  b.p91 = percentile(v, 91), b.p98 = percentile(v, 98);
+  // The whiskers are observed values (nearest rank): interpolated, the 2nd and 98th
+  // percentiles of fewer than 50 runs fall strictly inside the smallest and largest, which
+  // every box then drew as outliers (2 of 2, 2 of 4).
+  const auto rank = [&](double p) {
+    const size_t r = size_t(std::ceil(p / 100 * double(v.size())));
+    return v[std::clamp<size_t>(r, 1, v.size()) - 1];
+  };
+  b.p2 = rank(2), b.p9 = percentile(v, 9), b.p50 = percentile(v, 50);
+  b.p91 = percentile(v, 91), b.p98 = rank(98);
   for (double x : v)
     if (x < b.p2 || x > b.p98) b.outliers.push_back(x);
   return b;

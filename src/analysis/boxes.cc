@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
+#include <tuple>
 
 #include "base/errors.h"
 
@@ -26,7 +28,29 @@ std::vector<BoxGroup> from_points(const std::vector<Point>& points, bool split,
     groups[g].push_back(&p);
   }
   std::vector<BoxGroup> out;
+  // Within a family, groups in the order of their value: numbers as numbers (nodes=64 before
+  // nodes=256, which the names' text order put after it).
+  std::vector<std::pair<std::pair<std::string, double>, std::string>> order;
   for (const auto& [g, ps] : groups) {
+    const std::string& k = split_by[ps.front()->family];
+    double v = NAN;
+    if (!k.empty() && ps.front()->params.count(k)) {
+      const std::string& text = ps.front()->params.at(k);
+      char* end = nullptr;
+      const double x = std::strtod(text.c_str(), &end);
+      if (end && *end == '\0' && end != text.c_str()) v = x;
+    }
+    order.push_back({{ps.front()->family, v}, g});
+  }
+  std::sort(order.begin(), order.end(), [](const auto& x, const auto& y) {
+    // family; then numbers by value before words; then the name (words among themselves)
+    const double a = x.first.second, b = y.first.second;
+    const bool na = std::isfinite(a), nb = std::isfinite(b);
+    return std::make_tuple(x.first.first, !na, na ? a : 0.0, x.second) <
+           std::make_tuple(y.first.first, !nb, nb ? b : 0.0, y.second);
+  });
+  for (const auto& [key, g] : order) {
+    const auto& ps = groups.at(g);
     std::vector<double> vals;
     for (const Point* p : ps) vals.push_back(*p->value);
     BoxGroup b{g, box_stats(vals), {}};

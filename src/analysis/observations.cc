@@ -267,13 +267,26 @@ std::vector<Observation> observe(const RunSet& runs, const Summary& s) {
       if (std::isfinite(ci)) cis.push_back(ci);
     }
   }
+  // A run of one timed step has no interval: counted apart, not left out of the median as if
+  // it had none to report (2 of 2 runs at "+-1.2%" when one of them had one sample).
+  const size_t without = loose - cis.size();
   if (loose)
     out.push_back(
         {fmt::format(
              "{} of {} measured runs reached their time budget before the confidence target; "
-             "their median 95% interval is \u00b1{:.1f}% of the mean step time, so read "
-             "smaller differences with care",
-             loose, ok, cis.empty() ? 0.0 : 100 * percentile(cis, 50)),
+             "{}{}, so read smaller differences with care",
+             loose, ok,
+             cis.empty() ? std::string()
+             : without
+                 ? fmt::format(
+                       "the {} with an interval have a median 95% interval of \u00b1{:.1f}% "
+                       "of the mean step time",
+                       cis.size(), 100 * percentile(cis, 50))
+                 : fmt::format("their median 95% interval is \u00b1{:.1f}% of the mean step time",
+                               100 * percentile(cis, 50)),
+             without ? fmt::format("{}{} timed one step only and {} no interval at all",
+                                   cis.empty() ? "" : "; ", without, without == 1 ? "has" : "have")
+                     : std::string()),
          chart_id("box")});
   return out;
 }

@@ -222,8 +222,9 @@ Command add_quantize(CLI::App& app) {
                 "print a JSON document: every value exactly, as text, beside the number");
   sub->add_option("values", a->values, "float32 values (inf, nan and hex floats accepted)");
   sub->footer(
-      "Block formats (mx:..., bfp:...) take the values as one row of blocks and print each\n"
-      "block's shared exponent. Negative values: put `--` before the first value; everything\n"
+      "Block formats (mx:..., bfp:..., nvfp4) take the values as one row of blocks and print\n"
+      "each block's shared exponent (NVFP4: the tensor's decode scale and each block's E4M3\n"
+      "scale). Negative values: put `--` before the first value; everything\n"
       "after it is a value (`-- 448 -450`; `448 -- -450` is refused). Values are printed\n"
       "exactly where they fit the column, else as the shortest text that reads back as the same\n"
       "float32, marked ~; --json gives every value exactly.\n"
@@ -242,13 +243,17 @@ Command add_quantize(CLI::App& app) {
       "  trainbench quantize --format e4m3@current -- 1000 -3.5 0.01 0.0001\n"
       "  trainbench quantize --format e4m3@block:1x2 -- 1000 -3.5 0.01 0.0001");
   return {
-      sub, [a]() {
+      sub, [a, sub]() {
         // The runtime flushes denormals; here float32 subnormals are values to show, not noise.
         at::globalContext().setFlushDenormal(false);
         const bool scaled = a->format.find('@') != std::string::npos;
         const num::Format f = num::parse_format(a->format.substr(0, a->format.find('@')));
         num::QuantOptions o;
         o.rounding = num::parse_rounding(a->rounding);
+        if (sub->count("--seed") && o.rounding != num::Rounding::kStochastic)
+          throw UsageError("--seed " + std::to_string(a->seed) +
+                           ": only stochastic rounding "
+                           "draws random bits (--rounding stochastic)");
         o.seed = a->seed;
         const std::vector<std::string>& texts = a->values;
         if (texts.empty()) throw UsageError("quantize: give one or more values to round");
@@ -287,6 +292,23 @@ Command add_quantize(CLI::App& app) {
                                  f.str(), num::rounding_name(o.rounding));
         if (f.kind == num::Format::Kind::kBlock) {
           const size_t b = size_t(f.blk.block);
+          // NVFP4's two levels, as its rounding takes them (quantize.cc, nvfp4_serial: TE's
+          // arithmetic): the float32 tensor scale from the values' amax, and each block's E4M3
+          // scale, its amax x s_enc / 6 rounded to nearest even and saturated at 448. A
+          // value's result is its E2M1 code x the block scale x the tensor's decode scale.
+          float s_dec = 1, k = 1;
+          const bool nvfp4 = f.blk.kind == num::BlockFormat::Kind::kNvfp4;
+          if (nvfp4) {
+            const float amax = num::tensor_amax(xs.data(), xs.size());
+            float s_enc = std::fmin(448.0f * 6.0f / amax, std::numeric_limits<float>::max());
+            const bool unit = amax == 0 || s_enc == 0;
+            if (unit) s_enc = 1;
+            s_dec = 1.0f / s_enc, k = s_enc * (1.0f / 6.0f);
+            std::cout << fmt::format("tensor amax {}, decode scale {} ({})\n",
+                                     value(amax, &shortened), value(s_dec, &shortened),
+                                     unit ? "1: the amax is 0 or infinite" : "amax / (448 x 6)");
+          }
+          const num::Format e4m3 = num::parse_format("e4m3");
           for (size_t i0 = 0; i0 < xs.size(); i0 += b) {
             const size_t len = std::min(b, xs.size() - i0);
             const int e = num::block_exponent(f.blk, xs.data() + i0, len);
@@ -296,8 +318,14 @@ Command add_quantize(CLI::App& app) {
                                                 : fmt::format("2^{} (0x{:02x})", e - 127, e));
             else if (f.blk.kind == num::BlockFormat::Kind::kBfp)
               std::cout << fmt::format("block {}: shared exponent {}\n", i0 / b, e);
-            else  // NVFP4: an E4M3 block scale under a float32 tensor scale
-              std::cout << fmt::format("block {}\n", i0 / b);
+            else {  // NVFP4: an E4M3 block scale under the float32 tensor scale
+              const float block_amax = num::tensor_amax(xs.data() + i0, len);
+              const float sb =
+                  num::quantize(e4m3, std::vector<float>{std::fmin(block_amax * k, 448.0f)},
+                                num::QuantOptions{})[0];
+              std::cout << fmt::format("block {}: amax {}, E4M3 scale {}\n", i0 / b,
+                                       value(block_amax, &shortened), value(sb, &shortened));
+            }
             for (size_t i = i0; i < i0 + len; ++i)
               std::cout << fmt::format("  {:>16} -> {:<16} {}\n", value(xs[i], &shortened),
                                        value(qs[i], &shortened), relative_error(xs[i], qs[i]));

@@ -29,13 +29,18 @@ View sensitivity_view(const std::string& family, const Regression& r, const std:
                        metric_info(metric).label, r.samples, r.r2, show(metric, r.intercept));
   v.text += fmt::format("  {:<24} {:>12}  {}\n", "hyperparameter", "weight", "input");
   v.rows = json::array();
+  // A weight a billion times below the largest is the solver's rounding of a zero (a
+  // hyperparameter the metric does not depend on): printed as 0, not -7.276e-12.
+  double largest = 0;
+  for (const double w : r.weights) largest = std::max(largest, std::fabs(w));
+  const auto shown = [&](double w) { return std::fabs(w) < 1e-9 * largest ? 0.0 : w; };
   for (const auto& term : ranked_params(r)) {
     const size_t i = size_t(std::find(r.terms.begin(), r.terms.end(), term) - r.terms.begin());
-    v.text += fmt::format("  {:<24} {:>+12.4g}  {}\n", term, r.weights[i],
+    v.text += fmt::format("  {:<24} {:>+12.4g}  {}\n", term, shown(r.weights[i]),
                           r.log2_scaled[i] ? "log2, standardized" : "standardized");
   }
   for (size_t i = r.log2_scaled.size(); i < r.terms.size(); ++i)
-    v.text += fmt::format("  {:<24} {:>+12.4g}  product\n", r.terms[i], r.weights[i]);
+    v.text += fmt::format("  {:<24} {:>+12.4g}  product\n", r.terms[i], shown(r.weights[i]));
   for (size_t i = 0; i < r.terms.size(); ++i)
     v.rows.push_back(
         {{"family", family},

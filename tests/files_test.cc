@@ -1,8 +1,12 @@
 #include "base/files.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -57,5 +61,26 @@ TEST(OutputFiles, DevicesAreWrittenIntoAndSymlinksKept) {
   } catch (const tb::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
   }
+  // A link into a directory that does not exist is refused before the work, as the write
+  // (into the directory the link names) would fail after it.
+  std::filesystem::create_symlink(dir + "/missing/r.json", dir + "/dangling.json");
+  EXPECT_THROW(tb::check_output_file("-o", dir + "/dangling.json"), tb::UsageError);
+  // A loop of links is refused, not replaced by a file.
+  std::filesystem::create_symlink(dir + "/b.json", dir + "/a.json");
+  std::filesystem::create_symlink(dir + "/a.json", dir + "/b.json");
+  EXPECT_THROW(tb::write_file_atomically(dir + "/a.json", "x"), tb::UsageError);
+  EXPECT_TRUE(std::filesystem::is_symlink(dir + "/a.json"));
+  // A descriptor this process holds (/dev/stdout redirected with >>) is written through, at
+  // its offset and with its flags: appended to, not rewritten from its start nor replaced.
+  const std::string log = dir + "/log.txt";
+  std::ofstream(log) << "before\n";
+  const int fd = ::open(log.c_str(), O_WRONLY | O_APPEND);
+  ASSERT_GE(fd, 0);
+  tb::check_output_file("-o", "/dev/fd/" + std::to_string(fd));
+  tb::write_file_atomically("/dev/fd/" + std::to_string(fd), "after\n");
+  ::close(fd);
+  std::ifstream in(log);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "before\nafter\n");
   std::filesystem::remove_all(dir);
 }

@@ -35,12 +35,6 @@ TEST(GptConfig, BadCombinationsAreOneLineUsageErrorsNamingTheField) {
   EXPECT_NE(error_of("gpt:capacity=lots").find("capacity=lots: not a number"), std::string::npos);
   EXPECT_NE(error_of("gpt:capacity=0").find("out of range"), std::string::npos);
   EXPECT_NE(error_of("gpt:act=relu").find("gpt: act=relu"), std::string::npos);
-  // Routing settings of a dense model would be ignored.
-  EXPECT_EQ(error_of("gpt:capacity=2"),
-            "gpt: capacity=2 applies to experts > 1 only (experts=1 is dense)");
-  EXPECT_EQ(error_of("gpt:aux_loss=0.1"),
-            "gpt: aux_loss=0.1 applies to experts > 1 only (experts=1 is dense)");
-  EXPECT_EQ(error_of("gpt:capacity=1.25,aux_loss=0.01"), "no error");
 }
 
 TEST(GptConfig, DerivedWidthsAreWrittenIntoTheCanonicalText) {
@@ -51,7 +45,7 @@ TEST(GptConfig, DerivedWidthsAreWrittenIntoTheCanonicalText) {
   // 8/3 x 2048 = 5461.3, rounded up to a multiple of 64
   EXPECT_EQ(parse_config("gpt:d_model=2048,heads=32,act=swiglu,pos=rope").get("ff"), "5504");
   EXPECT_EQ(parse_config("gpt:d_model=2048,heads=32,act=swiglu,pos=rope").get("positions"), "0");
-  EXPECT_EQ(parse_config("gpt:experts=4,capacity=1.50").get("capacity"), "1.5");
+  EXPECT_EQ(parse_config("gpt:capacity=1.50").get("capacity"), "1.5");
   EXPECT_EQ(parse_config(gelu.str()).str(), gelu.str());
 }
 

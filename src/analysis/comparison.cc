@@ -84,14 +84,16 @@ ComparisonView compare_runs(const RunSet& runs, const std::string& axis, const s
   for (const auto& [k, r] : side_b) rb[k] = fb[r->family][k] = rate(r);
   v.stats = compare(ra, rb);
   for (const auto& [fam, m] : fa) v.by_family[fam] = compare(m, fb[fam]);
-  // Each side's value as the metric states it (a time, not its inverse), beside the speedup:
-  // exported under the metric's name, the inverses read as step times of 2415 s.
-  const auto as_stated = [&](Comparison& c) {
-    if (info.higher_is_better) return;
-    for (auto& s : c.matched) s.a = 1 / s.a, s.b = 1 / s.b;
+  // Each side's value as stored (a time, not its inverse: exported under the metric's name,
+  // the inverses read as step times of 2415 s), beside the speedup; taken from the runs, as
+  // 1 / (1 / t) need not give t back.
+  // (`config` is still the match key here.)
+  const auto as_stored = [&](Comparison& c) {
+    for (auto& s : c.matched)
+      s.a = side_a.at(s.config)->metric(metric), s.b = side_b.at(s.config)->metric(metric);
   };
-  as_stated(v.stats);
-  for (auto& [fam, c] : v.by_family) as_stated(c);
+  as_stored(v.stats);
+  for (auto& [fam, c] : v.by_family) as_stored(c);
   for (auto& s : v.stats.matched) s.config = side_a.at(s.config)->config;
   for (auto& [fam, c] : v.by_family)
     for (auto& s : c.matched) s.config = side_a.at(s.config)->config;

@@ -55,7 +55,7 @@ std::string protocol_of(const nlohmann::json& v) {
   const auto text = [&](const char* k) {
     if (!v.contains(k)) return std::string("?");
     const auto& x = v.at(k);
-    return x.is_number_float() ? fmt::format("{:g}", x.get<double>())
+    return x.is_number_float() ? fmt::format("{}", x.get<double>())
            : x.is_string()     ? x.get<std::string>()
                                : x.dump();
   };

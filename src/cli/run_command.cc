@@ -72,13 +72,15 @@ void add_param_options(CLI::App* sub, RunArgs& a) {
         ->group("Workload parameters (with --family)");
 }
 
-// The context's intra-op threads are those of the last run that reports them, as a run in this
-// process leaves them: with --repetitions or --workers the runs are child processes, and this
-// process's own count (it ran nothing) described none of them.
+// The context's intra-op threads are those the runs used: with --repetitions or --workers the
+// runs are child processes, and this process's own count (it ran nothing) described none.
 void threads_from_runs(Context& ctx, const std::vector<nlohmann::json>& results) {
+  std::set<int> counts;
   for (const auto& r : results)
     if (r.contains("threads") && r["threads"].is_number_integer() && r["threads"].get<int>() > 0)
-      ctx.openmp_threads = r["threads"].get<int>();
+      counts.insert(r["threads"].get<int>());
+  // Runs of different counts: the context states none of them (0), each result its own.
+  if (!counts.empty()) ctx.openmp_threads = counts.size() == 1 ? *counts.begin() : 0;
 }
 
 // `run --repetitions N`: each config in N child processes of this same command.

@@ -98,14 +98,6 @@ void finalize_gpt(Config& c) {
   if (c.get_int("top_k") > c.get_int("experts"))
     throw UsageError(
         fmt::format("gpt: top_k={} is more than experts={}", c.get("top_k"), c.get("experts")));
-  // A dense model routes nothing: a capacity or balancing weight other than the default would
-  // be ignored, so it is refused (a sweep leaves such combinations out, naming why).
-  if (c.get_int("experts") == 1)
-    for (const auto& [name, fallback] :
-         {std::pair<const char*, const char*>{"capacity", "1.25"}, {"aux_loss", "0.01"}})
-      if (c.get(name) != fallback)
-        throw UsageError(fmt::format("gpt: {}={} applies to experts > 1 only (experts=1 is dense)",
-                                     name, c.get(name)));
   if (c.get_int("ff") == 0) {
     // GELU: 4 x d_model; SwiGLU: 2/3 of that (three matrices instead of two), rounded up to a
     // multiple of 64, as LLaMA sizes it.

@@ -13,6 +13,12 @@
 
 namespace tb {
 
+Config with_threads_resolved(Config c) {
+  if (c.has("threads") && c.get_int("threads") == 0)
+    c.set("threads", std::to_string(online_cpus()));
+  return c;
+}
+
 SweepPlan plan_sweep(const SweepSpec& spec, const PlanRequest& r) {
   SweepPlan plan;
   std::vector<Config> configs = expand_sweep(spec, 2000000, &plan.invalid);
@@ -61,14 +67,10 @@ SweepPlan plan_sweep(const SweepSpec& spec, const PlanRequest& r) {
     // config of that count were one row, measured twice, while the sweep's counts said two. Each
     // is kept once, as written. After the shard is cut: shards cut on machines of other core
     // counts must partition the same list.
-    const std::string cores = std::to_string(online_cpus());
     std::vector<Config> kept;
     std::set<std::string> seen;
     for (auto& c : configs) {
-      Config as_run = c;
-      const bool all = c.has("threads") && c.get_int("threads") == 0;
-      if (all) as_run.set("threads", cores);
-      if (seen.insert(as_run.str()).second)
+      if (seen.insert(with_threads_resolved(c).str()).second)
         kept.push_back(std::move(c));
       else
         plan.same_as_all_cores.push_back(c.str());

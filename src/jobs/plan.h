@@ -33,6 +33,9 @@ struct SweepPlan {
   std::string shard_source;
 };
 
+// The config as the sweep runs and stores it: threads=0 (all cores) as this machine's count.
+Config with_threads_resolved(Config c);
+
 // Throws UsageError for a bad filter, sample or shard request, naming it.
 SweepPlan plan_sweep(const SweepSpec& spec, const PlanRequest& request);
 

@@ -6,6 +6,7 @@
 
 #include "jobs/child.h"
 #include "jobs/job_spec.h"
+#include "jobs/plan.h"
 #include "jobs/repeat.h"
 #include "platform/host.h"
 #include "record/context.h"
@@ -70,11 +71,7 @@ SweepSummary run_sweep(const std::vector<Config>& configs, Store& store, const S
   bool stopped = false;
   // Threads are resolved before the identity check, so a config re-run on the same machine
   // matches the row its first run left.
-  const auto resolved = [&](size_t i) {
-    Config c = *items[i].first;
-    if (c.get_int("threads") == 0) c.set("threads", std::to_string(online_cpus()));
-    return c;
-  };
+  const auto resolved = [&](size_t i) { return with_threads_resolved(*items[i].first); };
   for (int round = 0; round < reps && !stopped; ++round) {
     for (size_t i = 0; i < items.size(); ++i) {
       const int64_t stack = stack_ids[items[i].second];

@@ -192,6 +192,7 @@ SweepSpec parse_sweep(const std::string& text, const std::string& origin) {
       // A value listed twice (64 and "064" too: the same value as a config writes it) made
       // every config with it twice, a typo most likely for another value.
       std::vector<std::string> canonical;
+      std::set<std::string> seen_values;
       for (const auto& v : axis.values) {  // validate every value now, with its line
         try {
           auto given = firsts;
@@ -204,8 +205,7 @@ SweepSpec parse_sweep(const std::string& text, const std::string& origin) {
         } catch (const UsageError& e) {
           fail(origin, n->source(), p.name, e.what());
         }
-        if (std::find(canonical.begin(), canonical.end() - 1, canonical.back()) !=
-            canonical.end() - 1)
+        if (!seen_values.insert(canonical.back()).second)
           fail(origin, n->source(), p.name,
                "value " + v + " is listed twice" +
                    (v == canonical.back() ? "" : " (" + v + " is " + canonical.back() + ")"));

@@ -582,8 +582,13 @@ Store::MergeCounts Store::merge_from(Store& other) {
         const bool ok_here = have == "ok", ok_there = r.value("status", std::string()) == "ok";
         bool theirs = ok_there && !ok_here;
         if (ok_here == ok_there) {
-          const json mine = run_result(config, p, s);
-          theirs = r.value("finished_at", std::string()) > mine.value("finished_at", std::string());
+          // Finish times have whole seconds: a tie goes to the larger result text, so the
+          // winner still does not depend on the stores' order.
+          json mine = run_result(config, p, s);
+          mine.erase("step_times_s");
+          const std::string a = r.value("finished_at", std::string()),
+                            b = mine.value("finished_at", std::string());
+          theirs = a != b ? a > b : r.dump() > mine.dump();
         }
         if (!theirs) {
           ++n.kept;

@@ -60,8 +60,9 @@ class Store {
   // Copies the other store's platforms, stacks and runs, and its profiles and memory
   // breakdowns, skipping those already present. A run (config, platform, stack) is kept once:
   // a success over a failure, and of two of the same outcome the one that finished later (a
-  // re-measurement), whichever store it came from, so the result does not depend on the order
-  // of the stores.
+  // re-measurement; a tie of whole seconds goes to the larger result text), whichever store it
+  // came from, so the result does not depend on the order of the stores. Profiles, memory
+  // breakdowns and emulations are kept first come.
   struct MergeCounts {
     int64_t added = 0;     // runs new here
     int64_t replaced = 0;  // runs here replaced by the other store's

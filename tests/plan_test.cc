@@ -58,6 +58,9 @@ TEST(SweepPlan, BadRequestsAreUsageErrors) {
   r.lhs = true;
   EXPECT_THROW(plan_sweep(spec, r), UsageError);  // --lhs without --sample
   r = {};
+  r.sample = 4, r.stratify = {"nodes", "nodes"};
+  EXPECT_THROW(plan_sweep(spec, r), UsageError);  // an axis named twice
+  r = {};
   r.filter = "no_such_axis=1";
   EXPECT_THROW(plan_sweep(spec, r), UsageError);
   r = {};
@@ -73,6 +76,17 @@ TEST(SweepPlan, BadRequestsAreUsageErrors) {
 
 // threads=0 runs, and is stored, as this machine's core count: beside the grid's own config of
 // that count it is one config, planned once (the first, as written) and listed.
+// A sample at least as large as the grid is the whole grid, with a note.
+TEST(SweepPlan, ASampleAsLargeAsTheGridSaysSo) {
+  const SweepSpec spec = find_sweep("fc-cpu");
+  PlanRequest r;
+  r.sample = 100000;
+  const SweepPlan plan = plan_sweep(spec, r);
+  EXPECT_EQ(plan.configs.size(), expand_sweep(spec).size());
+  ASSERT_EQ(plan.notes.size(), 1u);
+  EXPECT_NE(plan.notes[0].find("so it runs them all"), std::string::npos) << plan.notes[0];
+}
+
 TEST(SweepPlan, AllCoresAndTheirCountAreOneConfig) {
   const std::string cores = std::to_string(online_cpus());
   const SweepSpec spec =

@@ -21,6 +21,11 @@ TEST(PlatformRegistry, RidgePointsMatchTheParaDnnPaper) {
   // ParaDnn section 4.5: TPU v2's ridge is 75 FLOPs/byte (180 TFLOPS / 2.4 TB/s); v3's ~117.
   EXPECT_DOUBLE_EQ(*find_platform("tpu-v2-board").ridge("bf16"), 75.0);
   EXPECT_NEAR(*find_platform("tpu-v3-board").ridge("bf16"), 117, 0.5);
+  // The list's ridge is at the highest floating-point peak, and int8's peak is in TOPS: A100's
+  // ridge is bf16's 312 / 2.039 = 153, not int8's 624 / 2.039.
+  const std::string list = format_platform_list({find_platform("a100-sxm4-80gb")});
+  EXPECT_NE(list.find(" 153 "), std::string::npos) << list;
+  EXPECT_NE(list.find("int8 624 TOPS"), std::string::npos) << list;
 }
 
 TEST(PlatformRegistry, EveryFileValidatesAndThePapersPlatformsArePresent) {

@@ -702,6 +702,10 @@ TEST(Efficiency, TheHostsDispatchBoundsTheStepFromBelowWithoutAddingToIt) {
   EXPECT_TRUE(bound.host_bound);
   EXPECT_NEAR(bound.step_s, 6 * 1e4 * 1e-6, 1e-12);
   EXPECT_NE(sim::format_simulation(bound).find("host-bound"), std::string::npos);
+  // The bound line says what fills the rest of the step: the device waiting for the host.
+  EXPECT_NE(sim::format_simulation(bound).find("waiting for the host"), std::string::npos)
+      << sim::format_simulation(bound);
+  EXPECT_EQ(sim::format_simulation(device).find("waiting for the host"), std::string::npos);
   EXPECT_EQ(sim::to_json(bound)["host_bound"], true);
   const auto j = to_json(p);
   EXPECT_DOUBLE_EQ(j["efficiency"]["host_op_us"].get<double>(), 1e4);

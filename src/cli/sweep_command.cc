@@ -171,6 +171,7 @@ Command add_sweep(CLI::App& app) {
                   plan.invalid.size(), plan.invalid.size() == 1 ? "" : "s",
                   plan.invalid.size() == 1 ? "is" : "are", printable(plan.invalid.front().config),
                   printable(plan.invalid.front().reason));
+            for (const auto& note : plan.notes) std::cerr << "sweep: " << note << "\n";
             if (!plan.same_as_all_cores.empty())
               std::cerr << fmt::format(
                   "sweep: threads=0 is threads={} on this machine: {} config{} measured once, "

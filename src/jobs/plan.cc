@@ -37,6 +37,14 @@ SweepPlan plan_sweep(const SweepSpec& spec, const PlanRequest& r) {
   if (!r.stratify.empty() && r.sample == 0)
     throw UsageError("--stratify needs --sample N (how many configs to spread)");
   if (r.lhs && r.sample == 0) throw UsageError("--lhs needs --sample N (how many configs to draw)");
+  for (size_t i = 0; i < r.stratify.size(); ++i)
+    if (std::find(r.stratify.begin(), r.stratify.begin() + long(i), r.stratify[i]) !=
+        r.stratify.begin() + long(i))
+      throw UsageError("--stratify: '" + printable(r.stratify[i]) + "' is named twice");
+  // A sample as large as the grid is the grid: said, not taken silently.
+  if (r.sample >= configs.size() && r.sample > 0)
+    plan.notes.push_back(fmt::format("--sample {}: the sweep has {} config{}, so it runs them all",
+                                     r.sample, configs.size(), configs.size() == 1 ? "" : "s"));
   if (r.sample > 0)
     configs = r.stratify.empty() ? sample_configs(configs, spec, r.sample, r.seed, r.lhs)
                                  : stratified_sample(configs, r.sample, r.seed, r.stratify);

@@ -24,6 +24,7 @@ struct PlanRequest {
 struct SweepPlan {
   std::vector<Config> configs;
   std::vector<InvalidCell> invalid;  // combinations of the grid left out (spec/sweep.h)
+  std::vector<std::string> notes;    // what the request did that it did not say (one line each)
   // Configs left out because, with threads=0 read as this machine's cores (as the sweep runs
   // and stores it), they are another config of the plan (threads=[0, 2] on two cores).
   std::vector<std::string> same_as_all_cores;

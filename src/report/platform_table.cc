@@ -152,14 +152,19 @@ std::string format_platform_list(const std::vector<PlatformDescription>& ps) {
   for (const auto& p : ps) {
     std::string peaks, ridge;
     double best = 0;
+    // int8's peak counts integer operations (TOPS), not FLOPs: said so, and not the ridge's.
     for (const auto& [d, t] : p.peak_tflops) {
-      peaks += fmt::format("{}{} {:.4g}", peaks.empty() ? "" : ", ", d, t);
-      if (t > best) best = t, ridge = fmt::format("{:.4g}", *p.ridge(d));
+      const bool integer = d.rfind("int", 0) == 0;
+      peaks +=
+          fmt::format("{}{} {:.4g}{}", peaks.empty() ? "" : ", ", d, t, integer ? " TOPS" : "");
+      if (!integer && t > best) best = t, ridge = fmt::format("{:.4g}", *p.ridge(d));
     }
     out += fmt::format("{:<30} {:<12} {:>9.4g} {:>7.4g} GB/s {:>8}  {}\n", p.name, p.kind,
                        p.memory_gb, p.memory_bandwidth_gbps, ridge, peaks);
   }
-  out += "ridge: FLOPs per byte at the highest peak. Details: trainbench platform --spec NAME\n";
+  out +=
+      "ridge: FLOPs per byte at the highest floating-point peak. Details: trainbench platform "
+      "--spec NAME\n";
   return out;
 }
 

@@ -310,6 +310,7 @@ Simulation simulate_step(const PlatformDescription& p, const StepCost& cost,
   const double other_peak = p.peak_flops(other).value_or(0) * o.peak_share;
   s.other_peak_flops = other_peak;
   // What streaming kernels reach, not the datasheet: no read-and-write stream gets all of it.
+  s.stated_bandwidth = p.bandwidth();
   s.bandwidth = p.bandwidth() * (p.efficiency ? p.efficiency->memory_fraction : 1);
   if (s.peak_flops <= 0 || other_peak <= 0 || s.bandwidth <= 0)
     throw UsageError(fmt::format("platform '{}' lacks a {} peak or a bandwidth", p.name,
@@ -1002,9 +1003,14 @@ nlohmann::json explanation_json(const Simulation& s, const PlatformDescription& 
 
 std::string format_simulation(const Simulation& s, size_t top_layers) {
   std::ostringstream o;
-  o << fmt::format("{} on {} in {} ({} bits, {} peak {:.4g} TFLOP/s, {:.4g} GB/s)\n", s.config,
+  // The bandwidth the model uses, and the stated one where it is a share of it (the peak is
+  // the stated one; its achievable share is per GEMM shape, in the layer table).
+  o << fmt::format("{} on {} in {} ({} bits, {} peak {:.4g} TFLOP/s, {:.4g} GB/s{})\n", s.config,
                    s.platform, s.format.name, s.format.bits, s.format.peak_dtype,
-                   s.peak_flops / 1e12, s.bandwidth / 1e9);
+                   s.peak_flops / 1e12, s.bandwidth / 1e9,
+                   s.stated_bandwidth > s.bandwidth * (1 + 1e-9)
+                       ? fmt::format(" attainable of the stated {:.4g}", s.stated_bandwidth / 1e9)
+                       : "");
   if (s.format.mixed)
     o << fmt::format(
         "recipe: matrix products at the {} peak, other arithmetic at the {} peak ({:.4g} "
@@ -1032,8 +1038,18 @@ std::string format_simulation(const Simulation& s, size_t top_layers) {
             ? fmt::format(", {:.4g} MB as trainbench runs it on Gloo", s.comm_bytes_run / 1e6)
             : "");
   const double t = s.step_s > 0 ? s.step_s : 1;
-  o << fmt::format("bound: compute {:.1f}%, memory {:.1f}%, overhead {:.1f}%\n",
-                   100 * s.compute_bound_s / t, 100 * s.memory_bound_s / t, 100 * s.overhead_s / t);
+  // Host-bound, the device's shares do not fill the step: the host's dispatch does, and the
+  // line says so rather than leave shares summing to less than 100%.
+  o << fmt::format(
+      "bound: compute {:.1f}%, memory {:.1f}%, overhead {:.1f}%{}\n", 100 * s.compute_bound_s / t,
+      100 * s.memory_bound_s / t, 100 * s.overhead_s / t,
+      s.host_bound
+          ? fmt::format(
+                " of the step; the device idles {:.1f}% waiting for "
+                "the host (host-bound: a faster device changes "
+                "nothing)",
+                100 * std::max(0.0, 1 - (s.compute_bound_s + s.memory_bound_s + s.overhead_s) / t))
+          : "");
   if (s.layout_s > 0)
     o << fmt::format("layout: nchw, {:.4g} ms of transposes around tensor-core convolutions\n",
                      s.layout_s * 1e3);

@@ -126,6 +126,7 @@ struct Simulation {
   std::string platform, config;
   SimFormat format;
   double peak_flops = 0, bandwidth = 0;
+  double stated_bandwidth = 0;    // the description's; `bandwidth` is its attainable share
   double other_peak_flops = 0;    // of the arithmetic off the matrix units (= peak_flops: pure)
   std::vector<LayerTime> layers;  // in forward order; the optimizer is one more "layer"
   double step_s = 0;              // the phases' sum plus overhead_s

@@ -1,7 +1,6 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <cstring>
 #include <iostream>
 #include <limits>
 
@@ -292,23 +291,18 @@ Command add_quantize(CLI::App& app) {
                                  f.str(), num::rounding_name(o.rounding));
         if (f.kind == num::Format::Kind::kBlock) {
           const size_t b = size_t(f.blk.block);
-          // NVFP4's two levels, as its rounding takes them (quantize.cc, nvfp4_serial: TE's
-          // arithmetic): the float32 tensor scale from the values' amax, and each block's E4M3
-          // scale, its amax x s_enc / 6 rounded to nearest even and saturated at 448. A
-          // value's result is its E2M1 code x the block scale x the tensor's decode scale.
-          float s_dec = 1, k = 1;
+          // NVFP4's two levels, from the library as its rounding takes them.
           const bool nvfp4 = f.blk.kind == num::BlockFormat::Kind::kNvfp4;
+          const num::Nvfp4Scales scales =
+              nvfp4 ? num::nvfp4_scales(xs.data(), xs.size()) : num::Nvfp4Scales{};
           if (nvfp4) {
             const float amax = num::tensor_amax(xs.data(), xs.size());
-            float s_enc = std::fmin(448.0f * 6.0f / amax, std::numeric_limits<float>::max());
-            const bool unit = amax == 0 || s_enc == 0;
-            if (unit) s_enc = 1;
-            s_dec = 1.0f / s_enc, k = s_enc * (1.0f / 6.0f);
-            std::cout << fmt::format("tensor amax {}, decode scale {} ({})\n",
-                                     value(amax, &shortened), value(s_dec, &shortened),
-                                     unit ? "1: the amax is 0 or infinite" : "amax / (448 x 6)");
+            std::cout << fmt::format(
+                "tensor amax {}, decode scale {} ({})\n", value(amax, &shortened),
+                value(scales.tensor_decode, &shortened),
+                amax == 0 || !std::isfinite(amax) ? "1: the amax is 0 or infinite"
+                                                  : "amax / (448 x 6)");
           }
-          const num::Format e4m3 = num::parse_format("e4m3");
           for (size_t i0 = 0; i0 < xs.size(); i0 += b) {
             const size_t len = std::min(b, xs.size() - i0);
             const int e = num::block_exponent(f.blk, xs.data() + i0, len);
@@ -318,14 +312,10 @@ Command add_quantize(CLI::App& app) {
                                                 : fmt::format("2^{} (0x{:02x})", e - 127, e));
             else if (f.blk.kind == num::BlockFormat::Kind::kBfp)
               std::cout << fmt::format("block {}: shared exponent {}\n", i0 / b, e);
-            else {  // NVFP4: an E4M3 block scale under the float32 tensor scale
-              const float block_amax = num::tensor_amax(xs.data() + i0, len);
-              const float sb =
-                  num::quantize(e4m3, std::vector<float>{std::fmin(block_amax * k, 448.0f)},
-                                num::QuantOptions{})[0];
+            else  // NVFP4: an E4M3 block scale under the float32 tensor scale
               std::cout << fmt::format("block {}: amax {}, E4M3 scale {}\n", i0 / b,
-                                       value(block_amax, &shortened), value(sb, &shortened));
-            }
+                                       value(scales.block_amax[i0 / b], &shortened),
+                                       value(scales.block_scale[i0 / b], &shortened));
             for (size_t i = i0; i < i0 + len; ++i)
               std::cout << fmt::format("  {:>16} -> {:<16} {}\n", value(xs[i], &shortened),
                                        value(qs[i], &shortened), relative_error(xs[i], qs[i]));
@@ -374,8 +364,6 @@ Command add_formats(CLI::App& app) {
       "  trainbench formats\n"
       "  trainbench quantize --format e5m2 57344 61440");
   return {sub, []() {
-            // Values as the shortest text that reads back as the same value: at 5 digits, q8.8's
-            // largest (127.99609375) printed as 128, a value it cannot hold.
             std::cout << fmt::format("{:<12} {:>5} {:>13} {:>13} {:>13} {:>9}  {:<27} {}\n", "name",
                                      "bits", "max", "min normal", "min subnorm", "epsilon",
                                      "special values", "descriptor");

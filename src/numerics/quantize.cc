@@ -2457,6 +2457,30 @@ void quantize_serial(const Format& f, const float* in, float* out, size_t n, con
 
 }  // namespace
 
+Nvfp4Scales nvfp4_scales(const float* x, size_t n) {
+  constexpr size_t kTile = 16;
+  const size_t tiles = (n + kTile - 1) / kTile;
+  std::vector<uint32_t> amax(tiles);
+  bool nan = false;
+  uint32_t largest = 0;
+  for (size_t t = 0; t < tiles; ++t) {
+    amax[t] = amax_bits_nan(x + t * kTile, std::min(kTile, n - t * kTile), &nan);
+    largest = std::max(largest, amax[t]);
+  }
+  // nvfp4_serial's tensor scale from the tiles' largest amax, and its tile scales.
+  const float tensor_amax = as_float(largest);
+  float s_enc = std::fmin(448.0f * 6.0f / tensor_amax, std::numeric_limits<float>::max());
+  if (tensor_amax == 0 || s_enc == 0) s_enc = 1;
+  Nvfp4Scales s;
+  s.tensor_decode = 1.0f / s_enc;
+  std::vector<float> enc(tiles);
+  s.block_scale.resize(tiles);
+  nvfp4_tile_scales(amax.data(), enc.data(), s.block_scale.data(), tiles, s_enc * (1.0f / 6.0f),
+                    s.tensor_decode, nvfp4_grids().scale_fast);
+  for (const uint32_t a : amax) s.block_amax.push_back(as_float(a));
+  return s;
+}
+
 kernel::Grid kernel::float_grid(const FloatFormat& f) { return make_grid(f, 0, false); }
 
 bool kernel::fast_grid(const Grid& g, FastGrid* out) {

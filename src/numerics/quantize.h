@@ -80,6 +80,15 @@ float decode(const FixedFormat& f, uint32_t code);
 // scales are not powers of two).
 int block_exponent(const BlockFormat& f, const float* x, size_t n);
 
+// NVFP4's scales for one row of values as quantize() takes them (the whole call, so its tensor
+// amax from the values): the float32 decode scale, and each 16-value block's amax and E4M3
+// scale. A value's result is its E2M1 code x its block's scale x the decode scale.
+struct Nvfp4Scales {
+  float tensor_decode = 1;
+  std::vector<float> block_amax, block_scale;
+};
+Nvfp4Scales nvfp4_scales(const float* x, size_t n);
+
 // The largest magnitude of x[0, n), NaN ignored (fmax), Inf kept; on up to `threads` threads
 // for large arrays.
 float tensor_amax(const float* x, size_t n, int threads = 1);
